@@ -1,0 +1,137 @@
+/* cli/dump.c — `remora dump`: every thread's Python stack, as text or JSON. */
+#include <stdio.h>
+#include <string.h>
+
+#include "remora.h"
+#include "cli.h"
+#include "../out/out.h"
+#include "../proc/proc.h"
+#include "../py/py.h"
+#include "../unwind/unwind.h"
+
+static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n)
+{
+    size_t i, k;
+
+    printf("Process %d: Python %s (%s)\n", (int)pid, t->version, t->binary);
+    for (i = 0; i < n; i++) {
+        printf("\nThread %d \"%s\"", (int)th[i].native_id, th[i].name);
+        if (th[i].is_main || th[i].holds_gil || th[i].on_cpu) {
+            const char *sep = "";
+            fputs(" [", stdout);
+            if (th[i].is_main)
+                printf("%smain", sep), sep = ", ";
+            if (th[i].holds_gil)
+                printf("%sgil", sep), sep = ", ";
+            if (th[i].on_cpu)
+                printf("%son-cpu", sep);
+            fputc(']', stdout);
+        }
+        fputc('\n', stdout);
+        if (th[i].error)
+            printf("    <stack unreadable: %s>\n", remora_strerror(th[i].error));
+        for (k = 0; k < th[i].nframes; k++)
+            printf("    %s (%s:%d)\n", th[i].frames[k].function, th[i].frames[k].file,
+                   th[i].frames[k].line);
+    }
+}
+
+static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n)
+{
+    size_t i, k;
+
+    printf("{\"pid\":%d,\"python\":", (int)pid);
+    out_json_str(stdout, t->version);
+    fputs(",\"threads\":[", stdout);
+    for (i = 0; i < n; i++) {
+        printf("%s{\"native_id\":%d,\"name\":", i ? "," : "", (int)th[i].native_id);
+        out_json_str(stdout, th[i].name);
+        printf(",\"main\":%s,\"gil\":%s,\"on_cpu\":%s", th[i].is_main ? "true" : "false",
+               th[i].holds_gil ? "true" : "false", th[i].on_cpu ? "true" : "false");
+        if (th[i].error) {
+            fputs(",\"error\":", stdout);
+            out_json_str(stdout, remora_strerror(th[i].error));
+        }
+        fputs(",\"frames\":[", stdout);
+        for (k = 0; k < th[i].nframes; k++) {
+            fputs(k ? ",{\"function\":" : "{\"function\":", stdout);
+            out_json_str(stdout, th[i].frames[k].function);
+            fputs(",\"file\":", stdout);
+            out_json_str(stdout, th[i].frames[k].file);
+            printf(",\"line\":%d}", th[i].frames[k].line);
+        }
+        fputs("]}", stdout);
+    }
+    fputs("]}\n", stdout);
+}
+
+int cmd_dump(int argc, char **argv)
+{
+    pid_t pid = 0;
+    int json = 0, i, err, attempt;
+    proc_t *p = NULL;
+    py_target_t t;
+    unwinder_t *u = NULL;
+    unw_thread_t *th = NULL;
+    size_t n = 0;
+    char why[512] = "";
+
+    for (i = 1; i < argc; i++) {
+        if ((strcmp(argv[i], "-p") == 0 || strcmp(argv[i], "--pid") == 0) && i + 1 < argc) {
+            if (cli_parse_pid(argv[++i], &pid) != 0) {
+                cli_error("invalid pid '%s': expected a positive number", argv[i]);
+                return REMORA_EXIT_USAGE;
+            }
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--native") == 0 || strcmp(argv[i], "--locals") == 0) {
+            cli_error("dump %s is not available in this version yet", argv[i]);
+            return REMORA_EXIT_USAGE;
+        } else {
+            cli_error("dump: unexpected argument '%s'; usage: remora dump -p PID [--json]", argv[i]);
+            return REMORA_EXIT_USAGE;
+        }
+    }
+    if (pid == 0) {
+        cli_error("dump needs a target: remora dump -p PID [--json]");
+        return REMORA_EXIT_USAGE;
+    }
+
+    err = proc_open(pid, &p);
+    if (err)
+        return cli_fail(err, pid, NULL);
+    err = py_target_find(p, &t, why, sizeof why);
+    if (err)
+        goto fail;
+    err = unw_new(p, &t, &u);
+    if (err)
+        goto fail;
+    /* a thread list that changes under us reads as corrupt: try again */
+    for (attempt = 0; attempt < 3; attempt++) {
+        err = unw_snapshot(u, &th, &n);
+        if (err != REMORA_ECORRUPT && err != REMORA_EFAULT)
+            break;
+    }
+    if (err) {
+        if (err == REMORA_ENOPROC) {
+            cli_error("pid %d exited during the dump", (int)pid);
+            err = REMORA_EXIT_NOPROC;
+            goto out;
+        }
+        snprintf(why, sizeof why, "could not read the thread list");
+        goto fail;
+    }
+    if (json)
+        print_json(pid, &t, th, n);
+    else
+        print_text(pid, &t, th, n);
+    fflush(stdout);
+    err = REMORA_EXIT_OK;
+    goto out;
+fail:
+    err = cli_fail(err, pid, why);
+out:
+    unw_free(u);
+    proc_free(p);
+    return err;
+}

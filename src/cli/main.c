@@ -1,0 +1,93 @@
+/* cli/main.c — entry point: dispatches to the subcommands. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "cli.h"
+
+static const char usage[] =
+    "usage: remora <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  dump -p PID [--json]     print every thread's Python stack\n"
+    "\n"
+    "  remora --version | --help\n"
+    "\n"
+    "exit codes: 0 ok, 1 usage, 2 no such process (or it exited), 3 permission denied,\n"
+    "            4 not a Python process or unsupported version, 5 other failure\n";
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("remora: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_parse_pid(const char *s, pid_t *out)
+{
+    char *end;
+    long v;
+
+    if (s == NULL || *s == '\0')
+        return -1;
+    v = strtol(s, &end, 10);
+    if (*end != '\0' || v <= 0 || v > 0x3fffffff)
+        return -1;
+    *out = (pid_t)v;
+    return 0;
+}
+
+int cli_fail(int err, pid_t pid, const char *why)
+{
+    switch (err) {
+    case REMORA_ENOPROC:
+        cli_error("no process with pid %d (it does not exist or has exited)", (int)pid);
+        break;
+    case REMORA_EPERM:
+        cli_error("permission denied reading pid %d: run remora as root or as the target's user "
+                  "with CAP_SYS_PTRACE, or allow ptrace (sysctl kernel.yama.ptrace_scope=0)", (int)pid);
+        break;
+    case REMORA_ENOTPY:
+    case REMORA_EVERSION:
+        cli_error("%s", why && *why ? why : remora_strerror(err));
+        break;
+    default:
+        if (why && *why)
+            cli_error("pid %d: %s (%s)", (int)pid, why, remora_strerror(err));
+        else
+            cli_error("pid %d: %s", (int)pid, remora_strerror(err));
+        break;
+    }
+    return remora_exit_code(err);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return REMORA_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage, stdout);
+        return REMORA_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("remora %s\n", REMORA_VERSION);
+        return REMORA_EXIT_OK;
+    }
+    if (strcmp(argv[1], "dump") == 0)
+        return cmd_dump(argc - 1, argv + 1);
+    if (strcmp(argv[1], "record") == 0 || strcmp(argv[1], "top") == 0 ||
+        strcmp(argv[1], "convert") == 0) {
+        cli_error("'%s' is not available in this version yet; see 'remora --help'", argv[1]);
+        return REMORA_EXIT_USAGE;
+    }
+    cli_error("unknown command '%s'; see 'remora --help'", argv[1]);
+    return REMORA_EXIT_USAGE;
+}

@@ -1,0 +1,264 @@
+/* proc/maps.c — /proc/PID/maps parsing and opening the files the target maps.
+ *
+ * Reads only /proc files of the target; the parser is pure and bounded.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "remora.h"
+#include "proc.h"
+#include "proc_internal.h"
+
+int proc_slurp(const char *path, size_t max, char **buf, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *b;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    *buf = NULL;
+    *len = 0;
+    if (fd < 0)
+        return proc_err_from_errno(errno);
+    b = malloc(cap + 1);
+    if (b == NULL)
+        goto nomem;
+    for (;;) {
+        ssize_t r;
+        if (n == cap) {
+            char *nb;
+            if (cap >= max)
+                break;
+            cap = cap * 2 > max ? max : cap * 2;
+            nb = realloc(b, cap + 1);
+            if (nb == NULL)
+                goto nomem;
+            b = nb;
+        }
+        r = read(fd, b + n, cap - n);
+        if (r < 0) {
+            int err;
+            if (errno == EINTR)
+                continue;
+            err = proc_err_from_errno(errno);
+            /* reading a dead task's files fails with ESRCH */
+            free(b);
+            close(fd);
+            return err;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return REMORA_OK;
+nomem:
+    free(b);
+    close(fd);
+    return REMORA_ENOMEM;
+}
+
+static int parse_hex(const char **s, const char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    int digits = 0;
+
+    while (*s < end) {
+        char c = **s;
+        int d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            break;
+        if (digits == 16)
+            return -1;
+        v = v << 4 | (uint64_t)d;
+        digits++;
+        (*s)++;
+    }
+    *out = v;
+    return digits ? 0 : -1;
+}
+
+static int parse_dec(const char **s, const char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    int digits = 0;
+
+    while (*s < end && **s >= '0' && **s <= '9') {
+        if (digits == 19)
+            return -1;
+        v = v * 10 + (uint64_t)(**s - '0');
+        digits++;
+        (*s)++;
+    }
+    *out = v;
+    return digits ? 0 : -1;
+}
+
+static int expect(const char **s, const char *end, char c)
+{
+    if (*s >= end || **s != c)
+        return -1;
+    (*s)++;
+    return 0;
+}
+
+static void skip_spaces(const char **s, const char *end)
+{
+    while (*s < end && (**s == ' ' || **s == '\t'))
+        (*s)++;
+}
+
+/* Parses one line [s, end) into m. Returns 0 or -1 if malformed. */
+static int parse_line(char *line, char *end, proc_map_t *m)
+{
+    const char *s = line;
+    uint64_t maj, min;
+    int i;
+
+    memset(m, 0, sizeof *m);
+    if (parse_hex(&s, end, &m->start) || expect(&s, end, '-') || parse_hex(&s, end, &m->end))
+        return -1;
+    if (m->end < m->start)
+        return -1;
+    skip_spaces(&s, end);
+    for (i = 0; i < 4; i++) {
+        if (s >= end)
+            return -1;
+        m->perms[i] = *s++;
+    }
+    m->perms[4] = '\0';
+    skip_spaces(&s, end);
+    if (parse_hex(&s, end, &m->offset))
+        return -1;
+    skip_spaces(&s, end);
+    if (parse_hex(&s, end, &maj) || expect(&s, end, ':') || parse_hex(&s, end, &min))
+        return -1;
+    m->dev_major = (unsigned)maj;
+    m->dev_minor = (unsigned)min;
+    skip_spaces(&s, end);
+    if (parse_dec(&s, end, &m->inode))
+        return -1;
+    skip_spaces(&s, end);
+    if (s < end) {
+        m->path = (char *)s;
+        *end = '\0';
+    }
+    return 0;
+}
+
+int proc_maps_parse(char *text, size_t len, size_t max, proc_maps_t *out)
+{
+    size_t cap = 0, i = 0;
+    char *line = text, *stop = text + len;
+
+    memset(out, 0, sizeof *out);
+    while (line < stop) {
+        char *nl = memchr(line, '\n', (size_t)(stop - line));
+        char *end = nl ? nl : stop;
+        proc_map_t m;
+
+        if (i == max)
+            break;
+        /* the last line may lack its newline: it cannot be terminated in place */
+        if (nl != NULL && parse_line(line, end, &m) == 0) {
+            if (i == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                proc_map_t *nv = realloc(out->v, ncap * sizeof *nv);
+                if (nv == NULL) {
+                    free(out->v);
+                    out->v = NULL;
+                    return REMORA_ENOMEM;
+                }
+                out->v = nv;
+                cap = ncap;
+            }
+            out->v[i++] = m;
+        }
+        line = end + 1;
+    }
+    out->n = i;
+    return REMORA_OK;
+}
+
+#define MAPS_MAX_BYTES (64u << 20)
+#define MAPS_MAX_ENTRIES 1000000
+
+int proc_maps_read(proc_t *p, proc_maps_t *out)
+{
+    char path[64];
+    char *text;
+    size_t len;
+    int err;
+
+    memset(out, 0, sizeof *out);
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)p->pid);
+    err = proc_slurp(path, MAPS_MAX_BYTES, &text, &len);
+    if (err)
+        return err;
+    if (len == 0) {
+        /* a zombie or exiting process has no maps */
+        free(text);
+        return REMORA_ENOPROC;
+    }
+    err = proc_maps_parse(text, len, MAPS_MAX_ENTRIES, out);
+    if (err) {
+        free(text);
+        return err;
+    }
+    out->text = text;
+    return REMORA_OK;
+}
+
+void proc_maps_fini(proc_maps_t *m)
+{
+    free(m->v);
+    free(m->text);
+    memset(m, 0, sizeof *m);
+}
+
+static int open_checked(const char *path, uint64_t inode)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return -1;
+    if (inode != 0 && (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != inode)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int proc_open_mapped_file(proc_t *p, const char *path, uint64_t inode)
+{
+    char buf[4200];
+    int fd;
+
+    if (path == NULL || path[0] != '/')
+        return -1;
+    snprintf(buf, sizeof buf, "/proc/%d/root%s", (int)p->pid, path);
+    fd = open_checked(buf, inode);
+    if (fd >= 0)
+        return fd;
+    /* a chroot: maps names the file as the host sees it */
+    fd = open_checked(path, inode);
+    if (fd >= 0)
+        return fd;
+    /* the mapping itself, which works even for deleted files */
+    return -1;
+}

@@ -1,0 +1,265 @@
+/* py/debug_offsets.c — layouts of CPython 3.13+ from the target's _Py_DebugOffsets.
+ *
+ * 3.13+ place a _Py_DebugOffsets struct at the start of _PyRuntime: a cookie, the
+ * version, then sections of u64 offsets. The struct grows per minor version, so
+ * remora keeps, for each known version, the ordered list of its fields (every field
+ * is 8 bytes), reads the struct once, and checks every offset it uses against the
+ * size the struct itself declares for that section.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "remora.h"
+#include "py.h"
+
+/* The fields remora uses, plus a filler for those it skips. */
+enum dbg_field {
+    D_SKIP = 0,
+    D_COOKIE, D_VERSION, D_FREE_THREADED,
+    D_RT_SIZE, D_RT_INTERPRETERS_HEAD,
+    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, D_IS_GC, D_IS_CEVAL_GIL, D_IS_GIL_STATE,
+    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER,
+    D_TS_SIZE, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
+    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK,
+    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, D_FR_OWNER,
+    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO,
+    D_CO_CODE_ADAPTIVE,
+    D_OB_TYPE,
+    D_BYTES_SIZE, D_BYTES_OB_SIZE, D_BYTES_SVAL,
+    D_U_SIZE, D_U_STATE, D_U_LENGTH, D_U_ASCII_SIZE, D_U_COMPACT_SIZE,
+    D_GC_SIZE, D_GC_COLLECTING,
+    D_NFIELDS
+};
+
+#define S D_SKIP
+
+/* CPython 3.13 (Include/internal/pycore_runtime.h). */
+static const unsigned char layout_313[] = {
+    D_COOKIE, D_VERSION, D_FREE_THREADED,
+    D_RT_SIZE, S, D_RT_INTERPRETERS_HEAD,
+    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, D_IS_GC, S, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
+    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER,
+    D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
+    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S,
+    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, S, D_FR_OWNER,
+    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, S, S, S,
+    D_CO_CODE_ADAPTIVE,
+    S, D_OB_TYPE,                       /* pyobject */
+    S, S, S, S,                         /* type_object */
+    S, S, S,                            /* tuple_object */
+    S, S, S,                            /* list_object */
+    S, S, S,                            /* dict_object */
+    S, S,                               /* float_object */
+    S, S, S,                            /* long_object */
+    D_BYTES_SIZE, D_BYTES_OB_SIZE, D_BYTES_SVAL,
+    D_U_SIZE, D_U_STATE, D_U_LENGTH, D_U_ASCII_SIZE,
+    D_GC_SIZE, D_GC_COLLECTING,
+};
+
+/* CPython 3.14 (Include/internal/pycore_debug_offsets.h). */
+static const unsigned char layout_314[] = {
+    D_COOKIE, D_VERSION, D_FREE_THREADED,
+    D_RT_SIZE, S, D_RT_INTERPRETERS_HEAD,
+    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, S, D_IS_GC, S, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
+    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, S, S,
+    D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
+    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S,
+    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, S, D_FR_OWNER, S, S,
+    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, S, S, S,
+    D_CO_CODE_ADAPTIVE, S,
+    S, D_OB_TYPE,                       /* pyobject */
+    S, S, S, S,                         /* type_object */
+    S, S, S,                            /* tuple_object */
+    S, S, S,                            /* list_object */
+    S, S, S, S,                         /* set_object */
+    S, S, S,                            /* dict_object */
+    S, S,                               /* float_object */
+    S, S, S,                            /* long_object */
+    D_BYTES_SIZE, D_BYTES_OB_SIZE, D_BYTES_SVAL,
+    D_U_SIZE, D_U_STATE, D_U_LENGTH, D_U_ASCII_SIZE,
+    D_GC_SIZE, D_GC_COLLECTING,
+};
+
+/* CPython 3.15 (Include/internal/pycore_debug_offsets.h, as released). */
+static const unsigned char layout_315[] = {
+    D_COOKIE, D_VERSION, D_FREE_THREADED,
+    D_RT_SIZE, S, D_RT_INTERPRETERS_HEAD,
+    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, S, D_IS_GC, S, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
+    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, S, S,
+    /* thread_state: ... datastack_chunk, status, holds_gil, gil_requested,
+     * current_exception, exc_state */
+    D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, S, S, S, D_TS_THREAD_ID,
+    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S, S, S, S, S,
+    S,                                  /* err_stackitem */
+    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, S, D_FR_OWNER, S, S,
+    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, S, S, S,
+    D_CO_CODE_ADAPTIVE, S,
+    S, D_OB_TYPE,                       /* pyobject */
+    S, S, S, S, S, S,                   /* type_object (+ tp_basicsize, tp_dictoffset) */
+    S, S,                               /* heap_type_object */
+    S, S, S,                            /* tuple_object */
+    S, S, S,                            /* list_object */
+    S, S, S, S,                         /* set_object */
+    S, S, S,                            /* dict_object */
+    S, S,                               /* float_object */
+    S, S, S,                            /* long_object */
+    D_BYTES_SIZE, D_BYTES_OB_SIZE, D_BYTES_SVAL,
+    D_U_SIZE, D_U_STATE, D_U_LENGTH, D_U_ASCII_SIZE, D_U_COMPACT_SIZE,
+    D_GC_SIZE, D_GC_COLLECTING,
+};
+
+#undef S
+
+#define DBG_MAX_FIELDS 256
+#define DBG_MAX_STRUCT (1u << 20)   /* no section of the runtime is this large */
+
+static int check(uint64_t off, uint64_t width, uint64_t size, const char *what, char *why, size_t whylen)
+{
+    if (size == 0 || size > DBG_MAX_STRUCT || off > size || width > size - off) {
+        snprintf(why, whylen, "_Py_DebugOffsets: %s offset %llu does not fit its struct of %llu bytes",
+                 what, (unsigned long long)off, (unsigned long long)size);
+        return REMORA_EVERSION;
+    }
+    return REMORA_OK;
+}
+
+int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, char *why, size_t whylen)
+{
+    const unsigned char *order;
+    size_t n, i;
+    uint64_t raw[DBG_MAX_FIELDS];
+    uint64_t f[D_NFIELDS];
+    uint64_t hex;
+    int minor, err;
+
+    memset(f, 0, sizeof f);
+    err = proc_read(p, runtime, raw, 2 * sizeof(uint64_t));
+    if (err)
+        return err;
+    if (memcmp(raw, "xdebugpy", 8) != 0) {
+        snprintf(why, whylen, "no _Py_DebugOffsets cookie at _PyRuntime");
+        return REMORA_EVERSION;
+    }
+    hex = raw[1];
+    minor = (int)((hex >> 16) & 0xff);
+    if ((hex >> 24) != 3 || minor < 13 || minor > 15) {
+        snprintf(why, whylen, "Python %d.%d (_Py_DebugOffsets version 0x%08llx) has a layout remora does not know; it reads CPython 3.9 to 3.15",
+                 (int)(hex >> 24), minor, (unsigned long long)hex);
+        return REMORA_EVERSION;
+    }
+    if ((hex & 0xf0) != 0xf0 && (hex & 0xf0) != 0xc0 && minor >= 14) {
+        /* alphas and betas changed the struct; only release candidates and finals are known */
+        snprintf(why, whylen, "Python %d.%d pre-release 0x%08llx: its _Py_DebugOffsets layout is not known to remora (release candidates and finals are)",
+                 3, minor, (unsigned long long)hex);
+        return REMORA_EVERSION;
+    }
+    if (minor == 13) {
+        order = layout_313;
+        n = sizeof layout_313;
+    } else if (minor == 14) {
+        order = layout_314;
+        n = sizeof layout_314;
+    } else {
+        order = layout_315;
+        n = sizeof layout_315;
+    }
+    err = proc_read(p, runtime, raw, n * sizeof(uint64_t));
+    if (err)
+        return err;
+    for (i = 0; i < n; i++)
+        if (order[i] != D_SKIP)
+            f[order[i]] = raw[i];
+    if (f[D_FREE_THREADED]) {
+        snprintf(why, whylen, "Python %d.%d is a free-threaded build, which remora does not read yet",
+                 3, minor);
+        return REMORA_EVERSION;
+    }
+
+    memset(L, 0, sizeof *L);
+    L->hexversion = (uint32_t)hex;
+    L->major = 3;
+    L->minor = minor;
+    L->frames_kind = PY_FRAMES_DIRECT;
+    L->lines_kind = PY_LINES_LOCATIONS;
+    L->tagged_executable = minor >= 14;
+    L->owner_shim = 3;   /* FRAME_OWNED_BY_CSTACK (3.13), _INTERPRETER (3.14+) and above */
+
+    L->rt_size = f[D_RT_SIZE];
+    L->rt_interpreters_head = f[D_RT_INTERPRETERS_HEAD];
+    L->is_size = f[D_IS_SIZE];
+    L->is_id = f[D_IS_ID];
+    L->is_next = f[D_IS_NEXT];
+    L->is_threads_head = f[D_IS_THREADS_HEAD];
+    L->is_gil_ptr = f[D_IS_CEVAL_GIL];
+    L->is_gc_collecting = f[D_IS_GC] + f[D_GC_COLLECTING];
+    /* locked and holder are given inside the interpreter's own _gil: make them relative
+     * to struct _gil_runtime_state, which ceval.gil points to (possibly another's) */
+    if (f[D_IS_GIL_LOCKED] < f[D_IS_GIL_STATE] || f[D_IS_GIL_HOLDER] < f[D_IS_GIL_STATE]) {
+        snprintf(why, whylen, "_Py_DebugOffsets: GIL offsets precede the GIL state");
+        return REMORA_EVERSION;
+    }
+    L->gil_locked = f[D_IS_GIL_LOCKED] - f[D_IS_GIL_STATE];
+    L->gil_holder = f[D_IS_GIL_HOLDER] - f[D_IS_GIL_STATE];
+    L->ts_size = f[D_TS_SIZE];
+    L->ts_next = f[D_TS_NEXT];
+    L->ts_interp = f[D_TS_INTERP];
+    L->ts_frame = f[D_TS_CURRENT_FRAME];
+    L->ts_thread_id = f[D_TS_THREAD_ID];
+    L->ts_native_thread_id = f[D_TS_NATIVE_THREAD_ID];
+    L->ts_datastack_chunk = f[D_TS_DATASTACK_CHUNK];
+    L->fr_size = f[D_FR_SIZE];
+    L->fr_previous = f[D_FR_PREVIOUS];
+    L->fr_code = f[D_FR_EXECUTABLE];
+    L->fr_instr = f[D_FR_INSTR_PTR];
+    L->fr_owner = f[D_FR_OWNER];
+    L->co_size = f[D_CO_SIZE];
+    L->co_filename = f[D_CO_FILENAME];
+    L->co_name = f[D_CO_NAME];
+    L->co_qualname = f[D_CO_QUALNAME];
+    L->co_linetable = f[D_CO_LINETABLE];
+    L->co_firstlineno = f[D_CO_FIRSTLINENO];
+    L->co_code_adaptive = f[D_CO_CODE_ADAPTIVE];
+    L->ob_type = f[D_OB_TYPE];
+    L->bytes_size = f[D_BYTES_OB_SIZE];
+    L->bytes_sval = f[D_BYTES_SVAL];
+    L->u_state = f[D_U_STATE];
+    L->u_length = f[D_U_LENGTH];
+    L->u_ascii_size = f[D_U_ASCII_SIZE];
+    /* PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+) */
+    L->u_compact_size = f[D_U_COMPACT_SIZE] ? f[D_U_COMPACT_SIZE] : f[D_U_ASCII_SIZE] + 16;
+
+    /* every offset used must fit the struct the same table declares */
+    if ((err = check(L->rt_interpreters_head, 8, L->rt_size, "runtime.interpreters_head", why, whylen)) ||
+        (err = check(L->is_next, 8, L->is_size, "interp.next", why, whylen)) ||
+        (err = check(L->is_id, 8, L->is_size, "interp.id", why, whylen)) ||
+        (err = check(L->is_threads_head, 8, L->is_size, "interp.threads_head", why, whylen)) ||
+        (err = check(L->is_gil_ptr, 8, L->is_size, "interp.ceval_gil", why, whylen)) ||
+        (err = check(L->is_gc_collecting, 4, L->is_size, "interp.gc.collecting", why, whylen)) ||
+        (err = check(L->gil_locked, 4, 4096, "gil.locked", why, whylen)) ||
+        (err = check(L->gil_holder, 8, 4096, "gil.holder", why, whylen)) ||
+        (err = check(L->ts_next, 8, L->ts_size, "tstate.next", why, whylen)) ||
+        (err = check(L->ts_interp, 8, L->ts_size, "tstate.interp", why, whylen)) ||
+        (err = check(L->ts_frame, 8, L->ts_size, "tstate.current_frame", why, whylen)) ||
+        (err = check(L->ts_thread_id, 8, L->ts_size, "tstate.thread_id", why, whylen)) ||
+        (err = check(L->ts_native_thread_id, 8, L->ts_size, "tstate.native_thread_id", why, whylen)) ||
+        (err = check(L->ts_datastack_chunk, 8, L->ts_size, "tstate.datastack_chunk", why, whylen)) ||
+        (err = check(L->fr_previous, 8, L->fr_size, "frame.previous", why, whylen)) ||
+        (err = check(L->fr_code, 8, L->fr_size, "frame.executable", why, whylen)) ||
+        (err = check(L->fr_instr, 8, L->fr_size, "frame.instr_ptr", why, whylen)) ||
+        (err = check(L->fr_owner, 1, L->fr_size, "frame.owner", why, whylen)) ||
+        (err = check(L->co_filename, 8, L->co_size, "code.filename", why, whylen)) ||
+        (err = check(L->co_name, 8, L->co_size, "code.name", why, whylen)) ||
+        (err = check(L->co_qualname, 8, L->co_size, "code.qualname", why, whylen)) ||
+        (err = check(L->co_linetable, 8, L->co_size, "code.linetable", why, whylen)) ||
+        (err = check(L->co_firstlineno, 4, L->co_size, "code.firstlineno", why, whylen)) ||
+        (err = check(L->co_code_adaptive, 0, L->co_size, "code.co_code_adaptive", why, whylen)) ||
+        (err = check(L->ob_type, 8, 64, "object.ob_type", why, whylen)) ||
+        (err = check(L->bytes_size, 8, f[D_BYTES_SIZE], "bytes.ob_size", why, whylen)) ||
+        (err = check(L->bytes_sval, 0, f[D_BYTES_SIZE], "bytes.ob_sval", why, whylen)) ||
+        (err = check(L->u_state, 4, f[D_U_SIZE], "unicode.state", why, whylen)) ||
+        (err = check(L->u_length, 8, f[D_U_SIZE], "unicode.length", why, whylen)) ||
+        (err = check(L->u_ascii_size, 0, 256, "unicode.asciiobject_size", why, whylen)) ||
+        (err = check(L->u_compact_size, 0, 256, "unicode.compactobject_size", why, whylen)))
+        return err;
+    return REMORA_OK;
+}

@@ -1,0 +1,112 @@
+/* py/ — CPython version detection and struct layouts.
+ *
+ * remora never includes Python.h: every structure it reads is described by a
+ * py_layout_t, a table of byte offsets. 3.13+ layouts come from the target's own
+ * _Py_DebugOffsets (debug_offsets.c); 3.9–3.12 layouts are generated from each
+ * version's installed headers by tools/gen_offsets.sh (layouts_generated.h).
+ */
+#ifndef REMORA_PY_H
+#define REMORA_PY_H
+
+#include <stdint.h>
+#include "../proc/proc.h"
+
+/* How frames hang off a thread state. */
+enum py_frames_kind {
+    PY_FRAMES_OBJECTS = 1, /* 3.9/3.10: tstate->frame, PyFrameObject linked by f_back */
+    PY_FRAMES_CFRAME = 2,  /* 3.11/3.12: tstate->cframe->current_frame, _PyInterpreterFrame */
+    PY_FRAMES_DIRECT = 3,  /* 3.13+: tstate->current_frame */
+};
+
+/* How a code object maps instruction offsets to lines. */
+enum py_lines_kind {
+    PY_LINES_LNOTAB = 1,   /* 3.9: co_lnotab, f_lasti in bytes */
+    PY_LINES_310 = 2,      /* 3.10: co_linetable, f_lasti in code units */
+    PY_LINES_LOCATIONS = 3 /* 3.11+: co_linetable location table */
+};
+
+/* Byte offsets into the target's structures. A field that a version lacks is 0
+ * unless said otherwise; every field is checked against its struct size before use. */
+typedef struct py_layout {
+    uint32_t hexversion;    /* PY_VERSION_HEX of the target (0x030c01f0 for 3.12.1) */
+    int major, minor;
+    int frames_kind;        /* enum py_frames_kind */
+    int lines_kind;         /* enum py_lines_kind */
+    int tagged_executable;  /* 3.14+: frame's executable is a _PyStackRef, mask low bits */
+    int owner_shim;         /* frames with owner >= this are C-owned shims; 0 = no owner field */
+
+    /* _PyRuntimeState */
+    uint64_t rt_size;
+    uint64_t rt_interpreters_head;  /* interpreters.head */
+    uint64_t rt_gil_locked;         /* 3.9–3.11: ceval.gil.locked (int), else 0 */
+    uint64_t rt_gil_holder;         /* 3.9–3.11: ceval.gil.last_holder (pointer), else 0 */
+
+    /* PyInterpreterState */
+    uint64_t is_size;
+    uint64_t is_next;
+    uint64_t is_id;
+    uint64_t is_threads_head;       /* tstate_head (3.9–3.11), threads.head (3.12+) */
+    uint64_t is_gil_ptr;            /* 3.12+: ceval.gil, a pointer to struct _gil_runtime_state */
+    uint64_t is_gc_collecting;      /* gc.collecting (int) */
+    uint64_t gil_locked;            /* 3.12+: offset of locked in struct _gil_runtime_state */
+    uint64_t gil_holder;            /* 3.12+: offset of last_holder/holder in it */
+
+    /* PyThreadState */
+    uint64_t ts_size;
+    uint64_t ts_next;
+    uint64_t ts_interp;
+    uint64_t ts_frame;              /* frame (3.9/10), cframe (3.11/12), current_frame (3.13+) */
+    uint64_t cframe_current_frame;  /* 3.11/12: _PyCFrame.current_frame */
+    uint64_t ts_thread_id;          /* pthread_t */
+    uint64_t ts_native_thread_id;   /* 3.11+; 0 on 3.9/3.10 (resolved through pthread_t) */
+    uint64_t ts_datastack_chunk;    /* 3.11+ */
+
+    /* PyFrameObject (3.9/10) or _PyInterpreterFrame (3.11+) */
+    uint64_t fr_size;               /* bytes to copy to read the fields below */
+    uint64_t fr_previous;           /* f_back (3.9/10), previous (3.11+) */
+    uint64_t fr_code;               /* f_code, f_executable (3.13+) */
+    uint64_t fr_instr;              /* f_lasti int (3.9/10), prev_instr (3.11/12), instr_ptr (3.13+) */
+    uint64_t fr_owner;              /* 3.11+: owner (char) */
+
+    /* PyCodeObject */
+    uint64_t co_size;
+    uint64_t co_filename;
+    uint64_t co_name;
+    uint64_t co_qualname;           /* 3.11+ */
+    uint64_t co_linetable;          /* co_lnotab (3.9), co_linetable (3.10+) */
+    uint64_t co_firstlineno;        /* int */
+    uint64_t co_code_adaptive;      /* 3.11+: first code unit, inside the code object */
+
+    /* objects */
+    uint64_t ob_type;
+    uint64_t bytes_size;            /* PyBytesObject.ob_size */
+    uint64_t bytes_sval;            /* PyBytesObject.ob_sval */
+    uint64_t u_state;               /* PyASCIIObject.state (bit field word) */
+    uint64_t u_length;              /* PyASCIIObject.length */
+    uint64_t u_ascii_size;          /* sizeof(PyASCIIObject): data of compact ASCII */
+    uint64_t u_compact_size;        /* sizeof(PyCompactUnicodeObject): data of compact non-ASCII */
+} py_layout_t;
+
+/* Built-in layouts for 3.9–3.12 (generated). Returns NULL for other minors. */
+const py_layout_t *py_layout_for_minor(int minor);
+
+/* Fill *out from the _Py_DebugOffsets at 'runtime' in the target (3.13+).
+ * 'hexversion' is the version found there. Returns 0, or a REMORA_E* code
+ * (REMORA_EVERSION for a layout remora does not know or offsets that fail checks). */
+int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *out, char *why, size_t whylen);
+
+/* Where the interpreter lives in a target and what version it is. */
+typedef struct py_target {
+    uint64_t runtime;        /* address of _PyRuntime */
+    uint64_t code_type;      /* address of PyCode_Type, 0 if unknown */
+    char binary[4096];       /* the ELF file that holds _PyRuntime (path as seen by the target) */
+    char version[32];        /* "3.12.1" */
+    py_layout_t layout;
+} py_target_t;
+
+/* Find the interpreter in p and its layout. Returns 0, or REMORA_ENOTPY (no CPython found),
+ * REMORA_EVERSION (found, but a version remora cannot read; 'why' names it), or a proc error.
+ * 'why' always receives a one-line explanation on failure. */
+int py_target_find(proc_t *p, py_target_t *t, char *why, size_t whylen);
+
+#endif

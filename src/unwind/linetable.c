@@ -1,0 +1,117 @@
+/* unwind/linetable.c — instruction offset → line, for each CPython line-table format.
+ *
+ * Pure functions over a copy of the table; every read is bounds-checked, so a corrupt
+ * or hostile table yields a wrong line at worst, never a read past its end.
+ */
+#include "unwind.h"
+
+int lt_lnotab_line(const unsigned char *tab, size_t len, int firstlineno, int addrq)
+{
+    /* 3.9: pairs (address increment, signed line increment) */
+    int line = firstlineno, addr = 0;
+    size_t i;
+
+    if (addrq < 0)
+        return firstlineno;
+    for (i = 0; i + 1 < len; i += 2) {
+        addr += tab[i];
+        if (addr > addrq)
+            break;
+        line += (signed char)tab[i + 1];
+    }
+    return line;
+}
+
+int lt_310_line(const unsigned char *tab, size_t len, int firstlineno, int addrq)
+{
+    /* 3.10: pairs (byte length of a range, signed line delta; -128 = no line) */
+    int line = firstlineno, start = 0;
+    size_t i;
+
+    if (addrq < 0)
+        return firstlineno;
+    for (i = 0; i + 1 < len; i += 2) {
+        int end = start + tab[i];
+        int delta = (signed char)tab[i + 1];
+        if (delta != -128)
+            line += delta;
+        if (addrq >= start && addrq < end)
+            return delta == -128 ? -1 : line;
+        start = end;
+    }
+    return -1;
+}
+
+/* 3.11+ varints: 6 bits a byte, bit 6 says more follow. */
+static unsigned read_varint(const unsigned char *tab, size_t len, size_t *i)
+{
+    unsigned v, shift = 0;
+    unsigned char b;
+
+    if (*i >= len)
+        return 0;
+    b = tab[(*i)++];
+    v = b & 63;
+    while ((b & 64) && *i < len && shift < 24) {
+        b = tab[(*i)++];
+        shift += 6;
+        v |= (unsigned)(b & 63) << shift;
+    }
+    return v;
+}
+
+static int read_svarint(const unsigned char *tab, size_t len, size_t *i)
+{
+    unsigned u = read_varint(tab, len, i);
+    return (u & 1) ? -(int)(u >> 1) : (int)(u >> 1);
+}
+
+int lt_locations_line(const unsigned char *tab, size_t len, int firstlineno, int addrq)
+{
+    /* Entries: a first byte 1CCCCLLL (code C, length L+1 code units), then payload. */
+    int line = firstlineno, addr = 0;
+    size_t i = 0;
+
+    if (addrq < 0)
+        return firstlineno;
+    while (i < len) {
+        unsigned char first = tab[i++];
+        int code, length, ldelta = 0, noline = 0;
+
+        if (!(first & 0x80))
+            continue;            /* not an entry start: resynchronise */
+        code = (first >> 3) & 15;
+        length = ((first & 7) + 1) * 2;
+        switch (code) {
+        case 15:                 /* no location */
+            noline = 1;
+            break;
+        case 14:                 /* long form: line delta, end line, column, end column */
+            ldelta = read_svarint(tab, len, &i);
+            (void)read_varint(tab, len, &i);
+            (void)read_varint(tab, len, &i);
+            (void)read_varint(tab, len, &i);
+            break;
+        case 13:                 /* no column */
+            ldelta = read_svarint(tab, len, &i);
+            break;
+        case 12:
+        case 11:
+        case 10:                 /* one line form: delta = code - 10, two column bytes */
+            ldelta = code - 10;
+            i += 2;
+            break;
+        default:                 /* short form: same line, one column byte */
+            i += 1;
+            break;
+        }
+        line += ldelta;
+        if (addrq >= addr && addrq < addr + length)
+            return noline ? -1 : line;
+        addr += length;
+        /* skip to the next entry start (payload bytes never have bit 7 set) */
+        while (i < len && !(tab[i] & 0x80))
+            i++;
+    }
+    return -1;
+}

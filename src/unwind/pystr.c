@@ -1,0 +1,143 @@
+/* unwind/pystr.c — str and bytes objects read out of the target.
+ *
+ * Reads the object header and the first bytes of its data in one read; only long
+ * strings need a second. Only compact strings are accepted (names, file names and
+ * qualnames always are); anything else is reported as corrupt.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "unwind.h"
+
+#define PYSTR_FIRST_READ 256
+#define PYSTR_MAX_BYTES (UNW_MAX_NAME * 4)
+
+static size_t put_utf8(uint32_t c, char *out)
+{
+    if (c == 0)
+        c = 0xfffd;              /* interned strings never hold NUL */
+    if (c < 0x80) {
+        out[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        out[0] = (char)(0xc0 | c >> 6);
+        out[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c >= 0xd800 && c <= 0xdfff)
+        c = 0xfffd;              /* lone surrogates are not valid UTF-8 */
+    if (c < 0x10000) {
+        out[0] = (char)(0xe0 | c >> 12);
+        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    if (c > 0x10ffff)
+        c = 0xfffd;
+    if (c == 0xfffd)
+        return put_utf8(c, out);
+    out[0] = (char)(0xf0 | c >> 18);
+    out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap, size_t *len)
+{
+    unsigned char head[PYSTR_FIRST_READ];
+    unsigned char big[PYSTR_MAX_BYTES];
+    const unsigned char *data;
+    uint32_t state;
+    int64_t length;
+    unsigned kind, compact, ascii;
+    uint64_t hdr, nbytes, keep;
+    size_t o = 0, i;
+    int err;
+
+    *len = 0;
+    if (cap == 0)
+        return REMORA_ENOMEM;
+    out[0] = '\0';
+    if (addr == 0 || addr % 8 != 0)
+        return REMORA_ECORRUPT;
+    if (L->u_length + 8 > sizeof head || L->u_state + 4 > sizeof head || L->u_compact_size > 128)
+        return REMORA_ECORRUPT;
+    err = proc_read(p, addr, head, sizeof head);
+    if (err == REMORA_EFAULT)   /* a short string near the end of a mapping */
+        err = proc_read(p, addr, head, L->u_compact_size);
+    if (err)
+        return err;
+    memcpy(&state, head + L->u_state, 4);
+    memcpy(&length, head + L->u_length, 8);
+    /* GIL builds: interned:2, kind:3, compact:1, ascii:1 */
+    kind = (state >> 2) & 7;
+    compact = (state >> 5) & 1;
+    ascii = (state >> 6) & 1;
+    if (!compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1) ||
+        length < 0 || length > (1 << 30))
+        return REMORA_ECORRUPT;
+    hdr = ascii ? L->u_ascii_size : L->u_compact_size;
+    keep = (uint64_t)length > UNW_MAX_NAME ? UNW_MAX_NAME : (uint64_t)length;
+    nbytes = keep * kind;
+    if (hdr + nbytes <= sizeof head) {
+        data = head + hdr;
+    } else {
+        err = proc_read(p, addr + hdr, big, nbytes);
+        if (err)
+            return err;
+        data = big;
+    }
+    for (i = 0; i < keep; i++) {
+        uint32_t c;
+        char enc[4];
+        size_t k;
+        if (kind == 1)
+            c = data[i];
+        else if (kind == 2) {
+            uint16_t v;
+            memcpy(&v, data + 2 * i, 2);
+            c = v;
+        } else
+            memcpy(&c, data + 4 * i, 4);
+        k = put_utf8(c, enc);
+        if (o + k + 1 > cap)
+            break;
+        memcpy(out + o, enc, k);
+        o += k;
+    }
+    out[o] = '\0';
+    *len = o;
+    return REMORA_OK;
+}
+
+int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
+                 unsigned char **out, size_t *len)
+{
+    int64_t size;
+    unsigned char *b;
+    int err;
+
+    *out = NULL;
+    *len = 0;
+    if (addr == 0 || addr % 8 != 0)
+        return REMORA_ECORRUPT;
+    err = proc_read(p, addr + L->bytes_size, &size, sizeof size);
+    if (err)
+        return err;
+    if (size < 0 || (uint64_t)size > max)
+        return REMORA_ECORRUPT;
+    b = malloc(size ? (size_t)size : 1);
+    if (b == NULL)
+        return REMORA_ENOMEM;
+    err = proc_read(p, addr + L->bytes_sval, b, (size_t)size);
+    if (err) {
+        free(b);
+        return err;
+    }
+    *out = b;
+    *len = (size_t)size;
+    return REMORA_OK;
+}

@@ -1,0 +1,282 @@
+/* unwind/threads.c — interpreters, thread states, the GIL holder and native thread ids.
+ *
+ * Reads _PyRuntime's interpreter list, each interpreter's thread-state list (one read
+ * per thread state), the GIL state, and /proc for each task's state and name. On
+ * 3.9/3.10, whose thread states lack native_thread_id, the native id is found inside
+ * glibc's struct pthread (pointed to by thread_id) at an offset calibrated against the
+ * target's task list.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "unwind.h"
+
+#define TS_MAX_READ 8192
+#define PTHREAD_SCAN 2048          /* bytes of struct pthread searched for the tid */
+
+static uint64_t get_u64(const unsigned char *b, uint64_t off)
+{
+    uint64_t v;
+    memcpy(&v, b + off, 8);
+    return v;
+}
+
+int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
+{
+    unwinder_t *u = calloc(1, sizeof *u);
+
+    *out = NULL;
+    if (u == NULL)
+        return REMORA_ENOMEM;
+    u->p = p;
+    u->t = t;
+    u->pthread_tid_off = -1;
+    u->names = strtab_new();
+    u->codes = u->names ? code_cache_new(u->names) : NULL;
+    u->tsbuf = malloc(TS_MAX_READ);
+    if (u->codes == NULL || u->tsbuf == NULL) {
+        unw_free(u);
+        return REMORA_ENOMEM;
+    }
+    *out = u;
+    return REMORA_OK;
+}
+
+void unw_free(unwinder_t *u)
+{
+    if (u == NULL)
+        return;
+    code_cache_free(u->codes);
+    strtab_free(u->names);
+    free(u->threads);
+    free(u->frames);
+    free(u->tsbuf);
+    free(u);
+}
+
+static int push_thread(unwinder_t *u, unw_thread_t **th)
+{
+    if (u->nthreads == u->cap_threads) {
+        size_t ncap = u->cap_threads ? u->cap_threads * 2 : 16;
+        unw_thread_t *nv = realloc(u->threads, ncap * sizeof *nv);
+        if (nv == NULL)
+            return REMORA_ENOMEM;
+        u->threads = nv;
+        u->cap_threads = ncap;
+    }
+    *th = &u->threads[u->nthreads++];
+    memset(*th, 0, sizeof **th);
+    return REMORA_OK;
+}
+
+/* The GIL's state: *locked and the holder's thread state. */
+static int read_gil(unwinder_t *u, uint64_t interp, int *locked, uint64_t *holder)
+{
+    const py_layout_t *L = &u->t->layout;
+    uint64_t base;
+    int32_t lk;
+    int err;
+
+    *locked = 0;
+    *holder = 0;
+    if (L->minor <= 11) {
+        base = u->t->runtime;
+        err = proc_read(u->p, base + L->rt_gil_locked, &lk, 4);
+        if (!err)
+            err = proc_read_u64(u->p, base + L->rt_gil_holder, holder);
+    } else {
+        err = proc_read_u64(u->p, interp + L->is_gil_ptr, &base);
+        if (!err && base == 0)
+            return REMORA_OK;
+        if (!err)
+            err = proc_read(u->p, base + L->gil_locked, &lk, 4);
+        if (!err)
+            err = proc_read_u64(u->p, base + L->gil_holder, holder);
+    }
+    if (err)
+        return err;
+    *locked = lk != 0;
+    return REMORA_OK;
+}
+
+static int tid_in(const pid_t *tids, size_t n, int32_t v)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (tids[i] == v)
+            return 1;
+    return 0;
+}
+
+/* 3.9/3.10: find each thread's native id through its pthread_t. */
+static void resolve_native_ids(unwinder_t *u, const uint64_t *pthreads)
+{
+    pid_t tids[1024];
+    size_t ntids, i, nth = u->nthreads;
+    unsigned char *scan;
+    int off;
+
+    if (nth == 0 || proc_tasks(u->p, tids, 1024, &ntids) != REMORA_OK)
+        return;
+    if (ntids > 1024)
+        ntids = 1024;
+    scan = malloc(nth * PTHREAD_SCAN);
+    if (scan == NULL)
+        return;
+    for (i = 0; i < nth; i++)
+        if (pthreads[i] == 0 || proc_read(u->p, pthreads[i], scan + i * PTHREAD_SCAN, PTHREAD_SCAN))
+            memset(scan + i * PTHREAD_SCAN, 0, PTHREAD_SCAN);
+    /* keep the calibrated offset while it still works; else find one that fits all */
+    for (off = u->pthread_tid_off >= 0 ? u->pthread_tid_off : 0; off + 4 <= PTHREAD_SCAN; off += 4) {
+        size_t ok = 0;
+        for (i = 0; i < nth; i++) {
+            int32_t v;
+            memcpy(&v, scan + i * PTHREAD_SCAN + off, 4);
+            ok += v > 0 && tid_in(tids, ntids, v);
+        }
+        if (ok == nth)
+            break;
+        if (u->pthread_tid_off >= 0) {   /* stale: search from the start */
+            u->pthread_tid_off = -1;
+            off = -4;
+        }
+    }
+    if (off + 4 <= PTHREAD_SCAN) {
+        u->pthread_tid_off = off;
+        for (i = 0; i < nth; i++)
+            memcpy(&u->threads[i].native_id, scan + i * PTHREAD_SCAN + off, 4);
+    }
+    free(scan);
+}
+
+int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
+{
+    const py_layout_t *L = &u->t->layout;
+    uint64_t interp, *pthreads = NULL;
+    size_t nframes_total = 0, i, ninterp = 0;
+    size_t *frame_at = NULL;
+    int err;
+
+    *threads = NULL;
+    *n = 0;
+    u->nthreads = 0;
+    if (L->ts_size > TS_MAX_READ || L->ts_size < L->ts_next + 8 || L->ts_size < L->ts_frame + 8 ||
+        L->ts_size < L->ts_thread_id + 8 || L->ts_size < L->ts_native_thread_id + 8)
+        return REMORA_ECORRUPT;
+
+    err = proc_read_u64(u->p, u->t->runtime + L->rt_interpreters_head, &interp);
+    if (err)
+        return err;
+    while (interp != 0) {
+        uint64_t ts, gil_holder = 0;
+        int64_t interp_id = 0;
+        int gil_locked = 0;
+        size_t count = 0;
+
+        if (++ninterp > UNW_MAX_INTERPS)
+            return REMORA_ECORRUPT;
+        err = proc_read_u64(u->p, interp + L->is_threads_head, &ts);
+        if (!err)
+            err = proc_read(u->p, interp + L->is_id, &interp_id, 8);
+        if (!err)
+            err = read_gil(u, interp, &gil_locked, &gil_holder);
+        if (err)
+            return err;
+        while (ts != 0) {
+            unw_thread_t *th;
+            if (++count > UNW_MAX_THREADS)
+                return REMORA_ECORRUPT;
+            err = proc_read(u->p, ts, u->tsbuf, L->ts_size);
+            if (err)
+                return err;
+            err = push_thread(u, &th);
+            if (err)
+                return err;
+            th->tstate = ts;
+            th->interp = interp;
+            th->interp_id = interp_id;
+            th->holds_gil = gil_locked && gil_holder == ts;
+            if (L->ts_native_thread_id != 0) {
+                uint64_t nid = get_u64(u->tsbuf, L->ts_native_thread_id);
+                th->native_id = nid < (1u << 31) ? (pid_t)nid : 0;
+            }
+            /* stash what the second pass needs */
+            th->nframes = get_u64(u->tsbuf, L->ts_frame);            /* frame or cframe */
+            th->frames = (unw_frame_t *)(uintptr_t)get_u64(u->tsbuf, L->ts_thread_id);
+            ts = get_u64(u->tsbuf, L->ts_next);
+        }
+        err = proc_read_u64(u->p, interp + L->is_next, &interp);
+        if (err)
+            return err;
+    }
+
+    if (L->ts_native_thread_id == 0 && u->nthreads > 0) {
+        pthreads = malloc(u->nthreads * sizeof *pthreads);
+        if (pthreads == NULL)
+            return REMORA_ENOMEM;
+        for (i = 0; i < u->nthreads; i++)
+            pthreads[i] = (uint64_t)(uintptr_t)u->threads[i].frames;
+        resolve_native_ids(u, pthreads);
+        free(pthreads);
+    }
+
+    frame_at = malloc((u->nthreads + 1) * sizeof *frame_at);
+    if (frame_at == NULL)
+        return REMORA_ENOMEM;
+    for (i = 0; i < u->nthreads; i++) {
+        unw_thread_t *th = &u->threads[i];
+        uint64_t frame = th->nframes;
+        size_t got = 0;
+        char state = '?';
+
+        th->frames = NULL;
+        th->nframes = 0;
+        frame_at[i] = nframes_total;
+        th->is_main = th->native_id == proc_pid(u->p);
+        if (th->native_id > 0) {
+            if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
+                th->on_cpu = state == 'R';
+            proc_task_name(u->p, th->native_id, th->name, sizeof th->name);
+        }
+        if (L->frames_kind == PY_FRAMES_CFRAME && frame != 0) {
+            uint64_t cframe = frame;
+            th->error = proc_read_u64(u->p, cframe + L->cframe_current_frame, &frame);
+            if (th->error) {
+                if (th->error == REMORA_ENOPROC)
+                    goto gone;
+                continue;
+            }
+        }
+        if (u->cap_frames - nframes_total < UNW_MAX_DEPTH) {
+            size_t ncap = u->cap_frames ? u->cap_frames * 2 : UNW_MAX_DEPTH * 2;
+            unw_frame_t *nv;
+            while (ncap - nframes_total < UNW_MAX_DEPTH)
+                ncap *= 2;
+            nv = realloc(u->frames, ncap * sizeof *nv);
+            if (nv == NULL) {
+                free(frame_at);
+                return REMORA_ENOMEM;
+            }
+            u->frames = nv;
+            u->cap_frames = ncap;
+        }
+        th->error = unw_walk(u, frame, u->frames + nframes_total, UNW_MAX_DEPTH, &got);
+        if (th->error == REMORA_ENOPROC)
+            goto gone;
+        if (th->error == REMORA_OK) {
+            th->nframes = got;
+            nframes_total += got;
+        }
+    }
+    for (i = 0; i < u->nthreads; i++)
+        u->threads[i].frames = u->frames ? u->frames + frame_at[i] : NULL;
+    free(frame_at);
+    *threads = u->threads;
+    *n = u->nthreads;
+    return REMORA_OK;
+gone:
+    free(frame_at);
+    return REMORA_ENOPROC;
+}

@@ -1,0 +1,138 @@
+/* unwind/ — threads, frames, code objects and line tables of a CPython target.
+ *
+ * Never prints: every function returns data and a REMORA_E* code. Files:
+ *   strtab.c     interned strings (stable pointers, grow with distinct names only)
+ *   linetable.c  line-number decoders for 3.9 lnotab, 3.10 linetable, 3.11+ locations
+ *   pystr.c      reading str and bytes objects out of the target
+ *   code.c       the code-object cache (bounded, validated by a fingerprint)
+ *   threads.c    interpreters, thread states, GIL holder, native thread ids
+ *   frames.c     walking one thread's frames
+ */
+#ifndef REMORA_UNWIND_H
+#define REMORA_UNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../proc/proc.h"
+#include "../py/py.h"
+
+/* Bounds on what is read from the target. */
+#define UNW_MAX_DEPTH 4096          /* frames per thread */
+#define UNW_MAX_THREADS 4096        /* thread states per interpreter */
+#define UNW_MAX_INTERPS 256
+#define UNW_MAX_NAME 1024           /* code points kept of a name or a path */
+#define UNW_MAX_LINETABLE (1u << 20)
+#define UNW_CODE_CACHE 4096         /* entries (power of two) */
+
+/* ---- strtab.c ------------------------------------------------------------- */
+
+typedef struct strtab strtab_t;
+
+strtab_t *strtab_new(void);
+void strtab_free(strtab_t *t);
+/* Returns a NUL-terminated copy of s[0..len) that lives as long as the table; the same
+ * bytes give the same pointer. NULL only when out of memory. */
+const char *strtab_intern(strtab_t *t, const char *s, size_t len);
+size_t strtab_bytes(const strtab_t *t);
+
+/* ---- linetable.c (pure) --------------------------------------------------- */
+
+/* Each returns the line of the instruction at byte offset 'addrq' (code units × 2), as
+ * CPython's PyCode_Addr2Line does, or -1 where the table says "no line". A negative
+ * addrq gives firstlineno. Every read stays inside tab[0..len). */
+int lt_lnotab_line(const unsigned char *tab, size_t len, int firstlineno, int addrq);
+int lt_310_line(const unsigned char *tab, size_t len, int firstlineno, int addrq);
+int lt_locations_line(const unsigned char *tab, size_t len, int firstlineno, int addrq);
+
+/* ---- pystr.c ---------------------------------------------------------------- */
+
+/* Reads a str object as UTF-8 into out (at most cap-1 bytes, NUL-terminated; longer
+ * strings are cut at UNW_MAX_NAME code points or at cap). Returns 0 with *len, or a
+ * REMORA_E* code (REMORA_ECORRUPT for a non-compact or implausible object). */
+int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap, size_t *len);
+
+/* Reads a bytes object's contents (at most 'max' bytes) into a malloc'd buffer. */
+int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
+                 unsigned char **out, size_t *len);
+
+/* ---- code.c --------------------------------------------------------------- */
+
+typedef struct unw_code {
+    uint64_t addr;              /* the code object's address; 0 = empty slot */
+    uint64_t fingerprint;       /* filename and name pointers, firstlineno: checked on use */
+    const char *function;       /* interned: co_qualname (3.11+) or co_name */
+    const char *file;           /* interned: co_filename */
+    int firstlineno;
+    unsigned char *linetable;   /* owned */
+    size_t linetable_len;
+} unw_code_t;
+
+typedef struct code_cache code_cache_t;
+
+code_cache_t *code_cache_new(strtab_t *names);
+void code_cache_free(code_cache_t *c);
+
+/* The entry for the code object at 'addr', read from the target on a miss or when the
+ * fingerprint read now differs from the cached one (a freed and reused address). The
+ * pointer is valid until the next call. Returns 0 or a REMORA_E* code. */
+int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t addr,
+                   const unw_code_t **out);
+
+/* The line of byte offset 'addrq' in this code object. */
+int code_line(const unw_code_t *code, const py_layout_t *L, int addrq);
+
+/* ---- threads.c / frames.c ---------------------------------------------------- */
+
+typedef struct unw_frame {
+    const char *function;       /* interned */
+    const char *file;           /* interned */
+    int line;
+} unw_frame_t;
+
+typedef struct unw_thread {
+    uint64_t tstate;
+    uint64_t interp;
+    int64_t interp_id;
+    pid_t native_id;            /* 0 if unknown */
+    int is_main;
+    int holds_gil;
+    int on_cpu;
+    char name[64];              /* the task's name (comm) */
+    int error;                  /* REMORA_E* if the frames could not be read */
+    size_t nframes;
+    unw_frame_t *frames;        /* innermost first; owned by the unwinder */
+} unw_thread_t;
+
+typedef struct unwinder unwinder_t;
+
+/* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t. */
+int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out);
+void unw_free(unwinder_t *u);
+
+/* Reads every thread of every interpreter and its frames. The array is owned by the
+ * unwinder and valid until the next call. Returns 0 (a thread whose frames could not
+ * be read has its 'error' set), or a REMORA_E* code when the thread list itself could
+ * not be read (REMORA_ENOPROC when the target is gone). */
+int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n);
+
+/* Walks the frames starting at 'frame' (3.11+: an interpreter frame; 3.9/3.10: a frame
+ * object) into out[0..cap). Returns 0 with *n, or a REMORA_E* code. (frames.c) */
+int unw_walk(unwinder_t *u, uint64_t frame, unw_frame_t *out, size_t cap, size_t *n);
+
+/* Internals shared by threads.c and frames.c. */
+struct unwinder {
+    proc_t *p;
+    const py_target_t *t;
+    strtab_t *names;
+    code_cache_t *codes;
+    unw_thread_t *threads;
+    size_t nthreads, cap_threads;
+    unw_frame_t *frames;        /* every thread's frames, back to back */
+    size_t cap_frames;
+    unsigned char *tsbuf;       /* one thread state */
+    int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
+};
+
+#endif
