@@ -52,3 +52,8 @@ clean:
 	rm -rf build build-asan remora
 
 .PHONY: all unit test asan offsets clean
+
+# build, then dump the bundled demo program's threads
+demo: remora
+	tools/demo.sh
+.PHONY: demo

@@ -1,0 +1,562 @@
+#!/usr/bin/env python3
+# Functional tests for `remora dump`: run real interpreters (pyenv 3.9-3.13, Debian's static
+# 3.11, and 3.13-3.15 PIE/non-PIE in the test chroot) with the targets in tests/targets/, and
+# compare remora's output with the ground truth each target writes about itself.
+#
+#   python3 tests/functional/run.py [--remora PATH] [--only SUBSTRING] [--timeout SECONDS]
+#
+# Environment: REMORA_CHROOT (default /var/cache/remora/sid), REMORA_WRAPPER (a command
+# prefixed to every remora invocation, e.g. "valgrind -q --error-exitcode=99").
+# Prints one line per test (PASS/FAIL/SKIP), then "functional: N passed, N failed, N skipped";
+# exits 1 if any test failed. Standard library only (runs on the host's python3).
+
+import argparse
+import difflib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+TARGETS = os.path.join(REPO, "tests", "targets")
+CHROOT = os.environ.get("REMORA_CHROOT", "/var/cache/remora/sid")
+HOST_PYTHON = "/usr/bin/python3"
+PYENV = "/root/.pyenv/versions"
+
+# (name, interpreter path as the target sees it, chroot root or None)
+INTERPRETERS = [
+    ("pyenv-3.9.18", PYENV + "/3.9.18/bin/python3.9", None),
+    ("pyenv-3.10.13", PYENV + "/3.10.13/bin/python3.10", None),
+    ("pyenv-3.11.7", PYENV + "/3.11.7/bin/python3.11", None),
+    ("pyenv-3.12.1", PYENV + "/3.12.1/bin/python3.12", None),
+    ("pyenv-3.13.0", PYENV + "/3.13.0/bin/python3.13", None),
+    ("debian-3.11-static", "/usr/bin/python3.11", None),
+    ("sid-3.13", "/usr/bin/python3.13", CHROOT),
+    ("sid-3.13-pie", "/usr/bin/python3.13-pie", CHROOT),
+    ("sid-3.14", "/usr/bin/python3.14", CHROOT),
+    ("sid-3.14-pie", "/usr/bin/python3.14-pie", CHROOT),
+    ("sid-3.15", "/usr/bin/python3.15", CHROOT),
+    ("sid-3.15-pie", "/usr/bin/python3.15-pie", CHROOT),
+]
+
+READY_TIMEOUT = 30.0                     # seconds a target may take to write its ready file
+GIL_DUMPS, GIL_NEEDED = 10, 9            # margin: one bad dump of ten is tolerated
+EXIT_RACE_TARGETS = 50                   # short-lived targets in the exit-during-dump test
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "UndefinedBehaviorSanitizer", "ThreadSanitizer")
+# read(2) syscall number, to see that a target's main thread is parked reading stdin
+READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(platform.machine())
+
+
+class Fail(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+# --- running remora ---------------------------------------------------------------------
+
+class Remora:
+    def __init__(self, path, wrapper, timeout):
+        self.path = path
+        self.wrapper = wrapper
+        self.timeout = timeout
+
+    def run(self, args, prefix=(), binary=None):
+        """Run remora; returns (rc, stdout, stderr). Raises Fail on a hang, a signal or a
+        sanitizer report: those are never an acceptable outcome."""
+        argv = list(prefix) + self.wrapper + [binary or self.path] + [str(a) for a in args]
+        # Own process group, so a hang kills remora and anything a wrapper started.
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=self.timeout)
+        except BaseException as e:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise Fail("`remora %s` hung (killed after %ss)"
+                           % (" ".join(map(str, args)), self.timeout))
+            raise
+        out = out.decode("utf-8", "replace")
+        err = err.decode("utf-8", "replace")
+        what = "`remora %s`" % " ".join(map(str, args))
+        if p.returncode < 0:
+            raise Fail("%s killed by %s; stderr: %s" % (what, signame(-p.returncode),
+                                                         tail(err)))
+        for mark in SANITIZER_MARKS:
+            if mark in err or mark in out:
+                raise Fail("%s: sanitizer report: %s" % (what, tail(err, 6)))
+        return p.returncode, out, err
+
+
+def signame(n):
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return "signal %d" % n
+
+
+def tail(text, n=3):
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    return " | ".join(lines[-n:]) if lines else "(empty)"
+
+
+def one_line(err):
+    """None if err is exactly one non-empty line, else a description of what it is."""
+    lines = err.splitlines()
+    if len(lines) == 1 and lines[0].strip():
+        return None
+    if not lines:
+        return "stderr is empty"
+    return "stderr has %d lines: %s" % (len(lines), " | ".join(lines[:4]))
+
+
+# --- targets ----------------------------------------------------------------------------
+
+class Target:
+    """A target script run by one interpreter, stdin a pipe (EOF ends it). The script is
+    copied into a fresh directory (inside the chroot for chroot interpreters); argv[1] is
+    a file in that directory, which the target writes when it is ready."""
+
+    def __init__(self, interp, script, out_name):
+        self.name, self.python, self.root = interp
+        self.script = script
+        self.out_name = out_name
+        self.proc = None
+        self.dir = None
+
+    def host_path(self, path):
+        return self.root + path if self.root else path
+
+    def __enter__(self):
+        base = os.path.join(self.root, "tmp") if self.root else None
+        self.dir = tempfile.mkdtemp(prefix="remora-func-", dir=base)
+        self.log = None
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _start(self):
+        os.chmod(self.dir, 0o755)
+        visible = self.dir[len(self.root):] if self.root else self.dir
+        script = os.path.join(visible, os.path.basename(self.script))
+        shutil.copy(self.script, self.host_path(script))
+        self.out = os.path.join(visible, self.out_name)
+        argv = [self.python, "-I", script, self.out]
+        if self.root:
+            argv = ["chroot", self.root] + argv
+        self.log = open(os.path.join(self.dir, "target.log"), "wb")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+
+    def log_tail(self):
+        try:
+            with open(os.path.join(self.dir, "target.log"), "rb") as f:
+                return tail(f.read().decode("utf-8", "replace"))
+        except OSError:
+            return "(no log)"
+
+    def wait_ready(self):
+        """Poll for the ready file; returns its JSON."""
+        path = self.host_path(self.out)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not os.path.exists(path):
+            if self.proc.poll() is not None:
+                raise Fail("target exited with %d before it was ready: %s"
+                           % (self.proc.returncode, self.log_tail()))
+            if time.monotonic() > deadline:
+                raise Fail("target not ready after %.0fs: %s" % (READY_TIMEOUT,
+                                                                 self.log_tail()))
+            time.sleep(0.01)
+        with open(path) as f:
+            return json.load(f)
+
+    def wait_main_in_read(self):
+        """The ready file is written just before the main thread parks in read(0, ...):
+        poll the kernel until it is there (skipped on an unknown architecture)."""
+        if READ_SYSCALL is None:
+            return
+        path = "/proc/%d/task/%d/syscall" % (self.pid, self.pid)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            try:
+                with open(path) as f:
+                    fields = f.read().split()
+            except OSError as e:
+                raise Fail("cannot read %s: %s" % (path, e))
+            if fields[:2] == [READ_SYSCALL, "0x0"]:
+                return
+            if time.monotonic() > deadline:
+                raise Fail("target's main thread never parked in read(0): %s"
+                           % " ".join(fields[:2]))
+            time.sleep(0.005)
+
+    def __exit__(self, *exc):
+        try:
+            if self.proc and self.proc.poll() is None:
+                try:
+                    self.proc.stdin.close()
+                    self.proc.wait(timeout=5)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            if self.proc and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        finally:
+            if self.proc and self.proc.stdin:
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+            if self.log:
+                self.log.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+
+def interp_missing(interp):
+    name, python, root = interp
+    if root:
+        if not os.path.isdir(root):
+            return "chroot %s missing (create it with tests/provision-chroot.sh)" % root
+        if shutil.which("chroot") is None:
+            return "chroot(8) not installed"
+    if not os.access((root or "") + python, os.X_OK):
+        return "interpreter %s not found%s" % (python, " in chroot " + root if root else "")
+    return None
+
+
+# --- known stacks -----------------------------------------------------------------------
+
+def version_matches(reported, truth):
+    """remora's "python" must be the target's version; a pre-release tag may be omitted."""
+    if reported == truth:
+        return True
+    m = re.match(r"\d+\.\d+\.\d+", truth)
+    return m is not None and reported == m.group(0)
+
+
+def frame_line(i, f):
+    return "#%-3d %s (%s:%s)" % (i, f.get("function"), f.get("file"), f.get("line"))
+
+
+def simple_frames(frames):
+    return [{"function": f.get("function"), "file": f.get("file"), "line": f.get("line")}
+            for f in frames]
+
+
+def thread_diff(t_truth, t_got):
+    a = [frame_line(i, f) for i, f in enumerate(t_truth["frames"])]
+    b = [frame_line(i, f) for i, f in enumerate(t_got.get("frames", []))]
+    diff = list(difflib.unified_diff(a, b, "truth", "remora", lineterm="", n=2))
+    if len(diff) > 40:
+        diff = diff[:40] + ["... (%d more diff lines)" % (len(diff) - 40)]
+    return diff
+
+
+def parse_dump(out):
+    try:
+        doc = json.loads(out)
+    except ValueError as e:
+        raise Fail("output is not JSON (%s): %r" % (e, out[:200]))
+    if not isinstance(doc, dict) or not isinstance(doc.get("threads"), list):
+        raise Fail("output has no \"threads\" list: %r" % out[:200])
+    return doc
+
+
+def test_known_stacks(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--json"])
+        if rc != 0:
+            raise Fail("`remora dump --json` exited %d: %s" % (rc, tail(err)))
+        doc = parse_dump(out)
+        problems = []
+        if doc.get("pid") != t.pid:
+            problems.append("pid is %r, want %d" % (doc.get("pid"), t.pid))
+        if not version_matches(str(doc.get("python")), truth["python"]):
+            problems.append("python is %r, want %r" % (doc.get("python"), truth["python"]))
+        got = {th.get("native_id"): th for th in doc["threads"]}
+        want = {th["native_id"]: th for th in truth["threads"]}
+        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want), key=str)
+        if missing:
+            problems.append("threads missing: %s" % ", ".join(
+                "%d (%s)" % (n, want[n]["name"]) for n in missing))
+        if extra:
+            problems.append("unexpected threads: %s" % ", ".join(map(str, extra)))
+        holders = [n for n, th in got.items() if th.get("gil") is True]
+        if len(holders) > 1:
+            problems.append("%d threads hold the GIL: %s" % (len(holders), holders))
+        diff, differing = None, []
+        for th in truth["threads"]:
+            g = got.get(th["native_id"])
+            if g is None:
+                continue
+            label = "%d (%s)" % (th["native_id"], th["name"])
+            if g.get("main") is not th["main"]:
+                problems.append("thread %s: main is %r, want %r"
+                                % (label, g.get("main"), th["main"]))
+            if simple_frames(g.get("frames", [])) != th["frames"]:
+                differing.append(label)
+                if diff is None:
+                    diff = ["thread %s: %d frames in truth, %d from remora"
+                            % (label, len(th["frames"]), len(g.get("frames", [])))]
+                    diff += thread_diff(th, g)
+        if differing:
+            problems.append("frames differ in thread%s %s" % (
+                "s" if len(differing) > 1 else "", ", ".join(differing)))
+
+        rc, out, err = remora.run(["dump", "-p", t.pid])
+        if rc != 0:
+            problems.append("text `remora dump` exited %d: %s" % (rc, tail(err)))
+        else:
+            absent = [str(n) for n in sorted(want)
+                      if not re.search(r"(?<!\d)%d(?!\d)" % n, out)]
+            if absent:
+                problems.append("text dump does not mention thread ids %s" % ", ".join(absent))
+        if problems:
+            raise Fail("; ".join(problems) + ("\n" + "\n".join("    " + l for l in diff)
+                                              if diff else ""))
+
+
+# --- GIL --------------------------------------------------------------------------------
+
+def test_gil(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "gil_spin.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        t.wait_main_in_read()
+        quiet = ready["parked"] + [ready["main"]]
+        good, bad = 0, []
+        for i in range(GIL_DUMPS):
+            rc, out, err = remora.run(["dump", "-p", t.pid, "--json"])
+            if rc != 0:
+                bad.append("dump %d exited %d: %s" % (i + 1, rc, tail(err, 1)))
+                continue
+            try:
+                doc = parse_dump(out)
+            except Fail as e:
+                bad.append("dump %d: %s" % (i + 1, e))
+                continue
+            got = {th.get("native_id"): th for th in doc["threads"]}
+            wrong = []
+            sp = got.get(ready["spinner"])
+            if sp is None:
+                wrong.append("spinner %d absent" % ready["spinner"])
+            elif sp.get("gil") is not True or sp.get("on_cpu") is not True:
+                wrong.append("spinner gil=%s on_cpu=%s" % (sp.get("gil"), sp.get("on_cpu")))
+            for n in quiet:
+                th = got.get(n)
+                if th is None:
+                    wrong.append("thread %d absent" % n)
+                elif th.get("gil") is not False or th.get("on_cpu") is not False:
+                    wrong.append("parked %d gil=%s on_cpu=%s"
+                                 % (n, th.get("gil"), th.get("on_cpu")))
+            if wrong:
+                bad.append("dump %d: %s" % (i + 1, ", ".join(wrong)))
+            else:
+                good += 1
+        if good < GIL_NEEDED:
+            raise Fail("%d/%d dumps right, need %d (margin: one bad dump tolerated); %s"
+                       % (good, GIL_DUMPS, GIL_NEEDED, "; ".join(bad[:3])))
+        return "%d/%d dumps right" % (good, GIL_DUMPS)
+
+
+# --- errors -----------------------------------------------------------------------------
+
+def expect_failure(remora, args, want_rc, what, prefix=(), binary=None):
+    rc, out, err = remora.run(args, prefix=prefix, binary=binary)
+    if rc != want_rc:
+        raise Fail("%s: exit %d, want %d; stderr: %s" % (what, rc, want_rc, tail(err)))
+    bad = one_line(err)
+    if bad:
+        raise Fail("%s: %s" % (what, bad))
+    return err
+
+
+def free_pid():
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid = int(f.read()) - 1
+    while os.path.exists("/proc/%d" % pid):
+        pid -= 1
+    return pid
+
+
+def test_usage(remora):
+    expect_failure(remora, ["dump"], 1, "`remora dump` without -p")
+    expect_failure(remora, ["dump", "-p", "notapid"], 1, "`remora dump -p notapid`")
+    expect_failure(remora, ["no-such-command"], 1, "`remora no-such-command`")
+
+
+def test_no_such_pid(remora):
+    pid = free_pid()
+    expect_failure(remora, ["dump", "-p", pid], 2, "pid %d (no such process)" % pid)
+    expect_failure(remora, ["dump", "-p", pid, "--json"], 2,
+                   "pid %d (no such process), --json" % pid)
+
+
+def test_not_python(remora):
+    sleeper = subprocess.Popen(["sleep", "100"])   # returns once sleep is exec'd
+    try:
+        expect_failure(remora, ["dump", "-p", sleeper.pid], 4, "`sleep 100`")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_permission(remora):
+    if shutil.which("setpriv") is None:
+        raise Skip("setpriv not installed")
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    probe = subprocess.run(drop + ["true"], capture_output=True)
+    if probe.returncode != 0:
+        raise Skip("cannot switch to uid 65534: %s" % tail(probe.stderr.decode()))
+    if not os.access(HOST_PYTHON, os.X_OK):
+        raise Skip("%s not found" % HOST_PYTHON)
+    bindir = tempfile.mkdtemp(prefix="remora-func-bin-")
+    try:
+        os.chmod(bindir, 0o755)
+        binary = os.path.join(bindir, "remora")
+        shutil.copy(remora.path, binary)
+        os.chmod(binary, 0o755)
+        interp = ("host-python3", HOST_PYTHON, None)
+        with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+            t.wait_ready()
+            err = expect_failure(remora, ["dump", "-p", t.pid], 3,
+                                 "uid 65534 against a root target", prefix=drop,
+                                 binary=binary)
+            if "ptrace_scope" not in err and "CAP_SYS_PTRACE" not in err:
+                raise Fail("stderr does not mention ptrace_scope or CAP_SYS_PTRACE: %s"
+                           % err.strip())
+    finally:
+        shutil.rmtree(bindir, ignore_errors=True)
+
+
+# A Python that starts threads, lets them work a little (argv[1] loop rounds) and exits.
+SHORT_LIVED = """\
+import sys, threading
+n = int(sys.argv[1])
+def work():
+    s = 0
+    for i in range(n):
+        s += i
+ts = [threading.Thread(target=work) for _ in range(4)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+"""
+
+
+def test_exit_during_dump(remora):
+    if not os.access(HOST_PYTHON, os.X_OK):
+        raise Skip("%s not found" % HOST_PYTHON)
+    codes = {}
+    for attempt in range(EXIT_RACE_TARGETS):
+        rounds = 10000 * 3 ** (attempt % 6)        # lifetimes from ~20 ms to ~300 ms
+        proc = subprocess.Popen([HOST_PYTHON, "-I", "-c", SHORT_LIVED, str(rounds)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            for dump in range(200):
+                exited = proc.poll() is not None       # once reaped, one last dump
+                rc, out, err = remora.run(["dump", "-p", proc.pid, "--json"])
+                what = "target %d (attempt %d, dump %d)" % (proc.pid, attempt + 1, dump + 1)
+                if rc not in (0, 2, 4):
+                    raise Fail("%s: exit %d, want 0, 2 or 4; stderr: %s"
+                               % (what, rc, tail(err)))
+                if rc != 0:
+                    bad = one_line(err)
+                    if bad:
+                        raise Fail("%s: exit %d, %s" % (what, rc, bad))
+                else:
+                    parse_dump(out)
+                codes[rc] = codes.get(rc, 0) + 1
+                if exited:
+                    break
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    return "%d targets, %d dumps, exits: %s" % (
+        EXIT_RACE_TARGETS, sum(codes.values()),
+        ", ".join("%d x%d" % (rc, n) for rc, n in sorted(codes.items())))
+
+
+# --- driver -----------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description="remora dump functional tests")
+    ap.add_argument("--remora", default=os.path.join(REPO, "remora"),
+                    help="remora binary (default: the repository's ./remora)")
+    ap.add_argument("--only", default="", metavar="SUBSTRING",
+                    help="run only tests whose name contains SUBSTRING")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds per remora invocation (default 30, 300 with a wrapper)")
+    args = ap.parse_args()
+
+    wrapper = shlex.split(os.environ.get("REMORA_WRAPPER", ""))
+    timeout = args.timeout or (300.0 if wrapper else 30.0)
+    remora = Remora(os.path.abspath(args.remora), wrapper, timeout)
+
+    tests = []      # (name, function or None, skip reason)
+    for interp in INTERPRETERS:
+        missing = interp_missing(interp)
+        tests.append(("known-stacks/" + interp[0],
+                      lambda i=interp: test_known_stacks(remora, i), missing))
+        tests.append(("gil/" + interp[0], lambda i=interp: test_gil(remora, i), missing))
+    tests += [
+        ("errors/usage", lambda: test_usage(remora), None),
+        ("errors/no-such-pid", lambda: test_no_such_pid(remora), None),
+        ("errors/not-python", lambda: test_not_python(remora), None),
+        ("errors/permission", lambda: test_permission(remora), None),
+        ("errors/exit-during-dump", lambda: test_exit_during_dump(remora), None),
+    ]
+    tests = [t for t in tests if args.only in t[0]]
+
+    passed = failed = skipped = 0
+    if not (os.path.isfile(remora.path) and os.access(remora.path, os.X_OK)):
+        print("FAIL setup: no executable remora at %s (build it with make, or pass --remora)"
+              % remora.path)
+        print("functional: 0 passed, 1 failed, 0 skipped")
+        return 1
+    for name, fn, skip in tests:
+        if skip:
+            print("SKIP %s: %s" % (name, skip), flush=True)
+            skipped += 1
+            continue
+        try:
+            note = fn()
+        except Skip as e:
+            print("SKIP %s: %s" % (name, e), flush=True)
+            skipped += 1
+        except Fail as e:
+            print("FAIL %s: %s" % (name, e), flush=True)
+            failed += 1
+        except Exception as e:                      # a bug in the test itself: still a failure
+            print("FAIL %s: test error: %s: %s" % (name, type(e).__name__, e), flush=True)
+            failed += 1
+        else:
+            print("PASS %s%s" % (name, " (%s)" % note if note else ""), flush=True)
+            passed += 1
+    print("functional: %d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Runs every test of remora and ends with one line counting them all.
+
+    python3 tests/run_all.py --remora ./remora --unit build/unit_tests
+
+1. the unit tests (a C binary that prints "unit: N passed, N failed");
+2. provisions the chroot of CPython 3.13-3.15 (tests/provision-chroot.sh, cached) unless
+   REMORA_NO_CHROOT=1; if it cannot be made, those interpreters are reported as skipped;
+3. the functional tests (tests/functional/run.py) against real interpreters.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COUNT = re.compile(r"^(\w+): (\d+) passed, (\d+) failed(?:, (\d+) skipped)?\s*$")
+
+
+def run_counted(name, cmd, env=None):
+    """Runs cmd, passing its output through; returns (passed, failed, skipped)."""
+    print(f"== {name}: {' '.join(cmd)}", flush=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, errors="replace")
+    counts = None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        m = COUNT.match(line.strip())
+        if m:
+            counts = (int(m.group(2)), int(m.group(3)), int(m.group(4) or 0))
+    rc = proc.wait()
+    if counts is None:
+        print(f"FAIL {name}: exited {rc} without a count line")
+        return (0, 1, 0)
+    if rc != 0 and counts[1] == 0:
+        print(f"FAIL {name}: exited {rc}")
+        return (counts[0], counts[1] + 1, counts[2])
+    return counts
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--remora", default="./remora")
+    ap.add_argument("--unit", default="build/unit_tests")
+    args = ap.parse_args()
+
+    env = dict(os.environ)
+    totals = [0, 0, 0]
+    for i, v in enumerate(run_counted("unit", [args.unit])):
+        totals[i] += v
+
+    if env.get("REMORA_NO_CHROOT") != "1":
+        print("== chroot: tests/provision-chroot.sh", flush=True)
+        p = subprocess.run(["bash", os.path.join(HERE, "provision-chroot.sh")],
+                           stdout=subprocess.PIPE, text=True)
+        if p.returncode == 0 and p.stdout.strip():
+            env["REMORA_CHROOT"] = p.stdout.strip().splitlines()[-1]
+            print(f"chroot ready: {env['REMORA_CHROOT']}")
+        else:
+            print("chroot could not be provisioned: its interpreters will be skipped")
+
+    for i, v in enumerate(run_counted("functional", [sys.executable, os.path.join(HERE, "functional", "run.py"),
+                                                     "--remora", args.remora], env=env)):
+        totals[i] += v
+
+    print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
+    return 1 if totals[1] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+/* tests/unit/unit.c — unit tests of remora's pure parts: line tables, /proc parsers,
+ * ELF reader, interned strings, JSON escaping. Ends with "unit: N passed, N failed". */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "remora.h"
+#include "proc/proc.h"
+#include "unwind/unwind.h"
+#include "out/out.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (cond) {                                                        \
+            passed++;                                                      \
+        } else {                                                           \
+            failed++;                                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                           \
+        }                                                                  \
+    } while (0)
+
+/* ---- line tables: each case is a table CPython built and the lines it reports ---- */
+
+struct lt_case {
+    int minor;
+    const char *name;
+    int firstlineno;
+    const unsigned char *tab;
+    size_t tablen;
+    const int *off, *line;
+    size_t n;
+};
+
+#include "linetables.h"
+
+#define LT_CASE(minor, name, first, id, tablen, n) \
+    { minor, name, first, id##_tab, tablen, id##_off, id##_line, n },
+static const struct lt_case lt_cases[] = {
+    LT_CASES_9 LT_CASES_10 LT_CASES_11 LT_CASES_12 LT_CASES_13 LT_CASES_14 LT_CASES_15
+};
+#undef LT_CASE
+
+static void test_linetables(void)
+{
+    size_t i, k;
+    int seen[16] = { 0 };
+
+    for (i = 0; i < sizeof lt_cases / sizeof lt_cases[0]; i++) {
+        const struct lt_case *c = &lt_cases[i];
+        int bad = 0;
+        seen[c->minor] = 1;
+        for (k = 0; k < c->n; k++) {
+            int got;
+            if (c->minor == 9)
+                got = lt_lnotab_line(c->tab, c->tablen, c->firstlineno, c->off[k]);
+            else if (c->minor == 10)
+                got = lt_310_line(c->tab, c->tablen, c->firstlineno, c->off[k]);
+            else
+                got = lt_locations_line(c->tab, c->tablen, c->firstlineno, c->off[k]);
+            if (got != c->line[k] && bad++ == 0)
+                fprintf(stderr, "  3.%d %s offset %d: line %d, CPython says %d\n", c->minor,
+                        c->name, c->off[k], got, c->line[k]);
+        }
+        CHECK(bad == 0, "line table of %s (3.%d): %d offsets differ", c->name, c->minor, bad);
+    }
+    for (i = 9; i <= 15; i++)
+        CHECK(seen[i], "no line-table fixture for 3.%zu", i);
+    /* truncated and hostile tables never read out of bounds (ASan checks) */
+    for (i = 0; i < sizeof lt_cases / sizeof lt_cases[0]; i++) {
+        const struct lt_case *c = &lt_cases[i];
+        size_t cut;
+        for (cut = 0; cut < c->tablen; cut += 3) {
+            unsigned char *t = malloc(cut ? cut : 1);
+            memcpy(t, c->tab, cut);
+            (void)lt_lnotab_line(t, cut, 1, 1000);
+            (void)lt_310_line(t, cut, 1, 1000);
+            (void)lt_locations_line(t, cut, 1, 1000);
+            free(t);
+        }
+    }
+    {
+        unsigned char junk[64];
+        memset(junk, 0xff, sizeof junk);
+        CHECK(lt_locations_line(junk, sizeof junk, 5, 10) >= -1, "junk table");
+        CHECK(lt_lnotab_line(junk, 0, 7, 3) == 7, "empty lnotab gives firstlineno");
+        CHECK(lt_locations_line(junk, sizeof junk, 7, -2) == 7, "negative offset gives firstlineno");
+    }
+}
+
+/* ---- /proc parsers ---- */
+
+static void test_maps(void)
+{
+    char text[] =
+        "00400000-00452000 r-xp 00000000 08:02 173521      /usr/bin/python3.11\n"
+        "7f0000000000-7f0000021000 rw-p 00000000 00:00 0 \n"
+        "7f1000000000-7f1000001000 r--p 00001000 fd:01 42   /path with spaces/lib.so (deleted)\n"
+        "garbage line\n"
+        "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n"
+        "1000-2000 r--p 0 0:0 1 /no/newline";
+    proc_maps_t m;
+
+    CHECK(proc_maps_parse(text, strlen(text), 100, &m) == 0, "parse");
+    CHECK(m.n == 4, "4 valid lines, got %zu", m.n);
+    if (m.n == 4) {
+        CHECK(m.v[0].start == 0x400000 && m.v[0].end == 0x452000, "range");
+        CHECK(strcmp(m.v[0].perms, "r-xp") == 0, "perms");
+        CHECK(m.v[0].inode == 173521 && m.v[0].dev_major == 8 && m.v[0].dev_minor == 2, "dev/inode");
+        CHECK(strcmp(m.v[0].path, "/usr/bin/python3.11") == 0, "path");
+        CHECK(m.v[1].path == NULL, "anonymous has no path");
+        CHECK(strcmp(m.v[2].path, "/path with spaces/lib.so (deleted)") == 0, "path with spaces");
+        CHECK(m.v[2].offset == 0x1000, "offset");
+        CHECK(strcmp(m.v[3].path, "[vsyscall]") == 0, "pseudo path");
+    }
+    free(m.v);
+    {
+        char small[] = "1000-2000 r--p 0 0:0 1 /a\n3000-4000 r--p 0 0:0 1 /b\n";
+        CHECK(proc_maps_parse(small, strlen(small), 1, &m) == 0 && m.n == 1, "max entries");
+        free(m.v);
+    }
+    {
+        char over[] = "1-0 r--p 0 0:0 1 /a\n11111111111111111-2 r--p 0 0:0 1 /b\n";
+        CHECK(proc_maps_parse(over, strlen(over), 10, &m) == 0 && m.n == 0, "end<start and overflow rejected");
+        free(m.v);
+    }
+}
+
+static void test_stat(void)
+{
+    const char *s1 = "1234 (python3) R 1 2 3";
+    const char *s2 = "1234 (evil) S (name) D 1";
+    const char *s3 = "1234 (unterminated";
+    char st = 0;
+
+    CHECK(proc_stat_parse_state(s1, strlen(s1), &st) == 0 && st == 'R', "plain");
+    CHECK(proc_stat_parse_state(s2, strlen(s2), &st) == 0 && st == 'D', "comm with parens");
+    CHECK(proc_stat_parse_state(s3, strlen(s3), &st) != 0, "malformed");
+}
+
+/* ---- ELF ---- */
+
+const char unit_marker[] = "remora-unit-marker";
+
+static void test_elf(void)
+{
+    int fd = open("/proc/self/exe", O_RDONLY);
+    elf_t *e = NULL;
+    uint64_t v = 0, size = 0, base = 1;
+    const char *bytes;
+
+    CHECK(fd >= 0 && elf_open_fd(fd, &e) == 0, "open self");
+    if (e == NULL)
+        return;
+    CHECK(elf_symbol(e, "unit_marker", &v, &size) == 0, "symbol found");
+    CHECK(size == sizeof unit_marker, "symbol size %llu", (unsigned long long)size);
+    bytes = elf_at(e, v, sizeof unit_marker);
+    CHECK(bytes != NULL && memcmp(bytes, unit_marker, sizeof unit_marker) == 0, "bytes at symbol");
+    CHECK(elf_symbol(e, "no_such_symbol_anywhere", &v, NULL) != 0, "absent symbol");
+    CHECK(elf_section(e, ".text", &v, &size) == 0 && size > 0, ".text section");
+    CHECK(elf_base_vaddr(e, &base) == 0, "base vaddr");
+    {
+        /* every truncation of the file is handled without reading past it */
+        size_t len, cut;
+        const unsigned char *all = elf_bytes(e, &len);
+        for (cut = 0; cut < len && cut < 200000; cut += cut < 4096 ? 61 : 4093) {
+            unsigned char *t = malloc(cut ? cut : 1);
+            elf_t *te = NULL;
+            memcpy(t, all, cut);
+            if (elf_open_mem(t, cut, &te) == 0) {
+                (void)elf_symbol(te, "unit_marker", &v, NULL);
+                (void)elf_section(te, ".PyRuntime", &v, &size);
+                elf_free(te);
+            }
+            free(t);
+        }
+        CHECK(1, "truncations");
+    }
+    {
+        unsigned char junk[256];
+        elf_t *te = NULL;
+        memset(junk, 0x41, sizeof junk);
+        CHECK(elf_open_mem(junk, sizeof junk, &te) == REMORA_ENOTPY, "not an ELF");
+    }
+    elf_free(e);
+}
+
+/* ---- interned strings, JSON ---- */
+
+static void test_strtab(void)
+{
+    strtab_t *t = strtab_new();
+    const char *a, *b, *c;
+    char buf[32];
+    int i, ok = 1;
+
+    a = strtab_intern(t, "hello", 5);
+    b = strtab_intern(t, "hello world", 5);
+    c = strtab_intern(t, "hellp", 5);
+    CHECK(a == b && a != c && strcmp(a, "hello") == 0, "intern");
+    for (i = 0; i < 20000; i++) {
+        int n = snprintf(buf, sizeof buf, "name%d", i);
+        const char *s = strtab_intern(t, buf, (size_t)n);
+        ok &= s != NULL && strcmp(s, buf) == 0;
+    }
+    CHECK(ok, "many names");
+    CHECK(strtab_intern(t, "name123", 7) == strtab_intern(t, "name123", 7), "stable after growth");
+    CHECK(strcmp(strtab_intern(t, "a\0b", 3), "a") == 0, "NUL cuts a name");
+    strtab_free(t);
+}
+
+static void test_json(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    out_json_str(f, "a\"b\\c\n\x01 caf\xc3\xa9 \xff\xfe <x>");
+    fclose(f);
+    CHECK(strcmp(buf, "\"a\\\"b\\\\c\\u000a\\u0001 caf\xc3\xa9 \\ufffd\\ufffd <x>\"") == 0, "escaped: %s", buf);
+    free(buf);
+}
+
+int main(void)
+{
+    test_linetables();
+    test_maps();
+    test_stat();
+    test_elf();
+    test_strtab();
+    test_json();
+    printf("unit: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
