@@ -15,5 +15,10 @@ int cli_parse_pid(const char *s, pid_t *out);
 int cli_fail(int err, pid_t pid, const char *why);
 
 int cmd_dump(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+
+/* "1000", "10k", "1khz" → Hz. Returns 0 or -1. */
+int cli_parse_rate(const char *s, double *hz);
 
 #endif

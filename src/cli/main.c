@@ -12,6 +12,14 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  dump -p PID [--json]     print every thread's Python stack\n"
+    "  record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
+    "         [--mode wall|cpu|gil] [--no-gc] [--stats] [-l ROWS]\n"
+    "                           sample a process and write a profile\n"
+    "  convert INPUT [-f FORMAT] [-o FILE]\n"
+    "                           turn a .remora recording or collapsed stacks into a format\n"
+    "\n"
+    "formats: flamegraph (.html), speedscope (.json), collapsed (.collapsed .txt),\n"
+    "         pstats (.pstats; the default table on stdout), raw (.remora)\n"
     "\n"
     "  remora --version | --help\n"
     "\n"
@@ -83,8 +91,11 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "dump") == 0)
         return cmd_dump(argc - 1, argv + 1);
-    if (strcmp(argv[1], "record") == 0 || strcmp(argv[1], "top") == 0 ||
-        strcmp(argv[1], "convert") == 0) {
+    if (strcmp(argv[1], "record") == 0)
+        return cmd_record(argc - 1, argv + 1);
+    if (strcmp(argv[1], "convert") == 0)
+        return cmd_convert(argc - 1, argv + 1);
+    if (strcmp(argv[1], "top") == 0) {
         cli_error("'%s' is not available in this version yet; see 'remora --help'", argv[1]);
         return REMORA_EXIT_USAGE;
     }

@@ -1,11 +1,61 @@
-/* out/ — output writers. They read remora's own models only, never proc/ or unwind/. */
+/* out/ — output writers. They read the profile model of sample/ only, never proc/ or
+ * unwind/, so a recording can be converted later without the process.
+ *
+ *   json.c        JSON string escaping shared by the JSON-based writers
+ *   formats.c     the format table, inference from a file name, atomic file writing
+ *   collapsed.c   Brendan Gregg's collapsed stacks (write and read)
+ *   pstats.c      the table printed when no -o is given
+ *   speedscope.c  speedscope JSON
+ *   flamegraph.c  the self-contained HTML flamegraph (template in flamegraph.html)
+ *   raw.c         the .remora recording (an event log; see raw.h)
+ */
 #ifndef REMORA_OUT_H
 #define REMORA_OUT_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../sample/sample.h"
+
 /* Writes str as a JSON string literal (quoted, escaped, always valid UTF-8). */
 void out_json_str(FILE *f, const char *str);
+
+/* Options shared by writers. */
+typedef struct out_options {
+    int limit;              /* pstats: rows to print (0 = default 25) */
+    int no_threads;         /* collapsed: omit the leading "thread NAME (TID)" element */
+} out_options_t;
+
+/* Every writer: returns 0, or REMORA_EIO when the stream failed. */
+typedef int (*out_write_fn)(const profile_t *p, FILE *f, const out_options_t *o);
+
+typedef struct out_format {
+    const char *name;       /* "collapsed", "flamegraph", ... */
+    const char *exts;       /* file name endings that select it, space-separated */
+    out_write_fn write;     /* NULL for the raw recording (written while sampling) */
+} out_format_t;
+
+/* The format called 'name', or NULL. */
+const out_format_t *out_format_by_name(const char *name);
+/* The format a path's ending selects, or NULL. */
+const out_format_t *out_format_for_path(const char *path);
+/* Names of all formats, for messages: "collapsed, flamegraph, ...". */
+const char *out_format_names(void);
+
+/* Writes a profile to 'path' through a temporary file in the same directory and a
+ * rename, so a half-written profile never exists under the final name. "-" writes to
+ * stdout. Returns 0, or REMORA_EIO with errno set. */
+int out_write_file(const out_format_t *fmt, const profile_t *p, const out_options_t *o, const char *path);
+
+int out_collapsed_write(const profile_t *p, FILE *f, const out_options_t *o);
+int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o);
+int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o);
+int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o);
+
+/* Reads collapsed stacks (as written by out_collapsed_write, or by other tools) into t.
+ * Lines "thread NAME (TID);f1;f2 N" keep their thread; others go to thread 0. A frame
+ * "name (file:line)" is split; anything else is a function with no file. Returns 0,
+ * REMORA_EIO, or REMORA_ECORRUPT with *bad_line set to the first malformed line. */
+int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_line);
 
 #endif

@@ -32,6 +32,7 @@ int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
     u->p = p;
     u->t = t;
     u->pthread_tid_off = -1;
+    u->want = UNW_WANT_ALL;
     u->names = strtab_new();
     u->codes = u->names ? code_cache_new(u->names) : NULL;
     u->tsbuf = malloc(TS_MAX_READ);
@@ -41,6 +42,11 @@ int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
     }
     *out = u;
     return REMORA_OK;
+}
+
+void unw_set_want(unwinder_t *u, unsigned want)
+{
+    u->want = want;
 }
 
 void unw_free(unwinder_t *u)
@@ -140,6 +146,7 @@ static void resolve_native_ids(unwinder_t *u, const uint64_t *pthreads)
             break;
         if (u->pthread_tid_off >= 0) {   /* stale: search from the start */
             u->pthread_tid_off = -1;
+    u->want = UNW_WANT_ALL;
             off = -4;
         }
     }
@@ -172,7 +179,7 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
     while (interp != 0) {
         uint64_t ts, gil_holder = 0;
         int64_t interp_id = 0;
-        int gil_locked = 0;
+        int gil_locked = 0, gc = 0;
         size_t count = 0;
 
         if (++ninterp > UNW_MAX_INTERPS)
@@ -182,6 +189,8 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
             err = proc_read(u->p, interp + L->is_id, &interp_id, 8);
         if (!err)
             err = read_gil(u, interp, &gil_locked, &gil_holder);
+        if (!err && (u->want & UNW_WANT_GC))
+            err = proc_read(u->p, interp + L->is_gc_collecting, &gc, sizeof gc);
         if (err)
             return err;
         while (ts != 0) {
@@ -198,6 +207,7 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
             th->interp = interp;
             th->interp_id = interp_id;
             th->holds_gil = gil_locked && gil_holder == ts;
+            th->gc = gc != 0;
             if (L->ts_native_thread_id != 0) {
                 uint64_t nid = get_u64(u->tsbuf, L->ts_native_thread_id);
                 th->native_id = nid < (1u << 31) ? (pid_t)nid : 0;
@@ -235,11 +245,11 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
         th->nframes = 0;
         frame_at[i] = nframes_total;
         th->is_main = th->native_id == proc_pid(u->p);
-        if (th->native_id > 0) {
-            if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
-                th->on_cpu = state == 'R';
+        if (th->native_id > 0 && (u->want & UNW_WANT_CPU) &&
+            proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
+            th->on_cpu = state == 'R';
+        if (th->native_id > 0 && (u->want & UNW_WANT_NAMES))
             proc_task_name(u->p, th->native_id, th->name, sizeof th->name);
-        }
         if (L->frames_kind == PY_FRAMES_CFRAME && frame != 0) {
             uint64_t cframe = frame;
             th->error = proc_read_u64(u->p, cframe + L->cframe_current_frame, &frame);

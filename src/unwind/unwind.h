@@ -98,8 +98,9 @@ typedef struct unw_thread {
     pid_t native_id;            /* 0 if unknown */
     int is_main;
     int holds_gil;
-    int on_cpu;
-    char name[64];              /* the task's name (comm) */
+    int on_cpu;                 /* only with UNW_WANT_CPU */
+    int gc;                     /* its interpreter is collecting garbage (UNW_WANT_GC) */
+    char name[64];              /* the task's name (comm), only with UNW_WANT_NAMES */
     int error;                  /* REMORA_E* if the frames could not be read */
     size_t nframes;
     unw_frame_t *frames;        /* innermost first; owned by the unwinder */
@@ -107,9 +108,17 @@ typedef struct unw_thread {
 
 typedef struct unwinder unwinder_t;
 
-/* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t. */
+/* What unw_snapshot reads besides stacks (each costs system calls per thread). */
+#define UNW_WANT_CPU 1u         /* on_cpu, from /proc/PID/task/TID/stat */
+#define UNW_WANT_NAMES 2u       /* name, from /proc/PID/task/TID/comm */
+#define UNW_WANT_GC 4u          /* gc, from the interpreter's GC state */
+#define UNW_WANT_ALL 7u
+
+/* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t; it reads everything
+ * (UNW_WANT_ALL) until unw_set_want() says otherwise. */
 int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out);
 void unw_free(unwinder_t *u);
+void unw_set_want(unwinder_t *u, unsigned want);
 
 /* Reads every thread of every interpreter and its frames. The array is owned by the
  * unwinder and valid until the next call. Returns 0 (a thread whose frames could not
@@ -133,6 +142,7 @@ struct unwinder {
     size_t cap_frames;
     unsigned char *tsbuf;       /* one thread state */
     int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
+    unsigned want;              /* UNW_WANT_* */
 };
 
 #endif

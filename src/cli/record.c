@@ -1,0 +1,557 @@
+/* cli/record.c — `remora record`: attach to a pid or launch a command, sample it,
+ * and write the profile; `remora convert`: turn a recording into another format. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "remora.h"
+#include "cli.h"
+#include "../out/out.h"
+#include "../out/raw.h"
+#include "../proc/proc.h"
+#include "../py/py.h"
+#include "../sample/sampler.h"
+#include "../unwind/unwind.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+/* "1000", "10k", "1khz", "2.5kHz", "1M" → Hz. Returns 0 or -1. */
+int cli_parse_rate(const char *s, double *hz)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mult = 1;
+
+    if (end == s || v <= 0)
+        return -1;
+    if (*end == 'k' || *end == 'K')
+        mult = 1e3, end++;
+    else if (*end == 'M')
+        mult = 1e6, end++;
+    if (strcasecmp(end, "hz") == 0)
+        end += 2;
+    if (*end != '\0')
+        return -1;
+    *hz = v * mult;
+    return *hz <= 10e6 ? 0 : -1;
+}
+
+static void read_cmdline(pid_t pid, char *out, size_t cap)
+{
+    char path[64];
+    ssize_t n, i;
+    int fd;
+
+    out[0] = '\0';
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    n = read(fd, out, cap - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    for (i = 0; i < n; i++)
+        if (out[i] == '\0')
+            out[i] = ' ';
+    while (n > 0 && out[n - 1] == ' ')
+        n--;
+    out[n] = '\0';
+}
+
+#define RECORD_MAX_OUT 8
+
+typedef struct record_args {
+    pid_t pid;
+    char **cmd;             /* launch mode */
+    double rate, duration;
+    const char *out_path[RECORD_MAX_OUT];   /* NULL: the table on stdout */
+    const out_format_t *fmt[RECORD_MAX_OUT];
+    int nout;
+    int mode, gc, stats, limit;
+} record_args_t;
+
+static const char record_usage[] =
+    "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
+    "                     [--mode wall|cpu|gil] [--no-gc] [--stats] [-l ROWS]";
+
+static int parse_record(int argc, char **argv, record_args_t *a)
+{
+    const char *fname = NULL;
+    int i;
+
+    memset(a, 0, sizeof *a);
+    a->rate = 1000;
+    a->gc = 1;
+    for (i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(s, "--") == 0) {
+            if (i + 1 >= argc) {
+                cli_error("record: nothing to run after '--'");
+                return -1;
+            }
+            a->cmd = argv + i + 1;
+            break;
+        } else if ((strcmp(s, "-p") == 0 || strcmp(s, "--pid") == 0) && v) {
+            if (cli_parse_pid(v, &a->pid)) {
+                cli_error("invalid pid '%s': expected a positive number", v);
+                return -1;
+            }
+            i++;
+        } else if ((strcmp(s, "-r") == 0 || strcmp(s, "--rate") == 0) && v) {
+            if (cli_parse_rate(v, &a->rate)) {
+                cli_error("invalid rate '%s': use Hz, e.g. 1000, 10k or 1khz", v);
+                return -1;
+            }
+            i++;
+        } else if ((strcmp(s, "-d") == 0 || strcmp(s, "--duration") == 0) && v) {
+            char *end;
+            a->duration = strtod(v, &end);
+            if (*end != '\0' || a->duration <= 0) {
+                cli_error("invalid duration '%s': expected seconds, e.g. 30 or 0.5", v);
+                return -1;
+            }
+            i++;
+        } else if ((strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) && v) {
+            if (a->nout == RECORD_MAX_OUT) {
+                cli_error("record: at most %d outputs", RECORD_MAX_OUT);
+                return -1;
+            }
+            a->out_path[a->nout++] = v;
+            i++;
+        } else if ((strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) && v) {
+            fname = v;
+            i++;
+        } else if ((strcmp(s, "-l") == 0 || strcmp(s, "--limit") == 0) && v) {
+            a->limit = atoi(v);
+            if (a->limit <= 0) {
+                cli_error("invalid row count '%s'", v);
+                return -1;
+            }
+            i++;
+        } else if (strcmp(s, "--mode") == 0 && v) {
+            if (strcmp(v, "wall") == 0)
+                a->mode = SAMPLE_WALL;
+            else if (strcmp(v, "cpu") == 0)
+                a->mode = SAMPLE_CPU;
+            else if (strcmp(v, "gil") == 0)
+                a->mode = SAMPLE_GIL;
+            else if (strcmp(v, "exception") == 0) {
+                cli_error("--mode exception is not available in this version yet");
+                return -1;
+            } else {
+                cli_error("invalid mode '%s': use wall, cpu or gil", v);
+                return -1;
+            }
+            i++;
+        } else if (strcmp(s, "--no-gc") == 0) {
+            a->gc = 0;
+        } else if (strcmp(s, "--stats") == 0) {
+            a->stats = 1;
+        } else if (strcmp(s, "--idle") == 0 || strcmp(s, "--subprocesses") == 0 ||
+                   strcmp(s, "--blocking") == 0 || strcmp(s, "--native") == 0 ||
+                   strcmp(s, "--async") == 0 || strcmp(s, "--diff") == 0) {
+            cli_error("record %s is not available in this version yet", s);
+            return -1;
+        } else {
+            cli_error("record: unexpected argument '%s'\n%s", s, record_usage);
+            return -1;
+        }
+    }
+    if ((a->pid != 0) == (a->cmd != NULL)) {
+        cli_error("record needs a target: -p PID or -- CMD ARGS...\n%s", record_usage);
+        return -1;
+    }
+    if (fname != NULL && out_format_by_name(fname) == NULL) {
+        cli_error("unknown format '%s': use one of %s", fname, out_format_names());
+        return -1;
+    }
+    if (a->nout == 0) {
+        /* no -o: the format asked for (the table by default) on stdout */
+        a->out_path[0] = NULL;
+        a->fmt[0] = out_format_by_name(fname ? fname : "pstats");
+        a->nout = 1;
+        if (a->fmt[0]->write == NULL) {
+            cli_error("the raw format needs a file: add -o FILE.remora");
+            return -1;
+        }
+        return 0;
+    }
+    for (i = 0; i < a->nout; i++) {
+        /* the name's ending decides; -f covers names that say nothing */
+        a->fmt[i] = out_format_for_path(a->out_path[i]);
+        if (a->fmt[i] == NULL || (fname != NULL && a->nout == 1))
+            a->fmt[i] = fname ? out_format_by_name(fname) : NULL;
+        if (a->fmt[i] == NULL) {
+            cli_error("cannot tell the format of '%s' from its name: add -f (%s)", a->out_path[i],
+                      out_format_names());
+            return -1;
+        }
+        if (a->fmt[i]->write == NULL && strcmp(a->out_path[i], "-") == 0) {
+            cli_error("the raw format cannot go to stdout: add -o FILE.remora");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Can we create files next to 'path'? Checked before sampling so nothing is lost. */
+static int check_writable(const char *path)
+{
+    char *tmp;
+    size_t len;
+    int fd;
+
+    if (path == NULL || strcmp(path, "-") == 0)
+        return 0;
+    len = strlen(path) + 16;
+    tmp = malloc(len);
+    if (tmp == NULL)
+        return -1;
+    snprintf(tmp, len, "%s.XXXXXX", path);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        cli_error("cannot write '%s': %s; choose another -o", path, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return 0;
+}
+
+static void status_line(const sampler_t *s, void *ctx)
+{
+    const sampler_stats_t *st = sampler_stats(s);
+    double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
+
+    (void)ctx;
+    fprintf(stderr, "\rremora: %llu samples, %.0f Hz, %llu errors, %.1f s   ",
+            (unsigned long long)st->rounds, secs > 0 ? (double)st->rounds / secs : 0.0,
+            (unsigned long long)st->errors, secs);
+    fflush(stderr);
+}
+
+/* Launch: fork and exec; returns the child's pid or -1. */
+static pid_t launch(char **cmd)
+{
+    int fds[2];
+    pid_t child;
+    int e = 0;
+
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    child = fork();
+    if (child < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (child == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execvp(cmd[0], cmd);
+        e = errno;
+        if (write(fds[1], &e, sizeof e) < 0)
+            _exit(127);
+        _exit(127);
+    }
+    close(fds[1]);
+    if (read(fds[0], &e, sizeof e) == (ssize_t)sizeof e) {
+        close(fds[0]);
+        waitpid(child, NULL, 0);
+        errno = e;
+        return -1;
+    }
+    close(fds[0]);
+    return child;
+}
+
+static int child_exit_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return 1;
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+int cmd_record(int argc, char **argv)
+{
+    record_args_t a;
+    proc_t *p = NULL;
+    py_target_t t;
+    unwinder_t *u = NULL;
+    stk_table_t *table = NULL;
+    raw_writer_t *raw = NULL;
+    sampler_t *s = NULL;
+    sampler_opts_t so;
+    profile_t prof;
+    const sampler_stats_t *st;
+    char why[512] = "";
+    pid_t pid, child = 0;
+    int err, rc = REMORA_EXIT_OK, child_status = -1, gone = 0, i, raw_at = -1;
+    double cpu0, cpu1;
+    struct sigaction sa;
+    struct timespec wall;
+
+    if (parse_record(argc, argv, &a))
+        return REMORA_EXIT_USAGE;
+    for (i = 0; i < a.nout; i++)
+        if (check_writable(a.out_path[i]))
+            return REMORA_EXIT_USAGE;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    pid = a.pid;
+    if (a.cmd != NULL) {
+        child = launch(a.cmd);
+        if (child < 0) {
+            cli_error("cannot run '%s': %s", a.cmd[0], strerror(errno));
+            return REMORA_EXIT_NOPROC;
+        }
+        pid = child;
+    }
+    err = proc_open(pid, &p);
+    if (err) {
+        rc = cli_fail(err, pid, NULL);
+        goto out;
+    }
+    /* find the interpreter; a launched command may need a moment to load it */
+    for (;;) {
+        err = py_target_find(p, &t, why, sizeof why);
+        if (err == REMORA_OK || child == 0 || stop_flag)
+            break;
+        if (waitpid(child, &child_status, WNOHANG) == child) {
+            cli_error("'%s' exited before remora found a Python interpreter in it", a.cmd[0]);
+            child = 0;
+            rc = child_exit_code(child_status);
+            goto out;
+        }
+        {
+            struct timespec ts = { 0, 200000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (err) {
+        rc = cli_fail(err, pid, why);
+        goto out;
+    }
+    table = stk_new();
+    if (table == NULL || unw_new(p, &t, &u)) {
+        cli_error("out of memory");
+        rc = REMORA_EXIT_FAIL;
+        goto out;
+    }
+    for (i = 0; i < a.nout; i++) {
+        if (a.fmt[i]->write != NULL)
+            continue;
+        if (raw_at >= 0) {
+            cli_error("record: only one raw output");
+            rc = REMORA_EXIT_USAGE;
+            goto out;
+        }
+        raw_at = i;
+        if (raw_open(a.out_path[i], &raw)) {
+            cli_error("cannot write '%s': %s; choose another -o", a.out_path[i], strerror(errno));
+            rc = REMORA_EXIT_USAGE;
+            goto out;
+        }
+    }
+    memset(&so, 0, sizeof so);
+    so.rate_hz = a.rate;
+    so.duration_s = a.duration;
+    so.mode = a.mode;
+    so.gc = a.gc;
+    so.child = child;
+    if (sampler_new(u, p, table, raw, &so, &s)) {
+        cli_error("out of memory");
+        rc = REMORA_EXIT_FAIL;
+        goto out;
+    }
+    memset(&prof, 0, sizeof prof);
+    clock_gettime(CLOCK_REALTIME, &wall);
+    prof.meta.start_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
+    read_cmdline(pid, prof.meta.command, sizeof prof.meta.command);
+
+    cpu0 = cpu_seconds();
+    err = sampler_run(s, &stop_flag, isatty(2) ? status_line : NULL, NULL);
+    cpu1 = cpu_seconds();
+    if (isatty(2))
+        fputs("\r\033[K", stderr);
+    st = sampler_stats(s);
+    if (err == REMORA_ENOPROC) {
+        gone = 1;
+        if (child != 0) {
+            child_status = sampler_child_status(s);
+            child = 0;
+        }
+    } else if (err) {
+        cli_error("sampling pid %d stopped: %s", (int)pid, remora_strerror(err));
+        rc = err == REMORA_EPERM ? REMORA_EXIT_PERM : REMORA_EXIT_FAIL;
+    }
+
+    prof.stacks = table;
+    prof.meta.pid = pid;
+    snprintf(prof.meta.python, sizeof prof.meta.python, "%s", t.version);
+    snprintf(prof.meta.mode, sizeof prof.meta.mode, "%s",
+             a.mode == SAMPLE_CPU ? "cpu" : a.mode == SAMPLE_GIL ? "gil" : "wall");
+    prof.meta.duration_s = (double)(st->end_ns - st->start_ns) / 1e9;
+    prof.meta.rate_hz = a.rate;
+    prof.meta.samples = st->rounds;
+    prof.meta.errors = st->errors;
+    prof.meta.late = st->late;
+
+    /* write what was collected, whatever ended the recording */
+    for (i = 0; i < a.nout; i++) {
+        const char *path = a.out_path[i] ? a.out_path[i] : "-";
+        if (i == raw_at) {
+            err = raw_close(raw, &prof.meta, 1);
+            raw = NULL;
+        } else {
+            out_options_t oo = { a.limit, 0 };
+            err = out_write_file(a.fmt[i], &prof, &oo, path);
+        }
+        if (err) {
+            cli_error("writing '%s' failed: %s", a.out_path[i] ? path : "stdout", strerror(errno));
+            rc = REMORA_EXIT_FAIL;
+        } else if (a.out_path[i] != NULL) {
+            fprintf(stderr, "remora: wrote %s (%s)\n", path, a.fmt[i]->name);
+        }
+    }
+    fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), %llu late%s\n",
+            (unsigned long long)st->rounds, prof.meta.duration_s,
+            prof.meta.duration_s > 0 ? (double)st->rounds / prof.meta.duration_s : 0.0, a.rate,
+            (unsigned long long)st->errors,
+            st->samples + st->errors ? 100.0 * (double)st->errors / (double)(st->samples + st->errors) : 0.0,
+            (unsigned long long)st->late, gone ? "; the target exited" : "");
+    if (a.stats) {
+        const proc_stats_t *ps = proc_stats(p);
+        double n = st->rounds ? (double)st->rounds : 1.0;
+        fprintf(stderr, "stats: samples=%llu errors=%llu reads=%llu bytes=%llu reads_per_sample=%.2f cpu_us_per_sample=%.2f\n",
+                (unsigned long long)st->rounds, (unsigned long long)st->errors,
+                (unsigned long long)ps->reads, (unsigned long long)ps->bytes, (double)ps->reads / n,
+                (cpu1 - cpu0) * 1e6 / n);
+    }
+    if (rc == REMORA_EXIT_OK && gone && a.cmd == NULL && a.duration > 0)
+        rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */
+out:
+    if (raw != NULL)
+        raw_close(raw, &prof.meta, 0);
+    if (child > 0) {
+        /* the command outlives the recording (Ctrl-C, -d): wait for it, like a shell */
+        while (waitpid(child, &child_status, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if (a.cmd != NULL && child_status >= 0 && (rc == REMORA_EXIT_OK || gone))
+        rc = child_exit_code(child_status);
+    sampler_free(s);
+    unw_free(u);
+    stk_free(table);
+    proc_free(p);
+    return rc;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+    const char *in = NULL, *out_path = NULL, *fname = NULL;
+    const out_format_t *fmt;
+    stk_table_t *table;
+    profile_t prof;
+    FILE *f;
+    unsigned char head[8];
+    int i, err, limit = 0;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+            out_path = argv[++i];
+        else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc)
+            fname = argv[++i];
+        else if (strcmp(argv[i], "-l") == 0 && i + 1 < argc)
+            limit = atoi(argv[++i]);
+        else if (argv[i][0] != '-' && in == NULL)
+            in = argv[i];
+        else {
+            cli_error("convert: unexpected argument '%s'; usage: remora convert INPUT [-f FORMAT] [-o FILE]", argv[i]);
+            return REMORA_EXIT_USAGE;
+        }
+    }
+    if (in == NULL) {
+        cli_error("convert needs an input: remora convert INPUT [-f FORMAT] [-o FILE]");
+        return REMORA_EXIT_USAGE;
+    }
+    fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("pstats");
+    if (fmt == NULL || fmt->write == NULL) {
+        cli_error("choose an output format with -f (%s, except raw)", out_format_names());
+        return REMORA_EXIT_USAGE;
+    }
+    if (check_writable(out_path))
+        return REMORA_EXIT_USAGE;
+    f = fopen(in, "rb");
+    if (f == NULL) {
+        cli_error("cannot read '%s': %s", in, strerror(errno));
+        return REMORA_EXIT_USAGE;
+    }
+    table = stk_new();
+    if (table == NULL) {
+        fclose(f);
+        cli_error("out of memory");
+        return REMORA_EXIT_FAIL;
+    }
+    memset(&prof, 0, sizeof prof);
+    if (fread(head, 1, sizeof head, f) == sizeof head && memcmp(head, "REMORA", 6) == 0) {
+        rewind(f);
+        err = raw_read(f, table, &prof.meta);
+        if (err == REMORA_ECORRUPT)
+            cli_error("'%s' is damaged or from a newer remora; converting what could be read", in);
+    } else {
+        uint64_t samples = 0;
+        size_t bad = 0;
+        rewind(f);
+        err = out_collapsed_read(f, table, &samples, &bad);
+        prof.meta.samples = samples;
+        snprintf(prof.meta.mode, sizeof prof.meta.mode, "wall");
+        if (err == REMORA_ECORRUPT)
+            cli_error("'%s' line %zu is not a collapsed stack; converting what came before", in, bad);
+    }
+    fclose(f);
+    prof.stacks = table;
+    {
+        out_options_t oo = { limit, 0 };
+        int werr = out_write_file(fmt, &prof, &oo, out_path ? out_path : "-");
+        if (werr) {
+            cli_error("writing '%s' failed: %s", out_path ? out_path : "stdout", strerror(errno));
+            stk_free(table);
+            return REMORA_EXIT_FAIL;
+        }
+    }
+    stk_free(table);
+    return err == REMORA_OK ? REMORA_EXIT_OK : REMORA_EXIT_FAIL;
+}

@@ -1,0 +1,207 @@
+/* out/collapsed.c — Brendan Gregg's collapsed stacks: one line per distinct stack,
+ * outermost frame first, frames joined by ';', then a space and the count. A frame is
+ * "function (file:line)"; the first element is "thread NAME (TID)".
+ *
+ * Names are escaped so a line stays one stack: '\' → "\\", ';' → "\;", newline → "\n",
+ * carriage return → "\r". The reader undoes it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "out.h"
+
+static void put_escaped(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '\\': fputs("\\\\", f); break;
+        case ';': fputs("\\;", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        default: fputc(*s, f); break;
+        }
+    }
+}
+
+struct wctx {
+    const stk_table_t *t;
+    FILE *f;
+    const out_options_t *o;
+};
+
+static void write_stack(void *ctx, const stk_thread_t *th, const uint32_t *frames, size_t n, uint64_t count)
+{
+    struct wctx *w = ctx;
+    size_t i;
+    int first = 1;
+
+    if (!w->o || !w->o->no_threads) {
+        fputs("thread ", w->f);
+        put_escaped(w->f, th->name[0] ? th->name : "?");
+        fprintf(w->f, " (%d)", (int)th->tid);
+        first = 0;
+    }
+    for (i = 0; i < n; i++) {
+        const stk_frame_t *fr = stk_frame_at(w->t, frames[i]);
+        if (!first)
+            fputc(';', w->f);
+        first = 0;
+        put_escaped(w->f, fr->function);
+        if (fr->file[0]) {
+            fputs(" (", w->f);
+            put_escaped(w->f, fr->file);
+            fprintf(w->f, ":%d)", fr->line);
+        }
+    }
+    if (first)
+        fputs("<no frames>", w->f);
+    fprintf(w->f, " %llu\n", (unsigned long long)count);
+}
+
+int out_collapsed_write(const profile_t *p, FILE *f, const out_options_t *o)
+{
+    struct wctx w = { p->stacks, f, o };
+    int err = stk_foreach_stack(p->stacks, write_stack, &w);
+
+    if (err)
+        return err;
+    return ferror(f) ? REMORA_EIO : REMORA_OK;
+}
+
+/* Splits s (modified in place) at unescaped ';'. Returns the number of parts. */
+static size_t split_unescape(char *s, char **parts, size_t max)
+{
+    size_t n = 0;
+    char *w = s;
+
+    parts[n++] = w;
+    while (*s) {
+        if (*s == '\\' && s[1]) {
+            char c = s[1];
+            *w++ = c == 'n' ? '\n' : c == 'r' ? '\r' : c;
+            s += 2;
+        } else if (*s == ';') {
+            *w++ = '\0';
+            s++;
+            if (n == max)
+                return n;
+            parts[n++] = w;
+        } else {
+            *w++ = *s++;
+        }
+    }
+    *w = '\0';
+    return n;
+}
+
+/* "function (file:line)" → parts; else the whole is the function. */
+static uint32_t parse_frame(stk_table_t *t, char *s)
+{
+    size_t len = strlen(s);
+    char *open, *colon, *end;
+    long line;
+
+    if (len > 4 && s[len - 1] == ')') {
+        open = NULL;
+        for (end = s + len - 1; end > s; end--)
+            if (end[0] == '(' && end[-1] == ' ') {
+                open = end;
+                break;
+            }
+        if (open != NULL) {
+            colon = strrchr(open, ':');
+            if (colon != NULL) {
+                line = strtol(colon + 1, &end, 10);
+                if (end == s + len - 1) {
+                    open[-1] = '\0';
+                    *colon = '\0';
+                    return stk_frame(t, s, open + 1, (int)line);
+                }
+            }
+        }
+    }
+    return stk_frame(t, s, "", 0);
+}
+
+#define COLLAPSED_MAX_DEPTH 65536
+
+int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_line)
+{
+    char *line = NULL;
+    size_t cap = 0, lineno = 0;
+    ssize_t len;
+    char **parts = malloc(COLLAPSED_MAX_DEPTH * sizeof *parts);
+    uint32_t *frames = malloc(COLLAPSED_MAX_DEPTH * sizeof *frames);
+    int err = REMORA_OK;
+
+    *samples = 0;
+    *bad_line = 0;
+    if (parts == NULL || frames == NULL) {
+        free(parts);
+        free(frames);
+        return REMORA_ENOMEM;
+    }
+    while ((len = getline(&line, &cap, f)) > 0) {
+        char *sp, *end;
+        unsigned long long count;
+        size_t n, i, first = 0;
+        uint32_t thread;
+        pid_t tid = 0;
+        const char *tname = "";
+
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0)
+            continue;
+        sp = strrchr(line, ' ');
+        if (sp == NULL) {
+            err = REMORA_ECORRUPT;
+            break;
+        }
+        count = strtoull(sp + 1, &end, 10);
+        if (*end != '\0' || end == sp + 1) {
+            err = REMORA_ECORRUPT;
+            break;
+        }
+        *sp = '\0';
+        n = split_unescape(line, parts, COLLAPSED_MAX_DEPTH);
+        if (strncmp(parts[0], "thread ", 7) == 0) {
+            char *open = strrchr(parts[0], '(');
+            if (open != NULL && open > parts[0] + 7 && open[-1] == ' ') {
+                tid = (pid_t)strtol(open + 1, NULL, 10);
+                open[-1] = '\0';
+                tname = parts[0] + 7;
+                first = 1;
+            }
+        }
+        thread = stk_thread(t, tid, tname);
+        if (thread == STK_NONE) {
+            err = REMORA_ENOMEM;
+            break;
+        }
+        if (n - first == 1 && strcmp(parts[first], "<no frames>") == 0)
+            first = n;
+        for (i = first; i < n; i++) {
+            frames[i - first] = parse_frame(t, parts[i]);
+            if (frames[i - first] == STK_NONE) {
+                err = REMORA_ENOMEM;
+                break;
+            }
+        }
+        if (err || stk_add(t, thread, frames, n - first, count) == STK_NONE) {
+            err = err ? err : REMORA_ENOMEM;
+            break;
+        }
+        *samples += count;
+    }
+    if (err == REMORA_ECORRUPT)
+        *bad_line = lineno;
+    else if (!err && ferror(f))
+        err = REMORA_EIO;
+    free(line);
+    free(parts);
+    free(frames);
+    return err;
+}

@@ -1,0 +1,111 @@
+/* out/formats.c — the table of output formats, inference from file names, and
+ * writing a profile atomically (temporary file in the same directory, then rename). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "remora.h"
+#include "out.h"
+
+/* until the flamegraph writer lands */
+int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o) __attribute__((weak));
+
+static const out_format_t formats[] = {
+    { "flamegraph", ".html .htm", out_flamegraph_write },
+    { "speedscope", ".json .speedscope", out_speedscope_write },
+    { "collapsed", ".collapsed .txt .folded", out_collapsed_write },
+    { "pstats", ".pstats .table", out_pstats_write },
+    { "raw", ".remora", NULL },
+};
+
+const out_format_t *out_format_by_name(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (strcmp(formats[i].name, name) == 0)
+            return &formats[i];
+    return NULL;
+}
+
+static int ends_with_word(const char *path, const char *exts)
+{
+    size_t plen = strlen(path);
+    const char *e = exts;
+
+    while (*e) {
+        size_t n = strcspn(e, " ");
+        if (n > 0 && plen >= n && strncmp(path + plen - n, e, n) == 0)
+            return 1;
+        e += n;
+        while (*e == ' ')
+            e++;
+    }
+    return 0;
+}
+
+const out_format_t *out_format_for_path(const char *path)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (ends_with_word(path, formats[i].exts))
+            return &formats[i];
+    return NULL;
+}
+
+const char *out_format_names(void)
+{
+    return "flamegraph, speedscope, collapsed, pstats, raw";
+}
+
+int out_write_file(const out_format_t *fmt, const profile_t *p, const out_options_t *o, const char *path)
+{
+    char *tmp;
+    size_t len;
+    FILE *f;
+    int err, fd;
+
+    if (strcmp(path, "-") == 0) {
+        err = fmt->write(p, stdout, o);
+        if (fflush(stdout) != 0)
+            err = REMORA_EIO;
+        return err;
+    }
+    len = strlen(path) + 16;
+    tmp = malloc(len);
+    if (tmp == NULL)
+        return REMORA_ENOMEM;
+    snprintf(tmp, len, "%s.XXXXXX", path);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        free(tmp);
+        return REMORA_EIO;
+    }
+    f = fdopen(fd, "w");
+    if (f == NULL) {
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return REMORA_EIO;
+    }
+    err = fmt->write(p, f, o);
+    if (fflush(f) != 0 || ferror(f))
+        err = REMORA_EIO;
+    if (fchmod(fd, 0644) != 0 && !err)
+        err = REMORA_EIO;
+    if (fclose(f) != 0 && !err)
+        err = REMORA_EIO;
+    if (!err && rename(tmp, path) != 0)
+        err = REMORA_EIO;
+    if (err) {
+        int saved = errno;
+        unlink(tmp);
+        errno = saved;
+    }
+    free(tmp);
+    return err;
+}

@@ -1,0 +1,435 @@
+/* out/raw.c — writing and reading .remora recordings (see raw.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "remora.h"
+#include "raw.h"
+
+static const char magic[8] = { 'R', 'E', 'M', 'O', 'R', 'A', 0, RAW_VERSION };
+
+struct raw_writer {
+    FILE *f;
+    char *path, *tmp;
+    /* what of the table is already in the file */
+    size_t frames_done, nodes_done, threads_done;
+    const char **thread_names;      /* name written per thread */
+    size_t thread_names_cap;
+    /* string pointer → id */
+    const char **skeys;
+    uint32_t *svals;
+    size_t scap, scount;
+    int64_t last_ns;
+    int failed;
+};
+
+static void put_varint(FILE *f, uint64_t v)
+{
+    unsigned char b[10];
+    int n = 0;
+
+    do {
+        b[n] = v & 0x7f;
+        v >>= 7;
+        if (v)
+            b[n] |= 0x80;
+        n++;
+    } while (v);
+    fwrite(b, 1, (size_t)n, f);
+}
+
+static void put_svarint(FILE *f, int64_t v)
+{
+    put_varint(f, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+static void put_str(FILE *f, const char *s)
+{
+    size_t n = strlen(s);
+    put_varint(f, n);
+    fwrite(s, 1, n, f);
+}
+
+int raw_open(const char *path, raw_writer_t **out)
+{
+    raw_writer_t *w = calloc(1, sizeof *w);
+    int fd;
+
+    *out = NULL;
+    if (w == NULL)
+        return REMORA_ENOMEM;
+    w->path = strdup(path);
+    w->tmp = malloc(strlen(path) + 16);
+    w->scap = 1024;
+    w->skeys = calloc(w->scap, sizeof *w->skeys);
+    w->svals = calloc(w->scap, sizeof *w->svals);
+    if (w->path == NULL || w->tmp == NULL || w->skeys == NULL || w->svals == NULL)
+        goto nomem;
+    sprintf(w->tmp, "%s.XXXXXX", path);
+    fd = mkstemp(w->tmp);
+    if (fd < 0 || (w->f = fdopen(fd, "w")) == NULL) {
+        if (fd >= 0) {
+            close(fd);
+            unlink(w->tmp);
+        }
+        free(w->path);
+        free(w->tmp);
+        free(w->skeys);
+        free(w->svals);
+        free(w);
+        return REMORA_EIO;
+    }
+    fwrite(magic, 1, sizeof magic, w->f);
+    *out = w;
+    return REMORA_OK;
+nomem:
+    free(w->path);
+    free(w->tmp);
+    free(w->skeys);
+    free(w->svals);
+    free(w);
+    return REMORA_ENOMEM;
+}
+
+/* The id of string s, writing it first if it is new. UINT32_MAX when out of memory. */
+static uint32_t string_id(raw_writer_t *w, const char *s)
+{
+    size_t i = ((uintptr_t)s >> 3) * 0x9e3779b97f4a7c15ull >> 20 & (w->scap - 1);
+
+    while (w->skeys[i] != NULL) {
+        if (w->skeys[i] == s)
+            return w->svals[i];
+        i = (i + 1) & (w->scap - 1);
+    }
+    if ((w->scount + 1) * 2 > w->scap) {
+        size_t ncap = w->scap * 2, k;
+        const char **nk = calloc(ncap, sizeof *nk);
+        uint32_t *nv = calloc(ncap, sizeof *nv);
+        if (nk == NULL || nv == NULL) {
+            free(nk);
+            free(nv);
+            return UINT32_MAX;
+        }
+        for (k = 0; k < w->scap; k++) {
+            size_t j;
+            if (w->skeys[k] == NULL)
+                continue;
+            j = ((uintptr_t)w->skeys[k] >> 3) * 0x9e3779b97f4a7c15ull >> 20 & (ncap - 1);
+            while (nk[j] != NULL)
+                j = (j + 1) & (ncap - 1);
+            nk[j] = w->skeys[k];
+            nv[j] = w->svals[k];
+        }
+        free(w->skeys);
+        free(w->svals);
+        w->skeys = nk;
+        w->svals = nv;
+        w->scap = ncap;
+        return string_id(w, s);
+    }
+    w->skeys[i] = s;
+    w->svals[i] = (uint32_t)w->scount++;
+    fputc('S', w->f);
+    put_str(w->f, s);
+    return w->svals[i];
+}
+
+static int catch_up(raw_writer_t *w, const stk_table_t *t)
+{
+    size_t n;
+
+    for (n = stk_nframes(t); w->frames_done < n; w->frames_done++) {
+        const stk_frame_t *fr = stk_frame_at(t, (uint32_t)w->frames_done);
+        uint32_t fn = string_id(w, fr->function), file = string_id(w, fr->file);
+        if (fn == UINT32_MAX || file == UINT32_MAX)
+            return REMORA_ENOMEM;
+        fputc('F', w->f);
+        put_varint(w->f, fn);
+        put_varint(w->f, file);
+        put_svarint(w->f, fr->line);
+    }
+    n = stk_nthreads(t);
+    if (n > w->thread_names_cap) {
+        const char **nv = realloc(w->thread_names, n * 2 * sizeof *nv);
+        if (nv == NULL)
+            return REMORA_ENOMEM;
+        memset(nv + w->thread_names_cap, 0, (n * 2 - w->thread_names_cap) * sizeof *nv);
+        w->thread_names = nv;
+        w->thread_names_cap = n * 2;
+    }
+    for (w->threads_done = 0; w->threads_done < n; w->threads_done++) {
+        const stk_thread_t *th = stk_thread_at(t, w->threads_done);
+        uint32_t name;
+        if (w->thread_names[w->threads_done] == th->name)
+            continue;
+        name = string_id(w, th->name);
+        if (name == UINT32_MAX)
+            return REMORA_ENOMEM;
+        fputc('T', w->f);
+        put_varint(w->f, w->threads_done);
+        put_varint(w->f, (uint64_t)th->tid);
+        put_varint(w->f, name);
+        put_varint(w->f, th->root);
+        w->thread_names[w->threads_done] = th->name;
+    }
+    for (n = stk_nnodes(t); w->nodes_done < n; w->nodes_done++) {
+        const stk_node_t *nd = stk_node_at(t, (uint32_t)w->nodes_done);
+        if (nd->parent == STK_NONE)
+            continue;            /* a thread's root: written with the thread */
+        fputc('N', w->f);
+        put_varint(w->f, w->nodes_done);
+        put_varint(w->f, nd->parent);
+        put_varint(w->f, nd->frame);
+    }
+    return REMORA_OK;
+}
+
+int raw_sample(raw_writer_t *w, const stk_table_t *t, uint32_t thread, uint32_t node,
+               int64_t t_ns, unsigned flags)
+{
+    int err;
+
+    if (w->failed)
+        return REMORA_EIO;
+    /* new threads are only ever appended, but a thread may be renamed: check cheaply */
+    if (w->frames_done < stk_nframes(t) || w->nodes_done < stk_nnodes(t) ||
+        thread >= w->thread_names_cap || w->thread_names[thread] != stk_thread_at(t, thread)->name) {
+        err = catch_up(w, t);
+        if (err)
+            return err;
+    }
+    fputc('X', w->f);
+    put_varint(w->f, (uint64_t)(t_ns - w->last_ns < 0 ? 0 : t_ns - w->last_ns));
+    put_varint(w->f, thread);
+    put_varint(w->f, node);
+    fputc((int)(flags & 0xff), w->f);
+    w->last_ns = t_ns;
+    if (ferror(w->f)) {
+        w->failed = 1;
+        return REMORA_EIO;
+    }
+    return REMORA_OK;
+}
+
+int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit)
+{
+    int err = w->failed ? REMORA_EIO : REMORA_OK;
+
+    if (commit && !err) {
+        fputc('M', w->f);
+        put_varint(w->f, (uint64_t)m->pid);
+        put_str(w->f, m->command);
+        put_str(w->f, m->python);
+        put_str(w->f, m->mode);
+        put_varint(w->f, (uint64_t)(m->duration_s * 1e9));
+        put_varint(w->f, (uint64_t)(m->rate_hz * 1000));
+        put_varint(w->f, m->samples);
+        put_varint(w->f, m->errors);
+        put_varint(w->f, m->late);
+        put_svarint(w->f, m->start_unix_ns);
+        fputc('Z', w->f);
+    }
+    if (fflush(w->f) != 0 || ferror(w->f))
+        err = REMORA_EIO;
+    if (fchmod(fileno(w->f), 0644) != 0 && !err)
+        err = REMORA_EIO;
+    if (fclose(w->f) != 0 && !err)
+        err = REMORA_EIO;
+    if (commit && !err && rename(w->tmp, w->path) != 0)
+        err = REMORA_EIO;
+    if (!commit || err)
+        unlink(w->tmp);
+    free(w->path);
+    free(w->tmp);
+    free(w->skeys);
+    free(w->svals);
+    free(w->thread_names);
+    free(w);
+    return err;
+}
+
+/* ---- reading ---- */
+
+typedef struct rd {
+    FILE *f;
+    int bad;
+} rd_t;
+
+static uint64_t get_varint(rd_t *r)
+{
+    uint64_t v = 0;
+    int shift = 0, c;
+
+    for (;;) {
+        c = fgetc(r->f);
+        if (c == EOF || shift > 63) {
+            r->bad = 1;
+            return 0;
+        }
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return v;
+        shift += 7;
+    }
+}
+
+static int64_t get_svarint(rd_t *r)
+{
+    uint64_t u = get_varint(r);
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+#define RAW_MAX_STRING (16u << 20)
+
+static char *get_str(rd_t *r)
+{
+    uint64_t n = get_varint(r);
+    char *s;
+
+    if (r->bad || n > RAW_MAX_STRING) {
+        r->bad = 1;
+        return NULL;
+    }
+    s = malloc(n + 1);
+    if (s == NULL || fread(s, 1, n, r->f) != n) {
+        free(s);
+        r->bad = 1;
+        return NULL;
+    }
+    s[n] = '\0';
+    return s;
+}
+
+typedef struct vec32 {
+    uint32_t *v;
+    size_t n, cap;
+} vec32_t;
+
+static int vec_put(vec32_t *v, size_t at, uint32_t x)
+{
+    if (at >= v->cap) {
+        size_t ncap = v->cap ? v->cap : 256;
+        uint32_t *nv;
+        while (ncap <= at)
+            ncap *= 2;
+        if (ncap > (1u << 31))
+            return -1;
+        nv = realloc(v->v, ncap * sizeof *nv);
+        if (nv == NULL)
+            return -1;
+        memset(nv + v->cap, 0xff, (ncap - v->cap) * sizeof *nv);
+        v->v = nv;
+        v->cap = ncap;
+    }
+    v->v[at] = x;
+    if (at >= v->n)
+        v->n = at + 1;
+    return 0;
+}
+
+static uint32_t vec_get(const vec32_t *v, uint64_t at)
+{
+    return at < v->n ? v->v[at] : STK_NONE;
+}
+
+static void copy_field(char *dst, size_t cap, char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+    free(src);
+}
+
+int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m)
+{
+    char head[8];
+    rd_t r = { f, 0 };
+    const char **strings = NULL;
+    size_t nstrings = 0, capstrings = 0;
+    vec32_t frames = { 0 }, nodes = { 0 }, threads = { 0 };
+    int err = REMORA_ECORRUPT, c;
+
+    memset(m, 0, sizeof *m);
+    if (fread(head, 1, 8, f) != 8 || memcmp(head, magic, 7) != 0 || head[7] != RAW_VERSION)
+        return ferror(f) ? REMORA_EIO : REMORA_ECORRUPT;
+    while ((c = fgetc(f)) != EOF && !r.bad) {
+        if (c == 'S') {
+            char *s = get_str(&r);
+            if (s == NULL)
+                break;
+            if (nstrings == capstrings) {
+                size_t ncap = capstrings ? capstrings * 2 : 256;
+                const char **nv = realloc(strings, ncap * sizeof *nv);
+                if (nv == NULL) {
+                    free(s);
+                    err = REMORA_ENOMEM;
+                    goto out;
+                }
+                strings = nv;
+                capstrings = ncap;
+            }
+            strings[nstrings++] = stk_intern(t, s);
+            free(s);
+        } else if (c == 'F') {
+            uint64_t fn = get_varint(&r), file = get_varint(&r);
+            int64_t line = get_svarint(&r);
+            uint32_t id;
+            if (r.bad || fn >= nstrings || file >= nstrings)
+                break;
+            id = stk_frame(t, strings[fn], strings[file], (int)line);
+            if (id == STK_NONE || vec_put(&frames, frames.n, id))
+                break;
+        } else if (c == 'T') {
+            uint64_t idx = get_varint(&r), tid = get_varint(&r), name = get_varint(&r);
+            uint64_t root = get_varint(&r);
+            uint32_t th;
+            if (r.bad || name >= nstrings || idx > threads.n || root > (1u << 31))
+                break;
+            th = stk_thread(t, (pid_t)tid, strings[name]);
+            if (th == STK_NONE || vec_put(&threads, idx, th) ||
+                vec_put(&nodes, root, stk_thread_at(t, th)->root))
+                break;
+        } else if (c == 'N') {
+            uint64_t id = get_varint(&r), parent = get_varint(&r), frame = get_varint(&r);
+            uint32_t p = vec_get(&nodes, parent), fr = vec_get(&frames, frame), node;
+            if (r.bad || p == STK_NONE || fr == STK_NONE || id > (1u << 31))
+                break;
+            node = stk_child(t, p, fr);
+            if (node == STK_NONE || vec_put(&nodes, id, node))
+                break;
+        } else if (c == 'X') {
+            uint64_t dt = get_varint(&r), thread = get_varint(&r), node = get_varint(&r);
+            uint32_t th = vec_get(&threads, thread), nd = vec_get(&nodes, node);
+            int flags = fgetc(f);
+            (void)dt;
+            if (r.bad || flags == EOF || th == STK_NONE || nd == STK_NONE)
+                break;
+            stk_add_at(t, th, nd, 1);
+        } else if (c == 'M') {
+            uint64_t pid = get_varint(&r);
+            m->pid = (pid_t)pid;
+            copy_field(m->command, sizeof m->command, get_str(&r));
+            copy_field(m->python, sizeof m->python, get_str(&r));
+            copy_field(m->mode, sizeof m->mode, get_str(&r));
+            m->duration_s = (double)get_varint(&r) / 1e9;
+            m->rate_hz = (double)get_varint(&r) / 1000.0;
+            m->samples = get_varint(&r);
+            m->errors = get_varint(&r);
+            m->late = get_varint(&r);
+            m->start_unix_ns = get_svarint(&r);
+        } else if (c == 'Z') {
+            err = r.bad ? REMORA_ECORRUPT : REMORA_OK;
+            break;
+        } else {
+            break;
+        }
+    }
+    if (ferror(f))
+        err = REMORA_EIO;
+out:
+    free(strings);
+    free(frames.v);
+    free(nodes.v);
+    free(threads.v);
+    return err;
+}

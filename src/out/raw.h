@@ -1,0 +1,48 @@
+/* out/raw.h — the .remora recording: an event log written while sampling and read
+ * back by `remora convert`.
+ *
+ * Layout: the magic "REMORA\0" and a version byte, then records, each a tag byte and
+ * LEB128 varints (zigzag for signed values):
+ *   'S' len bytes               a string (ids count up from 0)
+ *   'F' fn file line            a frame (ids count up from 0), strings by id
+ *   'T' idx tid name root       a thread (or a new name for one), its root node
+ *   'N' id parent frame         a stack-trie node (child of 'parent')
+ *   'X' dt_ns thread node flags a sample: time since the previous one, the stack
+ *   'M' ...                     metadata (see raw.c), written at the end
+ *   'Z'                         end of recording
+ */
+#ifndef REMORA_OUT_RAW_H
+#define REMORA_OUT_RAW_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../sample/sample.h"
+
+#define RAW_VERSION 1
+
+/* Sample flags. */
+#define RAW_ON_CPU 1u
+#define RAW_GIL 2u
+#define RAW_GC 4u
+
+typedef struct raw_writer raw_writer_t;
+
+/* Opens 'path' for writing (through a temporary file renamed by raw_close).
+ * Returns 0, REMORA_EIO or REMORA_ENOMEM. */
+int raw_open(const char *path, raw_writer_t **out);
+
+/* Appends one thread's sample: the stack is 'node' of table t (anything of t the file
+ * lacks is written first). Returns 0 or REMORA_EIO. */
+int raw_sample(raw_writer_t *w, const stk_table_t *t, uint32_t thread, uint32_t node,
+               int64_t t_ns, unsigned flags);
+
+/* Writes the metadata and the end, and renames the file into place when 'commit';
+ * else removes it. Frees w. Returns 0 or REMORA_EIO. */
+int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit);
+
+/* Reads a recording into t and m. Returns 0, REMORA_EIO, or REMORA_ECORRUPT (not a
+ * recording, a newer version, or damaged: what was read before the damage is kept). */
+int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m);
+
+#endif

@@ -1,0 +1,84 @@
+/* out/speedscope.c — speedscope's file format: shared frames, one "sampled" profile
+ * per thread whose samples are the distinct stacks (outermost frame first) and whose
+ * weights are their counts. */
+#include "remora.h"
+#include "out.h"
+
+struct sctx {
+    FILE *f;
+    const stk_thread_t *thread;     /* the thread being written */
+    int first;
+    int pass;                       /* 0: samples, 1: weights */
+};
+
+static void put_stack(void *ctx, const stk_thread_t *th, const uint32_t *frames, size_t n, uint64_t count)
+{
+    struct sctx *c = ctx;
+    size_t i;
+
+    if (th != c->thread)
+        return;
+    if (!c->first)
+        fputc(',', c->f);
+    c->first = 0;
+    if (c->pass == 1) {
+        fprintf(c->f, "%llu", (unsigned long long)count);
+        return;
+    }
+    fputc('[', c->f);
+    for (i = 0; i < n; i++)
+        fprintf(c->f, i ? ",%u" : "%u", frames[i]);
+    fputc(']', c->f);
+}
+
+int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o)
+{
+    const stk_table_t *t = p->stacks;
+    size_t i, nthreads = stk_nthreads(t);
+    struct sctx c;
+    int err;
+    char name[160];
+
+    (void)o;
+    fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"remora "
+          REMORA_VERSION "\",\"name\":", f);
+    snprintf(name, sizeof name, "remora pid %d (Python %s)", (int)p->meta.pid, p->meta.python);
+    out_json_str(f, name);
+    fputs(",\"activeProfileIndex\":0,\"shared\":{\"frames\":[", f);
+    for (i = 0; i < stk_nframes(t); i++) {
+        const stk_frame_t *fr = stk_frame_at(t, (uint32_t)i);
+        fputs(i ? ",{\"name\":" : "{\"name\":", f);
+        out_json_str(f, fr->function);
+        if (fr->file[0]) {
+            fputs(",\"file\":", f);
+            out_json_str(f, fr->file);
+            fprintf(f, ",\"line\":%d", fr->line > 0 ? fr->line : 0);
+        }
+        fputc('}', f);
+    }
+    fputs("]},\"profiles\":[", f);
+    for (i = 0; i < nthreads; i++) {
+        const stk_thread_t *th = stk_thread_at(t, i);
+        snprintf(name, sizeof name, "thread %s (%d)", th->name[0] ? th->name : "?", (int)th->tid);
+        fputs(i ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", f);
+        out_json_str(f, name);
+        fprintf(f, ",\"unit\":\"none\",\"startValue\":0,\"endValue\":%llu,\"samples\":[",
+                (unsigned long long)th->samples);
+        c.f = f;
+        c.thread = th;
+        for (c.pass = 0; c.pass < 2; c.pass++) {
+            c.first = 1;
+            if (c.pass == 1)
+                fputs("],\"weights\":[", f);
+            err = stk_foreach_stack(t, put_stack, &c);
+            if (err)
+                return err;
+        }
+        fputs("]}", f);
+    }
+    if (nthreads == 0)
+        fputs("{\"type\":\"sampled\",\"name\":\"no samples\",\"unit\":\"none\",\"startValue\":0,"
+              "\"endValue\":0,\"samples\":[],\"weights\":[]}", f);
+    fputs("]}\n", f);
+    return ferror(f) ? REMORA_EIO : REMORA_OK;
+}

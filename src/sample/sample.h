@@ -1,0 +1,104 @@
+/* sample/ — the stack table (interning and aggregation) and the profile model that
+ * every writer in out/ reads.
+ *
+ *   sampler.h  the sampling loop (sampler.c)
+ *   stacks.c   frames interned by (function, file, line); per-thread tries of stacks
+ *              with counts; memory grows with distinct stacks, never with samples
+ */
+#ifndef REMORA_SAMPLE_H
+#define REMORA_SAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define STK_NONE UINT32_MAX
+
+/* An interned frame. Strings are owned by the table (interned: equal strings are
+ * the same pointer). */
+typedef struct stk_frame {
+    const char *function;
+    const char *file;
+    int line;
+} stk_frame_t;
+
+/* A node of a thread's trie: the stack from the thread's root down to this frame. */
+typedef struct stk_node {
+    uint32_t parent;        /* STK_NONE for a thread's root (which has no frame) */
+    uint32_t frame;         /* index into the frame table; STK_NONE for a root */
+    uint32_t first_child;   /* STK_NONE if none */
+    uint32_t next_sibling;  /* STK_NONE if none */
+    uint64_t self;          /* samples whose innermost frame is this node */
+} stk_node_t;
+
+typedef struct stk_thread {
+    pid_t tid;
+    const char *name;       /* interned; may be "" */
+    uint32_t root;          /* node index of the thread's root */
+    uint64_t samples;       /* samples counted for this thread */
+} stk_thread_t;
+
+typedef struct stk_table stk_table_t;
+
+stk_table_t *stk_new(void);
+void stk_free(stk_table_t *t);
+
+/* Interns a string into the table. NULL only when out of memory. */
+const char *stk_intern(stk_table_t *t, const char *s);
+
+/* Interns a frame; returns its index or STK_NONE when out of memory. */
+uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int line);
+
+/* The thread with this tid (created on first use, its name set or updated when
+ * 'name' is not NULL). Returns its index or STK_NONE. */
+uint32_t stk_thread(stk_table_t *t, pid_t tid, const char *name);
+
+/* Child of 'node' for 'frame', created if absent. Returns its index or STK_NONE. */
+uint32_t stk_child(stk_table_t *t, uint32_t node, uint32_t frame);
+
+/* Adds 'count' samples of a stack to thread 'thread': frames[] are frame indexes,
+ * OUTERMOST first. Returns the leaf node or STK_NONE. An empty stack counts on the root. */
+uint32_t stk_add(stk_table_t *t, uint32_t thread, const uint32_t *frames, size_t n, uint64_t count);
+
+/* Adds 'count' samples at an existing node (the frame cache's fast path). */
+void stk_add_at(stk_table_t *t, uint32_t thread, uint32_t node, uint64_t count);
+
+/* Read access for writers. Pointers are valid until the next change to the table. */
+size_t stk_nthreads(const stk_table_t *t);
+const stk_thread_t *stk_thread_at(const stk_table_t *t, size_t i);
+size_t stk_nframes(const stk_table_t *t);
+const stk_frame_t *stk_frame_at(const stk_table_t *t, uint32_t i);
+size_t stk_nnodes(const stk_table_t *t);
+const stk_node_t *stk_node_at(const stk_table_t *t, uint32_t i);
+uint64_t stk_total_samples(const stk_table_t *t);
+size_t stk_memory(const stk_table_t *t);   /* bytes held, for the benchmarks */
+
+/* Calls fn for every node with self > 0: 'frames' are frame indexes outermost first
+ * (a scratch array valid during the call). Threads in table order, then depth-first. */
+typedef void (*stk_visit_fn)(void *ctx, const stk_thread_t *thread, const uint32_t *frames,
+                             size_t n, uint64_t count);
+int stk_foreach_stack(const stk_table_t *t, stk_visit_fn fn, void *ctx);
+
+/* What a profile says about how it was taken; shown by writers that have a header. */
+typedef struct profile_meta {
+    pid_t pid;
+    char command[1024];     /* the target's command line, spaces between arguments */
+    char python[32];        /* "3.12.1" */
+    char mode[16];          /* wall, cpu, gil, exception */
+    double duration_s;
+    double rate_hz;         /* the rate asked for */
+    uint64_t samples;       /* sampling rounds taken */
+    uint64_t errors;        /* thread stacks that could not be read consistently */
+    uint64_t late;          /* rounds not taken on time */
+    int64_t start_unix_ns;
+} profile_meta_t;
+
+/* The model every writer reads. 'baseline' is set for differential outputs. */
+typedef struct profile {
+    const stk_table_t *stacks;
+    profile_meta_t meta;
+    const struct profile *baseline;
+} profile_t;
+
+#endif
+

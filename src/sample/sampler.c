@@ -1,0 +1,281 @@
+/* sample/sampler.c — the sampling loop: deadlines, modes, turning each thread's frames
+ * into a node of the stack table, and the raw event log.
+ *
+ * Rounds run on absolute deadlines (clock_nanosleep TIMER_ABSTIME) so the rate never
+ * drifts; a round that cannot start on time is counted as late and skipped, not
+ * squeezed in. Frames are mapped to table frames through a pointer-keyed cache, so a
+ * warm round allocates nothing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "remora.h"
+#include "sampler.h"
+
+typedef struct fmap_entry {
+    const char *function, *file;   /* the unwinder's interned strings */
+    int line;
+    uint32_t frame;                /* table frame; STK_NONE = empty */
+} fmap_entry_t;
+
+struct sampler {
+    unwinder_t *u;
+    proc_t *p;
+    stk_table_t *t;
+    raw_writer_t *raw;
+    sampler_opts_t o;
+    sampler_stats_t st;
+    fmap_entry_t *fmap;
+    size_t fmap_cap, fmap_count;
+    uint32_t gc_frame;
+    /* tid → table thread, last seen */
+    int child_status;
+    pid_t *tids;
+    uint32_t *tthreads;
+    size_t ntids, cap_tids;
+};
+
+int64_t sampler_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
+                const sampler_opts_t *o, sampler_t **out)
+{
+    sampler_t *s = calloc(1, sizeof *s);
+    size_t i;
+
+    *out = NULL;
+    if (s == NULL)
+        return REMORA_ENOMEM;
+    s->u = u;
+    s->p = p;
+    s->t = t;
+    s->raw = raw;
+    s->o = *o;
+    s->fmap_cap = 4096;
+    s->fmap = malloc(s->fmap_cap * sizeof *s->fmap);
+    s->gc_frame = stk_frame(t, "<GC>", "", 0);
+    if (s->fmap == NULL || s->gc_frame == STK_NONE) {
+        sampler_free(s);
+        return REMORA_ENOMEM;
+    }
+    for (i = 0; i < s->fmap_cap; i++)
+        s->fmap[i].frame = STK_NONE;
+    unw_set_want(u, (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0));
+    *out = s;
+    return REMORA_OK;
+}
+
+void sampler_free(sampler_t *s)
+{
+    if (s == NULL)
+        return;
+    free(s->fmap);
+    free(s->tids);
+    free(s->tthreads);
+    free(s);
+}
+
+int sampler_child_status(const sampler_t *s)
+{
+    return s->child_status;
+}
+
+const sampler_stats_t *sampler_stats(const sampler_t *s)
+{
+    return &s->st;
+}
+
+static size_t fmap_slot(const fmap_entry_t *m, size_t cap, const char *fn, const char *file, int line)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)fn * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(uintptr_t)file * 0xc2b2ae3d27d4eb4full) ^
+                 (uint64_t)(unsigned)line * 0x165667b19e3779f9ull;
+    size_t i = (size_t)(h >> 17) & (cap - 1);
+
+    while (m[i].frame != STK_NONE &&
+           (m[i].function != fn || m[i].file != file || m[i].line != line))
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+static int fmap_grow(sampler_t *s)
+{
+    size_t ncap = s->fmap_cap * 2, i;
+    fmap_entry_t *nm = malloc(ncap * sizeof *nm);
+
+    if (nm == NULL)
+        return -1;
+    for (i = 0; i < ncap; i++)
+        nm[i].frame = STK_NONE;
+    for (i = 0; i < s->fmap_cap; i++) {
+        const fmap_entry_t *e = &s->fmap[i];
+        if (e->frame != STK_NONE)
+            nm[fmap_slot(nm, ncap, e->function, e->file, e->line)] = *e;
+    }
+    free(s->fmap);
+    s->fmap = nm;
+    s->fmap_cap = ncap;
+    return 0;
+}
+
+static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
+{
+    size_t i = fmap_slot(s->fmap, s->fmap_cap, f->function, f->file, f->line);
+    uint32_t id;
+
+    if (s->fmap[i].frame != STK_NONE)
+        return s->fmap[i].frame;
+    id = stk_frame(s->t, f->function, f->file, f->line);
+    if (id == STK_NONE)
+        return STK_NONE;
+    s->fmap[i].function = f->function;
+    s->fmap[i].file = f->file;
+    s->fmap[i].line = f->line;
+    s->fmap[i].frame = id;
+    if (++s->fmap_count * 2 > s->fmap_cap && fmap_grow(s))
+        return STK_NONE;
+    return id;
+}
+
+/* The table's thread for a native id; new threads get their name from /proc. */
+static uint32_t map_thread(sampler_t *s, pid_t tid)
+{
+    size_t i;
+    char name[64] = "";
+    uint32_t th;
+
+    for (i = 0; i < s->ntids; i++)
+        if (s->tids[i] == tid)
+            return s->tthreads[i];
+    if (s->ntids == s->cap_tids) {
+        size_t ncap = s->cap_tids ? s->cap_tids * 2 : 16;
+        pid_t *nt = realloc(s->tids, ncap * sizeof *nt);
+        uint32_t *nn;
+        if (nt == NULL)
+            return STK_NONE;
+        s->tids = nt;
+        nn = realloc(s->tthreads, ncap * sizeof *nn);
+        if (nn == NULL)
+            return STK_NONE;
+        s->tthreads = nn;
+        s->cap_tids = ncap;
+    }
+    if (tid > 0)
+        proc_task_name(s->p, tid, name, sizeof name);
+    th = stk_thread(s->t, tid, name);
+    if (th == STK_NONE)
+        return STK_NONE;
+    s->tids[s->ntids] = tid;
+    s->tthreads[s->ntids++] = th;
+    return th;
+}
+
+int sampler_round(sampler_t *s, int64_t now_ns)
+{
+    unw_thread_t *threads;
+    size_t n, i;
+    int err = unw_snapshot(s->u, &threads, &n);
+
+    if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
+        /* the thread list changed under us: one more try, then count it */
+        err = unw_snapshot(s->u, &threads, &n);
+        if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
+            s->st.rounds++;
+            s->st.errors++;
+            return REMORA_OK;
+        }
+    }
+    if (err)
+        return err;
+    s->st.rounds++;
+    for (i = 0; i < n; i++) {
+        const unw_thread_t *th = &threads[i];
+        uint32_t tt, node;
+        unsigned flags = (th->on_cpu ? RAW_ON_CPU : 0) | (th->holds_gil ? RAW_GIL : 0);
+        size_t k;
+
+        if (s->o.mode == SAMPLE_CPU && !th->on_cpu)
+            continue;
+        if (s->o.mode == SAMPLE_GIL && !th->holds_gil)
+            continue;
+        if (th->error) {
+            s->st.errors++;
+            continue;
+        }
+        tt = map_thread(s, th->native_id);
+        if (tt == STK_NONE)
+            return REMORA_ENOMEM;
+        node = stk_thread_at(s->t, tt)->root;
+        for (k = th->nframes; k-- > 0;) {
+            uint32_t fr = map_frame(s, &th->frames[k]);
+            if (fr == STK_NONE || (node = stk_child(s->t, node, fr)) == STK_NONE)
+                return REMORA_ENOMEM;
+        }
+        if (s->o.gc && th->gc && th->holds_gil) {
+            flags |= RAW_GC;
+            if ((node = stk_child(s->t, node, s->gc_frame)) == STK_NONE)
+                return REMORA_ENOMEM;
+        }
+        stk_add_at(s->t, tt, node, 1);
+        s->st.samples++;
+        if (s->raw != NULL && raw_sample(s->raw, s->t, tt, node, now_ns - s->st.start_ns, flags))
+            return REMORA_EIO;
+    }
+    return REMORA_OK;
+}
+
+int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
+                void (*status)(const sampler_t *s, void *ctx), void *ctx)
+{
+    int64_t interval = (int64_t)(1e9 / (s->o.rate_hz > 0 ? s->o.rate_hz : 1000));
+    int64_t start = sampler_now_ns(), next = start, end, next_status;
+    int err = REMORA_OK;
+
+    if (interval < 1)
+        interval = 1;
+    end = s->o.duration_s > 0 ? start + (int64_t)(s->o.duration_s * 1e9) : INT64_MAX;
+    next_status = start + 500000000;
+    s->st.start_ns = start;
+    while (!*stop) {
+        int64_t now = sampler_now_ns();
+        if (now >= end)
+            break;
+        if (now < next) {
+            struct timespec ts = { (time_t)(next / 1000000000), (long)(next % 1000000000) };
+            int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+            if (rc == EINTR)
+                continue;
+            now = next;
+        } else if (now - next >= interval) {
+            /* fell behind: skip the missed deadlines instead of bunching rounds */
+            int64_t missed = (now - next) / interval;
+            s->st.late += (uint64_t)missed;
+            next += missed * interval;
+        }
+        if (now >= end)
+            break;
+        /* a launched command that exited is a zombie until reaped: reads would fail */
+        if (s->o.child > 0 && waitpid(s->o.child, &s->child_status, WNOHANG) == s->o.child) {
+            err = REMORA_ENOPROC;
+            break;
+        }
+        err = sampler_round(s, now);
+        if (err)
+            break;
+        next += interval;
+        if (status != NULL && now >= next_status) {
+            status(s, ctx);
+            next_status = now + 500000000;
+        }
+    }
+    s->st.end_ns = sampler_now_ns();
+    return err;
+}

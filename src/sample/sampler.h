@@ -1,0 +1,56 @@
+/* sample/sampler.h — the sampling loop (sampler.c): timing, modes, and turning each
+ * thread's frames into a node of the stack table and a sample of the raw log. */
+#ifndef REMORA_SAMPLER_H
+#define REMORA_SAMPLER_H
+
+#include <signal.h>
+
+#include "sample.h"
+#include "../out/raw.h"
+#include "../unwind/unwind.h"
+
+
+enum sample_mode { SAMPLE_WALL = 0, SAMPLE_CPU, SAMPLE_GIL, SAMPLE_EXCEPTION };
+
+typedef struct sampler_opts {
+    double rate_hz;         /* rounds per second */
+    double duration_s;      /* 0: until the target exits or stop is set */
+    int mode;               /* enum sample_mode */
+    int gc;                 /* add a <GC> frame while the interpreter collects */
+    pid_t child;            /* a launched command: reaped when it exits (0 = none) */
+} sampler_opts_t;
+
+typedef struct sampler_stats {
+    uint64_t rounds;        /* sampling rounds taken */
+    uint64_t samples;       /* thread stacks added to the table */
+    uint64_t errors;        /* thread stacks that could not be read consistently */
+    uint64_t late;          /* rounds skipped because remora fell behind */
+    int64_t start_ns, end_ns;   /* CLOCK_MONOTONIC */
+} sampler_stats_t;
+
+typedef struct sampler sampler_t;
+
+/* The sampler borrows u, p, t and raw (raw may be NULL). Returns 0 or REMORA_ENOMEM. */
+int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
+                const sampler_opts_t *o, sampler_t **out);
+void sampler_free(sampler_t *s);
+const sampler_stats_t *sampler_stats(const sampler_t *s);
+
+/* One round: every thread's stack, filtered by mode, added to the table (and the raw
+ * log). Returns 0, REMORA_ENOPROC when the target is gone, or another fatal code. */
+int sampler_round(sampler_t *s, int64_t now_ns);
+
+/* Samples on absolute deadlines until the duration ends, *stop is set, or the target
+ * exits. 'status' (may be NULL) is called about twice a second. Returns 0 when the
+ * duration ended or stop was set, REMORA_ENOPROC when the target went away, or a
+ * fatal code. Whatever was collected stays in the table either way. */
+int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
+                void (*status)(const sampler_t *s, void *ctx), void *ctx);
+
+/* The wait status of the launched child once sampler_run returned REMORA_ENOPROC. */
+int sampler_child_status(const sampler_t *s);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t sampler_now_ns(void);
+
+#endif
