@@ -31,15 +31,18 @@ unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
 # every test; the last line counts them all
-test: remora $(BUILD)/unit_tests
-	@python3 tests/run_all.py --remora ./remora --unit $(BUILD)/unit_tests
+test: remora $(BUILD)/unit_tests $(BUILD)/fuzz_tool $(BUILD)/mkprofile
+	@python3 tests/run_all.py --remora ./remora --unit $(BUILD)/unit_tests --fuzz-tool $(BUILD)/fuzz_tool \
+	    --mkprofile $(BUILD)/mkprofile
 
 # the same tests against an AddressSanitizer + UndefinedBehaviorSanitizer build
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 asan:
-	$(MAKE) BUILD=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" build-asan/remora build-asan/unit_tests
+	$(MAKE) BUILD=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" build-asan/remora build-asan/unit_tests build-asan/fuzz_tool \
+	    build-asan/mkprofile
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	    python3 tests/run_all.py --remora build-asan/remora --unit build-asan/unit_tests
+	    python3 tests/run_all.py --remora build-asan/remora --unit build-asan/unit_tests \
+	    --fuzz-tool build-asan/fuzz_tool --mkprofile build-asan/mkprofile
 
 build-asan/remora: $(OBJ) $(CLI_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -57,3 +60,73 @@ clean:
 demo: remora
 	tools/demo.sh
 .PHONY: demo
+
+# ---- flamegraph template and browser tests (issue #6) --------------------------------
+# src/out/flamegraph.html is embedded into the binary as a C array: tools/embed.c writes
+# $(BUILD)/gen/flamegraph_html.c, whose object joins $(OBJ) (the link recipes above read
+# $(OBJ) or $^ when they run, so they pick it up).
+FG_HTML_O := $(BUILD)/gen/flamegraph_html.o
+OBJ += $(FG_HTML_O)
+remora $(BUILD)/remora $(BUILD)/unit_tests: $(FG_HTML_O)
+
+$(BUILD)/tools/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
+$(BUILD)/gen/flamegraph_html.c: src/out/flamegraph.html $(BUILD)/tools/embed
+	@mkdir -p $(dir $@)
+	$(BUILD)/tools/embed $< $@ out_flamegraph_html
+
+$(FG_HTML_O): $(BUILD)/gen/flamegraph_html.c
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c -o $@ $<
+
+# the browser tests' profile writer: links only the stack table and the writer
+MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o unwind/strtab.o out/json.o out/flamegraph.o) $(FG_HTML_O)
+$(BUILD)/mkprofile: tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(HDR)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(LDLIBS)
+
+# headless Chromium (Debian's chromium) driven by playwright-core (tests/browser/);
+# prints SKIP lines when either is missing. browser-deps installs both.
+browser-test: $(BUILD)/mkprofile
+	node tests/browser/run.mjs --mkprofile $(BUILD)/mkprofile
+
+browser-deps:
+	test -x /usr/bin/chromium || { apt-get update && apt-get install -y chromium; }
+	cd tests/browser && npm ci
+
+.PHONY: browser-test browser-deps
+
+# ---- fuzzing (issue #7): tests/fuzz/README.md ------------------------------------------
+# fuzz_tool replays the committed corpora and crash inputs (make test, make asan) and
+# records snapshots; `make fuzz` builds one libFuzzer binary per target with clang
+# (ASan + UBSan) and runs each for FUZZ_SECONDS.
+FUZZ_TARGETS := maps elf lnotab lt310 locations core unwind
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+                -fno-omit-frame-pointer
+FUZZ_SRC     := tests/fuzz/targets.c tests/fuzz/fuzz.h
+
+$(BUILD)/fuzz_tool: tests/fuzz/tool.c $(FUZZ_SRC) $(OBJ) $(HDR)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/fuzz/tool.c tests/fuzz/targets.c $(OBJ) $(LDLIBS)
+
+$(BUILD)/fuzz-%: tests/fuzz/entry.c $(FUZZ_SRC) $(OBJ) $(HDR)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc -fsanitize=fuzzer -DFUZZ_TARGET=fuzz_$* -o $@ \
+	    tests/fuzz/entry.c tests/fuzz/targets.c $(OBJ) $(LDLIBS)
+
+fuzz-build:
+	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_TARGETS:%=build-fuzz/fuzz-%)
+
+fuzz: fuzz-build
+	python3 tests/fuzz/run.py --bin build-fuzz --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# regenerate the seed corpora from the interpreters on this machine
+fuzz-seeds: $(BUILD)/fuzz_tool
+	python3 tests/fuzz/gen_seeds.py --tool $(BUILD)/fuzz_tool
+
+.PHONY: fuzz fuzz-build fuzz-seeds
+
+# ---- benchmarks: measure, never assert (tests/bench/bench.py) --------------------------
+bench: remora
+	python3 tests/bench/bench.py --remora ./remora
+.PHONY: bench

@@ -5,13 +5,19 @@
 1. the unit tests (a C binary that prints "unit: N passed, N failed");
 2. provisions the chroot of CPython 3.13-3.15 (tests/provision-chroot.sh, cached) unless
    REMORA_NO_CHROOT=1; if it cannot be made, those interpreters are reported as skipped;
-3. the functional tests (tests/functional/run.py) against real interpreters.
+3. the functional tests (tests/functional/run.py) against real interpreters;
+4. the browser tests of the HTML flamegraph (tests/browser/run.mjs, headless Chromium),
+   including a page recorded from a real process here;
+5. with --fuzz-tool, the committed fuzz corpora and crash inputs replayed (tests/fuzz/),
+   and the tool passed to the functional tests (REMORA_FUZZ_TOOL) for the snapshot tests.
 """
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COUNT = re.compile(r"^(\w+): (\d+) passed, (\d+) failed(?:, (\d+) skipped)?\s*$")
@@ -43,12 +49,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--remora", default="./remora")
     ap.add_argument("--unit", default="build/unit_tests")
+    ap.add_argument("--fuzz-tool", default=None)
+    ap.add_argument("--mkprofile", default="build/mkprofile")
     args = ap.parse_args()
 
     env = dict(os.environ)
     totals = [0, 0, 0]
     for i, v in enumerate(run_counted("unit", [args.unit])):
         totals[i] += v
+    if args.fuzz_tool:
+        for i, v in enumerate(run_counted("fuzz-replay", [args.fuzz_tool, "replay",
+                                                          os.path.join(HERE, "fuzz")])):
+            totals[i] += v
+        env["REMORA_FUZZ_TOOL"] = os.path.abspath(args.fuzz_tool)
 
     if env.get("REMORA_NO_CHROOT") != "1":
         print("== chroot: tests/provision-chroot.sh", flush=True)
@@ -63,6 +76,30 @@ def main():
     for i, v in enumerate(run_counted("functional", [sys.executable, os.path.join(HERE, "functional", "run.py"),
                                                      "--remora", args.remora], env=env)):
         totals[i] += v
+
+    # a flamegraph of a real recording, for the browser's render checks
+    pages = []
+    tmp = tempfile.mkdtemp(prefix="remora-all-")
+    try:
+        page = os.path.join(tmp, "recorded.html")
+        src = ("import time\n"
+               "def work():\n"
+               "    t = time.perf_counter() + 0.4\n"
+               "    while time.perf_counter() < t: pass\n"
+               "work()\n")
+        p = subprocess.run([args.remora, "record", "-o", page, "--", sys.executable, "-c", src],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode == 0 and os.path.exists(page):
+            pages = ["--page", page]
+        else:
+            print("FAIL browser/recorded-page: remora record -o x.html exited %d: %s"
+                  % (p.returncode, p.stdout.strip()[-300:]))
+            totals[1] += 1
+        for i, v in enumerate(run_counted("browser", ["node", os.path.join(HERE, "browser", "run.mjs"),
+                                                      "--mkprofile", args.mkprofile, *pages], env=env)):
+            totals[i] += v
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
     return 1 if totals[1] else 0

@@ -1,4 +1,5 @@
-/* cli/dump.c — `remora dump`: every thread's Python stack, as text or JSON. */
+/* cli/dump.c — `remora dump`: every thread's Python stack, as text or JSON, of a live
+ * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]). */
 #include <stdio.h>
 #include <string.h>
 
@@ -65,10 +66,45 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
     fputs("]}\n", stdout);
 }
 
+static const char dump_usage[] =
+    "usage: remora dump -p PID [--json] | remora dump --core FILE [--exe PYTHON] [--root DIR] [--json]";
+
+/* The one-line explanation of a failure on a core file; returns the exit code. */
+static int core_fail(int err, const char *core, const proc_t *p, const char *why)
+{
+    const char *note = p ? proc_problem(p) : "";
+
+    switch (err) {
+    case REMORA_ENOPROC:
+        cli_error("cannot open core file '%s': no such file", core);
+        break;
+    case REMORA_EPERM:
+        cli_error("permission denied reading core file '%s'", core);
+        break;
+    case REMORA_ENOTPY:
+    case REMORA_EVERSION:
+        if (p == NULL)
+            cli_error("'%s' is not an ELF core file (64-bit, little-endian)", core);
+        else if (*note)
+            cli_error("core '%s': %s; %s (point --exe at the executable, --root at the "
+                      "chroot or container root the process ran in)", core,
+                      why && *why ? why : remora_strerror(err), note);
+        else
+            cli_error("core '%s': %s", core, why && *why ? why : remora_strerror(err));
+        break;
+    default:
+        cli_error("core '%s': %s (%s)%s%s", core, why && *why ? why : "cannot read it",
+                  remora_strerror(err), *note ? "; " : "", note);
+        break;
+    }
+    return remora_exit_code(err);
+}
+
 int cmd_dump(int argc, char **argv)
 {
     pid_t pid = 0;
     int json = 0, i, err, attempt;
+    const char *core = NULL, *exe = NULL, *root = NULL;
     proc_t *p = NULL;
     py_target_t t;
     unwinder_t *u = NULL;
@@ -82,38 +118,56 @@ int cmd_dump(int argc, char **argv)
                 cli_error("invalid pid '%s': expected a positive number", argv[i]);
                 return REMORA_EXIT_USAGE;
             }
+        } else if (strcmp(argv[i], "--core") == 0 && i + 1 < argc) {
+            core = argv[++i];
+        } else if (strcmp(argv[i], "--exe") == 0 && i + 1 < argc) {
+            exe = argv[++i];
+        } else if (strcmp(argv[i], "--root") == 0 && i + 1 < argc) {
+            root = argv[++i];
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (strcmp(argv[i], "--native") == 0 || strcmp(argv[i], "--locals") == 0) {
             cli_error("dump %s is not available in this version yet", argv[i]);
             return REMORA_EXIT_USAGE;
         } else {
-            cli_error("dump: unexpected argument '%s'; usage: remora dump -p PID [--json]", argv[i]);
+            cli_error("dump: unexpected argument '%s'; %s", argv[i], dump_usage);
             return REMORA_EXIT_USAGE;
         }
     }
-    if (pid == 0) {
-        cli_error("dump needs a target: remora dump -p PID [--json]");
+    if ((pid == 0) == (core == NULL)) {
+        cli_error("dump needs one target, a pid or a core file: %s", dump_usage);
+        return REMORA_EXIT_USAGE;
+    }
+    if (core == NULL && (exe != NULL || root != NULL)) {
+        cli_error("dump: --exe and --root go with --core; %s", dump_usage);
         return REMORA_EXIT_USAGE;
     }
 
-    err = proc_open(pid, &p);
-    if (err)
-        return cli_fail(err, pid, NULL);
+    if (core != NULL) {
+        err = proc_open_core(core, exe, root, &p);
+        if (err)
+            return core_fail(err, core, NULL, NULL);
+        pid = proc_pid(p);
+    } else {
+        err = proc_open(pid, &p);
+        if (err)
+            return cli_fail(err, pid, NULL);
+    }
     err = py_target_find(p, &t, why, sizeof why);
     if (err)
         goto fail;
     err = unw_new(p, &t, &u);
     if (err)
         goto fail;
-    /* a thread list that changes under us reads as corrupt: try again */
-    for (attempt = 0; attempt < 3; attempt++) {
+    /* a thread list that changes under us reads as corrupt: try again (a core does not
+     * change: once is enough) */
+    for (attempt = 0; attempt < (core ? 1 : 3); attempt++) {
         err = unw_snapshot(u, &th, &n);
         if (err != REMORA_ECORRUPT && err != REMORA_EFAULT)
             break;
     }
     if (err) {
-        if (err == REMORA_ENOPROC) {
+        if (err == REMORA_ENOPROC && core == NULL) {
             cli_error("pid %d exited during the dump", (int)pid);
             err = REMORA_EXIT_NOPROC;
             goto out;
@@ -129,7 +183,12 @@ int cmd_dump(int argc, char **argv)
     err = REMORA_EXIT_OK;
     goto out;
 fail:
-    err = cli_fail(err, pid, why);
+    if (core != NULL) {
+        /* ENOPROC from a core means a read found nothing, not a process gone */
+        err = core_fail(err == REMORA_ENOPROC ? REMORA_EFAULT : err, core, p, why);
+    } else {
+        err = cli_fail(err, pid, why);
+    }
 out:
     unw_free(u);
     proc_free(p);

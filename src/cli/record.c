@@ -82,11 +82,12 @@ typedef struct record_args {
     const out_format_t *fmt[RECORD_MAX_OUT];
     int nout;
     int mode, gc, stats, limit;
+    uint64_t max_samples;
 } record_args_t;
 
 static const char record_usage[] =
     "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
-    "                     [--mode wall|cpu|gil] [--no-gc] [--stats] [-l ROWS]";
+    "                     [--mode wall|cpu|gil] [--no-gc] [--stats] [-l ROWS] [--max-samples N]";
 
 static int parse_record(int argc, char **argv, record_args_t *a)
 {
@@ -155,6 +156,14 @@ static int parse_record(int argc, char **argv, record_args_t *a)
                 return -1;
             } else {
                 cli_error("invalid mode '%s': use wall, cpu or gil", v);
+                return -1;
+            }
+            i++;
+        } else if (strcmp(s, "--max-samples") == 0 && v) {
+            char *end;
+            a->max_samples = strtoull(v, &end, 10);
+            if (*end != '\0' || a->max_samples == 0) {
+                cli_error("invalid sample count '%s'", v);
                 return -1;
             }
             i++;
@@ -391,6 +400,7 @@ int cmd_record(int argc, char **argv)
     so.mode = a.mode;
     so.gc = a.gc;
     so.child = child;
+    so.max_rounds = a.max_samples;
     if (sampler_new(u, p, table, raw, &so, &s)) {
         cli_error("out of memory");
         rc = REMORA_EXIT_FAIL;
@@ -409,7 +419,7 @@ int cmd_record(int argc, char **argv)
     st = sampler_stats(s);
     if (err == REMORA_ENOPROC) {
         gone = 1;
-        if (child != 0) {
+        if (child != 0 && sampler_child_status(s) != -1) {
             child_status = sampler_child_status(s);
             child = 0;
         }
@@ -455,10 +465,13 @@ int cmd_record(int argc, char **argv)
     if (a.stats) {
         const proc_stats_t *ps = proc_stats(p);
         double n = st->rounds ? (double)st->rounds : 1.0;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
         fprintf(stderr, "stats: samples=%llu errors=%llu reads=%llu bytes=%llu reads_per_sample=%.2f cpu_us_per_sample=%.2f\n",
                 (unsigned long long)st->rounds, (unsigned long long)st->errors,
                 (unsigned long long)ps->reads, (unsigned long long)ps->bytes, (double)ps->reads / n,
                 (cpu1 - cpu0) * 1e6 / n);
+        fprintf(stderr, "memory: maxrss_kb=%ld table_bytes=%zu\n", ru.ru_maxrss, stk_memory(table));
     }
     if (rc == REMORA_EXIT_OK && gone && a.cmd == NULL && a.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */

@@ -1,6 +1,7 @@
 /* proc/maps.c — /proc/PID/maps parsing and opening the files the target maps.
  *
- * Reads only /proc files of the target; the parser is pure and bounded.
+ * Reads only /proc files of the target (or the maps text and files of a core or
+ * snapshot image); the parser is pure and bounded.
  */
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -205,10 +207,23 @@ int proc_maps_read(proc_t *p, proc_maps_t *out)
     int err;
 
     memset(out, 0, sizeof *out);
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)p->pid);
-    err = proc_slurp(path, MAPS_MAX_BYTES, &text, &len);
-    if (err)
-        return err;
+    if (p->img != NULL) {
+        if (p->img->maps_text == NULL)
+            return REMORA_ENOPROC;
+        len = p->img->maps_len;
+        text = malloc(len + 1);
+        if (text == NULL)
+            return REMORA_ENOMEM;
+        memcpy(text, p->img->maps_text, len);
+        text[len] = '\0';
+    } else {
+        snprintf(path, sizeof path, "/proc/%d/maps", (int)p->pid);
+        err = proc_slurp(path, MAPS_MAX_BYTES, &text, &len);
+        if (err)
+            return err;
+    }
+    if (p->rec != NULL && len > 0)
+        rec_maps(p->rec, text, len);    /* before parsing writes NULs into it */
     if (len == 0) {
         /* a zombie or exiting process has no maps */
         free(text);
@@ -244,6 +259,39 @@ static int open_checked(const char *path, uint64_t inode)
     return fd;
 }
 
+/* A memory file holding a snapshot's stub (fd or -1). */
+static int memory_file(const unsigned char *bytes, size_t len)
+{
+    int fd = memfd_create("remora-snapshot-elf", MFD_CLOEXEC);
+    size_t done = 0;
+
+    if (fd < 0)
+        return -1;
+    while (done < len) {
+        ssize_t w = write(fd, bytes + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    return fd;
+}
+
+/* Image sources: the file's bytes. Returns 0 or -1. */
+static int image_file(proc_t *p, const char *path, uint64_t inode, size_t *idx,
+                      const unsigned char **bytes, size_t *len)
+{
+    long i = image_find_file(p->img, path, p->kind == PROC_CORE ? 0 : inode);
+
+    if (i < 0)
+        return -1;
+    *idx = (size_t)i;
+    return image_file_bytes(p->img, (size_t)i, bytes, len);
+}
+
 int proc_open_mapped_file(proc_t *p, const char *path, uint64_t inode)
 {
     char buf[4200];
@@ -251,6 +299,18 @@ int proc_open_mapped_file(proc_t *p, const char *path, uint64_t inode)
 
     if (path == NULL || path[0] != '/')
         return -1;
+    if (p->img != NULL) {
+        const unsigned char *bytes;
+        size_t len, idx;
+        if (image_file(p, path, inode, &idx, &bytes, &len) != 0)
+            return -1;
+        if (p->kind == PROC_CORE) {
+            if (image_host_path(p->img, idx, buf, sizeof buf) != 0)
+                return -1;
+            return open(buf, O_RDONLY | O_CLOEXEC);
+        }
+        return memory_file(bytes, len);
+    }
     snprintf(buf, sizeof buf, "/proc/%d/root%s", (int)p->pid, path);
     fd = open_checked(buf, inode);
     if (fd >= 0)
@@ -261,4 +321,30 @@ int proc_open_mapped_file(proc_t *p, const char *path, uint64_t inode)
         return fd;
     /* the mapping itself, which works even for deleted files */
     return -1;
+}
+
+int proc_elf_open(proc_t *p, const char *path, uint64_t inode, elf_t **out)
+{
+    int err, fd;
+
+    *out = NULL;
+    if (path == NULL || path[0] != '/')
+        return REMORA_ENOTPY;
+    if (p->img != NULL) {
+        const unsigned char *bytes;
+        size_t len, idx;
+        if (image_file(p, path, inode, &idx, &bytes, &len) != 0)
+            return REMORA_ENOTPY;
+        err = elf_open_mem(bytes, len, out);
+    } else {
+        fd = proc_open_mapped_file(p, path, inode);
+        if (fd < 0)
+            return REMORA_ENOTPY;
+        err = elf_open_fd(fd, out);
+    }
+    if (err)
+        return err == REMORA_ENOMEM ? err : REMORA_ENOTPY;
+    if (p->rec != NULL)
+        rec_elf(p->rec, path, inode, *out);
+    return REMORA_OK;
 }

@@ -1,7 +1,8 @@
-/* proc/proc.c — the live-process memory source on Linux.
+/* proc/proc.c — the process handle and the live-process memory source on Linux.
  *
  * Reads the target's memory with process_vm_readv (single and vectored) and maps
- * errno to REMORA_E* codes, once, here.
+ * errno to REMORA_E* codes, once, here. Reads of core and snapshot handles go to
+ * their image (image.c); reads of a recording handle are copied to its recorder.
  */
 
 #include <errno.h>
@@ -49,6 +50,7 @@ int proc_open(pid_t pid, proc_t **out)
     p = calloc(1, sizeof *p);
     if (p == NULL)
         return REMORA_ENOMEM;
+    p->kind = PROC_LIVE;
     p->pid = pid;
     *out = p;
     return REMORA_OK;
@@ -56,7 +58,29 @@ int proc_open(pid_t pid, proc_t **out)
 
 void proc_free(proc_t *p)
 {
+    if (p == NULL)
+        return;
+    image_free(p->img);
+    rec_free(p->rec);
     free(p);
+}
+
+int proc_kind(const proc_t *p)
+{
+    return p->kind;
+}
+
+const char *proc_problem(const proc_t *p)
+{
+    return p->img ? p->img->problem : "";
+}
+
+int proc_record_start(proc_t *p)
+{
+    if (p->rec != NULL)
+        return REMORA_OK;
+    p->rec = rec_new();
+    return p->rec ? REMORA_OK : REMORA_ENOMEM;
 }
 
 pid_t proc_pid(const proc_t *p)
@@ -80,6 +104,51 @@ static int proc_gone(const proc_t *p)
 }
 
 int proc_read(proc_t *p, uint64_t addr, void *buf, size_t len)
+{
+    int err;
+
+    if (p->img != NULL) {
+        if (len == 0)
+            return REMORA_OK;
+        p->stats.reads++;
+        err = image_read(p->img, addr, buf, len);
+        if (err == REMORA_OK)
+            p->stats.bytes += len;
+    } else {
+        err = proc_live_read(p, addr, buf, len);
+    }
+    if (err == REMORA_OK && p->rec != NULL && len > 0)
+        rec_mem(p->rec, addr, buf, len);
+    return err;
+}
+
+int proc_readv(proc_t *p, const proc_iov_t *iov, size_t n)
+{
+    size_t i;
+    int err = REMORA_OK;
+
+    if (p->img != NULL) {
+        if (n == 0)
+            return REMORA_OK;
+        p->stats.reads++;
+        for (i = 0; i < n && err == REMORA_OK; i++) {
+            if (iov[i].len == 0)
+                continue;
+            err = image_read(p->img, iov[i].addr, iov[i].buf, iov[i].len);
+            if (err == REMORA_OK)
+                p->stats.bytes += iov[i].len;
+        }
+    } else {
+        err = proc_live_readv(p, iov, n);
+    }
+    if (err == REMORA_OK && p->rec != NULL)
+        for (i = 0; i < n; i++)
+            if (iov[i].len > 0)
+                rec_mem(p->rec, iov[i].addr, iov[i].buf, iov[i].len);
+    return err;
+}
+
+int proc_live_read(proc_t *p, uint64_t addr, void *buf, size_t len)
 {
     struct iovec local = { buf, len };
     struct iovec remote = { (void *)(uintptr_t)addr, len };
@@ -110,7 +179,7 @@ int proc_read_u64(proc_t *p, uint64_t addr, uint64_t *out)
 
 #define PROC_IOV_BATCH 64
 
-int proc_readv(proc_t *p, const proc_iov_t *iov, size_t n)
+int proc_live_readv(proc_t *p, const proc_iov_t *iov, size_t n)
 {
     struct iovec local[PROC_IOV_BATCH], remote[PROC_IOV_BATCH];
     size_t done = 0;

@@ -2,6 +2,14 @@
  *
  * Everything above this layer sees a proc_t and REMORA_E* codes; only these files
  * include <sys/uio.h> or look at errno from the kernel.
+ *
+ * A proc_t reads one of three sources, through the same functions:
+ *   live process   process_vm_readv, /proc/PID/{maps,task}, files via /proc/PID/root
+ *   ELF core file  PT_LOAD segments (bytes the core lacks come from the mapped file),
+ *                  maps from NT_FILE + PT_LOAD, tasks from NT_PRSTATUS
+ *   snapshot       what remora read from a source, saved by proc_snapshot_save()
+ * Core and snapshot files are untrusted input: every length, offset and count in them
+ * is checked before use.
  */
 #ifndef REMORA_PROC_H
 #define REMORA_PROC_H
@@ -11,6 +19,14 @@
 #include <sys/types.h>
 
 typedef struct proc proc_t;
+typedef struct elf elf_t;
+
+/* Where a handle's bytes come from. */
+enum proc_kind {
+    PROC_LIVE = 1,
+    PROC_CORE = 2,
+    PROC_SNAPSHOT = 3,
+};
 
 /* One segment of a vectored read. */
 typedef struct proc_iov {
@@ -31,6 +47,49 @@ int proc_open(pid_t pid, proc_t **out);
 void proc_free(proc_t *p);
 pid_t proc_pid(const proc_t *p);
 const proc_stats_t *proc_stats(const proc_t *p);
+int proc_kind(const proc_t *p);
+
+/* Opens an ELF core file of a process (gcore, or the kernel's). 'exe', if not NULL, is
+ * the file to read for the core's executable (its main program); 'root', if not NULL, is
+ * the directory the target saw as '/' (a chroot or container): a file the core names
+ * /usr/bin/python3 is then read from ROOT/usr/bin/python3, unless its name already
+ * starts with ROOT/ (gcore run from outside the chroot names host paths).
+ * Files are opened when first needed and must match the core's copy of their first
+ * page where the core holds one. Tasks come from NT_PRSTATUS; their state is unknown
+ * ('S' is reported, so none counts as on CPU), the main thread's name is the process
+ * name from NT_PRPSINFO and the others have none (""). proc_pid() is NT_PRPSINFO's pid.
+ * Returns 0, REMORA_ENOPROC (no such file), REMORA_EPERM, REMORA_EIO,
+ * REMORA_ENOTPY (not a 64-bit little-endian ELF core), REMORA_ECORRUPT, REMORA_ENOMEM.
+ * Caller frees with proc_free(). */
+int proc_open_core(const char *core, const char *exe, const char *root, proc_t **out);
+/* Same over a buffer (copied; tests and fuzzing). */
+int proc_open_core_mem(const void *buf, size_t len, const char *exe, const char *root,
+                       proc_t **out);
+
+/* Opens a snapshot saved by proc_snapshot_save(): reads, maps, tasks (with the states
+ * and names seen when it was recorded) and ELF files replay what was recorded; any
+ * other read fails with REMORA_EFAULT. Returns 0, REMORA_ENOPROC (no such file),
+ * REMORA_EPERM, REMORA_EIO, REMORA_ENOTPY (not a snapshot), REMORA_ECORRUPT,
+ * REMORA_ENOMEM. Caller frees with proc_free(). */
+int proc_open_snapshot(const char *file, proc_t **out);
+/* Same over a buffer (copied; tests and fuzzing). */
+int proc_open_snapshot_mem(const void *buf, size_t len, proc_t **out);
+
+/* Starts recording p (any source): from now on every byte range read whole, the maps
+ * text, the task list, task states and names, and the symbols and sections looked up
+ * in ELF files opened with proc_elf_open() are remembered for proc_snapshot_save().
+ * Later reads of the same bytes replace earlier ones. Returns 0 or REMORA_ENOMEM. */
+int proc_record_start(proc_t *p);
+
+/* Writes what was recorded to 'path' (a temporary file, then renamed). Returns 0,
+ * REMORA_EUSAGE (not recording), REMORA_EIO, REMORA_ENOMEM. */
+int proc_snapshot_save(proc_t *p, const char *path);
+/* Same into a malloc'd buffer the caller frees. */
+int proc_snapshot_save_mem(proc_t *p, unsigned char **out, size_t *len);
+
+/* A one-line note on the last file the source could not use (a core's mapped file
+ * missing, or not the one the core was made with), or "" if none. */
+const char *proc_problem(const proc_t *p);
 
 /* Reads exactly 'len' bytes at 'addr'. Returns 0, or REMORA_EFAULT (unmapped or short),
  * REMORA_ENOPROC (process gone), REMORA_EPERM. */
@@ -70,13 +129,22 @@ void proc_maps_fini(proc_maps_t *m);
 
 /* Opens a file mapped in the target, seen through /proc/PID/root first (containers,
  * chroots), then by its plain path; when 'inode' is nonzero the file must be that inode.
+ * Core: the file on this host (see proc_open_core; 'inode' is not checked, the core
+ * has none). Snapshot: a memory file holding the stub saved for that path.
  * Returns an fd or -1. */
 int proc_open_mapped_file(proc_t *p, const char *path, uint64_t inode);
+
+/* Opens the ELF file mapped in the target at 'path' as proc_open_mapped_file() finds
+ * it, from any source; while recording, its lookups are traced for the snapshot.
+ * Returns 0, REMORA_ENOTPY (absent, unreadable or not ELF), REMORA_ENOMEM. The elf_t
+ * may borrow the handle's memory: free it (elf_free) before proc_free(p). */
+int proc_elf_open(proc_t *p, const char *path, uint64_t inode, elf_t **out);
 
 /* ---- tasks ---------------------------------------------------------------- */
 
 /* Lists the target's thread ids into tids[0..cap). Returns 0 with *n set (the count may
- * exceed cap: only cap are stored), REMORA_ENOPROC, REMORA_EPERM. */
+ * exceed cap: only cap are stored), REMORA_ENOPROC, REMORA_EPERM. A core lists the
+ * threads of its NT_PRSTATUS notes. */
 int proc_tasks(proc_t *p, pid_t *tids, size_t cap, size_t *n);
 
 /* A task's scheduler state letter from /proc/PID/task/TID/stat ('R', 'S', 'D', ...).
@@ -90,8 +158,6 @@ int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len);
 int proc_stat_parse_state(const char *text, size_t len, char *state);
 
 /* ---- ELF files ------------------------------------------------------------ */
-
-typedef struct elf elf_t;
 
 /* Maps an ELF file from an open fd (closed by elf_free, not by the caller).
  * Returns 0, REMORA_ENOTPY (not a 64-bit little-endian ELF), REMORA_EIO, REMORA_ENOMEM. */

@@ -1,12 +1,27 @@
-/* proc/ internals shared by its files. */
+/* proc/ internals shared by its files.
+ *
+ *   proc.c      the handle, the live source (process_vm_readv), dispatch of reads
+ *   maps.c      /proc/PID/maps parsing; opening the files a target maps
+ *   task.c      /proc/PID/task: thread ids, states, names
+ *   elf.c       ELF symbols and sections; traces of lookups, stub files for snapshots
+ *   image.c     the memory image of a non-live source: segments, mapped files, tasks
+ *   core.c      the ELF core file source (builds an image)
+ *   snapshot.c  the snapshot file source (builds an image) and the recorder
+ */
 #ifndef REMORA_PROC_INTERNAL_H
 #define REMORA_PROC_INTERNAL_H
 
 #include "proc.h"
 
+typedef struct image image_t;
+typedef struct recorder recorder_t;
+
 struct proc {
+    int kind;               /* enum proc_kind */
     pid_t pid;
     proc_stats_t stats;
+    image_t *img;           /* PROC_CORE, PROC_SNAPSHOT: the source's memory, maps, tasks */
+    recorder_t *rec;        /* NULL unless proc_record_start() was called */
 };
 
 /* Maps an errno value to a REMORA_E* code. */
@@ -15,5 +30,130 @@ int proc_err_from_errno(int e);
 /* Reads a whole small file (under /proc) into a malloc'd NUL-terminated buffer.
  * Returns 0 with *buf and *len, or a REMORA_E* code. At most 'max' bytes. */
 int proc_slurp(const char *path, size_t max, char **buf, size_t *len);
+
+/* Reads a whole regular file into a malloc'd buffer (at most 'max' bytes, else
+ * REMORA_ENOMEM). Returns 0 or a REMORA_E* code. */
+int proc_read_file(const char *path, size_t max, unsigned char **buf, size_t *len);
+
+/* The live source's reads (proc.c). */
+int proc_live_read(proc_t *p, uint64_t addr, void *buf, size_t len);
+int proc_live_readv(proc_t *p, const proc_iov_t *iov, size_t n);
+
+/* ---- image.c -------------------------------------------------------------- */
+
+/* A byte range of the target's memory that the source holds. Bytes past data_len (up
+ * to end) are not held: they are read from the file mapped there, if any. */
+typedef struct img_seg {
+    uint64_t start, end;
+    const unsigned char *data;
+    uint64_t data_len;
+    uint32_t flags;                 /* PF_R, PF_W, PF_X (cores; for the maps text) */
+} img_seg_t;
+
+/* A file-backed mapping: [start, end) maps file 'file' from byte 'offset'. */
+typedef struct img_fmap {
+    uint64_t start, end, offset;
+    size_t file;
+} img_fmap_t;
+
+/* A file the source knows: a core's mapped file (opened from the host on first use)
+ * or a snapshot's stub ELF (bytes held in the snapshot). */
+typedef struct img_file {
+    char *path;                     /* as the target names it */
+    uint64_t inode;                 /* snapshot: the inode recorded; core: 0 (unknown) */
+    const unsigned char *bytes;     /* NULL until loaded */
+    size_t len;
+    int state;                      /* 0 not tried, 1 loaded, -1 unusable */
+    int mapped;                     /* bytes is an mmap owned by the image */
+} img_file_t;
+
+typedef struct img_task {
+    pid_t tid;
+    char state;                     /* 0: unknown (proc_task_state fails) */
+    int has_name;
+    char name[64];
+} img_task_t;
+
+struct image {
+    unsigned char *buf;             /* the source file's bytes (owned) */
+    size_t len;
+    int buf_mapped;                 /* buf is an mmap */
+    img_seg_t *segs;                /* sorted by start, disjoint */
+    size_t nsegs;
+    img_fmap_t *fmaps;              /* sorted by start, disjoint */
+    size_t nfmaps;
+    img_file_t *files;
+    size_t nfiles;
+    img_task_t *tasks;
+    size_t ntasks;
+    char *maps_text;                /* a maps file's text (owned) */
+    size_t maps_len;
+    char *root;                     /* core: where the target's '/' is on this host, or NULL */
+    char *exe;                      /* core: the file to open for the executable, or NULL */
+    size_t exe_file;                /* core: index of the executable in files, or (size_t)-1 */
+    uint64_t page;                  /* core: page size (NT_FILE); a file reads as zeros from
+                                     * its end to the end of that page, as mapped */
+    char problem[512];              /* the last file that could not be used, and why */
+};
+
+image_t *image_new(void);
+void image_free(image_t *img);
+
+/* Sorts segs and fmaps and drops entries that are empty, wrap around, or overlap an
+ * earlier one. Call once after filling them. */
+void image_seal(image_t *img);
+
+/* Reads [addr, addr+len) from the image: held bytes, else the mapped file.
+ * Returns 0 or REMORA_EFAULT. */
+int image_read(image_t *img, uint64_t addr, void *buf, size_t len);
+
+/* The index of the file named 'path' (and 'inode' if both are nonzero), or -1. */
+long image_find_file(const image_t *img, const char *path, uint64_t inode);
+
+/* Loads file 'i' (a core's file from the host, checked against the core's copy of its
+ * first page). Returns 0 with its bytes, or -1 (img->problem says why). */
+int image_file_bytes(image_t *img, size_t i, const unsigned char **bytes, size_t *len);
+
+/* Where file 'i' is on this host (core sources): out receives the path. Returns 0 or -1. */
+int image_host_path(const image_t *img, size_t i, char *out, size_t len);
+
+const img_task_t *image_task(const image_t *img, pid_t tid);
+
+/* ---- core.c / snapshot.c ---------------------------------------------------- */
+
+/* Parses a core file's bytes (owned by img: img->buf) into img. Returns 0,
+ * REMORA_ENOTPY (not a 64-bit little-endian ELF core), REMORA_ECORRUPT, REMORA_ENOMEM. */
+int core_parse(image_t *img, pid_t *pid);
+
+/* Parses a snapshot's bytes (img->buf) into img. Returns 0, REMORA_ENOTPY (not a
+ * snapshot), REMORA_ECORRUPT, REMORA_ENOMEM. */
+int snapshot_parse(image_t *img, pid_t *pid);
+
+/* The recorder: every successful read and what proc_maps_read / proc_tasks /
+ * proc_task_state / proc_task_name / proc_elf_open returned. */
+recorder_t *rec_new(void);
+void rec_free(recorder_t *r);
+void rec_mem(recorder_t *r, uint64_t addr, const void *buf, size_t len);
+void rec_maps(recorder_t *r, const char *text, size_t len);
+void rec_task(recorder_t *r, pid_t tid);
+void rec_task_state(recorder_t *r, pid_t tid, char state);
+void rec_task_name(recorder_t *r, pid_t tid, const char *name);
+/* The trace to attach to an ELF file opened at 'path' (created on first use from e). */
+void rec_elf(recorder_t *r, const char *path, uint64_t inode, elf_t *e);
+
+/* ---- elf.c: traces ------------------------------------------------------------ */
+
+/* What was asked of an ELF file and what it answered, enough to build a stub file
+ * that answers the same: its header, PT_LOAD program headers, the symbols and sections
+ * looked up (found ones), and its NUL-terminated "N.N.N" version strings (target.c
+ * reads a patch version out of the file for 3.9/3.10). */
+typedef struct elf_trace elf_trace_t;
+
+elf_trace_t *elf_trace_new(const elf_t *e);
+void elf_trace_free(elf_trace_t *t);
+/* From now on, e's symbol and section lookups are written to t (which must outlive e). */
+void elf_trace_attach(elf_t *e, elf_trace_t *t);
+/* Builds the stub ELF file. Returns 0 with a malloc'd buffer, or REMORA_ENOMEM. */
+int elf_trace_stub(const elf_trace_t *t, unsigned char **out, size_t *len);
 
 #endif

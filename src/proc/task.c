@@ -1,4 +1,5 @@
-/* proc/task.c — the target's threads: /proc/PID/task, each task's state and name. */
+/* proc/task.c — the target's threads: /proc/PID/task, each task's state and name
+ * (or the tasks a core or snapshot image holds). */
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +18,16 @@ int proc_tasks(proc_t *p, pid_t *tids, size_t cap, size_t *n)
     struct dirent *e;
     size_t k = 0;
 
+    if (p->img != NULL) {
+        for (k = 0; k < p->img->ntasks; k++) {
+            if (k < cap)
+                tids[k] = p->img->tasks[k].tid;
+            if (p->rec != NULL)
+                rec_task(p->rec, p->img->tasks[k].tid);
+        }
+        *n = k;
+        return REMORA_OK;
+    }
     snprintf(path, sizeof path, "/proc/%d/task", (int)p->pid);
     d = opendir(path);
     if (d == NULL)
@@ -31,6 +42,8 @@ int proc_tasks(proc_t *p, pid_t *tids, size_t cap, size_t *n)
             continue;
         if (k < cap)
             tids[k] = (pid_t)v;
+        if (p->rec != NULL)
+            rec_task(p->rec, (pid_t)v);
         k++;
     }
     closedir(d);
@@ -60,12 +73,22 @@ int proc_task_state(proc_t *p, pid_t tid, char *state)
     size_t len;
     int err;
 
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)p->pid, (int)tid);
-    err = proc_slurp(path, 4096, &text, &len);
-    if (err)
-        return err == REMORA_EPERM ? err : REMORA_ENOPROC;
-    err = proc_stat_parse_state(text, len, state);
-    free(text);
+    if (p->img != NULL) {
+        const img_task_t *t = image_task(p->img, tid);
+        if (t == NULL || t->state == 0)
+            return REMORA_ENOPROC;
+        *state = t->state;
+        err = REMORA_OK;
+    } else {
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)p->pid, (int)tid);
+        err = proc_slurp(path, 4096, &text, &len);
+        if (err)
+            return err == REMORA_EPERM ? err : REMORA_ENOPROC;
+        err = proc_stat_parse_state(text, len, state);
+        free(text);
+    }
+    if (err == REMORA_OK && p->rec != NULL)
+        rec_task_state(p->rec, tid, *state);
     return err;
 }
 
@@ -78,6 +101,17 @@ int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len)
 
     if (len == 0)
         return REMORA_OK;
+    if (p->img != NULL) {
+        const img_task_t *t = image_task(p->img, tid);
+        if (t == NULL || !t->has_name) {
+            name[0] = '\0';
+            return REMORA_ENOPROC;
+        }
+        snprintf(name, len, "%s", t->name);
+        if (p->rec != NULL)
+            rec_task_name(p->rec, tid, t->name);
+        return REMORA_OK;
+    }
     snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)p->pid, (int)tid);
     err = proc_slurp(path, 256, &text, &n);
     if (err) {
@@ -91,5 +125,7 @@ int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len)
     memcpy(name, text, n);
     name[n] = '\0';
     free(text);
+    if (p->rec != NULL)
+        rec_task_name(p->rec, tid, name);
     return REMORA_OK;
 }

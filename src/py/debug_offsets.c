@@ -18,7 +18,7 @@ enum dbg_field {
     D_COOKIE, D_VERSION, D_FREE_THREADED,
     D_RT_SIZE, D_RT_INTERPRETERS_HEAD,
     D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, D_IS_GC, D_IS_CEVAL_GIL, D_IS_GIL_STATE,
-    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER,
+    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN,
     D_TS_SIZE, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK,
     D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, D_FR_OWNER,
@@ -61,7 +61,7 @@ static const unsigned char layout_314[] = {
     D_COOKIE, D_VERSION, D_FREE_THREADED,
     D_RT_SIZE, S, D_RT_INTERPRETERS_HEAD,
     D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, S, D_IS_GC, S, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
-    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, S, S,
+    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN, S,
     D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S,
     D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, S, D_FR_OWNER, S, S,
@@ -85,7 +85,7 @@ static const unsigned char layout_315[] = {
     D_COOKIE, D_VERSION, D_FREE_THREADED,
     D_RT_SIZE, S, D_RT_INTERPRETERS_HEAD,
     D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, S, D_IS_GC, S, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
-    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, S, S,
+    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN, S,
     /* thread_state: ... datastack_chunk, status, holds_gil, gil_requested,
      * current_exception, exc_state */
     D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, S, S, S, D_TS_THREAD_ID,
@@ -191,6 +191,13 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
     L->is_next = f[D_IS_NEXT];
     L->is_threads_head = f[D_IS_THREADS_HEAD];
     L->is_gil_ptr = f[D_IS_CEVAL_GIL];
+    L->is_code_generation = f[D_IS_CODE_GEN];
+    /* 3.13 has no code-object generation in its debug offsets, but every new code object
+     * takes a number from interp->func_state.next_version. Its offset, 17000, is what
+     * 3.13.0 and 3.13.18's headers give; it is used only for interpreter states of the
+     * sizes those builds have, so another build falls back to checking code objects. */
+    if (minor == 13 && (f[D_IS_SIZE] == 194968 || f[D_IS_SIZE] == 194984))
+        L->is_code_version = 17000;
     L->is_gc_collecting = f[D_IS_GC] + f[D_GC_COLLECTING];
     /* locked and holder are given inside the interpreter's own _gil: make them relative
      * to struct _gil_runtime_state, which ceval.gil points to (possibly another's) */
@@ -235,6 +242,7 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
         (err = check(L->is_threads_head, 8, L->is_size, "interp.threads_head", why, whylen)) ||
         (err = check(L->is_gil_ptr, 8, L->is_size, "interp.ceval_gil", why, whylen)) ||
         (err = check(L->is_gc_collecting, 4, L->is_size, "interp.gc.collecting", why, whylen)) ||
+        (err = check(L->is_code_generation, 8, L->is_size, "interp.code_object_generation", why, whylen)) ||
         (err = check(L->gil_locked, 4, 4096, "gil.locked", why, whylen)) ||
         (err = check(L->gil_holder, 8, 4096, "gil.holder", why, whylen)) ||
         (err = check(L->ts_next, 8, L->ts_size, "tstate.next", why, whylen)) ||

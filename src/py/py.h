@@ -48,6 +48,9 @@ typedef struct py_layout {
     uint64_t is_threads_head;       /* tstate_head (3.9–3.11), threads.head (3.12+) */
     uint64_t is_gil_ptr;            /* 3.12+: ceval.gil, a pointer to struct _gil_runtime_state */
     uint64_t is_gc_collecting;      /* gc.collecting (int) */
+    uint64_t is_code_generation;    /* 3.14+: u64 bumped when a code object is freed; 0 = none */
+    uint64_t is_code_version;       /* 3.13: func_state.next_version, a u32 bumped when a code
+                                     * object is made; 0 = none (see debug_offsets.c) */
     uint64_t gil_locked;            /* 3.12+: offset of locked in struct _gil_runtime_state */
     uint64_t gil_holder;            /* 3.12+: offset of last_holder/holder in it */
 
@@ -99,6 +102,8 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *out, 
 typedef struct py_target {
     uint64_t runtime;        /* address of _PyRuntime */
     uint64_t code_type;      /* address of PyCode_Type, 0 if unknown */
+    uint64_t code_version;   /* 3.12: address of _Py_next_func_version (a u32 bumped when a
+                              * code object is made), 0 if the symbol is not there */
     char binary[4096];       /* the ELF file that holds _PyRuntime (path as seen by the target) */
     char version[32];        /* "3.12.1" */
     py_layout_t layout;

@@ -76,15 +76,13 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
                     char *why, size_t whylen, int *found_old)
 {
     const proc_map_t *m = &maps->v[at];
-    int fd = proc_open_mapped_file(p, m->path, m->inode);
     elf_t *e = NULL;
     uint64_t sym, size, base, bias, vers;
     int err, major = 3, minor, name_minor;
     unsigned char head[16];
 
-    if (fd < 0)
-        return REMORA_ENOTPY;
-    if (elf_open_fd(fd, &e) != REMORA_OK)
+    /* any source: live (through /proc/PID/root), core (the host's file), snapshot */
+    if (proc_elf_open(p, m->path, m->inode, &e) != REMORA_OK)
         return REMORA_ENOTPY;
     if (elf_symbol(e, "_PyRuntime", &sym, &size) != REMORA_OK &&
         elf_section(e, ".PyRuntime", &sym, &size) != REMORA_OK) {
@@ -108,6 +106,9 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
     snprintf(t->binary, sizeof t->binary, "%s", m->path);
     if (elf_symbol(e, "PyCode_Type", &sym, NULL) == REMORA_OK)
         t->code_type = sym + bias;
+    /* 3.12's code-object counter is a file-local symbol: present unless stripped */
+    if (elf_symbol(e, "_Py_next_func_version", &sym, NULL) == REMORA_OK)
+        t->code_version = sym + bias;
 
     err = proc_read(p, t->runtime, head, sizeof head);
     if (err) {

@@ -9,11 +9,20 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "remora.h"
 #include "sampler.h"
+
+/* A thread's previous stack (outermost first) and the trie node of each prefix: a new
+ * stack that shares the prefix reuses its nodes, so aggregation costs O(changed frames). */
+struct last_stack {
+    unw_frame_t *frames;
+    uint32_t *nodes;
+    size_t n, cap;
+};
 
 typedef struct fmap_entry {
     const char *function, *file;   /* the unwinder's interned strings */
@@ -33,8 +42,10 @@ struct sampler {
     uint32_t gc_frame;
     /* tid → table thread, last seen */
     int child_status;
+    /* tid → table thread, last seen; and that thread's last stack, to reuse its path */
     pid_t *tids;
     uint32_t *tthreads;
+    struct last_stack *last;
     size_t ntids, cap_tids;
 };
 
@@ -60,6 +71,7 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
     s->t = t;
     s->raw = raw;
     s->o = *o;
+    s->child_status = -1;
     s->fmap_cap = 4096;
     s->fmap = malloc(s->fmap_cap * sizeof *s->fmap);
     s->gc_frame = stk_frame(t, "<GC>", "", 0);
@@ -76,11 +88,18 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
 
 void sampler_free(sampler_t *s)
 {
+    size_t i;
+
     if (s == NULL)
         return;
     free(s->fmap);
     free(s->tids);
     free(s->tthreads);
+    for (i = 0; i < s->ntids; i++) {
+        free(s->last[i].frames);
+        free(s->last[i].nodes);
+    }
+    free(s->last);
     free(s);
 }
 
@@ -145,8 +164,9 @@ static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
     return id;
 }
 
-/* The table's thread for a native id; new threads get their name from /proc. */
-static uint32_t map_thread(sampler_t *s, pid_t tid)
+/* The index of a native id in s->tids (the table's thread in s->tthreads); new threads
+ * get their name from /proc. Returns (size_t)-1 when out of memory. */
+static size_t map_thread(sampler_t *s, pid_t tid)
 {
     size_t i;
     char name[64] = "";
@@ -154,39 +174,85 @@ static uint32_t map_thread(sampler_t *s, pid_t tid)
 
     for (i = 0; i < s->ntids; i++)
         if (s->tids[i] == tid)
-            return s->tthreads[i];
+            return i;
     if (s->ntids == s->cap_tids) {
         size_t ncap = s->cap_tids ? s->cap_tids * 2 : 16;
         pid_t *nt = realloc(s->tids, ncap * sizeof *nt);
         uint32_t *nn;
+        struct last_stack *nl;
         if (nt == NULL)
-            return STK_NONE;
+            return (size_t)-1;
         s->tids = nt;
         nn = realloc(s->tthreads, ncap * sizeof *nn);
         if (nn == NULL)
-            return STK_NONE;
+            return (size_t)-1;
         s->tthreads = nn;
+        nl = realloc(s->last, ncap * sizeof *nl);
+        if (nl == NULL)
+            return (size_t)-1;
+        s->last = nl;
         s->cap_tids = ncap;
     }
     if (tid > 0)
         proc_task_name(s->p, tid, name, sizeof name);
     th = stk_thread(s->t, tid, name);
     if (th == STK_NONE)
-        return STK_NONE;
+        return (size_t)-1;
     s->tids[s->ntids] = tid;
-    s->tthreads[s->ntids++] = th;
-    return th;
+    s->tthreads[s->ntids] = th;
+    memset(&s->last[s->ntids], 0, sizeof s->last[s->ntids]);
+    return s->ntids++;
+}
+
+/* The trie node of a thread's stack (frames innermost first), reusing the nodes of the
+ * prefix it shares with the thread's previous stack. STK_NONE when out of memory. */
+static uint32_t stack_node(sampler_t *s, size_t ti, const unw_thread_t *th)
+{
+    struct last_stack *ls = &s->last[ti];
+    size_t n = th->nframes, same = 0, k;
+    uint32_t node;
+
+    if (n > ls->cap) {
+        size_t ncap = n < 64 ? 64 : n * 2;
+        unw_frame_t *nf = realloc(ls->frames, ncap * sizeof *nf);
+        uint32_t *nn;
+        if (nf == NULL)
+            return STK_NONE;
+        ls->frames = nf;
+        nn = realloc(ls->nodes, ncap * sizeof *nn);
+        if (nn == NULL)
+            return STK_NONE;
+        ls->nodes = nn;
+        ls->cap = ncap;
+    }
+    /* frames are interned by the unwinder: pointers and lines compare */
+    while (same < n && same < ls->n) {
+        const unw_frame_t *a = &th->frames[n - 1 - same], *b = &ls->frames[same];
+        if (a->function != b->function || a->file != b->file || a->line != b->line)
+            break;
+        same++;
+    }
+    node = same ? ls->nodes[same - 1] : stk_thread_at(s->t, s->tthreads[ti])->root;
+    for (k = same; k < n; k++) {
+        uint32_t fr = map_frame(s, &th->frames[n - 1 - k]);
+        if (fr == STK_NONE || (node = stk_child(s->t, node, fr)) == STK_NONE)
+            return STK_NONE;
+        ls->frames[k] = th->frames[n - 1 - k];
+        ls->nodes[k] = node;
+    }
+    ls->n = n;
+    return node;
 }
 
 int sampler_round(sampler_t *s, int64_t now_ns)
 {
     unw_thread_t *threads;
     size_t n, i;
-    int err = unw_snapshot(s->u, &threads, &n);
+    int err = unw_sample(s->u, &threads, &n);
 
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
         /* the thread list changed under us: one more try, then count it */
-        err = unw_snapshot(s->u, &threads, &n);
+        err = unw_sample(s->u, &threads, &n);
         if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
             s->st.rounds++;
             s->st.errors++;
@@ -200,7 +266,7 @@ int sampler_round(sampler_t *s, int64_t now_ns)
         const unw_thread_t *th = &threads[i];
         uint32_t tt, node;
         unsigned flags = (th->on_cpu ? RAW_ON_CPU : 0) | (th->holds_gil ? RAW_GIL : 0);
-        size_t k;
+        size_t ti;
 
         if (s->o.mode == SAMPLE_CPU && !th->on_cpu)
             continue;
@@ -210,15 +276,13 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             s->st.errors++;
             continue;
         }
-        tt = map_thread(s, th->native_id);
-        if (tt == STK_NONE)
+        ti = map_thread(s, th->native_id);
+        if (ti == (size_t)-1)
             return REMORA_ENOMEM;
-        node = stk_thread_at(s->t, tt)->root;
-        for (k = th->nframes; k-- > 0;) {
-            uint32_t fr = map_frame(s, &th->frames[k]);
-            if (fr == STK_NONE || (node = stk_child(s->t, node, fr)) == STK_NONE)
-                return REMORA_ENOMEM;
-        }
+        tt = s->tthreads[ti];
+        node = stack_node(s, ti, th);
+        if (node == STK_NONE)
+            return REMORA_ENOMEM;
         if (s->o.gc && th->gc && th->holds_gil) {
             flags |= RAW_GC;
             if ((node = stk_child(s->t, node, s->gc_frame)) == STK_NONE)
@@ -244,11 +308,13 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
     end = s->o.duration_s > 0 ? start + (int64_t)(s->o.duration_s * 1e9) : INT64_MAX;
     next_status = start + 500000000;
     s->st.start_ns = start;
+    /* wake on time: the default 50 us timer slack would cap the rate near 20 kHz */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     while (!*stop) {
         int64_t now = sampler_now_ns();
         if (now >= end)
             break;
-        if (now < next) {
+        if (next - now > 2000) {
             struct timespec ts = { (time_t)(next / 1000000000), (long)(next % 1000000000) };
             int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
             if (rc == EINTR)
@@ -260,7 +326,7 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
             s->st.late += (uint64_t)missed;
             next += missed * interval;
         }
-        if (now >= end)
+        if (now >= end || (s->o.max_rounds && s->st.rounds >= s->o.max_rounds))
             break;
         /* a launched command that exited is a zombie until reaped: reads would fail */
         if (s->o.child > 0 && waitpid(s->o.child, &s->child_status, WNOHANG) == s->o.child) {
@@ -268,6 +334,12 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
             break;
         }
         err = sampler_round(s, now);
+        if (err == REMORA_ENOPROC && s->o.child > 0) {
+            /* the command died between two checks: collect how it ended */
+            while (waitpid(s->o.child, &s->child_status, 0) < 0 && errno == EINTR)
+                ;
+            break;
+        }
         if (err)
             break;
         next += interval;

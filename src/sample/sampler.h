@@ -18,6 +18,7 @@ typedef struct sampler_opts {
     int mode;               /* enum sample_mode */
     int gc;                 /* add a <GC> frame while the interpreter collects */
     pid_t child;            /* a launched command: reaped when it exits (0 = none) */
+    uint64_t max_rounds;    /* stop after this many rounds (0 = no limit) */
 } sampler_opts_t;
 
 typedef struct sampler_stats {

@@ -59,15 +59,40 @@ static int32_t get_i32(const unsigned char *b, uint64_t off)
     return v;
 }
 
-static uint64_t fingerprint(const py_layout_t *L, const unsigned char *co)
+void code_fp_span(const py_layout_t *L, uint64_t *off, size_t *len)
 {
-    uint64_t h = get_u64(co, L->co_filename) * 0x9e3779b97f4a7c15ull;
-    h ^= get_u64(co, L->co_name) + (h << 6) + (h >> 2);
-    h ^= get_u64(co, L->co_linetable) + (h << 6) + (h >> 2);
-    if (L->minor >= 11)
-        h ^= get_u64(co, L->co_qualname) + (h << 6) + (h >> 2);
-    h ^= (uint64_t)(uint32_t)get_i32(co, L->co_firstlineno) + (h << 6) + (h >> 2);
-    return h;
+    /* the name, file and line-table pointers sit together in every version */
+    uint64_t lo = L->co_filename, hi = L->co_filename;
+    uint64_t f[3] = { L->co_name, L->co_linetable, L->minor >= 11 ? L->co_qualname : L->co_name };
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        if (f[i] < lo)
+            lo = f[i];
+        if (f[i] > hi)
+            hi = f[i];
+    }
+    if (hi + 8 - lo > UNW_FP_MAX) {
+        lo = L->co_filename;
+        hi = L->co_filename;
+    }
+    *off = lo;
+    *len = (size_t)(hi + 8 - lo);
+}
+
+unw_code_t *code_cache_peek(code_cache_t *c, uint64_t addr)
+{
+    unw_code_t *e = &c->slots[(addr >> 4) & (UNW_CODE_CACHE - 1)];
+
+    return e->addr == addr && addr != 0 ? e : NULL;
+}
+
+void code_cache_drop(code_cache_t *c, uint64_t addr)
+{
+    unw_code_t *e = code_cache_peek(c, addr);
+
+    if (e != NULL)
+        entry_clear(e);
 }
 
 static int intern_str(code_cache_t *c, proc_t *p, const py_layout_t *L, uint64_t addr, const char **out)
@@ -83,14 +108,14 @@ static int intern_str(code_cache_t *c, proc_t *p, const py_layout_t *L, uint64_t
 }
 
 int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t addr,
-                   const unw_code_t **out)
+                   unw_code_t **out)
 {
     const py_layout_t *L = &t->layout;
     unsigned char co[CODE_MAX_READ];
     unw_code_t *e = &c->slots[(addr >> 4) & (UNW_CODE_CACHE - 1)];
     unw_code_t fresh;
-    uint64_t fp;
-    size_t need;
+    uint64_t fp_off;
+    size_t need, fp_len;
     int err;
 
     *out = NULL;
@@ -105,15 +130,18 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
         return err;
     if (t->code_type != 0 && get_u64(co, L->ob_type) != t->code_type)
         return REMORA_ECORRUPT;
-    fp = fingerprint(L, co);
-    if (e->addr == addr && e->fingerprint == fp) {
+    code_fp_span(L, &fp_off, &fp_len);
+    if (fp_off + fp_len > need)
+        return REMORA_ECORRUPT;
+    if (e->addr == addr && memcmp(e->fp, co + fp_off, fp_len) == 0) {
         *out = e;
         return REMORA_OK;
     }
 
     memset(&fresh, 0, sizeof fresh);
     fresh.addr = addr;
-    fresh.fingerprint = fp;
+    memcpy(fresh.fp, co + fp_off, fp_len);
+    memset(fresh.lc_addr, 0xff, sizeof fresh.lc_addr);
     fresh.firstlineno = get_i32(co, L->co_firstlineno);
     err = intern_str(c, p, L, get_u64(co, L->co_filename), &fresh.file);
     if (!err)
@@ -132,14 +160,26 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
     return REMORA_OK;
 }
 
-int code_line(const unw_code_t *code, const py_layout_t *L, int addrq)
+int code_line(unw_code_t *code, const py_layout_t *L, int addrq)
 {
+    int line, i;
+
+    for (i = 0; i < 4; i++)
+        if (code->lc_addr[i] == addrq)
+            return code->lc_line[i];
     switch (L->lines_kind) {
     case PY_LINES_LNOTAB:
-        return lt_lnotab_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
+        line = lt_lnotab_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
+        break;
     case PY_LINES_310:
-        return lt_310_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
+        line = lt_310_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
+        break;
     default:
-        return lt_locations_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
+        line = lt_locations_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
+        break;
     }
+    code->lc_addr[code->lc_next & 3] = addrq;
+    code->lc_line[code->lc_next & 3] = line;
+    code->lc_next++;
+    return line;
 }

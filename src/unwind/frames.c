@@ -31,7 +31,7 @@ int unw_walk(unwinder_t *u, uint64_t frame, unw_frame_t *out, size_t cap, size_t
         (L->owner_shim && L->fr_size < L->fr_owner + 1))
         return REMORA_ECORRUPT;
     while (frame != 0) {
-        const unw_code_t *code;
+        unw_code_t *code;
         uint64_t code_addr;
         int addrq;
 
@@ -55,6 +55,8 @@ int unw_walk(unwinder_t *u, uint64_t frame, unw_frame_t *out, size_t cap, size_t
         if (L->frames_kind == PY_FRAMES_OBJECTS) {
             int32_t lasti;
             memcpy(&lasti, fb + L->fr_instr, 4);
+            if (lasti < -1 || lasti > 1 << 29)      /* -1: not started */
+                return REMORA_ECORRUPT;
             /* 3.9 counts bytes, 3.10 code units */
             addrq = L->lines_kind == PY_LINES_310 ? lasti * 2 : lasti;
         } else {

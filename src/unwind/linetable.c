@@ -3,12 +3,22 @@
  * Pure functions over a copy of the table; every read is bounds-checked, so a corrupt
  * or hostile table yields a wrong line at worst, never a read past its end.
  */
+#include <limits.h>
+
 #include "unwind.h"
+
+/* Lines are summed in 64 bits: a corrupt table or first line cannot overflow them; a sum
+ * that no int holds is reported as "no line". */
+static int line_or_none(long long line)
+{
+    return line < INT_MIN || line > INT_MAX ? -1 : (int)line;
+}
 
 int lt_lnotab_line(const unsigned char *tab, size_t len, int firstlineno, int addrq)
 {
     /* 3.9: pairs (address increment, signed line increment) */
-    int line = firstlineno, addr = 0;
+    long long line = firstlineno;
+    int addr = 0;
     size_t i;
 
     if (addrq < 0)
@@ -19,13 +29,14 @@ int lt_lnotab_line(const unsigned char *tab, size_t len, int firstlineno, int ad
             break;
         line += (signed char)tab[i + 1];
     }
-    return line;
+    return line_or_none(line);
 }
 
 int lt_310_line(const unsigned char *tab, size_t len, int firstlineno, int addrq)
 {
     /* 3.10: pairs (byte length of a range, signed line delta; -128 = no line) */
-    int line = firstlineno, start = 0;
+    long long line = firstlineno;
+    int start = 0;
     size_t i;
 
     if (addrq < 0)
@@ -36,7 +47,7 @@ int lt_310_line(const unsigned char *tab, size_t len, int firstlineno, int addrq
         if (delta != -128)
             line += delta;
         if (addrq >= start && addrq < end)
-            return delta == -128 ? -1 : line;
+            return delta == -128 ? -1 : line_or_none(line);
         start = end;
     }
     return -1;
@@ -69,7 +80,8 @@ static int read_svarint(const unsigned char *tab, size_t len, size_t *i)
 int lt_locations_line(const unsigned char *tab, size_t len, int firstlineno, int addrq)
 {
     /* Entries: a first byte 1CCCCLLL (code C, length L+1 code units), then payload. */
-    int line = firstlineno, addr = 0;
+    long long line = firstlineno;
+    int addr = 0;
     size_t i = 0;
 
     if (addrq < 0)
@@ -107,7 +119,7 @@ int lt_locations_line(const unsigned char *tab, size_t len, int firstlineno, int
         }
         line += ldelta;
         if (addrq >= addr && addrq < addr + length)
-            return noline ? -1 : line;
+            return noline ? -1 : line_or_none(line);
         addr += length;
         /* skip to the next entry start (payload bytes never have bit 7 set) */
         while (i < len && !(tab[i] & 0x80))

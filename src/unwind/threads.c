@@ -53,6 +53,7 @@ void unw_free(unwinder_t *u)
 {
     if (u == NULL)
         return;
+    unw_fast_free(u->fast);
     code_cache_free(u->codes);
     strtab_free(u->names);
     free(u->threads);

@@ -59,14 +59,20 @@ int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
 
 /* ---- code.c --------------------------------------------------------------- */
 
+#define UNW_FP_MAX 64           /* bytes of a code object compared to validate an entry */
+
 typedef struct unw_code {
     uint64_t addr;              /* the code object's address; 0 = empty slot */
-    uint64_t fingerprint;       /* filename and name pointers, firstlineno: checked on use */
+    unsigned char fp[UNW_FP_MAX]; /* the code object's name/file/line-table pointers */
+    uint64_t stamp;             /* the sample in which it was last validated */
+    uint64_t gen;               /* the code generation it was last validated at (fast.c) */
     const char *function;       /* interned: co_qualname (3.11+) or co_name */
     const char *file;           /* interned: co_filename */
     int firstlineno;
     unsigned char *linetable;   /* owned */
     size_t linetable_len;
+    int lc_addr[4], lc_line[4]; /* recently computed lines */
+    unsigned lc_next;
 } unw_code_t;
 
 typedef struct code_cache code_cache_t;
@@ -78,10 +84,20 @@ void code_cache_free(code_cache_t *c);
  * fingerprint read now differs from the cached one (a freed and reused address). The
  * pointer is valid until the next call. Returns 0 or a REMORA_E* code. */
 int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t addr,
-                   const unw_code_t **out);
+                   unw_code_t **out);
 
-/* The line of byte offset 'addrq' in this code object. */
-int code_line(const unw_code_t *code, const py_layout_t *L, int addrq);
+/* The cached entry for 'addr' without reading the target (it may be stale: validate
+ * it with the fingerprint span), or NULL. */
+unw_code_t *code_cache_peek(code_cache_t *c, uint64_t addr);
+
+/* Forgets the entry for 'addr' (its fingerprint changed). */
+void code_cache_drop(code_cache_t *c, uint64_t addr);
+
+/* The part of a code object that validates a cache entry: offset and length. */
+void code_fp_span(const py_layout_t *L, uint64_t *off, size_t *len);
+
+/* The line of byte offset 'addrq' in this code object (cached per entry). */
+int code_line(unw_code_t *code, const py_layout_t *L, int addrq);
 
 /* ---- threads.c / frames.c ---------------------------------------------------- */
 
@@ -90,6 +106,7 @@ typedef struct unw_frame {
     const char *file;           /* interned */
     int line;
 } unw_frame_t;
+
 
 typedef struct unw_thread {
     uint64_t tstate;
@@ -126,6 +143,14 @@ void unw_set_want(unwinder_t *u, unsigned want);
  * not be read (REMORA_ENOPROC when the target is gone). */
 int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n);
 
+/* Per-sample reading of every thread (fast.c): the thread list kept from the last
+ * sample and checked, all thread states (and, on 3.11+, each thread's data-stack
+ * chunk, copied twice to detect change) in one vectored read, frames walked in the
+ * copy, code objects validated in one more vectored read. A thread whose stack
+ * changed while it was read has 'error' = REMORA_ECORRUPT. Same contract as
+ * unw_snapshot. */
+int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n);
+
 /* Walks the frames starting at 'frame' (3.11+: an interpreter frame; 3.9/3.10: a frame
  * object) into out[0..cap). Returns 0 with *n, or a REMORA_E* code. (frames.c) */
 int unw_walk(unwinder_t *u, uint64_t frame, unw_frame_t *out, size_t cap, size_t *n);
@@ -143,6 +168,10 @@ struct unwinder {
     unsigned char *tsbuf;       /* one thread state */
     int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
     unsigned want;              /* UNW_WANT_* */
+    void *fast;                 /* fast.c's per-thread caches */
 };
+
+/* Frees fast.c's caches. */
+void unw_fast_free(void *fast);
 
 #endif

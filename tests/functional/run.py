@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-# Functional tests for `remora dump`: run real interpreters (pyenv 3.9-3.13, Debian's static
-# 3.11, and 3.13-3.15 PIE/non-PIE in the test chroot) with the targets in tests/targets/, and
-# compare remora's output with the ground truth each target writes about itself.
+# Functional tests: run real interpreters (pyenv 3.9-3.13, Debian's static 3.11, and
+# 3.13-3.15 PIE/non-PIE in the test chroot) with the targets in tests/targets/, and compare
+# remora's output with the ground truth each target writes about itself. The tests of
+# `remora dump` are here; those of `remora record` and `convert` in record_tests.py; the
+# shared helpers (interpreters, running remora, targets) in harness.py.
 #
 #   python3 tests/functional/run.py [--remora PATH] [--only SUBSTRING] [--timeout SECONDS]
 #
@@ -14,232 +16,19 @@ import argparse
 import difflib
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-TARGETS = os.path.join(REPO, "tests", "targets")
-CHROOT = os.environ.get("REMORA_CHROOT", "/var/cache/remora/sid")
-HOST_PYTHON = "/usr/bin/python3"
-PYENV = "/root/.pyenv/versions"
+from harness import (HOST_PYTHON, INTERPRETERS, REPO, TARGETS, Fail, Remora, Skip, Target,
+                     expect_failure, free_pid, interp_missing, one_line, tail)
+import record_tests
 
-# (name, interpreter path as the target sees it, chroot root or None)
-INTERPRETERS = [
-    ("pyenv-3.9.18", PYENV + "/3.9.18/bin/python3.9", None),
-    ("pyenv-3.10.13", PYENV + "/3.10.13/bin/python3.10", None),
-    ("pyenv-3.11.7", PYENV + "/3.11.7/bin/python3.11", None),
-    ("pyenv-3.12.1", PYENV + "/3.12.1/bin/python3.12", None),
-    ("pyenv-3.13.0", PYENV + "/3.13.0/bin/python3.13", None),
-    ("debian-3.11-static", "/usr/bin/python3.11", None),
-    ("sid-3.13", "/usr/bin/python3.13", CHROOT),
-    ("sid-3.13-pie", "/usr/bin/python3.13-pie", CHROOT),
-    ("sid-3.14", "/usr/bin/python3.14", CHROOT),
-    ("sid-3.14-pie", "/usr/bin/python3.14-pie", CHROOT),
-    ("sid-3.15", "/usr/bin/python3.15", CHROOT),
-    ("sid-3.15-pie", "/usr/bin/python3.15-pie", CHROOT),
-]
-
-READY_TIMEOUT = 30.0                     # seconds a target may take to write its ready file
 GIL_DUMPS, GIL_NEEDED = 10, 9            # margin: one bad dump of ten is tolerated
 EXIT_RACE_TARGETS = 50                   # short-lived targets in the exit-during-dump test
-SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
-                   "UndefinedBehaviorSanitizer", "ThreadSanitizer")
-# read(2) syscall number, to see that a target's main thread is parked reading stdin
-READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(platform.machine())
-
-
-class Fail(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-# --- running remora ---------------------------------------------------------------------
-
-class Remora:
-    def __init__(self, path, wrapper, timeout):
-        self.path = path
-        self.wrapper = wrapper
-        self.timeout = timeout
-
-    def run(self, args, prefix=(), binary=None):
-        """Run remora; returns (rc, stdout, stderr). Raises Fail on a hang, a signal or a
-        sanitizer report: those are never an acceptable outcome."""
-        argv = list(prefix) + self.wrapper + [binary or self.path] + [str(a) for a in args]
-        # Own process group, so a hang kills remora and anything a wrapper started.
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            out, err = p.communicate(timeout=self.timeout)
-        except BaseException as e:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate()
-            if isinstance(e, subprocess.TimeoutExpired):
-                raise Fail("`remora %s` hung (killed after %ss)"
-                           % (" ".join(map(str, args)), self.timeout))
-            raise
-        out = out.decode("utf-8", "replace")
-        err = err.decode("utf-8", "replace")
-        what = "`remora %s`" % " ".join(map(str, args))
-        if p.returncode < 0:
-            raise Fail("%s killed by %s; stderr: %s" % (what, signame(-p.returncode),
-                                                         tail(err)))
-        for mark in SANITIZER_MARKS:
-            if mark in err or mark in out:
-                raise Fail("%s: sanitizer report: %s" % (what, tail(err, 6)))
-        return p.returncode, out, err
-
-
-def signame(n):
-    try:
-        return signal.Signals(n).name
-    except ValueError:
-        return "signal %d" % n
-
-
-def tail(text, n=3):
-    lines = [l for l in text.strip().splitlines() if l.strip()]
-    return " | ".join(lines[-n:]) if lines else "(empty)"
-
-
-def one_line(err):
-    """None if err is exactly one non-empty line, else a description of what it is."""
-    lines = err.splitlines()
-    if len(lines) == 1 and lines[0].strip():
-        return None
-    if not lines:
-        return "stderr is empty"
-    return "stderr has %d lines: %s" % (len(lines), " | ".join(lines[:4]))
-
-
-# --- targets ----------------------------------------------------------------------------
-
-class Target:
-    """A target script run by one interpreter, stdin a pipe (EOF ends it). The script is
-    copied into a fresh directory (inside the chroot for chroot interpreters); argv[1] is
-    a file in that directory, which the target writes when it is ready."""
-
-    def __init__(self, interp, script, out_name):
-        self.name, self.python, self.root = interp
-        self.script = script
-        self.out_name = out_name
-        self.proc = None
-        self.dir = None
-
-    def host_path(self, path):
-        return self.root + path if self.root else path
-
-    def __enter__(self):
-        base = os.path.join(self.root, "tmp") if self.root else None
-        self.dir = tempfile.mkdtemp(prefix="remora-func-", dir=base)
-        self.log = None
-        try:
-            self._start()
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def _start(self):
-        os.chmod(self.dir, 0o755)
-        visible = self.dir[len(self.root):] if self.root else self.dir
-        script = os.path.join(visible, os.path.basename(self.script))
-        shutil.copy(self.script, self.host_path(script))
-        self.out = os.path.join(visible, self.out_name)
-        argv = [self.python, "-I", script, self.out]
-        if self.root:
-            argv = ["chroot", self.root] + argv
-        self.log = open(os.path.join(self.dir, "target.log"), "wb")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-        self.pid = self.proc.pid
-
-    def log_tail(self):
-        try:
-            with open(os.path.join(self.dir, "target.log"), "rb") as f:
-                return tail(f.read().decode("utf-8", "replace"))
-        except OSError:
-            return "(no log)"
-
-    def wait_ready(self):
-        """Poll for the ready file; returns its JSON."""
-        path = self.host_path(self.out)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not os.path.exists(path):
-            if self.proc.poll() is not None:
-                raise Fail("target exited with %d before it was ready: %s"
-                           % (self.proc.returncode, self.log_tail()))
-            if time.monotonic() > deadline:
-                raise Fail("target not ready after %.0fs: %s" % (READY_TIMEOUT,
-                                                                 self.log_tail()))
-            time.sleep(0.01)
-        with open(path) as f:
-            return json.load(f)
-
-    def wait_main_in_read(self):
-        """The ready file is written just before the main thread parks in read(0, ...):
-        poll the kernel until it is there (skipped on an unknown architecture)."""
-        if READ_SYSCALL is None:
-            return
-        path = "/proc/%d/task/%d/syscall" % (self.pid, self.pid)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            try:
-                with open(path) as f:
-                    fields = f.read().split()
-            except OSError as e:
-                raise Fail("cannot read %s: %s" % (path, e))
-            if fields[:2] == [READ_SYSCALL, "0x0"]:
-                return
-            if time.monotonic() > deadline:
-                raise Fail("target's main thread never parked in read(0): %s"
-                           % " ".join(fields[:2]))
-            time.sleep(0.005)
-
-    def __exit__(self, *exc):
-        try:
-            if self.proc and self.proc.poll() is None:
-                try:
-                    self.proc.stdin.close()
-                    self.proc.wait(timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
-            if self.proc and self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-        finally:
-            if self.proc and self.proc.stdin:
-                try:
-                    self.proc.stdin.close()
-                except OSError:
-                    pass
-            if self.log:
-                self.log.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
-        return False
-
-
-def interp_missing(interp):
-    name, python, root = interp
-    if root:
-        if not os.path.isdir(root):
-            return "chroot %s missing (create it with tests/provision-chroot.sh)" % root
-        if shutil.which("chroot") is None:
-            return "chroot(8) not installed"
-    if not os.access((root or "") + python, os.X_OK):
-        return "interpreter %s not found%s" % (python, " in chroot " + root if root else "")
-    return None
-
 
 # --- known stacks -----------------------------------------------------------------------
 
@@ -379,24 +168,6 @@ def test_gil(remora, interp):
 
 # --- errors -----------------------------------------------------------------------------
 
-def expect_failure(remora, args, want_rc, what, prefix=(), binary=None):
-    rc, out, err = remora.run(args, prefix=prefix, binary=binary)
-    if rc != want_rc:
-        raise Fail("%s: exit %d, want %d; stderr: %s" % (what, rc, want_rc, tail(err)))
-    bad = one_line(err)
-    if bad:
-        raise Fail("%s: %s" % (what, bad))
-    return err
-
-
-def free_pid():
-    with open("/proc/sys/kernel/pid_max") as f:
-        pid = int(f.read()) - 1
-    while os.path.exists("/proc/%d" % pid):
-        pid -= 1
-    return pid
-
-
 def test_usage(remora):
     expect_failure(remora, ["dump"], 1, "`remora dump` without -p")
     expect_failure(remora, ["dump", "-p", "notapid"], 1, "`remora dump -p notapid`")
@@ -501,7 +272,7 @@ def test_exit_during_dump(remora):
 # --- driver -----------------------------------------------------------------------------
 
 def main():
-    ap = argparse.ArgumentParser(description="remora dump functional tests")
+    ap = argparse.ArgumentParser(description="remora functional tests")
     ap.add_argument("--remora", default=os.path.join(REPO, "remora"),
                     help="remora binary (default: the repository's ./remora)")
     ap.add_argument("--only", default="", metavar="SUBSTRING",
@@ -527,6 +298,9 @@ def main():
         ("errors/permission", lambda: test_permission(remora), None),
         ("errors/exit-during-dump", lambda: test_exit_during_dump(remora), None),
     ]
+    import core_test                    # core dumps and snapshots: tests/functional/core_test.py
+    tests += core_test.tests(remora, sys.modules[__name__])
+    tests += record_tests.tests(remora)
     tests = [t for t in tests if args.only in t[0]]
 
     passed = failed = skipped = 0

@@ -1,0 +1,1043 @@
+/* unwind/fast.c — every thread's stack per sample in a bounded number of system calls.
+ *
+ * Reads, per sample: one vectored read of each interpreter's thread-list head, GIL and
+ * GC state, every thread state, and (3.11+) the live part of each thread's data-stack
+ * chunk, copied twice, followed by the current-frame pointer again; frames are walked
+ * in the copy. Frames outside the chunk (generators, coroutines, older chunks) are read
+ * in blocks. A second vectored read validates cached code objects (by their name, file
+ * and line-table pointers; on 3.14+ only when the interpreter's code-object generation
+ * moved). A sample is consistent when both copies agree on every frame link walked and
+ * the current frame did not move; else the thread is reported with REMORA_ECORRUPT.
+ * 3.9/3.10 frames are heap objects: read one by one, then re-read together to check.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "unwind.h"
+
+#define FAST_MIN_COPY 1024u
+#define FAST_MAX_COPY (256u << 10)
+#define FAST_BLOCK 4096u
+#define FAST_CHUNK_HDR 24u
+#define FAST_SPEC 16                /* speculative blocks per thread */
+#define FAST_SPEC_CODES 512         /* code objects validated in the first read */          /* struct _PyStackChunk: previous, size, top */
+
+typedef struct fast_interp {
+    uint64_t addr;
+    int64_t id;
+    uint64_t gil;                   /* 3.12+: the struct _gil_runtime_state in use */
+    size_t first, count;            /* its threads in the thread cache */
+    uint64_t head, next;            /* read this sample */
+    int32_t locked, gc;
+    uint64_t holder;
+    uint64_t gen;                   /* code-object generation (3.13+), read this sample */
+} fast_interp_t;
+
+typedef struct fast_block {
+    uint64_t addr;
+    size_t len;
+    unsigned char *one, *two;       /* read while walking, re-read to validate */
+    size_t cap;
+} fast_block_t;
+
+typedef struct fast_thread {
+    uint64_t tstate;
+    size_t interp;
+    pid_t native_id;
+    unsigned char *ts;              /* this sample's copy of the thread state */
+    uint64_t cframe, cur_spec;      /* 3.11/3.12: cframe and its current_frame */
+    uint64_t cur_mid;               /* the current frame, read between the two copies */
+    uint64_t cur_end;               /* and again after the second */
+    uint64_t chunk;                 /* the chunk copied (0: none yet) */
+    size_t chunk_size;              /* from its header, once copied */
+    size_t copy_len, copied;        /* bytes to copy next time; bytes copied now */
+    unsigned char *a, *b;           /* the two copies */
+    size_t cap;
+    fast_block_t sb[FAST_SPEC];     /* frames outside the chunk last time, read again */
+    size_t nsb;
+} fast_thread_t;
+
+/* One frame walked: where its link fields came from, to compare with a second copy. */
+typedef struct walked {
+    uint64_t addr, prev, code, instr;
+    int src;                        /* -1: chunk copy; k >= 0: block k; -2-k: spec block k */
+    int shim;                       /* a C-owned frame: walked through, not reported */
+} walked_t;
+
+typedef struct fast {
+    int valid;
+    uint64_t rt_head;               /* the runtime's first interpreter, read this sample */
+    uint32_t gen_global;            /* 3.12: _Py_next_func_version, read this sample */
+    fast_interp_t *interps;
+    size_t ninterps, cap_interps;
+    fast_thread_t *threads;
+    size_t nthreads;
+    proc_iov_t *iov;
+    size_t cap_iov;
+    proc_iov_t *req;                /* small reads to merge when near each other */
+    size_t nreq, cap_req;
+    unsigned char *stage;           /* where merged reads land before being scattered */
+    size_t cap_stage;
+    size_t *order;
+    size_t cap_order;
+    walked_t *walk;                 /* UNW_MAX_DEPTH */
+    uint64_t *scratch;              /* UNW_MAX_DEPTH */
+    fast_block_t *blocks;           /* frames read outside the chunk this sample */
+    size_t nblocks, cap_blocks;
+    uint64_t *codes;                /* unique code addresses of this sample */
+    size_t ncodes, cap_codes;
+    unsigned char *fps;             /* their fingerprints, read back */
+    size_t cap_fps;
+    uint64_t *spec_codes;           /* last sample's codes (sorted), validated in the first read */
+    unsigned char *spec_fps;
+    size_t nspec_codes;
+    uint64_t stamp;
+} fast_t;
+
+static uint64_t get_u64(const unsigned char *b, uint64_t off)
+{
+    uint64_t v;
+    memcpy(&v, b + off, 8);
+    return v;
+}
+
+/* A frame's instruction: f_lasti (an int) on 3.9/3.10, a pointer on 3.11+. */
+static uint64_t get_instr(const py_layout_t *L, const unsigned char *fb)
+{
+    uint32_t v;
+
+    if (L->frames_kind != PY_FRAMES_OBJECTS)
+        return get_u64(fb, L->fr_instr);
+    memcpy(&v, fb + L->fr_instr, 4);
+    return v;
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+    size_t ncap;
+    void *nv;
+
+    if (need <= *cap)
+        return 0;
+    ncap = *cap ? *cap : 16;
+    while (ncap < need)
+        ncap *= 2;
+    nv = realloc(*v, ncap * elem);
+    if (nv == NULL)
+        return -1;
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
+static void thread_fini(fast_thread_t *t);
+
+void unw_fast_free(void *opaque)
+{
+    fast_t *f = opaque;
+    size_t i;
+
+    if (f == NULL)
+        return;
+    for (i = 0; i < f->nthreads; i++)
+        thread_fini(&f->threads[i]);
+    for (i = 0; i < f->cap_blocks; i++) {
+        free(f->blocks[i].one);
+        free(f->blocks[i].two);
+    }
+    free(f->blocks);
+    free(f->interps);
+    free(f->threads);
+    free(f->iov);
+    free(f->req);
+    free(f->stage);
+    free(f->order);
+    free(f->walk);
+    free(f->scratch);
+    free(f->codes);
+    free(f->fps);
+    free(f->spec_codes);
+    free(f->spec_fps);
+    free(f);
+}
+
+static int add_iov(fast_t *f, size_t *n, uint64_t addr, void *buf, size_t len)
+{
+    if (grow((void **)&f->iov, &f->cap_iov, *n + 1, sizeof *f->iov))
+        return -1;
+    f->iov[*n].addr = addr;
+    f->iov[*n].buf = buf;
+    f->iov[*n].len = len;
+    (*n)++;
+    return 0;
+}
+
+static void thread_fini(fast_thread_t *t)
+{
+    size_t i;
+
+    free(t->ts);
+    free(t->a);
+    free(t->b);
+    for (i = 0; i < FAST_SPEC; i++) {
+        free(t->sb[i].one);
+        free(t->sb[i].two);
+    }
+    memset(t, 0, sizeof *t);
+}
+
+#define FAST_MERGE_GAP 512u
+#define FAST_MERGE_MAX 16384u
+
+static int add_req(fast_t *f, uint64_t addr, void *buf, size_t len)
+{
+    if (grow((void **)&f->req, &f->cap_req, f->nreq + 1, sizeof *f->req))
+        return -1;
+    f->req[f->nreq].addr = addr;
+    f->req[f->nreq].buf = buf;
+    f->req[f->nreq].len = len;
+    f->nreq++;
+    return 0;
+}
+
+static const proc_iov_t *sort_base;
+
+static int by_addr(const void *a, const void *b)
+{
+    uint64_t x = sort_base[*(const size_t *)a].addr, y = sort_base[*(const size_t *)b].addr;
+    return x < y ? -1 : x > y;
+}
+
+/* Turns the requests into as few reads as possible: those within FAST_MERGE_GAP of each
+ * other become one read into the staging buffer (scattered by scatter_reqs). The system
+ * call costs per range read, not per byte, so this is where a sample's time goes. */
+static int merge_reqs(fast_t *f, size_t *n)
+{
+    size_t i, total = 0, at = 0;
+
+    if (grow((void **)&f->order, &f->cap_order, f->nreq + 1, sizeof *f->order))
+        return -1;
+    for (i = 0; i < f->nreq; i++) {
+        f->order[i] = i;
+        total += f->req[i].len;
+    }
+    sort_base = f->req;
+    qsort(f->order, f->nreq, sizeof *f->order, by_addr);
+    /* the staging buffer is sized for the worst case: every gap filled */
+    if (grow((void **)&f->stage, &f->cap_stage, total + f->nreq * FAST_MERGE_GAP + 1, 1))
+        return -1;
+    for (i = 0; i < f->nreq;) {
+        uint64_t lo = f->req[f->order[i]].addr, hi = lo + f->req[f->order[i]].len;
+        size_t j = i + 1;
+        while (j < f->nreq) {
+            const proc_iov_t *r = &f->req[f->order[j]];
+            uint64_t end = r->addr + r->len > hi ? r->addr + r->len : hi;
+            if (r->addr > hi + FAST_MERGE_GAP || end - lo > FAST_MERGE_MAX)
+                break;
+            hi = end;
+            j++;
+        }
+        if (add_iov(f, n, lo, f->stage + at, (size_t)(hi - lo)))
+            return -1;
+        for (; i < j; i++)
+            f->req[f->order[i]].addr = (uint64_t)at + (f->req[f->order[i]].addr - lo);  /* now: offset in stage */
+        at += (size_t)(hi - lo);
+    }
+    return 0;
+}
+
+static void scatter_reqs(fast_t *f)
+{
+    size_t i;
+
+    for (i = 0; i < f->nreq; i++)
+        memcpy(f->req[i].buf, f->stage + f->req[i].addr, f->req[i].len);
+}
+
+/* Makes room for two copies of len bytes. */
+static int ensure_copies(fast_thread_t *t, size_t len)
+{
+    unsigned char *na, *nb;
+
+    if (len <= t->cap)
+        return 0;
+    na = realloc(t->a, len);
+    if (na == NULL)
+        return -1;
+    t->a = na;
+    nb = realloc(t->b, len);
+    if (nb == NULL)
+        return -1;
+    t->b = nb;
+    t->cap = len;
+    return 0;
+}
+
+/* Rebuilds the thread cache with a full (slow) walk of the lists; threads seen before
+ * keep their copies and what was learnt about their chunks. */
+static int rebuild(unwinder_t *u, fast_t *f)
+{
+    const py_layout_t *L = &u->t->layout;
+    unw_thread_t *th;
+    fast_thread_t *nt;
+    size_t n, i, j, k;
+    unsigned want = u->want;
+    int err;
+
+    f->valid = 0;
+    u->want = want & ~(unsigned)(UNW_WANT_CPU | UNW_WANT_NAMES);
+    err = unw_snapshot(u, &th, &n);
+    u->want = want;
+    if (err)
+        return err;
+    nt = calloc(n ? n : 1, sizeof *nt);
+    if (nt == NULL)
+        return REMORA_ENOMEM;
+    /* every interpreter, with or without threads, in list order */
+    f->ninterps = 0;
+    {
+        uint64_t ia;
+        size_t guard = 0;
+        if ((err = proc_read_u64(u->p, u->t->runtime + L->rt_interpreters_head, &ia)))
+            goto fail;
+        while (ia != 0) {
+            fast_interp_t *fi;
+            if (++guard > UNW_MAX_INTERPS) {
+                err = REMORA_ECORRUPT;
+                goto fail;
+            }
+            if (grow((void **)&f->interps, &f->cap_interps, f->ninterps + 1, sizeof *f->interps)) {
+                err = REMORA_ENOMEM;
+                goto fail;
+            }
+            fi = &f->interps[f->ninterps++];
+            memset(fi, 0, sizeof *fi);
+            fi->addr = ia;
+            if ((err = proc_read(u->p, ia + L->is_id, &fi->id, 8)) ||
+                (L->minor >= 12 && (err = proc_read_u64(u->p, ia + L->is_gil_ptr, &fi->gil))) ||
+                (err = proc_read_u64(u->p, ia + L->is_next, &ia)))
+                goto fail;
+        }
+    }
+    for (i = 0, k = 0; i < n; i++) {
+        fast_interp_t *fi;
+        while (k < f->ninterps && f->interps[k].addr != th[i].interp)
+            k++;
+        if (k == f->ninterps) {
+            err = REMORA_ECORRUPT;       /* the lists changed between the two walks */
+            goto fail;
+        }
+        fi = &f->interps[k];
+        if (fi->count++ == 0)
+            fi->first = i;
+        nt[i].interp = k;
+        for (j = 0; j < f->nthreads; j++)
+            if (f->threads[j].tstate == th[i].tstate && f->threads[j].ts != NULL)
+                break;
+        if (j < f->nthreads) {
+            size_t keep = nt[i].interp;
+            nt[i] = f->threads[j];
+            nt[i].interp = keep;
+            memset(&f->threads[j], 0, sizeof f->threads[j]);
+        } else if ((nt[i].ts = malloc(L->ts_size)) == NULL) {
+            err = REMORA_ENOMEM;
+            goto fail;
+        }
+        nt[i].tstate = th[i].tstate;
+        nt[i].native_id = th[i].native_id;
+    }
+    for (k = 0; k < f->nthreads; k++)
+        thread_fini(&f->threads[k]);
+    free(f->threads);
+    f->threads = nt;
+    f->nthreads = n;
+    f->valid = 1;
+    return REMORA_OK;
+fail:
+    for (i = 0; i < n; i++)
+        thread_fini(&nt[i]);
+    free(nt);
+    return err;
+}
+
+/* The address that holds a thread's current frame pointer. */
+static uint64_t cur_ptr_addr(const py_layout_t *L, const fast_thread_t *t)
+{
+    if (L->frames_kind == PY_FRAMES_CFRAME)
+        return t->cframe ? t->cframe + L->cframe_current_frame : 0;
+    return t->tstate + L->ts_frame;
+}
+
+/* The first read of a sample: lists, GIL, GC, thread states, chunk copies. */
+static int read_states(unwinder_t *u, fast_t *f)
+{
+    const py_layout_t *L = &u->t->layout;
+    uint64_t rt = u->t->runtime;
+    size_t n = 0, i, k;
+    int err;
+
+    /* first the state (lists, GIL, GC, thread states), merged; then the copies, in order */
+    f->nreq = 0;
+    if (add_req(f, rt + L->rt_interpreters_head, &f->rt_head, 8))
+        return REMORA_ENOMEM;
+    f->gen_global = 0;
+    if (u->t->code_version && add_req(f, u->t->code_version, &f->gen_global, 4))
+        return REMORA_ENOMEM;
+    for (i = 0; i < f->ninterps; i++) {
+        fast_interp_t *fi = &f->interps[i];
+        uint64_t gil = L->minor >= 12 ? fi->gil : rt;
+        uint64_t lk = L->minor >= 12 ? L->gil_locked : L->rt_gil_locked;
+        uint64_t ho = L->minor >= 12 ? L->gil_holder : L->rt_gil_holder;
+        fi->locked = 0;
+        fi->holder = 0;
+        fi->gc = 0;
+        if (add_req(f, fi->addr + L->is_threads_head, &fi->head, 8) ||
+            add_req(f, fi->addr + L->is_next, &fi->next, 8))
+            return REMORA_ENOMEM;
+        if (gil != 0 && (add_req(f, gil + lk, &fi->locked, 4) || add_req(f, gil + ho, &fi->holder, 8)))
+            return REMORA_ENOMEM;
+        if ((u->want & UNW_WANT_GC) && add_req(f, fi->addr + L->is_gc_collecting, &fi->gc, 4))
+            return REMORA_ENOMEM;
+        fi->gen = 0;
+        if (L->is_code_generation && add_req(f, fi->addr + L->is_code_generation, &fi->gen, 8))
+            return REMORA_ENOMEM;
+        if (!L->is_code_generation && L->is_code_version &&
+            add_req(f, fi->addr + L->is_code_version, &fi->gen, 4))
+            return REMORA_ENOMEM;
+    }
+    for (i = 0; i < f->nthreads; i++) {
+        fast_thread_t *t = &f->threads[i];
+        uint64_t cp = cur_ptr_addr(L, t);
+        t->cur_spec = 0;
+        if (add_req(f, t->tstate, t->ts, L->ts_size) ||
+            (L->frames_kind == PY_FRAMES_CFRAME && cp && add_req(f, cp, &t->cur_spec, 8)))
+            return REMORA_ENOMEM;
+    }
+    if (merge_reqs(f, &n))
+        return REMORA_ENOMEM;
+    for (i = 0; i < f->nthreads; i++) {
+        fast_thread_t *t = &f->threads[i];
+        uint64_t cp = cur_ptr_addr(L, t);
+        int copy = L->frames_kind != PY_FRAMES_OBJECTS && t->chunk && t->copy_len && cp;
+        t->cur_mid = 0;
+        t->copied = 0;
+        /* first copies, the current frame, second copies: the walk starts from a current
+         * frame read between two copies that agree, so it is what the copies show */
+        if (copy) {
+            if (ensure_copies(t, t->copy_len) || add_iov(f, &n, t->chunk, t->a, t->copy_len))
+                return REMORA_ENOMEM;
+            t->copied = t->copy_len;
+        }
+        for (k = 0; k < t->nsb; k++)
+            if (add_iov(f, &n, t->sb[k].addr, t->sb[k].one, t->sb[k].len))
+                return REMORA_ENOMEM;
+        if (copy && (add_iov(f, &n, cp, &t->cur_mid, 8) || add_iov(f, &n, t->chunk, t->b, t->copy_len) ||
+                     add_iov(f, &n, cp, &t->cur_end, 8)))
+            return REMORA_ENOMEM;
+        for (k = 0; k < t->nsb; k++)
+            if (add_iov(f, &n, t->sb[k].addr, t->sb[k].two, t->sb[k].len))
+                return REMORA_ENOMEM;
+    }
+    if (f->nspec_codes) {
+        uint64_t off;
+        size_t len;
+        code_fp_span(L, &off, &len);
+        for (k = 0; k < f->nspec_codes; k++)
+            if (add_iov(f, &n, f->spec_codes[k] + off, f->spec_fps + k * UNW_FP_MAX, len))
+                return REMORA_ENOMEM;
+    }
+    err = proc_readv(u->p, f->iov, n);
+    if (err == REMORA_OK)
+        scatter_reqs(f);
+    return err;
+}
+
+/* Are the lists still what the cache says? */
+static int lists_unchanged(const py_layout_t *L, const fast_t *f)
+{
+    size_t i, k;
+
+    if (f->rt_head != (f->ninterps ? f->interps[0].addr : 0))
+        return 0;
+    for (i = 0; i < f->ninterps; i++) {
+        const fast_interp_t *fi = &f->interps[i];
+        if (fi->next != (i + 1 < f->ninterps ? f->interps[i + 1].addr : 0))
+            return 0;
+        if (fi->head != (fi->count ? f->threads[fi->first].tstate : 0))
+            return 0;
+        for (k = 0; k < fi->count; k++) {
+            const fast_thread_t *t = &f->threads[fi->first + k];
+            uint64_t want = k + 1 < fi->count ? f->threads[fi->first + k + 1].tstate : 0;
+            if (get_u64(t->ts, L->ts_next) != want || get_u64(t->ts, L->ts_interp) != fi->addr)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Copies [t->chunk, t->chunk + len) twice, reading the current frame pointer between. */
+static int recopy(unwinder_t *u, fast_t *f, fast_thread_t *t, size_t len)
+{
+    const py_layout_t *L = &u->t->layout;
+    size_t n = 0;
+
+    if (ensure_copies(t, len))
+        return REMORA_ENOMEM;
+    if (add_iov(f, &n, t->chunk, t->a, len) || add_iov(f, &n, cur_ptr_addr(L, t), &t->cur_mid, 8) ||
+        add_iov(f, &n, t->chunk, t->b, len) || add_iov(f, &n, cur_ptr_addr(L, t), &t->cur_end, 8))
+        return REMORA_ENOMEM;
+    t->copied = 0;
+    if (proc_readv(u->p, f->iov, n))
+        return REMORA_ECORRUPT;
+    t->copied = len;
+    return REMORA_OK;
+}
+
+/* The frame header at 'addr' from a block read this sample, reading a block if needed.
+ * Returns a pointer to fr_size bytes, or NULL (err set). */
+static const unsigned char *block_frame(unwinder_t *u, fast_t *f, uint64_t addr, int *src, int *err)
+{
+    const py_layout_t *L = &u->t->layout;
+    size_t i, fs = L->fr_size, blen;
+    fast_block_t *b;
+    uint64_t start;
+
+    for (i = 0; i < f->nblocks; i++) {
+        b = &f->blocks[i];
+        if (addr >= b->addr && addr - b->addr + fs <= b->len) {
+            *src = (int)i;
+            return b->one + (addr - b->addr);
+        }
+    }
+    if (f->nblocks == UNW_MAX_DEPTH) {
+        *err = REMORA_ECORRUPT;
+        return NULL;
+    }
+    if (f->nblocks == f->cap_blocks) {
+        size_t old = f->cap_blocks;
+        if (grow((void **)&f->blocks, &f->cap_blocks, f->nblocks + 1, sizeof *f->blocks)) {
+            *err = REMORA_ENOMEM;
+            return NULL;
+        }
+        memset(f->blocks + old, 0, (f->cap_blocks - old) * sizeof *f->blocks);
+    }
+    b = &f->blocks[f->nblocks];
+    /* interpreter frames: callers sit below callees, so a block ending at this frame
+     * often holds them too; frame objects (3.9/3.10) are scattered: read just one */
+    blen = L->frames_kind == PY_FRAMES_OBJECTS ? fs : FAST_BLOCK;
+    if (b->cap < blen) {
+        unsigned char *n1 = realloc(b->one, blen), *n2;
+        if (n1 == NULL) {
+            *err = REMORA_ENOMEM;
+            return NULL;
+        }
+        b->one = n1;
+        n2 = realloc(b->two, blen);
+        if (n2 == NULL) {
+            *err = REMORA_ENOMEM;
+            return NULL;
+        }
+        b->two = n2;
+        b->cap = blen;
+    }
+    start = addr + fs > blen ? addr + fs - blen : addr;
+    if (blen > fs && proc_read(u->p, start, b->one, blen) == REMORA_OK) {
+        b->addr = start;
+        b->len = blen;
+    } else {
+        *err = proc_read(u->p, addr, b->one, fs);
+        if (*err)
+            return NULL;
+        b->addr = addr;
+        b->len = fs;
+    }
+    *src = (int)f->nblocks++;
+    return b->one + (addr - b->addr);
+}
+
+/* Walks one thread's frames from 'cur'. Returns 0, REMORA_ECORRUPT (torn), or another
+ * code; *need gets the chunk length the walk wanted but did not have (0 if none). */
+static int walk(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t cur, size_t *nwalked, size_t *need)
+{
+    const py_layout_t *L = &u->t->layout;
+    size_t k = 0, steps = 0, fs = L->fr_size;
+    uint64_t frame = cur;
+    int err = REMORA_OK;
+
+    *need = 0;
+    f->nblocks = 0;
+    while (frame != 0) {
+        const unsigned char *fb;
+        walked_t *w;
+        int src = -1;
+
+        if (++steps > UNW_MAX_DEPTH * 2 || frame % 8 != 0)
+            return REMORA_ECORRUPT;
+        if (L->frames_kind != PY_FRAMES_OBJECTS && t->chunk && frame >= t->chunk + FAST_CHUNK_HDR &&
+            frame - t->chunk < FAST_MAX_COPY && (!t->chunk_size || frame - t->chunk + fs <= t->chunk_size)) {
+            if (frame - t->chunk + fs > t->copied) {
+                *need = (size_t)(frame - t->chunk + fs);
+                return REMORA_OK;
+            }
+            fb = t->a + (frame - t->chunk);
+        } else {
+            size_t j;
+            fb = NULL;
+            for (j = 0; j < t->nsb; j++)
+                if (frame >= t->sb[j].addr && frame - t->sb[j].addr + fs <= t->sb[j].len) {
+                    fb = t->sb[j].one + (frame - t->sb[j].addr);
+                    src = -2 - (int)j;
+                    break;
+                }
+            if (fb == NULL && (fb = block_frame(u, f, frame, &src, &err)) == NULL)
+                return err;
+        }
+        if (k == UNW_MAX_DEPTH)
+            return REMORA_ECORRUPT;
+        w = &f->walk[k++];
+        w->shim = L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim;
+        w->addr = frame;
+        w->prev = get_u64(fb, L->fr_previous);
+        w->code = get_u64(fb, L->fr_code);
+        if (L->tagged_executable)
+            w->code &= ~(uint64_t)3;
+        w->instr = get_instr(L, fb);
+        w->src = src;
+        frame = w->prev;
+    }
+    *nwalked = k;
+    return REMORA_OK;
+}
+
+/* Did the links walked stay the same? Compares the chunk's second copy and re-reads
+ * the blocks (with the current frame pointer) in one vectored read. */
+static int walk_consistent(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t cur, size_t nwalked)
+{
+    const py_layout_t *L = &u->t->layout;
+    size_t i, n = 0;
+    uint64_t cur2 = 0;
+
+    /* the frame walked from must still be current after the second copy */
+    if (t->copied && t->cur_end != cur)
+        return REMORA_ECORRUPT;
+
+    if (f->nblocks > 0) {
+        for (i = 0; i < f->nblocks; i++)
+            if (add_iov(f, &n, f->blocks[i].addr, f->blocks[i].two, f->blocks[i].len))
+                return REMORA_ENOMEM;
+        if (add_iov(f, &n, L->frames_kind == PY_FRAMES_CFRAME ? t->cframe + L->cframe_current_frame
+                                                              : t->tstate + L->ts_frame, &cur2, 8))
+            return REMORA_ENOMEM;
+        if (proc_readv(u->p, f->iov, n) || cur2 != cur)
+            return REMORA_ECORRUPT;
+    }
+    for (i = 0; i < nwalked; i++) {
+        const walked_t *w = &f->walk[i];
+        const unsigned char *fb;
+        uint64_t code, instr;
+        if (w->src <= -2)
+            fb = t->sb[-2 - w->src].two + (w->addr - t->sb[-2 - w->src].addr);
+        else if (w->src < 0)
+            fb = t->b + (w->addr - t->chunk);
+        else
+            fb = f->blocks[w->src].two + (w->addr - f->blocks[w->src].addr);
+        code = get_u64(fb, L->fr_code);
+        if (L->tagged_executable)
+            code &= ~(uint64_t)3;
+        instr = get_instr(L, fb);
+        /* the innermost frame runs on: its instruction may move, its links may not */
+        if (get_u64(fb, L->fr_previous) != w->prev)
+            return REMORA_ECORRUPT;
+        /* A caller has run up to its call: a frame still at its first instruction that
+         * seems to have a callee is a frame just pushed under a stale one left above it
+         * (the copy and the current-frame pointer are from different moments). */
+        if (i > 0 && !w->shim && L->frames_kind != PY_FRAMES_OBJECTS &&
+            (int64_t)(w->instr - (w->code + L->co_code_adaptive)) <= 0)
+            return REMORA_ECORRUPT;
+        if (!w->shim && (code != w->code || (i > 0 && instr != w->instr)))
+            return REMORA_ECORRUPT;
+        /* 3.13+: pushing a frame sets its return_offset to 0, and a Python frame that
+         * pushes a callee directly sets its own to where to resume (never 0). A caller at
+         * 0 below a Python callee is the same stale picture. */
+        if (i > 0 && !w->shim && !f->walk[i - 1].shim && L->minor >= 13 && L->fr_owner >= 2) {
+            uint16_t ro;
+            memcpy(&ro, fb + L->fr_owner - 2, 2);
+            if (ro == 0)
+                return REMORA_ECORRUPT;
+        }
+    }
+    return REMORA_OK;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Remembers where this walk found frames outside the chunk, as at most FAST_SPEC
+ * ranges of at most FAST_BLOCK bytes, to read them in the next sample's first read.
+ * Walk order is innermost first, and callers sit at lower addresses than their callees
+ * in a chunk, so one linear pass groups them. */
+static int learn_blocks(const py_layout_t *L, fast_t *f, fast_thread_t *t, size_t nwalked)
+{
+    uint64_t lo[FAST_SPEC], hi[FAST_SPEC];
+    size_t i, k = 0, fs = L->fr_size;
+
+    for (i = 0; i < nwalked; i++) {
+        uint64_t a = f->walk[i].addr;
+        if (f->walk[i].src == -1)
+            continue;
+        if (k > 0 && a + fs <= hi[k - 1] && a + fs + 256 >= lo[k - 1] && hi[k - 1] - a <= FAST_BLOCK) {
+            if (a < lo[k - 1])
+                lo[k - 1] = a;
+            continue;
+        }
+        if (k == FAST_SPEC)
+            break;
+        lo[k] = a;
+        hi[k] = a + fs;
+        k++;
+    }
+    for (i = 0; i < k; i++) {
+        fast_block_t *b = &t->sb[i];
+        size_t len = (size_t)(hi[i] - lo[i]);
+        if (b->cap < len) {
+            unsigned char *n1 = realloc(b->one, len), *n2;
+            if (n1 == NULL)
+                return -1;
+            b->one = n1;
+            n2 = realloc(b->two, len);
+            if (n2 == NULL)
+                return -1;
+            b->two = n2;
+            b->cap = len;
+        }
+        b->addr = lo[i];
+        b->len = len;
+    }
+    t->nsb = k;
+    return 0;
+}
+
+/* Adds a code address to this sample's set (codes[] holds each once). */
+static int note_code(fast_t *f, code_cache_t *cc, uint64_t addr)
+{
+    unw_code_t *e = code_cache_peek(cc, addr);
+    size_t i;
+
+    if (e != NULL && e->stamp == f->stamp)
+        return 0;
+    for (i = 0; i < f->ncodes; i++)
+        if (f->codes[i] == addr)
+            return 0;
+    if (grow((void **)&f->codes, &f->cap_codes, f->ncodes + 1, sizeof *f->codes))
+        return -1;
+    f->codes[f->ncodes++] = addr;
+    return 0;
+}
+
+/* Validates every code object of this sample in one vectored read; refetches those
+ * whose fingerprint changed and those not cached. */
+static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
+{
+    const py_layout_t *L = &u->t->layout;
+    uint64_t off;
+    size_t len, i, n = 0;
+    int err;
+
+    code_fp_span(L, &off, &len);
+    if (grow((void **)&f->fps, &f->cap_fps, f->ncodes * UNW_FP_MAX + 1, 1))
+        return REMORA_ENOMEM;
+    /* fingerprints: from the first read when the code was there last sample too */
+    for (i = 0; i < f->ncodes; i++) {
+        unw_code_t *e = code_cache_peek(u->codes, f->codes[i]);
+        const uint64_t *hit;
+        if (e == NULL || (have_gen && e->gen == gen))
+            continue;
+        hit = f->nspec_codes ? bsearch(&f->codes[i], f->spec_codes, f->nspec_codes, sizeof *hit, cmp_u64) : NULL;
+        if (hit != NULL)
+            memcpy(f->fps + i * UNW_FP_MAX, f->spec_fps + (size_t)(hit - f->spec_codes) * UNW_FP_MAX, len);
+        else if (add_iov(f, &n, f->codes[i] + off, f->fps + i * UNW_FP_MAX, len))
+            return REMORA_ENOMEM;
+    }
+    if (n > 0 && (err = proc_readv(u->p, f->iov, n)) != REMORA_OK)
+        return err == REMORA_ENOPROC ? err : REMORA_ECORRUPT;
+    for (i = 0; i < f->ncodes; i++) {
+        unw_code_t *e = code_cache_peek(u->codes, f->codes[i]);
+        if (e != NULL && !(have_gen && e->gen == gen) && memcmp(e->fp, f->fps + i * UNW_FP_MAX, len) != 0) {
+            code_cache_drop(u->codes, f->codes[i]);
+            e = NULL;
+        }
+        if (e == NULL) {
+            err = code_cache_get(u->codes, u->p, u->t, f->codes[i], &e);
+            if (err)
+                return err;
+        }
+        e->stamp = f->stamp;
+        e->gen = have_gen ? gen : 0;
+    }
+    /* next sample validates these in its first read */
+    if (!have_gen) {
+        size_t keep = f->ncodes < FAST_SPEC_CODES ? f->ncodes : FAST_SPEC_CODES;
+        if (f->spec_codes == NULL && (f->spec_codes = malloc(FAST_SPEC_CODES * sizeof *f->spec_codes)) == NULL)
+            return REMORA_ENOMEM;
+        if (f->spec_fps == NULL && (f->spec_fps = malloc(FAST_SPEC_CODES * UNW_FP_MAX)) == NULL)
+            return REMORA_ENOMEM;
+        if (keep > 0) {
+            memcpy(f->spec_codes, f->codes, keep * sizeof *f->codes);
+            qsort(f->spec_codes, keep, sizeof *f->spec_codes, cmp_u64);
+        }
+        f->nspec_codes = keep;
+    } else {
+        f->nspec_codes = 0;
+    }
+    return REMORA_OK;
+}
+
+static int sample_once(unwinder_t *u, fast_t *f)
+{
+    const py_layout_t *L = &u->t->layout;
+    size_t i, nframes_total = 0;
+    int err, attempt;
+
+    for (attempt = 0;; attempt++) {
+        if (!f->valid && (err = rebuild(u, f)) != REMORA_OK)
+            return err;
+        err = read_states(u, f);
+        if (err == REMORA_ENOPROC || err == REMORA_ENOMEM || err == REMORA_EPERM)
+            return err;
+        if (err == REMORA_OK && lists_unchanged(L, f))
+            break;
+        /* a chunk or cframe may have been freed: read without speculation next time */
+        for (i = 0; i < f->nthreads; i++) {
+            f->threads[i].chunk = 0;
+            f->threads[i].cframe = 0;
+            f->threads[i].nsb = 0;
+        }
+        f->nspec_codes = 0;
+        f->valid = 0;
+        if (attempt == 2)
+            return REMORA_ECORRUPT;
+    }
+
+    if (grow((void **)&u->threads, &u->cap_threads, f->nthreads, sizeof *u->threads))
+        return REMORA_ENOMEM;
+    u->nthreads = f->nthreads;
+    f->stamp++;
+    f->ncodes = 0;
+    /* pass 1: walk every thread, keeping raw frames in u->frames */
+    for (i = 0; i < f->nthreads; i++) {
+        fast_thread_t *t = &f->threads[i];
+        const fast_interp_t *fi = &f->interps[t->interp];
+        unw_thread_t *th = &u->threads[i];
+        uint64_t cur, chunk_now;
+        size_t nw = 0, need = 0, k, tries;
+
+        memset(th, 0, sizeof *th);
+        th->tstate = t->tstate;
+        th->interp = fi->addr;
+        th->interp_id = fi->id;
+        th->native_id = t->native_id;
+        th->is_main = t->native_id == proc_pid(u->p);
+        th->holds_gil = fi->locked && fi->holder == t->tstate;
+        th->gc = fi->gc != 0;
+        if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
+            char state;
+            if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
+                th->on_cpu = state == 'R';
+        }
+        if (th->native_id > 0 && (u->want & UNW_WANT_NAMES))
+            proc_task_name(u->p, th->native_id, th->name, sizeof th->name);
+
+        if (L->frames_kind == PY_FRAMES_CFRAME) {
+            uint64_t cf = get_u64(t->ts, L->ts_frame);
+            if (cf != t->cframe || cf == 0) {
+                /* the eval loop's cframe moved: read through it, copy again */
+                t->cframe = cf;
+                t->copied = 0;
+                cur = 0;
+                if (cf != 0 && (th->error = proc_read_u64(u->p, cf + L->cframe_current_frame, &cur)) != 0)
+                    goto thread_done;
+            } else {
+                cur = t->cur_spec;
+            }
+        } else {
+            cur = get_u64(t->ts, L->ts_frame);
+        }
+        if (L->frames_kind != PY_FRAMES_OBJECTS) {
+            chunk_now = get_u64(t->ts, L->ts_datastack_chunk);
+            if (chunk_now != t->chunk) {
+                t->chunk = chunk_now;
+                t->chunk_size = 0;
+                t->copied = 0;
+                t->copy_len = FAST_MIN_COPY;
+            }
+        }
+        for (tries = 0;; tries++) {
+            if (L->frames_kind != PY_FRAMES_OBJECTS && t->chunk && t->copied == 0 && cur != 0) {
+                /* nothing copied yet this sample: copy what the current frame needs */
+                size_t want = cur > t->chunk && cur - t->chunk < FAST_MAX_COPY ? (size_t)(cur - t->chunk) + L->fr_size : FAST_MIN_COPY;
+                if (want < t->copy_len)
+                    want = t->copy_len;
+                if (t->chunk_size && want > t->chunk_size)
+                    want = t->chunk_size;
+                if ((th->error = recopy(u, f, t, want)) != 0)
+                    goto thread_done;
+            }
+            if (t->copied >= FAST_CHUNK_HDR) {
+                uint64_t sz = get_u64(t->a, 8);
+                t->chunk_size = sz >= FAST_CHUNK_HDR && sz <= (1u << 30) ? (size_t)sz : 0;
+            }
+            /* with a copy, walk from the frame that was current between its two halves */
+            if (t->copied)
+                cur = t->cur_mid;
+            th->error = walk(u, f, t, cur, &nw, &need);
+            if (th->error || need == 0)
+                break;
+            if (tries == 2) {
+                th->error = REMORA_ECORRUPT;
+                break;
+            }
+            t->copy_len = need + 1024 < FAST_MAX_COPY ? need + 1024 : FAST_MAX_COPY;
+            if (t->chunk_size && t->copy_len > t->chunk_size)
+                t->copy_len = t->chunk_size;
+            t->copied = 0;
+        }
+        if (th->error == REMORA_OK)
+            th->error = walk_consistent(u, f, t, cur, nw);
+        if (th->error == REMORA_OK && t->chunk) {
+            /* next time copy a little more than this stack used */
+            size_t used = 0;
+            for (k = 0; k < nw; k++)
+                if (f->walk[k].src == -1 && f->walk[k].addr - t->chunk + L->fr_size > used)
+                    used = (size_t)(f->walk[k].addr - t->chunk + L->fr_size);
+            if (cur > t->chunk && cur - t->chunk < FAST_MAX_COPY && cur - t->chunk + L->fr_size > used)
+                used = (size_t)(cur - t->chunk + L->fr_size);
+            used += 256;
+            if (used < FAST_MIN_COPY)
+                used = FAST_MIN_COPY;
+            if (t->chunk_size && used > t->chunk_size)
+                used = t->chunk_size;
+            t->copy_len = used;
+        }
+        if (th->error)
+            goto thread_done;
+        if (learn_blocks(L, f, t, nw))
+            return REMORA_ENOMEM;
+        if (grow((void **)&u->frames, &u->cap_frames, nframes_total + nw, sizeof *u->frames))
+            return REMORA_ENOMEM;
+        th->frames = (unw_frame_t *)(uintptr_t)nframes_total;
+        for (k = 0; k < nw; k++) {
+            /* stash (code, instr) until the code objects are resolved */
+            unw_frame_t *fr;
+            if (f->walk[k].shim)
+                continue;
+            fr = &u->frames[nframes_total++];
+            fr->function = (const char *)(uintptr_t)f->walk[k].code;
+            fr->file = (const char *)(uintptr_t)f->walk[k].instr;
+            fr->line = 0;
+            th->nframes++;
+            if (note_code(f, u->codes, f->walk[k].code))
+                return REMORA_ENOMEM;
+        }
+thread_done:
+        if (th->error == REMORA_ENOPROC)
+            return REMORA_ENOPROC;
+        if (th->error) {
+            /* a torn read keeps what was learnt; a failed read forgets the guesses */
+            t->copied = 0;
+            if (th->error != REMORA_ECORRUPT)
+                t->nsb = 0;
+        }
+    }
+
+    /* pass 2: validate the code objects once, then name every frame. With a counter
+     * that moves whenever a code object is made (3.12, 3.13) or freed (3.14+), an entry
+     * validated at the current value needs no read; 0 means the counter is not usable. */
+    {
+        int have_gen = L->is_code_generation || L->is_code_version || u->t->code_version;
+        uint64_t gen = f->gen_global;
+        for (i = 0; i < f->ninterps; i++)
+            gen = gen * 0x9e3779b97f4a7c15ull + f->interps[i].gen + 1;
+        if (u->t->code_version ? f->gen_global == 0 : f->ninterps == 0 || f->interps[0].gen == 0)
+            have_gen = 0;
+        err = resolve_codes(u, f, have_gen, gen);
+        if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
+            return err;
+        if (err) {
+            for (i = 0; i < u->nthreads; i++) {
+                if (!u->threads[i].error)
+                    u->threads[i].error = REMORA_ECORRUPT;
+                u->threads[i].nframes = 0;
+                u->threads[i].frames = u->frames;
+            }
+            return REMORA_OK;
+        }
+    }
+    for (i = 0; i < u->nthreads; i++) {
+        unw_thread_t *th = &u->threads[i];
+        size_t base = (size_t)(uintptr_t)th->frames, k;
+        th->frames = u->frames + (th->error ? 0 : base);
+        if (th->error) {
+            th->nframes = 0;
+            continue;
+        }
+        for (k = 0; k < th->nframes; k++) {
+            unw_frame_t *fr = &th->frames[k];
+            uint64_t code = (uint64_t)(uintptr_t)fr->function, instr = (uint64_t)(uintptr_t)fr->file;
+            unw_code_t *e = code_cache_peek(u->codes, code);
+            int addrq;
+            if (e == NULL && code_cache_get(u->codes, u->p, u->t, code, &e) != REMORA_OK) {
+                th->error = REMORA_ECORRUPT;
+                th->nframes = 0;
+                break;
+            }
+            if (L->frames_kind == PY_FRAMES_OBJECTS) {
+                int32_t lasti = (int32_t)(uint32_t)instr;
+                if (lasti < -1 || lasti > 1 << 29)      /* -1: not started */
+                    lasti = -1;
+                addrq = L->lines_kind == PY_LINES_310 ? lasti * 2 : lasti;
+            } else {
+                int64_t off = (int64_t)(instr - (code + L->co_code_adaptive));
+                addrq = off < -2 || off > (int64_t)1 << 30 ? -1 : (int)(off / 2) * 2;
+            }
+            fr->function = e->function;
+            fr->file = e->file;
+            fr->line = code_line(e, L, addrq);
+        }
+    }
+    return REMORA_OK;
+}
+
+int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n)
+{
+    fast_t *f = u->fast;
+    int err;
+
+    *threads = NULL;
+    *n = 0;
+    if (f == NULL) {
+        f = calloc(1, sizeof *f);
+        if (f == NULL)
+            return REMORA_ENOMEM;
+        f->walk = malloc(UNW_MAX_DEPTH * sizeof *f->walk);
+        f->scratch = malloc(UNW_MAX_DEPTH * sizeof *f->scratch);
+        if (f->walk == NULL || f->scratch == NULL) {
+            free(f->walk);
+            free(f->scratch);
+            free(f);
+            return REMORA_ENOMEM;
+        }
+        u->fast = f;
+    }
+    if (u->t->layout.ts_size > 65536 || u->t->layout.fr_size > 4096 || u->t->layout.fr_size < 16)
+        return REMORA_ECORRUPT;
+    err = sample_once(u, f);
+    if (err)
+        return err;
+    *threads = u->threads;
+    *n = u->nthreads;
+    return REMORA_OK;
+}

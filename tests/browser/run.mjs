@@ -1,0 +1,549 @@
+#!/usr/bin/env node
+// tests/browser/run.mjs — remora's HTML flamegraph, tested in headless Chromium.
+//
+//   node tests/browser/run.mjs [--mkprofile build/mkprofile] [--page FILE.html]...
+//                              [--screenshot OUT.png] [--keep DIR]
+//
+// mkprofile (tests/browser/mkprofile.c) writes the pages of four scenarios and prints
+// the stacks it put in; every figure checked here is computed from those stacks, never
+// from the page's own arithmetic. --page adds the basic render checks for a page made
+// elsewhere (e.g. by remora record -o x.html). Prints PASS/FAIL/SKIP per test and ends
+// with "browser: N passed, N failed, N skipped"; exits 1 when a test failed. Tests that
+// need Chromium or playwright-core are skipped, by name, when either is missing
+// (install: make browser-deps).
+
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..', '..');
+const CHROMIUM = process.env.REMORA_CHROMIUM || '/usr/bin/chromium';
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const VIEWPORT = { width: 1280, height: 800 };
+
+const opt = { mkprofile: path.join(ROOT, 'build', 'mkprofile'), pages: [], screenshot: null, keep: null };
+for (let i = 2; i < process.argv.length; i++) {
+  const a = process.argv[i], v = process.argv[i + 1];
+  if (a === '--mkprofile' && v) { opt.mkprofile = v; i++; }
+  else if (a === '--page' && v) { opt.pages.push(v); i++; }
+  else if (a === '--screenshot' && v) { opt.screenshot = v; i++; }
+  else if (a === '--keep' && v) { opt.keep = v; i++; }
+  else { console.error(`usage: run.mjs [--mkprofile PATH] [--page FILE]... [--screenshot PNG] [--keep DIR] (bad: ${a})`); process.exit(2); }
+}
+
+const counts = { passed: 0, failed: 0, skipped: 0 };
+function pass(name, extra) { counts.passed++; console.log(`PASS ${name}${extra ? ' (' + extra + ')' : ''}`); }
+function fail(name, why) { counts.failed++; console.log(`FAIL ${name}: ${why}`); }
+function skip(name, why) { counts.skipped++; console.log(`SKIP ${name}: ${why}`); }
+class Check extends Error {}
+function expect(cond, why) { if (!cond) throw new Check(why); }
+function eq(got, want, what) {
+  const g = JSON.stringify(got), w = JSON.stringify(want);
+  if (g !== w) throw new Check(`${what}: got ${g}, want ${w}`);
+}
+
+// ---- ground truth from the stacks mkprofile put in ---------------------------------
+
+const pct = (x) => (x * 100).toFixed(2) + '%';
+const fmtInt = (n) => String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+const sum = (stacks) => stacks.reduce((s, x) => s + x.count, 0);
+function matches(q, fr) { q = q.toLowerCase(); return fr[0].toLowerCase().includes(q) || fr[1].toLowerCase().includes(q); }
+// samples whose stack has a frame matching q (each sample once)
+const searchTruth = (stacks, q) => sum(stacks.filter((s) => s.frames.some((fr) => matches(q, fr))));
+// total and self of the stack path (thread, frame functions...), e.g. for a tooltip
+function pathTruth(stacks, tid, fns) {
+  let total = 0, self = 0;
+  for (const s of stacks) {
+    if (s.tid !== tid || s.frames.length < fns.length) continue;
+    if (fns.every((f, i) => s.frames[i][0] === f)) { total += s.count; if (s.frames.length === fns.length) self += s.count; }
+  }
+  return { total, self };
+}
+// the path with the most samples that ends at function fn
+function widestPath(stacks, fn) {
+  let best = null;
+  for (const s of stacks) {
+    s.frames.forEach((fr, i) => {
+      if (fr[0] !== fn) return;
+      const fns = s.frames.slice(0, i + 1).map((x) => x[0]);
+      const t = pathTruth(stacks, s.tid, fns);
+      if (!best || t.total > best.total) best = { ...t, tid: s.tid, thread: s.thread, fns, frame: fr };
+    });
+  }
+  return best;
+}
+
+// ---- the page ----------------------------------------------------------------------
+
+async function open(browser, file, timeout = 15000) {
+  const context = await browser.newContext({ viewport: VIEWPORT, deviceScaleFactor: 1 });
+  const page = await context.newPage();
+  const problems = [];
+  page.on('console', (m) => {
+    // the one warning our own pixel reads (getImageData) cause is not the page's
+    if ((m.type() === 'error' || m.type() === 'warning') && !/willReadFrequently/.test(m.text())) problems.push(`console ${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('dialog', (d) => { problems.push(`dialog: ${d.message()}`); d.dismiss().catch(() => {}); });
+  page.on('request', (r) => { if (!/^(file|data):/.test(r.url())) problems.push(`network request: ${r.url()}`); });
+  const t0 = Date.now();
+  await page.goto(pathToFileURL(path.resolve(file)).href, { timeout });
+  try {
+    await page.waitForFunction(() => window.remoraPaintedAt !== undefined, null, { timeout });
+  } catch (e) {
+    const dom = await page.evaluate(() => ({ pwned: window.__pwned, imgs: document.querySelectorAll('img').length,
+      scripts: document.querySelectorAll('script').length })).catch(() => ({}));
+    await context.close();
+    throw new Check(`the page never painted within ${timeout} ms (${JSON.stringify(dom)}; ${problems.slice(0, 3).join('; ') || 'no console errors'})`);
+  }
+  const wall = Date.now() - t0;
+  return { page, context, problems, wall };
+}
+
+async function pixels(page) {
+  return page.evaluate(() => {
+    const c = document.getElementById('fg'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let drawn = 0;
+    const colours = new Set();
+    for (let i = 0; i < d.length; i += 4) {
+      if (d[i + 3] === 0) continue;
+      drawn++;
+      if (colours.size < 500) colours.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+    }
+    return { drawn, area: d.length / 4, colours: colours.size, w: c.width, h: c.height };
+  });
+}
+
+// the colour of the canvas at a client point (a box's fill: its top-left corner is text-free)
+async function pixelAt(page, x, y) {
+  return page.evaluate(([cx, cy]) => {
+    const c = document.getElementById('fg'), r = c.getBoundingClientRect(), k = c.width / r.width;
+    const d = c.getContext('2d').getImageData(Math.floor((cx - r.left) * k), Math.floor((cy - r.top) * k), 1, 1).data;
+    return [d[0], d[1], d[2], d[3]];
+  }, [x, y]);
+}
+
+async function rectOf(page, label) {
+  const r = await page.evaluate((l) => window.remora.rectOf(l), label);
+  expect(r, `no box drawn for ${JSON.stringify(label)}`);
+  return r;
+}
+
+async function tooltipOf(page, label) {
+  const r = await rectOf(page, label);
+  await page.mouse.move(r.x + Math.min(r.w / 2, 40), r.y + r.h / 2);
+  await page.waitForFunction((l) => document.getElementById('tip').style.display === 'block' &&
+    document.querySelector('#tip .name')?.textContent === l, label, { timeout: 5000 });
+  return page.evaluate(() => {
+    const t = document.getElementById('tip');
+    return { name: t.querySelector('.name')?.textContent, where: t.querySelector('.where')?.textContent,
+      rows: Array.from(t.querySelectorAll('.row')).map((e) => e.textContent) };
+  });
+}
+
+function noProblems(o) { expect(o.problems.length === 0, o.problems.slice(0, 3).join('; ')); }
+
+async function renderChecks(o) {
+  noProblems(o);
+  const px = await pixels(o.page);
+  expect(px.drawn > px.area * 0.05 && px.colours >= 4, `canvas looks blank: ${px.drawn} of ${px.area} pixels drawn, ${px.colours} colours`);
+  return px;
+}
+
+// ---- tests ---------------------------------------------------------------------------
+
+async function testBasicRender(browser, files, truth) {
+  const o = await open(browser, files.basic);
+  try {
+    const px = await renderChecks(o);
+    const st = await o.page.evaluate(() => window.remora.state());
+    eq(st.viewTotal, sum(truth.basic.stacks), 'samples in view');
+    const head = await o.page.evaluate(() => ({ cmd: document.getElementById('cmd').textContent, facts: document.getElementById('facts').textContent, title: document.title }));
+    eq(head.cmd, 'python3 app.py --port 8080 --workers 1', 'header command');
+    for (const want of ['Python 3.12.1', 'samples 1,000', 'stacks 1,400', 'rate 1,000 Hz asked', 'errors 3 (0.21% of stack reads)', 'duration 1.00 s'])
+      expect(head.facts.includes(want), `header lacks "${want}": ${head.facts}`);
+    const total = await o.page.evaluate(() => document.getElementById('view-total').textContent);
+    eq(total, '1,400 samples in view', 'view total');
+    // every frame a stack holds is drawn (all are wider than the cut-off at this size)
+    const labels = await o.page.evaluate(() => window.remora.labels());
+    const fns = new Set(truth.basic.stacks.flatMap((s) => s.frames.map((f) => f[0])));
+    for (const f of fns) expect(labels.includes(f), `frame ${f} missing from the page's data`);
+    return `${px.drawn} of ${px.area} pixels drawn, ${px.colours}+ colours`;
+  } finally { await o.context.close(); }
+}
+
+async function testBasicZoom(browser, files, truth) {
+  const o = await open(browser, files.basic);
+  try {
+    const p = o.page, S = truth.basic.stacks;
+    const r = await rectOf(p, 'Handler.do_GET');
+    await p.mouse.click(r.x + r.w / 2, r.y + r.h / 2);
+    let st = await p.evaluate(() => window.remora.state());
+    const want = widestPath(S, 'Handler.do_GET');
+    eq(st.zoomLabel, 'Handler.do_GET', 'zoomed frame');
+    eq(st.crumbs, ['all threads', `thread ${want.thread} (${want.tid})`, ...want.fns], 'zoom path');
+    eq(st.zoomTotal, want.total, 'samples of the zoomed frame');
+    const crumbs = await p.evaluate(() => Array.from(document.querySelectorAll('#crumbs button')).map((b) => [b.textContent, b.hasAttribute('aria-current')]));
+    eq(crumbs[crumbs.length - 1], ['Handler.do_GET', true], 'last breadcrumb');
+    eq(crumbs.length, st.crumbs.length, 'breadcrumb count');
+    const z = await rectOf(p, 'Handler.do_GET');
+    const cw = await p.evaluate(() => document.getElementById('fg').getBoundingClientRect().width);
+    expect(Math.abs(z.w - cw) < 1, `zoomed frame is ${z.w}px wide, the canvas ${cw}px`);
+    // a child keeps its share of the zoomed frame
+    const child = await rectOf(p, 'render_catalog');
+    const wantChild = pathTruth(S, want.tid, [...want.fns, 'render_catalog']).total;
+    expect(Math.abs(child.w - cw * wantChild / want.total) < 1.5, `render_catalog is ${child.w}px, want ${cw * wantChild / want.total}`);
+    // breadcrumb zooms out
+    await p.locator('#crumbs button', { hasText: /^main$/ }).click();
+    st = await p.evaluate(() => window.remora.state());
+    eq(st.zoomLabel, 'main', 'zoom after the breadcrumb "main"');
+    eq(st.zoomTotal, pathTruth(S, want.tid, want.fns.slice(0, 2)).total, 'samples of main');
+    await p.keyboard.press('Escape');
+    st = await p.evaluate(() => window.remora.state());
+    eq(st.crumbs, ['all threads'], 'zoom after Escape');
+    noProblems(o);
+  } finally { await o.context.close(); }
+}
+
+async function testBasicSearch(browser, files, truth) {
+  const o = await open(browser, files.basic);
+  try {
+    const p = o.page, S = truth.basic.stacks, T = sum(S);
+    for (const q of ['compute_prices', 'ROUND', 'json/']) {
+      await p.fill('#search', q);
+      const st = await p.evaluate(() => window.remora.state());
+      const want = searchTruth(S, q);
+      eq(st.query, q, 'query');
+      eq(st.matched, want, `samples matching "${q}"`);
+      const status = await p.evaluate(() => document.getElementById('search-status').textContent);
+      expect(status.startsWith(`${fmtInt(want)} of ${fmtInt(T)} samples (${pct(want / T)})`), `status for "${q}": ${status}`);
+      const wantFns = [...new Set(S.flatMap((s) => s.frames.filter((f) => matches(q, f)).map((f) => f[0])))].sort();
+      eq(await p.evaluate(() => window.remora.highlighted()), wantFns, `highlighted frames for "${q}"`);
+    }
+    // the highlight is drawn: a match in magenta, a non-match faded
+    await p.fill('#search', 'compute_prices');
+    const m = await rectOf(p, 'compute_prices');
+    const c = await pixelAt(p, m.x + 2, m.y + 2);
+    expect(Math.abs(c[0] - 0xc0) < 8 && Math.abs(c[1] - 0x26) < 8 && Math.abs(c[2] - 0xd3) < 8, `match colour ${c}`);
+    // regular expressions
+    await p.fill('#search', '/^round_/');
+    eq((await p.evaluate(() => window.remora.state())).matched, sum(S.filter((s) => s.frames.some((f) => /^round_/.test(f[0])))), 'regex match');
+    await p.fill('#search', '');
+    eq((await p.evaluate(() => window.remora.state())).matched, 0, 'cleared search');
+    noProblems(o);
+    return `"compute_prices": ${searchTruth(S, 'compute_prices')}/${T} = ${pct(searchTruth(S, 'compute_prices') / T)}`;
+  } finally { await o.context.close(); }
+}
+
+async function testBasicThreads(browser, files, truth) {
+  const o = await open(browser, files.basic);
+  try {
+    const p = o.page, S = truth.basic.stacks;
+    const options = await p.evaluate(() => Array.from(document.querySelectorAll('#thread option')).map((x) => [x.value, x.textContent]));
+    eq(options.length, 3, 'thread options');
+    const worker = S.filter((s) => s.thread === 'pricing-worker');
+    await p.fill('#search', 'compute_prices');
+    await p.selectOption('#thread', options.find((x) => x[1].startsWith('pricing-worker'))[0]);
+    let st = await p.evaluate(() => window.remora.state());
+    eq(st.viewTotal, sum(worker), 'samples of pricing-worker');
+    eq(st.crumbs, ['thread pricing-worker (4250)'], 'view root');
+    eq(await p.evaluate(() => document.getElementById('view-total').textContent), `${fmtInt(sum(worker))} samples in view`, 'total shown');
+    eq(st.matched, searchTruth(worker, 'compute_prices'), 'search in the thread');
+    const status = await p.evaluate(() => document.getElementById('search-status').textContent);
+    expect(status.includes(pct(searchTruth(worker, 'compute_prices') / sum(worker))), `status ${status}`);
+    expect(await p.evaluate(() => window.remora.rectOf('main')) === null, 'MainThread frames drawn in the worker view');
+    await p.selectOption('#thread', '-1');
+    st = await p.evaluate(() => window.remora.state());
+    eq(st.viewTotal, sum(S), 'samples of all threads');
+    noProblems(o);
+    return `all ${sum(S)}, pricing-worker ${sum(worker)}`;
+  } finally { await o.context.close(); }
+}
+
+async function testBasicTooltip(browser, files, truth) {
+  const o = await open(browser, files.basic);
+  try {
+    const S = truth.basic.stacks, T = sum(S), w = widestPath(S, 'round_money');
+    const tip = await tooltipOf(o.page, 'round_money');
+    eq(tip.name, 'round_money', 'tooltip name');
+    eq(tip.where, `${w.frame[1]}:${w.frame[2]}`, 'tooltip file:line');
+    eq(tip.rows[0], `Total: ${fmtInt(w.total)} samples, ${pct(w.total / T)}`, 'tooltip total');
+    eq(tip.rows[1], `Self: ${fmtInt(w.self)} samples, ${pct(w.self / T)}`, 'tooltip self');
+    const w2 = widestPath(S, 'Handler.do_GET');
+    const tip2 = await tooltipOf(o.page, 'Handler.do_GET');
+    eq(tip2.rows[0], `Total: ${fmtInt(w2.total)} samples, ${pct(w2.total / T)}`, 'tooltip total of Handler.do_GET');
+    eq(tip2.rows[1], `Self: ${fmtInt(w2.self)} samples, ${pct(w2.self / T)}`, 'tooltip self of Handler.do_GET');
+    noProblems(o);
+  } finally { await o.context.close(); }
+}
+
+async function testBasicOrientation(browser, files) {
+  const o = await open(browser, files.basic);
+  try {
+    const p = o.page;
+    let a = await rectOf(p, '<module>'), b = await rectOf(p, 'main');
+    expect(a.y > b.y, 'flame: the caller should be below its callee');
+    await p.click('#icicle');
+    eq((await p.evaluate(() => window.remora.state())).orient, 'icicle', 'orientation');
+    a = await rectOf(p, '<module>'); b = await rectOf(p, 'main');
+    expect(a.y < b.y, 'icicle: the caller should be above its callee');
+    await p.click('#flame');
+    a = await rectOf(p, '<module>'); b = await rectOf(p, 'main');
+    expect(a.y > b.y, 'flame again');
+    noProblems(o);
+  } finally { await o.context.close(); }
+}
+
+async function testBig(browser, files, truth) {
+  const o = await open(browser, files.big, 60000);
+  try {
+    const p = o.page;
+    const t = await p.evaluate(() => ({ drawn: window.remoraDrawnAt, painted: window.remoraPaintedAt, ...window.remoraTimings }));
+    noProblems(o);
+    const st = await p.evaluate(() => window.remora.state());
+    eq(st.viewTotal, truth.big.total, 'samples');
+    const frames = await p.evaluate(() => window.remora.labels().filter((l) => !l.startsWith('thread ')).length);
+    eq(frames, truth.big.frames, 'distinct frames');
+    // interaction latency: a search over every frame, then a zoom
+    const t0 = Date.now();
+    await p.fill('#search', 'method_1999');
+    const search = Date.now() - t0;
+    eq((await p.evaluate(() => window.remora.state())).matchedFrames, 111, 'frames matching method_1999 (method_1999, method_19990..19999, method_199900..199999)');
+    const t2 = Date.now();
+    await p.fill('#search', 'Class7.method_5');
+    const search2 = Date.now() - t2;
+    const name = await p.evaluate(() => window.remora.widestFrame());
+    const r = await rectOf(p, name);
+    const t1 = Date.now();
+    await p.mouse.click(r.x + Math.min(r.w / 2, 20), r.y + r.h / 2);
+    const zoom = Date.now() - t1;
+    eq((await p.evaluate(() => window.remora.state())).zoomLabel, name, 'zoom in the big profile');
+    await renderChecks(o);
+    const mb = (fs.statSync(files.big).size / 1e6).toFixed(1);
+    const fig = `${truth.big.frames} frames, ${truth.big.nodes} nodes, ${mb} MB: first paint ${Math.round(t.painted)} ms after navigation start ` +
+      `(JSON.parse done at ${Math.round(t.parsed)} ms, model at ${Math.round(t.modelled)} ms, drawn at ${Math.round(t.drawn)} ms), ` +
+      `${o.wall} ms from goto; search ${search} ms (then ${search2} ms), zoom ${zoom} ms`;
+    console.log(`bench big-profile: ${fig}`);
+    return fig;
+  } finally { await o.context.close(); }
+}
+
+async function testHostile(browser, files, truth) {
+  const o = await open(browser, files.hostile);
+  try {
+    const p = o.page, S = truth.hostile.stacks;
+    // make sure every handler would have had its chance to run
+    await p.waitForTimeout(150);
+    const dom = await p.evaluate(() => ({
+      pwned: window.__pwned, imgs: document.querySelectorAll('img').length, svgs: document.querySelectorAll('svg').length,
+      scripts: document.querySelectorAll('script').length, cmd: document.getElementById('cmd').textContent,
+      options: Array.from(document.querySelectorAll('#thread option')).map((x) => x.textContent),
+    }));
+    eq(dom.pwned, undefined, 'window.__pwned (set by injected script)');
+    eq([dom.imgs, dom.svgs, dom.scripts], [0, 0, 2], 'img, svg and script elements');
+    eq(dom.cmd, truth.hostile.command, 'command line shown as text');
+    const tname = S[0].thread;
+    expect(dom.options.some((x) => x.startsWith(tname + ' (7)')), `thread name not shown as text: ${JSON.stringify(dom.options)}`);
+    // every name reaches the page intact, and the tooltip shows it as text
+    const labels = await p.evaluate(() => window.remora.labels());
+    const frames = new Map();
+    for (const s of S) for (const f of s.frames) frames.set(f[0], f);
+    for (const [fn, f] of frames) {
+      expect(labels.includes(fn), `name ${JSON.stringify(fn)} lost on the way`);
+      const tip = await tooltipOf(p, fn);
+      eq([tip.name, tip.where], [fn, `${f[1]}:${f[2]}`], 'tooltip of a hostile name');
+    }
+    // zoom into one: the breadcrumb shows it as text
+    const img = '<img src=x onerror=alert(1)>';
+    const r = await rectOf(p, img);
+    await p.mouse.click(r.x + 3, r.y + r.h / 2);
+    const crumb = await p.evaluate(() => document.querySelector('#crumbs [aria-current]').textContent);
+    eq(crumb, img, 'breadcrumb text');
+    await p.fill('#search', '<img');
+    eq((await p.evaluate(() => window.remora.state())).matched, searchTruth(S, '<img'), 'search for "<img"');
+    await p.waitForTimeout(50);
+    eq(await p.evaluate(() => [window.__pwned, document.querySelectorAll('img').length]), [undefined, 0], 'after interaction');
+    noProblems(o);
+    return `${frames.size} hostile names shown as text`;
+  } finally { await o.context.close(); }
+}
+
+async function testDiff(browser, files, truth) {
+  const o = await open(browser, files.diff);
+  try {
+    const p = o.page, S = truth.diff.stacks, B = truth.diff.baseline;
+    const legend = await p.evaluate(() => { const l = document.getElementById('legend'); return { hidden: l.hidden, text: l.textContent, h: l.getBoundingClientRect().height }; });
+    expect(!legend.hidden && legend.h > 0 && /faster/.test(legend.text) && /slower/.test(legend.text), `legend not shown: ${JSON.stringify(legend)}`);
+    // vanished: functions of the baseline that the new profile lacks, with their samples
+    const inNew = new Set(S.flatMap((s) => s.frames.map((f) => f[0] + '\0' + f[1])));
+    const gone = new Map();
+    for (const s of B) {
+      const seen = new Set();
+      for (const f of s.frames) {
+        const k = f[0] + '\0' + f[1];
+        if (inNew.has(k) || seen.has(k)) continue;
+        seen.add(k);
+        gone.set(f[0], (gone.get(f[0]) || 0) + s.count);
+      }
+    }
+    const wantGone = [...gone].sort((a, b) => b[1] - a[1]).map(([fn, samples]) => ({ fn, samples }));
+    expect(wantGone.length === 2, 'the scenario should have two vanished functions');
+    eq((await p.evaluate(() => window.remora.state())).vanished, wantGone, 'vanished functions');
+    const items = await p.evaluate(() => Array.from(document.querySelectorAll('#vanished-list li')).map((x) => x.textContent));
+    const bt = sum(B);
+    eq(items.length, wantGone.length, 'vanished list length');
+    wantGone.forEach((g, i) => expect(items[i].startsWith(g.fn + ' — ') && items[i].includes(`${fmtInt(g.samples)} samples, ${pct(g.samples / bt)} of the baseline`), `vanished item ${i}: ${items[i]}`));
+    expect(await p.evaluate(() => !document.getElementById('vanished').hidden), 'vanished list hidden');
+    // colours: share grew → red, fell → blue, unchanged → grey
+    const share = (stacks, fn) => sum(stacks.filter((s) => s.frames.some((f) => f[0] === fn))) / sum(stacks);
+    const colour = async (fn) => { const r = await rectOf(p, fn); return pixelAt(p, r.x + 2, r.y + 2); };
+    for (const fn of ['compute', 'render', 'handle', 'parse_fast']) {
+      const d = share(S, fn) - share(B, fn), c = await colour(fn);
+      if (d > 0.05) expect(c[0] > c[2] + 60, `${fn} grew ${pct(d)} but is not red: ${c}`);
+      else if (d < -0.05) expect(c[2] > c[0] + 60, `${fn} fell ${pct(-d)} but is not blue: ${c}`);
+      else expect(Math.abs(c[0] - c[2]) < 12, `${fn} unchanged but coloured ${c}`);
+    }
+    const tip = await tooltipOf(p, 'compute');
+    const want = `Share: ${pct(share(B, 'compute'))} in the baseline → ${pct(share(S, 'compute'))} now (+${((share(S, 'compute') - share(B, 'compute')) * 100).toFixed(2)} pts)`;
+    expect(tip.rows.includes(want), `tooltip ${JSON.stringify(tip.rows)} lacks ${want}`);
+    noProblems(o);
+    return `vanished ${wantGone.map((g) => g.fn + ' ' + g.samples).join(', ')}`;
+  } finally { await o.context.close(); }
+}
+
+async function testDeep(browser, files, truth) {
+  const o = await open(browser, files.deep);
+  try {
+    const p = o.page, D = truth.deep.depth, last = `level_${D - 1}`;
+    const sc = await p.evaluate(() => { const s = document.getElementById('scroller'); return { h: s.scrollHeight, top: s.scrollTop, ch: s.clientHeight }; });
+    eq(sc.h, (D + 2) * 18, 'scroll height of all rows');
+    eq(sc.top, sc.h - sc.ch, 'flame: starts scrolled to the roots');
+    expect(await p.evaluate(() => window.remora.rectOf('level_0')) !== null, 'level_0 not drawn at the start');
+    expect(await p.evaluate((l) => window.remora.rectOf(l), last) === null, `${last} drawn while out of view`);
+    await p.evaluate(() => { document.getElementById('scroller').scrollTop = 0; });
+    await p.waitForFunction((l) => window.remora.rectOf(l) !== null, last);
+    const r = await rectOf(p, last);
+    eq([r.total, r.self], [D, D], `samples of ${last}`);
+    eq(await p.evaluate(() => window.remora.state().viewTotal), truth.deep.total, 'samples');
+    expect(await p.evaluate(() => window.remora.state().rects) < 200, 'drawn boxes should be only the visible rows');
+    await p.mouse.click(r.x + 10, r.y + r.h / 2);
+    const st = await p.evaluate(() => window.remora.state());
+    eq([st.zoomLabel, st.crumbs.length], [last, D + 2], 'zoom to the deepest frame');
+    eq(await p.evaluate(() => document.querySelectorAll('#crumbs button').length), 12, 'breadcrumb buttons (the middle folded)');
+    await p.click('#icicle');
+    expect(await p.evaluate(() => window.remora.rectOf('all threads')) !== null, 'icicle: starts at the root');
+    noProblems(o);
+    return `${D} levels, ${sc.h} px of rows on a ${sc.ch} px canvas`;
+  } finally { await o.context.close(); }
+}
+
+async function testEmpty(browser, files) {
+  const o = await open(browser, files.empty);
+  try {
+    noProblems(o);
+    const st = await o.page.evaluate(() => window.remora.state());
+    eq(st.viewTotal, 0, 'samples');
+    const head = await o.page.evaluate(() => [document.getElementById('cmd').textContent, document.getElementById('facts').textContent]);
+    eq(head, ['(command line not recorded)', 'stacks 0'], 'header of a profile without meta');
+    const px = await pixels(o.page);
+    expect(px.drawn > 0, 'the "no samples" message is not drawn');
+  } finally { await o.context.close(); }
+}
+
+async function testPage(browser, file) {
+  const o = await open(browser, file, 60000);
+  try {
+    const px = await renderChecks(o);
+    const name = await o.page.evaluate(() => window.remora.widestFrame());
+    expect(name !== null, 'no frame drawn');
+    const r = await rectOf(o.page, name);
+    await o.page.mouse.click(r.x + Math.min(r.w / 2, 20), r.y + r.h / 2);
+    const st = await o.page.evaluate(() => window.remora.state());
+    eq(st.zoomLabel, name, 'zoom on click');
+    noProblems(o);
+    return `${o.wall} ms to paint, ${px.drawn} pixels drawn, zoomed into ${name}`;
+  } finally { await o.context.close(); }
+}
+
+async function screenshot(browser, files, out) {
+  const o = await open(browser, files.basic);
+  try {
+    await o.page.setViewportSize({ width: 1280, height: 430 });
+    await o.page.evaluate(() => new Promise((r) => requestAnimationFrame(r)));
+    const r = await rectOf(o.page, 'compute_prices');
+    await o.page.mouse.move(r.x + r.w / 2, r.y + r.h / 2);
+    await o.page.screenshot({ path: out });
+    console.log(`screenshot: ${out}`);
+  } finally { await o.context.close(); }
+}
+
+// ---- main ----------------------------------------------------------------------------
+
+async function main() {
+  const started = Date.now();
+  const scenarios = ['basic', 'big', 'hostile', 'diff', 'deep', 'empty'];
+  const browserTests = [
+    ['basic-render', testBasicRender], ['basic-zoom', testBasicZoom], ['basic-search', testBasicSearch],
+    ['basic-threads', testBasicThreads], ['basic-tooltip', testBasicTooltip], ['basic-orientation', testBasicOrientation],
+    ['big-first-paint', testBig], ['hostile-names', testHostile], ['diff', testDiff],
+    ['deep-scroll', testDeep], ['empty-profile', testEmpty],
+  ];
+  const tmp = opt.keep || fs.mkdtempSync(path.join(os.tmpdir(), 'remora-browser-'));
+  fs.mkdirSync(tmp, { recursive: true });
+  const files = {}, truth = {};
+  let haveProfiles = fs.existsSync(opt.mkprofile);
+
+  // the writer's own checks (escaping, errors) and the pages of the scenarios
+  if (!haveProfiles) {
+    skip('writer-selftest', `${opt.mkprofile} not built (make build/mkprofile)`);
+  } else {
+    const r = spawnSync(opt.mkprofile, ['selftest'], { encoding: 'utf8' });
+    if (r.status === 0) pass('writer-selftest'); else fail('writer-selftest', (r.stderr || r.stdout || `exit ${r.status}`).trim().split('\n').join('; '));
+    for (const s of scenarios) {
+      files[s] = path.join(tmp, `${s}.html`);
+      const g = spawnSync(opt.mkprofile, [s, files[s]], { encoding: 'utf8', maxBuffer: 64 << 20 });
+      if (g.status !== 0) { fail(`mkprofile-${s}`, (g.stderr || `exit ${g.status}`).trim()); haveProfiles = false; continue; }
+      truth[s] = JSON.parse(g.stdout);
+    }
+  }
+
+  let why = null, pw = null;
+  if (!fs.existsSync(CHROMIUM)) why = `${CHROMIUM} not installed (apt-get install chromium)`;
+  else {
+    try { pw = await import('playwright-core'); } catch { why = 'playwright-core not installed (cd tests/browser && npm ci)'; }
+  }
+  const wanted = [...(haveProfiles ? browserTests : []).map(([n]) => n), ...opt.pages.map((f) => `page ${f}`)];
+  if (!haveProfiles) for (const [n] of browserTests) skip(n, `no profiles to open (${opt.mkprofile} missing or failed)`);
+  if (why) {
+    for (const n of wanted) skip(n, why);
+  } else {
+    const browser = await pw.chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true, chromiumSandbox: false });
+    try {
+      if (haveProfiles) {
+        for (const [name, fn] of browserTests) {
+          try { pass(name, await fn(browser, files, truth)); } catch (e) { fail(name, e instanceof Check ? e.message : (e.stack || String(e)).split('\n').slice(0, 3).join(' | ')); }
+        }
+        if (opt.screenshot) await screenshot(browser, files, opt.screenshot);
+      }
+      for (const f of opt.pages) {
+        const name = `page ${f}`;
+        if (!fs.existsSync(f)) { fail(name, 'no such file'); continue; }
+        try { pass(name, await testPage(browser, f)); } catch (e) { fail(name, e instanceof Check ? e.message : String(e).split('\n')[0]); }
+      }
+    } finally { await browser.close(); }
+  }
+  if (!opt.keep) fs.rmSync(tmp, { recursive: true, force: true });
+  console.log(`browser tests took ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(`browser: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`);
+  process.exit(counts.failed ? 1 : 0);
+}
+
+main().catch((e) => {
+  console.log(`FAIL browser-runner: ${e.stack || e}`);
+  console.log(`browser: ${counts.passed} passed, ${counts.failed + 1} failed, ${counts.skipped} skipped`);
+  process.exit(1);
+});

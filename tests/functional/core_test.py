@@ -1,0 +1,370 @@
+# Functional tests for `remora dump --core` and for snapshots, added to run.py's list by
+# tests(remora, run) (run is the run.py module: its Target, helpers and interpreters).
+#
+#   core/known-stacks/INTERP  gcore of a parked known_stacks.py target; `dump --core --json`
+#                             must equal the target's own truth exactly, as the live test
+#                             (chroot targets get --root, which gcore's host paths pass)
+#   core/crash/INTERP         the same from a kernel core (SIGABRT with RLIMIT_CORE raised):
+#                             a chroot target's core names files chroot-relative (--root)
+#   core/gil/INTERP           gcore of gil_spin.py: the spinner holds the GIL (read from
+#                             memory), nobody is on CPU (a core has no scheduler state)
+#   core/errors               no such core (2), not a core (4), core of a non-Python (4),
+#                             a wrong --exe (4, says the file differs), usage (1)
+#   core/exe-root             a static interpreter's core, given only a copy of the
+#                             executable (--exe) and an empty --root: exact truth
+#   snapshot/INTERP           a snapshot recorded from a live known_stacks.py target
+#                             (REMORA_FUZZ_TOOL snap-record) replays to the same truth
+# Cores are written next to the target and removed with it (a few hundred MB each).
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+
+# interpreters per test (names from run.INTERPRETERS): every minor version 3.9-3.15,
+# shared libpython, static, PIE and not, host and chroot
+CORE_INTERPS = ["pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "debian-3.11-static",
+                "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.13-pie", "sid-3.14", "sid-3.15",
+                "sid-3.15-pie"]
+# kernel cores: every chroot interpreter (their gcores lose thread stacks, see LOST)
+CRASH_INTERPS = ["pyenv-3.9.18", "pyenv-3.12.1", "sid-3.13", "sid-3.14-pie", "sid-3.15",
+                 "sid-3.15-pie"]
+GIL_INTERPS = ["pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15"]
+SNAPSHOT_INTERPS = ["pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "debian-3.11-static",
+                    "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.13", "sid-3.14-pie", "sid-3.15"]
+GCORE_TIMEOUT = 120
+CRASH_TIMEOUT = 30
+
+
+# gdb 13's gcore gives up on a whole mapping when part of it cannot be read: glibc 2.42+
+# (the chroot's) puts thread-stack guard pages inside the stack's mapping
+# (MADV_GUARD_INSTALL), so such cores hold zeros for every thread stack but the main one.
+LOST = re.compile(r"Memory read failed for corefile section, \d+ bytes at 0x([0-9a-f]+)")
+VSYSCALL = 0xffffffffff600000
+
+
+def gcore(run, target, lost=None):
+    """Core of a running target, written into its directory; returns the host path.
+    The start addresses of mappings gdb could not save are appended to 'lost'."""
+    if shutil.which("gcore") is None:
+        raise run.Skip("gcore (gdb) not installed")
+    prefix = os.path.join(target.dir, "core")
+    p = subprocess.run(["gcore", "-o", prefix, str(target.pid)], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=GCORE_TIMEOUT)
+    path = "%s.%d" % (prefix, target.pid)
+    text = p.stdout.decode("utf-8", "replace")
+    if p.returncode != 0 or not os.path.exists(path):
+        raise run.Fail("gcore failed (%d): %s" % (p.returncode, run.tail(text)))
+    if lost is not None:
+        lost += [a for a in (int(x, 16) for x in LOST.findall(text)) if a != VSYSCALL]
+    return path
+
+
+def core_args(target, core, json=True):
+    args = ["dump", "--core", core] + (["--json"] if json else [])
+    if target.root:
+        args += ["--root", target.root]
+    return args
+
+
+def compare(run, doc, truth, pid, gil_free=True, lost_stacks=False):
+    """Problems between a dump and a known_stacks truth (as test_known_stacks checks).
+    With lost_stacks (gdb saved no thread stack but the main one), a worker thread may
+    instead report an error and no frames: never other frames than the truth's."""
+    problems = []
+    if doc.get("pid") != pid:
+        problems.append("pid is %r, want %d" % (doc.get("pid"), pid))
+    if not run.version_matches(str(doc.get("python")), truth["python"]):
+        problems.append("python is %r, want %r" % (doc.get("python"), truth["python"]))
+    got = {th.get("native_id"): th for th in doc["threads"]}
+    want = {th["native_id"]: th for th in truth["threads"]}
+    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want), key=str)
+    if missing:
+        problems.append("threads missing: %s" % ", ".join(
+            "%d (%s)" % (n, want[n]["name"]) for n in missing))
+    if extra:
+        problems.append("unexpected threads: %s" % ", ".join(map(str, extra)))
+    holders = [n for n, th in got.items() if th.get("gil") is True]
+    if gil_free and holders:
+        problems.append("threads %s hold the GIL; every thread of the target is parked in C"
+                        % holders)
+    on_cpu = [n for n, th in got.items() if th.get("on_cpu") is not False]
+    if on_cpu:
+        problems.append("threads %s on CPU in a core" % on_cpu)
+    diff, differing = None, []
+    for th in truth["threads"]:
+        g = got.get(th["native_id"])
+        if g is None:
+            continue
+        label = "%d (%s)" % (th["native_id"], th["name"])
+        if g.get("main") is not th["main"]:
+            problems.append("thread %s: main is %r, want %r" % (label, g.get("main"), th["main"]))
+        if lost_stacks and not th["main"] and g.get("error") and not g.get("frames"):
+            continue
+        if run.simple_frames(g.get("frames", [])) != th["frames"]:
+            differing.append(label)
+            if diff is None:
+                diff = ["thread %s: %d frames in truth, %d from remora"
+                        % (label, len(th["frames"]), len(g.get("frames", [])))]
+                diff += run.thread_diff(th, g)
+    if differing:
+        problems.append("frames differ in thread%s %s" % (
+            "s" if len(differing) > 1 else "", ", ".join(differing)))
+    if problems:
+        raise run.Fail("; ".join(problems) + ("\n" + "\n".join("    " + l for l in diff)
+                                              if diff else ""))
+
+
+def dump_core(run, remora, args):
+    rc, out, err = remora.run(args)
+    if rc != 0:
+        raise run.Fail("`remora %s` exited %d: %s" % (" ".join(args), rc, run.tail(err)))
+    return run.parse_dump(out)
+
+
+def test_core_known(run, remora, interp):
+    with run.Target(interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        lost = []
+        core = gcore(run, t, lost)
+        size = os.path.getsize(core)
+        try:
+            doc = dump_core(run, remora, core_args(t, core))
+            compare(run, doc, truth, t.pid, lost_stacks=bool(lost))
+            exact = sum(1 for th in doc["threads"] if not th.get("error"))
+            rc, out, err = remora.run(core_args(t, core, json=False))
+            if rc != 0:
+                raise run.Fail("text dump --core exited %d: %s" % (rc, run.tail(err)))
+            absent = [str(th["native_id"]) for th in truth["threads"]
+                      if not re.search(r"(?<!\d)%d(?!\d)" % th["native_id"], out)]
+            if absent:
+                raise run.Fail("text dump --core does not mention thread ids %s" % ", ".join(absent))
+        finally:
+            os.unlink(core)
+        if lost:
+            return ("core of %d MB; gdb lost %d mappings (in-mapping guard pages): %d of %d "
+                    "threads exact, the others report an error"
+                    % (size >> 20, len(lost), exact, len(doc["threads"])))
+        return "core of %d MB" % (size >> 20)
+
+
+class CrashTarget:
+    """run.Target, started through sh so that it runs in its own directory with
+    RLIMIT_CORE raised: a kernel core ("core" or "core.PID") lands next to it."""
+
+    def __init__(self, run, interp, script, out_name):
+        self.t = run.Target(interp, script, out_name)
+        run_target = self.t
+
+        def _start():
+            os.chmod(run_target.dir, 0o777)
+            visible = run_target.dir[len(run_target.root):] if run_target.root else run_target.dir
+            script_path = os.path.join(visible, os.path.basename(run_target.script))
+            shutil.copy(run_target.script, run_target.host_path(script_path))
+            run_target.out = os.path.join(visible, run_target.out_name)
+            cmd = "cd '%s' && ulimit -c unlimited && exec '%s' -I '%s' '%s'" % (
+                visible, run_target.python, script_path, run_target.out)
+            argv = ["sh", "-c", cmd]
+            if run_target.root:
+                argv = ["chroot", run_target.root] + argv
+            run_target.log = open(os.path.join(run_target.dir, "target.log"), "wb")
+            run_target.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=run_target.log,
+                                               stderr=subprocess.STDOUT)
+            run_target.pid = run_target.proc.pid
+        self.t._start = _start
+
+
+def kernel_cores_usable():
+    try:
+        with open("/proc/sys/kernel/core_pattern") as f:
+            pattern = f.read().strip()
+    except OSError as e:
+        return "cannot read core_pattern: %s" % e
+    if pattern.startswith("|") or "/" in pattern:
+        return "kernel cores go to %r, not next to the process" % pattern
+    return None
+
+
+def test_core_crash(run, remora, interp):
+    why = kernel_cores_usable()
+    if why:
+        raise run.Skip(why)
+    ct = CrashTarget(run, interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json")
+    with ct.t as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        os.kill(t.pid, signal.SIGABRT)
+        try:
+            t.proc.wait(timeout=CRASH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise run.Fail("target did not die of SIGABRT within %ds" % CRASH_TIMEOUT)
+        if t.proc.returncode != -signal.SIGABRT:
+            raise run.Fail("target exited %d, want -SIGABRT" % t.proc.returncode)
+        cores = [n for n in os.listdir(t.dir) if n == "core" or n.startswith("core.")]
+        if not cores:
+            raise run.Skip("the kernel wrote no core (core_pattern %r)"
+                           % open("/proc/sys/kernel/core_pattern").read().strip())
+        core = os.path.join(t.dir, cores[0])
+        try:
+            doc = dump_core(run, remora, core_args(t, core))
+            compare(run, doc, truth, t.pid)
+            if t.root:
+                # without --root the chroot-relative names do not resolve: one line, exit 4
+                rc, out, err = remora.run(["dump", "--core", core, "--json"])
+                if rc != 4 or run.one_line(err) or "--root" not in err:
+                    raise run.Fail("chroot core without --root: exit %d, stderr %r (want 4 and "
+                                   "one line naming --root)" % (rc, err.strip()))
+        finally:
+            os.unlink(core)
+
+
+def test_core_gil(run, remora, interp):
+    with run.Target(interp, os.path.join(run.TARGETS, "gil_spin.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        t.wait_main_in_read()
+        core = gcore(run, t)
+        try:
+            doc = dump_core(run, remora, core_args(t, core))
+        finally:
+            os.unlink(core)
+        got = {th.get("native_id"): th for th in doc["threads"]}
+        wrong = []
+        sp = got.get(ready["spinner"])
+        # the spinner has no rival for the GIL (the others are parked in C and do not ask
+        # for it), so it holds it whenever gdb stops it
+        if sp is None:
+            wrong.append("spinner %d absent" % ready["spinner"])
+        elif sp.get("gil") is not True or sp.get("on_cpu") is not False:
+            wrong.append("spinner gil=%s on_cpu=%s, want true/false" % (sp.get("gil"), sp.get("on_cpu")))
+        for n in ready["parked"] + [ready["main"]]:
+            th = got.get(n)
+            if th is None:
+                wrong.append("thread %d absent" % n)
+            elif th.get("gil") is not False or th.get("on_cpu") is not False:
+                wrong.append("parked %d gil=%s on_cpu=%s" % (n, th.get("gil"), th.get("on_cpu")))
+        if got.get(ready["main"], {}).get("main") is not True:
+            wrong.append("main thread %d not marked main" % ready["main"])
+        if wrong:
+            raise run.Fail(", ".join(wrong))
+
+
+def test_core_errors(run, remora):
+    tmp = run.tempfile.mkdtemp(prefix="remora-func-core-")
+    try:
+        missing = os.path.join(tmp, "no-such-core")
+        run.expect_failure(remora, ["dump", "--core", missing], 2, "--core on a missing file")
+        notcore = os.path.join(tmp, "not-a-core")
+        with open(notcore, "wb") as f:
+            f.write(b"\x7fELF" + b"\0" * 200)
+        run.expect_failure(remora, ["dump", "--core", notcore], 4, "--core on a non-core file")
+        run.expect_failure(remora, ["dump", "--core", "/bin/true"], 4, "--core on an executable")
+        run.expect_failure(remora, ["dump", "-p", "1", "--core", notcore], 1, "-p with --core")
+        run.expect_failure(remora, ["dump", "-p", "1", "--exe", "/bin/true"], 1, "--exe without --core")
+        # a core of a process that is not Python
+        if shutil.which("gcore") is None:
+            raise run.Skip("gcore (gdb) not installed")
+        sleeper = subprocess.Popen(["sleep", "100"])
+        try:
+            subprocess.run(["gcore", "-o", os.path.join(tmp, "sleep"), str(sleeper.pid)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=GCORE_TIMEOUT)
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+        core = os.path.join(tmp, "sleep.%d" % sleeper.pid)
+        if not os.path.exists(core):
+            raise run.Fail("gcore of sleep wrote nothing")
+        run.expect_failure(remora, ["dump", "--core", core], 4, "core of `sleep`")
+        os.unlink(core)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    # a static interpreter's core read with another executable: refused, and said why
+    by_name = {i[0]: i for i in run.INTERPRETERS}
+    interp, other = by_name["debian-3.11-static"], by_name["pyenv-3.12.1"][1]
+    if run.interp_missing(interp) or not os.path.exists(other):
+        raise run.Skip("needs %s and %s" % (interp[1], other))
+    with run.Target(interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json") as t:
+        t.wait_ready()
+        t.wait_main_in_read()
+        core = gcore(run, t)
+        try:
+            err = run.expect_failure(remora, ["dump", "--core", core, "--exe", other], 4,
+                                     "static 3.11 core with --exe python3.12")
+            if "not the file the core was made with" not in err:
+                raise run.Fail("wrong --exe: stderr does not say the file differs: %s" % err.strip())
+        finally:
+            os.unlink(core)
+
+
+def test_core_exe_root(run, remora):
+    """A static interpreter's core read with only a copy of its executable (--exe) and an
+    empty --root: the interpreter's bytes the core lacks come from the copy."""
+    by_name = {i[0]: i for i in run.INTERPRETERS}
+    interp = by_name["debian-3.11-static"]
+    if run.interp_missing(interp):
+        raise run.Skip(run.interp_missing(interp))
+    with run.Target(interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        core = gcore(run, t)
+        elsewhere = os.path.join(t.dir, "elsewhere")
+        os.makedirs(os.path.join(elsewhere, "root"))
+        exe = os.path.join(elsewhere, "python-copy")
+        shutil.copy(interp[1], exe)
+        try:
+            doc = dump_core(run, remora, ["dump", "--core", core, "--json", "--exe", exe,
+                                          "--root", os.path.join(elsewhere, "root")])
+            compare(run, doc, truth, t.pid)
+        finally:
+            os.unlink(core)
+
+
+def test_snapshot(run, remora, interp, tool):
+    keep = run.tempfile.mkdtemp(prefix="remora-func-snap-")
+    try:
+        with run.Target(interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json") as t:
+            truth = t.wait_ready()
+            t.wait_main_in_read()
+            snap = os.path.join(keep, "target.snap")
+            rc, out, err = remora.run(["snap-record", t.pid, snap], binary=tool)
+            if rc != 0:
+                raise run.Fail("snap-record exited %d: %s" % (rc, run.tail(err)))
+            compare(run, run.parse_dump(out), truth, t.pid, gil_free=False)
+            pid = t.pid
+        # the target is gone: the snapshot alone must give the same answer
+        rc, out, err = remora.run(["snap-dump", snap], binary=tool)
+        if rc != 0:
+            raise run.Fail("snap-dump exited %d: %s" % (rc, run.tail(err)))
+        compare(run, run.parse_dump(out), truth, pid, gil_free=False)
+        return "snapshot of %d KB" % (os.path.getsize(snap) >> 10)
+    finally:
+        shutil.rmtree(keep, ignore_errors=True)
+
+
+def tests(remora, run):
+    """(name, function, skip reason) for run.py's list."""
+    by_name = {i[0]: i for i in run.INTERPRETERS}
+    out = []
+    for name in CORE_INTERPS:
+        i = by_name[name]
+        out.append(("core/known-stacks/" + name, lambda i=i: test_core_known(run, remora, i),
+                    run.interp_missing(i)))
+    for name in CRASH_INTERPS:
+        i = by_name[name]
+        out.append(("core/crash/" + name, lambda i=i: test_core_crash(run, remora, i),
+                    run.interp_missing(i)))
+    for name in GIL_INTERPS:
+        i = by_name[name]
+        out.append(("core/gil/" + name, lambda i=i: test_core_gil(run, remora, i),
+                    run.interp_missing(i)))
+    out.append(("core/errors", lambda: test_core_errors(run, remora), None))
+    out.append(("core/exe-root", lambda: test_core_exe_root(run, remora), None))
+    tool = os.environ.get("REMORA_FUZZ_TOOL")
+    for name in SNAPSHOT_INTERPS:
+        i = by_name[name]
+        skip = run.interp_missing(i)
+        if tool is None or not os.access(tool, os.X_OK):
+            skip = "REMORA_FUZZ_TOOL (build/fuzz_tool, made by make test) not set"
+        out.append(("snapshot/" + name, lambda i=i: test_snapshot(run, remora, i, tool), skip))
+    return out

@@ -1,0 +1,905 @@
+# Functional tests for `remora record` and `remora convert` (issue #4), run by run.py on the
+# same interpreters as the dump tests. Each target (tests/targets/) says when it is ready
+# through a file and reports its own ground truth: the CPU shares it measured, its thread
+# ids, the names it gave itself. Statistical assertions name their margin next to it.
+# See tests/functional/README.md for what each test checks.
+
+import collections
+import difflib
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import (HOST_PYTHON, INTERPRETERS, READY_TIMEOUT, REPO, TARGETS, Fail, Skip, Target,
+                     free_pid, interp_missing, one_line, signame, tail)
+
+SPEEDSCOPE_DIR = os.path.join(REPO, "tests", "speedscope")
+
+# 1. accuracy: 60/30/10 shares, wall and cpu mode
+ACCURACY_SECONDS = 1.5
+ACCURACY_MARGIN = 5.0          # points of share, each function (~1500 samples; in windows
+                               # where the target did not stall, remora is within 1 point)
+SLEEPER_CPU_MAX = 2.0          # % of all samples a sleeping thread may get in cpu mode
+SLEEPER_WALL_MIN = 95.0        # % of rounds a sleeping thread must appear in, in wall mode
+                               # (it is in every round; errors may drop a few)
+STALL_LIMIT = 10.0             # % of a window the target may lose off-CPU (other work on the
+                               # machine) for that window to judge remora; quiet: a few %
+ACCURACY_TRIES = 3             # windows per mode before a busy machine skips the test
+# 2. torn stacks
+TORN_RATE, TORN_RATE_HZ = "20k", 20000
+TORN_SECONDS = 6               # 120,000 rounds asked; 50,000 are enough down to 8.4 kHz
+TORN_MAX_SECONDS = 25          # the longer recording when the first took too few samples
+TORN_MIN_SAMPLES = 50000
+# 3. gil mode
+GIL_SECONDS = 1.5
+GIL_MIN_SHARE = 10.0           # % of samples each spinner must get: the interpreter hands the
+                               # GIL over every 5 ms switch interval (seen: 28-72% each)
+GIL_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
+# 7. and 8.: not version-specific; one host and one chroot interpreter
+SIGNAL_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")
+STATS_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")
+SAMPLED_BEFORE_SIGNAL = 100    # rounds remora reports on its status line before we signal
+STOP_TIMEOUT = 10.0            # seconds remora may take to end after a signal / target death
+SHORT_SECONDS = 0.5            # recordings that only need some samples
+
+SUMMARY = re.compile(r"^remora: (\d+) samples in ([0-9.]+) s \((\d+) Hz of (\d+) Hz asked\), "
+                     r"(\d+) errors \(([0-9.]+)%\), (\d+) late(; the target exited)?$", re.M)
+# the documented fields, in order; later fields (key=number) may follow
+STATS = re.compile(r"^stats: samples=(\d+) errors=(\d+) reads=(\d+) bytes=(\d+) "
+                   r"reads_per_sample=([0-9.]+) cpu_us_per_sample=([0-9.]+)"
+                   r"((?: \w+=[0-9.]+)*)$", re.M)
+STATUS = re.compile(r"remora: (\d+) samples, ")
+THREAD = re.compile(r"^thread (.*) \((\d+)\)$", re.S)
+FRAME = re.compile(r"^(.*) \((.*):(-?\d+)\)$", re.S)
+
+
+# --- reading remora's output ------------------------------------------------------------
+
+class Summary:
+    def __init__(self, m):
+        self.samples, self.errors, self.late = int(m.group(1)), int(m.group(5)), int(m.group(7))
+        self.seconds, self.hz, self.asked = float(m.group(2)), int(m.group(3)), int(m.group(4))
+        self.error_pct = float(m.group(6))
+        self.exited = m.group(8) is not None
+
+    def __str__(self):
+        return "%d samples in %.2f s (%d Hz), %d errors (%.2f%%), %d late" % (
+            self.samples, self.seconds, self.hz, self.errors, self.error_pct, self.late)
+
+
+def summary(err, asked=None):
+    """The summary line of a recording's stderr; Fail if it is missing or malformed."""
+    found = SUMMARY.findall(err)
+    if len(found) != 1:
+        raise Fail("want one summary line `remora: N samples in D s (...)` on stderr, found %d: %s"
+                   % (len(found), tail(err)))
+    s = Summary(SUMMARY.search(err))
+    if asked is not None and s.asked != asked:
+        raise Fail("summary says %d Hz asked, want %d" % (s.asked, asked))
+    return s
+
+
+def unescape_split(text):
+    """Splits a collapsed stack at unescaped ';' and undoes \\\\ \\; \\n \\r."""
+    parts, cur, i = [], [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 == len(text):
+                raise ValueError("dangling backslash")
+            nxt = text[i + 1]
+            if nxt not in "\\;nr":
+                raise ValueError("unknown escape \\%s" % nxt)
+            cur.append({"n": "\n", "r": "\r"}.get(nxt, nxt))
+            i += 2
+        elif ch == ";":
+            parts.append("".join(cur))
+            cur = []
+            i += 1
+        else:
+            cur.append(ch)
+            i += 1
+    parts.append("".join(cur))
+    return parts
+
+
+class Stack:
+    """One line of a collapsed file: thread name and tid, frames outermost first as
+    (function, file, line) -- file and line None for a frame without them -- and count."""
+
+    def __init__(self, name, tid, frames, count):
+        self.name, self.tid, self.frames, self.count = name, tid, frames, count
+
+    def functions(self):
+        return [f[0] for f in self.frames]
+
+
+def parse_collapsed(path):
+    """Parses remora's collapsed output; Fail on any line that is not a threaded stack."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise Fail("cannot read %s: %s" % (path, e))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Fail("%s is not UTF-8: %s" % (os.path.basename(path), e))
+    if text and not text.endswith("\n"):
+        raise Fail("%s does not end with a newline" % os.path.basename(path))
+    stacks = []
+    for n, line in enumerate(text.splitlines(), 1):
+        where = "%s line %d (%r)" % (os.path.basename(path), n, line[:120])
+        head, _, count = line.rpartition(" ")
+        if not count.isdigit() or int(count) <= 0:
+            raise Fail("%s: no positive count at the end" % where)
+        try:
+            parts = unescape_split(head)
+        except ValueError as e:
+            raise Fail("%s: %s" % (where, e))
+        m = THREAD.match(parts[0])
+        if m is None:
+            raise Fail("%s: first element is not `thread NAME (TID)`" % where)
+        frames = []
+        for p in parts[1:]:
+            fm = FRAME.match(p)
+            frames.append((fm.group(1), fm.group(2), int(fm.group(3))) if fm else (p, None, None))
+        stacks.append(Stack(m.group(1), int(m.group(2)), frames, int(count)))
+    return stacks
+
+
+def total(stacks, tid=None, has=None):
+    """Samples in stacks, of thread tid if given, whose functions include has if given."""
+    return sum(s.count for s in stacks
+               if (tid is None or s.tid == tid) and (has is None or has in s.functions()))
+
+
+def record(remora, args, want_rc=0, input=None):
+    """Runs `remora record ARGS`; checks the exit code; returns (stdout, stderr)."""
+    rc, out, err = remora.run(["record"] + list(args), input=input)
+    if rc != want_rc:
+        raise Fail("`remora record %s` exited %d, want %d: %s"
+                   % (" ".join(map(str, args)), rc, want_rc, tail(err)))
+    return out, err
+
+
+class Recording:
+    """`remora record` running in the background, its stderr a pseudo-terminal so that it
+    prints its status line ("remora: N samples, ...") every half second: that is how a
+    test knows that sampling has started, without sleeping."""
+
+    def __init__(self, remora, args):
+        self.remora = remora
+        self.args = ["record"] + [str(a) for a in args]
+        master, slave = pty.openpty()
+        self.master = master
+        self.stdout = tempfile.TemporaryFile()
+        self.err = b""
+        try:
+            self.proc = subprocess.Popen(remora.argv(self.args), stdin=subprocess.DEVNULL,
+                                         stdout=self.stdout, stderr=slave,
+                                         start_new_session=True)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+
+    def _read(self, timeout):
+        """Reads what the terminal has; False once it is closed (remora exited)."""
+        if not select.select([self.master], [], [], timeout)[0]:
+            return True
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:             # EIO: no process has the terminal open any more
+            return False
+        self.err += data
+        return bool(data)
+
+    def text(self):
+        return self.err.decode("utf-8", "replace").replace("\r\n", "\n")
+
+    def wait_sampled(self, rounds=SAMPLED_BEFORE_SIGNAL, timeout=30.0):
+        """Waits until remora's status line counts at least `rounds` rounds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = [int(n) for n in STATUS.findall(self.text())]
+            if seen and seen[-1] >= rounds:
+                return seen[-1]
+            if self.proc.poll() is not None:
+                self._read(0)
+                raise Fail("remora exited %d before its status line showed %d samples: %s"
+                           % (self.proc.returncode, rounds, tail(self.text())))
+            if time.monotonic() > deadline:
+                raise Fail("remora's status line never showed %d samples in %.0fs: %r"
+                           % (rounds, timeout, self.text()[-200:]))
+            self._read(0.1)
+
+    def finish(self, timeout=STOP_TIMEOUT):
+        """Waits for remora to exit; returns (rc, stdout, stderr). Fail if it does not
+        exit within timeout seconds (it is killed), dies of a signal or a sanitizer speaks."""
+        deadline = time.monotonic() + timeout
+        while self._read(max(0.0, min(0.1, deadline - time.monotonic()))):
+            if self.proc.poll() is not None and not select.select([self.master], [], [], 0)[0]:
+                break
+            if time.monotonic() > deadline:
+                self.kill()
+                raise Fail("`remora %s` still running %.0fs later (killed)"
+                           % (" ".join(self.args[1:]), timeout))
+        try:
+            rc = self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise Fail("`remora %s` still running %.0fs later (killed)"
+                       % (" ".join(self.args[1:]), timeout))
+        self.stdout.seek(0)
+        out = self.stdout.read().decode("utf-8", "replace")
+        # the status line is rewritten in place ("\r...") and erased ("\r\033[K") at the end
+        err = "\n".join(l.split("\r")[-1].replace("\033[K", "")
+                        for l in self.text().split("\n"))
+        self.remora.judge(self.args, rc, out, err)
+        return rc, out, err
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def close(self):
+        self.kill()
+        os.close(self.master)
+        self.stdout.close()
+
+
+def workdir():
+    return tempfile.mkdtemp(prefix="remora-rec-")
+
+
+# --- 1. accuracy ------------------------------------------------------------------------
+
+SHARE_FUNCS = ("share_60", "share_30", "share_10")
+
+
+def shares(counts):
+    n = sum(counts)
+    return [100.0 * c / n for c in counts] if n else [0.0] * len(counts)
+
+
+def mark(t, n):
+    """Asks the cpu_shares.py target for a snapshot of its totals; returns its n-th."""
+    t.proc.stdin.write(b"mark\n")
+    t.proc.stdin.flush()
+    path = os.path.join(t.dir, "marks.jsonl")
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        with open(path) as f:
+            lines = [l for l in f.read().split("\n")[:-1]]     # complete lines only
+        if len(lines) >= n:
+            return json.loads(lines[n - 1])
+        if t.proc.poll() is not None:
+            raise Fail("target exited %d before mark %d: %s" % (t.proc.returncode, n,
+                                                               t.log_tail()))
+        if time.monotonic() > deadline:
+            raise Fail("target never wrote mark %d" % n)
+        time.sleep(0.005)
+
+
+def judge_window(mode, summ, stacks, before, after, ready):
+    """Compares one recording with the target's own account of the same window.
+    Returns (problems, note, percentage of the window the target stalled)."""
+    key = "wall" if mode == "wall" else "cpu"      # cpu mode: the target's thread_time
+    truth = shares([after[key][fn] - before[key][fn] for fn in SHARE_FUNCS])
+    window = after["at"] - before["at"]
+    stalled = 100.0 * sum(after["stall"][fn] - before["stall"][fn] for fn in SHARE_FUNCS) / window
+    counts = [total(stacks, ready["main"], fn) for fn in SHARE_FUNCS]
+    measured = shares(counts)
+    problems = []
+    if sum(counts) == 0:
+        problems.append("%s: no sample of the main thread is in share_60/30/10" % mode)
+    else:
+        for fn, m, w in zip(SHARE_FUNCS, measured, truth):
+            if abs(m - w) > ACCURACY_MARGIN:
+                problems.append("%s: %s got %.1f%% of the samples, truth %.1f%% (margin %.0f "
+                                "points)" % (mode, fn, m, w, ACCURACY_MARGIN))
+    sleeper = total(stacks, ready["sleeper"])
+    everything = total(stacks)
+    if mode == "cpu":
+        pct = 100.0 * sleeper / everything if everything else 0.0
+        if pct >= SLEEPER_CPU_MAX:
+            problems.append("cpu: the sleeping thread got %.1f%% of the samples (%d of %d), "
+                            "want under %.0f%%" % (pct, sleeper, everything, SLEEPER_CPU_MAX))
+        sleep_note = "sleeper %.1f%% of samples" % pct
+    else:
+        pct = 100.0 * sleeper / summ.samples if summ.samples else 0.0
+        if not SLEEPER_WALL_MIN <= pct <= 100.0:
+            problems.append("wall: the sleeping thread is in %d of %d rounds (%.1f%%), want "
+                            "%.0f-100%%" % (sleeper, summ.samples, pct, SLEEPER_WALL_MIN))
+        sleep_note = "sleeper in %.1f%% of rounds" % pct
+    note = "%s %s (truth %s), %s, %d rounds, %d errors, target stalled %.0f%%" % (
+        mode, "/".join("%.1f" % m for m in measured), "/".join("%.1f" % w for w in truth),
+        sleep_note, summ.samples, summ.errors, stalled)
+    return problems, note, stalled
+
+
+def test_accuracy(remora, interp):
+    """60/30/10 shares within ACCURACY_MARGIN points of the target's own account, in wall
+    and cpu mode. A window in which the target stalled more than STALL_LIMIT% of the time
+    (a machine busy with other work) cannot judge remora: such a window is recorded again,
+    up to ACCURACY_TRIES times, and the test is skipped if every one was disturbed."""
+    notes, problems, busy = [], [], []
+    with Target(interp, os.path.join(TARGETS, "cpu_shares.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        n = 1
+        before = mark(t, n)
+        for mode in ("wall", "cpu"):
+            for attempt in range(1, ACCURACY_TRIES + 1):
+                path = os.path.join(t.dir, "%s-%d.collapsed" % (mode, attempt))
+                _, err = record(remora, ["-p", t.pid, "-d", ACCURACY_SECONDS, "--mode", mode,
+                                         "-o", path])
+                summ, stacks = summary(err, 1000), parse_collapsed(path)
+                n += 1
+                after = mark(t, n)
+                bad, note, stalled = judge_window(mode, summ, stacks, before, after, ready)
+                before = after
+                if attempt > 1:
+                    note += " (try %d)" % attempt
+                if not bad:
+                    notes.append(note)
+                    break
+                if stalled <= STALL_LIMIT:
+                    problems.append("; ".join(bad) + " [" + note + "]")
+                    break
+            else:
+                busy.append("%s: the target stalled more than %.0f%% of each of %d windows "
+                            "(last: %s; %s)" % (mode, STALL_LIMIT, ACCURACY_TRIES, "; ".join(bad),
+                                                note))
+    if problems:
+        raise Fail("; ".join(problems + busy))
+    if busy:
+        raise Skip("machine too busy to judge: " + "; ".join(busy + notes))
+    return "; ".join(notes)
+
+
+# --- 2. torn stacks ---------------------------------------------------------------------
+
+CHAINS = (("a", "b", "c"), ("x", "y", "z"))
+BASE = ["<module>", "main", "alternate"]
+
+
+def torn_kind(functions):
+    """None if functions is a stack the alternate.py target can have, else what is wrong."""
+    if functions and functions[-1] == "<GC>":
+        functions = functions[:-1]
+    chain_names = set(CHAINS[0]) | set(CHAINS[1])
+    inner = [f for f in functions if f in chain_names]
+    used = [i for i, ch in enumerate(CHAINS) if set(inner) & set(ch)]
+    if len(used) > 1:
+        return "mixes the chains"
+    if functions[:3] != BASE:
+        return "does not start with <module>;main;alternate"
+    rest = functions[3:]
+    if not rest:
+        return None
+    chain = CHAINS[used[0]] if used else None
+    if chain is None or rest != list(chain[:len(rest)]):
+        return "chain out of order or foreign frames" if chain else "foreign frames"
+    return None
+
+
+def check_torn(stacks, main):
+    """(bad Counter by kind, examples, Counter of innermost chain function)."""
+    bad, examples, depth = collections.Counter(), [], collections.Counter()
+    for s in stacks:
+        fns = s.functions()
+        kind = ("a thread the target does not have (%d)" % s.tid if s.tid != main
+                else torn_kind(fns) if fns else "an empty stack")
+        if kind:
+            bad[kind] += s.count
+            if len(examples) < 3:
+                examples.append("%s x%d: %s" % (kind, s.count, ";".join(fns)))
+        else:
+            depth[fns[-1] if len(fns) > 3 else "alternate"] += s.count
+    return bad, examples, depth
+
+
+def test_torn(remora, interp):
+    """Not one sample mixes the chains or breaks their order, in at least TORN_MIN_SAMPLES
+    samples at 20 kHz. If the first recording (TORN_SECONDS) took fewer samples, because
+    remora could not keep the rate (a busy machine, a sanitizer build), one longer
+    recording follows, sized from the rate achieved, up to TORN_MAX_SECONDS."""
+    notes, problems = [], []
+    with Target(interp, os.path.join(TARGETS, "alternate.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        seconds = TORN_SECONDS
+        for attempt in (1, 2):
+            path = os.path.join(t.dir, "torn-%d.collapsed" % attempt)
+            _, err = record(remora, ["-p", t.pid, "-r", TORN_RATE, "-d", seconds, "--stats",
+                                     "-o", path])
+            summ = summary(err, TORN_RATE_HZ)
+            bad, examples, depth = check_torn(parse_collapsed(path), ready["main"])
+            st = STATS.search(err)
+            notes.append("-d %g: %s; %s" % (seconds, summ, "reads/sample %s, cpu us/sample %s"
+                                            % (st.group(5), st.group(6)) if st else
+                                            "no stats line"))
+            if bad:
+                problems.append("%d torn or wrong samples (%s); e.g. %s" % (
+                    sum(bad.values()), ", ".join("%s: %d" % kv for kv in bad.items()),
+                    " | ".join(examples)))
+            if summ.samples >= TORN_MIN_SAMPLES or bad:
+                break
+            if attempt == 2 or summ.hz <= 0:
+                problems.append("only %d samples in %.2f s (%d Hz of %d asked), need %d"
+                                % (summ.samples, summ.seconds, summ.hz, TORN_RATE_HZ,
+                                   TORN_MIN_SAMPLES))
+                break
+            seconds = min(TORN_MAX_SECONDS, -(-TORN_MIN_SAMPLES * 5 // (4 * summ.hz)))
+    if not problems and (depth["c"] == 0 or depth["z"] == 0):
+        problems.append("never saw a full chain (c: %d, z: %d samples)" % (depth["c"], depth["z"]))
+    if problems:
+        raise Fail("; ".join(problems) + " [" + "; ".join(notes) + "]")
+    return "; ".join(notes) + "; innermost a/b/c %d/%d/%d, x/y/z %d/%d/%d, alternate %d" % tuple(
+        depth[k] for k in ("a", "b", "c", "x", "y", "z", "alternate"))
+
+
+# --- 3. gil mode ------------------------------------------------------------------------
+
+def test_gil_mode(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "gil_contend.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        t.wait_main_in_read()
+        path = os.path.join(t.dir, "gil.collapsed")
+        _, err = record(remora, ["-p", t.pid, "-d", GIL_SECONDS, "--mode", "gil", "-o", path])
+        summ = summary(err, 1000)
+        stacks = parse_collapsed(path)
+    everything = total(stacks)
+    spinners = [total(stacks, tid) for tid in ready["spinners"]]
+    others = collections.Counter()
+    for s in stacks:
+        if s.tid not in ready["spinners"]:
+            who = ("the sleeper" if s.tid == ready["sleeper"] else
+                   "main (parked in read)" if s.tid == ready["main"] else "thread %d" % s.tid)
+            others[who] += s.count
+    problems = []
+    if everything > summ.samples:
+        problems.append("%d samples for %d rounds: more than one GIL holder per round"
+                        % (everything, summ.samples))
+    if others:
+        problems.append("samples of threads not holding the GIL: %s"
+                        % ", ".join("%s %d" % kv for kv in others.items()))
+    pcts = [100.0 * n / everything if everything else 0.0 for n in spinners]
+    for i, pct in enumerate(pcts):
+        if pct < GIL_MIN_SHARE:
+            problems.append("spinner %d got %.1f%% of the samples, want at least %.0f%%"
+                            % (i + 1, pct, GIL_MIN_SHARE))
+    note = "%d samples in %d rounds, spinners %.1f%%/%.1f%%, %d errors" % (
+        everything, summ.samples, pcts[0], pcts[1], summ.errors)
+    if problems:
+        raise Fail("; ".join(problems) + " [" + note + "]")
+    return note
+
+
+# --- 4. launch mode ---------------------------------------------------------------------
+
+def test_launch(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "short_run.py"), None, spawn=False) as t:
+        notes, problems = [], []
+        for code, want_rc in (("0", 0), ("3", 3), ("kill", 128 + signal.SIGKILL)):
+            path = os.path.join(t.dir, "launch-%s.collapsed" % code)
+            rc, out, err = remora.run(["record", "-o", path, "--"] + t.argv + [code],
+                                      input=b"hello remora\n")
+            what = "child ending with %s" % ("SIGKILL" if code == "kill" else "exit " + code)
+            if rc != want_rc:
+                problems.append("%s: remora exited %d, want %d (%s)" % (what, rc, want_rc,
+                                                                        tail(err)))
+                continue
+            if out != "got: HELLO REMORA\n":
+                problems.append("%s: remora's stdout is %r, want the child's %r"
+                                % (what, out[:200], "got: HELLO REMORA\n"))
+            summ = summary(err, 1000)
+            if not summ.exited:
+                problems.append("%s: summary does not say the target exited" % what)
+            work = total(parse_collapsed(path), has="brief_work")
+            if work == 0:
+                problems.append("%s: brief_work (40 ms) is not in the profile (%s)" % (what, summ))
+            notes.append("%s -> %d, brief_work %d samples" % (code, rc, work))
+        if problems:
+            raise Fail("; ".join(problems))
+        return "; ".join(notes)
+
+
+# --- 5. convert -------------------------------------------------------------------------
+
+def odd_recording(remora, interp, outputs):
+    """Records odd_names.py for SHORT_SECONDS into files named outputs (in a fresh directory,
+    returned with the target's ready info); the caller removes the directory."""
+    d = workdir()
+    try:
+        with Target(interp, os.path.join(TARGETS, "odd_names.py"), "ready.json") as t:
+            ready = t.wait_ready()
+            args = ["-p", t.pid, "-d", SHORT_SECONDS]
+            for name in outputs:
+                args += ["-o", os.path.join(d, name)]
+            _, err = record(remora, args)
+            summary(err, 1000)
+    except BaseException:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    return d, ready
+
+
+def check_odd_names(stacks, ready):
+    """The odd thread and function must come back exactly, once unescaped."""
+    names = {s.name for s in stacks if s.tid == ready["odd"]}
+    if names != {ready["thread_name"]}:
+        raise Fail("thread %d is named %r in the collapsed file, want %r"
+                   % (ready["odd"], sorted(names), ready["thread_name"]))
+    want = (ready["function"], ready["file"])
+    if not any(f[:2] == want for s in stacks for f in s.frames):
+        seen = sorted({f[:2] for s in stacks if s.tid == ready["odd"] for f in s.frames})
+        raise Fail("no frame %r in the collapsed file; thread %d has %r"
+                   % (want, ready["odd"], seen[-3:]))
+
+
+def test_convert(remora, interp):
+    d, ready = odd_recording(remora, interp, ["rec.remora", "rec.collapsed"])
+    try:
+        recorded = os.path.join(d, "rec.collapsed")
+        converted = os.path.join(d, "converted.collapsed")
+        rc, out, err = remora.run(["convert", os.path.join(d, "rec.remora"), "-o", converted])
+        if rc != 0:
+            raise Fail("`remora convert rec.remora -o converted.collapsed` exited %d: %s"
+                       % (rc, tail(err)))
+        with open(recorded, "rb") as f:
+            a = f.read()
+        with open(converted, "rb") as f:
+            b = f.read()
+        if a != b:
+            al = a.decode("utf-8", "replace").splitlines()
+            bl = b.decode("utf-8", "replace").splitlines()
+            diff = list(difflib.unified_diff(al, bl, "recorded", "converted", lineterm="", n=0))
+            same = sorted(al) == sorted(bl)
+            raise Fail("convert's collapsed file differs from the recording's own (%d vs %d "
+                       "lines%s):\n%s" % (len(al), len(bl), ", same lines in another order"
+                                          if same else "",
+                                          "\n".join("    " + l[:200] for l in diff[:12])))
+        stacks = parse_collapsed(recorded)
+        check_odd_names(stacks, ready)
+        return "%d stacks, %d samples, byte-identical" % (len(stacks), total(stacks))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# --- 6. speedscope ----------------------------------------------------------------------
+
+_validator = {}
+
+
+def speedscope_validator():
+    """The command that validates speedscope files, installing tests/speedscope's packages
+    (`npm ci`) if they are missing; Skip when that cannot be done."""
+    if "cmd" in _validator:
+        return _validator["cmd"]
+    if "skip" in _validator:
+        raise Skip(_validator["skip"])
+    node = shutil.which("node")
+    script = os.path.join(SPEEDSCOPE_DIR, "validate.js")
+    schema = os.path.join(SPEEDSCOPE_DIR, "node_modules", "speedscope", "dist", "release",
+                          "file-format-schema.json")
+    reason = None
+    if node is None:
+        reason = "node not installed (apt-get install nodejs npm)"
+    elif not (os.path.exists(schema) and
+              os.path.isdir(os.path.join(SPEEDSCOPE_DIR, "node_modules", "ajv"))):
+        npm = shutil.which("npm")
+        if npm is None:
+            reason = "tests/speedscope/node_modules missing and npm not installed"
+        else:
+            p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=SPEEDSCOPE_DIR,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=300)
+            if p.returncode != 0 or not os.path.exists(schema):
+                reason = "`npm ci` in tests/speedscope failed: %s" % tail(
+                    p.stdout.decode("utf-8", "replace"))
+    if reason:
+        _validator["skip"] = reason
+        raise Skip(reason)
+    _validator["cmd"] = [node, script]
+    return _validator["cmd"]
+
+
+def speedscope_stacks(doc):
+    """{tid: Counter((function, file, line) tuples -> weight)} and profile names, from a
+    speedscope file as remora writes it (sampled profiles named `thread NAME (TID)`)."""
+    frames = doc["shared"]["frames"]
+    out, names = {}, {}
+    for prof in doc["profiles"]:
+        m = THREAD.match(prof.get("name", ""))
+        if m is None:
+            if prof.get("samples"):
+                raise Fail("profile %r is not named `thread NAME (TID)`" % prof.get("name"))
+            continue
+        tid = int(m.group(2))
+        names[tid] = m.group(1)
+        if prof.get("type") != "sampled" or len(prof["samples"]) != len(prof["weights"]):
+            raise Fail("profile %r: not a sampled profile with one weight per sample"
+                       % prof["name"])
+        if sum(prof["weights"]) != prof["endValue"]:
+            raise Fail("profile %r: weights add up to %d, endValue is %r"
+                       % (prof["name"], sum(prof["weights"]), prof["endValue"]))
+        c = out.setdefault(tid, collections.Counter())
+        for stack, w in zip(prof["samples"], prof["weights"]):
+            if any(not 0 <= i < len(frames) for i in stack):
+                raise Fail("profile %r: frame index out of range" % prof["name"])
+            c[tuple((frames[i]["name"], frames[i].get("file"), frames[i].get("line"))
+                    for i in stack)] += w
+    return out, names
+
+
+def test_speedscope(remora, interp):
+    validator = speedscope_validator()
+    d, ready = odd_recording(remora, interp, ["rec.json", "rec.collapsed"])
+    try:
+        path = os.path.join(d, "rec.json")
+        p = subprocess.run(validator + [path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
+        text = p.stdout.decode("utf-8", "replace")
+        if p.returncode != 0:
+            raise Fail("speedscope's schema rejects remora's file (validate.js exited %d): %s"
+                       % (p.returncode, tail(text, 5)))
+        # the same recording, in both formats: the same stacks and counts per thread
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        got, names = speedscope_stacks(doc)
+        stacks = parse_collapsed(os.path.join(d, "rec.collapsed"))
+        want = {}
+        for s in stacks:
+            want.setdefault(s.tid, collections.Counter())[tuple(s.frames)] += s.count
+        if got != want:
+            tids = sorted(set(got) | set(want))
+            diffs = ["thread %d: %d samples in speedscope, %d in collapsed"
+                     % (tid, sum(got.get(tid, {}).values()), sum(want.get(tid, {}).values()))
+                     for tid in tids if got.get(tid) != want.get(tid)]
+            raise Fail("speedscope and collapsed files of one recording differ: %s"
+                       % "; ".join(diffs[:4]))
+        if names.get(ready["odd"]) != ready["thread_name"]:
+            raise Fail("odd thread's profile is named %r, want %r"
+                       % (names.get(ready["odd"]), ready["thread_name"]))
+        check_odd_names(stacks, ready)
+        return "valid; %d profiles, %d samples, same stacks as collapsed" % (
+            len(doc["profiles"]), total(stacks))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# --- 7. ending well ---------------------------------------------------------------------
+
+def test_stop_signal(remora, interp, sig):
+    """SIGINT/SIGTERM to remora while it samples: exit 0, and both outputs written, only
+    at the end (the final names do not exist before the signal)."""
+    d = workdir()
+    try:
+        with Target(interp, os.path.join(TARGETS, "cpu_shares.py"), "ready.json") as t:
+            ready = t.wait_ready()
+            col, raw = os.path.join(d, "stop.collapsed"), os.path.join(d, "stop.remora")
+            rec = Recording(remora, ["-p", t.pid, "-o", col, "-o", raw])
+            try:
+                seen = rec.wait_sampled()
+                early = [os.path.basename(p) for p in (col, raw) if os.path.exists(p)]
+                os.kill(rec.proc.pid, sig)
+                rc, out, err = rec.finish()
+            finally:
+                rec.close()
+            if early:
+                raise Fail("%s existed while recording was in progress (want temp + rename)"
+                           % " and ".join(early))
+            if rc != 0:
+                raise Fail("remora exited %d after %s, want 0: %s" % (rc, signame(sig),
+                                                                     tail(err)))
+            summ = summary(err, 1000)
+            if t.proc.poll() is not None:
+                raise Fail("the target died (%d) when remora was stopped" % t.proc.returncode)
+        stacks = parse_collapsed(col)
+        main = total(stacks, ready["main"])
+        if main == 0 or total(stacks, ready["main"], "share_60") == 0:
+            raise Fail("the profile has no samples of the target's main thread in share_60")
+        conv = os.path.join(d, "converted.collapsed")
+        rc, _, err = remora.run(["convert", raw, "-o", conv])
+        if rc != 0:
+            raise Fail("the .remora written after %s does not convert (exit %d): %s"
+                       % (signame(sig), rc, tail(err)))
+        if total(parse_collapsed(conv)) != total(stacks):
+            raise Fail("the .remora written after %s holds %d samples, the collapsed file %d"
+                       % (signame(sig), total(parse_collapsed(conv)), total(stacks)))
+        return "signalled after %d rounds; exit 0, %s" % (seen, summ)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_target_killed(remora, interp):
+    """The target is SIGKILLed during `record -p PID -d 30`: exit 2, the summary says the
+    target exited, and what was sampled is written."""
+    d = workdir()
+    try:
+        with Target(interp, os.path.join(TARGETS, "cpu_shares.py"), "ready.json") as t:
+            ready = t.wait_ready()
+            col = os.path.join(d, "killed.collapsed")
+            rec = Recording(remora, ["-p", t.pid, "-d", 30, "-o", col])
+            try:
+                seen = rec.wait_sampled()
+                early = os.path.exists(col)
+                t.proc.kill()
+                t.proc.wait()
+                rc, out, err = rec.finish()
+            finally:
+                rec.close()
+        if early:
+            raise Fail("killed.collapsed existed while recording was in progress")
+        if rc != 2:
+            raise Fail("remora exited %d after the target was killed, want 2: %s"
+                       % (rc, tail(err)))
+        summ = summary(err, 1000)
+        if not summ.exited:
+            raise Fail("summary does not say the target exited: %s" % tail(err, 1))
+        stacks = parse_collapsed(col)
+        if total(stacks, ready["main"], "share_60") == 0:
+            raise Fail("the profile has no samples of the target's main thread in share_60")
+        return "killed after %d rounds; exit 2, %s; the target exited" % (seen, summ)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def readonly_prefix(d):
+    """A command prefix under which directory d is read-only, even for root: a private
+    mount namespace with a read-only tmpfs over d. None if this machine cannot do it."""
+    if shutil.which("unshare") is None:
+        return None
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+              'mount -t tmpfs -o ro,size=64k remora-ro "$0" && exec "$@"', d]
+    p = subprocess.run(prefix + ["sh", "-c", ': > "$0/probe"', d], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if p.returncode == 0 or b"Read-only file system" not in p.stdout:
+        return None
+    return prefix
+
+
+def test_unwritable(remora):
+    """An output remora cannot create ends the run before sampling: exit 1, one line."""
+    if not os.access(HOST_PYTHON, os.X_OK):
+        raise Skip("%s not found" % HOST_PYTHON)
+    d = workdir()
+    try:
+        ro = os.path.join(d, "readonly")
+        os.mkdir(ro)
+        prefix = readonly_prefix(ro)
+        if prefix is None:
+            raise Skip("cannot make a read-only directory (unshare --mount + tmpfs failed)")
+        ok = os.path.join(d, "fine.collapsed")
+        cases = [
+            ("read-only directory", prefix, [os.path.join(ro, "p.collapsed")]),
+            ("second of two outputs read-only", prefix, [ok, os.path.join(ro, "p.remora")]),
+            ("missing directory", [], [os.path.join(d, "no", "such", "dir", "p.json")]),
+        ]
+        interp = ("host-python3", HOST_PYTHON, None)
+        notes = []
+        with Target(interp, os.path.join(TARGETS, "cpu_shares.py"), "ready.json") as t:
+            t.wait_ready()
+            for what, pre, outs in cases:
+                args = ["record", "-p", t.pid, "-d", 10]
+                for o in outs:
+                    args += ["-o", o]
+                start = time.monotonic()
+                rc, out, err = remora.run(args, prefix=pre)
+                took = time.monotonic() - start
+                if rc != 1:
+                    raise Fail("%s: exit %d, want 1: %s" % (what, rc, tail(err)))
+                bad = one_line(err)
+                if bad:
+                    raise Fail("%s: %s" % (what, bad))
+                if SUMMARY.search(err) or took > 5:
+                    raise Fail("%s: remora sampled before failing (%.1f s): %s"
+                               % (what, took, err.strip()))
+                if os.path.exists(ok):
+                    raise Fail("%s: %s was created" % (what, os.path.basename(ok)))
+                notes.append(err.strip())
+        return " | ".join(notes)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_errors(remora):
+    """Usage errors exit 1, a missing pid 2, a process that is not Python 4; one line each."""
+    cases = [
+        (["record"], 1, "no target"),
+        (["record", "-p", "1", "--", "true"], 1, "both -p and a command"),
+        (["record", "-p", "1", "-r", "fast"], 1, "bad rate"),
+        (["record", "-p", "1", "-d", "0"], 1, "zero duration"),
+        (["record", "-p", "1", "--mode", "idle"], 1, "bad mode"),
+        (["record", "-p", "1", "-o", "out.unknown"], 1, "unknown output extension"),
+        (["convert"], 1, "convert without input"),
+    ]
+    pid = free_pid()
+    cases.append((["record", "-p", pid, "-d", 1], 2, "no such pid"))
+    sleeper = subprocess.Popen(["sleep", "100"])
+    try:
+        cases.append((["record", "-p", sleeper.pid, "-d", 1], 4, "`sleep 100`"))
+        for args, want, what in cases:
+            rc, out, err = remora.run(args)
+            if rc != want:
+                raise Fail("%s (`remora %s`): exit %d, want %d: %s"
+                           % (what, " ".join(map(str, args)), rc, want, tail(err)))
+            bad = one_line(err)
+            if bad and want != 1:
+                raise Fail("%s: %s" % (what, bad))
+            if want == 1 and not err.strip():
+                raise Fail("%s: nothing on stderr" % what)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    return "%d cases" % len(cases)
+
+
+# --- 8. --stats -------------------------------------------------------------------------
+
+def test_stats(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "cpu_shares.py"), "ready.json") as t:
+        t.wait_ready()
+        path = os.path.join(t.dir, "stats.collapsed")
+        _, err = record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "--stats", "-o", path])
+        summ = summary(err, 1000)
+    found = STATS.findall(err)
+    if len(found) != 1:
+        raise Fail("want one line `stats: samples=N errors=E reads=R bytes=B "
+                   "reads_per_sample=X cpu_us_per_sample=Y`, found %d: %s"
+                   % (len(found), tail(err)))
+    n, e, reads, nbytes = (int(v) for v in found[0][:4])
+    rps, cpu = float(found[0][4]), float(found[0][5])
+    problems = []
+    if (n, e) != (summ.samples, summ.errors):
+        problems.append("samples/errors %d/%d, the summary says %d/%d"
+                        % (n, e, summ.samples, summ.errors))
+    if n == 0 or reads == 0 or nbytes == 0:
+        problems.append("zero samples, reads or bytes")
+    elif abs(rps - reads / n) > 0.01:
+        problems.append("reads_per_sample %.2f but reads/samples = %.3f" % (rps, reads / n))
+    if cpu <= 0:
+        problems.append("cpu_us_per_sample is %s" % found[0][5])
+    if problems:
+        raise Fail("; ".join(problems))
+    return "samples=%d reads/sample=%.2f bytes/sample=%.0f cpu us/sample=%.2f" % (
+        n, rps, nbytes / n, cpu)
+
+
+# --- the list run.py runs ---------------------------------------------------------------
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    out = []
+    by_name = {i[0]: i for i in INTERPRETERS}
+
+    def each(kind, fn, names=None):
+        for interp in INTERPRETERS:
+            if names is None or interp[0] in names:
+                out.append(("record/%s/%s" % (kind, interp[0]),
+                            lambda i=interp: fn(remora, i), interp_missing(interp)))
+
+    each("accuracy", test_accuracy)
+    each("torn", test_torn)
+    each("gil-mode", test_gil_mode, GIL_INTERPRETERS)
+    each("launch", test_launch)
+    each("convert", test_convert)
+    each("speedscope", test_speedscope)
+    each("sigint", lambda r, i: test_stop_signal(r, i, signal.SIGINT), SIGNAL_INTERPRETERS)
+    each("sigterm", lambda r, i: test_stop_signal(r, i, signal.SIGTERM), SIGNAL_INTERPRETERS)
+    each("target-killed", test_target_killed, SIGNAL_INTERPRETERS)
+    each("stats", test_stats, STATS_INTERPRETERS)
+    out.append(("record/unwritable-output", lambda: test_unwritable(remora), None))
+    out.append(("record/errors", lambda: test_errors(remora), None))
+    assert all(n in by_name for n in GIL_INTERPRETERS + SIGNAL_INTERPRETERS)
+    return out

@@ -1,0 +1,300 @@
+/* tests/fuzz/targets.c — the fuzz targets: each takes untrusted bytes and runs one of
+ * remora's parsers over them. Built into libFuzzer binaries (entry.c, `make fuzz`) and
+ * into the replay tool (tool.c, `make test` replays the committed corpora).
+ *
+ *   maps       proc_maps_parse over a maps text
+ *   elf        the ELF reader (elf_open_mem, symbols, sections, addresses), and a traced
+ *              file's stub, which must answer the same lookups as the file
+ *   lnotab     3.9 line table      } input: i32 firstlineno, i32 instruction offset,
+ *   lt310      3.10 line table     } then the table
+ *   locations  3.11+ location table}
+ *   core       a core file: maps, tasks, reads, py_target_find, a recorded snapshot of it
+ *   unwind     a snapshot: py_target_find + unw_snapshot (twice: the code cache's hit path),
+ *              then unw_sample (the per-sample reader) three times
+ *
+ * A target returns 0; a broken invariant aborts (the fuzzer reports it as a crash).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "proc/proc.h"
+#include "proc/proc_internal.h"
+#include "py/py.h"
+#include "unwind/unwind.h"
+#include "fuzz.h"
+
+#define CHECK(cond)                                                                 \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            fprintf(stderr, "fuzz: invariant broken at %s:%d: %s\n", __FILE__,      \
+                    __LINE__, #cond);                                               \
+            abort();                                                                \
+        }                                                                           \
+    } while (0)
+
+/* An 8-aligned copy (libFuzzer's buffer has no promised alignment). */
+static unsigned char *copy(const uint8_t *data, size_t size)
+{
+    unsigned char *b = malloc(size ? size : 1);
+
+    if (b != NULL && size)
+        memcpy(b, data, size);
+    return b;
+}
+
+int fuzz_maps(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    proc_maps_t m;
+    size_t i;
+
+    if (text == NULL)
+        return 0;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    if (proc_maps_parse(text, size, 4096, &m) == REMORA_OK) {
+        CHECK(m.n <= 4096);
+        for (i = 0; i < m.n; i++) {
+            CHECK(m.v[i].start <= m.v[i].end);
+            CHECK(m.v[i].perms[4] == '\0');
+            if (m.v[i].path != NULL) {
+                CHECK(m.v[i].path >= text && m.v[i].path < text + size);
+                CHECK(strlen(m.v[i].path) < size);
+            }
+        }
+        free(m.v);
+    }
+    free(text);
+    return 0;
+}
+
+static const char *const elf_names[] = {
+    "_PyRuntime", "PyCode_Type", "Py_Version", "Py_Initialize", "_Py_next_func_version",
+    "main", "",
+};
+static const char *const elf_sections[] = { ".PyRuntime", ".text", ".data", ".symtab", "" };
+
+int fuzz_elf(const uint8_t *data, size_t size)
+{
+    unsigned char *b = copy(data, size);
+    elf_t *e = NULL, *s = NULL;
+    elf_trace_t *t = NULL;
+    unsigned char *stub = NULL;
+    size_t stub_len, i, len;
+    uint64_t v, sz, base;
+
+    if (b == NULL || elf_open_mem(b, size, &e) != REMORA_OK)
+        goto out;
+    CHECK(elf_bytes(e, &len) == b && len == size);
+    t = elf_trace_new(e);
+    if (t == NULL)
+        goto out;
+    elf_trace_attach(e, t);
+    for (i = 0; i < sizeof elf_names / sizeof elf_names[0]; i++) {
+        if (elf_symbol(e, elf_names[i], &v, &sz) == REMORA_OK) {
+            const volatile unsigned char *at = elf_at(e, v, 64);
+            if (at != NULL)
+                (void)(at[0] + at[63]);
+        }
+    }
+    for (i = 0; i < sizeof elf_sections / sizeof elf_sections[0]; i++)
+        (void)elf_section(e, elf_sections[i], &v, &sz);
+    (void)elf_base_vaddr(e, &base);
+    (void)elf_at(e, 0, 1);
+    (void)elf_at(e, UINT64_MAX, 1);
+
+    /* the stub answers as the file did */
+    if (elf_trace_stub(t, &stub, &stub_len) != REMORA_OK)
+        goto out;
+    CHECK(elf_open_mem(stub, stub_len, &s) == REMORA_OK);
+    /* (empty names are looked up above but not traced: no real lookup is for "") */
+    for (i = 0; elf_names[i][0] != '\0'; i++) {
+        uint64_t v2, sz2;
+        int a = elf_symbol(e, elf_names[i], &v, &sz), c = elf_symbol(s, elf_names[i], &v2, &sz2);
+        CHECK(a == c && (a != REMORA_OK || (v == v2 && sz == sz2)));
+    }
+    for (i = 0; elf_sections[i][0] != '\0'; i++) {
+        uint64_t v2, sz2;
+        int a = elf_section(e, elf_sections[i], &v, &sz);
+        if (a == REMORA_OK) {
+            CHECK(elf_section(s, elf_sections[i], &v2, &sz2) == REMORA_OK);
+            CHECK(v == v2 && sz == sz2);
+        }
+    }
+    {
+        uint64_t b2;
+        int a = elf_base_vaddr(e, &base), c = elf_base_vaddr(s, &b2);
+        CHECK(a == c && (a != REMORA_OK || base == b2));
+    }
+out:
+    elf_free(s);
+    free(stub);
+    elf_free(e);
+    elf_trace_free(t);
+    free(b);
+    return 0;
+}
+
+typedef int (*lt_fn)(const unsigned char *, size_t, int, int);
+
+static int fuzz_lt(const uint8_t *data, size_t size, lt_fn fn)
+{
+    int32_t first, addrq, q;
+    unsigned char *tab;
+    size_t len, limit, step;
+
+    if (size < 8)
+        return 0;
+    memcpy(&first, data, 4);
+    memcpy(&addrq, data + 4, 4);
+    len = size - 8;
+    tab = copy(data + 8, len);          /* exactly len bytes: ASan sees any overrun */
+    if (tab == NULL)
+        return 0;
+    (void)fn(tab, len, first, addrq);
+    (void)fn(tab, len, first, ~addrq);
+    (void)fn(tab, len, first, INT32_MAX);
+    /* 64 instructions spread over what the table can describe (an entry covers at most
+     * 16 code units: 32 bytes) */
+    limit = len * 32 + 32 < (1u << 20) ? len * 32 + 32 : (1u << 20);
+    step = limit / 64 < 2 ? 2 : (limit / 64) & ~(size_t)1;
+    for (q = 0; (size_t)q < limit; q += (int32_t)step)
+        (void)fn(tab, len, first, q);
+    free(tab);
+    return 0;
+}
+
+int fuzz_lnotab(const uint8_t *data, size_t size)
+{
+    return fuzz_lt(data, size, lt_lnotab_line);
+}
+
+int fuzz_lt310(const uint8_t *data, size_t size)
+{
+    return fuzz_lt(data, size, lt_310_line);
+}
+
+int fuzz_locations(const uint8_t *data, size_t size)
+{
+    return fuzz_lt(data, size, lt_locations_line);
+}
+
+/* Runs the unwinder over p as remora dump does. */
+static void unwind_all(proc_t *p)
+{
+    py_target_t *t = malloc(sizeof *t);
+    unwinder_t *u = NULL;
+    unw_thread_t *th;
+    size_t n, i, k;
+    char why[512];
+    int pass;
+
+    if (t == NULL)
+        return;
+    if (py_target_find(p, t, why, sizeof why) == REMORA_OK && unw_new(p, t, &u) == REMORA_OK) {
+        for (pass = 0; pass < 5; pass++) {
+            if ((pass < 2 ? unw_snapshot(u, &th, &n) : unw_sample(u, &th, &n)) != REMORA_OK)
+                continue;
+            for (i = 0; i < n; i++) {
+                CHECK(th[i].nframes <= UNW_MAX_DEPTH);
+                for (k = 0; k < th[i].nframes; k++)
+                    CHECK(th[i].frames[k].function != NULL && th[i].frames[k].file != NULL);
+            }
+        }
+    }
+    unw_free(u);
+    free(t);
+}
+
+/* Reads made from a core, to read again from the snapshot recorded of them. */
+typedef struct seen {
+    uint64_t addr;
+    size_t len;
+    unsigned char bytes[16];
+} seen_t;
+
+int fuzz_core(const uint8_t *data, size_t size)
+{
+    proc_t *p = NULL, *q = NULL;
+    proc_maps_t m;
+    pid_t tids[64];
+    size_t n = 0, i, nseen = 0;
+    unsigned char buf[256], *snap = NULL;
+    size_t snap_len;
+    seen_t seen[128];
+
+    /* a root where nothing exists: the fuzzer cannot make remora open host files */
+    if (proc_open_core_mem(data, size, NULL, "/nonexistent-remora-fuzz-root", &p) != REMORA_OK)
+        return 0;
+    CHECK(proc_kind(p) == PROC_CORE);
+    CHECK(proc_record_start(p) == REMORA_OK);
+    if (proc_maps_read(p, &m) == REMORA_OK) {
+        for (i = 0; i < m.n && i < 64; i++) {
+            uint64_t at[2] = { m.v[i].start, m.v[i].end - 8 };   /* and across the end */
+            int k;
+            (void)proc_read(p, m.v[i].start, buf, sizeof buf);
+            for (k = 0; k < 2; k++) {
+                if (m.v[i].end - m.v[i].start < 8 ||
+                    proc_read(p, at[k], seen[nseen].bytes, 16) != REMORA_OK)
+                    continue;
+                seen[nseen].addr = at[k];
+                seen[nseen].len = 16;
+                nseen++;
+            }
+            if (m.v[i].path != NULL) {
+                elf_t *e;
+                if (proc_elf_open(p, m.v[i].path, m.v[i].inode, &e) == REMORA_OK)
+                    elf_free(e);
+            }
+        }
+        proc_maps_fini(&m);
+    }
+    if (proc_tasks(p, tids, 64, &n) == REMORA_OK) {
+        for (i = 0; i < n && i < 64; i++) {
+            char st, name[64];
+            (void)proc_task_state(p, tids[i], &st);
+            (void)proc_task_name(p, tids[i], name, sizeof name);
+        }
+    }
+    unwind_all(p);
+    (void)proc_problem(p);
+    /* what was read replays from a snapshot */
+    if (proc_snapshot_save_mem(p, &snap, &snap_len) == REMORA_OK) {
+        CHECK(proc_open_snapshot_mem(snap, snap_len, &q) == REMORA_OK);
+        if (proc_maps_read(q, &m) == REMORA_OK)
+            proc_maps_fini(&m);
+        for (i = 0; i < nseen; i++) {
+            CHECK(proc_read(q, seen[i].addr, buf, seen[i].len) == REMORA_OK);
+            CHECK(memcmp(buf, seen[i].bytes, seen[i].len) == 0);
+        }
+        proc_free(q);
+        free(snap);
+    }
+    proc_free(p);
+    return 0;
+}
+
+int fuzz_unwind(const uint8_t *data, size_t size)
+{
+    proc_t *p = NULL;
+
+    if (proc_open_snapshot_mem(data, size, &p) != REMORA_OK)
+        return 0;
+    CHECK(proc_kind(p) == PROC_SNAPSHOT);
+    unwind_all(p);
+    proc_free(p);
+    return 0;
+}
+
+const fuzz_target_t fuzz_targets[] = {
+    { "maps", fuzz_maps },
+    { "elf", fuzz_elf },
+    { "lnotab", fuzz_lnotab },
+    { "lt310", fuzz_lt310 },
+    { "locations", fuzz_locations },
+    { "core", fuzz_core },
+    { "unwind", fuzz_unwind },
+    { NULL, NULL },
+};
