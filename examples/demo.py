@@ -1,6 +1,10 @@
-"""A small multi-threaded program for remora's demo: a worker pool computing,
-a thread waiting on I/O, and the main thread idling. With an argument, it writes
-its pid to that file once every thread is running."""
+"""A small multi-threaded program for remora's demo: workers computing, a thread
+waiting on I/O, and the main thread idling.
+
+    python3 demo.py [SECONDS] [--ready FILE]
+
+Runs for SECONDS (default: until killed); with --ready, writes its pid to FILE once
+every thread is running."""
 import os
 import sys
 import threading
@@ -25,16 +29,24 @@ def wait_for_input(r):
 
 
 def main():
+    args = sys.argv[1:]
+    ready = None
+    if "--ready" in args:
+        at = args.index("--ready")
+        ready = args[at + 1]
+        del args[at:at + 2]
+    seconds = float(args[0]) if args else float("inf")
     r, _w = os.pipe()
     for i in range(2):
         Worker(name=f"worker-{i}", daemon=True).start()
     threading.Thread(target=wait_for_input, args=(r,), name="reader", daemon=True).start()
-    if len(sys.argv) > 1:
-        with open(sys.argv[1] + ".tmp", "w") as f:
+    if ready:
+        with open(ready + ".tmp", "w") as f:
             f.write(str(os.getpid()))
-        os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-    while True:
-        time.sleep(1)
+        os.rename(ready + ".tmp", ready)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(min(1, max(0, end - time.monotonic())))
 
 
 if __name__ == "__main__":

@@ -87,14 +87,19 @@ def main():
                "    t = time.perf_counter() + 0.4\n"
                "    while time.perf_counter() < t: pass\n"
                "work()\n")
-        p = subprocess.run([args.remora, "record", "-o", page, "--", sys.executable, "-c", src],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if p.returncode == 0 and os.path.exists(page):
-            pages = ["--page", page]
-        else:
-            print("FAIL browser/recorded-page: remora record -o x.html exited %d: %s"
-                  % (p.returncode, p.stdout.strip()[-300:]))
-            totals[1] += 1
+        base = os.path.join(tmp, "base.remora")
+        diff = os.path.join(tmp, "diff.html")
+        # a recording, a baseline, and a differential flamegraph of the two (record --diff)
+        for argv, out in ((["-o", page], page), (["-o", base], base), (["-o", diff, "--diff", base], diff)):
+            p = subprocess.run([args.remora, "record", *argv, "--", sys.executable, "-c", src],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if p.returncode == 0 and os.path.exists(out):
+                if out.endswith(".html"):
+                    pages += ["--page", out]
+            else:
+                print("FAIL browser/recorded-page: remora record %s exited %d: %s"
+                      % (" ".join(argv), p.returncode, p.stdout.strip()[-300:]))
+                totals[1] += 1
         for i, v in enumerate(run_counted("browser", ["node", os.path.join(HERE, "browser", "run.mjs"),
                                                       "--mkprofile", args.mkprofile, *pages], env=env)):
             totals[i] += v

@@ -4,7 +4,7 @@ set -eu
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
 dir=$(mktemp -d)
-"$py" examples/demo.py "$dir/pid" &
+"$py" examples/demo.py --ready "$dir/pid" &
 demo=$!
 trap 'kill $demo 2>/dev/null; rm -rf "$dir"' EXIT
 i=0

@@ -83,11 +83,13 @@ typedef struct record_args {
     int nout;
     int mode, gc, stats, limit;
     uint64_t max_samples;
+    const char *diff;       /* a baseline for a differential flamegraph */
 } record_args_t;
 
 static const char record_usage[] =
     "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
-    "                     [--mode wall|cpu|gil] [--no-gc] [--stats] [-l ROWS] [--max-samples N]";
+    "                     [--mode wall|cpu|gil] [--no-gc] [--stats] [-l ROWS] [--max-samples N]\n"
+    "                     [--diff BASELINE]";
 
 static int parse_record(int argc, char **argv, record_args_t *a)
 {
@@ -167,13 +169,16 @@ static int parse_record(int argc, char **argv, record_args_t *a)
                 return -1;
             }
             i++;
+        } else if (strcmp(s, "--diff") == 0 && v) {
+            a->diff = v;
+            i++;
         } else if (strcmp(s, "--no-gc") == 0) {
             a->gc = 0;
         } else if (strcmp(s, "--stats") == 0) {
             a->stats = 1;
         } else if (strcmp(s, "--idle") == 0 || strcmp(s, "--subprocesses") == 0 ||
                    strcmp(s, "--blocking") == 0 || strcmp(s, "--native") == 0 ||
-                   strcmp(s, "--async") == 0 || strcmp(s, "--diff") == 0) {
+                   strcmp(s, "--async") == 0) {
             cli_error("record %s is not available in this version yet", s);
             return -1;
         } else {
@@ -243,6 +248,8 @@ static int check_writable(const char *path)
     free(tmp);
     return 0;
 }
+
+static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m);
 
 static void status_line(const sampler_t *s, void *ctx)
 {
@@ -319,7 +326,8 @@ int cmd_record(int argc, char **argv)
     raw_writer_t *raw = NULL;
     sampler_t *s = NULL;
     sampler_opts_t so;
-    profile_t prof;
+    profile_t prof, base;
+    stk_table_t *base_table = NULL;
     const sampler_stats_t *st;
     char why[512] = "";
     pid_t pid, child = 0;
@@ -333,6 +341,21 @@ int cmd_record(int argc, char **argv)
     for (i = 0; i < a.nout; i++)
         if (check_writable(a.out_path[i]))
             return REMORA_EXIT_USAGE;
+    memset(&base, 0, sizeof base);
+    if (a.diff != NULL) {
+        /* read the baseline first: a bad one is found before anything is sampled */
+        base_table = stk_new();
+        if (base_table == NULL) {
+            cli_error("out of memory");
+            return REMORA_EXIT_FAIL;
+        }
+        rc = load_profile(a.diff, base_table, &base.meta);
+        if (rc != REMORA_OK) {
+            stk_free(base_table);
+            return rc;
+        }
+        base.stacks = base_table;
+    }
 
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -429,6 +452,7 @@ int cmd_record(int argc, char **argv)
     }
 
     prof.stacks = table;
+    prof.baseline = base_table ? &base : NULL;
     prof.meta.pid = pid;
     snprintf(prof.meta.python, sizeof prof.meta.python, "%s", t.version);
     snprintf(prof.meta.mode, sizeof prof.meta.mode, "%s",
@@ -488,19 +512,56 @@ out:
     sampler_free(s);
     unw_free(u);
     stk_free(table);
+    stk_free(base_table);
     proc_free(p);
     return rc;
 }
 
+/* Reads a .remora recording or collapsed stacks into t and m. Returns 0, or prints one
+ * line and returns an exit code. A damaged file keeps what could be read (said once). */
+static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m)
+{
+    unsigned char head[8];
+    FILE *f = fopen(path, "rb");
+    int err;
+
+    memset(m, 0, sizeof *m);
+    if (f == NULL) {
+        cli_error("cannot read '%s': %s", path, strerror(errno));
+        return REMORA_EXIT_USAGE;
+    }
+    if (fread(head, 1, sizeof head, f) == sizeof head && memcmp(head, "REMORA", 6) == 0) {
+        rewind(f);
+        err = raw_read(f, t, m);
+        if (err == REMORA_ECORRUPT)
+            cli_error("'%s' is damaged or from a newer remora; using what could be read", path);
+    } else {
+        uint64_t samples = 0;
+        size_t bad = 0;
+        rewind(f);
+        err = out_collapsed_read(f, t, &samples, &bad);
+        m->samples = samples;
+        snprintf(m->mode, sizeof m->mode, "wall");
+        if (err == REMORA_ECORRUPT)
+            cli_error("'%s' line %zu is not a collapsed stack; using what came before", path, bad);
+    }
+    fclose(f);
+    if (err == REMORA_ECORRUPT)
+        return REMORA_OK;
+    if (err) {
+        cli_error("reading '%s' failed: %s", path, remora_strerror(err));
+        return REMORA_EXIT_FAIL;
+    }
+    return REMORA_OK;
+}
+
 int cmd_convert(int argc, char **argv)
 {
-    const char *in = NULL, *out_path = NULL, *fname = NULL;
+    const char *in = NULL, *out_path = NULL, *fname = NULL, *diff = NULL;
     const out_format_t *fmt;
-    stk_table_t *table;
-    profile_t prof;
-    FILE *f;
-    unsigned char head[8];
-    int i, err, limit = 0;
+    stk_table_t *table = NULL, *base_table = NULL;
+    profile_t prof, base;
+    int i, rc, limit = 0;
 
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
@@ -509,15 +570,17 @@ int cmd_convert(int argc, char **argv)
             fname = argv[++i];
         else if (strcmp(argv[i], "-l") == 0 && i + 1 < argc)
             limit = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--diff") == 0 && i + 1 < argc)
+            diff = argv[++i];
         else if (argv[i][0] != '-' && in == NULL)
             in = argv[i];
         else {
-            cli_error("convert: unexpected argument '%s'; usage: remora convert INPUT [-f FORMAT] [-o FILE]", argv[i]);
+            cli_error("convert: unexpected argument '%s'; usage: remora convert INPUT [-f FORMAT] [-o FILE] [--diff BASE]", argv[i]);
             return REMORA_EXIT_USAGE;
         }
     }
     if (in == NULL) {
-        cli_error("convert needs an input: remora convert INPUT [-f FORMAT] [-o FILE]");
+        cli_error("convert needs an input: remora convert INPUT [-f FORMAT] [-o FILE] [--diff BASE]");
         return REMORA_EXIT_USAGE;
     }
     fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("pstats");
@@ -525,46 +588,39 @@ int cmd_convert(int argc, char **argv)
         cli_error("choose an output format with -f (%s, except raw)", out_format_names());
         return REMORA_EXIT_USAGE;
     }
+    if (diff != NULL && strcmp(fmt->name, "flamegraph") != 0) {
+        cli_error("--diff draws a differential flamegraph: use -f flamegraph or an .html output");
+        return REMORA_EXIT_USAGE;
+    }
     if (check_writable(out_path))
         return REMORA_EXIT_USAGE;
-    f = fopen(in, "rb");
-    if (f == NULL) {
-        cli_error("cannot read '%s': %s", in, strerror(errno));
-        return REMORA_EXIT_USAGE;
-    }
-    table = stk_new();
-    if (table == NULL) {
-        fclose(f);
-        cli_error("out of memory");
-        return REMORA_EXIT_FAIL;
-    }
     memset(&prof, 0, sizeof prof);
-    if (fread(head, 1, sizeof head, f) == sizeof head && memcmp(head, "REMORA", 6) == 0) {
-        rewind(f);
-        err = raw_read(f, table, &prof.meta);
-        if (err == REMORA_ECORRUPT)
-            cli_error("'%s' is damaged or from a newer remora; converting what could be read", in);
-    } else {
-        uint64_t samples = 0;
-        size_t bad = 0;
-        rewind(f);
-        err = out_collapsed_read(f, table, &samples, &bad);
-        prof.meta.samples = samples;
-        snprintf(prof.meta.mode, sizeof prof.meta.mode, "wall");
-        if (err == REMORA_ECORRUPT)
-            cli_error("'%s' line %zu is not a collapsed stack; converting what came before", in, bad);
+    memset(&base, 0, sizeof base);
+    table = stk_new();
+    base_table = diff ? stk_new() : NULL;
+    if (table == NULL || (diff && base_table == NULL)) {
+        cli_error("out of memory");
+        rc = REMORA_EXIT_FAIL;
+        goto out;
     }
-    fclose(f);
+    rc = load_profile(in, table, &prof.meta);
+    if (rc == REMORA_OK && diff != NULL) {
+        rc = load_profile(diff, base_table, &base.meta);
+        base.stacks = base_table;
+        prof.baseline = &base;
+    }
+    if (rc != REMORA_OK)
+        goto out;
     prof.stacks = table;
     {
         out_options_t oo = { limit, 0 };
-        int werr = out_write_file(fmt, &prof, &oo, out_path ? out_path : "-");
-        if (werr) {
+        if (out_write_file(fmt, &prof, &oo, out_path ? out_path : "-")) {
             cli_error("writing '%s' failed: %s", out_path ? out_path : "stdout", strerror(errno));
-            stk_free(table);
-            return REMORA_EXIT_FAIL;
+            rc = REMORA_EXIT_FAIL;
         }
     }
+out:
     stk_free(table);
-    return err == REMORA_OK ? REMORA_EXIT_OK : REMORA_EXIT_FAIL;
+    stk_free(base_table);
+    return rc;
 }

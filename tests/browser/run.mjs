@@ -464,8 +464,15 @@ async function testPage(browser, file) {
     await o.page.mouse.click(r.x + Math.min(r.w / 2, 20), r.y + r.h / 2);
     const st = await o.page.evaluate(() => window.remora.state());
     eq(st.zoomLabel, name, 'zoom on click');
+    // a page made with a baseline (remora record/convert --diff) shows the diff legend
+    const diff = await o.page.evaluate(() => {
+      const d = JSON.parse(document.getElementById('remora-data').textContent);
+      const l = document.getElementById('legend');
+      return { base: d.baseline !== null, shown: !!l && !l.hidden && l.getBoundingClientRect().height > 0 };
+    });
+    expect(diff.base === diff.shown, `legend ${diff.shown ? 'shown' : 'hidden'} on a page ${diff.base ? 'with' : 'without'} a baseline`);
     noProblems(o);
-    return `${o.wall} ms to paint, ${px.drawn} pixels drawn, zoomed into ${name}`;
+    return `${o.wall} ms to paint, ${px.drawn} pixels drawn, zoomed into ${name}${diff.base ? ', diff legend shown' : ''}`;
   } finally { await o.context.close(); }
 }
 

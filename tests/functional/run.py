@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from harness import (HOST_PYTHON, INTERPRETERS, REPO, TARGETS, Fail, Remora, Skip, Target,
+from harness import (HOST_PYTHON, PYENV as PYENV_DIR, INTERPRETERS, REPO, TARGETS, Fail, Remora, Skip, Target,
                      expect_failure, free_pid, interp_missing, one_line, tail)
 import record_tests
 
@@ -190,6 +190,20 @@ def test_not_python(remora):
         sleeper.wait()
 
 
+OLD_PYTHONS = [("3.8", PYENV_DIR + "/3.8.18/bin/python3.8"), ("3.7", PYENV_DIR + "/3.7.16/bin/python3.7")]
+
+
+def test_unsupported_version(remora, want, python):
+    """A Python remora does not read: exit 4, one line naming the version found."""
+    if not os.access(python, os.X_OK):
+        raise Skip("interpreter %s not found" % python)
+    with Target(("old-" + want, python, None), os.path.join(TARGETS, "idle.py"), "ready") as t:
+        t.wait_ready()
+        err = expect_failure(remora, ["dump", "-p", t.pid], 4, "Python %s target" % want)
+        if "Python " + want not in err:
+            raise Fail("the message does not name Python %s: %s" % (want, one_line(err) or err.strip()))
+
+
 def test_permission(remora):
     if shutil.which("setpriv") is None:
         raise Skip("setpriv not installed")
@@ -295,6 +309,10 @@ def main():
         ("errors/usage", lambda: test_usage(remora), None),
         ("errors/no-such-pid", lambda: test_no_such_pid(remora), None),
         ("errors/not-python", lambda: test_not_python(remora), None),
+    ] + [
+        ("errors/unsupported-version/" + v, lambda v=v, p=p: test_unsupported_version(remora, v, p), None)
+        for v, p in OLD_PYTHONS
+    ] + [
         ("errors/permission", lambda: test_permission(remora), None),
         ("errors/exit-during-dump", lambda: test_exit_during_dump(remora), None),
     ]
