@@ -177,7 +177,7 @@ int proc_read_u64(proc_t *p, uint64_t addr, uint64_t *out)
     return proc_read(p, addr, out, sizeof *out);
 }
 
-#define PROC_IOV_BATCH 64
+#define PROC_IOV_BATCH 1024   /* the kernel's UIO_MAXIOV: one system call per 1024 segments */
 
 int proc_live_readv(proc_t *p, const proc_iov_t *iov, size_t n)
 {

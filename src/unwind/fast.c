@@ -20,7 +20,7 @@
 #define FAST_MAX_COPY (256u << 10)
 #define FAST_BLOCK 4096u
 #define FAST_CHUNK_HDR 24u
-#define FAST_SPEC 16                /* speculative blocks per thread */
+#define FAST_SPEC 512               /* speculative blocks per thread, at most */
 #define FAST_SPEC_CODES 512         /* code objects validated in the first read */          /* struct _PyStackChunk: previous, size, top */
 
 typedef struct fast_interp {
@@ -54,8 +54,8 @@ typedef struct fast_thread {
     size_t copy_len, copied;        /* bytes to copy next time; bytes copied now */
     unsigned char *a, *b;           /* the two copies */
     size_t cap;
-    fast_block_t sb[FAST_SPEC];     /* frames outside the chunk last time, read again */
-    size_t nsb;
+    fast_block_t *sb;               /* frames outside the chunk last time, read again */
+    size_t nsb, cap_sb;
 } fast_thread_t;
 
 /* One frame walked: where its link fields came from, to compare with a second copy. */
@@ -180,10 +180,11 @@ static void thread_fini(fast_thread_t *t)
     free(t->ts);
     free(t->a);
     free(t->b);
-    for (i = 0; i < FAST_SPEC; i++) {
+    for (i = 0; i < t->cap_sb; i++) {
         free(t->sb[i].one);
         free(t->sb[i].two);
     }
+    free(t->sb);
     memset(t, 0, sizeof *t);
 }
 
@@ -682,40 +683,48 @@ static int cmp_u64(const void *a, const void *b)
  * in a chunk, so one linear pass groups them. */
 static int learn_blocks(const py_layout_t *L, fast_t *f, fast_thread_t *t, size_t nwalked)
 {
-    uint64_t lo[FAST_SPEC], hi[FAST_SPEC];
     size_t i, k = 0, fs = L->fr_size;
 
     for (i = 0; i < nwalked; i++) {
         uint64_t a = f->walk[i].addr;
+        fast_block_t *b;
         if (f->walk[i].src == -1)
             continue;
-        if (k > 0 && a + fs <= hi[k - 1] && a + fs + 256 >= lo[k - 1] && hi[k - 1] - a <= FAST_BLOCK) {
-            if (a < lo[k - 1])
-                lo[k - 1] = a;
-            continue;
+        if (k > 0) {
+            b = &t->sb[k - 1];
+            if (a + fs <= b->addr + b->len && a + fs + 256 >= b->addr && b->addr + b->len - a <= FAST_BLOCK) {
+                if (a < b->addr) {
+                    b->len += (size_t)(b->addr - a);
+                    b->addr = a;
+                }
+                continue;
+            }
         }
         if (k == FAST_SPEC)
             break;
-        lo[k] = a;
-        hi[k] = a + fs;
-        k++;
+        if (k == t->cap_sb) {
+            size_t old = t->cap_sb;
+            if (grow((void **)&t->sb, &t->cap_sb, k + 1, sizeof *t->sb))
+                return -1;
+            memset(t->sb + old, 0, (t->cap_sb - old) * sizeof *t->sb);
+        }
+        b = &t->sb[k++];
+        b->addr = a;
+        b->len = fs;
     }
     for (i = 0; i < k; i++) {
         fast_block_t *b = &t->sb[i];
-        size_t len = (size_t)(hi[i] - lo[i]);
-        if (b->cap < len) {
-            unsigned char *n1 = realloc(b->one, len), *n2;
+        if (b->cap < b->len) {
+            unsigned char *n1 = realloc(b->one, b->len), *n2;
             if (n1 == NULL)
                 return -1;
             b->one = n1;
-            n2 = realloc(b->two, len);
+            n2 = realloc(b->two, b->len);
             if (n2 == NULL)
                 return -1;
             b->two = n2;
-            b->cap = len;
+            b->cap = b->len;
         }
-        b->addr = lo[i];
-        b->len = len;
     }
     t->nsb = k;
     return 0;

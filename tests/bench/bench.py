@@ -69,7 +69,7 @@ def tachyon(interp, pid, seconds):
     out = os.path.join(root, "tmp", "tachyon.collapsed")
     t0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(["chroot", root, "/usr/bin/python3.15", "-m", "profiling.sampling", "attach", "-a",
-                        "-r", "1000000", "-d", str(seconds), "--collapsed", "-o", "/tmp/tachyon.collapsed",
+                        "-r", "1000000", "-d", str(max(1, int(round(seconds)))), "--collapsed", "-o", "/tmp/tachyon.collapsed",
                         str(pid)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     t1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (t1.ru_utime - t0.ru_utime) + (t1.ru_stime - t0.ru_stime)
@@ -151,8 +151,8 @@ def main():
 
     if not args.quick and interps:
         it = ([i for i in interps if i[0] == "pyenv-3.12.1"] or interps)[0]
-        print("\n## Memory: 10 million thread samples of a depth-300, 8-thread target (%s)\n" % it[0])
-        t = busy(it, 300, 8, 900)
+        print("\n## Memory: 10 million thread samples of a depth-100, 8-thread target (%s)\n" % it[0])
+        t = busy(it, 100, 8, 900)
         try:
             rounds = 10_000_000 // 8
             s = remora_stats(remora, t.pid, "1M", 600, ("--max-samples", str(rounds)))
