@@ -24,34 +24,6 @@
 #include "out.h"
 #include "flamegraph.h"
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    size_t len, i;
-    uint32_t c;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        len = 2, c = s[0] & 0x1f;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        len = 3, c = s[0] & 0x0f;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        len = 4, c = s[0] & 0x07;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        c = c << 6 | (s[i] & 0x3f);
-    }
-    if ((len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) || (len == 4 && (c < 0x10000 || c > 0x10ffff)))
-        return 0;
-    return len;
-}
-
 void out_flamegraph_json_str(FILE *f, const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)(str ? str : "");
@@ -66,7 +38,7 @@ void out_flamegraph_json_str(FILE *f, const char *str, size_t n)
             fputc(*s, f);
         } else if (*s < 0x20 || *s == 0x7f || *s == '<' || *s == '>' || *s == '&') {
             fprintf(f, "\\u%04x", *s);
-        } else if ((k = utf8_seq(s, n)) == 0) {
+        } else if ((k = out_utf8_len(s, n)) == 0) {
             fputs("\\ufffd", f);
             k = 1;
         } else if (k == 3 && s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9)) {

@@ -7,8 +7,7 @@
 
 #include "out.h"
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t out_utf8_len(const unsigned char *s, size_t n)
 {
     size_t len, i;
     uint32_t c;
@@ -50,7 +49,7 @@ void out_json_str(FILE *f, const char *str)
         } else if (*s < 0x20 || *s == 0x7f) {
             fprintf(f, "\\u%04x", *s);
             k = 1;
-        } else if ((k = utf8_len(s, n)) == 0) {
+        } else if ((k = out_utf8_len(s, n)) == 0) {
             fputs("\\ufffd", f);
             k = 1;
         } else {

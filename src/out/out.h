@@ -17,6 +17,10 @@
 
 #include "../sample/sample.h"
 
+/* Length of the valid UTF-8 sequence at s (at most n bytes, n >= 1), or 0 if it is not
+ * one (overlong forms, surrogates and code points past U+10FFFF are not). */
+size_t out_utf8_len(const unsigned char *s, size_t n);
+
 /* Writes str as a JSON string literal (quoted, escaped, always valid UTF-8). */
 void out_json_str(FILE *f, const char *str);
 
