@@ -36,15 +36,21 @@ static int minor_from_name(const char *path, int *major)
  * build path ending in "Python-3.9.18"). Returns the patch or -1. */
 static int patch_from_file(const elf_t *e, int minor)
 {
-    size_t len, i;
+    size_t len, at = 1;
     const unsigned char *b = elf_bytes(e, &len);
     char want[8];
     size_t wl = (size_t)snprintf(want, sizeof want, "3.%d.", minor);
 
-    for (i = 1; i + wl + 2 < len; i++) {
-        size_t j;
+    /* memmem, not a byte loop: this scans a whole libpython (tens of MB) */
+    while (at + wl + 2 < len) {
+        const unsigned char *hit = memmem(b + at, len - at, want, wl);
+        size_t i, j;
         int patch = 0;
-        if ((b[i - 1] >= '0' && b[i - 1] <= '9') || b[i - 1] == '.' || memcmp(b + i, want, wl) != 0)
+        if (hit == NULL)
+            break;
+        i = (size_t)(hit - b);
+        at = i + 1;
+        if ((b[i - 1] >= '0' && b[i - 1] <= '9') || b[i - 1] == '.')
             continue;
         for (j = i + wl; j < len && j < i + wl + 3 && b[j] >= '0' && b[j] <= '9'; j++)
             patch = patch * 10 + (b[j] - '0');
