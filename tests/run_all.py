@@ -100,6 +100,16 @@ def main():
                 print("FAIL browser/recorded-page: remora record %s exited %d: %s"
                       % (" ".join(argv), p.returncode, p.stdout.strip()[-300:]))
                 totals[1] += 1
+        # the baseline recording turned into a flamegraph later, without the process
+        converted = os.path.join(tmp, "converted.html")
+        p = subprocess.run([args.remora, "convert", base, "-o", converted],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode == 0 and os.path.exists(converted):
+            pages += ["--page", converted]
+        else:
+            print("FAIL browser/converted-page: remora convert %s exited %d: %s"
+                  % (base, p.returncode, p.stdout.strip()[-300:]))
+            totals[1] += 1
         for i, v in enumerate(run_counted("browser", ["node", os.path.join(HERE, "browser", "run.mjs"),
                                                       "--mkprofile", args.mkprofile, *pages], env=env)):
             totals[i] += v
