@@ -4,6 +4,8 @@
 #ifndef REMORA_H
 #define REMORA_H
 
+#include <stddef.h>
+
 #define REMORA_VERSION "0.1.0"
 
 /* Error codes used by every layer. errno is mapped to these once, in proc/. */
@@ -32,6 +34,11 @@ enum remora_exit {
 
 /* Maps an error code to the exit code of the command. */
 int remora_exit_code(int err);
+
+/* Grows the array *v of *cap elements of 'elem' bytes (doubling) until it holds 'need';
+ * *v and *cap are updated. Returns 0, or -1 (out of memory or size overflow) with the
+ * array left as it was. (proc/grow.c) */
+int remora_grow(void **v, size_t *cap, size_t need, size_t elem);
 
 /* A short constant description of an error code. */
 const char *remora_strerror(int err);

@@ -310,32 +310,13 @@ void rec_free(recorder_t *r)
     free(r);
 }
 
-/* Grows *v (of *cap elements of 'size') to hold 'need'. Returns 0 or -1. */
-static int grow(void **v, size_t *cap, size_t need, size_t size)
-{
-    size_t ncap;
-    void *nv;
-
-    if (need <= *cap)
-        return 0;
-    ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    nv = realloc(*v, ncap * size);
-    if (nv == NULL)
-        return -1;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
-
 void rec_mem(recorder_t *r, uint64_t addr, const void *buf, size_t len)
 {
     if (r->failed)
         return;
     if (len > REC_MAX_BYTES - r->data_len || addr + len < addr ||
-        grow((void **)&r->data, &r->cap_data, r->data_len + len, 1) ||
-        grow((void **)&r->reads, &r->cap_reads, r->nreads + 1, sizeof *r->reads)) {
+        remora_grow((void **)&r->data, &r->cap_data, r->data_len + len, 1) ||
+        remora_grow((void **)&r->reads, &r->cap_reads, r->nreads + 1, sizeof *r->reads)) {
         r->failed = 1;
         return;
     }
@@ -372,7 +353,7 @@ static img_task_t *rec_task_get(recorder_t *r, pid_t tid)
         if (r->tasks[i].tid == tid)
             return &r->tasks[i];
     if (r->failed || r->ntasks >= SNAP_MAX_TASKS ||
-        grow((void **)&r->tasks, &r->cap_tasks, r->ntasks + 1, sizeof *r->tasks)) {
+        remora_grow((void **)&r->tasks, &r->cap_tasks, r->ntasks + 1, sizeof *r->tasks)) {
         r->failed = 1;
         return NULL;
     }
@@ -416,7 +397,7 @@ void rec_elf(recorder_t *r, const char *path, uint64_t inode, elf_t *e)
             f = &r->files[i];
     if (f == NULL) {
         if (r->nfiles >= SNAP_MAX_FILES ||
-            grow((void **)&r->files, &r->cap_files, r->nfiles + 1, sizeof *r->files)) {
+            remora_grow((void **)&r->files, &r->cap_files, r->nfiles + 1, sizeof *r->files)) {
             r->failed = 1;
             return;
         }
@@ -445,7 +426,7 @@ typedef struct wbuf {
 
 static void put(wbuf_t *w, const void *p, size_t n)
 {
-    if (w->failed || grow((void **)&w->b, &w->cap, w->len + n, 1)) {
+    if (w->failed || remora_grow((void **)&w->b, &w->cap, w->len + n, 1)) {
         w->failed = 1;
         return;
     }

@@ -39,24 +39,6 @@ static uint64_t mix(uint64_t h)
     return h;
 }
 
-static int grow_array(void **v, size_t *cap, size_t need, size_t elem)
-{
-    size_t ncap;
-    void *nv;
-
-    if (need <= *cap)
-        return 0;
-    ncap = *cap ? *cap : 64;
-    while (ncap < need)
-        ncap *= 2;
-    nv = realloc(*v, ncap * elem);
-    if (nv == NULL)
-        return -1;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
-
 stk_table_t *stk_new(void)
 {
     stk_table_t *t = calloc(1, sizeof *t);
@@ -134,7 +116,7 @@ uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int l
         if (f->function == fn && f->file == fl && f->line == line)
             return t->frame_slots[j] - 1;
     }
-    if (t->nframes >= STK_NONE - 1 || grow_array((void **)&t->frames, &t->cap_frames, t->nframes + 1, sizeof *t->frames))
+    if (t->nframes >= STK_NONE - 1 || remora_grow((void **)&t->frames, &t->cap_frames, t->nframes + 1, sizeof *t->frames))
         return STK_NONE;
     t->frames[t->nframes].function = fn;
     t->frames[t->nframes].file = fl;
@@ -149,7 +131,7 @@ static uint32_t new_node(stk_table_t *t, uint32_t parent, uint32_t frame)
 {
     stk_node_t *n;
 
-    if (t->nnodes >= STK_NONE - 1 || grow_array((void **)&t->nodes, &t->cap_nodes, t->nnodes + 1, sizeof *t->nodes))
+    if (t->nnodes >= STK_NONE - 1 || remora_grow((void **)&t->nodes, &t->cap_nodes, t->nnodes + 1, sizeof *t->nodes))
         return STK_NONE;
     n = &t->nodes[t->nnodes];
     n->parent = parent;
@@ -179,7 +161,7 @@ uint32_t stk_thread(stk_table_t *t, pid_t tid, const char *name)
             return (uint32_t)i;
         }
     }
-    if (grow_array((void **)&t->threads, &t->cap_threads, t->nthreads + 1, sizeof *t->threads))
+    if (remora_grow((void **)&t->threads, &t->cap_threads, t->nthreads + 1, sizeof *t->threads))
         return STK_NONE;
     th = &t->threads[t->nthreads];
     th->tid = tid;
@@ -293,7 +275,7 @@ int stk_foreach_stack(const stk_table_t *t, stk_visit_fn fn, void *ctx)
         /* iterative depth-first walk; scratch[d] holds the frame at depth d */
         while (node != STK_NONE) {
             const stk_node_t *n = &t->nodes[node];
-            if (grow_array((void **)&mt->scratch, &mt->scratch_cap, depth + 1, sizeof *mt->scratch))
+            if (remora_grow((void **)&mt->scratch, &mt->scratch_cap, depth + 1, sizeof *mt->scratch))
                 return REMORA_ENOMEM;
             mt->scratch[depth] = n->frame;
             if (n->self)

@@ -113,24 +113,6 @@ static uint64_t get_instr(const py_layout_t *L, const unsigned char *fb)
     return v;
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-    size_t ncap;
-    void *nv;
-
-    if (need <= *cap)
-        return 0;
-    ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    nv = realloc(*v, ncap * elem);
-    if (nv == NULL)
-        return -1;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
-
 static void thread_fini(fast_thread_t *t);
 
 void unw_fast_free(void *opaque)
@@ -164,7 +146,7 @@ void unw_fast_free(void *opaque)
 
 static int add_iov(fast_t *f, size_t *n, uint64_t addr, void *buf, size_t len)
 {
-    if (grow((void **)&f->iov, &f->cap_iov, *n + 1, sizeof *f->iov))
+    if (remora_grow((void **)&f->iov, &f->cap_iov, *n + 1, sizeof *f->iov))
         return -1;
     f->iov[*n].addr = addr;
     f->iov[*n].buf = buf;
@@ -193,7 +175,7 @@ static void thread_fini(fast_thread_t *t)
 
 static int add_req(fast_t *f, uint64_t addr, void *buf, size_t len)
 {
-    if (grow((void **)&f->req, &f->cap_req, f->nreq + 1, sizeof *f->req))
+    if (remora_grow((void **)&f->req, &f->cap_req, f->nreq + 1, sizeof *f->req))
         return -1;
     f->req[f->nreq].addr = addr;
     f->req[f->nreq].buf = buf;
@@ -217,7 +199,7 @@ static int merge_reqs(fast_t *f, size_t *n)
 {
     size_t i, total = 0, at = 0;
 
-    if (grow((void **)&f->order, &f->cap_order, f->nreq + 1, sizeof *f->order))
+    if (remora_grow((void **)&f->order, &f->cap_order, f->nreq + 1, sizeof *f->order))
         return -1;
     for (i = 0; i < f->nreq; i++) {
         f->order[i] = i;
@@ -226,7 +208,7 @@ static int merge_reqs(fast_t *f, size_t *n)
     sort_base = f->req;
     qsort(f->order, f->nreq, sizeof *f->order, by_addr);
     /* the staging buffer is sized for the worst case: every gap filled */
-    if (grow((void **)&f->stage, &f->cap_stage, total + f->nreq * FAST_MERGE_GAP + 1, 1))
+    if (remora_grow((void **)&f->stage, &f->cap_stage, total + f->nreq * FAST_MERGE_GAP + 1, 1))
         return -1;
     for (i = 0; i < f->nreq;) {
         uint64_t lo = f->req[f->order[i]].addr, hi = lo + f->req[f->order[i]].len;
@@ -308,7 +290,7 @@ static int rebuild(unwinder_t *u, fast_t *f)
                 err = REMORA_ECORRUPT;
                 goto fail;
             }
-            if (grow((void **)&f->interps, &f->cap_interps, f->ninterps + 1, sizeof *f->interps)) {
+            if (remora_grow((void **)&f->interps, &f->cap_interps, f->ninterps + 1, sizeof *f->interps)) {
                 err = REMORA_ENOMEM;
                 goto fail;
             }
@@ -517,7 +499,7 @@ static const unsigned char *block_frame(unwinder_t *u, fast_t *f, uint64_t addr,
     }
     if (f->nblocks == f->cap_blocks) {
         size_t old = f->cap_blocks;
-        if (grow((void **)&f->blocks, &f->cap_blocks, f->nblocks + 1, sizeof *f->blocks)) {
+        if (remora_grow((void **)&f->blocks, &f->cap_blocks, f->nblocks + 1, sizeof *f->blocks)) {
             *err = REMORA_ENOMEM;
             return NULL;
         }
@@ -704,7 +686,7 @@ static int learn_blocks(const py_layout_t *L, fast_t *f, fast_thread_t *t, size_
             break;
         if (k == t->cap_sb) {
             size_t old = t->cap_sb;
-            if (grow((void **)&t->sb, &t->cap_sb, k + 1, sizeof *t->sb))
+            if (remora_grow((void **)&t->sb, &t->cap_sb, k + 1, sizeof *t->sb))
                 return -1;
             memset(t->sb + old, 0, (t->cap_sb - old) * sizeof *t->sb);
         }
@@ -741,7 +723,7 @@ static int note_code(fast_t *f, code_cache_t *cc, uint64_t addr)
     for (i = 0; i < f->ncodes; i++)
         if (f->codes[i] == addr)
             return 0;
-    if (grow((void **)&f->codes, &f->cap_codes, f->ncodes + 1, sizeof *f->codes))
+    if (remora_grow((void **)&f->codes, &f->cap_codes, f->ncodes + 1, sizeof *f->codes))
         return -1;
     f->codes[f->ncodes++] = addr;
     return 0;
@@ -757,7 +739,7 @@ static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
     int err;
 
     code_fp_span(L, &off, &len);
-    if (grow((void **)&f->fps, &f->cap_fps, f->ncodes * UNW_FP_MAX + 1, 1))
+    if (remora_grow((void **)&f->fps, &f->cap_fps, f->ncodes * UNW_FP_MAX + 1, 1))
         return REMORA_ENOMEM;
     /* fingerprints: from the first read when the code was there last sample too */
     for (i = 0; i < f->ncodes; i++) {
@@ -831,7 +813,7 @@ static int sample_once(unwinder_t *u, fast_t *f)
             return REMORA_ECORRUPT;
     }
 
-    if (grow((void **)&u->threads, &u->cap_threads, f->nthreads, sizeof *u->threads))
+    if (remora_grow((void **)&u->threads, &u->cap_threads, f->nthreads, sizeof *u->threads))
         return REMORA_ENOMEM;
     u->nthreads = f->nthreads;
     f->stamp++;
@@ -935,7 +917,7 @@ static int sample_once(unwinder_t *u, fast_t *f)
             goto thread_done;
         if (learn_blocks(L, f, t, nw))
             return REMORA_ENOMEM;
-        if (grow((void **)&u->frames, &u->cap_frames, nframes_total + nw, sizeof *u->frames))
+        if (remora_grow((void **)&u->frames, &u->cap_frames, nframes_total + nw, sizeof *u->frames))
             return REMORA_ENOMEM;
         th->frames = (unw_frame_t *)(uintptr_t)nframes_total;
         for (k = 0; k < nw; k++) {
