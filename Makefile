@@ -44,7 +44,8 @@ asan:
 	    python3 tests/run_all.py --remora build-asan/remora --unit build-asan/unit_tests \
 	    --fuzz-tool build-asan/fuzz_tool --mkprofile build-asan/mkprofile
 
-build-asan/remora: $(OBJ) $(CLI_OBJ)
+# any build directory's own binary (make BUILD=build-x build-x/remora)
+$(BUILD)/remora: $(OBJ) $(CLI_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # regenerate the 3.9–3.12 layouts from installed headers
