@@ -26,6 +26,10 @@
  *  - _PyInterpreterFrame.owner: FRAME_OWNED_BY_CSTACK (== 3) exists on 3.12
  *    only; 3.11 marks C entry frames with `is_entry` instead and its owner
  *    values are 0..2, so owner_shim = 3 never matches there.
+ *  - _PyErr_StackItem (what sys.exc_info() reads): exc_type, exc_value,
+ *    exc_traceback, previous_item on 3.9/3.10; exc_value, previous_item from
+ *    3.11. ei_exc is the field that is NULL or None when the item holds no
+ *    exception: exc_type before 3.11, exc_value from 3.11.
  */
 #include <Python.h>
 
@@ -137,6 +141,17 @@ int main(void)
     field("ts_native_thread_id", 0);
     field("ts_datastack_chunk", 0);
 #endif
+    field("ts_exc_info", OFF(PyThreadState, exc_info));
+    field("ts_exc_state", OFF(PyThreadState, exc_state));
+
+    printf("\n    /* _PyErr_StackItem */\n");
+    field("ei_size", SIZE(_PyErr_StackItem));
+#if PY_VERSION_HEX >= 0x030b0000
+    field("ei_exc", OFF(_PyErr_StackItem, exc_value));
+#else
+    field("ei_exc", OFF(_PyErr_StackItem, exc_type));
+#endif
+    field("ei_previous", OFF(_PyErr_StackItem, previous_item));
 
 #if PY_VERSION_HEX >= 0x030b0000
     printf("\n    /* _PyInterpreterFrame */\n");

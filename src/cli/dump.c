@@ -17,7 +17,7 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
     printf("Process %d: Python %s (%s)\n", (int)pid, t->version, t->binary);
     for (i = 0; i < n; i++) {
         printf("\nThread %d \"%s\"", (int)th[i].native_id, th[i].name);
-        if (th[i].is_main || th[i].holds_gil || th[i].on_cpu) {
+        if (th[i].is_main || th[i].holds_gil || th[i].on_cpu || th[i].handling_exc == 1) {
             const char *sep = "";
             fputs(" [", stdout);
             if (th[i].is_main)
@@ -25,7 +25,9 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
             if (th[i].holds_gil)
                 printf("%sgil", sep), sep = ", ";
             if (th[i].on_cpu)
-                printf("%son-cpu", sep);
+                printf("%son-cpu", sep), sep = ", ";
+            if (th[i].handling_exc == 1)
+                printf("%sexception", sep);
             fputc(']', stdout);
         }
         fputc('\n', stdout);
@@ -49,6 +51,7 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
         out_json_str(stdout, th[i].name);
         printf(",\"main\":%s,\"gil\":%s,\"on_cpu\":%s", th[i].is_main ? "true" : "false",
                th[i].holds_gil ? "true" : "false", th[i].on_cpu ? "true" : "false");
+        printf(",\"exception\":%s", th[i].handling_exc < 0 ? "null" : th[i].handling_exc ? "true" : "false");
         if (th[i].error) {
             fputs(",\"error\":", stdout);
             out_json_str(stdout, remora_strerror(th[i].error));

@@ -88,8 +88,8 @@ typedef struct record_args {
 
 static const char record_usage[] =
     "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
-    "                     [--mode wall|cpu|gil] [--no-gc] [--stats] [-l ROWS] [--max-samples N]\n"
-    "                     [--diff BASELINE]";
+    "                     [--mode wall|cpu|gil|exception] [--no-gc] [--stats] [-l ROWS]\n"
+    "                     [--max-samples N] [--diff BASELINE]";
 
 static int parse_record(int argc, char **argv, record_args_t *a)
 {
@@ -153,11 +153,10 @@ static int parse_record(int argc, char **argv, record_args_t *a)
                 a->mode = SAMPLE_CPU;
             else if (strcmp(v, "gil") == 0)
                 a->mode = SAMPLE_GIL;
-            else if (strcmp(v, "exception") == 0) {
-                cli_error("--mode exception is not available in this version yet");
-                return -1;
-            } else {
-                cli_error("invalid mode '%s': use wall, cpu or gil", v);
+            else if (strcmp(v, "exception") == 0)
+                a->mode = SAMPLE_EXCEPTION;
+            else {
+                cli_error("invalid mode '%s': use wall, cpu, gil or exception", v);
                 return -1;
             }
             i++;
@@ -396,6 +395,12 @@ int cmd_record(int argc, char **argv)
         rc = cli_fail(err, pid, why);
         goto out;
     }
+    if (a.mode == SAMPLE_EXCEPTION && t.layout.ts_exc_info == 0) {
+        cli_error("--mode exception: remora does not know where Python %s (%s) keeps a "
+                  "thread's exception state; use another --mode", t.version, t.binary);
+        rc = remora_exit_code(REMORA_EVERSION);
+        goto out;
+    }
     table = stk_new();
     if (table == NULL || unw_new(p, &t, &u)) {
         cli_error("out of memory");
@@ -456,7 +461,8 @@ int cmd_record(int argc, char **argv)
     prof.meta.pid = pid;
     snprintf(prof.meta.python, sizeof prof.meta.python, "%s", t.version);
     snprintf(prof.meta.mode, sizeof prof.meta.mode, "%s",
-             a.mode == SAMPLE_CPU ? "cpu" : a.mode == SAMPLE_GIL ? "gil" : "wall");
+             a.mode == SAMPLE_CPU ? "cpu" : a.mode == SAMPLE_GIL ? "gil" :
+             a.mode == SAMPLE_EXCEPTION ? "exception" : "wall");
     prof.meta.duration_s = (double)(st->end_ns - st->start_ns) / 1e9;
     prof.meta.rate_hz = a.rate;
     prof.meta.samples = st->rounds;

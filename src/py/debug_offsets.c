@@ -20,7 +20,7 @@ enum dbg_field {
     D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, D_IS_GC, D_IS_CEVAL_GIL, D_IS_GIL_STATE,
     D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN,
     D_TS_SIZE, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
-    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK,
+    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, D_TS_CURRENT_EXC, D_TS_EXC_STATE, D_EI_EXC_VALUE,
     D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, D_FR_OWNER,
     D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO,
     D_CO_CODE_ADAPTIVE,
@@ -89,8 +89,8 @@ static const unsigned char layout_315[] = {
     /* thread_state: ... datastack_chunk, status, holds_gil, gil_requested,
      * current_exception, exc_state */
     D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, S, S, S, D_TS_THREAD_ID,
-    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S, S, S, S, S,
-    S,                                  /* err_stackitem */
+    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S, S, S, D_TS_CURRENT_EXC, D_TS_EXC_STATE,
+    D_EI_EXC_VALUE,                     /* err_stackitem */
     D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, S, D_FR_OWNER, S, S,
     D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, S, S, S,
     D_CO_CODE_ADAPTIVE, S,
@@ -121,6 +121,34 @@ static int check(uint64_t off, uint64_t width, uint64_t size, const char *what, 
         return REMORA_EVERSION;
     }
     return REMORA_OK;
+}
+
+/* Where sys.exc_info() starts (PyThreadState.exc_info) and what a _PyErr_StackItem holds
+ * (exc_value, previous_item: 16 bytes from 3.11 on). 3.13 and 3.14 do not publish them:
+ * the headers of 3.13.0, 3.13.18 and 3.14.10 all give current_frame 72, exc_info 120 and
+ * exc_state 256, so those are used when the target's current_frame is 72 too. 3.15
+ * publishes current_exception, exc_state and exc_value; exc_info is the pointer right
+ * after current_exception (3.15.2: 136 and 144). Anything else: 0, no exception mode. */
+static void exc_layout(py_layout_t *L, const uint64_t *f)
+{
+    if (L->minor <= 14 && f[D_TS_CURRENT_FRAME] == 72) {
+        L->ts_exc_info = 120;
+        L->ts_exc_state = 256;
+    } else if (L->minor >= 15 && f[D_TS_CURRENT_EXC] != 0 && f[D_EI_EXC_VALUE] == 0 &&
+               f[D_TS_EXC_STATE] > f[D_TS_CURRENT_EXC]) {
+        L->ts_exc_info = f[D_TS_CURRENT_EXC] + 8;
+        L->ts_exc_state = f[D_TS_EXC_STATE];
+    } else {
+        return;
+    }
+    L->ei_size = 16;
+    L->ei_exc = 0;
+    L->ei_previous = 8;
+    if (L->ts_exc_state % 8 != 0 || L->ts_size < L->ts_exc_info + 8 ||
+        L->ts_size < L->ts_exc_state + L->ei_size) {
+        L->ts_exc_info = L->ts_exc_state = 0;   /* does not fit: not this build's layout */
+        L->ei_size = L->ei_exc = L->ei_previous = 0;
+    }
 }
 
 int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, char *why, size_t whylen)
@@ -234,6 +262,7 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
     L->u_ascii_size = f[D_U_ASCII_SIZE];
     /* PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+) */
     L->u_compact_size = f[D_U_COMPACT_SIZE] ? f[D_U_COMPACT_SIZE] : f[D_U_ASCII_SIZE] + 16;
+    exc_layout(L, f);
 
     /* every offset used must fit the struct the same table declares */
     if ((err = check(L->rt_interpreters_head, 8, L->rt_size, "runtime.interpreters_head", why, whylen)) ||

@@ -47,6 +47,13 @@ static const py_layout_t py_layout_3_9 = {
     .ts_thread_id = 176,
     .ts_native_thread_id = 0,
     .ts_datastack_chunk = 0,
+    .ts_exc_info = 144,
+    .ts_exc_state = 112,
+
+    /* _PyErr_StackItem */
+    .ei_size = 32,
+    .ei_exc = 0,
+    .ei_previous = 24,
 
     /* PyFrameObject */
     .fr_size = 368,
@@ -109,6 +116,13 @@ static const py_layout_t py_layout_3_10 = {
     .ts_thread_id = 176,
     .ts_native_thread_id = 0,
     .ts_datastack_chunk = 0,
+    .ts_exc_info = 144,
+    .ts_exc_state = 112,
+
+    /* _PyErr_StackItem */
+    .ei_size = 32,
+    .ei_exc = 0,
+    .ei_previous = 24,
 
     /* PyFrameObject */
     .fr_size = 360,
@@ -171,6 +185,13 @@ static const py_layout_t py_layout_3_11 = {
     .ts_thread_id = 152,
     .ts_native_thread_id = 160,
     .ts_datastack_chunk = 296,
+    .ts_exc_info = 120,
+    .ts_exc_state = 320,
+
+    /* _PyErr_StackItem */
+    .ei_size = 16,
+    .ei_exc = 0,
+    .ei_previous = 8,
 
     /* _PyInterpreterFrame */
     .fr_size = 72,
@@ -233,6 +254,13 @@ static const py_layout_t py_layout_3_12 = {
     .ts_thread_id = 136,
     .ts_native_thread_id = 144,
     .ts_datastack_chunk = 232,
+    .ts_exc_info = 104,
+    .ts_exc_state = 256,
+
+    /* _PyErr_StackItem */
+    .ei_size = 16,
+    .ei_exc = 0,
+    .ei_previous = 8,
 
     /* _PyInterpreterFrame */
     .fr_size = 72,

@@ -63,6 +63,16 @@ typedef struct py_layout {
     uint64_t ts_thread_id;          /* pthread_t */
     uint64_t ts_native_thread_id;   /* 3.11+; 0 on 3.9/3.10 (resolved through pthread_t) */
     uint64_t ts_datastack_chunk;    /* 3.11+ */
+    uint64_t ts_exc_info;           /* exc_info: the _PyErr_StackItem * sys.exc_info() starts
+                                     * from; 0 = unknown for this build (no exception mode) */
+    uint64_t ts_exc_state;          /* exc_state: the thread's own _PyErr_StackItem, where
+                                     * exc_info points outside generators and coroutines */
+
+    /* _PyErr_StackItem */
+    uint64_t ei_size;               /* bytes to copy to read the fields below */
+    uint64_t ei_exc;                /* exc_type (3.9/3.10), exc_value (3.11+): NULL or None
+                                     * when the item holds no exception */
+    uint64_t ei_previous;           /* previous_item */
 
     /* PyFrameObject (3.9/10) or _PyInterpreterFrame (3.11+) */
     uint64_t fr_size;               /* bytes to copy to read the fields below */
@@ -104,6 +114,7 @@ typedef struct py_target {
     uint64_t code_type;      /* address of PyCode_Type, 0 if unknown */
     uint64_t code_version;   /* 3.12: address of _Py_next_func_version (a u32 bumped when a
                               * code object is made), 0 if the symbol is not there */
+    uint64_t none;           /* address of _Py_NoneStruct (None), 0 if the symbol is not there */
     char binary[4096];       /* the ELF file that holds _PyRuntime (path as seen by the target) */
     char version[32];        /* "3.12.1" */
     py_layout_t layout;

@@ -115,6 +115,9 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
     /* 3.12's code-object counter is a file-local symbol: present unless stripped */
     if (elf_symbol(e, "_Py_next_func_version", &sym, NULL) == REMORA_OK)
         t->code_version = sym + bias;
+    /* None: an exception slot holding it is empty (sys.exc_info(), 3.9/3.10 mostly) */
+    if (elf_symbol(e, "_Py_NoneStruct", &sym, NULL) == REMORA_OK)
+        t->none = sym + bias;
 
     err = proc_read(p, t->runtime, head, sizeof head);
     if (err) {

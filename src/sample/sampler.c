@@ -81,7 +81,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
     }
     for (i = 0; i < s->fmap_cap; i++)
         s->fmap[i].frame = STK_NONE;
-    unw_set_want(u, (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0));
+    unw_set_want(u, (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
+                    (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0));
     *out = s;
     return REMORA_OK;
 }
@@ -272,6 +273,11 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             continue;
         if (s->o.mode == SAMPLE_GIL && !th->holds_gil)
             continue;
+        if (s->o.mode == SAMPLE_EXCEPTION && th->handling_exc != 1) {
+            if (th->handling_exc < 0)       /* its exception state could not be read */
+                s->st.errors++;
+            continue;
+        }
         if (th->error) {
             s->st.errors++;
             continue;

@@ -107,6 +107,34 @@ static int read_gil(unwinder_t *u, uint64_t interp, int *locked, uint64_t *holde
     return REMORA_OK;
 }
 
+int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts)
+{
+    const py_layout_t *L = &u->t->layout;
+    unsigned char buf[64];
+    uint64_t item, exc;
+    int i;
+
+    if (L->ts_exc_info == 0 || L->ei_size == 0 || L->ei_size > sizeof buf ||
+        L->ei_exc + 8 > L->ei_size || L->ei_previous + 8 > L->ei_size ||
+        L->ts_exc_info + 8 > L->ts_size || L->ts_size < L->ei_size)
+        return -1;
+    item = get_u64(ts, L->ts_exc_info);
+    for (i = 0; i < UNW_MAX_EXC_ITEMS && item != 0; i++) {
+        const unsigned char *b = buf;
+        if (item % 8 != 0)
+            return -1;
+        if (item >= tstate && item - tstate <= L->ts_size - L->ei_size)
+            b = ts + (item - tstate);       /* the thread's own exc_state: already here */
+        else if (proc_read(u->p, item, buf, L->ei_size) != REMORA_OK)
+            return -1;
+        exc = get_u64(b, L->ei_exc);
+        if (exc != 0 && exc != u->t->none)
+            return 1;
+        item = get_u64(b, L->ei_previous);
+    }
+    return item == 0 ? 0 : -1;
+}
+
 static int tid_in(const pid_t *tids, size_t n, int32_t v)
 {
     size_t i;
@@ -209,6 +237,8 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
             th->interp_id = interp_id;
             th->holds_gil = gil_locked && gil_holder == ts;
             th->gc = gc != 0;
+            if (u->want & UNW_WANT_EXC)
+                th->handling_exc = unw_exc_state(u, ts, u->tsbuf);
             if (L->ts_native_thread_id != 0) {
                 uint64_t nid = get_u64(u->tsbuf, L->ts_native_thread_id);
                 th->native_id = nid < (1u << 31) ? (pid_t)nid : 0;

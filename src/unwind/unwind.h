@@ -117,6 +117,9 @@ typedef struct unw_thread {
     int holds_gil;
     int on_cpu;                 /* only with UNW_WANT_CPU */
     int gc;                     /* its interpreter is collecting garbage (UNW_WANT_GC) */
+    int handling_exc;           /* UNW_WANT_EXC: 1 when sys.exc_info() would give an exception
+                                 * there (it is inside an except block), 0 when not, -1
+                                 * when that could not be read */
     char name[64];              /* the task's name (comm), only with UNW_WANT_NAMES */
     int error;                  /* REMORA_E* if the frames could not be read */
     size_t nframes;
@@ -129,7 +132,9 @@ typedef struct unwinder unwinder_t;
 #define UNW_WANT_CPU 1u         /* on_cpu, from /proc/PID/task/TID/stat */
 #define UNW_WANT_NAMES 2u       /* name, from /proc/PID/task/TID/comm */
 #define UNW_WANT_GC 4u          /* gc, from the interpreter's GC state */
-#define UNW_WANT_ALL 7u
+#define UNW_WANT_EXC 8u         /* handling_exc, from the thread state (a read per generator
+                                 * or coroutine whose exception slot is walked through) */
+#define UNW_WANT_ALL 15u
 
 /* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t; it reads everything
  * (UNW_WANT_ALL) until unw_set_want() says otherwise. */
@@ -150,6 +155,16 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n);
  * changed while it was read has 'error' = REMORA_ECORRUPT. Same contract as
  * unw_snapshot. */
 int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n);
+
+#define UNW_MAX_EXC_ITEMS 64    /* exception-stack items walked per thread */
+
+/* Whether the thread whose state was copied into ts[0..ts_size) from 'tstate' is handling
+ * an exception, as sys.exc_info() decides it there: from the item tstate->exc_info points
+ * to, along previous_item, the first item whose exception is neither NULL nor None. Items
+ * inside the copy are read there, others (generators, coroutines) from the target, at
+ * most UNW_MAX_EXC_ITEMS. Returns 1 or 0; -1 when the layout lacks the fields, a read
+ * failed or the chain is longer than the bound. (threads.c) */
+int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts);
 
 /* Walks the frames starting at 'frame' (3.11+: an interpreter frame; 3.9/3.10: a frame
  * object) into out[0..cap). Returns 0 with *n, or a REMORA_E* code. (frames.c) */

@@ -45,6 +45,9 @@ GIL_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 # 7. and 8.: not version-specific; one host and one chroot interpreter
 SIGNAL_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")
 STATS_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")
+# 9. exception mode
+EXC_MIN_ROUNDS = 50.0          # % of rounds each thread inside an except block must appear in
+                               # (it is in every round; errors may drop a few: seen 0 errors)
 SAMPLED_BEFORE_SIGNAL = 100    # rounds remora reports on its status line before we signal
 STOP_TIMEOUT = 10.0            # seconds remora may take to end after a signal / target death
 SHORT_SECONDS = 0.5            # recordings that only need some samples
@@ -885,6 +888,101 @@ def test_stats(remora, interp):
         n, rps, nbytes / n, cpu)
 
 
+# --- 9. exception mode ------------------------------------------------------------------
+
+EXC_WANT = {"handler": ("KeyError", ("handler_thread", "handler_work")),
+            "gen": ("ValueError", ("gen_thread", "gen_body", "gen_work")),
+            "plain": (None, ("plain_thread", "plain_body", "plain_work"))}
+
+
+def exc_stack_problem(s, role, info, file):
+    """Why a stack of thread `role` is not what the target said it runs, or None: innermost
+    its spinning function, and the frame holding the except block on that block's line."""
+    want = EXC_WANT[role][1]
+    if s.functions()[-len(want):] != list(want):
+        return "%s's stack ends %s, want ...%s" % (role, ";".join(s.functions()[-4:]),
+                                                   ";".join(want))
+    outer = s.frames[-len(want)]
+    if (outer[1], outer[2]) != (file, info["outer_line"]):
+        return "%s's %s is at %s:%s, want %s:%d (the except block)" % (
+            role, want[0], outer[1], outer[2], file, info["outer_line"])
+    return None
+
+
+def test_exception_mode(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "exceptions.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        t.wait_main_in_read()
+        exc_path = os.path.join(t.dir, "exception.collapsed")
+        wall_path = os.path.join(t.dir, "wall.collapsed")
+        _, err = record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "--mode", "exception",
+                                 "-o", exc_path])
+        summ = summary(err, 1000)
+        _, werr = record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "-o", wall_path])
+        wsumm = summary(werr, 1000)
+        rc, out, derr = remora.run(["dump", "-p", t.pid, "--json"])
+        exc_stacks, wall_stacks = parse_collapsed(exc_path), parse_collapsed(wall_path)
+    roles = ready["threads"]
+    for role, (exc, _) in EXC_WANT.items():
+        if roles[role]["exc_info"] != exc or roles[role]["work"] != EXC_WANT[role][1][-1]:
+            raise Fail("the target's %s thread saw sys.exc_info() %s in %s, want %s in %s"
+                       % (role, roles[role]["exc_info"], roles[role]["work"], exc,
+                          EXC_WANT[role][1][-1]))
+    who = {info["tid"]: role for role, info in roles.items()}
+    who[ready["main"]] = "main"
+    problems = []
+    # exception mode: only the two threads inside except blocks, always inside them
+    stray = collections.Counter()
+    for s in exc_stacks:
+        role = who.get(s.tid, "thread %d" % s.tid)
+        if role not in ("handler", "gen"):
+            stray[role] += s.count
+            continue
+        bad = exc_stack_problem(s, role, roles[role], ready["file"])
+        if bad:
+            problems.append("exception mode: " + bad)
+    if stray:
+        problems.append("exception mode has samples of threads not handling an exception: %s"
+                        % ", ".join("%s %d" % kv for kv in sorted(stray.items())))
+    counts = {role: total(exc_stacks, roles[role]["tid"]) for role in ("handler", "gen")}
+    for role, n in counts.items():
+        if n < summ.samples * EXC_MIN_ROUNDS / 100:
+            problems.append("exception mode: the %s thread is in %d of %d rounds, want %.0f%%"
+                            % (role, n, summ.samples, EXC_MIN_ROUNDS))
+    # wall mode: every thread, the plain one in its own function
+    wall = {role: total(wall_stacks, tid) for tid, role in who.items()}
+    for role, n in wall.items():
+        if n < wsumm.samples * EXC_MIN_ROUNDS / 100:
+            problems.append("wall mode: the %s thread is in %d of %d rounds, want %.0f%%"
+                            % (role, n, wsumm.samples, EXC_MIN_ROUNDS))
+    for s in wall_stacks:
+        role = who.get(s.tid)
+        if role in EXC_WANT:
+            bad = exc_stack_problem(s, role, roles[role], ready["file"])
+            if bad:
+                problems.append("wall mode: " + bad)
+    # dump: the same verdict per thread
+    if rc != 0:
+        problems.append("`remora dump --json` exited %d: %s" % (rc, tail(derr)))
+    else:
+        try:
+            got = {th.get("native_id"): th.get("exception") for th in json.loads(out)["threads"]}
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            got = {}
+            problems.append("dump --json is not the documented JSON (%s)" % e)
+        for tid, role in who.items():
+            want = role in ("handler", "gen")
+            if got and got.get(tid) is not want:
+                problems.append("dump says \"exception\": %s for the %s thread, want %s"
+                                % (json.dumps(got.get(tid)), role, json.dumps(want)))
+    note = "exception mode %d rounds: handler %d, gen %d, %d errors; wall: %s" % (
+        summ.samples, counts["handler"], counts["gen"], summ.errors,
+        ", ".join("%s %d" % (r, wall[r]) for r in ("handler", "gen", "plain", "main")))
+    if problems:
+        raise Fail("; ".join(problems[:6]) + " [" + note + "]")
+    return note
+
+
 # --- the list run.py runs ---------------------------------------------------------------
 
 def tests(remora):
@@ -908,6 +1006,7 @@ def tests(remora):
     each("sigterm", lambda r, i: test_stop_signal(r, i, signal.SIGTERM), SIGNAL_INTERPRETERS)
     each("target-killed", test_target_killed, SIGNAL_INTERPRETERS)
     each("stats", test_stats, STATS_INTERPRETERS)
+    each("exception-mode", test_exception_mode)
     out.append(("record/unwritable-output", lambda: test_unwritable(remora), None))
     out.append(("record/errors", lambda: test_errors(remora), None))
     assert all(n in by_name for n in GIL_INTERPRETERS + SIGNAL_INTERPRETERS)
