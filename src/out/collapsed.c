@@ -2,8 +2,11 @@
  * outermost frame first, frames joined by ';', then a space and the count. A frame is
  * "function (file:line)"; the first element is "thread NAME (TID)".
  *
- * Names are escaped so a line stays one stack: '\' → "\\", ';' → "\;", newline → "\n",
- * carriage return → "\r". The reader undoes it.
+ * Names are escaped by out_text_str() with ';' as the quote, so a line stays one stack
+ * (whoever splits lines, even at U+2028 or U+0085) and is valid UTF-8: '\' → "\\",
+ * ';' → "\;", newline, carriage return, tab → "\n", "\r", "\t", other control
+ * characters (C0, DEL, C1) → "\xNN", U+2028/U+2029 → "\u2028"/"\u2029", each byte that
+ * is not part of valid UTF-8 → U+FFFD. The reader undoes it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,15 +16,7 @@
 
 static void put_escaped(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        switch (*s) {
-        case '\\': fputs("\\\\", f); break;
-        case ';': fputs("\\;", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        default: fputc(*s, f); break;
-        }
-    }
+    out_text_str(f, s, ';');
 }
 
 struct wctx {
@@ -69,17 +64,72 @@ int out_collapsed_write(const profile_t *p, FILE *f, const out_options_t *o)
     return ferror(f) ? REMORA_EIO : REMORA_OK;
 }
 
-/* Splits s (modified in place) at unescaped ';'. Returns the number of parts. */
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* The code point of the n hex digits at s, or -1. */
+static long hexnum(const char *s, int n)
+{
+    long v = 0;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (hexval(s[i]) < 0)
+            return -1;
+        v = v << 4 | hexval(s[i]);
+    }
+    return v;
+}
+
+/* Writes code point c (< 0x10000) as UTF-8 at w; NUL and surrogates as U+FFFD (names
+ * hold neither). Returns the bytes written: never more than the escape's own length. */
+static size_t put_cp(char *w, long c)
+{
+    if (c == 0 || (c >= 0xd800 && c <= 0xdfff))
+        c = 0xfffd;
+    if (c < 0x80) {
+        w[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        w[0] = (char)(0xc0 | c >> 6);
+        w[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    w[0] = (char)(0xe0 | c >> 12);
+    w[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+    w[2] = (char)(0x80 | (c & 0x3f));
+    return 3;
+}
+
+/* Splits s (modified in place) at unescaped ';' and undoes the escapes: \xNN and
+ * \uNNNN are code points, \n \r \t the control characters, a backslash before anything
+ * else is dropped. Returns the number of parts. */
 static size_t split_unescape(char *s, char **parts, size_t max)
 {
     size_t n = 0;
     char *w = s;
+    long c;
 
     parts[n++] = w;
     while (*s) {
-        if (*s == '\\' && s[1]) {
-            char c = s[1];
-            *w++ = c == 'n' ? '\n' : c == 'r' ? '\r' : c;
+        if (*s == '\\' && s[1] == 'x' && (c = hexnum(s + 2, 2)) >= 0) {
+            w += put_cp(w, c);
+            s += 4;
+        } else if (*s == '\\' && s[1] == 'u' && (c = hexnum(s + 2, 4)) >= 0) {
+            w += put_cp(w, c);
+            s += 6;
+        } else if (*s == '\\' && s[1]) {
+            char e = s[1];
+            *w++ = e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
             s += 2;
         } else if (*s == ';') {
             *w++ = '\0';

@@ -2,6 +2,7 @@
  * unwind/, so a recording can be converted later without the process.
  *
  *   json.c        JSON string escaping shared by the JSON-based writers
+ *   text.c        escaping of names in text for a terminal (pstats, remora dump)
  *   formats.c     the format table, inference from a file name, atomic file writing
  *   collapsed.c   Brendan Gregg's collapsed stacks (write and read)
  *   pstats.c      the table printed when no -o is given
@@ -23,6 +24,13 @@ size_t out_utf8_len(const unsigned char *s, size_t n);
 
 /* Writes str as a JSON string literal (quoted, escaped, always valid UTF-8). */
 void out_json_str(FILE *f, const char *str);
+
+/* Writes str for a terminal, one name on one line, reversibly: a backslash → \\,
+ * newline, carriage return, tab → \n \r \t, other control characters (C0, DEL and the
+ * C1 code points U+0080..U+009F) → \xNN (the code point in hex), U+2028 and U+2029 →
+ * \u2028 \u2029, each byte that is not part of valid UTF-8 → U+FFFD, and the character
+ * 'quote' (unless 0) → a backslash and it. Everything else is written as it is. */
+void out_text_str(FILE *f, const char *str, int quote);
 
 /* Options shared by writers. */
 typedef struct out_options {

@@ -1,6 +1,7 @@
 /* out/pstats.c — the table printed when no -o is given: per function (name and file),
  * self and total samples with percentages, sorted by self time. A function's total
- * counts each sample once, however often it recurses in that sample. */
+ * counts each sample once, however often it recurses in that sample. Names are escaped
+ * by out_text_str(): one row per line, whatever the target named its functions. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,11 +91,15 @@ int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o)
         fprintf(f, "%10s %7s %10s %7s  %s\n", "self", "self%", "total", "total%", "function (file:line)");
         for (i = 0; i < nrows && i < limit; i++) {
             const fn_row_t *r = &c.rows[i];
-            fprintf(f, "%10llu %6.2f%% %10llu %6.2f%%  %s", (unsigned long long)r->self,
+            fprintf(f, "%10llu %6.2f%% %10llu %6.2f%%  ", (unsigned long long)r->self,
                     total ? 100.0 * (double)r->self / (double)total : 0.0, (unsigned long long)r->total,
-                    total ? 100.0 * (double)r->total / (double)total : 0.0, r->function);
-            if (r->file[0])
-                fprintf(f, " (%s:%d)", r->file, r->line);
+                    total ? 100.0 * (double)r->total / (double)total : 0.0);
+            out_text_str(f, r->function, 0);
+            if (r->file[0]) {
+                fputs(" (", f);
+                out_text_str(f, r->file, 0);
+                fprintf(f, ":%d)", r->line);
+            }
             fputc('\n', f);
         }
         if (nrows > limit)

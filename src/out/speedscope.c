@@ -1,6 +1,9 @@
 /* out/speedscope.c — speedscope's file format: shared frames, one "sampled" profile
  * per thread whose samples are the distinct stacks (outermost frame first) and whose
  * weights are their counts. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "remora.h"
 #include "out.h"
 
@@ -59,9 +62,15 @@ int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o)
     fputs("]},\"profiles\":[", f);
     for (i = 0; i < nthreads; i++) {
         const stk_thread_t *th = stk_thread_at(t, i);
-        snprintf(name, sizeof name, "thread %s (%d)", th->name[0] ? th->name : "?", (int)th->tid);
+        size_t cap = strlen(th->name) + 32;
+        char *tname = malloc(cap);
+        if (tname == NULL)
+            return REMORA_ENOMEM;
+        /* the whole name, however long (a collapsed file converted may have any) */
+        snprintf(tname, cap, "thread %s (%d)", th->name[0] ? th->name : "?", (int)th->tid);
         fputs(i ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", f);
-        out_json_str(f, name);
+        out_json_str(f, tname);
+        free(tname);
         fprintf(f, ",\"unit\":\"none\",\"startValue\":0,\"endValue\":%llu,\"samples\":[",
                 (unsigned long long)th->samples);
         c.f = f;

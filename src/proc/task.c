@@ -118,8 +118,8 @@ int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len)
         name[0] = '\0';
         return err == REMORA_EPERM ? err : REMORA_ENOPROC;
     }
-    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\0'))
-        n--;
+    if (n > 0 && text[n - 1] == '\n')
+        n--;                    /* the kernel's; a name may end with its own newline */
     if (n >= len)
         n = len - 1;
     memcpy(name, text, n);

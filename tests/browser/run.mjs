@@ -3,11 +3,14 @@
 //
 //   node tests/browser/run.mjs [--mkprofile build/mkprofile] [--page FILE.html]...
 //                              [--screenshot OUT.png] [--keep DIR]
+//   node tests/browser/run.mjs --recorded-hostile PAGE.html TRUTH.json
 //
 // mkprofile (tests/browser/mkprofile.c) writes the pages of four scenarios and prints
 // the stacks it put in; every figure checked here is computed from those stacks, never
 // from the page's own arithmetic. --page adds the basic render checks for a page made
-// elsewhere (e.g. by remora record -o x.html). Prints PASS/FAIL/SKIP per test and ends
+// elsewhere (e.g. by remora record -o x.html). --recorded-hostile runs only the check of a
+// page recorded from tests/targets/odd_names.py (tests/functional/hostile_tests.py writes
+// TRUTH: the names remora must show). Prints PASS/FAIL/SKIP per test and ends
 // with "browser: N passed, N failed, N skipped"; exits 1 when a test failed. Tests that
 // need Chromium or playwright-core are skipped, by name, when either is missing
 // (install: make browser-deps).
@@ -25,13 +28,14 @@ const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const VIEWPORT = { width: 1280, height: 800 };
 
-const opt = { mkprofile: path.join(ROOT, 'build', 'mkprofile'), pages: [], screenshot: null, keep: null };
+const opt = { mkprofile: path.join(ROOT, 'build', 'mkprofile'), pages: [], screenshot: null, keep: null, hostile: null };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i], v = process.argv[i + 1];
   if (a === '--mkprofile' && v) { opt.mkprofile = v; i++; }
   else if (a === '--page' && v) { opt.pages.push(v); i++; }
   else if (a === '--screenshot' && v) { opt.screenshot = v; i++; }
   else if (a === '--keep' && v) { opt.keep = v; i++; }
+  else if (a === '--recorded-hostile' && v && process.argv[i + 2]) { opt.hostile = [v, process.argv[i + 2]]; i += 2; }
   else { console.error(`usage: run.mjs [--mkprofile PATH] [--page FILE]... [--screenshot PNG] [--keep DIR] (bad: ${a})`); process.exit(2); }
 }
 
@@ -372,6 +376,43 @@ async function testHostile(browser, files, truth) {
   } finally { await o.context.close(); }
 }
 
+// A page recorded from a real target with hostile names: nothing injected runs, and every
+// name is shown as text. truth = {functions: [[name, file]...], threads: [[tid, name]...]}
+async function testRecordedHostile(browser, file, truth) {
+  const o = await open(browser, file, 30000);
+  try {
+    const p = o.page;
+    await p.waitForTimeout(150);     // every handler an injected element had would have run
+    const dom = () => p.evaluate(() => ({
+      pwned: window.__pwned, imgs: document.querySelectorAll('img').length, svgs: document.querySelectorAll('svg').length,
+      scripts: document.querySelectorAll('script').length, iframes: document.querySelectorAll('iframe').length,
+      options: Array.from(document.querySelectorAll('#thread option')).map((x) => x.textContent),
+    }));
+    let d = await dom();
+    eq([d.pwned, d.imgs, d.svgs, d.scripts, d.iframes], [undefined, 0, 0, 2, 0], 'window.__pwned, img, svg, script and iframe elements');
+    for (const [tid, name] of truth.threads)
+      expect(d.options.some((x) => x.startsWith(`${name} (${tid}) — `)), `thread ${tid} ${JSON.stringify(name)} not shown as text: ${JSON.stringify(d.options)}`);
+    const labels = await p.evaluate(() => window.remora.labels());
+    for (const [fn, file] of truth.functions) {
+      expect(labels.includes(fn), `name ${JSON.stringify(fn.slice(0, 80))} lost on the way`);
+      const tip = await tooltipOf(p, fn);
+      expect(tip.where.startsWith(file + ':'), `tooltip of ${JSON.stringify(fn.slice(0, 80))} shows file ${JSON.stringify(tip.where.slice(0, 80))}, want ${JSON.stringify(file.slice(0, 80))}`);
+    }
+    // zoom into the </script> frame and search for markup: still text, still nothing run
+    const script = truth.functions.find(([fn]) => fn.includes('</script>'))[0];
+    const r = await rectOf(p, script);
+    await p.mouse.click(r.x + 3, r.y + r.h / 2);
+    eq(await p.evaluate(() => document.querySelector('#crumbs [aria-current]').textContent), script, 'breadcrumb text');
+    await p.fill('#search', '<script');
+    expect((await p.evaluate(() => window.remora.state())).matched > 0, 'search for "<script" matched nothing');
+    await p.waitForTimeout(50);
+    d = await dom();
+    eq([d.pwned, d.imgs, d.scripts], [undefined, 0, 2], 'after interaction: window.__pwned, img and script elements');
+    noProblems(o);
+    return `${truth.functions.length} hostile functions and ${truth.threads.length} thread names shown as text, no script ran`;
+  } finally { await o.context.close(); }
+}
+
 async function testDiff(browser, files, truth) {
   const o = await open(browser, files.diff);
   try {
@@ -490,7 +531,26 @@ async function screenshot(browser, files, out) {
 
 // ---- main ----------------------------------------------------------------------------
 
+async function mainRecordedHostile() {
+  const name = 'recorded-hostile';
+  const [file, truthFile] = opt.hostile;
+  let pw = null;
+  if (!fs.existsSync(CHROMIUM)) skip(name, `${CHROMIUM} not installed (apt-get install chromium)`);
+  else {
+    try { pw = await import('playwright-core'); } catch { skip(name, 'playwright-core not installed (cd tests/browser && npm ci)'); }
+  }
+  if (pw) {
+    const truth = JSON.parse(fs.readFileSync(truthFile, 'utf8'));
+    const browser = await pw.chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true, chromiumSandbox: false });
+    try { pass(name, await testRecordedHostile(browser, file, truth)); } catch (e) { fail(name, e instanceof Check ? e.message : (e.stack || String(e)).split('\n').slice(0, 3).join(' | ')); }
+    finally { await browser.close(); }
+  }
+  console.log(`browser: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`);
+  process.exit(counts.failed ? 1 : 0);
+}
+
 async function main() {
+  if (opt.hostile) return mainRecordedHostile();
   const started = Date.now();
   const scenarios = ['basic', 'big', 'hostile', 'diff', 'deep', 'empty'];
   const browserTests = [

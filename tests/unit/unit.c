@@ -226,6 +226,51 @@ static void test_json(void)
     free(buf);
 }
 
+/* out_text_str, and collapsed stacks written and read back with hostile names */
+static void test_text(void)
+{
+    static const char *names[] = {
+        "a\\b;c\n\r\t\x01\x1b[31m\x7f \xc2\x85\xc2\x9b \xe2\x80\xa8 caf\xc3\xa9 \xf0\x9f\x98\x80 \\x41 \\u2028",
+        "\\", ";", "</script>", "end\\",
+    };
+    char *buf = NULL;
+    size_t len = 0, i, bad = 0;
+    uint64_t samples = 0;
+    FILE *f = open_memstream(&buf, &len);
+    stk_table_t *t = stk_new(), *back = stk_new();
+    uint32_t frames[5];
+    profile_t prof;
+
+    out_text_str(f, "a\\\"b\n\x01\xc2\x85\xe2\x80\xa9\xff <x>", '"');
+    fclose(f);
+    CHECK(strcmp(buf, "a\\\\\\\"b\\n\\x01\\x85\\u2029\xef\xbf\xbd <x>") == 0, "text escaped: %s", buf);
+    free(buf);
+
+    for (i = 0; i < 5; i++)
+        frames[i] = stk_frame(t, names[i], names[(i + 1) % 5], (int)i + 1);
+    stk_add(t, stk_thread(t, 7, "th;\\\n\xff"), frames, 5, 3);
+    memset(&prof, 0, sizeof prof);
+    prof.stacks = t;
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    out_collapsed_write(&prof, f, NULL);
+    fclose(f);
+    CHECK(strchr(buf, '\n') == buf + len - 1, "one line: %s", buf);
+    f = fmemopen(buf, len, "r");
+    CHECK(out_collapsed_read(f, back, &samples, &bad) == 0 && samples == 3, "read back (line %zu)", bad);
+    fclose(f);
+    CHECK(stk_nthreads(back) == 1 && strcmp(stk_thread_at(back, 0)->name, "th;\\\n\xef\xbf\xbd") == 0,
+          "thread name read back: %s", stk_nthreads(back) ? stk_thread_at(back, 0)->name : "(none)");
+    for (i = 0; i < 5 && i < stk_nframes(back); i++) {
+        const stk_frame_t *fr = stk_frame_at(back, (uint32_t)i);
+        CHECK(strcmp(fr->function, names[i]) == 0 && strcmp(fr->file, names[(i + 1) % 5]) == 0 &&
+              fr->line == (int)i + 1, "frame %zu read back: %s (%s:%d)", i, fr->function, fr->file, fr->line);
+    }
+    free(buf);
+    stk_free(t);
+    stk_free(back);
+}
+
 int main(void)
 {
     test_linetables();
@@ -234,6 +279,7 @@ int main(void)
     test_elf();
     test_strtab();
     test_json();
+    test_text();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

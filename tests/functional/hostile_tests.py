@@ -1,0 +1,396 @@
+# Hostile names (issue #7, point 5): tests/targets/odd_names.py names its functions, files
+# and threads with quotes, backslashes, newlines, semicolons, </script> and other markup,
+# lone surrogates, NUL and other control characters, bytes that are not UTF-8 and a 1 MB
+# name, and writes the exact names into its ready file. Every output of remora must stay
+# valid and give each name back, decoded, equal to what remora documents it emits:
+#   - a lone surrogate or NUL in a str becomes U+FFFD, and a name keeps its first
+#     NAME_BOUND code points (src/unwind/pystr.c, UNW_MAX_NAME);
+#   - a byte of a thread name (the kernel's comm) that is not part of valid UTF-8 becomes
+#     U+FFFD (src/out/json.c, text.c).
+# Checked: record to collapsed, speedscope, flamegraph, pstats and raw in one run; dump as
+# text and --json; convert of the raw recording to every format, and to the table on
+# stdout; and, in headless Chromium (tests/browser/run.mjs --recorded-hostile), that the
+# recorded flamegraph shows every name as text and runs nothing injected.
+
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+
+from harness import REPO, TARGETS, Fail, Skip, Target, interp_missing, signame, tail
+from record_tests import (FRAME, SHORT_SECONDS, THREAD, parse_collapsed, record, speedscope_stacks,
+                          speedscope_validator, summary, workdir)
+
+NAME_BOUND = 1024              # code points kept of a name (UNW_MAX_NAME in src/unwind/unwind.h)
+TABLE_ROWS = 1000              # -l for the pstats table: every function gets a row
+BROWSER_DIR = os.path.join(REPO, "tests", "browser")
+TEMPLATE = os.path.join(REPO, "src", "out", "flamegraph.html")
+DATA_OPEN = '<script type="application/json" id="remora-data">'
+# what may never appear raw in text remora writes (escaped instead): C0 but newline, DEL,
+# C1, U+2028, U+2029
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+TEXT_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|(.))", re.S)
+
+
+# --- what remora must emit ----------------------------------------------------------------
+
+def emitted(name):
+    """A str name of the target as remora documents it emits it."""
+    return "".join("\ufffd" if c == "\0" or 0xd800 <= ord(c) <= 0xdfff else c
+                   for c in name[:NAME_BOUND])
+
+
+def emitted_bytes(b):
+    """A thread name's bytes: each byte not part of valid UTF-8 becomes U+FFFD."""
+    out, i = [], 0
+    while i < len(b):
+        for k in (1, 2, 3, 4):
+            try:
+                out.append(b[i:i + k].decode("utf-8"))
+                i += k
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            out.append("\ufffd")
+            i += 1
+    return "".join(out)
+
+
+class Want:
+    """The ground truth of one odd_names.py run, as remora must show it."""
+
+    def __init__(self, ready):
+        self.chain = [(emitted(h["function"]), emitted(h["file"])) for h in ready["hostile"]]
+        self.chain.append((emitted(ready["function"]), emitted(ready["file"])))
+        self.threads = {ready["odd"]: emitted(ready["thread_name"]),
+                        ready["parked"]: emitted_bytes(bytes.fromhex(ready["parked_name_hex"]))}
+        self.odd = ready["odd"]
+        # the 1 MB name is cut; that is part of what is checked
+        assert any(len(h["function"]) > NAME_BOUND for h in ready["hostile"])
+
+
+def short(s, n=60):
+    return repr(s if len(s) <= n else s[:n] + "...")
+
+
+def has_chain(frames, chain):
+    """Whether the (function, file) pairs of chain appear in frames, consecutively."""
+    pairs = [tuple(f[:2]) for f in frames]
+    return any(pairs[i:i + len(chain)] == chain for i in range(len(pairs) - len(chain) + 1))
+
+
+def check_stacks(what, names, stacks, want):
+    """names: {tid: thread name}; stacks: {tid: [frame lists, outermost first]}."""
+    for tid, name in want.threads.items():
+        if names.get(tid) != name:
+            raise Fail("%s: thread %d is named %s, want %s" % (what, tid, short(names.get(tid)
+                                                                                or ""), short(name)))
+    if not any(has_chain(fr, want.chain) for fr in stacks.get(want.odd, [])):
+        seen = [f[0] for fr in stacks.get(want.odd, [])[:1] for f in fr]
+        raise Fail("%s: no stack of thread %d holds the %d hostile frames in order; one has %s"
+                   % (what, want.odd, len(want.chain), [short(f, 30) for f in seen]))
+
+
+# --- reading each format strictly ---------------------------------------------------------
+
+def utf8(what, data):
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Fail("%s is not valid UTF-8: %s" % (what, e))
+
+
+def no_raw_control(what, text):
+    m = RAW_CONTROL.search(text)
+    if m:
+        raise Fail("%s holds a raw control character U+%04X at %d: %r"
+                   % (what, ord(m.group()), m.start(), text[max(0, m.start() - 40):m.start() + 10]))
+
+
+def untext(what, s, quote=None):
+    """Undoes out_text_str(): \\\\ \\n \\r \\t \\xNN \\uNNNN, and \\QUOTE."""
+    def rep(m):
+        if m.group(1):
+            return chr(int(m.group(1), 16))
+        if m.group(2):
+            return chr(int(m.group(2), 16))
+        c = m.group(3)
+        if c in "nrt":
+            return {"n": "\n", "r": "\r", "t": "\t"}[c]
+        if c == "\\" or c == quote:
+            return c
+        raise Fail("%s: unknown escape \\%s in %s" % (what, c, short(s)))
+    out = TEXT_ESCAPE.sub(rep, s)
+    if re.search(r"(?<!\\)(?:\\\\)*\\$", s):
+        raise Fail("%s: dangling backslash in %s" % (what, short(s)))
+    return out
+
+
+def strict_json(what, data):
+    """Parses data as JSON the strict way: valid UTF-8, no NaN/Infinity, no lone surrogate."""
+    text = utf8(what, data)
+
+    def bad_constant(c):
+        raise Fail("%s holds %s, which is not JSON" % (what, c))
+    try:
+        doc = json.loads(text, parse_constant=bad_constant)
+    except ValueError as e:
+        raise Fail("%s is not JSON: %s" % (what, e))
+
+    def walk(v):
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise Fail("%s holds a string with a lone surrogate: %s" % (what, short(v)))
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(k)
+                walk(x)
+    walk(doc)
+    return doc
+
+
+def check_collapsed(what, path, want):
+    with open(path, "rb") as f:
+        text = utf8(what, f.read())
+    no_raw_control(what, text.replace("\n", ""))
+    stacks = parse_collapsed(path)
+    names = {s.tid: s.name for s in stacks}
+    by_tid = collections.defaultdict(list)
+    for s in stacks:
+        by_tid[s.tid].append(s.frames)
+    check_stacks(what, names, by_tid, want)
+    return len(stacks)
+
+
+def check_speedscope(what, path, want, validator):
+    with open(path, "rb") as f:
+        doc = strict_json(what, f.read())
+    if validator:
+        p = subprocess.run(validator + [path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
+        if p.returncode != 0:
+            raise Fail("%s: speedscope's schema rejects it: %s"
+                       % (what, tail(p.stdout.decode("utf-8", "replace"), 4)))
+    got, names = speedscope_stacks(doc)
+    check_stacks(what, names, {tid: list(c) for tid, c in got.items()}, want)
+
+
+def flamegraph_data(what, path):
+    """The embedded profile of a flamegraph page, after checking that the page is the
+    template with only the data inserted, and that the data cannot end its element."""
+    with open(path, "rb") as f:
+        page = utf8(what, f.read())
+    with open(TEMPLATE, encoding="utf-8") as f:
+        tpl = f.read()
+    head, _, tail_ = tpl.partition("@REMORA_DATA@")
+    if not (page.startswith(head) and page.endswith(tail_) and len(page) >= len(head) + len(tail_)):
+        raise Fail("%s: the page is not the template with the data inserted" % what)
+    data = page[len(head):len(page) - len(tail_)]
+    if not head.endswith(DATA_OPEN):
+        raise Fail("template: the data placeholder is not inside %s" % DATA_OPEN)
+    for bad in ("<", ">", "&"):
+        if bad in data:
+            i = data.index(bad)
+            raise Fail("%s: a raw %r in the embedded data: %r" % (what, bad, data[max(0, i - 40):i + 20]))
+    return strict_json(what + " data", data.encode("utf-8"))
+
+
+def check_flamegraph(what, path, want):
+    doc = flamegraph_data(what, path)
+    P = doc["current"]
+    S, F = P["strings"], P["frames"]
+    names = {t[0]: t[1] for t in P["threads"]}
+    # rebuild each thread's stacks from the pre-order nodes
+    stacks = collections.defaultdict(list)
+    ti, path_ = -1, []
+    for depth, frame in zip(P["depth"], P["frame"]):
+        if depth == 0:
+            ti += 1
+            path_ = []
+            continue
+        del path_[depth - 1:]
+        path_.append((S[F[3 * frame]], S[F[3 * frame + 1]], F[3 * frame + 2]))
+        stacks[P["threads"][ti][0]].append(list(path_))
+    check_stacks(what, names, stacks, want)
+
+
+def check_table(what, data, want):
+    """The pstats table: one row per line, names escaped by out_text_str()."""
+    text = utf8(what, data)
+    no_raw_control(what, text.replace("\n", ""))
+    rows = set()
+    for line in text.split("\n")[1:]:
+        m = re.match(r"^\s*\d+\s+[\d.]+%\s+\d+\s+[\d.]+%  (.*)$", line)
+        if m is None:
+            if line and not line.startswith("("):
+                raise Fail("%s: a line that is not a row: %s" % (what, short(line)))
+            continue
+        fm = FRAME.match(m.group(1))
+        if fm:
+            rows.add((untext(what, fm.group(1)), untext(what, fm.group(2))))
+    missing = [p for p in want.chain if p not in rows]
+    if missing:
+        raise Fail("%s: no row for %d of the hostile functions, e.g. %s (file %s)"
+                   % (what, len(missing), short(missing[0][0]), short(missing[0][1])))
+
+
+DUMP_THREAD = re.compile(r'^Thread (\d+) "((?:[^"\\]|\\.)*)"(?: \[[a-z, -]+\])?$')
+
+
+def check_dump_text(what, data, want):
+    text = utf8(what, data)
+    no_raw_control(what, text.replace("\n", ""))
+    names, stacks, cur = {}, collections.defaultdict(list), None
+    for line in text.split("\n")[1:]:
+        m = DUMP_THREAD.match(line)
+        if m:
+            cur = int(m.group(1))
+            names[cur] = untext(what, m.group(2), '"')
+            stacks[cur].append([])
+        elif line.startswith("    ") and cur is not None and \
+                not line.startswith("    <stack unreadable: "):
+            fm = FRAME.match(line[4:])
+            if fm is None:
+                raise Fail("%s: a frame line that is not `function (file:line)`: %s"
+                           % (what, short(line)))
+            stacks[cur][-1].insert(0, (untext(what, fm.group(1)), untext(what, fm.group(2))))
+        elif line:
+            raise Fail("%s: unexpected line %s" % (what, short(line)))
+    check_stacks(what, names, stacks, want)
+
+
+def check_dump_json(what, data, want):
+    doc = strict_json(what, data)
+    names = {t["native_id"]: t["name"] for t in doc["threads"]}
+    stacks = {t["native_id"]: [[(f["function"], f["file"]) for f in reversed(t["frames"])]]
+              for t in doc["threads"]}
+    check_stacks(what, names, stacks, want)
+
+
+# --- running remora for bytes ---------------------------------------------------------------
+
+def run_bytes(remora, args):
+    """Runs remora; returns (rc, stdout bytes, stderr text). Fail on a hang, a signal or a
+    sanitizer report."""
+    p = subprocess.Popen(remora.argv(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=remora.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        p.communicate()
+        raise Fail("`remora %s` hung" % " ".join(map(str, args)))
+    err = err.decode("utf-8", "replace")
+    remora.judge(args, p.returncode, out.decode("utf-8", "replace"), err)
+    if p.returncode != 0:
+        raise Fail("`remora %s` exited %d: %s" % (" ".join(map(str, args)), p.returncode, tail(err)))
+    return out, err
+
+
+def hostile_recording(remora, interp, d, exts, dumps=False):
+    """Records odd_names.py into d/rec.EXT for each of exts in one run (and dumps it as
+    text and JSON when dumps); returns (Want, {ext: path}, {"text"/"json": stdout})."""
+    with Target(interp, os.path.join(TARGETS, "odd_names.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        paths = {ext: os.path.join(d, "rec" + ext) for ext in exts}
+        args = ["-p", t.pid, "-d", SHORT_SECONDS, "-l", TABLE_ROWS]
+        for p in paths.values():
+            args += ["-o", p]
+        _, err = record(remora, args)
+        summary(err, 1000)
+        dumped = {}
+        if dumps:
+            dumped["text"] = run_bytes(remora, ["dump", "-p", t.pid])[0]
+            dumped["json"] = run_bytes(remora, ["dump", "-p", t.pid, "--json"])[0]
+    return Want(ready), paths, dumped
+
+
+# --- the tests ------------------------------------------------------------------------------
+
+def test_hostile(remora, interp):
+    try:
+        validator = speedscope_validator()
+        schema = "speedscope schema checked"
+    except Skip as e:
+        validator, schema = None, "speedscope schema not checked: %s" % e
+    d = workdir()
+    try:
+        exts = [".collapsed", ".json", ".html", ".pstats", ".remora"]
+        want, paths, dumped = hostile_recording(remora, interp, d, exts, dumps=True)
+        check_collapsed("recorded collapsed", paths[".collapsed"], want)
+        check_speedscope("recorded speedscope", paths[".json"], want, validator)
+        check_flamegraph("recorded flamegraph", paths[".html"], want)
+        with open(paths[".pstats"], "rb") as f:
+            check_table("recorded pstats", f.read(), want)
+        check_dump_text("dump", dumped["text"], want)
+        check_dump_json("dump --json", dumped["json"], want)
+        # the raw recording, converted later to every format
+        raw = paths[".remora"]
+        conv = {ext: os.path.join(d, "conv" + ext) for ext in exts[:-1]}
+        for ext, p in conv.items():
+            run_bytes(remora, ["convert", raw, "-o", p, "-l", TABLE_ROWS])
+        check_collapsed("converted collapsed", conv[".collapsed"], want)
+        with open(paths[".collapsed"], "rb") as a, open(conv[".collapsed"], "rb") as b:
+            if a.read() != b.read():
+                raise Fail("the collapsed file converted from rec.remora differs from the recorded one")
+        check_speedscope("converted speedscope", conv[".json"], want, validator)
+        check_flamegraph("converted flamegraph", conv[".html"], want)
+        with open(conv[".pstats"], "rb") as f:
+            check_table("converted pstats", f.read(), want)
+        out, _ = run_bytes(remora, ["convert", raw, "-l", TABLE_ROWS])
+        check_table("convert's table on stdout", out, want)
+        # and the collapsed file read back (convert reads collapsed stacks too)
+        back = os.path.join(d, "back.json")
+        run_bytes(remora, ["convert", paths[".collapsed"], "-o", back])
+        check_speedscope("speedscope converted from the collapsed file", back, want, validator)
+        return "%d hostile frames and 2 hostile thread names intact in 5 formats recorded, " \
+               "4 converted + stdout table, dump text and JSON; %s" % (len(want.chain), schema)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_hostile_browser(remora, interp):
+    node = shutil.which("node")
+    if node is None:
+        raise Skip("node not installed (apt-get install nodejs)")
+    d = workdir()
+    try:
+        want, paths, _ = hostile_recording(remora, interp, d, [".html"])
+        truth = os.path.join(d, "truth.json")
+        with open(truth, "w", encoding="utf-8") as f:
+            json.dump({"functions": want.chain,
+                       "threads": [[tid, name] for tid, name in want.threads.items()]}, f)
+        p = subprocess.run([node, os.path.join(BROWSER_DIR, "run.mjs"), "--recorded-hostile",
+                            paths[".html"], truth], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        out = p.stdout.decode("utf-8", "replace")
+        m = re.search(r"^(PASS|FAIL|SKIP) recorded-hostile(?:: | \()?(.*?)\)?$", out, re.M)
+        if m is None:
+            raise Fail("run.mjs exited %d without a result: %s" % (p.returncode, tail(out, 4)))
+        if m.group(1) == "SKIP":
+            raise Skip(m.group(2))
+        if m.group(1) == "FAIL" or p.returncode != 0:
+            raise Fail("in Chromium: %s" % m.group(2))
+        return m.group(2)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    from harness import INTERPRETERS
+    out = []
+    for interp in INTERPRETERS:
+        out.append(("record/hostile/%s" % interp[0], lambda i=interp: test_hostile(remora, i),
+                    interp_missing(interp)))
+        out.append(("record/hostile-browser/%s" % interp[0],
+                    lambda i=interp: test_hostile_browser(remora, i), interp_missing(interp)))
+    return out
