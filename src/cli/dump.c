@@ -1,5 +1,6 @@
 /* cli/dump.c — `remora dump`: every thread's Python stack, as text or JSON, of a live
- * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]). */
+ * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]). Names
+ * from the target are escaped: out_text_str() for text, out_json_str() for JSON. */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,9 +15,13 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
 {
     size_t i, k;
 
-    printf("Process %d: Python %s (%s)\n", (int)pid, t->version, t->binary);
+    printf("Process %d: Python %s (", (int)pid, t->version);
+    out_text_str(stdout, t->binary, 0);
+    fputs(")\n", stdout);
     for (i = 0; i < n; i++) {
-        printf("\nThread %d \"%s\"", (int)th[i].native_id, th[i].name);
+        printf("\nThread %d \"", (int)th[i].native_id);
+        out_text_str(stdout, th[i].name, '"');
+        fputc('"', stdout);
         if (th[i].is_main || th[i].holds_gil || th[i].on_cpu || th[i].handling_exc == 1) {
             const char *sep = "";
             fputs(" [", stdout);
@@ -33,9 +38,13 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
         fputc('\n', stdout);
         if (th[i].error)
             printf("    <stack unreadable: %s>\n", remora_strerror(th[i].error));
-        for (k = 0; k < th[i].nframes; k++)
-            printf("    %s (%s:%d)\n", th[i].frames[k].function, th[i].frames[k].file,
-                   th[i].frames[k].line);
+        for (k = 0; k < th[i].nframes; k++) {
+            fputs("    ", stdout);
+            out_text_str(stdout, th[i].frames[k].function, 0);
+            fputs(" (", stdout);
+            out_text_str(stdout, th[i].frames[k].file, 0);
+            printf(":%d)\n", th[i].frames[k].line);
+        }
     }
 }
 

@@ -90,7 +90,8 @@ def summary(err, asked=None):
 
 
 def unescape_split(text):
-    """Splits a collapsed stack at unescaped ';' and undoes \\\\ \\; \\n \\r."""
+    """Splits a collapsed stack at unescaped ';' and undoes \\\\ \\; \\n \\r \\t \\xNN \\uNNNN
+    (src/out/text.c)."""
     parts, cur, i = [], [], 0
     while i < len(text):
         ch = text[i]
@@ -98,9 +99,17 @@ def unescape_split(text):
             if i + 1 == len(text):
                 raise ValueError("dangling backslash")
             nxt = text[i + 1]
-            if nxt not in "\\;nr":
+            width = {"x": 2, "u": 4}.get(nxt)
+            if width:
+                digits = text[i + 2:i + 2 + width]
+                if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                    raise ValueError("bad escape \\%s%s" % (nxt, digits))
+                cur.append(chr(int(digits, 16)))
+                i += 2 + width
+                continue
+            if nxt not in "\\;nrt":
                 raise ValueError("unknown escape \\%s" % nxt)
-            cur.append({"n": "\n", "r": "\r"}.get(nxt, nxt))
+            cur.append({"n": "\n", "r": "\r", "t": "\t"}.get(nxt, nxt))
             i += 2
         elif ch == ";":
             parts.append("".join(cur))
@@ -138,7 +147,7 @@ def parse_collapsed(path):
     if text and not text.endswith("\n"):
         raise Fail("%s does not end with a newline" % os.path.basename(path))
     stacks = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n")[:-1] if text else [], 1):   # lines end at \n only
         where = "%s line %d (%r)" % (os.path.basename(path), n, line[:120])
         head, _, count = line.rpartition(" ")
         if not count.isdigit() or int(count) <= 0:
