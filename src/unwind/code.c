@@ -164,6 +164,10 @@ int code_line(unw_code_t *code, const py_layout_t *L, int addrq)
 {
     int line, i;
 
+    /* a frame that has not started (3.9/3.10 f_lasti -1, 3.11+ before the first
+     * instruction) is on its first line; -1 also marks an empty slot of the cache */
+    if (addrq < 0)
+        return code->firstlineno;
     for (i = 0; i < 4; i++)
         if (code->lc_addr[i] == addrq)
             return code->lc_line[i];
