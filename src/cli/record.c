@@ -468,6 +468,7 @@ int cmd_record(int argc, char **argv)
     prof.meta.samples = st->rounds;
     prof.meta.errors = st->errors;
     prof.meta.late = st->late;
+    prof.meta.start_mono_ns = st->start_ns;
 
     /* write what was collected, whatever ended the recording */
     for (i = 0; i < a.nout; i++) {

@@ -229,6 +229,7 @@ int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit)
         put_varint(w->f, m->errors);
         put_varint(w->f, m->late);
         put_svarint(w->f, m->start_unix_ns);
+        put_svarint(w->f, m->start_mono_ns);
         fputc('Z', w->f);
     }
     if (fflush(w->f) != 0 || ferror(w->f))
@@ -350,7 +351,8 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m)
     int err = REMORA_ECORRUPT, c;
 
     memset(m, 0, sizeof *m);
-    if (fread(head, 1, 8, f) != 8 || memcmp(head, magic, 7) != 0 || head[7] != RAW_VERSION)
+    if (fread(head, 1, 8, f) != 8 || memcmp(head, magic, 7) != 0 || head[7] < 1 ||
+        head[7] > RAW_VERSION)
         return ferror(f) ? REMORA_EIO : REMORA_ECORRUPT;
     while ((c = fgetc(f)) != EOF && !r.bad) {
         if (c == 'S') {
@@ -417,6 +419,8 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m)
             m->errors = get_varint(&r);
             m->late = get_varint(&r);
             m->start_unix_ns = get_svarint(&r);
+            if (head[7] >= 2)
+                m->start_mono_ns = get_svarint(&r);
         } else if (c == 'Z') {
             err = r.bad ? REMORA_ECORRUPT : REMORA_OK;
             break;

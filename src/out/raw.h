@@ -7,9 +7,16 @@
  *   'F' fn file line            a frame (ids count up from 0), strings by id
  *   'T' idx tid name root       a thread (or a new name for one), its root node
  *   'N' id parent frame         a stack-trie node (child of 'parent')
- *   'X' dt_ns thread node flags a sample: time since the previous one, the stack
- *   'M' ...                     metadata (see raw.c), written at the end
+ *   'X' dt_ns thread node flags a sample: time since the previous one (the first: since
+ *                               sampling began), the stack's innermost node, a flags byte
+ *   'M' pid command python mode duration_ns rate_mhz rounds errors late start_unix_ns
+ *       start_mono_ns           metadata, written at the end; strings inline (len bytes)
  *   'Z'                         end of recording
+ * A sample's time is the deadline of its round: its stack was read at or after that time
+ * and before the next sample's time (or the end, start + duration). start_mono_ns is
+ * CLOCK_MONOTONIC when sampling began, so start_mono_ns + the sum of the dt_ns so far is
+ * a sample's time on the target's clock. Version 1 has no start_mono_ns; the reader reads
+ * both.
  */
 #ifndef REMORA_OUT_RAW_H
 #define REMORA_OUT_RAW_H
@@ -19,7 +26,7 @@
 
 #include "../sample/sample.h"
 
-#define RAW_VERSION 1
+#define RAW_VERSION 2          /* written; 1 is still read */
 
 /* Sample flags. */
 #define RAW_ON_CPU 1u

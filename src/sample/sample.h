@@ -91,6 +91,7 @@ typedef struct profile_meta {
     uint64_t errors;        /* thread stacks that could not be read consistently */
     uint64_t late;          /* rounds not taken on time */
     int64_t start_unix_ns;
+    int64_t start_mono_ns;  /* CLOCK_MONOTONIC when sampling began (0: unknown) */
 } profile_meta_t;
 
 /* The model every writer reads. 'baseline' is set for differential outputs. */

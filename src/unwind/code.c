@@ -3,8 +3,9 @@
  * Reads a code object (its fixed part in one read), its name, qualified name, file
  * name and line table, and keeps them by address in a bounded direct-mapped table.
  * A cached entry is only used while the object at that address still carries the
- * same fingerprint (name, file and line-table pointers, first line), so a freed and
- * reused address never relabels a frame.
+ * same fingerprint (see unwind.h: pointers, co_version from 3.12, before that the name
+ * and file str objects themselves), so a freed and reused address never relabels a
+ * frame; an entry is kept only if the object did not change while it was read.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "unwind.h"
 
 #define CODE_MAX_READ 1024
+#define CODE_WAYS 4                     /* the cache is set-associative: UNW_CODE_CACHE / 4 sets */
 
 struct code_cache {
     strtab_t *names;
@@ -31,6 +33,7 @@ code_cache_t *code_cache_new(strtab_t *names)
 static void entry_clear(unw_code_t *e)
 {
     free(e->linetable);
+    free(e->str_img);
     memset(e, 0, sizeof *e);
 }
 
@@ -59,32 +62,121 @@ static int32_t get_i32(const unsigned char *b, uint64_t off)
     return v;
 }
 
+/* 3.12+: co_version, the u32 a code object is numbered with when it is made, is the field
+ * before co_localsplusnames, two pointers before co_filename, in the headers of 3.12 to
+ * 3.15 (and in the memory of their code objects); 0 when that does not fit. */
+static uint64_t co_version_off(const py_layout_t *L)
+{
+    if (L->minor < 12 || L->co_filename < L->co_firstlineno + 24)
+        return 0;
+    return L->co_filename - 20;
+}
+
+/* Before 3.12 the code object holds nothing unique: its str objects are compared too. */
+static int fp_strings(const py_layout_t *L)
+{
+    return L->minor < 12;
+}
+
 void code_fp_span(const py_layout_t *L, uint64_t *off, size_t *len)
 {
-    /* the name, file and line-table pointers sit together in every version */
-    uint64_t lo = L->co_filename, hi = L->co_filename;
+    /* the name, file and line-table pointers sit together in every version, co_version
+     * just before them */
+    uint64_t lo = L->co_filename, hi = L->co_filename + 8, v = co_version_off(L);
     uint64_t f[3] = { L->co_name, L->co_linetable, L->minor >= 11 ? L->co_qualname : L->co_name };
     int i;
 
     for (i = 0; i < 3; i++) {
         if (f[i] < lo)
             lo = f[i];
-        if (f[i] > hi)
-            hi = f[i];
+        if (f[i] + 8 > hi)
+            hi = f[i] + 8;
     }
-    if (hi + 8 - lo > UNW_FP_MAX) {
+    if (hi - lo > UNW_FP_SPAN) {
         lo = L->co_filename;
-        hi = L->co_filename;
+        hi = L->co_filename + 8;
     }
+    if (v != 0 && v < lo && hi - v <= UNW_FP_SPAN)
+        lo = v;
     *off = lo;
-    *len = (size_t)(hi + 8 - lo);
+    *len = (size_t)(hi - lo);
+}
+
+size_t code_fp_iov(code_cache_t *c, const py_layout_t *L, uint64_t addr, unsigned char *buf,
+                   proc_iov_t *iov)
+{
+    unw_code_t *e = code_cache_peek(c, addr);
+    uint64_t off;
+    size_t len, n = 1, k;
+
+    code_fp_span(L, &off, &len);
+    iov[0].addr = addr + off;
+    iov[0].buf = buf;
+    iov[0].len = len;
+    memset(buf + UNW_FP_SPAN, 0, 2 * UNW_FP_STR);
+    for (k = 0; e != NULL && e->str_img != NULL && k < 2; k++) {
+        if (e->str_len[k] == 0)
+            continue;
+        iov[n].addr = e->str_at[k];
+        iov[n].buf = buf + UNW_FP_SPAN + k * UNW_FP_STR;
+        iov[n].len = e->str_len[k];
+        n++;
+    }
+    return n;
+}
+
+int code_fp_same(const unw_code_t *e, const py_layout_t *L, const unsigned char *buf)
+{
+    uint64_t off;
+    size_t len, k;
+
+    code_fp_span(L, &off, &len);
+    if (memcmp(e->fp, buf, len) != 0)
+        return 0;
+    if (fp_strings(L) && e->str_img == NULL)
+        return 0;               /* made without its strings: cannot be trusted */
+    for (k = 0; e->str_img != NULL && k < 2; k++)
+        if (memcmp(e->str_img + k * UNW_FP_STR, buf + UNW_FP_SPAN + k * UNW_FP_STR, e->str_len[k]) != 0)
+            return 0;
+    return 1;
+}
+
+/* The set of CODE_WAYS slots where the entry for 'addr' may be. */
+static unw_code_t *code_set(code_cache_t *c, uint64_t addr)
+{
+    uint64_t h = (addr >> 4) * 0x9e3779b97f4a7c15ull;
+
+    return &c->slots[(size_t)(h >> 40) % (UNW_CODE_CACHE / CODE_WAYS) * CODE_WAYS];
 }
 
 unw_code_t *code_cache_peek(code_cache_t *c, uint64_t addr)
 {
-    unw_code_t *e = &c->slots[(addr >> 4) & (UNW_CODE_CACHE - 1)];
+    unw_code_t *set = code_set(c, addr);
+    size_t w;
 
-    return e->addr == addr && addr != 0 ? e : NULL;
+    for (w = 0; addr != 0 && w < CODE_WAYS; w++)
+        if (set[w].addr == addr)
+            return &set[w];
+    return NULL;
+}
+
+/* The slot a new entry for 'addr' takes: its own, an empty one, else the one validated
+ * longest ago (fast.c stamps entries each sample). */
+static unw_code_t *code_victim(code_cache_t *c, uint64_t addr)
+{
+    unw_code_t *set = code_set(c, addr), *v = code_cache_peek(c, addr);
+    size_t w;
+
+    if (v != NULL)
+        return v;
+    v = &set[0];
+    for (w = 0; w < CODE_WAYS; w++) {
+        if (set[w].addr == 0)
+            return &set[w];
+        if (set[w].stamp < v->stamp)
+            v = &set[w];
+    }
+    return v;
 }
 
 void code_cache_drop(code_cache_t *c, uint64_t addr)
@@ -95,24 +187,79 @@ void code_cache_drop(code_cache_t *c, uint64_t addr)
         entry_clear(e);
 }
 
-static int intern_str(code_cache_t *c, proc_t *p, const py_layout_t *L, uint64_t addr, const char **out)
+/* Reads and interns the str at 'addr'; with e, also keeps its image as e's k-th. */
+static int intern_str(code_cache_t *c, proc_t *p, const py_layout_t *L, uint64_t addr, const char **out,
+                      unw_code_t *e, size_t k)
 {
     char buf[UNW_MAX_NAME * 4 + 1];
     size_t len;
-    int err = pystr_read(p, L, addr, buf, sizeof buf, &len);
+    int err = e == NULL ? pystr_read(p, L, addr, buf, sizeof buf, &len) :
+              pystr_read_img(p, L, addr, buf, sizeof buf, &len, e->str_img + k * UNW_FP_STR,
+                             UNW_FP_STR, &e->str_len[k]);
 
     if (err)
         return err;
     *out = strtab_intern(c->names, buf, len);
+    if (e != NULL)
+        e->str_at[k] = addr + 8;
     return *out ? REMORA_OK : REMORA_ENOMEM;
 }
+
+/* Is the object whose head is in co alive? pymalloc keeps a freed block on its free list
+ * through the block's first word, where the reference count was: a pointer, or 0 at the
+ * list's end. A live object counts from 1: below 2^32 whole before 3.12; from 3.12 the
+ * low half counts (immortal objects set its high bits, 3.14 flags in the high half). */
+static int live(const py_layout_t *L, const unsigned char *co)
+{
+    uint64_t rc = get_u64(co, 0);
+
+    if (L->minor < 12)
+        return rc >= 1 && rc < ((uint64_t)1 << 32);
+    return (uint32_t)rc != 0;
+}
+
+/* Reads the code object's head and fingerprint again: 0 when they are still e's, else
+ * REMORA_ECORRUPT (or the read's error). */
+static int still_same(proc_t *p, const py_layout_t *L, const py_target_t *t, const unw_code_t *e,
+                      uint64_t fp_off, size_t fp_len)
+{
+    unsigned char head[CODE_MAX_READ], img[2 * UNW_FP_STR];
+    proc_iov_t iov[3];
+    size_t n = 1, k;
+    int err;
+
+    iov[0].addr = e->addr;
+    iov[0].buf = head;
+    iov[0].len = (size_t)fp_off + fp_len;
+    if (iov[0].len < L->ob_type + 8)
+        iov[0].len = (size_t)L->ob_type + 8;
+    for (k = 0; e->str_img != NULL && k < 2; k++) {
+        if (e->str_len[k] == 0)
+            continue;
+        iov[n].addr = e->str_at[k];
+        iov[n].buf = img + k * UNW_FP_STR;
+        iov[n].len = e->str_len[k];
+        n++;
+    }
+    err = proc_readv(p, iov, n);
+    if (err)
+        return err == REMORA_ENOPROC ? err : REMORA_ECORRUPT;
+    if (!live(L, head) || (t->code_type != 0 && get_u64(head, L->ob_type) != t->code_type) ||
+        memcmp(head + fp_off, e->fp, fp_len) != 0)
+        return REMORA_ECORRUPT;
+    for (k = 0; e->str_img != NULL && k < 2; k++)
+        if (memcmp(img + k * UNW_FP_STR, e->str_img + k * UNW_FP_STR, e->str_len[k]) != 0)
+            return REMORA_ECORRUPT;
+    return REMORA_OK;
+}
+
 
 int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t addr,
                    unw_code_t **out)
 {
     const py_layout_t *L = &t->layout;
     unsigned char co[CODE_MAX_READ];
-    unw_code_t *e = &c->slots[(addr >> 4) & (UNW_CODE_CACHE - 1)];
+    unw_code_t *e = code_victim(c, addr);
     unw_code_t fresh;
     uint64_t fp_off;
     size_t need, fp_len;
@@ -128,14 +275,24 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
     err = proc_read(p, addr, co, need);
     if (err)
         return err;
-    if (t->code_type != 0 && get_u64(co, L->ob_type) != t->code_type)
+    if ((t->code_type != 0 && get_u64(co, L->ob_type) != t->code_type) || !live(L, co))
         return REMORA_ECORRUPT;
     code_fp_span(L, &fp_off, &fp_len);
     if (fp_off + fp_len > need)
         return REMORA_ECORRUPT;
     if (e->addr == addr && memcmp(e->fp, co + fp_off, fp_len) == 0) {
-        *out = e;
-        return REMORA_OK;
+        /* before 3.12 its str objects must still be the entry's too */
+        unsigned char buf[UNW_FP_MAX];
+        proc_iov_t iov[UNW_FP_READS];
+        size_t n = code_fp_iov(c, L, addr, buf, iov);
+        memcpy(buf, co + fp_off, fp_len);
+        err = n > 1 ? proc_readv(p, iov + 1, n - 1) : REMORA_OK;
+        if (err == REMORA_ENOPROC)
+            return err;
+        if (err == REMORA_OK && code_fp_same(e, L, buf)) {
+            *out = e;
+            return REMORA_OK;
+        }
     }
 
     memset(&fresh, 0, sizeof fresh);
@@ -143,15 +300,27 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
     memcpy(fresh.fp, co + fp_off, fp_len);
     memset(fresh.lc_addr, 0xff, sizeof fresh.lc_addr);
     fresh.firstlineno = get_i32(co, L->co_firstlineno);
-    err = intern_str(c, p, L, get_u64(co, L->co_filename), &fresh.file);
+    if (fp_strings(L) && (fresh.str_img = malloc(2 * UNW_FP_STR)) == NULL)
+        return REMORA_ENOMEM;
+    err = intern_str(c, p, L, get_u64(co, L->co_filename), &fresh.file,
+                     fresh.str_img ? &fresh : NULL, 1);
     if (!err)
         err = intern_str(c, p, L, get_u64(co, L->minor >= 11 ? L->co_qualname : L->co_name),
-                         &fresh.function);
+                         &fresh.function, fresh.str_img ? &fresh : NULL, 0);
     if (!err)
         err = pybytes_read(p, L, get_u64(co, L->co_linetable), UNW_MAX_LINETABLE,
                            &fresh.linetable, &fresh.linetable_len);
     if (err) {
         free(fresh.linetable);
+        free(fresh.str_img);
+        return err;
+    }
+    /* the object may have changed while it was read (made, freed, reused): it must still
+     * be what the entry was made from */
+    err = still_same(p, L, t, &fresh, fp_off, fp_len);
+    if (err) {
+        free(fresh.linetable);
+        free(fresh.str_img);
         return err;
     }
     entry_clear(e);

@@ -47,6 +47,12 @@ static size_t put_utf8(uint32_t c, char *out)
 
 int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap, size_t *len)
 {
+    return pystr_read_img(p, L, addr, out, cap, len, NULL, 0, NULL);
+}
+
+int pystr_read_img(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap,
+                   size_t *len, unsigned char *img, size_t imgcap, size_t *imglen)
+{
     unsigned char head[PYSTR_FIRST_READ];
     unsigned char big[PYSTR_MAX_BYTES];
     const unsigned char *data;
@@ -54,10 +60,12 @@ int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t
     int64_t length;
     unsigned kind, compact, ascii;
     uint64_t hdr, nbytes, keep;
-    size_t o = 0, i;
+    size_t o = 0, i, got = sizeof head;
     int err;
 
     *len = 0;
+    if (imglen != NULL)
+        *imglen = 0;
     if (cap == 0)
         return REMORA_ENOMEM;
     out[0] = '\0';
@@ -66,8 +74,10 @@ int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t
     if (L->u_length + 8 > sizeof head || L->u_state + 4 > sizeof head || L->u_compact_size > 128)
         return REMORA_ECORRUPT;
     err = proc_read(p, addr, head, sizeof head);
-    if (err == REMORA_EFAULT)   /* a short string near the end of a mapping */
-        err = proc_read(p, addr, head, L->u_compact_size);
+    if (err == REMORA_EFAULT) { /* a short string near the end of a mapping */
+        got = L->u_compact_size;
+        err = proc_read(p, addr, head, got);
+    }
     if (err)
         return err;
     memcpy(&state, head + L->u_state, 4);
@@ -82,13 +92,20 @@ int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t
     hdr = ascii ? L->u_ascii_size : L->u_compact_size;
     keep = (uint64_t)length > UNW_MAX_NAME ? UNW_MAX_NAME : (uint64_t)length;
     nbytes = keep * kind;
-    if (hdr + nbytes <= sizeof head) {
+    if (hdr + nbytes <= got) {
         data = head + hdr;
     } else {
         err = proc_read(p, addr + hdr, big, nbytes);
         if (err)
             return err;
         data = big;
+    }
+    if (img != NULL) {
+        /* the object from its type on, as read: header, then data (no NUL) */
+        size_t end = (size_t)(hdr + nbytes) < imgcap + 8 ? (size_t)(hdr + nbytes) : imgcap + 8;
+        for (i = 8; i < end; i++)
+            img[i - 8] = i < got && (data != big || i < hdr) ? head[i] : data[i - hdr];
+        *imglen = end > 8 ? end - 8 : 0;
     }
     for (i = 0; i < keep; i++) {
         uint32_t c;

@@ -53,17 +53,34 @@ int lt_locations_line(const unsigned char *tab, size_t len, int firstlineno, int
  * REMORA_E* code (REMORA_ECORRUPT for a non-compact or implausible object). */
 int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap, size_t *len);
 
+/* As pystr_read; with img, also copies the object as read, from its type on (after the
+ * reference count) to the end of its data, at most imgcap bytes, into img (*imglen). */
+int pystr_read_img(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap,
+                   size_t *len, unsigned char *img, size_t imgcap, size_t *imglen);
+
 /* Reads a bytes object's contents (at most 'max' bytes) into a malloc'd buffer. */
 int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
                  unsigned char **out, size_t *len);
 
 /* ---- code.c --------------------------------------------------------------- */
 
-#define UNW_FP_MAX 64           /* bytes of a code object compared to validate an entry */
+/* An entry is validated by its fingerprint: the code object's name, file and line-table
+ * pointers and, from 3.12, its co_version (unique: numbered from a counter when the code
+ * object is made); before 3.12, which has nothing unique, also the first bytes of its
+ * name and file str objects (all but the reference count), read at the addresses the
+ * entry was made from. Freed and reused together, those addresses prove nothing. */
+#define UNW_FP_SPAN 64          /* bytes of a code object compared, at most */
+#define UNW_FP_STR 248          /* bytes of a str object compared, at most (what the
+                                 * first read of a str holds after the reference count) */
+#define UNW_FP_MAX (UNW_FP_SPAN + 2 * UNW_FP_STR)   /* a whole fingerprint, read back */
+#define UNW_FP_READS 3          /* the reads that fetch it */
 
 typedef struct unw_code {
     uint64_t addr;              /* the code object's address; 0 = empty slot */
-    unsigned char fp[UNW_FP_MAX]; /* the code object's name/file/line-table pointers */
+    unsigned char fp[UNW_FP_SPAN]; /* the code object's part of the fingerprint */
+    uint64_t str_at[2];         /* before 3.12: the function name's and the file's str */
+    size_t str_len[2];          /* objects (+8), and the bytes of each compared */
+    unsigned char *str_img;     /* owned: those bytes, UNW_FP_STR apart (NULL: 3.12+) */
     uint64_t stamp;             /* the sample in which it was last validated */
     uint64_t gen;               /* the code generation it was last validated at (fast.c) */
     const char *function;       /* interned: co_qualname (3.11+) or co_name */
@@ -95,6 +112,15 @@ void code_cache_drop(code_cache_t *c, uint64_t addr);
 
 /* The part of a code object that validates a cache entry: offset and length. */
 void code_fp_span(const py_layout_t *L, uint64_t *off, size_t *len);
+
+/* The reads that fetch the fingerprint of the code object at 'addr' into buf (UNW_FP_MAX
+ * bytes; what no read fills is zeroed): its span and, before 3.12, the str objects its
+ * cached entry names. Fills iov[0..UNW_FP_READS); returns how many. */
+size_t code_fp_iov(code_cache_t *c, const py_layout_t *L, uint64_t addr, unsigned char *buf,
+                   proc_iov_t *iov);
+
+/* Is buf, fetched by code_fp_iov's reads, still e's fingerprint? */
+int code_fp_same(const unw_code_t *e, const py_layout_t *L, const unsigned char *buf);
 
 /* The line of byte offset 'addrq' in this code object (cached per entry). */
 int code_line(unw_code_t *code, const py_layout_t *L, int addrq);

@@ -325,6 +325,8 @@ def main():
     tests += hostile_tests.tests(remora)
     import trust_tests                  # never writes, valgrind: tests/functional/trust_tests.py
     tests += trust_tests.tests(remora)
+    import code_tests                   # code-object churn: tests/functional/code_tests.py
+    tests += code_tests.tests(remora)
     tests = [t for t in tests if args.only in t[0]]
 
     passed = failed = skipped = 0

@@ -1,0 +1,298 @@
+# Code-object cache test (issue #5): a target that keeps creating and freeing code objects
+# (tests/targets/exec_churn.py: a function f_<k> built with exec(), run 200-500 us, then
+# dropped, so its code object's address is reused by the next one) is recorded at 20 kHz
+# into a raw .remora file, and every sample whose innermost frame is an f_<k> must fall in
+# the time f_<k> was running, by the target's own CLOCK_MONOTONIC account.
+#
+# The .remora format (src/out/raw.h), as read here: the magic b"REMORA\0" and a version
+# byte (2: the metadata carries start_mono_ns), then records, a tag byte each, fields in
+# LEB128 varints (signed ones zigzag-encoded):
+#   'S' len bytes                    a string; ids count up from 0
+#   'F' fn file line(signed)         a frame; ids count up from 0; strings by id
+#   'T' idx tid name root            a thread; 'root' is the node id of its empty stack
+#   'N' id parent frame              a node of the stack trie; 'frame' is its innermost frame
+#   'X' dt_ns thread node flags(byte)  a sample: dt_ns since the previous sample (the first:
+#                                    since sampling began), the stack's innermost node
+#   'M' pid command python mode duration_ns rate_mhz rounds errors late
+#       start_unix_ns(signed) start_mono_ns(signed)   metadata; strings are len bytes
+#   'Z'                              the end
+# A sample's time is its round's deadline, on CLOCK_MONOTONIC from start_mono_ns: the
+# stack was read at or after it, and before the next sample's time (the last one: before
+# start + duration). So a sample labelled f_<k> is right when f_<k>'s call interval meets
+# [its time, the next sample's time], widened by SLACK_NS each side.
+
+import bisect
+import os
+import re
+
+from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing
+from record_tests import STATS, record, summary
+
+RATE, RATE_HZ = "20k", 20000
+SECONDS = 2.0                  # ~36,000 samples in f_<k> at 20 kHz (the calls are ~90% of
+                               # the target's time)
+MAX_SECONDS = 12               # recorded in all, at most, when the first took too few
+MIN_CHECKED = 20000            # samples whose innermost frame is an f_<k>
+MIN_DISTINCT = 500             # distinct f_<k> seen (2 s hold ~5,000 calls; a busy machine
+                               # stretches calls, seen down to ~1,200)
+MIN_REUSED = 100               # calls whose code object sits where an earlier one was
+SLACK_NS = 50000               # 50 us at each edge of a call: the target stamps just
+                               # outside the call, remora a round's deadline (the read is
+                               # at or after it, before the next); both CLOCK_MONOTONIC
+
+FUNC = re.compile(r"^f_(\d{6})$")
+FILE = re.compile(r"^<churn-(\d{6})>$")
+
+
+# --- reading a .remora recording --------------------------------------------------------
+
+class Raw:
+    def __init__(self):
+        self.strings, self.frames, self.nodes, self.threads = [], [], {}, {}
+        self.samples = []           # (absolute ns, thread idx, node id, flags)
+        self.meta = None
+
+
+def read_remora(path):
+    """Parses a .remora file (see the top of this file). Fail if it is not a whole
+    version-2 recording."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:7] != b"REMORA\0" or len(data) < 8:
+        raise Fail("%s is not a .remora recording" % os.path.basename(path))
+    if data[7] != 2:
+        raise Fail("%s is version %d, want 2 (start_mono_ns)" % (os.path.basename(path), data[7]))
+    pos = 8
+
+    def varint():
+        nonlocal pos
+        v, shift = 0, 0
+        while True:
+            if pos >= len(data):
+                raise Fail("%s: truncated varint at byte %d" % (os.path.basename(path), pos))
+            b = data[pos]
+            pos += 1
+            v |= (b & 0x7f) << shift
+            if not b & 0x80:
+                return v
+            shift += 7
+
+    def svarint():
+        u = varint()
+        return (u >> 1) ^ -(u & 1)
+
+    def string():
+        nonlocal pos
+        n = varint()
+        s = data[pos:pos + n].decode("utf-8", "replace")
+        pos += n
+        return s
+
+    r, rel = Raw(), []
+    while True:
+        if pos >= len(data):
+            raise Fail("%s ends without 'Z'" % os.path.basename(path))
+        tag = chr(data[pos])
+        pos += 1
+        if tag == "S":
+            r.strings.append(string())
+        elif tag == "F":
+            fn, file, line = varint(), varint(), svarint()
+            r.frames.append((r.strings[fn], r.strings[file], line))
+        elif tag == "T":
+            idx, tid, name, root = varint(), varint(), varint(), varint()
+            r.threads[idx] = (tid, r.strings[name], root)
+        elif tag == "N":
+            nid, parent, frame = varint(), varint(), varint()
+            r.nodes[nid] = (parent, frame)
+        elif tag == "X":
+            dt, thread, node = varint(), varint(), varint()
+            flags = data[pos]
+            pos += 1
+            rel.append((dt, thread, node, flags))
+        elif tag == "M":
+            m = {"pid": varint(), "command": string(), "python": string(), "mode": string(),
+                 "duration_ns": varint(), "rate_mhz": varint(), "rounds": varint(),
+                 "errors": varint(), "late": varint(), "start_unix_ns": svarint(),
+                 "start_mono_ns": svarint()}
+            r.meta = m
+        elif tag == "Z":
+            break
+        else:
+            raise Fail("%s: unknown record %r at byte %d" % (os.path.basename(path), tag, pos - 1))
+    if r.meta is None or r.meta["start_mono_ns"] <= 0:
+        raise Fail("%s has no start_mono_ns" % os.path.basename(path))
+    at = r.meta["start_mono_ns"]
+    for dt, thread, node, flags in rel:
+        at += dt
+        r.samples.append((at, thread, node, flags))
+    return r
+
+
+def innermost(r, node):
+    """(function, file) of a sample's innermost frame; None for an empty stack."""
+    got = r.nodes.get(node)
+    if got is None:
+        return None
+    fn, file, _ = r.frames[got[1]]
+    return fn, file
+
+
+# --- the test ---------------------------------------------------------------------------
+
+def read_truth(path):
+    """{k: (code address, exec_start, exec_end, call_start, call_end, fingerprint reused)}"""
+    truth = {}
+    with open(path) as f:
+        for line in f:
+            k, addr, e0, e1, c0, c1, fp = (int(x) for x in line.split())
+            truth[k] = (addr, e0, e1, c0, c1, fp)
+    return truth
+
+
+def judge(r, truth, starts, keys):
+    """Checks every sample of one recording. Returns (checked, modules, seen set, bad list)."""
+    end = r.meta["start_mono_ns"] + r.meta["duration_ns"]
+    # the next round's time (other threads' samples of the same round share this one's)
+    nxt, later = [end] * len(r.samples), end
+    for i in range(len(r.samples) - 1, -1, -1):
+        nxt[i] = later
+        if i == 0 or r.samples[i - 1][0] != r.samples[i][0]:
+            later = r.samples[i][0]
+    checked, modules, seen, bad = 0, 0, set(), []
+    for i, (t0, _, node, _) in enumerate(r.samples):
+        t1 = nxt[i]
+        frame = innermost(r, node)
+        if frame is None:
+            continue
+        fn, file = frame
+        mf, mfile = FUNC.match(fn), FILE.match(file)
+        if mf is None and mfile is None:
+            continue            # the driver's own frames, <GC>
+        k = int(mf.group(1)) if mf else int(mfile.group(1))
+        if mf and mfile:
+            agree = mf.group(1) == mfile.group(1)
+        else:
+            agree = mf is None and fn == "<module>"
+        if not agree:
+            why = "function and file disagree"
+        elif k not in truth:
+            why = "the target never made it"
+        else:
+            _, e0, e1, c0, c1, _ = truth[k]
+            lo, hi = (c0, c1) if mf else (e0, e1)
+            if lo - SLACK_NS <= t1 and hi + SLACK_NS >= t0:
+                if mf:
+                    checked += 1
+                    seen.add(k)
+                else:
+                    modules += 1
+                continue
+            why = "ran %+.0f..%+.0f us from the sample" % ((lo - t0) / 1e3, (hi - t0) / 1e3)
+        if mf:
+            checked += 1
+        # what ran last by the end of the window, by the target's account
+        j = bisect.bisect_right(starts, t1) - 1
+        last = keys[j] if j >= 0 else None
+        running = "none yet" if last is None else "f_%06d%s" % (
+            last, "" if truth[last][4] + SLACK_NS >= t0 else " (ended before)")
+        # a popped frame reported as live (the walk, issue #4), not a name from the cache:
+        # f_<k> is the last call made and it ended before the window, no call since
+        stale = mf is not None and last == k and k in truth and truth[k][4] + SLACK_NS < t0
+        bad.append(("stale" if stale else "cache",
+                    "%s (%s) at +%.3f ms (window %.0f us): %s; last call by then: %s" % (
+                        fn, file, (t0 - r.meta["start_mono_ns"]) / 1e6, (t1 - t0) / 1e3, why,
+                        running)))
+    return checked, modules, seen, bad
+
+
+def test_exec_churn(remora, interp):
+    """Zero mislabelled samples over >= MIN_CHECKED samples in f_<k>, >= MIN_DISTINCT
+    distinct f_<k>, while the target reuses code-object addresses (>= MIN_REUSED calls)."""
+    notes, recordings = [], []
+    with Target(interp, os.path.join(TARGETS, "exec_churn.py"), "ready.json") as t:
+        t.wait_ready()
+        seconds, checked_guess, spent, attempt = SECONDS, 0, 0.0, 0
+        while True:
+            attempt += 1
+            path = os.path.join(t.dir, "churn-%d.remora" % attempt)
+            _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", seconds, "--stats",
+                                     "-o", path])
+            summ = summary(err, RATE_HZ)
+            st = STATS.search(err)
+            notes.append("-d %g: %s%s" % (seconds, summ, ", cpu us/sample %s" % st.group(6)
+                                          if st else ""))
+            r = read_remora(path)
+            recordings.append(r)
+            checked_guess += sum(1 for s in r.samples
+                                 if (innermost(r, s[2]) or ("", ""))[0].startswith("f_"))
+            spent += summ.seconds
+            if checked_guess >= MIN_CHECKED or spent >= MAX_SECONDS:
+                break
+            # too few (a busy machine, a sanitizer build): record more, sized from what
+            # was achieved, with half again as margin
+            per_s = max(100.0, checked_guess / max(spent, 0.1))
+            seconds = min(MAX_SECONDS - spent,
+                          max(1.0, round(1.5 * (MIN_CHECKED - checked_guess) / per_s, 1)))
+        rc = t.finish()
+        if rc != 0:
+            raise Fail("target exited %d: %s" % (rc, t.log_tail()))
+        truth = read_truth(os.path.join(t.dir, "truth.txt"))
+    keys = sorted(truth, key=lambda k: truth[k][3])
+    starts = [truth[k][3] for k in keys]
+    checked = modules = 0
+    seen, bad = set(), []
+    calls = reused = fp_reused = 0
+    earlier = set()
+    in_window = set()
+    for r in recordings:
+        c, m, s, b = judge(r, truth, starts, keys)
+        checked, modules, bad = checked + c, modules + m, bad + b
+        seen |= s
+        lo = r.meta["start_mono_ns"]
+        hi = lo + r.meta["duration_ns"]
+        in_window |= {k for k in truth if truth[k][1] <= hi and truth[k][4] >= lo}
+    for k in sorted(truth):
+        addr = truth[k][0]
+        if k in in_window:
+            calls += 1
+            reused += addr in earlier
+            fp_reused += truth[k][5]
+        earlier.add(addr)
+    figures = ("%d samples in f_<k> checked, %d in <module> of <churn-k>, %d distinct f_<k> "
+               "of %d calls recorded; %d calls reused a freed code object's address, %d "
+               "with name/file/line-table addresses reused too; slack %d us"
+               % (checked, modules, len(seen), calls, reused, fp_reused, SLACK_NS // 1000))
+    cache_bad = [text for kind, text in bad if kind == "cache"]
+    stale = [text for kind, text in bad if kind == "stale"]
+    figures += "; %d mislabelled by name, %d popped frames reported" % (len(cache_bad), len(stale))
+    problems = []
+    if cache_bad:
+        problems.append("%d mislabelled samples, e.g. %s" % (len(cache_bad),
+                                                            " | ".join(cache_bad[:4])))
+    if checked < MIN_CHECKED:
+        problems.append("only %d samples in f_<k>, need %d" % (checked, MIN_CHECKED))
+    if len(seen) < MIN_DISTINCT:
+        problems.append("only %d distinct f_<k> seen, need %d" % (len(seen), MIN_DISTINCT))
+    if reused < MIN_REUSED:
+        problems.append("the target reused a code object's address only %d times, need %d "
+                        "(the test would prove nothing)" % (reused, MIN_REUSED))
+    if stale:
+        # Known gap, kept visible (as in record/torn): on 3.11-3.13 the walk cannot yet tell
+        # every popped frame left above the current one from a live one. Such a sample is
+        # named after the function that ran last (the cache named it right); a skip that
+        # names the count, never a pass; on other versions it fails.
+        what = "%d popped frames reported as live, e.g. %s" % (len(stale), " | ".join(stale[:2]))
+        minor = int(re.search(r"3\.(\d+)", interp[0]).group(1))
+        if 11 <= minor <= 13 and not problems:
+            raise Skip("KNOWN GAP (issue #4): " + what + " [" + figures + "; " + "; ".join(notes) + "]")
+        problems.append(what)
+    if problems:
+        raise Fail("; ".join(problems) + " [" + figures + "; " + "; ".join(notes) + "]")
+    return figures + "; " + "; ".join(notes)
+
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    return [("codes/exec-churn/%s" % interp[0], lambda i=interp: test_exec_churn(remora, i),
+             interp_missing(interp)) for interp in INTERPRETERS]
