@@ -162,7 +162,9 @@ int main(void)
     field("fr_owner", OFF(_PyInterpreterFrame, owner));
 #else
     printf("\n    /* PyFrameObject */\n");
-    field("fr_size", SIZE(PyFrameObject));
+    /* bytes read per frame: up to f_lasti, the last field remora needs (the object is
+     * larger, and frames are read by the thousand per second) */
+    field("fr_size", OFF(PyFrameObject, f_lasti) + 8);
     field("fr_previous", OFF(PyFrameObject, f_back));
     field("fr_code", OFF(PyFrameObject, f_code));
     field("fr_instr", OFF(PyFrameObject, f_lasti));

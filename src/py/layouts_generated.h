@@ -56,7 +56,7 @@ static const py_layout_t py_layout_3_9 = {
     .ei_previous = 24,
 
     /* PyFrameObject */
-    .fr_size = 368,
+    .fr_size = 112,
     .fr_previous = 24,
     .fr_code = 32,
     .fr_instr = 104,
@@ -125,7 +125,7 @@ static const py_layout_t py_layout_3_10 = {
     .ei_previous = 24,
 
     /* PyFrameObject */
-    .fr_size = 360,
+    .fr_size = 104,
     .fr_previous = 24,
     .fr_code = 32,
     .fr_instr = 96,
