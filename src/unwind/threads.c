@@ -175,7 +175,6 @@ static void resolve_native_ids(unwinder_t *u, const uint64_t *pthreads)
             break;
         if (u->pthread_tid_off >= 0) {   /* stale: search from the start */
             u->pthread_tid_off = -1;
-    u->want = UNW_WANT_ALL;
             off = -4;
         }
     }
