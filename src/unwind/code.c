@@ -12,8 +12,10 @@
 
 #include "remora.h"
 #include "unwind.h"
+#include "../py/opcodes311.h"
 
 #define CODE_MAX_READ 1024
+#define CODE_MAX_UNITS 32768            /* 3.11 bytecode decoded for call points, at most */
 #define CODE_WAYS 4                     /* the cache is set-associative: UNW_CODE_CACHE / 4 sets */
 
 struct code_cache {
@@ -33,6 +35,7 @@ code_cache_t *code_cache_new(strtab_t *names)
 static void entry_clear(unw_code_t *e)
 {
     free(e->linetable);
+    free(e->calls);
     free(e->str_img);
     memset(e, 0, sizeof *e);
 }
@@ -205,6 +208,53 @@ static int intern_str(code_cache_t *c, proc_t *p, const py_layout_t *L, uint64_t
     return *out ? REMORA_OK : REMORA_ENOMEM;
 }
 
+/* 3.11: decodes the bytecode's instruction boundaries (each instruction is followed by
+ * its inline cache entries) and marks the last code unit of every CALL and BINARY_SUBSCR:
+ * where prev_instr rests while that instruction's callee runs. The families are stable
+ * under specialization, so a copy taken once serves the code object's whole life. */
+static int read_calls(proc_t *p, uint64_t code, int64_t units, unw_code_t *e)
+{
+    uint16_t *bc;
+    size_t n, i;
+    int err;
+
+    if (units <= 0 || units > CODE_MAX_UNITS)
+        return REMORA_OK;                  /* not known: the check is skipped */
+    n = (size_t)units;
+    bc = malloc(n * 2);
+    e->calls = calloc((n + 7) / 8, 1);
+    if (bc == NULL || e->calls == NULL) {
+        free(bc);
+        free(e->calls);
+        e->calls = NULL;
+        return REMORA_ENOMEM;
+    }
+    err = proc_read(p, code, bc, n * 2);
+    if (err) {
+        free(bc);
+        free(e->calls);
+        e->calls = NULL;
+        return err == REMORA_ENOPROC ? err : REMORA_OK;
+    }
+    for (i = 0; i < n;) {
+        unsigned op = bc[i] & 0xff;
+        size_t last = i + op311_caches[op];
+        if (op311_kind[op] && last < n)
+            e->calls[last / 8] |= (unsigned char)(1u << (last % 8));
+        i = last + 1;
+    }
+    e->calls_units = n;
+    free(bc);
+    return REMORA_OK;
+}
+
+int code_calls_at(const unw_code_t *code, int64_t idx)
+{
+    if (code->calls == NULL || idx < 0 || (uint64_t)idx >= code->calls_units)
+        return -1;
+    return (code->calls[idx / 8] >> (idx % 8)) & 1;
+}
+
 /* Is the object whose head is in co alive? pymalloc keeps a freed block on its free list
  * through the block's first word, where the reference count was: a pointer, or 0 at the
  * list's end. A live object counts from 1: below 2^32 whole before 3.12; from 3.12 the
@@ -315,12 +365,21 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
         free(fresh.str_img);
         return err;
     }
+    if (L->minor == 11 && L->co_code_adaptive >= 24 && L->co_code_adaptive <= need) {
+        err = read_calls(p, addr + L->co_code_adaptive, (int64_t)get_u64(co, 16), &fresh);
+        if (err) {
+            free(fresh.linetable);
+            free(fresh.str_img);
+            return err;
+        }
+    }
     /* the object may have changed while it was read (made, freed, reused): it must still
      * be what the entry was made from */
     err = still_same(p, L, t, &fresh, fp_off, fp_len);
     if (err) {
         free(fresh.linetable);
         free(fresh.str_img);
+        free(fresh.calls);
         return err;
     }
     entry_clear(e);

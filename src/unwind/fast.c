@@ -19,6 +19,9 @@
 #define FAST_MIN_COPY 1024u
 #define FAST_MAX_COPY (256u << 10)
 #define FAST_BLOCK 4096u
+#ifndef FAST_GAP
+#define FAST_GAP 512u               /* bytes between two frames still read as one range */
+#endif
 #define FAST_CHUNK_HDR 24u
 #define FAST_SPEC 512               /* speculative blocks per thread, at most */
 #define FAST_SPEC_CODES 512         /* code objects validated in the first read */          /* struct _PyStackChunk: previous, size, top */
@@ -49,6 +52,8 @@ typedef struct fast_thread {
     uint64_t cframe, cur_spec;      /* 3.11/3.12: cframe and its current_frame */
     uint64_t cur_mid;               /* the current frame, read between the two copies */
     uint64_t cur_end;               /* and again after the second */
+    uint64_t cf_end;                /* 3.11/3.12: the thread state's cframe, read last */
+    uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */
     uint64_t chunk;                 /* the chunk copied (0: none yet) */
     size_t chunk_size;              /* from its header, once copied */
     size_t copy_len, copied;        /* bytes to copy next time; bytes copied now */
@@ -63,6 +68,7 @@ typedef struct walked {
     uint64_t addr, prev, code, instr;
     int src;                        /* -1: chunk copy; k >= 0: block k; -2-k: spec block k */
     int shim;                       /* a C-owned frame: walked through, not reported */
+    int entry;                      /* 3.11: the first frame of an eval loop (is_entry) */
 } walked_t;
 
 typedef struct fast {
@@ -181,6 +187,20 @@ static int add_req(fast_t *f, uint64_t addr, void *buf, size_t len)
     f->req[f->nreq].buf = buf;
     f->req[f->nreq].len = len;
     f->nreq++;
+    return 0;
+}
+
+/* Asks for the fingerprint of the code object at 'code' (code.c says which reads) into
+ * buf, UNW_FP_MAX bytes. Requests, so that neighbours merge: code objects and their
+ * names sit together in the allocator's pools. */
+static int add_fp(unwinder_t *u, fast_t *f, uint64_t code, unsigned char *buf)
+{
+    proc_iov_t v[UNW_FP_READS];
+    size_t k, m = code_fp_iov(u->codes, &u->t->layout, code, buf, v);
+
+    for (k = 0; k < m; k++)
+        if (add_req(f, v[k].addr, v[k].buf, v[k].len))
+            return -1;
     return 0;
 }
 
@@ -397,6 +417,10 @@ static int read_states(unwinder_t *u, fast_t *f)
             (L->frames_kind == PY_FRAMES_CFRAME && cp && add_req(f, cp, &t->cur_spec, 8)))
             return REMORA_ENOMEM;
     }
+    /* last sample's code objects, validated in this read */
+    for (k = 0; k < f->nspec_codes; k++)
+        if (add_fp(u, f, f->spec_codes[k], f->spec_fps + k * UNW_FP_MAX))
+            return REMORA_ENOMEM;
     if (merge_reqs(f, &n))
         return REMORA_ENOMEM;
     for (i = 0; i < f->nthreads; i++) {
@@ -421,14 +445,13 @@ static int read_states(unwinder_t *u, fast_t *f)
         for (k = 0; k < t->nsb; k++)
             if (add_iov(f, &n, t->sb[k].addr, t->sb[k].two, t->sb[k].len))
                 return REMORA_ENOMEM;
-    }
-    if (f->nspec_codes) {
-        uint64_t off;
-        size_t len;
-        code_fp_span(L, &off, &len);
-        for (k = 0; k < f->nspec_codes; k++)
-            if (add_iov(f, &n, f->spec_codes[k] + off, f->spec_fps + k * UNW_FP_MAX, len))
-                return REMORA_ENOMEM;
+        /* 3.9/3.10: the current frame again, after the blocks' second copies */
+        if (L->frames_kind == PY_FRAMES_OBJECTS && t->nsb && add_iov(f, &n, cp, &t->cur_end, 8))
+            return REMORA_ENOMEM;
+        /* 3.11/3.12: the cframe again: a nested eval loop's cframe lives on the C stack,
+         * and once that loop returns its current_frame reads NULL or stale */
+        if (L->frames_kind == PY_FRAMES_CFRAME && add_iov(f, &n, t->tstate + L->ts_frame, &t->cf_end, 8))
+            return REMORA_ENOMEM;
     }
     err = proc_readv(u->p, f->iov, n);
     if (err == REMORA_OK)
@@ -468,7 +491,8 @@ static int recopy(unwinder_t *u, fast_t *f, fast_thread_t *t, size_t len)
     if (ensure_copies(t, len))
         return REMORA_ENOMEM;
     if (add_iov(f, &n, t->chunk, t->a, len) || add_iov(f, &n, cur_ptr_addr(L, t), &t->cur_mid, 8) ||
-        add_iov(f, &n, t->chunk, t->b, len) || add_iov(f, &n, cur_ptr_addr(L, t), &t->cur_end, 8))
+        add_iov(f, &n, t->chunk, t->b, len) || add_iov(f, &n, cur_ptr_addr(L, t), &t->cur_end, 8) ||
+        (L->frames_kind == PY_FRAMES_CFRAME && add_iov(f, &n, t->tstate + L->ts_frame, &t->cf_end, 8)))
         return REMORA_ENOMEM;
     t->copied = 0;
     if (proc_readv(u->p, f->iov, n))
@@ -578,14 +602,20 @@ static int walk(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t cur, size_t
         }
         if (k == UNW_MAX_DEPTH)
             return REMORA_ECORRUPT;
+        /* 3.9/3.10: a frame object with no reference is freed (a code object's zombie
+         * frame or the free list, linked through f_back): a torn walk went there */
+        if (L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0)
+            return REMORA_ECORRUPT;
         w = &f->walk[k++];
-        w->shim = L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim;
+        w->shim = (L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim) ||
+                  unw_is_trampoline(u->t, fb);
         w->addr = frame;
         w->prev = get_u64(fb, L->fr_previous);
         w->code = get_u64(fb, L->fr_code);
         if (L->tagged_executable)
             w->code &= ~(uint64_t)3;
         w->instr = get_instr(L, fb);
+        w->entry = L->minor == 11 && L->fr_owner >= 1 && fb[L->fr_owner - 1] != 0;
         w->src = src;
         frame = w->prev;
     }
@@ -603,6 +633,10 @@ static int walk_consistent(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t 
 
     /* the frame walked from must still be current after the second copy */
     if (t->copied && t->cur_end != cur)
+        return REMORA_ECORRUPT;
+    if (L->frames_kind == PY_FRAMES_OBJECTS && f->nblocks == 0 && t->nsb && t->cur_end != cur)
+        return REMORA_ECORRUPT;
+    if (L->frames_kind == PY_FRAMES_CFRAME && t->cf_end != t->cframe)
         return REMORA_ECORRUPT;
 
     if (f->nblocks > 0) {
@@ -629,6 +663,8 @@ static int walk_consistent(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t 
         if (L->tagged_executable)
             code &= ~(uint64_t)3;
         instr = get_instr(L, fb);
+        if (L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0)
+            return REMORA_ECORRUPT;     /* freed since the first copy */
         /* the innermost frame runs on: its instruction may move, its links may not */
         if (get_u64(fb, L->fr_previous) != w->prev)
             return REMORA_ECORRUPT;
@@ -640,6 +676,18 @@ static int walk_consistent(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t 
             return REMORA_ECORRUPT;
         if (!w->shim && (code != w->code || (i > 0 && instr != w->instr)))
             return REMORA_ECORRUPT;
+        /* 3.12/3.13: a running frame's stacktop is -1 (the eval loop resets it when it
+         * takes the stack pointer), and a frame that pushes a callee inline saves its
+         * stack pointer first. A caller at -1 below a Python callee is running, so the
+         * callee is a stale frame above it. Both copies must say so. */
+        if (i > 0 && !w->shim && !f->walk[i - 1].shim && (L->minor == 12 || L->minor == 13) &&
+            L->fr_owner >= 6 && w->src == -1) {
+            int32_t st1, st2;
+            memcpy(&st1, t->a + (w->addr - t->chunk) + L->fr_owner - 6, 4);
+            memcpy(&st2, fb + L->fr_owner - 6, 4);
+            if (st1 < 0 || st2 < 0)
+                return REMORA_ECORRUPT;
+        }
         /* 3.13+: pushing a frame sets its return_offset to 0, and a Python frame that
          * pushes a callee directly sets its own to where to resume (never 0). A caller at
          * 0 below a Python callee is the same stale picture. */
@@ -661,24 +709,29 @@ static int cmp_u64(const void *a, const void *b)
 
 /* Remembers where this walk found frames outside the chunk, as at most FAST_SPEC
  * ranges of at most FAST_BLOCK bytes, to read them in the next sample's first read.
- * Walk order is innermost first, and callers sit at lower addresses than their callees
- * in a chunk, so one linear pass groups them. */
+ * The frames are sorted by address and grouped greedily: frame objects (3.9/3.10) and
+ * generator frames sit on the heap in no particular order, often several to a page,
+ * and the kernel's cost of a read is mostly per range and page; a gap costs bytes. */
 static int learn_blocks(const py_layout_t *L, fast_t *f, fast_thread_t *t, size_t nwalked)
 {
-    size_t i, k = 0, fs = L->fr_size;
+    size_t i, k = 0, m = 0, fs = L->fr_size;
 
-    for (i = 0; i < nwalked; i++) {
-        uint64_t a = f->walk[i].addr;
+    for (i = 0; i < nwalked; i++)
+        if (f->walk[i].src != -1)
+            f->scratch[m++] = f->walk[i].addr;
+    if (m > 1)
+        qsort(f->scratch, m, sizeof *f->scratch, cmp_u64);
+    for (i = 0; i < m; i++) {
+        uint64_t a = f->scratch[i];
         fast_block_t *b;
-        if (f->walk[i].src == -1)
-            continue;
         if (k > 0) {
             b = &t->sb[k - 1];
-            if (a + fs <= b->addr + b->len && a + fs + 256 >= b->addr && b->addr + b->len - a <= FAST_BLOCK) {
-                if (a < b->addr) {
-                    b->len += (size_t)(b->addr - a);
-                    b->addr = a;
-                }
+            /* a small gap (frame objects of one allocator pool lie 400-500 bytes
+             * apart) and at most two pages, each holding part of a frame: all mapped */
+            if (a <= b->addr + b->len + FAST_GAP && a + fs - b->addr <= FAST_BLOCK &&
+                (a + fs - 1) / 4096 - b->addr / 4096 <= 1) {
+                if (a + fs > b->addr + b->len)
+                    b->len = (size_t)(a + fs - b->addr);
                 continue;
             }
         }
@@ -734,13 +787,12 @@ static int note_code(fast_t *f, code_cache_t *cc, uint64_t addr)
 static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
 {
     const py_layout_t *L = &u->t->layout;
-    uint64_t off;
-    size_t len, i, n = 0;
+    size_t i, n = 0;
     int err;
 
-    code_fp_span(L, &off, &len);
     if (remora_grow((void **)&f->fps, &f->cap_fps, f->ncodes * UNW_FP_MAX + 1, 1))
         return REMORA_ENOMEM;
+    f->nreq = 0;
     /* fingerprints: from the first read when the code was there last sample too */
     for (i = 0; i < f->ncodes; i++) {
         unw_code_t *e = code_cache_peek(u->codes, f->codes[i]);
@@ -749,15 +801,19 @@ static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
             continue;
         hit = f->nspec_codes ? bsearch(&f->codes[i], f->spec_codes, f->nspec_codes, sizeof *hit, cmp_u64) : NULL;
         if (hit != NULL)
-            memcpy(f->fps + i * UNW_FP_MAX, f->spec_fps + (size_t)(hit - f->spec_codes) * UNW_FP_MAX, len);
-        else if (add_iov(f, &n, f->codes[i] + off, f->fps + i * UNW_FP_MAX, len))
+            memcpy(f->fps + i * UNW_FP_MAX, f->spec_fps + (size_t)(hit - f->spec_codes) * UNW_FP_MAX, UNW_FP_MAX);
+        else if (add_fp(u, f, f->codes[i], f->fps + i * UNW_FP_MAX))
             return REMORA_ENOMEM;
     }
+    if (f->nreq > 0 && merge_reqs(f, &n))
+        return REMORA_ENOMEM;
     if (n > 0 && (err = proc_readv(u->p, f->iov, n)) != REMORA_OK)
         return err == REMORA_ENOPROC ? err : REMORA_ECORRUPT;
+    if (n > 0)
+        scatter_reqs(f);
     for (i = 0; i < f->ncodes; i++) {
         unw_code_t *e = code_cache_peek(u->codes, f->codes[i]);
-        if (e != NULL && !(have_gen && e->gen == gen) && memcmp(e->fp, f->fps + i * UNW_FP_MAX, len) != 0) {
+        if (e != NULL && !(have_gen && e->gen == gen) && !code_fp_same(e, L, f->fps + i * UNW_FP_MAX)) {
             code_cache_drop(u->codes, f->codes[i]);
             e = NULL;
         }
@@ -785,6 +841,53 @@ static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
         f->nspec_codes = 0;
     }
     return REMORA_OK;
+}
+
+/* A thread state made for a thread that has not started yet carries its creator's ids
+ * (3.9-3.11) or no native id (3.12+) until that thread runs. Such a state with no frame
+ * has no thread of its own yet: dropped. A thread with frames whose native id is 0, or
+ * shared with another state that is not merely its unstarted child, cannot be named:
+ * counted as an error. On 3.9/3.10 native ids come from the last walk of the lists
+ * (through pthread_t): a shared one may be stale, so the lists are walked again. */
+static void settle_ids(unwinder_t *u, fast_t *f)
+{
+    const py_layout_t *L = &u->t->layout;
+    size_t i, j, keep = 0;
+
+    for (i = 0; i < u->nthreads; i++) {
+        unw_thread_t *th = &u->threads[i];
+        uint64_t pt = get_u64(f->threads[i].ts, L->ts_thread_id);
+        int shared = th->native_id == 0, later = 0, framed = 0, stale = 0;
+        for (j = 0; j < u->nthreads; j++) {
+            const unw_thread_t *o = &u->threads[j];
+            if (j == i || o->native_id != th->native_id)
+                continue;
+            shared = 1;
+            later |= j > i;     /* new states are pushed at the head: j is older */
+            framed |= o->nframes > 0 && !o->error;
+            stale |= get_u64(f->threads[j].ts, L->ts_thread_id) != pt;
+        }
+        if (L->ts_native_thread_id == 0) {
+            /* a state freed and made again at the same address for another thread */
+            fast_thread_t *ft = &f->threads[i];
+            if (ft->pthread_seen != 0 && ft->pthread_seen != pt && !th->error) {
+                th->error = REMORA_ECORRUPT;
+                th->nframes = 0;
+                f->valid = 0;
+            }
+            ft->pthread_seen = pt;
+            if (shared)
+                f->valid = 0;
+        }
+        if (shared && !th->error && th->nframes == 0 && (th->native_id == 0 || later || framed))
+            continue;           /* not started yet */
+        if (shared && !th->error && th->nframes > 0 && (th->native_id == 0 || framed || stale)) {
+            th->error = REMORA_ECORRUPT;
+            th->nframes = 0;
+        }
+        u->threads[keep++] = *th;
+    }
+    u->nthreads = keep;
 }
 
 static int sample_once(unwinder_t *u, fast_t *f)
@@ -827,6 +930,11 @@ static int sample_once(unwinder_t *u, fast_t *f)
         size_t nw = 0, need = 0, k, tries;
 
         memset(th, 0, sizeof *th);
+        if (L->ts_native_thread_id != 0) {
+            /* set by the thread itself once it runs: read it every sample */
+            uint64_t nid = get_u64(t->ts, L->ts_native_thread_id);
+            t->native_id = nid < (1u << 31) ? (pid_t)nid : 0;
+        }
         th->tstate = t->tstate;
         th->interp = fi->addr;
         th->interp_id = fi->id;
@@ -834,6 +942,8 @@ static int sample_once(unwinder_t *u, fast_t *f)
         th->is_main = t->native_id == proc_pid(u->p);
         th->holds_gil = fi->locked && fi->holder == t->tstate;
         th->gc = fi->gc != 0;
+        if (u->want & UNW_WANT_EXC)     /* from this sample's copy of the thread state */
+            th->handling_exc = unw_exc_state(u, t->tstate, t->ts);
         if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
             char state;
             if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
@@ -898,6 +1008,14 @@ static int sample_once(unwinder_t *u, fast_t *f)
         }
         if (th->error == REMORA_OK)
             th->error = walk_consistent(u, f, t, cur, nw);
+        /* 3.11-3.13: every thread's first frame is its outermost eval loop's entry frame
+         * (3.12/3.13: a C-owned shim whose previous is NULL; 3.11: marked is_entry); a
+         * walk that ends anywhere else followed a link not yet written (a frame pushed
+         * but not linked to its caller yet) */
+        if (th->error == REMORA_OK && nw > 0 &&
+            (L->minor == 11 ? !f->walk[nw - 1].entry
+                            : (L->minor == 12 || L->minor == 13) && !f->walk[nw - 1].shim))
+            th->error = REMORA_ECORRUPT;
         if (th->error == REMORA_OK && t->chunk) {
             /* next time copy a little more than this stack used */
             size_t used = 0;
@@ -928,7 +1046,7 @@ static int sample_once(unwinder_t *u, fast_t *f)
             fr = &u->frames[nframes_total++];
             fr->function = (const char *)(uintptr_t)f->walk[k].code;
             fr->file = (const char *)(uintptr_t)f->walk[k].instr;
-            fr->line = 0;
+            fr->line = f->walk[k].entry;    /* until named: is_entry, for pass 2 */
             th->nframes++;
             if (note_code(f, u->codes, f->walk[k].code))
                 return REMORA_ENOMEM;
@@ -970,6 +1088,7 @@ thread_done:
     for (i = 0; i < u->nthreads; i++) {
         unw_thread_t *th = &u->threads[i];
         size_t base = (size_t)(uintptr_t)th->frames, k;
+        int callee_entry = 1;               /* the innermost frame has no callee */
         th->frames = u->frames + (th->error ? 0 : base);
         if (th->error) {
             th->nframes = 0;
@@ -979,7 +1098,7 @@ thread_done:
             unw_frame_t *fr = &th->frames[k];
             uint64_t code = (uint64_t)(uintptr_t)fr->function, instr = (uint64_t)(uintptr_t)fr->file;
             unw_code_t *e = code_cache_peek(u->codes, code);
-            int addrq;
+            int addrq, entry = fr->line;
             if (e == NULL && code_cache_get(u->codes, u->p, u->t, code, &e) != REMORA_OK) {
                 th->error = REMORA_ECORRUPT;
                 th->nframes = 0;
@@ -994,11 +1113,23 @@ thread_done:
                 int64_t off = (int64_t)(instr - (code + L->co_code_adaptive));
                 addrq = off < -2 || off > (int64_t)1 << 30 ? -1 : (int)(off / 2) * 2;
             }
+            /* 3.11: a frame whose callee it pushed inline (not an eval loop's entry
+             * frame) rests on the last cache entry of its CALL or BINARY_SUBSCR while
+             * the callee runs; resting anywhere else, it is running, and the callee is
+             * a stale frame left above it from an earlier call. */
+            if (L->minor == 11 && !callee_entry &&
+                code_calls_at(e, (int64_t)(instr - (code + L->co_code_adaptive)) / 2) == 0) {
+                th->error = REMORA_ECORRUPT;
+                th->nframes = 0;
+                break;
+            }
             fr->function = e->function;
             fr->file = e->file;
             fr->line = code_line(e, L, addrq);
+            callee_entry = entry;
         }
     }
+    settle_ids(u, f);
     return REMORA_OK;
 }
 

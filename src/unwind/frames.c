@@ -43,7 +43,8 @@ int unw_walk(unwinder_t *u, uint64_t frame, unw_frame_t *out, size_t cap, size_t
         code_addr = get_u64(fb, L->fr_code);
         if (L->tagged_executable)
             code_addr &= ~(uint64_t)3;
-        if (L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim) {
+        if ((L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim) ||
+            unw_is_trampoline(u->t, fb)) {
             frame = get_u64(fb, L->fr_previous);
             continue;
         }

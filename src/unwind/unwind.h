@@ -11,6 +11,7 @@
 #ifndef REMORA_UNWIND_H
 #define REMORA_UNWIND_H
 
+#include <string.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -90,7 +91,29 @@ typedef struct unw_code {
     size_t linetable_len;
     int lc_addr[4], lc_line[4]; /* recently computed lines */
     unsigned lc_next;
+    unsigned char *calls;       /* 3.11: owned bitmap, one bit per code unit: where a frame
+                                 * rests while it calls inline (NULL: not known) */
+    size_t calls_units;
 } unw_code_t;
+
+/* 3.13+: is the frame whose first fr_size bytes are 'fb' an interpreter trampoline (the
+ * frame pushed under an __init__ called by a specialized CALL, running the code that
+ * checks __init__ returned None)? Its f_funcobj (at 16 from 3.12 on) is None, where a
+ * function's frame holds the function. CPython hides it (an "incomplete" frame); so
+ * does remora, walking through it as through a C-owned shim. */
+static inline int unw_is_trampoline(const py_target_t *t, const unsigned char *fb)
+{
+    uint64_t funcobj;
+
+    if (t->layout.minor < 13 || t->none == 0 || t->layout.fr_size < 24)
+        return 0;
+    memcpy(&funcobj, fb + 16, 8);
+    return (funcobj & ~(uint64_t)7) == t->none;
+}
+
+/* 3.11: is the code unit at 'idx' one where this code's frame rests while calling a
+ * Python function inline? 1 yes, 0 no, -1 not known (no bitmap, or out of range). */
+int code_calls_at(const unw_code_t *code, int64_t idx);
 
 typedef struct code_cache code_cache_t;
 

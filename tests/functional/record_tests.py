@@ -457,13 +457,6 @@ def test_torn(remora, interp):
         problems.append("never saw a chain past its first call (b+c: %d, y+z: %d samples)"
                         % (depth["b"] + depth["c"], depth["y"] + depth["z"]))
     if problems:
-        # Known gap, kept visible: on 3.11-3.13 remora cannot yet tell every stale frame
-        # left above the current one from a live one when the target alternates chains in
-        # step with its reads (issue #4 stays open until this passes). Reported as a skip
-        # naming the count, never as a pass; on other versions it fails.
-        minor = int(re.search(r"3\.(\d+)", interp[0]).group(1))
-        if 11 <= minor <= 13 and all("torn or wrong" in p for p in problems):
-            raise Skip("KNOWN GAP (issue #4): " + "; ".join(problems) + " [" + "; ".join(notes) + "]")
         raise Fail("; ".join(problems) + " [" + "; ".join(notes) + "]")
     return "; ".join(notes) + "; innermost a/b/c %d/%d/%d, x/y/z %d/%d/%d, alternate %d" % tuple(
         depth[k] for k in ("a", "b", "c", "x", "y", "z", "alternate"))

@@ -319,6 +319,8 @@ def main():
     import core_test                    # core dumps and snapshots: tests/functional/core_test.py
     tests += core_test.tests(remora, sys.modules[__name__])
     tests += record_tests.tests(remora)
+    import callkinds_tests              # every way into a Python function: callkinds_tests.py
+    tests += callkinds_tests.tests(remora)
     import chaos_tests                  # targets that misbehave: tests/functional/chaos_tests.py
     tests += chaos_tests.tests(remora)
     import hostile_tests                # hostile names, every format: tests/functional/hostile_tests.py
