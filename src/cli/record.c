@@ -82,6 +82,7 @@ typedef struct record_args {
     const out_format_t *fmt[RECORD_MAX_OUT];
     int nout;
     int mode, gc, stats, limit;
+    int anchor;             /* --frame-anchor: 3.15's last_profiled_frame (writes) */
     uint64_t max_samples;
     const char *diff;       /* a baseline for a differential flamegraph */
 } record_args_t;
@@ -89,7 +90,7 @@ typedef struct record_args {
 static const char record_usage[] =
     "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
     "                     [--mode wall|cpu|gil|exception] [--no-gc] [--stats] [-l ROWS]\n"
-    "                     [--max-samples N] [--diff BASELINE]";
+    "                     [--max-samples N] [--diff BASELINE] [--frame-anchor]";
 
 static int parse_record(int argc, char **argv, record_args_t *a)
 {
@@ -171,6 +172,8 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         } else if (strcmp(s, "--diff") == 0 && v) {
             a->diff = v;
             i++;
+        } else if (strcmp(s, "--frame-anchor") == 0) {
+            a->anchor = 1;
         } else if (strcmp(s, "--no-gc") == 0) {
             a->gc = 0;
         } else if (strcmp(s, "--stats") == 0) {
@@ -401,6 +404,12 @@ int cmd_record(int argc, char **argv)
         rc = remora_exit_code(REMORA_EVERSION);
         goto out;
     }
+    if (a.anchor && t.layout.ts_last_profiled == 0) {
+        cli_error("--frame-anchor: Python %s (%s) has no last_profiled_frame to anchor; it "
+                  "needs CPython 3.15: record without it", t.version, t.binary);
+        rc = remora_exit_code(REMORA_EVERSION);
+        goto out;
+    }
     table = stk_new();
     if (table == NULL || unw_new(p, &t, &u)) {
         cli_error("out of memory");
@@ -427,6 +436,7 @@ int cmd_record(int argc, char **argv)
     so.duration_s = a.duration;
     so.mode = a.mode;
     so.gc = a.gc;
+    so.anchor = a.anchor;
     so.child = child;
     so.max_rounds = a.max_samples;
     if (sampler_new(u, p, table, raw, &so, &s)) {
@@ -503,6 +513,9 @@ int cmd_record(int argc, char **argv)
                 (unsigned long long)ps->reads, (unsigned long long)ps->bytes, (double)ps->reads / n,
                 (cpu1 - cpu0) * 1e6 / n);
         fprintf(stderr, "memory: maxrss_kb=%ld table_bytes=%zu\n", ru.ru_maxrss, stk_memory(table));
+        if (a.anchor)
+            fprintf(stderr, "anchor: writes=%llu writes_per_sample=%.4f\n",
+                    (unsigned long long)ps->writes, (double)ps->writes / n);
     }
     if (rc == REMORA_EXIT_OK && gone && a.cmd == NULL && a.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */

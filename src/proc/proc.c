@@ -172,6 +172,23 @@ int proc_live_read(proc_t *p, uint64_t addr, void *buf, size_t len)
     return REMORA_OK;
 }
 
+int proc_write_u64(proc_t *p, uint64_t addr, uint64_t value)
+{
+    struct iovec local = { &value, 8 };
+    struct iovec remote = { (void *)(uintptr_t)addr, 8 };
+    ssize_t n;
+
+    if (p->kind != PROC_LIVE)
+        return REMORA_EUSAGE;
+    if (addr == 0 || addr % 8 != 0)
+        return REMORA_EFAULT;
+    n = process_vm_writev(p->pid, &local, 1, &remote, 1, 0);
+    p->stats.writes++;
+    if (n < 0)
+        return proc_gone(p) ? REMORA_ENOPROC : proc_err_from_errno(errno);
+    return n == 8 ? REMORA_OK : REMORA_EFAULT;
+}
+
 int proc_read_u64(proc_t *p, uint64_t addr, uint64_t *out)
 {
     return proc_read(p, addr, out, sizeof *out);

@@ -39,6 +39,7 @@ typedef struct proc_iov {
 typedef struct proc_stats {
     uint64_t reads;   /* system calls made to read memory */
     uint64_t bytes;   /* bytes read */
+    uint64_t writes;  /* system calls made to write (only with --frame-anchor) */
 } proc_stats_t;
 
 /* Opens the live process 'pid'. Returns 0, REMORA_ENOPROC if it does not exist,
@@ -101,6 +102,11 @@ int proc_readv(proc_t *p, const proc_iov_t *iov, size_t n);
 
 /* Reads a pointer-sized (8-byte) value. */
 int proc_read_u64(proc_t *p, uint64_t addr, uint64_t *out);
+
+/* Writes an 8-byte value into a live process (process_vm_writev): the one write remora
+ * can make, for the documented --frame-anchor option (3.15's last_profiled_frame).
+ * Counted in the stats as a write. REMORA_EUSAGE for a core or snapshot. */
+int proc_write_u64(proc_t *p, uint64_t addr, uint64_t value);
 
 /* ---- /proc/PID/maps ------------------------------------------------------- */
 

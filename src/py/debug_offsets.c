@@ -21,6 +21,7 @@ enum dbg_field {
     D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN,
     D_TS_SIZE, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, D_TS_CURRENT_EXC, D_TS_EXC_STATE, D_EI_EXC_VALUE,
+    D_TS_LAST_PROFILED, D_TS_LAST_PROFILED_SEQ,
     D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, D_FR_OWNER,
     D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO,
     D_CO_CODE_ADAPTIVE,
@@ -88,7 +89,8 @@ static const unsigned char layout_315[] = {
     D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN, S,
     /* thread_state: ... datastack_chunk, status, holds_gil, gil_requested,
      * current_exception, exc_state */
-    D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, S, S, S, D_TS_THREAD_ID,
+    D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, S, D_TS_LAST_PROFILED,
+    D_TS_LAST_PROFILED_SEQ, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S, S, S, D_TS_CURRENT_EXC, D_TS_EXC_STATE,
     D_EI_EXC_VALUE,                     /* err_stackitem */
     D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, S, D_FR_OWNER, S, S,
@@ -242,6 +244,14 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
     L->ts_thread_id = f[D_TS_THREAD_ID];
     L->ts_native_thread_id = f[D_TS_NATIVE_THREAD_ID];
     L->ts_datastack_chunk = f[D_TS_DATASTACK_CHUNK];
+    /* 3.15: the frame the interpreter moves to the caller when it pops it, and a
+     * counter of those moves (--frame-anchor); 0 when not published */
+    L->ts_last_profiled = f[D_TS_LAST_PROFILED];
+    L->ts_last_profiled_seq = f[D_TS_LAST_PROFILED_SEQ];
+    if (L->ts_last_profiled == 0 || L->ts_last_profiled_seq == 0 || L->ts_last_profiled % 8 ||
+        L->ts_last_profiled_seq % 8 || L->ts_last_profiled + 8 > L->ts_size ||
+        L->ts_last_profiled_seq + 8 > L->ts_size)
+        L->ts_last_profiled = L->ts_last_profiled_seq = 0;
     L->fr_size = f[D_FR_SIZE];
     L->fr_previous = f[D_FR_PREVIOUS];
     L->fr_code = f[D_FR_EXECUTABLE];

@@ -63,6 +63,8 @@ typedef struct py_layout {
     uint64_t ts_thread_id;          /* pthread_t */
     uint64_t ts_native_thread_id;   /* 3.11+; 0 on 3.9/3.10 (resolved through pthread_t) */
     uint64_t ts_datastack_chunk;    /* 3.11+ */
+    uint64_t ts_last_profiled;      /* 3.15: last_profiled_frame (0: not published) */
+    uint64_t ts_last_profiled_seq;  /* 3.15: bumped each time the interpreter moves it */
     uint64_t ts_exc_info;           /* exc_info: the _PyErr_StackItem * sys.exc_info() starts
                                      * from; 0 = unknown for this build (no exception mode) */
     uint64_t ts_exc_state;          /* exc_state: the thread's own _PyErr_StackItem, where

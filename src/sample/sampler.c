@@ -82,7 +82,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
     for (i = 0; i < s->fmap_cap; i++)
         s->fmap[i].frame = STK_NONE;
     unw_set_want(u, (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
-                    (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0));
+                    (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) |
+                    (o->anchor ? UNW_WANT_ANCHOR : 0));
     *out = s;
     return REMORA_OK;
 }

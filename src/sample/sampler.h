@@ -17,6 +17,7 @@ typedef struct sampler_opts {
     double duration_s;      /* 0: until the target exits or stop is set */
     int mode;               /* enum sample_mode */
     int gc;                 /* add a <GC> frame while the interpreter collects */
+    int anchor;             /* --frame-anchor (3.15): UNW_WANT_ANCHOR, writes to the target */
     pid_t child;            /* a launched command: reaped when it exits (0 = none) */
     uint64_t max_rounds;    /* stop after this many rounds (0 = no limit) */
 } sampler_opts_t;

@@ -54,14 +54,31 @@ typedef struct fast_thread {
     uint64_t cur_end;               /* and again after the second */
     uint64_t cf_end;                /* 3.11/3.12: the thread state's cframe, read last */
     uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */
+    int32_t tid_now;                /* 3.9/3.10: the tid in that pthread, read this sample */
     uint64_t chunk;                 /* the chunk copied (0: none yet) */
+    uint64_t base;                  /* where the copies start: the chunk, or the anchor */
     size_t chunk_size;              /* from its header, once copied */
     size_t copy_len, copied;        /* bytes to copy next time; bytes copied now */
     unsigned char *a, *b;           /* the two copies */
     size_t cap;
     fast_block_t *sb;               /* frames outside the chunk last time, read again */
     size_t nsb, cap_sb;
+    /* --frame-anchor (3.15): the interpreter keeps last_profiled_frame at a frame remora
+     * wrote there, moves it to the caller when that frame returns and counts the moves
+     * (seq). While it still names 'anc' with the same seq, every frame below anc is as
+     * it was when remora last read it after writing: only anc and above are copied. */
+    int anc_state;                  /* ANC_NONE, ANC_WRITTEN, ANC_CACHED, ANC_OFF */
+    uint64_t anc, anc_seq;          /* ANC_WRITTEN: what was written, seq seen then;
+                                     * ANC_CACHED: the anchor frame and its seq */
+    uint64_t lp_end[2];             /* last_profiled_frame and seq, read after the copies */
+    unsigned char tail[64];         /* 3.15 with an anchor: current_frame through seq, one read */
+    size_t tail_len;
+    struct walked *below;           /* ANC_CACHED: the frames below anc, innermost first */
+    size_t nbelow, cap_below;
 } fast_thread_t;
+
+enum { ANC_NONE, ANC_WRITTEN, ANC_CACHED, ANC_OFF };
+#define ANC_REWRITE 32              /* frames walked above the anchor before moving it up */
 
 /* One frame walked: where its link fields came from, to compare with a second copy. */
 typedef struct walked {
@@ -69,6 +86,7 @@ typedef struct walked {
     int src;                        /* -1: chunk copy; k >= 0: block k; -2-k: spec block k */
     int shim;                       /* a C-owned frame: walked through, not reported */
     int entry;                      /* 3.11: the first frame of an eval loop (is_entry) */
+    int cached;                     /* --frame-anchor: below the anchor, from the cache */
 } walked_t;
 
 typedef struct fast {
@@ -120,6 +138,58 @@ static uint64_t get_instr(const py_layout_t *L, const unsigned char *fb)
 }
 
 static void thread_fini(fast_thread_t *t);
+
+/* Does this thread keep an anchor (--frame-anchor on a 3.15 target)? */
+static int anchoring(const unwinder_t *u, const fast_thread_t *t)
+{
+    const py_layout_t *L = &u->t->layout;
+
+    return (u->want & UNW_WANT_ANCHOR) && L->ts_last_profiled != 0 &&
+           L->ts_last_profiled_seq == L->ts_last_profiled + 8 && t->anc_state != ANC_OFF;
+}
+
+static int add_iov(fast_t *f, size_t *n, uint64_t addr, void *buf, size_t len);
+
+/* Queues the reads that follow a thread's second copy: the current frame pointer and,
+ * with an anchor, last_profiled_frame and its seq -- one range when they sit together
+ * in the thread state (3.15), unpacked by unpack_tail() once read. */
+static int add_end_reads(unwinder_t *u, fast_t *f, size_t *n, fast_thread_t *t, uint64_t cp)
+{
+    const py_layout_t *L = &u->t->layout;
+
+    t->tail_len = 0;
+    if (anchoring(u, t) && cp == t->tstate + L->ts_frame && L->ts_last_profiled > L->ts_frame &&
+        L->ts_last_profiled + 16 - L->ts_frame <= sizeof t->tail) {
+        t->tail_len = (size_t)(L->ts_last_profiled + 16 - L->ts_frame);
+        return add_iov(f, n, cp, t->tail, t->tail_len);
+    }
+    if (add_iov(f, n, cp, &t->cur_end, 8))
+        return -1;
+    if (anchoring(u, t) && add_iov(f, n, t->tstate + L->ts_last_profiled, t->lp_end, 16))
+        return -1;
+    return 0;
+}
+
+static void unpack_tail(const py_layout_t *L, fast_thread_t *t)
+{
+    if (t->tail_len == 0)
+        return;
+    memcpy(&t->cur_end, t->tail, 8);
+    memcpy(t->lp_end, t->tail + (L->ts_last_profiled - L->ts_frame), 16);
+}
+
+/* Forgets the anchor: the next copy starts at the chunk again. */
+static void anchor_drop(fast_thread_t *t)
+{
+    if (t->anc_state != ANC_OFF)
+        t->anc_state = ANC_NONE;
+    if (t->base != t->chunk) {
+        t->copy_len += (size_t)(t->base - t->chunk);
+        t->base = t->chunk;
+        t->copied = 0;
+    }
+    t->nbelow = 0;
+}
 
 void unw_fast_free(void *opaque)
 {
@@ -173,6 +243,7 @@ static void thread_fini(fast_thread_t *t)
         free(t->sb[i].two);
     }
     free(t->sb);
+    free(t->below);
     memset(t, 0, sizeof *t);
 }
 
@@ -416,6 +487,12 @@ static int read_states(unwinder_t *u, fast_t *f)
         if (add_req(f, t->tstate, t->ts, L->ts_size) ||
             (L->frames_kind == PY_FRAMES_CFRAME && cp && add_req(f, cp, &t->cur_spec, 8)))
             return REMORA_ENOMEM;
+        /* 3.9/3.10 keep no native id: the tid in the thread's struct pthread, read each
+         * sample, since a new thread may take over both a freed state and a cached stack */
+        t->tid_now = 0;
+        if (L->ts_native_thread_id == 0 && u->pthread_tid_off >= 0 && t->pthread_seen != 0 &&
+            add_req(f, t->pthread_seen + (uint64_t)u->pthread_tid_off, &t->tid_now, 4))
+            return REMORA_ENOMEM;
     }
     /* last sample's code objects, validated in this read */
     for (k = 0; k < f->nspec_codes; k++)
@@ -432,15 +509,16 @@ static int read_states(unwinder_t *u, fast_t *f)
         /* first copies, the current frame, second copies: the walk starts from a current
          * frame read between two copies that agree, so it is what the copies show */
         if (copy) {
-            if (ensure_copies(t, t->copy_len) || add_iov(f, &n, t->chunk, t->a, t->copy_len))
+            if (ensure_copies(t, t->copy_len) || add_iov(f, &n, t->base, t->a, t->copy_len))
                 return REMORA_ENOMEM;
             t->copied = t->copy_len;
         }
         for (k = 0; k < t->nsb; k++)
             if (add_iov(f, &n, t->sb[k].addr, t->sb[k].one, t->sb[k].len))
                 return REMORA_ENOMEM;
-        if (copy && (add_iov(f, &n, cp, &t->cur_mid, 8) || add_iov(f, &n, t->chunk, t->b, t->copy_len) ||
-                     add_iov(f, &n, cp, &t->cur_end, 8)))
+        t->tail_len = 0;
+        if (copy && (add_iov(f, &n, cp, &t->cur_mid, 8) || add_iov(f, &n, t->base, t->b, t->copy_len) ||
+                     add_end_reads(u, f, &n, t, cp)))
             return REMORA_ENOMEM;
         for (k = 0; k < t->nsb; k++)
             if (add_iov(f, &n, t->sb[k].addr, t->sb[k].two, t->sb[k].len))
@@ -454,8 +532,11 @@ static int read_states(unwinder_t *u, fast_t *f)
             return REMORA_ENOMEM;
     }
     err = proc_readv(u->p, f->iov, n);
-    if (err == REMORA_OK)
+    if (err == REMORA_OK) {
         scatter_reqs(f);
+        for (i = 0; i < f->nthreads; i++)
+            unpack_tail(L, &f->threads[i]);
+    }
     return err;
 }
 
@@ -482,7 +563,7 @@ static int lists_unchanged(const py_layout_t *L, const fast_t *f)
     return 1;
 }
 
-/* Copies [t->chunk, t->chunk + len) twice, reading the current frame pointer between. */
+/* Copies [t->base, t->base + len) twice, reading the current frame pointer between. */
 static int recopy(unwinder_t *u, fast_t *f, fast_thread_t *t, size_t len)
 {
     const py_layout_t *L = &u->t->layout;
@@ -490,13 +571,14 @@ static int recopy(unwinder_t *u, fast_t *f, fast_thread_t *t, size_t len)
 
     if (ensure_copies(t, len))
         return REMORA_ENOMEM;
-    if (add_iov(f, &n, t->chunk, t->a, len) || add_iov(f, &n, cur_ptr_addr(L, t), &t->cur_mid, 8) ||
-        add_iov(f, &n, t->chunk, t->b, len) || add_iov(f, &n, cur_ptr_addr(L, t), &t->cur_end, 8) ||
+    if (add_iov(f, &n, t->base, t->a, len) || add_iov(f, &n, cur_ptr_addr(L, t), &t->cur_mid, 8) ||
+        add_iov(f, &n, t->base, t->b, len) || add_end_reads(u, f, &n, t, cur_ptr_addr(L, t)) ||
         (L->frames_kind == PY_FRAMES_CFRAME && add_iov(f, &n, t->tstate + L->ts_frame, &t->cf_end, 8)))
         return REMORA_ENOMEM;
     t->copied = 0;
     if (proc_readv(u->p, f->iov, n))
         return REMORA_ECORRUPT;
+    unpack_tail(L, t);
     t->copied = len;
     return REMORA_OK;
 }
@@ -583,11 +665,17 @@ static int walk(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t cur, size_t
             return REMORA_ECORRUPT;
         if (L->frames_kind != PY_FRAMES_OBJECTS && t->chunk && frame >= t->chunk + FAST_CHUNK_HDR &&
             frame - t->chunk < FAST_MAX_COPY && (!t->chunk_size || frame - t->chunk + fs <= t->chunk_size)) {
-            if (frame - t->chunk + fs > t->copied) {
-                *need = (size_t)(frame - t->chunk + fs);
+            if (frame < t->base) {
+                /* below an anchor's copy without meeting the anchor: not the stack the
+                 * anchor was set in; copy from the chunk */
+                *need = SIZE_MAX;
                 return REMORA_OK;
             }
-            fb = t->a + (frame - t->chunk);
+            if (frame - t->base + fs > t->copied) {
+                *need = (size_t)(frame - t->base + fs);
+                return REMORA_OK;
+            }
+            fb = t->a + (frame - t->base);
         } else {
             size_t j;
             fb = NULL;
@@ -617,7 +705,16 @@ static int walk(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t cur, size_t
         w->instr = get_instr(L, fb);
         w->entry = L->minor == 11 && L->fr_owner >= 1 && fb[L->fr_owner - 1] != 0;
         w->src = src;
+        w->cached = 0;
         frame = w->prev;
+        if (t->anc_state == ANC_CACHED && w->addr == t->anc && src == -1) {
+            /* the anchor: below it, the frames remembered when it was set */
+            if (t->nbelow > UNW_MAX_DEPTH - k || (t->nbelow > 0 && t->below[0].addr != w->prev))
+                return REMORA_ECORRUPT;
+            memcpy(&f->walk[k], t->below, t->nbelow * sizeof *t->below);
+            k += t->nbelow;
+            break;
+        }
     }
     *nwalked = k;
     return REMORA_OK;
@@ -653,10 +750,12 @@ static int walk_consistent(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t 
         const walked_t *w = &f->walk[i];
         const unsigned char *fb;
         uint64_t code, instr;
+        if (w->cached)
+            break;                      /* below the anchor: checked when remembered */
         if (w->src <= -2)
             fb = t->sb[-2 - w->src].two + (w->addr - t->sb[-2 - w->src].addr);
         else if (w->src < 0)
-            fb = t->b + (w->addr - t->chunk);
+            fb = t->b + (w->addr - t->base);
         else
             fb = f->blocks[w->src].two + (w->addr - f->blocks[w->src].addr);
         code = get_u64(fb, L->fr_code);
@@ -683,7 +782,7 @@ static int walk_consistent(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t 
         if (i > 0 && !w->shim && !f->walk[i - 1].shim && (L->minor == 12 || L->minor == 13) &&
             L->fr_owner >= 6 && w->src == -1) {
             int32_t st1, st2;
-            memcpy(&st1, t->a + (w->addr - t->chunk) + L->fr_owner - 6, 4);
+            memcpy(&st1, t->a + (w->addr - t->base) + L->fr_owner - 6, 4);
             memcpy(&st2, fb + L->fr_owner - 6, 4);
             if (st1 < 0 || st2 < 0)
                 return REMORA_ECORRUPT;
@@ -717,7 +816,7 @@ static int learn_blocks(const py_layout_t *L, fast_t *f, fast_thread_t *t, size_
     size_t i, k = 0, m = 0, fs = L->fr_size;
 
     for (i = 0; i < nwalked; i++)
-        if (f->walk[i].src != -1)
+        if (f->walk[i].src != -1 && !f->walk[i].cached)
             f->scratch[m++] = f->walk[i].addr;
     if (m > 1)
         qsort(f->scratch, m, sizeof *f->scratch, cmp_u64);
@@ -890,6 +989,115 @@ static void settle_ids(unwinder_t *u, fast_t *f)
     u->nthreads = keep;
 }
 
+/* Bytes to copy from t->base: at least 'len', within the chunk when its size is known. */
+static size_t clamp_copy(const fast_thread_t *t, size_t len)
+{
+    size_t off = (size_t)(t->base - t->chunk);
+
+    if (len > FAST_MAX_COPY)
+        len = FAST_MAX_COPY;
+    if (t->chunk_size && off < t->chunk_size && off + len > t->chunk_size)
+        len = t->chunk_size - off;
+    return len;
+}
+
+/* --frame-anchor, before the walk: has the anchor stayed where it was (copy from it),
+ * moved to one of the frames remembered below it (copy from there), or gone? */
+static void anchor_before(unwinder_t *u, fast_thread_t *t)
+{
+    const py_layout_t *L = &u->t->layout;
+    uint64_t lp = get_u64(t->ts, L->ts_last_profiled), seq = get_u64(t->ts, L->ts_last_profiled_seq);
+    size_t j;
+
+    if (t->anc_state != ANC_CACHED || (lp == t->anc && seq == t->anc_seq))
+        return;
+    /* The anchor frame returned: the interpreter moved the anchor to its caller, and on
+     * to that one's caller if it returned too, counting in seq. Such a caller and all
+     * below it are unchanged since they were remembered; the caller now runs, so it is
+     * copied. */
+    if (seq != t->anc_seq)
+        for (j = 0; j < t->nbelow; j++)
+            if (t->below[j].addr == lp) {
+                if (t->below[j].src != -1 || t->below[j].shim || lp < t->chunk + FAST_CHUNK_HDR)
+                    break;
+                memmove(t->below, t->below + j + 1, (t->nbelow - j - 1) * sizeof *t->below);
+                t->nbelow -= j + 1;
+                t->copy_len += (size_t)(t->base - lp);
+                t->base = t->anc = lp;
+                t->anc_seq = seq;
+                t->copied = 0;
+                return;
+            }
+    anchor_drop(t);
+}
+
+/* --frame-anchor, after a consistent walk of nw frames: remember the frames below a
+ * written anchor (this copy was taken after the write), or write one. Returns 0,
+ * REMORA_ECORRUPT (the anchor moved while the frames were copied) or
+ * REMORA_ENOPROC/REMORA_ENOMEM. */
+static int anchor_after(unwinder_t *u, fast_t *f, fast_thread_t *t, size_t nw)
+{
+    const py_layout_t *L = &u->t->layout;
+    uint64_t lp = get_u64(t->ts, L->ts_last_profiled), seq = get_u64(t->ts, L->ts_last_profiled_seq);
+    size_t j, above = 0;
+    int err;
+
+    if (t->copied == 0 || t->lp_end[0] != lp || t->lp_end[1] != seq) {
+        if (t->anc_state == ANC_CACHED)
+            return REMORA_ECORRUPT;
+        if (t->anc_state == ANC_WRITTEN)
+            t->anc_state = ANC_NONE;
+        return REMORA_OK;
+    }
+    if (t->anc_state == ANC_WRITTEN) {
+        /* lp is what was written, or a caller it moved to: none of those frames returned
+         * since the write, and this copy is from after it */
+        t->anc_state = ANC_NONE;
+        for (j = 0; j < nw; j++)
+            if (f->walk[j].addr == lp)
+                break;
+        if (j == nw || f->walk[j].src != -1 || f->walk[j].shim || f->walk[j].cached ||
+            lp < t->chunk + FAST_CHUNK_HDR)
+            return REMORA_OK;
+        if (remora_grow((void **)&t->below, &t->cap_below, nw - j, sizeof *t->below))
+            return REMORA_ENOMEM;
+        memcpy(t->below, f->walk + j + 1, (nw - j - 1) * sizeof *t->below);
+        for (t->nbelow = 0; t->nbelow < nw - j - 1; t->nbelow++)
+            t->below[t->nbelow].cached = 1;
+        t->anc = lp;
+        t->anc_seq = seq;
+        t->anc_state = ANC_CACHED;
+        t->copy_len = t->copy_len > (size_t)(lp - t->base) ? t->copy_len - (size_t)(lp - t->base) : FAST_MIN_COPY;
+        t->base = lp;
+        return REMORA_OK;
+    }
+    if (t->anc_state == ANC_CACHED) {
+        for (j = 0; j < nw && f->walk[j].addr != t->anc; j++)
+            above++;
+        if (above <= ANC_REWRITE)
+            return REMORA_OK;
+    }
+    /* anchor the innermost frame of the chunk: the interpreter moves it down as frames
+     * return, so it stays valid however the top of the stack changes */
+    for (j = 0; j < nw; j++)
+        if (f->walk[j].src == -1 && !f->walk[j].shim && !f->walk[j].cached)
+            break;
+    if (j == nw)
+        return REMORA_OK;
+    err = proc_write_u64(u->p, t->tstate + L->ts_last_profiled, f->walk[j].addr);
+    if (err == REMORA_ENOPROC)
+        return err;
+    anchor_drop(t);
+    if (err) {
+        t->anc_state = ANC_OFF;         /* not writable: sample without */
+        return REMORA_OK;
+    }
+    t->anc = f->walk[j].addr;
+    t->anc_seq = seq;
+    t->anc_state = ANC_WRITTEN;
+    return REMORA_OK;
+}
+
 static int sample_once(unwinder_t *u, fast_t *f)
 {
     const py_layout_t *L = &u->t->layout;
@@ -907,8 +1115,12 @@ static int sample_once(unwinder_t *u, fast_t *f)
         /* a chunk or cframe may have been freed: read without speculation next time */
         for (i = 0; i < f->nthreads; i++) {
             f->threads[i].chunk = 0;
+            f->threads[i].base = 0;
             f->threads[i].cframe = 0;
             f->threads[i].nsb = 0;
+            if (f->threads[i].anc_state != ANC_OFF)
+                f->threads[i].anc_state = ANC_NONE;
+            f->threads[i].nbelow = 0;
         }
         f->nspec_codes = 0;
         f->valid = 0;
@@ -934,6 +1146,8 @@ static int sample_once(unwinder_t *u, fast_t *f)
             /* set by the thread itself once it runs: read it every sample */
             uint64_t nid = get_u64(t->ts, L->ts_native_thread_id);
             t->native_id = nid < (1u << 31) ? (pid_t)nid : 0;
+        } else if (t->tid_now > 0 && get_u64(t->ts, L->ts_thread_id) == t->pthread_seen) {
+            t->native_id = t->tid_now;
         }
         th->tstate = t->tstate;
         th->interp = fi->addr;
@@ -970,24 +1184,30 @@ static int sample_once(unwinder_t *u, fast_t *f)
         if (L->frames_kind != PY_FRAMES_OBJECTS) {
             chunk_now = get_u64(t->ts, L->ts_datastack_chunk);
             if (chunk_now != t->chunk) {
-                t->chunk = chunk_now;
+                t->chunk = t->base = chunk_now;
                 t->chunk_size = 0;
                 t->copied = 0;
                 t->copy_len = FAST_MIN_COPY;
+                if (t->anc_state != ANC_OFF)
+                    t->anc_state = ANC_NONE;
+                t->nbelow = 0;
             }
+            if (anchoring(u, t))
+                anchor_before(u, t);
+            else if (t->base != t->chunk)
+                anchor_drop(t);
         }
         for (tries = 0;; tries++) {
             if (L->frames_kind != PY_FRAMES_OBJECTS && t->chunk && t->copied == 0 && cur != 0) {
                 /* nothing copied yet this sample: copy what the current frame needs */
-                size_t want = cur > t->chunk && cur - t->chunk < FAST_MAX_COPY ? (size_t)(cur - t->chunk) + L->fr_size : FAST_MIN_COPY;
+                size_t want = cur > t->base && cur - t->base < FAST_MAX_COPY ? (size_t)(cur - t->base) + L->fr_size : FAST_MIN_COPY;
                 if (want < t->copy_len)
                     want = t->copy_len;
-                if (t->chunk_size && want > t->chunk_size)
-                    want = t->chunk_size;
+                want = clamp_copy(t, want);
                 if ((th->error = recopy(u, f, t, want)) != 0)
                     goto thread_done;
             }
-            if (t->copied >= FAST_CHUNK_HDR) {
+            if (t->copied >= FAST_CHUNK_HDR && t->base == t->chunk) {
                 uint64_t sz = get_u64(t->a, 8);
                 t->chunk_size = sz >= FAST_CHUNK_HDR && sz <= (1u << 30) ? (size_t)sz : 0;
             }
@@ -1001,9 +1221,12 @@ static int sample_once(unwinder_t *u, fast_t *f)
                 th->error = REMORA_ECORRUPT;
                 break;
             }
-            t->copy_len = need + 1024 < FAST_MAX_COPY ? need + 1024 : FAST_MAX_COPY;
-            if (t->chunk_size && t->copy_len > t->chunk_size)
-                t->copy_len = t->chunk_size;
+            if (need == SIZE_MAX) {
+                anchor_drop(t);
+                t->copied = 0;
+                continue;
+            }
+            t->copy_len = clamp_copy(t, need + 1024);
             t->copied = 0;
         }
         if (th->error == REMORA_OK)
@@ -1016,20 +1239,24 @@ static int sample_once(unwinder_t *u, fast_t *f)
             (L->minor == 11 ? !f->walk[nw - 1].entry
                             : (L->minor == 12 || L->minor == 13) && !f->walk[nw - 1].shim))
             th->error = REMORA_ECORRUPT;
+        if (th->error == REMORA_OK && t->chunk && anchoring(u, t) &&
+            (th->error = anchor_after(u, f, t, nw)) == REMORA_ENOPROC)
+            return REMORA_ENOPROC;
+        if (th->error == REMORA_ENOMEM)
+            return REMORA_ENOMEM;
         if (th->error == REMORA_OK && t->chunk) {
-            /* next time copy a little more than this stack used */
-            size_t used = 0;
+            /* next time copy a little more than this stack used, from where the copies
+             * start (the chunk, or the anchor) */
+            uint64_t top = t->base;
             for (k = 0; k < nw; k++)
-                if (f->walk[k].src == -1 && f->walk[k].addr - t->chunk + L->fr_size > used)
-                    used = (size_t)(f->walk[k].addr - t->chunk + L->fr_size);
-            if (cur > t->chunk && cur - t->chunk < FAST_MAX_COPY && cur - t->chunk + L->fr_size > used)
-                used = (size_t)(cur - t->chunk + L->fr_size);
-            used += 256;
-            if (used < FAST_MIN_COPY)
-                used = FAST_MIN_COPY;
-            if (t->chunk_size && used > t->chunk_size)
-                used = t->chunk_size;
-            t->copy_len = used;
+                if (f->walk[k].src == -1 && !f->walk[k].cached && f->walk[k].addr + L->fr_size > top)
+                    top = f->walk[k].addr + L->fr_size;
+            if (cur > t->base && cur - t->base < FAST_MAX_COPY && cur + L->fr_size > top)
+                top = cur + L->fr_size;
+            t->copy_len = (size_t)(top - t->base) + 256;
+            if (t->copy_len < FAST_MIN_COPY && t->base == t->chunk)
+                t->copy_len = FAST_MIN_COPY;
+            t->copy_len = clamp_copy(t, t->copy_len);
         }
         if (th->error)
             goto thread_done;

@@ -184,6 +184,9 @@ typedef struct unwinder unwinder_t;
 #define UNW_WANT_EXC 8u         /* handling_exc, from the thread state (a read per generator
                                  * or coroutine whose exception slot is walked through) */
 #define UNW_WANT_ALL 15u
+#define UNW_WANT_ANCHOR 16u     /* 3.15, record --frame-anchor: keep the thread state's
+                                 * last_profiled_frame at a frame (writes 8 bytes into the
+                                 * target) and copy only the frames above it; not in ALL */
 
 /* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t; it reads everything
  * (UNW_WANT_ALL) until unw_set_want() says otherwise. */

@@ -3,7 +3,7 @@
     python3 tests/bench/bench.py [--remora ./remora] [--quick]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
-depth 1, 50 and 300 with 1 and 8 threads, sampled as fast as remora can (asked for
+depth 1, 50, 100 and 300 with 1 and 8 threads (3.15 also with --frame-anchor), sampled as fast as remora can (asked for
 1 MHz): achieved samples/s, CPU us per sample, reads per sample. The target's own
 slowdown at 1 kHz and 10 kHz against an unprofiled run (depth 50, one thread). Tachyon
 (python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target: CPU per
@@ -103,15 +103,17 @@ def main():
     print("| interpreter | depth | threads | samples/s | CPU us/sample | reads/sample | errors |")
     print("|---|---|---|---|---|---|---|")
     for it in interps:
-        for depth in (1, 50, 300):
-            for nthreads in (1, 8):
-                t = busy(it, depth, nthreads, secs + 30)
-                try:
-                    s = remora_stats(remora, t.pid, "1M", secs)
-                finally:
-                    t.__exit__()
-                print("| %s | %d | %d | %.0f | %.2f | %.2f | %d |" % (it[0], depth, nthreads, s["rate"], s["cpu"],
-                                                                  s["rps"], s["errors"]), flush=True)
+        for extra in ((), ("--frame-anchor",)) if it[0].startswith("sid-3.15") else ((),):
+            for depth in (1, 50, 100, 300):
+                for nthreads in (1, 8):
+                    t = busy(it, depth, nthreads, secs + 30)
+                    try:
+                        s = remora_stats(remora, t.pid, "1M", secs, extra)
+                    finally:
+                        t.__exit__()
+                    print("| %s%s | %d | %d | %.0f | %.2f | %.2f | %d |" % (
+                        it[0], " " + " ".join(extra) if extra else "", depth, nthreads, s["rate"],
+                        s["cpu"], s["rps"], s["errors"]), flush=True)
 
     print("\n## Target slowdown (depth 50, one thread, %.0f s runs)\n" % (secs * 2))
     print("| interpreter | unprofiled it/s | at 1 kHz | at 10 kHz |")
@@ -134,9 +136,10 @@ def main():
     if sid315:
         print("\n## remora and Tachyon on the same 3.15 target (depth 50, one thread, asked for 1 MHz)\n")
         it = sid315[0]
-        t = busy(it, 50, 1, secs * 2 + 60)
+        t = busy(it, 50, 1, secs * 3 + 60)
         try:
             s = remora_stats(remora, t.pid, "1M", secs)
+            sa = remora_stats(remora, t.pid, "1M", secs, ("--frame-anchor",))
             ty = tachyon(it, t.pid, secs)
         finally:
             t.__exit__()
@@ -146,8 +149,10 @@ def main():
             print("| profiler | samples/s | CPU us/sample |")
             print("|---|---|---|")
             print("| remora | %.0f | %.2f |" % (s["rate"], s["cpu"]))
+            print("| remora --frame-anchor | %.0f | %.2f |" % (sa["rate"], sa["cpu"]))
             print("| Tachyon | %.0f | %.2f |" % (ty["rate"], ty["cpu_us"]))
-            print("\nCPU per sample, remora / Tachyon: %.2f" % (s["cpu"] / ty["cpu_us"]))
+            print("\nCPU per sample, remora / Tachyon: %.2f (with --frame-anchor: %.2f)"
+                  % (s["cpu"] / ty["cpu_us"], sa["cpu"] / ty["cpu_us"]))
 
     if not args.quick and interps:
         it = ([i for i in interps if i[0] == "pyenv-3.12.1"] or interps)[0]

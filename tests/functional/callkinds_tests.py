@@ -22,7 +22,7 @@ def frames_key(frames):
     return [(f["function"], f["file"], f["line"]) for f in frames]
 
 
-def test_call_kinds(remora, interp):
+def test_call_kinds(remora, interp, extra=()):
     import json
     with Target(interp, os.path.join(TARGETS, "call_kinds.py"), "truth.json") as t:
         truth = t.wait_ready()
@@ -40,7 +40,7 @@ def test_call_kinds(remora, interp):
             problems.append("dump differs from the truth in: " + ", ".join(sorted(bad)))
 
         path = os.path.join(t.dir, "kinds.collapsed")
-        _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SECONDS, "-o", path])
+        _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SECONDS, "-o", path] + list(extra))
         summ = summary(err, RATE)
         if summ.errors:
             problems.append("record: %d of %d samples were errors (still stacks rejected)"
@@ -73,5 +73,9 @@ def test_call_kinds(remora, interp):
 
 
 def tests(remora):
-    return [("call-kinds/" + i[0], lambda i=i: test_call_kinds(remora, i), interp_missing(i))
-            for i in INTERPRETERS]
+    out = [("call-kinds/" + i[0], lambda i=i: test_call_kinds(remora, i), interp_missing(i))
+           for i in INTERPRETERS]
+    # 3.15 with --frame-anchor: the frames below the anchor come from remora's memory
+    out += [("call-kinds-anchor/" + i[0], lambda i=i: test_call_kinds(remora, i, ["--frame-anchor"]),
+             interp_missing(i)) for i in INTERPRETERS if i[0] in ("sid-3.15", "sid-3.15-pie")]
+    return out

@@ -206,7 +206,7 @@ def judge(r, truth, starts, keys):
     return checked, modules, seen, bad
 
 
-def test_exec_churn(remora, interp):
+def test_exec_churn(remora, interp, extra=()):
     """Zero mislabelled samples over >= MIN_CHECKED samples in f_<k>, >= MIN_DISTINCT
     distinct f_<k>, while the target reuses code-object addresses (>= MIN_REUSED calls)."""
     notes, recordings = [], []
@@ -217,7 +217,7 @@ def test_exec_churn(remora, interp):
             attempt += 1
             path = os.path.join(t.dir, "churn-%d.remora" % attempt)
             _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", seconds, "--stats",
-                                     "-o", path])
+                                     "-o", path] + list(extra))
             summ = summary(err, RATE_HZ)
             st = STATS.search(err)
             notes.append("-d %g: %s%s" % (seconds, summ, ", cpu us/sample %s" % st.group(6)
@@ -294,5 +294,10 @@ def test_exec_churn(remora, interp):
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    return [("codes/exec-churn/%s" % interp[0], lambda i=interp: test_exec_churn(remora, i),
-             interp_missing(interp)) for interp in INTERPRETERS]
+    out = [("codes/exec-churn/%s" % interp[0], lambda i=interp: test_exec_churn(remora, i),
+            interp_missing(interp)) for interp in INTERPRETERS]
+    # 3.15 with --frame-anchor: frames below the anchor are remembered, codes still checked
+    out += [("codes/exec-churn-anchor/%s" % interp[0],
+             lambda i=interp: test_exec_churn(remora, i, ["--frame-anchor"]), interp_missing(interp))
+            for interp in INTERPRETERS if interp[0] == "sid-3.15"]
+    return out

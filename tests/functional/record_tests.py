@@ -340,7 +340,7 @@ def judge_window(mode, summ, stacks, before, after, ready):
     return problems, note, stalled
 
 
-def test_accuracy(remora, interp):
+def test_accuracy(remora, interp, extra=()):
     """60/30/10 shares within ACCURACY_MARGIN points of the target's own account, in wall
     and cpu mode. A window in which the target stalled more than STALL_LIMIT% of the time
     (a machine busy with other work) cannot judge remora: such a window is recorded again,
@@ -354,7 +354,7 @@ def test_accuracy(remora, interp):
             for attempt in range(1, ACCURACY_TRIES + 1):
                 path = os.path.join(t.dir, "%s-%d.collapsed" % (mode, attempt))
                 _, err = record(remora, ["-p", t.pid, "-d", ACCURACY_SECONDS, "--mode", mode,
-                                         "-o", path])
+                                         "-o", path] + list(extra))
                 summ, stacks = summary(err, 1000), parse_collapsed(path)
                 n += 1
                 after = mark(t, n)
@@ -421,7 +421,7 @@ def check_torn(stacks, main):
     return bad, examples, depth
 
 
-def test_torn(remora, interp):
+def test_torn(remora, interp, extra=()):
     """Not one sample mixes the chains or breaks their order, in at least TORN_MIN_SAMPLES
     samples at 20 kHz. If the first recording (TORN_SECONDS) took fewer samples, because
     remora could not keep the rate (a busy machine, a sanitizer build), one longer
@@ -433,7 +433,7 @@ def test_torn(remora, interp):
         for attempt in (1, 2):
             path = os.path.join(t.dir, "torn-%d.collapsed" % attempt)
             _, err = record(remora, ["-p", t.pid, "-r", TORN_RATE, "-d", seconds, "--stats",
-                                     "-o", path])
+                                     "-o", path] + list(extra))
             summ = summary(err, TORN_RATE_HZ)
             bad, examples, depth = check_torn(parse_collapsed(path), ready["main"])
             st = STATS.search(err)
@@ -987,6 +987,9 @@ def test_exception_mode(remora, interp):
 
 # --- the list run.py runs ---------------------------------------------------------------
 
+ANCHOR_INTERPRETERS = ("sid-3.15", "sid-3.15-pie")
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     out = []
@@ -1009,7 +1012,11 @@ def tests(remora):
     each("target-killed", test_target_killed, SIGNAL_INTERPRETERS)
     each("stats", test_stats, STATS_INTERPRETERS)
     each("exception-mode", test_exception_mode)
+    # --frame-anchor (3.15 only): the same judgements with the interpreter's anchor
+    anchor = ["--frame-anchor"]
+    each("accuracy-anchor", lambda r, i: test_accuracy(r, i, anchor), ANCHOR_INTERPRETERS)
+    each("torn-anchor", lambda r, i: test_torn(r, i, anchor), ANCHOR_INTERPRETERS)
     out.append(("record/unwritable-output", lambda: test_unwritable(remora), None))
     out.append(("record/errors", lambda: test_errors(remora), None))
-    assert all(n in by_name for n in GIL_INTERPRETERS + SIGNAL_INTERPRETERS)
+    assert all(n in by_name for n in GIL_INTERPRETERS + SIGNAL_INTERPRETERS + ANCHOR_INTERPRETERS)
     return out

@@ -8,7 +8,7 @@ import shutil
 import signal
 import subprocess
 
-from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, tail
+from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, expect_failure, interp_missing, tail
 
 NEVER_WRITE_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 VALGRIND_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")
@@ -61,6 +61,93 @@ def test_never_writes(remora, interp):
         return "%d writable regions unchanged after a dump and a 0.3 s recording" % regions
 
 
+def writable_memory(pid):
+    """[(start, bytes)] of every writable mapping of pid that /proc/PID/mem lets us read."""
+    out = []
+    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if "w" not in fields[1] or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
+                continue
+            try:
+                mem.seek(lo)
+                out.append((lo, mem.read(hi - lo)))
+            except OSError:
+                continue
+    return out
+
+
+def changed_words(before, after):
+    """[(address, old, new)] of the 8-byte words that differ; Fail if the mappings did."""
+    if [(lo, len(d)) for lo, d in before] != [(lo, len(d)) for lo, d in after]:
+        raise Fail("the target's writable mappings changed while it was stopped")
+    words = []
+    for (lo, old), (_, new) in zip(before, after):
+        if old == new:
+            continue
+        for page in range(0, len(old), 4096):
+            if old[page:page + 4096] == new[page:page + 4096]:
+                continue
+            for off in range(page, min(page + 4096, len(old)), 8):
+                a, b = old[off:off + 8], new[off:off + 8]
+                if a != b:
+                    words.append((lo + off, int.from_bytes(a, "little"), int.from_bytes(b, "little")))
+    return words
+
+
+def test_anchor_writes(remora, interp):
+    """`record --frame-anchor` (3.15) writes only what it documents: with the target
+    stopped, the words that change are at most one per thread, aligned, each now the
+    address of a frame in the target's writable memory (its last_profiled_frame)."""
+    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        os.kill(t.pid, signal.SIGSTOP)
+        try:
+            before = writable_memory(t.pid)
+            rc, out, err = remora.run(["record", "-p", t.pid, "-d", "0.3", "-r", "2k", "--frame-anchor",
+                                       "-o", os.path.join(t.dir, "x.collapsed")])
+            if rc != 0:
+                raise Fail("record --frame-anchor exited %d: %s" % (rc, tail(err)))
+            after = writable_memory(t.pid)
+        finally:
+            os.kill(t.pid, signal.SIGCONT)
+        words = changed_words(before, after)
+        nthreads = len(truth["threads"])
+        inside = lambda v: any(lo <= v < lo + len(d) for lo, d in after)
+        bad = [w for w in words if w[0] % 8 or not inside(w[2])]
+        if not words:
+            raise Fail("record --frame-anchor wrote nothing: the option did not take effect")
+        if len(words) > nthreads or bad:
+            raise Fail("record --frame-anchor changed %d words for %d threads%s"
+                       % (len(words), nthreads, "; not frame addresses: %s"
+                          % ", ".join("%x: %x -> %x" % w for w in bad[:4]) if bad else ""))
+        return "%d words written for %d threads, each a frame address" % (len(words), nthreads)
+
+
+def test_anchor_refused(remora, interp):
+    """--frame-anchor on a target without last_profiled_frame: exit 4, one line, and
+    nothing written."""
+    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        t.wait_ready()
+        t.wait_main_in_read()
+        os.kill(t.pid, signal.SIGSTOP)
+        try:
+            before, _ = memory_digest(t.pid)
+            err = expect_failure(remora, ["record", "-p", t.pid, "-d", "0.2", "--frame-anchor",
+                                          "-o", os.path.join(t.dir, "x.collapsed")], 4,
+                                 "record --frame-anchor on %s" % interp[0])
+            after, _ = memory_digest(t.pid)
+        finally:
+            os.kill(t.pid, signal.SIGCONT)
+        if "3.15" not in err:
+            raise Fail("the refusal does not say the option needs 3.15: %s" % tail(err))
+        if before != after:
+            raise Fail("the target's memory changed although the option was refused")
+        return err.strip()
+
+
 VALGRIND_ERRORS = re.compile(r"ERROR SUMMARY: (\d+) errors")
 VALGRIND_LOST = re.compile(r"(definitely|indirectly) lost: ([\d,]+) bytes")
 
@@ -96,6 +183,12 @@ def tests(remora):
     for interp in INTERPRETERS:
         if interp[0] in NEVER_WRITE_INTERPRETERS:
             out.append(("trust/never-writes/" + interp[0], lambda i=interp: test_never_writes(remora, i),
+                        interp_missing(interp)))
+        if interp[0] == "pyenv-3.12.1":
+            out.append(("trust/anchor-refused/" + interp[0], lambda i=interp: test_anchor_refused(remora, i),
+                        interp_missing(interp)))
+        if interp[0] == "sid-3.15":
+            out.append(("trust/anchor-writes/" + interp[0], lambda i=interp: test_anchor_writes(remora, i),
                         interp_missing(interp)))
         if interp[0] in VALGRIND_INTERPRETERS:
             out.append(("trust/valgrind/" + interp[0], lambda i=interp: test_valgrind(remora, i),
