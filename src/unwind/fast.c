@@ -54,7 +54,8 @@ typedef struct fast_thread {
     uint64_t cur_end;               /* and again after the second */
     uint64_t cf_end;                /* 3.11/3.12: the thread state's cframe, read last */
     uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */
-    int32_t tid_now;                /* 3.9/3.10: the tid in that pthread, read this sample */
+    int32_t tid_now, tid_end;       /* 3.9/3.10: the tid in that pthread, read this sample
+                                     * with the state and again after the thread's copies */
     uint64_t chunk;                 /* the chunk copied (0: none yet) */
     uint64_t base;                  /* where the copies start: the chunk, or the anchor */
     size_t chunk_size;              /* from its header, once copied */
@@ -417,6 +418,12 @@ static int rebuild(unwinder_t *u, fast_t *f)
         } else if ((nt[i].ts = malloc(L->ts_size)) == NULL) {
             err = REMORA_ENOMEM;
             goto fail;
+        } else if (L->ts_native_thread_id == 0 && proc_read_u64(u->p, th[i].tstate + L->ts_thread_id,
+                                                                 &nt[i].pthread_seen) != REMORA_OK) {
+            /* 3.9/3.10, a new state: its struct pthread, whose tid the first sample reads
+             * in its own read (the id this walk found may already belong to another
+             * thread that took the same cached stack over) */
+            nt[i].pthread_seen = 0;
         }
         nt[i].tstate = th[i].tstate;
         nt[i].native_id = th[i].native_id;
@@ -525,6 +532,10 @@ static int read_states(unwinder_t *u, fast_t *f)
                 return REMORA_ENOMEM;
         /* 3.9/3.10: the current frame again, after the blocks' second copies */
         if (L->frames_kind == PY_FRAMES_OBJECTS && t->nsb && add_iov(f, &n, cp, &t->cur_end, 8))
+            return REMORA_ENOMEM;
+        t->tid_end = 0;
+        if (L->ts_native_thread_id == 0 && u->pthread_tid_off >= 0 && t->pthread_seen != 0 &&
+            add_iov(f, &n, t->pthread_seen + (uint64_t)u->pthread_tid_off, &t->tid_end, 4))
             return REMORA_ENOMEM;
         /* 3.11/3.12: the cframe again: a nested eval loop's cframe lives on the C stack,
          * and once that loop returns its current_frame reads NULL or stale */
@@ -1149,6 +1160,7 @@ static int sample_once(unwinder_t *u, fast_t *f)
         } else if (t->tid_now > 0 && get_u64(t->ts, L->ts_thread_id) == t->pthread_seen) {
             t->native_id = t->tid_now;
         }
+
         th->tstate = t->tstate;
         th->interp = fi->addr;
         th->interp_id = fi->id;
@@ -1156,6 +1168,12 @@ static int sample_once(unwinder_t *u, fast_t *f)
         th->is_main = t->native_id == proc_pid(u->p);
         th->holds_gil = fi->locked && fi->holder == t->tstate;
         th->gc = fi->gc != 0;
+        /* 3.9/3.10: another thread took over that struct pthread during the read: the
+         * state and stack read may be either thread's */
+        if (L->ts_native_thread_id == 0 && t->tid_now != t->tid_end) {
+            th->error = REMORA_ECORRUPT;
+            goto thread_done;
+        }
         if (u->want & UNW_WANT_EXC)     /* from this sample's copy of the thread state */
             th->handling_exc = unw_exc_state(u, t->tstate, t->ts);
         if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
