@@ -470,14 +470,6 @@ def test_exit(remora, interp):
                 try:
                     judge_profile(stacks, exit_roles(ready, launch), src)
                 except Fail as e:
-                    # Known gap, kept visible: a launched 3.9/3.10 interpreter starting up
-                    # (site.py running .pth files) has shown, once in a few runs, one
-                    # frame named after a function of the script that did not exist yet
-                    # (a frame object or code address reused within one read). Reported as
-                    # a skip naming it, never as a pass.
-                    if launch and interp[0].startswith(("pyenv-3.9", "pyenv-3.10")) and \
-                            "before the script's" in str(e):
-                        raise Skip(seeded("KNOWN GAP (3.9/3.10 startup): %s: %s" % (what, e)))
                     raise Fail(seeded("%s: %s" % (what, e)))
                 sampled += summ.samples > 0
                 notes.append("%s%s: %d rounds, %d stacks" % ("-- " if launch else "", how,
