@@ -516,6 +516,8 @@ int cmd_record(int argc, char **argv)
         if (a.anchor)
             fprintf(stderr, "anchor: writes=%llu writes_per_sample=%.4f\n",
                     (unsigned long long)ps->writes, (double)ps->writes / n);
+        fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)u->parked,
+                (unsigned long long)u->thread_samples);
     }
     if (rc == REMORA_EXIT_OK && gone && a.cmd == NULL && a.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */

@@ -35,6 +35,9 @@ typedef struct fast_interp {
     int32_t locked, gc;
     uint64_t holder;
     uint64_t gen;                   /* code-object generation (3.13+), read this sample */
+    uint64_t sw;                    /* the GIL's switch_number, read this sample */
+    int sw_ok;                      /* ... when its offset is known */
+    uint64_t last_sw, last_holder;  /* sw and holder as the last sample read them */
 } fast_interp_t;
 
 typedef struct fast_block {
@@ -76,6 +79,14 @@ typedef struct fast_thread {
     size_t tail_len;
     struct walked *below;           /* ANC_CACHED: the frames below anc, innermost first */
     size_t nbelow, cap_below;
+    /* A parked thread: its last consistent walk, taken while another thread held the
+     * GIL, kept with that GIL's last holder and switch count. While both stay the same
+     * this thread has not taken the GIL, so its frames have not moved: the walk is
+     * reused and nothing of its stack is read (see parked_holds()). */
+    struct walked *saved;
+    size_t nsaved, cap_saved;
+    int saved_ok, reuse;            /* a walk is saved; this sample expects to reuse it */
+    uint64_t saved_sw, saved_holder, saved_cur, saved_cframe;
 } fast_thread_t;
 
 enum { ANC_NONE, ANC_WRITTEN, ANC_CACHED, ANC_OFF };
@@ -103,7 +114,9 @@ typedef struct fast {
     proc_iov_t *req;                /* small reads to merge when near each other */
     size_t nreq, cap_req;
     unsigned char *stage;           /* where merged reads land before being scattered */
-    size_t cap_stage;
+    size_t cap_stage, nstage;       /* its size, and the bytes placed this read */
+    size_t *staged;                 /* iovs reading into stage: offsets until staged_fix() */
+    size_t nstaged, cap_staged;
     size_t *order;
     size_t cap_order;
     walked_t *walk;                 /* UNW_MAX_DEPTH */
@@ -149,12 +162,12 @@ static int anchoring(const unwinder_t *u, const fast_thread_t *t)
            L->ts_last_profiled_seq == L->ts_last_profiled + 8 && t->anc_state != ANC_OFF;
 }
 
-static int add_iov(fast_t *f, size_t *n, uint64_t addr, void *buf, size_t len);
+static int add_req(fast_t *f, uint64_t addr, void *buf, size_t len);
 
-/* Queues the reads that follow a thread's second copy: the current frame pointer and,
+/* Requests the reads that follow a thread's second copy: the current frame pointer and,
  * with an anchor, last_profiled_frame and its seq -- one range when they sit together
  * in the thread state (3.15), unpacked by unpack_tail() once read. */
-static int add_end_reads(unwinder_t *u, fast_t *f, size_t *n, fast_thread_t *t, uint64_t cp)
+static int add_end_reads(unwinder_t *u, fast_t *f, fast_thread_t *t, uint64_t cp)
 {
     const py_layout_t *L = &u->t->layout;
 
@@ -162,11 +175,11 @@ static int add_end_reads(unwinder_t *u, fast_t *f, size_t *n, fast_thread_t *t, 
     if (anchoring(u, t) && cp == t->tstate + L->ts_frame && L->ts_last_profiled > L->ts_frame &&
         L->ts_last_profiled + 16 - L->ts_frame <= sizeof t->tail) {
         t->tail_len = (size_t)(L->ts_last_profiled + 16 - L->ts_frame);
-        return add_iov(f, n, cp, t->tail, t->tail_len);
+        return add_req(f, cp, t->tail, t->tail_len);
     }
-    if (add_iov(f, n, cp, &t->cur_end, 8))
+    if (add_req(f, cp, &t->cur_end, 8))
         return -1;
-    if (anchoring(u, t) && add_iov(f, n, t->tstate + L->ts_last_profiled, t->lp_end, 16))
+    if (anchoring(u, t) && add_req(f, t->tstate + L->ts_last_profiled, t->lp_end, 16))
         return -1;
     return 0;
 }
@@ -211,6 +224,7 @@ void unw_fast_free(void *opaque)
     free(f->iov);
     free(f->req);
     free(f->stage);
+    free(f->staged);
     free(f->order);
     free(f->walk);
     free(f->scratch);
@@ -245,6 +259,7 @@ static void thread_fini(fast_thread_t *t)
     }
     free(t->sb);
     free(t->below);
+    free(t->saved);
     memset(t, 0, sizeof *t);
 }
 
@@ -284,42 +299,73 @@ static int by_addr(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Turns the requests into as few reads as possible: those within FAST_MERGE_GAP of each
- * other become one read into the staging buffer (scattered by scatter_reqs). The system
- * call costs per range read, not per byte, so this is where a sample's time goes. */
-static int merge_reqs(fast_t *f, size_t *n)
+static int same_page(uint64_t a, uint64_t b)
 {
-    size_t i, total = 0, at = 0;
+    return a / 4096 == b / 4096;
+}
 
-    if (remora_grow((void **)&f->order, &f->cap_order, f->nreq + 1, sizeof *f->order))
+/* Turns the requests from 'first' on into as few reads as possible: those within
+ * FAST_MERGE_GAP of each other or on the same page become one read into the staging
+ * buffer (scattered by scatter_reqs). The kernel's cost is per range and per page, not
+ * per byte, so this is where a sample's time goes. The reads are queued at the end of
+ * f->iov with stage offsets for buffers: staged_fix() makes them pointers once the
+ * whole read is queued (the stage may move until then). */
+static int merge_reqs_from(fast_t *f, size_t *n, size_t first)
+{
+    size_t i, m = f->nreq - first, total = 0, at;
+
+    if (m == 0)
+        return 0;
+    if (remora_grow((void **)&f->order, &f->cap_order, m + 1, sizeof *f->order))
         return -1;
-    for (i = 0; i < f->nreq; i++) {
-        f->order[i] = i;
-        total += f->req[i].len;
+    for (i = 0; i < m; i++) {
+        f->order[i] = first + i;
+        total += f->req[first + i].len;
     }
     sort_base = f->req;
-    qsort(f->order, f->nreq, sizeof *f->order, by_addr);
-    /* the staging buffer is sized for the worst case: every gap filled */
-    if (remora_grow((void **)&f->stage, &f->cap_stage, total + f->nreq * FAST_MERGE_GAP + 1, 1))
+    qsort(f->order, m, sizeof *f->order, by_addr);
+    /* the staging buffer is sized for the worst case: every gap filled (a page at most) */
+    if (remora_grow((void **)&f->stage, &f->cap_stage, f->nstage + total + m * 4096 + 1, 1))
         return -1;
-    for (i = 0; i < f->nreq;) {
+    at = f->nstage;
+    for (i = 0; i < m;) {
         uint64_t lo = f->req[f->order[i]].addr, hi = lo + f->req[f->order[i]].len;
         size_t j = i + 1;
-        while (j < f->nreq) {
+        while (j < m) {
             const proc_iov_t *r = &f->req[f->order[j]];
             uint64_t end = r->addr + r->len > hi ? r->addr + r->len : hi;
-            if (r->addr > hi + FAST_MERGE_GAP || end - lo > FAST_MERGE_MAX)
+            if ((r->addr > hi + FAST_MERGE_GAP && !same_page(r->addr, hi - 1)) || end - lo > FAST_MERGE_MAX)
                 break;
             hi = end;
             j++;
         }
-        if (add_iov(f, n, lo, f->stage + at, (size_t)(hi - lo)))
+        if (remora_grow((void **)&f->staged, &f->cap_staged, f->nstaged + 1, sizeof *f->staged) ||
+            add_iov(f, n, lo, (void *)(uintptr_t)at, (size_t)(hi - lo)))
             return -1;
+        f->staged[f->nstaged++] = *n - 1;
         for (; i < j; i++)
             f->req[f->order[i]].addr = (uint64_t)at + (f->req[f->order[i]].addr - lo);  /* now: offset in stage */
         at += (size_t)(hi - lo);
     }
+    f->nstage = at;
     return 0;
+}
+
+/* Starts a read: no requests, nothing staged. */
+static void reqs_reset(fast_t *f)
+{
+    f->nreq = 0;
+    f->nstage = 0;
+    f->nstaged = 0;
+}
+
+/* The staged reads' offsets become pointers into the stage. */
+static void staged_fix(fast_t *f)
+{
+    size_t i;
+
+    for (i = 0; i < f->nstaged; i++)
+        f->iov[f->staged[i]].buf = f->stage + (uintptr_t)f->iov[f->staged[i]].buf;
 }
 
 static void scatter_reqs(fast_t *f)
@@ -361,7 +407,8 @@ static int rebuild(unwinder_t *u, fast_t *f)
     int err;
 
     f->valid = 0;
-    u->want = want & ~(unsigned)(UNW_WANT_CPU | UNW_WANT_NAMES);
+    /* the lists and the thread states only: the stacks are the fast walk's */
+    u->want = (want & ~(unsigned)(UNW_WANT_CPU | UNW_WANT_NAMES)) | UNW_WANT_NOSTACKS;
     err = unw_snapshot(u, &th, &n);
     u->want = want;
     if (err)
@@ -414,6 +461,7 @@ static int rebuild(unwinder_t *u, fast_t *f)
             size_t keep = nt[i].interp;
             nt[i] = f->threads[j];
             nt[i].interp = keep;
+            nt[i].saved_ok = 0;         /* the lists moved: read every stack once */
             memset(&f->threads[j], 0, sizeof f->threads[j]);
         } else if ((nt[i].ts = malloc(L->ts_size)) == NULL) {
             err = REMORA_ENOMEM;
@@ -442,6 +490,21 @@ fail:
     return err;
 }
 
+/* The address of an interpreter's GIL switch_number, or 0. struct _gil_runtime_state
+ * has begun "interval, last_holder, locked, switch_number" in every release from 3.9 to
+ * 3.15 (with the GIL enabled); the count moves whenever a thread takes the GIL from
+ * another. Used only when the known offsets fit that order. */
+static uint64_t gil_switch_addr(const py_layout_t *L, uint64_t rt, const fast_interp_t *fi)
+{
+    uint64_t base = L->minor >= 12 ? fi->gil : rt;
+    uint64_t lk = L->minor >= 12 ? L->gil_locked : L->rt_gil_locked;
+    uint64_t ho = L->minor >= 12 ? L->gil_holder : L->rt_gil_holder;
+
+    if (base == 0 || lk == 0 || ho + 8 != lk || lk % 8 != 0)
+        return 0;
+    return base + lk + 8;
+}
+
 /* The address that holds a thread's current frame pointer. */
 static uint64_t cur_ptr_addr(const py_layout_t *L, const fast_thread_t *t)
 {
@@ -459,7 +522,7 @@ static int read_states(unwinder_t *u, fast_t *f)
     int err;
 
     /* first the state (lists, GIL, GC, thread states), merged; then the copies, in order */
-    f->nreq = 0;
+    reqs_reset(f);
     if (add_req(f, rt + L->rt_interpreters_head, &f->rt_head, 8))
         return REMORA_ENOMEM;
     f->gen_global = 0;
@@ -470,6 +533,8 @@ static int read_states(unwinder_t *u, fast_t *f)
         uint64_t gil = L->minor >= 12 ? fi->gil : rt;
         uint64_t lk = L->minor >= 12 ? L->gil_locked : L->rt_gil_locked;
         uint64_t ho = L->minor >= 12 ? L->gil_holder : L->rt_gil_holder;
+        fi->last_sw = fi->sw_ok ? fi->sw : 0;
+        fi->last_holder = fi->holder;
         fi->locked = 0;
         fi->holder = 0;
         fi->gc = 0;
@@ -477,6 +542,10 @@ static int read_states(unwinder_t *u, fast_t *f)
             add_req(f, fi->addr + L->is_next, &fi->next, 8))
             return REMORA_ENOMEM;
         if (gil != 0 && (add_req(f, gil + lk, &fi->locked, 4) || add_req(f, gil + ho, &fi->holder, 8)))
+            return REMORA_ENOMEM;
+        fi->sw = 0;
+        fi->sw_ok = gil_switch_addr(L, rt, fi) != 0;
+        if (fi->sw_ok && add_req(f, gil_switch_addr(L, rt, fi), &fi->sw, 8))
             return REMORA_ENOMEM;
         if ((u->want & UNW_WANT_GC) && add_req(f, fi->addr + L->is_gc_collecting, &fi->gc, 4))
             return REMORA_ENOMEM;
@@ -505,14 +574,33 @@ static int read_states(unwinder_t *u, fast_t *f)
     for (k = 0; k < f->nspec_codes; k++)
         if (add_fp(u, f, f->spec_codes[k], f->spec_fps + k * UNW_FP_MAX))
             return REMORA_ENOMEM;
-    if (merge_reqs(f, &n))
+    /* 3.11+: the first copies of the frames outside the chunks (C-stack entry frames,
+     * generators) join the state: any time before the current frame is read between
+     * the chunk's two copies will do */
+    for (i = 0; i < f->nthreads; i++) {
+        fast_thread_t *t = &f->threads[i];
+        const fast_interp_t *fi = &f->interps[t->interp];
+        /* parked at the last sample and the GIL has not changed hands since it was
+         * saved: expect it still parked (checked once this read is in) */
+        t->reuse = t->saved_ok && fi->sw_ok && fi->last_sw == t->saved_sw && fi->last_holder == t->saved_holder;
+    }
+    if (L->frames_kind != PY_FRAMES_OBJECTS)
+        for (i = 0; i < f->nthreads; i++)
+            for (k = 0; k < f->threads[i].nsb && !f->threads[i].reuse; k++)
+                if (add_req(f, f->threads[i].sb[k].addr, f->threads[i].sb[k].one, f->threads[i].sb[k].len))
+                    return REMORA_ENOMEM;
+    if (merge_reqs_from(f, &n, 0))
         return REMORA_ENOMEM;
     for (i = 0; i < f->nthreads; i++) {
         fast_thread_t *t = &f->threads[i];
         uint64_t cp = cur_ptr_addr(L, t);
         int copy = L->frames_kind != PY_FRAMES_OBJECTS && t->chunk && t->copy_len && cp;
+        size_t first;
         t->cur_mid = 0;
         t->copied = 0;
+        t->tail_len = 0;
+        if (t->reuse)
+            continue;
         /* first copies, the current frame, second copies: the walk starts from a current
          * frame read between two copies that agree, so it is what the copies show */
         if (copy) {
@@ -520,28 +608,41 @@ static int read_states(unwinder_t *u, fast_t *f)
                 return REMORA_ENOMEM;
             t->copied = t->copy_len;
         }
-        for (k = 0; k < t->nsb; k++)
-            if (add_iov(f, &n, t->sb[k].addr, t->sb[k].one, t->sb[k].len))
-                return REMORA_ENOMEM;
+        if (L->frames_kind == PY_FRAMES_OBJECTS)
+            for (k = 0; k < t->nsb; k++)
+                if (add_iov(f, &n, t->sb[k].addr, t->sb[k].one, t->sb[k].len))
+                    return REMORA_ENOMEM;
         t->tail_len = 0;
-        if (copy && (add_iov(f, &n, cp, &t->cur_mid, 8) || add_iov(f, &n, t->base, t->b, t->copy_len) ||
-                     add_end_reads(u, f, &n, t, cp)))
+        if (copy && (add_iov(f, &n, cp, &t->cur_mid, 8) || add_iov(f, &n, t->base, t->b, t->copy_len)))
+            return REMORA_ENOMEM;
+        /* what must follow the second copies, merged: the current frame (and anchor)
+         * again, the second copies of the frames outside the chunk, the cframe again */
+        first = f->nreq;
+        if (copy && add_end_reads(u, f, t, cp))
             return REMORA_ENOMEM;
         for (k = 0; k < t->nsb; k++)
-            if (add_iov(f, &n, t->sb[k].addr, t->sb[k].two, t->sb[k].len))
+            if (add_req(f, t->sb[k].addr, t->sb[k].two, t->sb[k].len))
                 return REMORA_ENOMEM;
         /* 3.9/3.10: the current frame again, after the blocks' second copies */
-        if (L->frames_kind == PY_FRAMES_OBJECTS && t->nsb && add_iov(f, &n, cp, &t->cur_end, 8))
-            return REMORA_ENOMEM;
+        if (L->frames_kind == PY_FRAMES_OBJECTS && t->nsb) {
+            if (merge_reqs_from(f, &n, first))
+                return REMORA_ENOMEM;
+            first = f->nreq;
+            if (add_req(f, cp, &t->cur_end, 8))
+                return REMORA_ENOMEM;
+        }
         t->tid_end = 0;
         if (L->ts_native_thread_id == 0 && u->pthread_tid_off >= 0 && t->pthread_seen != 0 &&
-            add_iov(f, &n, t->pthread_seen + (uint64_t)u->pthread_tid_off, &t->tid_end, 4))
+            add_req(f, t->pthread_seen + (uint64_t)u->pthread_tid_off, &t->tid_end, 4))
             return REMORA_ENOMEM;
         /* 3.11/3.12: the cframe again: a nested eval loop's cframe lives on the C stack,
          * and once that loop returns its current_frame reads NULL or stale */
-        if (L->frames_kind == PY_FRAMES_CFRAME && add_iov(f, &n, t->tstate + L->ts_frame, &t->cf_end, 8))
+        if (L->frames_kind == PY_FRAMES_CFRAME && add_req(f, t->tstate + L->ts_frame, &t->cf_end, 8))
+            return REMORA_ENOMEM;
+        if (merge_reqs_from(f, &n, first))
             return REMORA_ENOMEM;
     }
+    staged_fix(f);
     err = proc_readv(u->p, f->iov, n);
     if (err == REMORA_OK) {
         scatter_reqs(f);
@@ -582,13 +683,17 @@ static int recopy(unwinder_t *u, fast_t *f, fast_thread_t *t, size_t len)
 
     if (ensure_copies(t, len))
         return REMORA_ENOMEM;
+    reqs_reset(f);
     if (add_iov(f, &n, t->base, t->a, len) || add_iov(f, &n, cur_ptr_addr(L, t), &t->cur_mid, 8) ||
-        add_iov(f, &n, t->base, t->b, len) || add_end_reads(u, f, &n, t, cur_ptr_addr(L, t)) ||
-        (L->frames_kind == PY_FRAMES_CFRAME && add_iov(f, &n, t->tstate + L->ts_frame, &t->cf_end, 8)))
+        add_iov(f, &n, t->base, t->b, len) || add_end_reads(u, f, t, cur_ptr_addr(L, t)) ||
+        (L->frames_kind == PY_FRAMES_CFRAME && add_req(f, t->tstate + L->ts_frame, &t->cf_end, 8)) ||
+        merge_reqs_from(f, &n, 0))
         return REMORA_ENOMEM;
+    staged_fix(f);
     t->copied = 0;
     if (proc_readv(u->p, f->iov, n))
         return REMORA_ECORRUPT;
+    scatter_reqs(f);
     unpack_tail(L, t);
     t->copied = len;
     return REMORA_OK;
@@ -623,9 +728,12 @@ static const unsigned char *block_frame(unwinder_t *u, fast_t *f, uint64_t addr,
         memset(f->blocks + old, 0, (f->cap_blocks - old) * sizeof *f->blocks);
     }
     b = &f->blocks[f->nblocks];
-    /* interpreter frames: callers sit below callees, so a block ending at this frame
-     * often holds them too; frame objects (3.9/3.10) are scattered: read just one */
-    blen = L->frames_kind == PY_FRAMES_OBJECTS ? fs : FAST_BLOCK;
+    /* callers sit below callees, so a block ending at this frame often holds them too:
+     * interpreter frames by the page; frame objects (3.9/3.10), from an allocator's
+     * pools, only from the start of this frame's page (mapped, as the frame is) */
+    blen = FAST_BLOCK;
+    if (L->frames_kind == PY_FRAMES_OBJECTS)
+        blen = (size_t)(addr % 4096) + fs;
     if (b->cap < blen) {
         unsigned char *n1 = realloc(b->one, blen), *n2;
         if (n1 == NULL) {
@@ -902,7 +1010,7 @@ static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
 
     if (remora_grow((void **)&f->fps, &f->cap_fps, f->ncodes * UNW_FP_MAX + 1, 1))
         return REMORA_ENOMEM;
-    f->nreq = 0;
+    reqs_reset(f);
     /* fingerprints: from the first read when the code was there last sample too */
     for (i = 0; i < f->ncodes; i++) {
         unw_code_t *e = code_cache_peek(u->codes, f->codes[i]);
@@ -915,8 +1023,9 @@ static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
         else if (add_fp(u, f, f->codes[i], f->fps + i * UNW_FP_MAX))
             return REMORA_ENOMEM;
     }
-    if (f->nreq > 0 && merge_reqs(f, &n))
+    if (merge_reqs_from(f, &n, 0))
         return REMORA_ENOMEM;
+    staged_fix(f);
     if (n > 0 && (err = proc_readv(u->p, f->iov, n)) != REMORA_OK)
         return err == REMORA_ENOPROC ? err : REMORA_ECORRUPT;
     if (n > 0)
@@ -1109,6 +1218,40 @@ static int anchor_after(unwinder_t *u, fast_t *f, fast_thread_t *t, size_t nw)
     return REMORA_OK;
 }
 
+/* Does the walk saved for a parked thread still hold? Its frames move only while it
+ * holds the GIL, and it has not taken the GIL since the walk if the GIL's last holder
+ * is the same other thread and its switch count has not moved (take_gil() counts
+ * every change of holder). Its current frame must be the same too: a thread state
+ * swapped in under another's GIL (PyThreadState_Swap) runs without counting. */
+static int parked_holds(const py_layout_t *L, const fast_interp_t *fi, const fast_thread_t *t)
+{
+    if (!t->reuse || !fi->sw_ok || fi->sw != t->saved_sw || fi->holder != t->saved_holder ||
+        fi->holder == t->tstate)
+        return 0;
+    if (L->frames_kind == PY_FRAMES_CFRAME)
+        return get_u64(t->ts, L->ts_frame) == t->saved_cframe && t->cur_spec == t->saved_cur;
+    return get_u64(t->ts, L->ts_frame) == t->saved_cur;
+}
+
+/* After a consistent walk of nw frames from 'cur': keep it if another thread holds the
+ * GIL (this one is parked, or about to be). Returns 0 or -1 (no memory). */
+static int park_save(fast_t *f, const fast_interp_t *fi, fast_thread_t *t, uint64_t cur, size_t nw)
+{
+    t->saved_ok = 0;
+    if (!fi->sw_ok || fi->holder == t->tstate || nw == 0)
+        return 0;
+    if (remora_grow((void **)&t->saved, &t->cap_saved, nw, sizeof *t->saved))
+        return -1;
+    memcpy(t->saved, f->walk, nw * sizeof *t->saved);
+    t->nsaved = nw;
+    t->saved_sw = fi->sw;
+    t->saved_holder = fi->holder;
+    t->saved_cur = cur;
+    t->saved_cframe = t->cframe;
+    t->saved_ok = 1;
+    return 0;
+}
+
 static int sample_once(unwinder_t *u, fast_t *f)
 {
     const py_layout_t *L = &u->t->layout;
@@ -1142,6 +1285,7 @@ static int sample_once(unwinder_t *u, fast_t *f)
     if (remora_grow((void **)&u->threads, &u->cap_threads, f->nthreads, sizeof *u->threads))
         return REMORA_ENOMEM;
     u->nthreads = f->nthreads;
+    u->thread_samples += f->nthreads;
     f->stamp++;
     f->ncodes = 0;
     /* pass 1: walk every thread, keeping raw frames in u->frames */
@@ -1170,12 +1314,25 @@ static int sample_once(unwinder_t *u, fast_t *f)
         th->gc = fi->gc != 0;
         /* 3.9/3.10: another thread took over that struct pthread during the read: the
          * state and stack read may be either thread's */
-        if (L->ts_native_thread_id == 0 && t->tid_now != t->tid_end) {
+        if (L->ts_native_thread_id == 0 && !t->reuse && t->tid_now != t->tid_end) {
             th->error = REMORA_ECORRUPT;
             goto thread_done;
         }
         if (u->want & UNW_WANT_EXC)     /* from this sample's copy of the thread state */
             th->handling_exc = unw_exc_state(u, t->tstate, t->ts);
+        if (t->reuse) {
+            if (parked_holds(L, fi, t)) {
+                /* still parked: the saved walk, nothing read */
+                u->parked++;
+                memcpy(f->walk, t->saved, t->nsaved * sizeof *f->walk);
+                nw = t->nsaved;
+                goto frames;
+            }
+            /* it ran: read it now, without the guesses skipped in the first read */
+            t->reuse = 0;
+            t->saved_ok = 0;
+            t->nsb = 0;
+        }
         if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
             char state;
             if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
@@ -1278,8 +1435,9 @@ static int sample_once(unwinder_t *u, fast_t *f)
         }
         if (th->error)
             goto thread_done;
-        if (learn_blocks(L, f, t, nw))
+        if (learn_blocks(L, f, t, nw) || park_save(f, fi, t, cur, nw))
             return REMORA_ENOMEM;
+frames:
         if (remora_grow((void **)&u->frames, &u->cap_frames, nframes_total + nw, sizeof *u->frames))
             return REMORA_ENOMEM;
         th->frames = (unw_frame_t *)(uintptr_t)nframes_total;
@@ -1302,6 +1460,7 @@ thread_done:
         if (th->error) {
             /* a torn read keeps what was learnt; a failed read forgets the guesses */
             t->copied = 0;
+            t->saved_ok = 0;
             if (th->error != REMORA_ECORRUPT)
                 t->nsb = 0;
         }

@@ -280,6 +280,8 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
             th->on_cpu = state == 'R';
         if (th->native_id > 0 && (u->want & UNW_WANT_NAMES))
             proc_task_name(u->p, th->native_id, th->name, sizeof th->name);
+        if (u->want & UNW_WANT_NOSTACKS)
+            continue;
         if (L->frames_kind == PY_FRAMES_CFRAME && frame != 0) {
             uint64_t cframe = frame;
             th->error = proc_read_u64(u->p, cframe + L->cframe_current_frame, &frame);

@@ -187,6 +187,8 @@ typedef struct unwinder unwinder_t;
 #define UNW_WANT_ANCHOR 16u     /* 3.15, record --frame-anchor: keep the thread state's
                                  * last_profiled_frame at a frame (writes 8 bytes into the
                                  * target) and copy only the frames above it; not in ALL */
+#define UNW_WANT_NOSTACKS 32u   /* internal (fast.c's rebuild): the thread list only, no
+                                 * frames walked; not in ALL */
 
 /* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t; it reads everything
  * (UNW_WANT_ALL) until unw_set_want() says otherwise. */
@@ -236,6 +238,8 @@ struct unwinder {
     int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
     unsigned want;              /* UNW_WANT_* */
     void *fast;                 /* fast.c's per-thread caches */
+    uint64_t thread_samples;    /* unw_sample(): threads sampled, in all */
+    uint64_t parked;            /* ... of which served from a parked thread's saved walk */
 };
 
 /* Frees fast.c's caches. */

@@ -329,6 +329,8 @@ def main():
     tests += trust_tests.tests(remora)
     import code_tests                   # code-object churn: tests/functional/code_tests.py
     tests += code_tests.tests(remora)
+    import park_tests                   # parked threads' reused walks: tests/functional/park_tests.py
+    tests += park_tests.tests(remora)
     tests = [t for t in tests if args.only in t[0]]
 
     passed = failed = skipped = 0
