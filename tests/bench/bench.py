@@ -5,7 +5,8 @@
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
 depth 1, 50, 100 and 300 with 1 and 8 threads (3.15 also with --frame-anchor), sampled as fast as remora can (asked for
 1 MHz): achieved samples/s, CPU us per sample, reads per sample. The target's own
-slowdown at 1 kHz and 10 kHz against an unprofiled run (depth 50, one thread). Tachyon
+slowdown at 1 kHz and 10 kHz (depth 50, one thread): recorded windows against unprofiled
+windows of the same run, with an unprofiled-against-unprofiled control. Tachyon
 (python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target: CPU per
 sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
 remora's peak resident memory.
@@ -14,8 +15,10 @@ import argparse
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "functional"))
@@ -26,9 +29,10 @@ STATS = re.compile(r"stats: samples=(\d+) errors=(\d+) reads=(\d+) bytes=(\d+) "
 MEMORY = re.compile(r"memory: maxrss_kb=(\d+)")
 
 
-def busy(interp, depth, nthreads, seconds):
+def busy(interp, depth, nthreads, seconds, log=False):
     """busy.py under interp, started and ready (a context manager)."""
-    t = Target(interp, os.path.join(TARGETS, "busy.py"), "ready", (depth, nthreads, seconds))
+    t = Target(interp, os.path.join(TARGETS, "busy.py"), "ready",
+               (depth, nthreads, seconds) + (("log",) if log else ()))
     t.__enter__()
     try:
         t.wait_ready()
@@ -38,24 +42,71 @@ def busy(interp, depth, nthreads, seconds):
     return t
 
 
-def throughput(t):
-    """The target's own loop iterations per second, once it has finished."""
-    t.proc.wait(timeout=300)
-    with open(t.host_path(t.out) + ".done") as f:
-        total, elapsed = f.read().split()
-    return int(total) / float(elapsed)
-
-
-def remora_stats(remora, pid, rate, seconds, extra=()):
+def remora_stats(remora, pid, rate, seconds, extra=(), cpu=None):
     p = subprocess.run([remora, "record", "-p", str(pid), "-r", rate, "-d", str(seconds), "--stats",
                         "-o", os.devnull, "-f", "collapsed", *extra],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600,
+                       preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}))
     m = STATS.search(p.stderr)
     if not m:
         raise RuntimeError("no stats line: " + p.stderr.strip()[-300:])
     samples, errors, reads, nbytes, rps, cpu = (float(x) for x in m.groups()[:6])
     return {"samples": samples, "rate": samples / seconds, "errors": errors, "rps": rps, "cpu": cpu,
             "maxrss_kb": int(MEMORY.search(p.stderr).group(1)) if MEMORY.search(p.stderr) else 0}
+
+
+PAIRS = 12
+WINDOW = 0.5
+
+
+def log_rate(points, lo, hi):
+    """Iterations per second of a busy.py log between two monotonic times."""
+    inside = [p for p in points if lo <= p[0] <= hi]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
+def pin(pid, cpu):
+    """Every thread of pid on one CPU (best effort)."""
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            os.sched_setaffinity(int(tid), {cpu})
+    except OSError:
+        pass
+
+
+def slowdown(remora, t, rate):
+    """The target's slowdown while recorded at 'rate' (None: not recorded, the control):
+    the median over PAIRS windows of its rate in the window against the mean of the
+    unprofiled windows either side. The target runs on CPU 0 and remora on CPU 1, so
+    that what is measured is remora's effect on the target, not the two taking turns on
+    one CPU. The first 0.1 s of a recorded window (remora attaching) is left out.
+    Returns (median, the unprofiled rate)."""
+    two = len(os.sched_getaffinity(0)) >= 2
+    if two:
+        pin(t.pid, 0)
+    times = [time.monotonic()]
+    for _ in range(PAIRS):
+        if rate:
+            remora_stats(remora, t.pid, rate, WINDOW, cpu=1 if two else None)
+        else:
+            time.sleep(WINDOW)     # a window's length, not a synchronisation
+        times.append(time.monotonic())
+        time.sleep(WINDOW)
+        times.append(time.monotonic())
+    with open(t.host_path(t.out) + ".log") as f:
+        points = [tuple(float(x) for x in line.split()) for line in f if line.count(" ") == 1]
+    on = [log_rate(points, times[2 * i] + 0.1, times[2 * i + 1] - 0.02) for i in range(PAIRS)]
+    off = [log_rate(points, times[2 * i + 1] + 0.02, times[2 * i + 2] - 0.02) for i in range(PAIRS)]
+    ratios = []
+    for i in range(PAIRS):
+        around = [x for x in (off[i - 1] if i else None, off[i]) if x]
+        if on[i] and around:
+            ratios.append(on[i] / (sum(around) / len(around)) - 1)
+    if not ratios:
+        raise RuntimeError("the target's log has no points in the windows")
+    return statistics.median(ratios), statistics.median([x for x in off if x])
 
 
 def tachyon(interp, pid, seconds):
@@ -91,7 +142,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--remora", default="./remora")
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="interpreters whose name contains this")
+    ap.add_argument("--sections", default="rate,slowdown,tachyon,memory",
+                    help="which tables, comma-separated (default: all)")
     args = ap.parse_args()
     remora = os.path.abspath(args.remora)
     secs = 1.0 if args.quick else 2.0
@@ -99,6 +152,18 @@ def main():
     if args.quick:
         interps = [i for i in interps if i[0] in ("pyenv-3.12.1", "sid-3.13", "sid-3.15")]
 
+    sections = set(args.sections.split(","))
+    if "rate" in sections:
+        sampling_table(remora, interps, secs)
+    if "slowdown" in sections:
+        slowdown_table(remora, interps)
+    if "tachyon" in sections:
+        tachyon_table(remora, interps, secs)
+    if "memory" in sections and not args.quick and interps:
+        memory_table(remora, interps)
+
+
+def sampling_table(remora, interps, secs):
     print("## Sampling as fast as possible (asked for 1 MHz), %.0f s each\n" % secs)
     print("| interpreter | depth | threads | samples/s | CPU us/sample | reads/sample | errors |")
     print("|---|---|---|---|---|---|---|")
@@ -115,23 +180,31 @@ def main():
                         it[0], " " + " ".join(extra) if extra else "", depth, nthreads, s["rate"],
                         s["cpu"], s["rps"], s["errors"]), flush=True)
 
-    print("\n## Target slowdown (depth 50, one thread, %.0f s runs)\n" % (secs * 2))
-    print("| interpreter | unprofiled it/s | at 1 kHz | at 10 kHz |")
-    print("|---|---|---|---|")
-    for it in interps:
-        rates = {}
-        for rate in (None, "1k", "10k"):
-            t = busy(it, 50, 1, secs * 2)
-            try:
-                if rate:
-                    remora_stats(remora, t.pid, rate, secs * 2 + 5)
-                rates[rate] = throughput(t)
-            finally:
-                t.__exit__()
-        base = rates[None]
-        print("| %s | %.0f | %+.1f%% | %+.1f%% |" % (it[0], base, 100 * (rates["1k"] / base - 1),
-                                                    100 * (rates["10k"] / base - 1)), flush=True)
 
+def slowdown_table(remora, interps):
+    print("\n## Target slowdown (depth 50, one thread; median of %d windows)\n" % PAIRS)
+    print("One target run per row (on CPU 0; remora on CPU 1), its own iteration count logged "
+          "every 20 ms: windows of %.1f s with remora recording alternate with windows without; "
+          "a cell is the median over windows of (iterations/s in it) / (iterations/s in the "
+          "unprofiled windows either side) - 1. 'none' records in no window: the noise floor.\n"
+          % WINDOW)
+    print("| interpreter | unprofiled it/s | none | at 1 kHz | at 10 kHz |")
+    print("|---|---|---|---|---|")
+    for it in interps:
+        t = busy(it, 50, 1, 3 * PAIRS * 2 * WINDOW + 60, log=True)
+        try:
+            cols, base = [], 0.0
+            for rate in (None, "1k", "10k"):
+                med, base_rate = slowdown(remora, t, rate)
+                cols.append(med)
+                base = base or base_rate
+        finally:
+            t.__exit__()
+        print("| %s | %.0f | %+.2f%% | %+.2f%% | %+.2f%% |" % (it[0], base, 100 * cols[0], 100 * cols[1],
+                                                            100 * cols[2]), flush=True)
+
+
+def tachyon_table(remora, interps, secs):
     sid315 = [i for i in interps if i[0] == "sid-3.15"]
     if sid315:
         print("\n## remora and Tachyon on the same 3.15 target (depth 50, one thread, asked for 1 MHz)\n")
@@ -154,16 +227,17 @@ def main():
             print("\nCPU per sample, remora / Tachyon: %.2f (with --frame-anchor: %.2f)"
                   % (s["cpu"] / ty["cpu_us"], sa["cpu"] / ty["cpu_us"]))
 
-    if not args.quick and interps:
-        it = ([i for i in interps if i[0] == "pyenv-3.12.1"] or interps)[0]
-        print("\n## Memory: 10 million thread samples of a depth-100, 8-thread target (%s)\n" % it[0])
-        t = busy(it, 100, 8, 900)
-        try:
-            rounds = 10_000_000 // 8
-            s = remora_stats(remora, t.pid, "1M", 600, ("--max-samples", str(rounds)))
-        finally:
-            t.__exit__()
-        print("rounds=%d thread samples=%d peak RSS=%.1f MB" % (s["samples"], s["samples"] * 8, s["maxrss_kb"] / 1024))
+
+def memory_table(remora, interps):
+    it = ([i for i in interps if i[0] == "pyenv-3.12.1"] or interps)[0]
+    print("\n## Memory: 10 million thread samples of a depth-100, 8-thread target (%s)\n" % it[0])
+    t = busy(it, 100, 8, 900)
+    try:
+        rounds = 10_000_000 // 8
+        s = remora_stats(remora, t.pid, "1M", 600, ("--max-samples", str(rounds)))
+    finally:
+        t.__exit__()
+    print("rounds=%d thread samples=%d peak RSS=%.1f MB" % (s["samples"], s["samples"] * 8, s["maxrss_kb"] / 1024))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 pure-Python loop; counts loop iterations. Writes READY (temp + rename) once every
 thread spins; after SECONDS it writes the total iterations to READY + ".done" and exits.
 
-    python busy.py READY DEPTH NTHREADS SECONDS
+    python busy.py READY DEPTH NTHREADS SECONDS [log]
+
+With "log", the main thread also appends "MONOTONIC_TIME TOTAL_ITERATIONS" to READY + ".log"
+every 20 ms, so that a benchmark can compare windows of one run (profiled, unprofiled).
 """
 import os
 import sys
@@ -12,6 +15,7 @@ import time
 sys.setrecursionlimit(10000)
 
 READY, DEPTH, NTHREADS, SECONDS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+LOG = len(sys.argv) > 5 and sys.argv[5] == "log"
 counts = [0] * NTHREADS
 started = threading.Barrier(NTHREADS + 1)
 stop = False
@@ -47,7 +51,13 @@ started.wait()
 write(READY, str(os.getpid()))
 start = time.perf_counter()
 base = sum(counts)
-time.sleep(SECONDS)
+if LOG:
+    with open(READY + ".log", "w", buffering=1) as log:
+        while time.perf_counter() - start < SECONDS:
+            time.sleep(0.02)
+            log.write("%f %d\n" % (time.monotonic(), sum(counts)))
+else:
+    time.sleep(SECONDS)
 total = sum(counts) - base
 elapsed = time.perf_counter() - start
 stop = True
