@@ -1218,6 +1218,23 @@ static int anchor_after(unwinder_t *u, fast_t *f, fast_thread_t *t, size_t nw)
     return REMORA_OK;
 }
 
+/* 3.9/3.10: a thread's remembered blocks twice and its current frame again, in one
+ * read (what read_states() reads for it when it is not expected to be parked). */
+static int reread_blocks(unwinder_t *u, fast_t *f, fast_thread_t *t)
+{
+    size_t n = 0, k;
+
+    for (k = 0; k < t->nsb; k++)
+        if (add_iov(f, &n, t->sb[k].addr, t->sb[k].one, t->sb[k].len))
+            return REMORA_ENOMEM;
+    for (k = 0; k < t->nsb; k++)
+        if (add_iov(f, &n, t->sb[k].addr, t->sb[k].two, t->sb[k].len))
+            return REMORA_ENOMEM;
+    if (add_iov(f, &n, cur_ptr_addr(&u->t->layout, t), &t->cur_end, 8))
+        return REMORA_ENOMEM;
+    return proc_readv(u->p, f->iov, n);
+}
+
 /* Does the walk saved for a parked thread still hold? Its frames move only while it
  * holds the GIL, and it has not taken the GIL since the walk if the GIL's last holder
  * is the same other thread and its switch count has not moved (take_gil() counts
@@ -1328,10 +1345,14 @@ static int sample_once(unwinder_t *u, fast_t *f)
                 nw = t->nsaved;
                 goto frames;
             }
-            /* it ran: read it now, without the guesses skipped in the first read */
+            /* it ran: read it now. 3.9/3.10: its frame objects in the blocks remembered,
+             * in one read as the first read would have (one copy, the other, the current
+             * frame again); 3.11+: the chunk is copied below, the few frames outside it
+             * found again */
             t->reuse = 0;
             t->saved_ok = 0;
-            t->nsb = 0;
+            if (L->frames_kind != PY_FRAMES_OBJECTS || reread_blocks(u, f, t) != REMORA_OK)
+                t->nsb = 0;
         }
         if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
             char state;
