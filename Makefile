@@ -128,6 +128,10 @@ fuzz-seeds: $(BUILD)/fuzz_tool
 .PHONY: fuzz fuzz-build fuzz-seeds
 
 # ---- benchmarks: measure, never assert (tests/bench/bench.py) --------------------------
-bench: remora
-	python3 tests/bench/bench.py --remora ./remora
+$(BUILD)/vmread: tests/bench/vmread.c
+	@mkdir -p $(BUILD)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -o $@ $<
+
+bench: remora $(BUILD)/vmread
+	python3 tests/bench/bench.py --remora ./remora --vmread $(BUILD)/vmread
 .PHONY: bench

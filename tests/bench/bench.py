@@ -1,6 +1,10 @@
 """remora's benchmarks: measures, never asserts. Prints a table of figures.
 
-    python3 tests/bench/bench.py [--remora ./remora] [--quick]
+First the floor under all of them: what one process_vm_readv costs here, per call, per
+range and per page (tests/bench/vmread.c).
+
+    python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
+                                 [--only NAME] [--sections floor,rate,slowdown,tachyon,memory]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
 depth 1, 50, 100 and 300 with 1 and 8 threads (3.15 also with --frame-anchor), sampled as fast as remora can (asked for
@@ -143,7 +147,8 @@ def main():
     ap.add_argument("--remora", default="./remora")
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
-    ap.add_argument("--sections", default="rate,slowdown,tachyon,memory",
+    ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
+    ap.add_argument("--sections", default="floor,rate,slowdown,tachyon,memory",
                     help="which tables, comma-separated (default: all)")
     args = ap.parse_args()
     remora = os.path.abspath(args.remora)
@@ -153,6 +158,8 @@ def main():
         interps = [i for i in interps if i[0] in ("pyenv-3.12.1", "sid-3.13", "sid-3.15")]
 
     sections = set(args.sections.split(","))
+    if "floor" in sections:
+        floor_table(args.vmread)
     if "rate" in sections:
         sampling_table(remora, interps, secs)
     if "slowdown" in sections:
@@ -161,6 +168,15 @@ def main():
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
         memory_table(remora, interps)
+
+
+def floor_table(vmread):
+    print("## The floor: one process_vm_readv (tests/bench/vmread.c)\n")
+    if not os.access(vmread, os.X_OK):
+        print("not measured: no %s (make bench builds it)\n" % vmread)
+        return
+    p = subprocess.run([vmread], stdout=subprocess.PIPE, text=True, timeout=300)
+    print(p.stdout)
 
 
 def sampling_table(remora, interps, secs):
