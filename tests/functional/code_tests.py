@@ -150,15 +150,21 @@ def read_truth(path):
     return truth
 
 
-def judge(r, truth, starts, keys):
-    """Checks every sample of one recording. Returns (checked, modules, seen set, bad list)."""
+def next_times(r):
+    """Each sample's window end: the next round's time (other threads' samples of the
+    same round share this one's); the last round's, the end of the recording."""
     end = r.meta["start_mono_ns"] + r.meta["duration_ns"]
-    # the next round's time (other threads' samples of the same round share this one's)
     nxt, later = [end] * len(r.samples), end
     for i in range(len(r.samples) - 1, -1, -1):
         nxt[i] = later
         if i == 0 or r.samples[i - 1][0] != r.samples[i][0]:
             later = r.samples[i][0]
+    return nxt
+
+
+def judge(r, truth, starts, keys):
+    """Checks every sample of one recording. Returns (checked, modules, seen set, bad list)."""
+    nxt = next_times(r)
     checked, modules, seen, bad = 0, 0, set(), []
     for i, (t0, _, node, _) in enumerate(r.samples):
         t1 = nxt[i]

@@ -14,7 +14,7 @@ import re
 
 from harness import INTERPRETERS, TARGETS, Fail, Target, interp_missing
 from record_tests import record, summary
-from code_tests import innermost, read_remora
+from code_tests import innermost, next_times, read_remora
 
 RATE, RATE_HZ = "20k", 20000
 SECONDS = 2.0
@@ -43,12 +43,7 @@ def read_truth(path):
 
 def judge(r, truth):
     """(checked, bad list) for one recording."""
-    end = r.meta["start_mono_ns"] + r.meta["duration_ns"]
-    nxt, later = [end] * len(r.samples), end
-    for i in range(len(r.samples) - 1, -1, -1):
-        nxt[i] = later
-        if i == 0 or r.samples[i - 1][0] != r.samples[i][0]:
-            later = r.samples[i][0]
+    nxt = next_times(r)
     checked, bad = 0, []
     for i, (t0, thread, node, _) in enumerate(r.samples):
         t1 = nxt[i]
