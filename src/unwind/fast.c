@@ -532,7 +532,7 @@ static int read_states(unwinder_t *u, fast_t *f)
         fast_interp_t *fi = &f->interps[i];
         uint64_t gil = L->minor >= 12 ? fi->gil : rt;
         uint64_t lk = L->minor >= 12 ? L->gil_locked : L->rt_gil_locked;
-        uint64_t ho = L->minor >= 12 ? L->gil_holder : L->rt_gil_holder;
+        uint64_t ho = L->minor >= 12 ? L->gil_holder : L->rt_gil_holder, sw;
         fi->last_sw = fi->sw_ok ? fi->sw : 0;
         fi->last_holder = fi->holder;
         fi->locked = 0;
@@ -544,8 +544,9 @@ static int read_states(unwinder_t *u, fast_t *f)
         if (gil != 0 && (add_req(f, gil + lk, &fi->locked, 4) || add_req(f, gil + ho, &fi->holder, 8)))
             return REMORA_ENOMEM;
         fi->sw = 0;
-        fi->sw_ok = gil_switch_addr(L, rt, fi) != 0;
-        if (fi->sw_ok && add_req(f, gil_switch_addr(L, rt, fi), &fi->sw, 8))
+        sw = gil_switch_addr(L, rt, fi);
+        fi->sw_ok = sw != 0;
+        if (sw != 0 && add_req(f, sw, &fi->sw, 8))
             return REMORA_ENOMEM;
         if ((u->want & UNW_WANT_GC) && add_req(f, fi->addr + L->is_gc_collecting, &fi->gc, 4))
             return REMORA_ENOMEM;

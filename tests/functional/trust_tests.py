@@ -1,6 +1,7 @@
 # Trust tests (issue #7): remora never writes into the target, and valgrind finds no
 # error or leak in a dump and a short recording.
 
+import contextlib
 import hashlib
 import os
 import re
@@ -46,25 +47,33 @@ def memory_digest(pid):
     return h.hexdigest(), regions
 
 
-def test_never_writes(remora, interp):
-    """With the target stopped (SIGSTOP: none of its own code runs), a dump and a
-    recording leave every byte of its writable memory as it was."""
+@contextlib.contextmanager
+def stopped_target(interp):
+    """known_stacks.py under interp, ready, its main thread parked in read, then stopped
+    (SIGSTOP: none of its own code runs) until the block ends. Yields (target, truth)."""
     with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
-        t.wait_ready()
+        truth = t.wait_ready()
         t.wait_main_in_read()
         os.kill(t.pid, signal.SIGSTOP)
         try:
-            before, regions = memory_digest(t.pid)
-            rc, out, err = remora.run(["dump", "-p", t.pid, "--json"])
-            if rc != 0:
-                raise Fail("dump exited %d: %s" % (rc, tail(err)))
-            rc, out, err = remora.run(["record", "-p", t.pid, "-d", "0.3", "-r", "2k",
-                                       "-o", os.path.join(t.dir, "x.collapsed")])
-            if rc != 0:
-                raise Fail("record exited %d: %s" % (rc, tail(err)))
-            after, _ = memory_digest(t.pid)
+            yield t, truth
         finally:
             os.kill(t.pid, signal.SIGCONT)
+
+
+def test_never_writes(remora, interp):
+    """With the target stopped (SIGSTOP: none of its own code runs), a dump and a
+    recording leave every byte of its writable memory as it was."""
+    with stopped_target(interp) as (t, _):
+        before, regions = memory_digest(t.pid)
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--json"])
+        if rc != 0:
+            raise Fail("dump exited %d: %s" % (rc, tail(err)))
+        rc, out, err = remora.run(["record", "-p", t.pid, "-d", "0.3", "-r", "2k",
+                                   "-o", os.path.join(t.dir, "x.collapsed")])
+        if rc != 0:
+            raise Fail("record exited %d: %s" % (rc, tail(err)))
+        after, _ = memory_digest(t.pid)
         if before != after:
             raise Fail("the target's writable memory changed while it was stopped and profiled")
         return "%d writable regions unchanged after a dump and a 0.3 s recording" % regions
@@ -92,19 +101,13 @@ def test_anchor_writes(remora, interp):
     """`record --frame-anchor` (3.15) writes only what it documents: with the target
     stopped, the words that change are at most one per thread, aligned, each now the
     address of a frame in the target's writable memory (its last_profiled_frame)."""
-    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
-        truth = t.wait_ready()
-        t.wait_main_in_read()
-        os.kill(t.pid, signal.SIGSTOP)
-        try:
-            before = list(writable_memory(t.pid))
-            rc, out, err = remora.run(["record", "-p", t.pid, "-d", "0.3", "-r", "2k", "--frame-anchor",
-                                       "-o", os.path.join(t.dir, "x.collapsed")])
-            if rc != 0:
-                raise Fail("record --frame-anchor exited %d: %s" % (rc, tail(err)))
-            after = list(writable_memory(t.pid))
-        finally:
-            os.kill(t.pid, signal.SIGCONT)
+    with stopped_target(interp) as (t, truth):
+        before = list(writable_memory(t.pid))
+        rc, out, err = remora.run(["record", "-p", t.pid, "-d", "0.3", "-r", "2k", "--frame-anchor",
+                                   "-o", os.path.join(t.dir, "x.collapsed")])
+        if rc != 0:
+            raise Fail("record --frame-anchor exited %d: %s" % (rc, tail(err)))
+        after = list(writable_memory(t.pid))
         words = changed_words(before, after)
         nthreads = len(truth["threads"])
         inside = lambda v: any(d is not None and lo <= v < lo + len(d) for lo, d in after)
@@ -121,18 +124,12 @@ def test_anchor_writes(remora, interp):
 def test_anchor_refused(remora, interp):
     """--frame-anchor on a target without last_profiled_frame: exit 4, one line, and
     nothing written."""
-    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
-        t.wait_ready()
-        t.wait_main_in_read()
-        os.kill(t.pid, signal.SIGSTOP)
-        try:
-            before, _ = memory_digest(t.pid)
-            err = expect_failure(remora, ["record", "-p", t.pid, "-d", "0.2", "--frame-anchor",
-                                          "-o", os.path.join(t.dir, "x.collapsed")], 4,
-                                 "record --frame-anchor on %s" % interp[0])
-            after, _ = memory_digest(t.pid)
-        finally:
-            os.kill(t.pid, signal.SIGCONT)
+    with stopped_target(interp) as (t, _):
+        before, _ = memory_digest(t.pid)
+        err = expect_failure(remora, ["record", "-p", t.pid, "-d", "0.2", "--frame-anchor",
+                                      "-o", os.path.join(t.dir, "x.collapsed")], 4,
+                             "record --frame-anchor on %s" % interp[0])
+        after, _ = memory_digest(t.pid)
         if "3.15" not in err:
             raise Fail("the refusal does not say the option needs 3.15: %s" % tail(err))
         if before != after:
