@@ -1375,6 +1375,12 @@ static int sample_once(unwinder_t *u, fast_t *f)
             } else {
                 cur = t->cur_spec;
             }
+            /* a nested eval loop publishes its cframe before setting the frame in it:
+             * only the thread state's own root cframe may hold no frame */
+            if (cf != 0 && cur == 0 && (cf < t->tstate || cf - t->tstate >= L->ts_size)) {
+                th->error = REMORA_ECORRUPT;
+                goto thread_done;
+            }
         } else {
             cur = get_u64(t->ts, L->ts_frame);
         }
