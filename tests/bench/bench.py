@@ -5,20 +5,25 @@ range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
                                  [--only NAME] [--sections floor,rate,slowdown,tachyon,memory]
+                                 [--slowdown-seconds S]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
 depth 1, 50, 100 and 300 with 1 and 8 threads (3.15 also with --frame-anchor), sampled as fast as remora can (asked for
 1 MHz): achieved samples/s, CPU us per sample, reads per sample. The target's own
-slowdown at 1 kHz and 10 kHz (depth 50, one thread): recorded windows against unprofiled
-windows of the same run, with an unprofiled-against-unprofiled control. Tachyon
+slowdown at 1 kHz and 10 kHz (depth 50, one thread): 50 ms windows of one run in which
+one remora records (continued) against windows in which it is stopped (SIGSTOP), with a
+control in which no remora runs. Tachyon
 (python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target: CPU per
 sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
 remora's peak resident memory.
 """
 import argparse
+import math
 import os
+import random
 import re
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -46,11 +51,10 @@ def busy(interp, depth, nthreads, seconds, log=False):
     return t
 
 
-def remora_stats(remora, pid, rate, seconds, extra=(), cpu=None):
+def remora_stats(remora, pid, rate, seconds, extra=()):
     p = subprocess.run([remora, "record", "-p", str(pid), "-r", rate, "-d", str(seconds), "--stats",
                         "-o", os.devnull, "-f", "collapsed", *extra],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600,
-                       preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}))
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
     m = STATS.search(p.stderr)
     if not m:
         raise RuntimeError("no stats line: " + p.stderr.strip()[-300:])
@@ -59,8 +63,8 @@ def remora_stats(remora, pid, rate, seconds, extra=(), cpu=None):
             "maxrss_kb": int(MEMORY.search(p.stderr).group(1)) if MEMORY.search(p.stderr) else 0}
 
 
-PAIRS = 12
-WINDOW = 0.5
+SLOW_SECONDS = 30.0    # per column of the slowdown table
+WINDOW = 0.05          # remora runs (SIGCONT) and stops (SIGSTOP) in turns of this long
 
 
 def log_rate(points, lo, hi):
@@ -80,37 +84,72 @@ def pin(pid, cpu):
         pass
 
 
-def slowdown(remora, t, rate):
-    """The target's slowdown while recorded at 'rate' (None: not recorded, the control):
-    the median over PAIRS windows of its rate in the window against the mean of the
-    unprofiled windows either side. The target runs on CPU 0 and remora on CPU 1, so
-    that what is measured is remora's effect on the target, not the two taking turns on
-    one CPU. The first 0.1 s of a recorded window (remora attaching) is left out.
-    Returns (median, the unprofiled rate)."""
+def median_ci(groups, rounds=2000):
+    """The median of all values in groups and a 95% bootstrap interval for it, the groups
+    (values that share a window) resampled whole. Seeded: the same data, the same interval."""
+    rng = random.Random(0)
+    meds = sorted(statistics.median(x for g in rng.choices(groups, k=len(groups)) for x in g)
+                  for _ in range(rounds))
+    return (statistics.median(x for g in groups for x in g),
+            meds[int(rounds * 0.025)], meds[int(rounds * 0.975) - 1])
+
+
+def slowdown(remora, t, rate, seconds):
+    """The target's change of speed while recorded at 'rate' (None: never recorded, the
+    control). One remora records for the whole run and is stopped and continued every
+    WINDOW seconds, so that there is no attach in a window and many windows fit: each
+    recorded window's rate (from the target's own log) against each unrecorded window
+    beside it, as a log ratio; the median of those and its 95% bootstrap interval,
+    returned as fractions (-0.01: 1% slower), with the median unrecorded rate and the
+    number of recorded windows. The target runs on CPU 0, remora and this script on CPU 1: what is
+    measured is remora's effect on the target, not the two taking turns on one CPU."""
     two = len(os.sched_getaffinity(0)) >= 2
+    mine = os.sched_getaffinity(0)
     if two:
         pin(t.pid, 0)
-    times = [time.monotonic()]
-    for _ in range(PAIRS):
+        os.sched_setaffinity(0, {1})
+    r = None
+    try:
         if rate:
-            remora_stats(remora, t.pid, rate, WINDOW, cpu=1 if two else None)
-        else:
+            r = subprocess.Popen([remora, "record", "-p", str(t.pid), "-r", rate, "-d", str(seconds + 60),
+                                  "-o", os.devnull, "-f", "collapsed"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            r.send_signal(signal.SIGSTOP)
+        marks, on = [], False
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            on = not on
+            if r:
+                r.send_signal(signal.SIGCONT if on else signal.SIGSTOP)
+            marks.append((time.monotonic(), on))
             time.sleep(WINDOW)     # a window's length, not a synchronisation
-        times.append(time.monotonic())
-        time.sleep(WINDOW)
-        times.append(time.monotonic())
+        marks.append((time.monotonic(), not on))
+    finally:
+        if r:
+            r.send_signal(signal.SIGCONT)
+            r.send_signal(signal.SIGINT)
+            err = r.communicate(timeout=60)[1]
+        if two:
+            os.sched_setaffinity(0, mine)
+    if r and r.returncode != 0:
+        raise RuntimeError("remora failed: " + err.strip()[-300:])
     with open(t.host_path(t.out) + ".log") as f:
         points = [tuple(float(x) for x in line.split()) for line in f if line.count(" ") == 1]
-    on = [log_rate(points, times[2 * i] + 0.1, times[2 * i + 1] - 0.02) for i in range(PAIRS)]
-    off = [log_rate(points, times[2 * i + 1] + 0.02, times[2 * i + 2] - 0.02) for i in range(PAIRS)]
-    ratios = []
-    for i in range(PAIRS):
-        around = [x for x in (off[i - 1] if i else None, off[i]) if x]
-        if on[i] and around:
-            ratios.append(on[i] / (sum(around) / len(around)) - 1)
-    if not ratios:
-        raise RuntimeError("the target's log has no points in the windows")
-    return statistics.median(ratios), statistics.median([x for x in off if x])
+    # a window's rate from the log points inside it, its first 5 ms (remora waking) left out
+    rates = [log_rate(points, marks[i][0] + 0.005, marks[i + 1][0] - 0.001) for i in range(len(marks) - 1)]
+    # each recorded window against each unrecorded neighbour, as log(on) - log(off): a dip
+    # of the machine's own is as likely on either side of a pair, and a drift cancels
+    # between a window's pair with the one before and its pair with the one after
+    groups = []
+    for i in range(4, len(rates) - 1):     # the first windows: remora attaching
+        if marks[i][1] and rates[i]:
+            g = [math.log(rates[i]) - math.log(rates[j]) for j in (i - 1, i + 1) if rates[j]]
+            if g:
+                groups.append(g)
+    if len(groups) < 10:
+        raise RuntimeError("the target's log has too few points in the windows")
+    off = statistics.median(x for i, x in enumerate(rates) if x and not marks[i][1])
+    return tuple(math.exp(x) - 1 for x in median_ci(groups)) + (off, len(groups))
 
 
 def tachyon(interp, pid, seconds):
@@ -150,6 +189,8 @@ def main():
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
     ap.add_argument("--sections", default="floor,rate,slowdown,tachyon,memory",
                     help="which tables, comma-separated (default: all)")
+    ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
+                    help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
     args = ap.parse_args()
     remora = os.path.abspath(args.remora)
     secs = 1.0 if args.quick else 2.0
@@ -163,7 +204,7 @@ def main():
     if "rate" in sections:
         sampling_table(remora, interps, secs)
     if "slowdown" in sections:
-        slowdown_table(remora, interps)
+        slowdown_table(remora, interps, 10.0 if args.quick else args.slowdown_seconds)
     if "tachyon" in sections:
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
@@ -197,27 +238,28 @@ def sampling_table(remora, interps, secs):
                         s["cpu"], s["rps"], s["errors"]), flush=True)
 
 
-def slowdown_table(remora, interps):
-    print("\n## Target slowdown (depth 50, one thread; median of %d windows)\n" % PAIRS)
-    print("One target run per row (on CPU 0; remora on CPU 1), its own iteration count logged "
-          "every 20 ms: windows of %.1f s with remora recording alternate with windows without; "
-          "a cell is the median over windows of (iterations/s in it) / (iterations/s in the "
-          "unprofiled windows either side) - 1. 'none' records in no window: the noise floor.\n"
-          % WINDOW)
-    print("| interpreter | unprofiled it/s | none | at 1 kHz | at 10 kHz |")
-    print("|---|---|---|---|---|")
+def slowdown_table(remora, interps, seconds):
+    print("\n## Target slowdown (depth 50, one thread; %.0f s a column)\n" % seconds)
+    print("One target run per row (on CPU 0), its own iteration count logged every 5 ms. One "
+          "remora (on CPU 1) records for the whole column and is stopped and continued every "
+          "%.0f ms; a cell is the median, over its recorded windows and each of their two "
+          "unrecorded neighbours, of the change of the target's rate (recorded against "
+          "unrecorded), with a 95%% bootstrap interval (recorded windows resampled). 'none' "
+          "starts no remora: the noise floor. Negative is slower.\n"
+          % (WINDOW * 1000))
+    print("| interpreter | unprofiled it/s | recorded windows | none | at 1 kHz | at 10 kHz |")
+    print("|---|---|---|---|---|---|")
     for it in interps:
-        t = busy(it, 50, 1, 3 * PAIRS * 2 * WINDOW + 60, log=True)
+        t = busy(it, 50, 1, 3 * seconds + 120, log=True)
         try:
-            cols, base = [], 0.0
+            cols, base, n = [], 0.0, 0
             for rate in (None, "1k", "10k"):
-                med, base_rate = slowdown(remora, t, rate)
-                cols.append(med)
+                med, lo, hi, base_rate, n = slowdown(remora, t, rate, seconds)
+                cols.append("%+.2f%% [%+.2f, %+.2f]" % (100 * med, 100 * lo, 100 * hi))
                 base = base or base_rate
         finally:
             t.__exit__()
-        print("| %s | %.0f | %+.2f%% | %+.2f%% | %+.2f%% |" % (it[0], base, 100 * cols[0], 100 * cols[1],
-                                                            100 * cols[2]), flush=True)
+        print("| %s | %.0f | %d | %s |" % (it[0], base, n, " | ".join(cols)), flush=True)
 
 
 def tachyon_table(remora, interps, secs):
