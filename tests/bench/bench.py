@@ -4,7 +4,7 @@ First the floor under all of them: what one process_vm_readv costs here, per cal
 range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
-                                 [--only NAME] [--sections floor,rate,slowdown,tachyon,memory]
+                                 [--only NAME] [--sections floor,rate,slowdown,short,tachyon,memory]
                                  [--slowdown-seconds S]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
@@ -12,12 +12,14 @@ depth 1, 50, 100 and 300 with 1 and 8 threads (3.15 also with --frame-anchor), s
 1 MHz): achieved samples/s, CPU us per sample, reads per sample. The target's own
 slowdown at 1 kHz and 10 kHz (depth 50, one thread): 50 ms windows of one run in which
 one remora records (continued) against windows in which it is stopped (SIGSTOP), with a
-control in which no remora runs. Tachyon
+control in which no remora runs. How the samples of a loop calling functions shorter
+than a read are shared out, against the target's own timing. Tachyon
 (python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target: CPU per
 sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
 remora's peak resident memory.
 """
 import argparse
+import json
 import math
 import os
 import random
@@ -187,7 +189,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,tachyon,memory",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,tachyon,memory",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -205,6 +207,8 @@ def main():
         sampling_table(remora, interps, secs)
     if "slowdown" in sections:
         slowdown_table(remora, interps, 10.0 if args.quick else args.slowdown_seconds)
+    if "short" in sections:
+        short_table(remora, interps)
     if "tachyon" in sections:
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
@@ -260,6 +264,56 @@ def slowdown_table(remora, interps, seconds):
         finally:
             t.__exit__()
         print("| %s | %.0f | %d | %s |" % (it[0], base, n, " | ".join(cols)), flush=True)
+
+
+def short_calls(remora, interp):
+    """One run of tests/targets/short_calls.py recorded at 5 kHz for 2 s: the target's own
+    shares of a cycle (mean of before and after) and remora's shares of the innermost frame
+    among the main thread's samples in cyc_ab, with the kept and torn counts."""
+    t = Target(interp, os.path.join(TARGETS, "short_calls.py"), "ready.json")
+    t.__enter__()
+    try:
+        ready = t.wait_ready()
+        path = os.path.join(t.dir, "short.collapsed")
+        p = subprocess.run([remora, "record", "-p", str(ready["pid"]), "-r", "5k", "-d", "2", "--stats",
+                            "-o", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+        m = STATS.search(p.stderr)
+        counts = {"a": 0, "b": 0, "cyc_ab": 0}
+        with open(path) as f:
+            for line in f:
+                stack, n = line.rsplit(" ", 1)
+                frames = stack.split(";")
+                if not frames[0].endswith("(%d)" % ready["main"]):
+                    continue
+                names = [fr.rsplit(" (", 1)[0] for fr in frames[1:]]
+                if "cyc_ab" in names and names[-1] in counts:
+                    counts[names[-1]] += int(n)
+        t.finish()
+        with open(os.path.join(t.dir, "after.json")) as f:
+            after = json.load(f)["after"]
+    finally:
+        t.__exit__()
+    before = ready["before"]
+    truth = {k: (before[k] + after[k]) / 2 for k in ("a", "b", "main")}
+    kept = sum(counts.values())
+    return truth, {k: v / max(kept, 1) for k, v in counts.items()}, kept, int(m.group(2)) if m else -1
+
+
+def short_table(remora, interps):
+    print("\n## Calls shorter than a read (tests/targets/short_calls.py, 5 kHz for 2 s)\n")
+    print("The main thread loops calling a() (~0.3 us) and b() (~0.6 us) from cyc_ab(): its stack "
+          "changes faster than remora can read it, so many samples are torn and dropped. 'truth' "
+          "is the target's own timing of the loop against the same loop with a() or b() made "
+          "empty (mean of before and after the recording); 'remora' is the share of kept samples "
+          "in cyc_ab whose innermost frame is a, b or cyc_ab itself.\n")
+    print("| interpreter | truth a / b / loop | remora a / b / loop | kept | torn |")
+    print("|---|---|---|---|---|")
+    for it in interps:
+        truth, got, kept, torn = short_calls(remora, it)
+        print("| %s | %.0f / %.0f / %.0f%% | %.0f / %.0f / %.0f%% | %d | %d |" % (
+            it[0], 100 * truth["a"], 100 * truth["b"], 100 * truth["main"], 100 * got["a"],
+            100 * got["b"], 100 * got["cyc_ab"], kept, torn), flush=True)
 
 
 def tachyon_table(remora, interps, secs):
