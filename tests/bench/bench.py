@@ -34,6 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "functional"))
 from harness import INTERPRETERS, TARGETS, Target, interp_missing  # noqa: E402
+from record_tests import parse_collapsed  # noqa: E402
 
 STATS = re.compile(r"stats: samples=(\d+) errors=(\d+) reads=(\d+) bytes=(\d+) "
                    r"reads_per_sample=([\d.]+) cpu_us_per_sample=([\d.]+)")
@@ -105,8 +106,8 @@ def slowdown(remora, t, rate, seconds):
     returned as fractions (-0.01: 1% slower), with the median unrecorded rate and the
     number of recorded windows. The target runs on CPU 0, remora and this script on CPU 1: what is
     measured is remora's effect on the target, not the two taking turns on one CPU."""
-    two = len(os.sched_getaffinity(0)) >= 2
     mine = os.sched_getaffinity(0)
+    two = len(mine) >= 2
     if two:
         pin(t.pid, 0)
         os.sched_setaffinity(0, {1})
@@ -280,15 +281,10 @@ def short_calls(remora, interp):
                            timeout=120)
         m = STATS.search(p.stderr)
         counts = {"a": 0, "b": 0, "cyc_ab": 0}
-        with open(path) as f:
-            for line in f:
-                stack, n = line.rsplit(" ", 1)
-                frames = stack.split(";")
-                if not frames[0].endswith("(%d)" % ready["main"]):
-                    continue
-                names = [fr.rsplit(" (", 1)[0] for fr in frames[1:]]
-                if "cyc_ab" in names and names[-1] in counts:
-                    counts[names[-1]] += int(n)
+        for st in parse_collapsed(path):
+            names = st.functions()
+            if st.tid == ready["main"] and "cyc_ab" in names and names[-1] in counts:
+                counts[names[-1]] += st.count
         t.finish()
         with open(os.path.join(t.dir, "after.json")) as f:
             after = json.load(f)["after"]
