@@ -4,9 +4,11 @@
  * GC state, every thread state, and (3.11+) the live part of each thread's data-stack
  * chunk, copied twice, followed by the current-frame pointer again; frames are walked
  * in the copy. Frames outside the chunk (generators, coroutines, older chunks) are read
- * in blocks. A second vectored read validates cached code objects (by their name, file
- * and line-table pointers; on 3.14+ only when the interpreter's code-object generation
- * moved). A sample is consistent when both copies agree on every frame link walked and
+ * in blocks. Code objects are validated after the frames naming them were read: last
+ * sample's in the first read, after the copies (their fingerprints, or the interpreter's
+ * code-object counter where it has one), others in a second read (resolve_codes); a
+ * code object first read this sample drops its thread, and the sample is taken once
+ * more. A sample is consistent when both copies agree on every frame link walked and
  * the current frame did not move; else the thread is reported with REMORA_ECORRUPT.
  * 3.9/3.10 frames are heap objects: read one by one, then re-read together to check.
  */
@@ -34,7 +36,7 @@ typedef struct fast_interp {
     uint64_t head, next;            /* read this sample */
     int32_t locked, gc;
     uint64_t holder;
-    uint64_t gen;                   /* code-object generation (3.13+), read this sample */
+    uint64_t gen;                   /* code-object counter (3.13+), read after the copies */
     uint64_t sw;                    /* the GIL's switch_number, read this sample */
     int sw_ok;                      /* ... when its offset is known */
     uint64_t last_sw, last_holder;  /* sw and holder as the last sample read them */
@@ -104,7 +106,9 @@ typedef struct walked {
 typedef struct fast {
     int valid;
     uint64_t rt_head;               /* the runtime's first interpreter, read this sample */
-    uint32_t gen_global;            /* 3.12: _Py_next_func_version, read this sample */
+    uint32_t gen_global;            /* 3.12: _Py_next_func_version, read after the copies */
+    uint64_t gen_last;              /* the counters as the last sample read them, hashed
+                                     * (0: not read) */
     fast_interp_t *interps;
     size_t ninterps, cap_interps;
     fast_thread_t *threads;
@@ -131,6 +135,8 @@ typedef struct fast {
     unsigned char *spec_fps;
     size_t nspec_codes;
     uint64_t stamp;
+    int late;                       /* frames were read after the first read this sample */
+    size_t fresh;                   /* threads dropped for a code object read this sample */
 } fast_t;
 
 static uint64_t get_u64(const unsigned char *b, uint64_t off)
@@ -518,15 +524,12 @@ static int read_states(unwinder_t *u, fast_t *f)
 {
     const py_layout_t *L = &u->t->layout;
     uint64_t rt = u->t->runtime;
-    size_t n = 0, i, k;
+    size_t n = 0, i, k, first;
     int err;
 
     /* first the state (lists, GIL, GC, thread states), merged; then the copies, in order */
     reqs_reset(f);
     if (add_req(f, rt + L->rt_interpreters_head, &f->rt_head, 8))
-        return REMORA_ENOMEM;
-    f->gen_global = 0;
-    if (u->t->code_version && add_req(f, u->t->code_version, &f->gen_global, 4))
         return REMORA_ENOMEM;
     for (i = 0; i < f->ninterps; i++) {
         fast_interp_t *fi = &f->interps[i];
@@ -550,12 +553,6 @@ static int read_states(unwinder_t *u, fast_t *f)
             return REMORA_ENOMEM;
         if ((u->want & UNW_WANT_GC) && add_req(f, fi->addr + L->is_gc_collecting, &fi->gc, 4))
             return REMORA_ENOMEM;
-        fi->gen = 0;
-        if (L->is_code_generation && add_req(f, fi->addr + L->is_code_generation, &fi->gen, 8))
-            return REMORA_ENOMEM;
-        if (!L->is_code_generation && L->is_code_version &&
-            add_req(f, fi->addr + L->is_code_version, &fi->gen, 4))
-            return REMORA_ENOMEM;
     }
     for (i = 0; i < f->nthreads; i++) {
         fast_thread_t *t = &f->threads[i];
@@ -571,10 +568,6 @@ static int read_states(unwinder_t *u, fast_t *f)
             add_req(f, t->pthread_seen + (uint64_t)u->pthread_tid_off, &t->tid_now, 4))
             return REMORA_ENOMEM;
     }
-    /* last sample's code objects, validated in this read */
-    for (k = 0; k < f->nspec_codes; k++)
-        if (add_fp(u, f, f->spec_codes[k], f->spec_fps + k * UNW_FP_MAX))
-            return REMORA_ENOMEM;
     /* 3.11+: the first copies of the frames outside the chunks (C-stack entry frames,
      * generators) join the state: any time before the current frame is read between
      * the chunk's two copies will do */
@@ -596,7 +589,6 @@ static int read_states(unwinder_t *u, fast_t *f)
         fast_thread_t *t = &f->threads[i];
         uint64_t cp = cur_ptr_addr(L, t);
         int copy = L->frames_kind != PY_FRAMES_OBJECTS && t->chunk && t->copy_len && cp;
-        size_t first;
         t->cur_mid = 0;
         t->copied = 0;
         t->tail_len = 0;
@@ -643,6 +635,27 @@ static int read_states(unwinder_t *u, fast_t *f)
         if (merge_reqs_from(f, &n, first))
             return REMORA_ENOMEM;
     }
+    /* after every copy: the code-object counters again and the fingerprints of last
+     * sample's code objects. Read before a copy, they would vouch for a code object
+     * freed and made anew at the same address in between (resolve_codes) */
+    first = f->nreq;
+    f->gen_global = 0;
+    if (u->t->code_version && add_req(f, u->t->code_version, &f->gen_global, 4))
+        return REMORA_ENOMEM;
+    for (i = 0; i < f->ninterps; i++) {
+        fast_interp_t *fi = &f->interps[i];
+        fi->gen = 0;
+        if (L->is_code_generation && add_req(f, fi->addr + L->is_code_generation, &fi->gen, 8))
+            return REMORA_ENOMEM;
+        if (!L->is_code_generation && L->is_code_version &&
+            add_req(f, fi->addr + L->is_code_version, &fi->gen, 4))
+            return REMORA_ENOMEM;
+    }
+    for (k = 0; k < f->nspec_codes; k++)
+        if (add_fp(u, f, f->spec_codes[k], f->spec_fps + k * UNW_FP_MAX))
+            return REMORA_ENOMEM;
+    if (merge_reqs_from(f, &n, first))
+        return REMORA_ENOMEM;
     staged_fix(f);
     err = proc_readv(u->p, f->iov, n);
     if (err == REMORA_OK) {
@@ -692,6 +705,7 @@ static int recopy(unwinder_t *u, fast_t *f, fast_thread_t *t, size_t len)
         return REMORA_ENOMEM;
     staged_fix(f);
     t->copied = 0;
+    f->late = 1;
     if (proc_readv(u->p, f->iov, n))
         return REMORA_ECORRUPT;
     scatter_reqs(f);
@@ -751,6 +765,7 @@ static const unsigned char *block_frame(unwinder_t *u, fast_t *f, uint64_t addr,
         b->cap = blen;
     }
     start = addr + fs > blen ? addr + fs - blen : addr;
+    f->late = 1;
     if (blen > fs && proc_read(u->p, start, b->one, blen) == REMORA_OK) {
         b->addr = start;
         b->len = blen;
@@ -1002,8 +1017,21 @@ static int note_code(fast_t *f, code_cache_t *cc, uint64_t addr)
 }
 
 /* Validates every code object of this sample in one vectored read; refetches those
- * whose fingerprint changed and those not cached. */
-static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
+ * whose fingerprint changed and those not cached.
+ *
+ * A frame holds its code object, so the object at a frame's code address is the one the
+ * frame ran from for as long as the frame lives; once it returns, a new code object may
+ * take the address. What names a frame must therefore be read after the frame was:
+ *  - a fingerprint read after the copies that equals the entry's (last sample's codes
+ *    are read so in the first read, unless frames were read later; the rest here);
+ *  - or a counter moved whenever a code object is made (3.12, 3.13) or freed (3.14+),
+ *    read after the copies ('post') and equal to its value when the entry was last
+ *    validated: none was made or freed in between. An entry records the counter as
+ *    read before its fingerprint ('pre'), which is all the proof needs.
+ * A code object fetched now was read after its frame's copy with nothing to tie the
+ * two: it is marked fresh, and the threads it names are dropped (unw_sample tries once
+ * more, with it cached). */
+static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t pre, uint64_t post)
 {
     const py_layout_t *L = &u->t->layout;
     size_t i, n = 0;
@@ -1011,14 +1039,15 @@ static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
 
     if (remora_grow((void **)&f->fps, &f->cap_fps, f->ncodes * UNW_FP_MAX + 1, 1))
         return REMORA_ENOMEM;
+    if (f->late)
+        have_gen = 0;
     reqs_reset(f);
-    /* fingerprints: from the first read when the code was there last sample too */
     for (i = 0; i < f->ncodes; i++) {
         unw_code_t *e = code_cache_peek(u->codes, f->codes[i]);
         const uint64_t *hit;
-        if (e == NULL || (have_gen && e->gen == gen))
+        if (e == NULL || (have_gen && e->gen == post))
             continue;
-        hit = f->nspec_codes ? bsearch(&f->codes[i], f->spec_codes, f->nspec_codes, sizeof *hit, cmp_u64) : NULL;
+        hit = f->nspec_codes && !f->late ? bsearch(&f->codes[i], f->spec_codes, f->nspec_codes, sizeof *hit, cmp_u64) : NULL;
         if (hit != NULL)
             memcpy(f->fps + i * UNW_FP_MAX, f->spec_fps + (size_t)(hit - f->spec_codes) * UNW_FP_MAX, UNW_FP_MAX);
         else if (add_fp(u, f, f->codes[i], f->fps + i * UNW_FP_MAX))
@@ -1033,7 +1062,7 @@ static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
         scatter_reqs(f);
     for (i = 0; i < f->ncodes; i++) {
         unw_code_t *e = code_cache_peek(u->codes, f->codes[i]);
-        if (e != NULL && !(have_gen && e->gen == gen) && !code_fp_same(e, L, f->fps + i * UNW_FP_MAX)) {
+        if (e != NULL && !(have_gen && e->gen == post) && !code_fp_same(e, L, f->fps + i * UNW_FP_MAX)) {
             code_cache_drop(u->codes, f->codes[i]);
             e = NULL;
         }
@@ -1041,9 +1070,10 @@ static int resolve_codes(unwinder_t *u, fast_t *f, int have_gen, uint64_t gen)
             err = code_cache_get(u->codes, u->p, u->t, f->codes[i], &e);
             if (err)
                 return err;
+            e->fresh = f->stamp;
         }
         e->stamp = f->stamp;
-        e->gen = have_gen ? gen : 0;
+        e->gen = have_gen ? pre : 0;
     }
     /* next sample validates these in its first read */
     if (!have_gen) {
@@ -1233,6 +1263,7 @@ static int reread_blocks(unwinder_t *u, fast_t *f, fast_thread_t *t)
             return REMORA_ENOMEM;
     if (add_iov(f, &n, cur_ptr_addr(&u->t->layout, t), &t->cur_end, 8))
         return REMORA_ENOMEM;
+    f->late = 1;
     return proc_readv(u->p, f->iov, n);
 }
 
@@ -1306,6 +1337,8 @@ static int sample_once(unwinder_t *u, fast_t *f)
     u->thread_samples += f->nthreads;
     f->stamp++;
     f->ncodes = 0;
+    f->late = 0;
+    f->fresh = 0;
     /* pass 1: walk every thread, keeping raw frames in u->frames */
     for (i = 0; i < f->nthreads; i++) {
         fast_thread_t *t = &f->threads[i];
@@ -1496,15 +1529,19 @@ thread_done:
 
     /* pass 2: validate the code objects once, then name every frame. With a counter
      * that moves whenever a code object is made (3.12, 3.13) or freed (3.14+), an entry
-     * validated at the current value needs no read; 0 means the counter is not usable. */
+     * validated at the current value needs no read; 0 means the counter is not usable.
+     * The value last sample read serves as this sample's 'pre' (resolve_codes). */
     {
         int have_gen = L->is_code_generation || L->is_code_version || u->t->code_version;
-        uint64_t gen = f->gen_global;
+        uint64_t pre = f->gen_last, post = f->gen_global;
         for (i = 0; i < f->ninterps; i++)
-            gen = gen * 0x9e3779b97f4a7c15ull + f->interps[i].gen + 1;
+            post = post * 0x9e3779b97f4a7c15ull + f->interps[i].gen + 1;
         if (u->t->code_version ? f->gen_global == 0 : f->ninterps == 0 || f->interps[0].gen == 0)
             have_gen = 0;
-        err = resolve_codes(u, f, have_gen, gen);
+        f->gen_last = have_gen ? post : 0;
+        if (pre == 0)
+            have_gen = 0;
+        err = resolve_codes(u, f, have_gen, pre, post);
         if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
             return err;
         if (err) {
@@ -1531,9 +1568,12 @@ thread_done:
             uint64_t code = (uint64_t)(uintptr_t)fr->function, instr = (uint64_t)(uintptr_t)fr->file;
             unw_code_t *e = code_cache_peek(u->codes, code);
             int addrq, entry = fr->line;
-            if (e == NULL && code_cache_get(u->codes, u->p, u->t, code, &e) != REMORA_OK) {
+            /* fetched after the frame was copied (or pushed out of the cache since):
+             * perhaps another code object than the frame's, made at the same address */
+            if (e == NULL || e->fresh == f->stamp) {
                 th->error = REMORA_ECORRUPT;
                 th->nframes = 0;
+                f->fresh++;
                 break;
             }
             if (L->frames_kind == PY_FRAMES_OBJECTS) {
@@ -1589,6 +1629,10 @@ int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n)
     if (u->t->layout.ts_size > 65536 || u->t->layout.fr_size > 4096 || u->t->layout.fr_size < 16)
         return REMORA_ECORRUPT;
     err = sample_once(u, f);
+    /* threads dropped for code objects first read this sample: once more, with them
+     * cached (whatever was new is checked against the frames this time) */
+    if (err == REMORA_OK && f->fresh > 0)
+        err = sample_once(u, f);
     if (err)
         return err;
     *threads = u->threads;

@@ -84,6 +84,7 @@ typedef struct unw_code {
     unsigned char *str_img;     /* owned: those bytes, UNW_FP_STR apart (NULL: 3.12+) */
     uint64_t stamp;             /* the sample in which it was last validated */
     uint64_t gen;               /* the code generation it was last validated at (fast.c) */
+    uint64_t fresh;             /* the sample that fetched it (fast.c) */
     const char *function;       /* interned: co_qualname (3.11+) or co_name */
     const char *file;           /* interned: co_filename */
     int firstlineno;

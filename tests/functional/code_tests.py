@@ -22,11 +22,12 @@
 # [its time, the next sample's time], widened by SLACK_NS each side.
 
 import bisect
+import json
 import os
 import re
 
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing
-from record_tests import STATS, record, summary
+from record_tests import STATS, parse_collapsed, record, summary
 
 RATE, RATE_HZ = "20k", 20000
 SECONDS = 2.0                  # ~36,000 samples in f_<k> at 20 kHz (the calls are ~90% of
@@ -292,6 +293,72 @@ def test_exec_churn(remora, interp, extra=()):
     return figures + "; " + "; ".join(notes)
 
 
+# --- code objects swapped at one address -----------------------------------------------
+
+SWAP_SECONDS = 2.0
+SWAP_MIN_CHECKED = 5000        # samples in an f_<k> called from drive (20 kHz: ~38,000; a
+                               # sanitizer build on a busy machine: seen ~15,000)
+SWAP_MIN_REUSED = 0.5          # share of calls whose code object took the last one's address
+
+
+def swap_call_lines(path):
+    """{parity: line} of the two calls in code_swap.py, from its source: 1 the line marked
+    ODD, 0 the line marked EVEN."""
+    lines = {}
+    with open(path) as f:
+        for n, text in enumerate(f, 1):
+            for parity, mark in ((1, "# ODD"), (0, "# EVEN")):
+                if text.rstrip().endswith(mark):
+                    lines[parity] = n
+    if len(lines) != 2:
+        raise Fail("code_swap.py has no ODD and EVEN call lines")
+    return lines
+
+
+def test_code_swap(remora, interp):
+    """Every sample whose innermost frame is an f_<k> called from drive() names the code
+    object that was running: f_<k> with k odd only ever runs from the ODD line, k even
+    from the EVEN line (tests/targets/code_swap.py), while each call's code object takes
+    the address of the one before it, a microsecond after that one returned."""
+    script = os.path.join(TARGETS, "code_swap.py")
+    lines = swap_call_lines(script)
+    with Target(interp, script, "ready.json") as t:
+        t.wait_ready()
+        path = os.path.join(t.dir, "swap.collapsed")
+        _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SWAP_SECONDS, "--stats", "-o", path])
+        summ = summary(err, RATE_HZ)
+        stacks = parse_collapsed(path)
+        rc = t.finish()
+        if rc != 0:
+            raise Fail("target exited %d: %s" % (rc, t.log_tail()))
+        with open(os.path.join(t.dir, "stats.json")) as f:
+            stats = json.load(f)
+    checked, misnamed, bad = 0, 0, []
+    for s in stacks:
+        if len(s.frames) < 2 or s.frames[-2][0] != "drive" or s.frames[-2][2] not in lines.values():
+            continue
+        m = FUNC.match(s.frames[-1][0])
+        if m is None:
+            continue
+        checked += s.count
+        if lines[int(m.group(1)) & 1] != s.frames[-2][2]:
+            misnamed += s.count
+            bad.append("%s called from line %d (%d samples)" % (s.frames[-1][0], s.frames[-2][2], s.count))
+    figures = ("%d samples in an f_<k> called from drive checked, %d named after another code "
+               "object; %d of %d calls reused the last call's code address; %s"
+               % (checked, sum(int(b.rsplit("(", 1)[1].split()[0]) for b in bad),
+                  stats["reused"], stats["calls"], summ))
+    if bad:
+        raise Fail("%d stacks name a code object other than the one running, e.g. %s [%s]"
+                   % (len(bad), " | ".join(bad[:4]), figures))
+    if checked < SWAP_MIN_CHECKED:
+        raise Fail("only %d samples checked, need %d [%s]" % (checked, SWAP_MIN_CHECKED, figures))
+    if stats["reused"] < SWAP_MIN_REUSED * stats["calls"]:
+        raise Fail("the target reused the last code object's address in too few calls "
+                   "(the test would prove nothing) [%s]" % figures)
+    return figures
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     out = [("codes/exec-churn/%s" % interp[0], lambda i=interp: test_exec_churn(remora, i),
@@ -300,4 +367,6 @@ def tests(remora):
     out += [("codes/exec-churn-anchor/%s" % interp[0],
              lambda i=interp: test_exec_churn(remora, i, ["--frame-anchor"]), interp_missing(interp))
             for interp in INTERPRETERS if interp[0] == "sid-3.15"]
+    out += [("codes/swap/%s" % interp[0], lambda i=interp: test_code_swap(remora, i),
+             interp_missing(interp)) for interp in INTERPRETERS]
     return out
