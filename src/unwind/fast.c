@@ -1371,6 +1371,14 @@ static int sample_once(unwinder_t *u, fast_t *f)
         }
         if (u->want & UNW_WANT_EXC)     /* from this sample's copy of the thread state */
             th->handling_exc = unw_exc_state(u, t->tstate, t->ts);
+        /* a parked thread too: one that released the GIL may be running C code */
+        if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
+            char state;
+            if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
+                th->on_cpu = state == 'R';
+        }
+        if (th->native_id > 0 && (u->want & UNW_WANT_NAMES))
+            proc_task_name(u->p, th->native_id, th->name, sizeof th->name);
         if (t->reuse) {
             if (parked_holds(L, fi, t)) {
                 /* still parked: the saved walk, nothing read */
@@ -1388,13 +1396,6 @@ static int sample_once(unwinder_t *u, fast_t *f)
             if (L->frames_kind != PY_FRAMES_OBJECTS || reread_blocks(u, f, t) != REMORA_OK)
                 t->nsb = 0;
         }
-        if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
-            char state;
-            if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
-                th->on_cpu = state == 'R';
-        }
-        if (th->native_id > 0 && (u->want & UNW_WANT_NAMES))
-            proc_task_name(u->p, th->native_id, th->name, sizeof th->name);
 
         if (L->frames_kind == PY_FRAMES_CFRAME) {
             uint64_t cf = get_u64(t->ts, L->ts_frame);

@@ -9,11 +9,12 @@
 # reused ("parked: reused=R"), or the test would not have tested the reuse.
 
 import bisect
+import json
 import os
 import re
 
-from harness import INTERPRETERS, TARGETS, Fail, Target, interp_missing
-from record_tests import record, summary
+from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing
+from record_tests import parse_collapsed, record, summary, total
 from code_tests import innermost, next_times, read_remora
 
 RATE, RATE_HZ = "20k", 20000
@@ -117,7 +118,56 @@ def test_park_shift(remora, interp):
     return figures + "; " + "; ".join(notes)
 
 
+# --- cpu mode: a parked thread running C code without the GIL ---------------------------
+
+CPU_SECONDS = 1.5
+CPU_MARGIN = 15.0              # points: the hasher's share of cpu-mode rounds against the
+                               # share of the time it was on a CPU by its own thread_time()
+                               # (the GIL hand-offs between digests keep it off a little)
+CPU_MIN_HASHER = 30.0          # % of its time on a CPU, or the machine was too busy to judge
+SLEEPER_MAX = 15.0             # % of rounds a sleeping thread may show up in: woken every
+                               # 10 ms on a machine whose CPUs the spinner, the hasher and
+                               # remora keep busy, it waits runnable ('R') for one (seen
+                               # 4-7%); a parked thread taken as on a CPU would be ~100%
+
+
+def test_cpu_parked(remora, interp):
+    """`record --mode cpu` of cpu_nogil.py: its hasher thread, parked as far as the GIL can
+    tell (it holds no GIL while it hashes) but on a CPU, is in its share of rounds; its
+    sleeper is not."""
+    with Target(interp, os.path.join(TARGETS, "cpu_nogil.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        path = os.path.join(t.dir, "cpu.collapsed")
+        _, err = record(remora, ["-p", t.pid, "--mode", "cpu", "-d", CPU_SECONDS, "--stats", "-o", path])
+        summ = summary(err, 1000)
+        stacks = parse_collapsed(path)
+        rc = t.finish()
+        if rc != 0:
+            raise Fail("target exited %d: %s" % (rc, t.log_tail()))
+        with open(os.path.join(t.dir, "cpu.json")) as f:
+            cpu = json.load(f)
+    m = PARKED.search(err)
+    rounds = max(summ.seconds * summ.hz, 1.0)
+    hasher = 100.0 * total(stacks, ready["hasher"]) / rounds
+    sleeper = 100.0 * total(stacks, ready["sleeper"]) / rounds
+    on_cpu = 100.0 * cpu["hasher"] / max(cpu["wall"], 1e-3)
+    figures = ("hasher in %.1f%% of rounds, on a CPU %.1f%% of its time by its own account; "
+               "sleeper in %.1f%%; %s; %s of %s thread samples from parked walks"
+               % (hasher, on_cpu, sleeper, summ, m.group(1) if m else "?", m.group(2) if m else "?"))
+    if on_cpu < CPU_MIN_HASHER:
+        raise Skip("the machine is too busy: the hasher was on a CPU only %.0f%% of its time [%s]"
+                   % (on_cpu, figures))
+    if abs(hasher - on_cpu) > CPU_MARGIN:
+        raise Fail("the hasher thread is in %.1f%% of cpu-mode rounds, on a CPU %.1f%% of its "
+                   "time [%s]" % (hasher, on_cpu, figures))
+    if sleeper > SLEEPER_MAX:
+        raise Fail("the sleeping thread is in %.1f%% of cpu-mode rounds [%s]" % (sleeper, figures))
+    return figures
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     return [("codes/park-shift/%s" % interp[0], lambda i=interp: test_park_shift(remora, i),
+             interp_missing(interp)) for interp in INTERPRETERS] + \
+           [("codes/cpu-parked/%s" % interp[0], lambda i=interp: test_cpu_parked(remora, i),
              interp_missing(interp)) for interp in INTERPRETERS]
