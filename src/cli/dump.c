@@ -112,6 +112,18 @@ static int core_fail(int err, const char *core, const proc_t *p, const char *why
     return remora_exit_code(err);
 }
 
+#define DUMP_TRIES 64    /* samples of a live target until every thread reads whole */
+
+static int any_error(const unw_thread_t *th, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (th[i].error)
+            return 1;
+    return 0;
+}
+
 int cmd_dump(int argc, char **argv)
 {
     pid_t pid = 0;
@@ -171,12 +183,21 @@ int cmd_dump(int argc, char **argv)
     err = unw_new(p, &t, &u);
     if (err)
         goto fail;
-    /* a thread list that changes under us reads as corrupt: try again (a core does not
-     * change: once is enough) */
-    for (attempt = 0; attempt < (core ? 1 : 3); attempt++) {
+    if (core != NULL) {
+        /* a core does not change: one walk */
         err = unw_snapshot(u, &th, &n);
-        if (err != REMORA_ECORRUPT && err != REMORA_EFAULT)
-            break;
+    } else {
+        /* a live target runs on while it is read: the per-sample reader checks that no
+         * stack moved while it was read and that every code object is the one its frame
+         * ran from. A thread caught moving (or a thread list changing under us) is read
+         * again, a few times at most; what is still unreadable then is said so. */
+        for (attempt = 0; attempt < DUMP_TRIES; attempt++) {
+            err = unw_sample(u, &th, &n);
+            if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
+                continue;
+            if (err || !any_error(th, n))
+                break;
+        }
     }
     if (err) {
         if (err == REMORA_ENOPROC && core == NULL) {

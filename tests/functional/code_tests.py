@@ -359,6 +359,52 @@ def test_code_swap(remora, interp):
     return figures
 
 
+SWAP_DUMPS = 150               # `remora dump` of a target swapping code objects every 100 us
+SWAP_DUMP_CALL_US = 100        # (read frame by frame, 5% of dumps named a frame after the
+SWAP_DUMP_MIN_CHECKED = 50     # code object before: 8 in 150; at 30 us a dump that checks
+                               # its reads mostly finds the thread between two calls)
+
+
+def test_code_swap_dump(remora, interp):
+    """`remora dump` of code_swap.py with 100 us calls, SWAP_DUMPS times: the main thread's
+    innermost f_<k>, when called from drive, is on its own parity's line every time."""
+    script = os.path.join(TARGETS, "code_swap.py")
+    lines = swap_call_lines(script)
+    checked, unreadable, bad = 0, 0, []
+    with Target(interp, script, "ready.json", args=[SWAP_DUMP_CALL_US]) as t:
+        ready = t.wait_ready()
+        for _ in range(SWAP_DUMPS):
+            rc, out, err = remora.run(["dump", "-p", t.pid, "--json"])
+            if rc != 0:
+                raise Fail("`remora dump` exited %d: %s" % (rc, err.strip()[-300:]))
+            doc = json.loads(out)
+            for th in doc["threads"]:
+                if th["native_id"] != ready["main"]:
+                    continue
+                if th.get("error"):
+                    unreadable += 1
+                fr = th.get("frames", [])
+                if len(fr) < 2 or fr[1]["function"] != "drive" or fr[1]["line"] not in lines.values():
+                    continue
+                m = FUNC.match(fr[0]["function"])
+                if m is None:
+                    continue
+                checked += 1
+                if lines[int(m.group(1)) & 1] != fr[1]["line"]:
+                    bad.append("%s called from line %d" % (fr[0]["function"], fr[1]["line"]))
+        rc = t.finish()
+        if rc != 0:
+            raise Fail("target exited %d: %s" % (rc, t.log_tail()))
+    figures = ("%d dumps, %d with the main thread in an f_<k> called from drive, %d named after "
+               "another code object, %d unreadable" % (SWAP_DUMPS, checked, len(bad), unreadable))
+    if bad:
+        raise Fail("%d dumps name a code object other than the one running, e.g. %s [%s]"
+                   % (len(bad), " | ".join(bad[:4]), figures))
+    if checked < SWAP_DUMP_MIN_CHECKED:
+        raise Fail("only %d dumps checked, need %d [%s]" % (checked, SWAP_DUMP_MIN_CHECKED, figures))
+    return figures
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     out = [("codes/exec-churn/%s" % interp[0], lambda i=interp: test_exec_churn(remora, i),
@@ -368,5 +414,7 @@ def tests(remora):
              lambda i=interp: test_exec_churn(remora, i, ["--frame-anchor"]), interp_missing(interp))
             for interp in INTERPRETERS if interp[0] == "sid-3.15"]
     out += [("codes/swap/%s" % interp[0], lambda i=interp: test_code_swap(remora, i),
+             interp_missing(interp)) for interp in INTERPRETERS]
+    out += [("codes/swap-dump/%s" % interp[0], lambda i=interp: test_code_swap_dump(remora, i),
              interp_missing(interp)) for interp in INTERPRETERS]
     return out

@@ -8,6 +8,7 @@
 # microsecond after f_<k> returned. Which line calls f_<k> is fixed by this source: k odd
 # from the line marked ODD, k even from the line marked EVEN. A sample that names the
 # callee after the code object that sat at that address a call earlier breaks that rule.
+# argv[2], if given, is the length of a call in us (default 200).
 # It writes argv[1] (temp + rename) once warm: {"pid": N, "main": TID}; it polls stdin
 # every few calls and, at EOF, writes stats.json next to argv[1] ({"calls": N,
 # "reused": M}: calls whose code object had the address of the call before) and exits.
@@ -21,7 +22,7 @@ import time
 import types
 
 NAMES = 1024                 # even, so k and k % NAMES have the same parity
-CALL_NS = 200000             # each call's busy loop
+CALL_NS = int(sys.argv[2]) * 1000 if len(sys.argv) > 2 else 200000   # each call's busy loop
 POLL_EVERY = 64              # calls between two looks at stdin
 WARMUP = 100                 # calls before the ready file
 
