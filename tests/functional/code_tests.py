@@ -301,6 +301,21 @@ SWAP_MIN_CHECKED = 5000        # samples in an f_<k> called from drive (20 kHz: 
 SWAP_MIN_REUSED = 0.5          # share of calls whose code object took the last one's address
 
 
+def record_collapsed(remora, t, args, asked_hz, truth_name):
+    """Records the running target t (`record -p PID ARGS --stats`) into a collapsed file,
+    ends it, and reads the JSON file it wrote at exit next to its ready file. Returns
+    (stderr, Summary, stacks, that JSON)."""
+    path = os.path.join(t.dir, "recorded.collapsed")
+    _, err = record(remora, ["-p", t.pid] + list(args) + ["--stats", "-o", path])
+    summ = summary(err, asked_hz)
+    stacks = parse_collapsed(path)
+    rc = t.finish()
+    if rc != 0:
+        raise Fail("target exited %d: %s" % (rc, t.log_tail()))
+    with open(os.path.join(t.dir, truth_name)) as f:
+        return err, summ, stacks, json.load(f)
+
+
 def swap_call_lines(path):
     """{parity: line} of the two calls in code_swap.py, from its source: 1 the line marked
     ODD, 0 the line marked EVEN."""
@@ -324,15 +339,8 @@ def test_code_swap(remora, interp):
     lines = swap_call_lines(script)
     with Target(interp, script, "ready.json") as t:
         t.wait_ready()
-        path = os.path.join(t.dir, "swap.collapsed")
-        _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SWAP_SECONDS, "--stats", "-o", path])
-        summ = summary(err, RATE_HZ)
-        stacks = parse_collapsed(path)
-        rc = t.finish()
-        if rc != 0:
-            raise Fail("target exited %d: %s" % (rc, t.log_tail()))
-        with open(os.path.join(t.dir, "stats.json")) as f:
-            stats = json.load(f)
+        _, summ, stacks, stats = record_collapsed(remora, t, ["-r", RATE, "-d", SWAP_SECONDS],
+                                                  RATE_HZ, "stats.json")
     checked, misnamed, bad = 0, 0, []
     for s in stacks:
         if len(s.frames) < 2 or s.frames[-2][0] != "drive" or s.frames[-2][2] not in lines.values():

@@ -9,13 +9,12 @@
 # reused ("parked: reused=R"), or the test would not have tested the reuse.
 
 import bisect
-import json
 import os
 import re
 
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing
-from record_tests import parse_collapsed, record, summary, total
-from code_tests import innermost, next_times, read_remora
+from record_tests import record, summary, total
+from code_tests import innermost, next_times, read_remora, record_collapsed
 
 RATE, RATE_HZ = "20k", 20000
 SECONDS = 2.0
@@ -121,11 +120,13 @@ def test_park_shift(remora, interp):
 # --- cpu mode: a parked thread running C code without the GIL ---------------------------
 
 CPU_SECONDS = 1.5
-CPU_MARGIN = 15.0              # points: the hasher's share of cpu-mode rounds against the
-                               # share of the time it was on a CPU by its own thread_time()
-                               # (the GIL hand-offs between digests keep it off a little)
+CPU_MIN_RATIO = 0.5            # the hasher's share of cpu-mode rounds, at least this part of
+                               # the share of its time it was on a CPU by its own
+                               # thread_time() (seen: 0.9-1.1 alone, more under load: a
+                               # runnable thread waiting for a CPU reads 'R' too; a parked
+                               # walk that never read the state: 0.15)
 CPU_MIN_HASHER = 30.0          # % of its time on a CPU, or the machine was too busy to judge
-SLEEPER_MAX = 15.0             # % of rounds a sleeping thread may show up in: woken every
+SLEEPER_MAX = 40.0             # % of rounds a sleeping thread may show up in: woken every
                                # 10 ms on a machine whose CPUs the spinner, the hasher and
                                # remora keep busy, it waits runnable ('R') for one (seen
                                # 4-7%); a parked thread taken as on a CPU would be ~100%
@@ -137,15 +138,8 @@ def test_cpu_parked(remora, interp):
     sleeper is not."""
     with Target(interp, os.path.join(TARGETS, "cpu_nogil.py"), "ready.json") as t:
         ready = t.wait_ready()
-        path = os.path.join(t.dir, "cpu.collapsed")
-        _, err = record(remora, ["-p", t.pid, "--mode", "cpu", "-d", CPU_SECONDS, "--stats", "-o", path])
-        summ = summary(err, 1000)
-        stacks = parse_collapsed(path)
-        rc = t.finish()
-        if rc != 0:
-            raise Fail("target exited %d: %s" % (rc, t.log_tail()))
-        with open(os.path.join(t.dir, "cpu.json")) as f:
-            cpu = json.load(f)
+        err, summ, stacks, cpu = record_collapsed(remora, t, ["--mode", "cpu", "-d", CPU_SECONDS],
+                                                  1000, "cpu.json")
     m = PARKED.search(err)
     rounds = max(summ.seconds * summ.hz, 1.0)
     hasher = 100.0 * total(stacks, ready["hasher"]) / rounds
@@ -157,7 +151,7 @@ def test_cpu_parked(remora, interp):
     if on_cpu < CPU_MIN_HASHER:
         raise Skip("the machine is too busy: the hasher was on a CPU only %.0f%% of its time [%s]"
                    % (on_cpu, figures))
-    if abs(hasher - on_cpu) > CPU_MARGIN:
+    if hasher < CPU_MIN_RATIO * on_cpu:
         raise Fail("the hasher thread is in %.1f%% of cpu-mode rounds, on a CPU %.1f%% of its "
                    "time [%s]" % (hasher, on_cpu, figures))
     if sleeper > SLEEPER_MAX:
