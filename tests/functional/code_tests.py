@@ -330,6 +330,15 @@ def swap_call_lines(path):
     return lines
 
 
+def swap_judge(callee, caller, line, lines):
+    """None when the frame pair is not an f_<k> called from drive on one of the two call
+    lines; else whether the callee's name is on its own parity's line."""
+    m = FUNC.match(callee)
+    if m is None or caller != "drive" or line not in lines.values():
+        return None
+    return lines[int(m.group(1)) & 1] == line
+
+
 def test_code_swap(remora, interp):
     """Every sample whose innermost frame is an f_<k> called from drive() names the code
     object that was running: f_<k> with k odd only ever runs from the ODD line, k even
@@ -343,19 +352,17 @@ def test_code_swap(remora, interp):
                                                   RATE_HZ, "stats.json")
     checked, misnamed, bad = 0, 0, []
     for s in stacks:
-        if len(s.frames) < 2 or s.frames[-2][0] != "drive" or s.frames[-2][2] not in lines.values():
-            continue
-        m = FUNC.match(s.frames[-1][0])
-        if m is None:
+        right = swap_judge(s.frames[-1][0], s.frames[-2][0], s.frames[-2][2], lines) \
+            if len(s.frames) >= 2 else None
+        if right is None:
             continue
         checked += s.count
-        if lines[int(m.group(1)) & 1] != s.frames[-2][2]:
+        if not right:
             misnamed += s.count
             bad.append("%s called from line %d (%d samples)" % (s.frames[-1][0], s.frames[-2][2], s.count))
     figures = ("%d samples in an f_<k> called from drive checked, %d named after another code "
                "object; %d of %d calls reused the last call's code address; %s"
-               % (checked, sum(int(b.rsplit("(", 1)[1].split()[0]) for b in bad),
-                  stats["reused"], stats["calls"], summ))
+               % (checked, misnamed, stats["reused"], stats["calls"], summ))
     if bad:
         raise Fail("%d stacks name a code object other than the one running, e.g. %s [%s]"
                    % (len(bad), " | ".join(bad[:4]), figures))
@@ -392,13 +399,12 @@ def test_code_swap_dump(remora, interp):
                 if th.get("error"):
                     unreadable += 1
                 fr = th.get("frames", [])
-                if len(fr) < 2 or fr[1]["function"] != "drive" or fr[1]["line"] not in lines.values():
-                    continue
-                m = FUNC.match(fr[0]["function"])
-                if m is None:
+                right = swap_judge(fr[0]["function"], fr[1]["function"], fr[1]["line"], lines) \
+                    if len(fr) >= 2 else None
+                if right is None:
                     continue
                 checked += 1
-                if lines[int(m.group(1)) & 1] != fr[1]["line"]:
+                if not right:
                     bad.append("%s called from line %d" % (fr[0]["function"], fr[1]["line"]))
         rc = t.finish()
         if rc != 0:
