@@ -38,7 +38,13 @@ int remora_exit_code(int err);
 /* Grows the array *v of *cap elements of 'elem' bytes (doubling) until it holds 'need';
  * *v and *cap are updated. Returns 0, or -1 (out of memory or size overflow) with the
  * array left as it was. (proc/grow.c) */
-int remora_grow(void **v, size_t *cap, size_t need, size_t elem);
+int remora_grow_to(void **v, size_t *cap, size_t need, size_t elem);
+
+/* The same, with the common case (room enough) inline: it runs many times a sample. */
+static inline int remora_grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+    return need <= *cap ? 0 : remora_grow_to(v, cap, need, elem);
+}
 
 /* A short constant description of an error code. */
 const char *remora_strerror(int err);

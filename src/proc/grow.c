@@ -4,7 +4,7 @@
 
 #include "remora.h"
 
-int remora_grow(void **v, size_t *cap, size_t need, size_t elem)
+int remora_grow_to(void **v, size_t *cap, size_t need, size_t elem)
 {
     size_t ncap;
     void *nv;

@@ -271,6 +271,7 @@ static void thread_fini(fast_thread_t *t)
 
 #define FAST_MERGE_GAP 512u
 #define FAST_MERGE_MAX 16384u
+#define FAST_ISORT 48u              /* requests sorted by insertion, at most */
 
 static int add_req(fast_t *f, uint64_t addr, void *buf, size_t len)
 {
@@ -328,8 +329,18 @@ static int merge_reqs_from(fast_t *f, size_t *n, size_t first)
         f->order[i] = first + i;
         total += f->req[first + i].len;
     }
-    sort_base = f->req;
-    qsort(f->order, m, sizeof *f->order, by_addr);
+    if (m <= FAST_ISORT) {
+        /* a few requests, mostly in order already: qsort's set-up costs more */
+        for (i = 1; i < m; i++) {
+            size_t v = f->order[i], j = i;
+            for (; j > 0 && f->req[f->order[j - 1]].addr > f->req[v].addr; j--)
+                f->order[j] = f->order[j - 1];
+            f->order[j] = v;
+        }
+    } else {
+        sort_base = f->req;
+        qsort(f->order, m, sizeof *f->order, by_addr);
+    }
     /* the staging buffer is sized for the worst case: every gap filled (a page at most) */
     if (remora_grow((void **)&f->stage, &f->cap_stage, f->nstage + total + m * 4096 + 1, 1))
         return -1;
@@ -1002,9 +1013,12 @@ static int learn_blocks(const py_layout_t *L, fast_t *f, fast_thread_t *t, size_
 /* Adds a code address to this sample's set (codes[] holds each once). */
 static int note_code(fast_t *f, code_cache_t *cc, uint64_t addr)
 {
-    unw_code_t *e = code_cache_peek(cc, addr);
+    unw_code_t *e;
     size_t i;
 
+    if (f->ncodes > 0 && f->codes[f->ncodes - 1] == addr)
+        return 0;                       /* recursion: the frame below ran the same code */
+    e = code_cache_peek(cc, addr);
     if (e != NULL && e->stamp == f->stamp)
         return 0;
     for (i = 0; i < f->ncodes; i++)
@@ -1559,6 +1573,8 @@ thread_done:
         unw_thread_t *th = &u->threads[i];
         size_t base = (size_t)(uintptr_t)th->frames, k;
         int callee_entry = 1;               /* the innermost frame has no callee */
+        uint64_t last_code = 0;
+        unw_code_t *last_e = NULL;
         th->frames = u->frames + (th->error ? 0 : base);
         if (th->error) {
             th->nframes = 0;
@@ -1567,7 +1583,7 @@ thread_done:
         for (k = 0; k < th->nframes; k++) {
             unw_frame_t *fr = &th->frames[k];
             uint64_t code = (uint64_t)(uintptr_t)fr->function, instr = (uint64_t)(uintptr_t)fr->file;
-            unw_code_t *e = code_cache_peek(u->codes, code);
+            unw_code_t *e = code == last_code ? last_e : code_cache_peek(u->codes, code);
             int addrq, entry = fr->line;
             /* fetched after the frame was copied (or pushed out of the cache since):
              * perhaps another code object than the frame's, made at the same address */
@@ -1600,6 +1616,8 @@ thread_done:
             fr->file = e->file;
             fr->line = code_line(e, L, addrq);
             callee_entry = entry;
+            last_code = code;
+            last_e = e;
         }
     }
     settle_ids(u, f);
