@@ -26,20 +26,23 @@ static double cpu_us(void)
     return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
 
-/* CPU us per call reading 'n' ranges of 'len' bytes, 'stride' bytes apart. */
-static double shape(pid_t child, const char *area, char *dst, int n, size_t len, size_t stride,
-                    long calls)
+/* CPU us per call reading the ranges given as (offset, length) pairs, in that order. */
+static double ranges(pid_t child, const char *area, char *dst, const size_t (*r)[2], int n, long calls)
 {
     struct iovec local[MAXR], remote[MAXR];
+    size_t at = 0;
     double t0;
     long k;
     int i;
 
+    if (n > MAXR)
+        n = MAXR;
     for (i = 0; i < n; i++) {
-        local[i].iov_base = dst + (size_t)i * len;
-        local[i].iov_len = len;
-        remote[i].iov_base = (void *)(area + (size_t)i * stride);
-        remote[i].iov_len = len;
+        local[i].iov_base = dst + at;
+        local[i].iov_len = r[i][1];
+        remote[i].iov_base = (void *)(area + r[i][0]);
+        remote[i].iov_len = r[i][1];
+        at += r[i][1];
     }
     t0 = cpu_us();
     for (k = 0; k < calls; k++)
@@ -50,11 +53,44 @@ static double shape(pid_t child, const char *area, char *dst, int n, size_t len,
     return (cpu_us() - t0) / (double)calls;
 }
 
+/* CPU us per call reading 'n' ranges of 'len' bytes, 'stride' bytes apart. */
+static double shape(pid_t child, const char *area, char *dst, int n, size_t len, size_t stride,
+                    long calls)
+{
+    size_t r[MAXR][2];
+    int i;
+
+    for (i = 0; i < n && i < MAXR; i++) {
+        r[i][0] = (size_t)i * stride;
+        r[i][1] = len;
+    }
+    return ranges(child, area, dst, (const size_t (*)[2])r, n, calls);
+}
+
+/* The shape of remora's read of a busy one-thread 3.13 target at depth 50 (strace of
+ * `remora record`, pyenv 3.13.0): the thread state, its C-stack entry frame, the
+ * interpreter list head, the interpreter (threads, GIL), the parked main thread's
+ * state, the data-stack chunk (6728 B from a page start), the current frame pointer,
+ * the chunk again, the current frame again, the entry frame again, the code-object
+ * counter; each on its own page, as in the target. And the least any sample checked
+ * for tearing can read: the state, a copy, the current frame, a copy, the current
+ * frame. */
+#define TS (3 * PAGE + 0x100)
+#define CHUNK (64 * PAGE)
+static const size_t SAMPLE[][2] = {
+    {TS, 304}, {10 * PAGE + 0xd80, 80}, {12 * PAGE + 0x738, 8}, {14 * PAGE + 0xa40, 520},
+    {17 * PAGE + 0x620, 304}, {CHUNK, 6728}, {TS + 0x48, 8}, {CHUNK, 6728}, {TS + 0x48, 8},
+    {10 * PAGE + 0xd80, 80}, {16 * PAGE + 0x48, 4},
+};
+static const size_t LEAST[][2] = {
+    {TS, 304}, {CHUNK, 6728}, {TS + 0x48, 8}, {CHUNK, 6728}, {TS + 0x48, 8},
+};
+
 int main(int argc, char **argv)
 {
     long calls = argc > 1 ? atol(argv[1]) : 200000;
     char *area = aligned_alloc(PAGE, AREA), *dst = malloc(AREA);
-    double one, page1, pages4, r8same, r8apart;
+    double one, page1, pages4, r8same, r8apart, sample, least;
     pid_t child;
 
     if (area == NULL || dst == NULL || calls <= 0)
@@ -72,14 +108,18 @@ int main(int argc, char **argv)
     pages4 = shape(child, area, dst, 1, 4 * PAGE, 0, calls);
     r8same = shape(child, area, dst, 8, 64, 256, calls);
     r8apart = shape(child, area, dst, 8, 64, 2 * PAGE, calls);
+    sample = ranges(child, area, dst, SAMPLE, (int)(sizeof SAMPLE / sizeof SAMPLE[0]), calls);
+    least = ranges(child, area, dst, LEAST, (int)(sizeof LEAST / sizeof LEAST[0]), calls);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    if (one < 0 || page1 < 0 || pages4 < 0 || r8same < 0 || r8apart < 0)
+    if (one < 0 || page1 < 0 || pages4 < 0 || r8same < 0 || r8apart < 0 || sample < 0 || least < 0)
         return 1;
     printf("| read | CPU us per call |\n|---|---|\n");
     printf("| 1 range, 64 B | %.2f |\n| 1 range, 4 KB (1 page) | %.2f |\n", one, page1);
     printf("| 1 range, 16 KB (4 pages) | %.2f |\n", pages4);
     printf("| 8 ranges of 64 B, one page | %.2f |\n| 8 ranges of 64 B, 8 pages | %.2f |\n", r8same, r8apart);
+    printf("| remora's read at depth 50, 3.13 (11 ranges, 14.8 KB) | %.2f |\n", sample);
+    printf("| the least a checked sample reads (5 ranges, 13.8 KB) | %.2f |\n", least);
     printf("\nper call %.2f us; each further range %.2f us (same page) to %.2f us (own page); "
            "each further page of one range %.2f us\n",
            one, (r8same - one) / 7, (r8apart - one) / 7, (pages4 - page1) / 3);
