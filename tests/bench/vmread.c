@@ -1,14 +1,19 @@
 /* tests/bench/vmread.c — what one process_vm_readv costs on this machine, the floor
  * under every figure of `make bench`: CPU time per call for a few shapes of read from
  * a child process (1 MB touched, parked in pause()), and the per-range and per-page
- * costs they imply. Prints a Markdown table. Measures, never asserts.
+ * costs they imply; the shape of one remora sample, the least a sample checked for
+ * tearing can read, and two other ways to cross into the kernel for comparison. Prints
+ * a Markdown table. Measures, never asserts.
  *
  *     vmread [calls]     (default 200000 per shape)
  */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -86,11 +91,42 @@ static const size_t LEAST[][2] = {
     {TS, 304}, {CHUNK, 6728}, {TS + 0x48, 8}, {CHUNK, 6728}, {TS + 0x48, 8},
 };
 
+/* The alternatives: a bare system call (getppid), and one 64-byte pread of the child's
+ * /proc/PID/mem (one range a call; no vectored form reads scattered ranges). */
+static double others(pid_t child, const char *area, char *dst, long calls, double *mem)
+{
+    char path[64];
+    double t0, bare;
+    long k;
+    int fd;
+
+    t0 = cpu_us();
+    for (k = 0; k < calls; k++)
+        (void)syscall(SYS_getppid);
+    bare = (cpu_us() - t0) / (double)calls;
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)child);
+    fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        perror(path);
+        return -1.0;
+    }
+    t0 = cpu_us();
+    for (k = 0; k < calls; k++)
+        if (pread(fd, dst, 64, (off_t)(uintptr_t)area) != 64) {
+            perror("pread");
+            close(fd);
+            return -1.0;
+        }
+    *mem = (cpu_us() - t0) / (double)calls;
+    close(fd);
+    return bare;
+}
+
 int main(int argc, char **argv)
 {
     long calls = argc > 1 ? atol(argv[1]) : 200000;
     char *area = aligned_alloc(PAGE, AREA), *dst = malloc(AREA);
-    double one, page1, pages4, r8same, r8apart, sample, least;
+    double one, page1, pages4, r8same, r8apart, sample, least, bare, mem = -1.0;
     pid_t child;
 
     if (area == NULL || dst == NULL || calls <= 0)
@@ -110,9 +146,11 @@ int main(int argc, char **argv)
     r8apart = shape(child, area, dst, 8, 64, 2 * PAGE, calls);
     sample = ranges(child, area, dst, SAMPLE, (int)(sizeof SAMPLE / sizeof SAMPLE[0]), calls);
     least = ranges(child, area, dst, LEAST, (int)(sizeof LEAST / sizeof LEAST[0]), calls);
+    bare = others(child, area, dst, calls, &mem);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    if (one < 0 || page1 < 0 || pages4 < 0 || r8same < 0 || r8apart < 0 || sample < 0 || least < 0)
+    if (one < 0 || page1 < 0 || pages4 < 0 || r8same < 0 || r8apart < 0 || sample < 0 || least < 0 ||
+        bare < 0 || mem < 0)
         return 1;
     printf("| read | CPU us per call |\n|---|---|\n");
     printf("| 1 range, 64 B | %.2f |\n| 1 range, 4 KB (1 page) | %.2f |\n", one, page1);
@@ -120,6 +158,8 @@ int main(int argc, char **argv)
     printf("| 8 ranges of 64 B, one page | %.2f |\n| 8 ranges of 64 B, 8 pages | %.2f |\n", r8same, r8apart);
     printf("| remora's read at depth 50, 3.13 (11 ranges, 14.8 KB) | %.2f |\n", sample);
     printf("| the least a checked sample reads (5 ranges, 13.8 KB) | %.2f |\n", least);
+    printf("| for comparison: a bare system call (getppid) | %.2f |\n", bare);
+    printf("| for comparison: pread of 64 B from /proc/PID/mem | %.2f |\n", mem);
     printf("\nper call %.2f us; each further range %.2f us (same page) to %.2f us (own page); "
            "each further page of one range %.2f us\n",
            one, (r8same - one) / 7, (r8apart - one) / 7, (pages4 - page1) / 3);
