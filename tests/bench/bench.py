@@ -4,7 +4,7 @@ First the floor under all of them: what one process_vm_readv costs here, per cal
 range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
-                                 [--only NAME] [--sections floor,rate,slowdown,short,tachyon,memory]
+                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,tachyon,memory]
                                  [--slowdown-seconds S]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
@@ -13,7 +13,9 @@ depth 1, 50, 100 and 300 with 1 and 8 threads (3.15 also with --frame-anchor), s
 slowdown at 1 kHz and 10 kHz (depth 50, one thread): 50 ms windows of one run in which
 one remora records (continued) against windows in which it is stopped (SIGSTOP), with a
 control in which no remora runs. How the samples of a loop calling functions shorter
-than a read are shared out, against the target's own timing. Tachyon
+than a read are shared out, against the target's own timing. How many samples of a
+large frame calling two empty functions in turn name the other call's line (stitched).
+Tachyon
 (python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target: CPU per
 sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
 remora's peak resident memory.
@@ -190,7 +192,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,short,tachyon,memory",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,tachyon,memory",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -210,6 +212,8 @@ def main():
         slowdown_table(remora, interps, 10.0 if args.quick else args.slowdown_seconds)
     if "short" in sections:
         short_table(remora, interps)
+    if "stitch" in sections:
+        stitch_table(remora, interps)
     if "tachyon" in sections:
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
@@ -310,6 +314,54 @@ def short_table(remora, interps):
         print("| %s | %.0f / %.0f / %.0f%% | %.0f / %.0f / %.0f%% | %d | %d |" % (
             it[0], 100 * truth["a"], 100 * truth["b"], 100 * truth["main"], 100 * got["a"],
             100 * got["b"], 100 * got["cyc_ab"], kept, torn), flush=True)
+
+
+STITCH_SECONDS = 3
+
+
+def stitch_row(remora, interp, nlocals=1200):
+    """One run of tests/targets/big_caller.py recorded as fast as remora can for
+    STITCH_SECONDS: (samples in a or b called from big with the callee's own line, with the
+    other call's line, errors %)."""
+    t = Target(interp, os.path.join(TARGETS, "big_caller.py"), "ready.json", (nlocals,))
+    t.__enter__()
+    try:
+        ready = t.wait_ready()
+        path = os.path.join(t.dir, "stitch.collapsed")
+        p = subprocess.run([remora, "record", "-p", str(ready["pid"]), "-r", "1M", "-d", str(STITCH_SECONDS),
+                            "--stats", "-o", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, timeout=120)
+        own = {"a": ready["a_line"], "b": ready["b_line"]}
+        right = wrong = 0
+        for st in parse_collapsed(path):
+            fr = st.frames
+            if len(fr) < 2 or fr[-1][0] not in own or fr[-2][0] != "big":
+                continue
+            if fr[-2][2] == own[fr[-1][0]]:
+                right += st.count
+            else:
+                wrong += st.count
+        t.finish()
+    finally:
+        t.__exit__()
+    m = STATS.search(p.stderr)
+    errors = 100.0 * float(m.group(2)) / max(float(m.group(1)), 1) if m else -1
+    return right, wrong, errors
+
+
+def stitch_table(remora, interps):
+    print("\n## Stitched stacks: a frame of 10 KB calling two empty functions in turn "
+          "(tests/targets/big_caller.py, asked for 1 MHz, %d s)\n" % STITCH_SECONDS)
+    print("big()'s frame header and its callee's frame lie 10 KB apart, so one copy reads them "
+          "about half a microsecond apart, while the callee changes every ~0.1 us. 'stitched' "
+          "counts samples in a() or b() whose caller line is the other call's: caller and "
+          "callee from different moments, which both copies of the stack happened to agree "
+          "on.\n")
+    print("| interpreter | right | stitched | errors |")
+    print("|---|---|---|---|")
+    for it in interps:
+        right, wrong, errors = stitch_row(remora, it)
+        print("| %s | %d | %d | %.1f%% |" % (it[0], right, wrong, errors), flush=True)
 
 
 def tachyon_table(remora, interps, secs):
