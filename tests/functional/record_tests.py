@@ -424,18 +424,22 @@ def check_torn(stacks, main):
 def test_torn(remora, interp, extra=()):
     """Not one sample mixes the chains or breaks their order, in at least TORN_MIN_SAMPLES
     samples at 20 kHz. If the first recording (TORN_SECONDS) took fewer samples, because
-    remora could not keep the rate (a busy machine, a sanitizer build), one longer
-    recording follows, sized from the rate achieved, up to TORN_MAX_SECONDS."""
+    remora could not keep the rate (a busy machine, a sanitizer build), a longer recording
+    follows, sized from the rate achieved, up to TORN_MAX_SECONDS. The test is not vacuous:
+    both chains must be seen below their first call; where most deep samples are torn and
+    dropped (3.9/3.10 keep a few dozen in 6 s, seen: none once), one more recording."""
     notes, problems = [], []
+    depth = collections.Counter()
     with Target(interp, os.path.join(TARGETS, "alternate.py"), "ready.json") as t:
         ready = t.wait_ready()
         seconds = TORN_SECONDS
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             path = os.path.join(t.dir, "torn-%d.collapsed" % attempt)
             _, err = record(remora, ["-p", t.pid, "-r", TORN_RATE, "-d", seconds, "--stats",
                                      "-o", path] + list(extra))
             summ = summary(err, TORN_RATE_HZ)
-            bad, examples, depth = check_torn(parse_collapsed(path), ready["main"])
+            bad, examples, got = check_torn(parse_collapsed(path), ready["main"])
+            depth += got
             st = STATS.search(err)
             notes.append("-d %g: %s; %s" % (seconds, summ, "reads/sample %s, cpu us/sample %s"
                                             % (st.group(5), st.group(6)) if st else
@@ -444,15 +448,19 @@ def test_torn(remora, interp, extra=()):
                 problems.append("%d torn or wrong samples (%s); e.g. %s" % (
                     sum(bad.values()), ", ".join("%s: %d" % kv for kv in bad.items()),
                     " | ".join(examples)))
-            if summ.samples >= TORN_MIN_SAMPLES or bad:
                 break
-            if attempt == 2 or summ.hz <= 0:
-                problems.append("only %d samples in %.2f s (%d Hz of %d asked), need %d"
-                                % (summ.samples, summ.seconds, summ.hz, TORN_RATE_HZ,
-                                   TORN_MIN_SAMPLES))
+            enough = summ.samples >= TORN_MIN_SAMPLES
+            seen = depth["b"] + depth["c"] > 0 and depth["y"] + depth["z"] > 0
+            if enough and seen:
                 break
-            seconds = min(TORN_MAX_SECONDS, -(-TORN_MIN_SAMPLES * 5 // (4 * summ.hz)))
-    # the test is not vacuous: both chains were seen below their first call
+            if attempt == 3 or summ.hz <= 0:
+                if not enough:
+                    problems.append("only %d samples in %.2f s (%d Hz of %d asked), need %d"
+                                    % (summ.samples, summ.seconds, summ.hz, TORN_RATE_HZ,
+                                       TORN_MIN_SAMPLES))
+                break
+            if not enough:
+                seconds = min(TORN_MAX_SECONDS, -(-TORN_MIN_SAMPLES * 5 // (4 * summ.hz)))
     if not problems and (depth["b"] + depth["c"] == 0 or depth["y"] + depth["z"] == 0):
         problems.append("never saw a chain past its first call (b+c: %d, y+z: %d samples)"
                         % (depth["b"] + depth["c"], depth["y"] + depth["z"]))
