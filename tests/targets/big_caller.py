@@ -10,7 +10,7 @@
 #
 # argv[2], if given, is LOCALS (default 1200: a frame of ~10 KB).
 # It writes argv[1] (temp + rename) once running: {"pid": N, "main": TID, "a_line": LA,
-# "b_line": LB, "file": NAME}; it polls stdin every POLL_EVERY loops and exits at EOF.
+# "b_line": LB}; it polls stdin every POLL_EVERY loops and exits at EOF.
 import json
 import os
 import select
@@ -34,7 +34,7 @@ def ready():
     tmp = sys.argv[1] + ".tmp"
     with open(tmp, "w") as f:
         json.dump({"pid": os.getpid(), "main": threading.get_native_id(), "a_line": A_LINE,
-                   "b_line": B_LINE, "file": FILE}, f)
+                   "b_line": B_LINE}, f)
     os.rename(tmp, sys.argv[1])
 
 
