@@ -367,8 +367,10 @@ def depth_note(stacks):
     return (sum(c for n, c in depths if n >= 400), sum(c for n, c in depths if 0 < n < 100))
 
 
-# windows of RECORD_SECONDS at most: on 3.13+ a window sees the deep end rarely (0-10 of
-# ~4,800 samples; the thread diving is read torn, the one parked is seen deep by chance)
+# windows of RECORD_SECONDS at most: a window sees the deep end through the thread parked
+# waiting for the GIL (the one diving is read torn); ~200-570 of ~3,000 samples per window
+# under ASan here (before the target took turns by the switch interval, 0-10 on 3.12+, and
+# none in ten windows on a loaded machine)
 RECURSION_WINDOWS = 10
 
 

@@ -8,7 +8,13 @@
 # innermost on the line of its call. No comprehensions, lambdas or with-blocks.
 # Once both threads are diving it writes argv[1] (temp + rename):
 #   {"pid": N, "main": TID, "diver": TID, "depth": DEPTH}
-# It polls stdin between rounds; at EOF both threads stop and it exits 0.
+# It polls stdin every LOOK seconds; at EOF both threads stop and it exits 0.
+#
+# The two threads take turns by the interpreter's switch interval (SWITCH): each is parked,
+# waiting for the GIL, at whatever depth the other's request found it. The main thread
+# must not release the GIL any more often than that (a select() every few dives did): each
+# release restarts the other thread's wait, which then never asks for the GIL and starves,
+# parked at one depth for seconds.
 
 import _thread
 import json
@@ -16,9 +22,12 @@ import os
 import select
 import sys
 import threading
+import time
 
 DEPTH = 500
-ROUND = 20                       # dives between two looks at stdin
+ROUND = 20                       # dives between two looks at the clock
+LOOK = 0.1                       # seconds between two looks at stdin
+SWITCH = 0.001                   # the interpreter's switch interval
 
 
 class Boom(Exception):
@@ -54,6 +63,7 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: chaos_recurse.py READY_PATH")
     sys.setrecursionlimit(DEPTH * 2 + 100)
+    sys.setswitchinterval(SWITCH)
     catches = []
     x = 12345
     for _ in range(997):
@@ -68,6 +78,7 @@ def main():
     _thread.start_new_thread(diver, (catches[::-1], state, tids, done))
     stdin = sys.stdin.buffer.raw
     announced = False
+    look = time.monotonic() + LOOK
     while True:
         spin(catches[at:], mine, ROUND)
         at = (at + ROUND) % len(catches)
@@ -79,6 +90,9 @@ def main():
             f.close()
             os.rename(tmp, sys.argv[1])
             announced = True
+        if time.monotonic() < look:
+            continue
+        look = time.monotonic() + LOOK
         if select.select([stdin], [], [], 0)[0] and not os.read(stdin.fileno(), 4096):
             break
     state["stop"] = True
