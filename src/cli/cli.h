@@ -2,7 +2,12 @@
 #ifndef REMORA_CLI_H
 #define REMORA_CLI_H
 
+#include <signal.h>
+#include <stddef.h>
 #include <sys/types.h>
+
+#include "../proc/proc.h"
+#include "../py/py.h"
 
 /* Prints "remora: <message>" and a newline on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -17,8 +22,60 @@ int cli_fail(int err, pid_t pid, const char *why);
 int cmd_dump(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+
+/* attach.c: what record and top share. */
 
 /* "1000", "10k", "1khz" → Hz. Returns 0 or -1. */
 int cli_parse_rate(const char *s, double *hz);
+
+/* 0 if the target's layout supports the mode, else one line and -1. */
+int cli_check_mode(int mode, const py_target_t *t);
+
+/* The options record and top share. */
+typedef struct cli_sampling {
+    pid_t pid;              /* -p */
+    char **cmd;             /* -- CMD ARGS... */
+    double rate;            /* -r, Hz (default 1000) */
+    double duration;        /* -d, seconds (0: until stopped) */
+    int mode;               /* --mode: enum sample_mode */
+    int gc;                 /* 0 with --no-gc */
+    int limit;              /* -l: rows of a table (0: the default) */
+} cli_sampling_t;
+
+void cli_sampling_init(cli_sampling_t *c);
+
+/* "wall", "cpu", "gil" or "exception". */
+const char *cli_mode_name(int mode);
+
+/* If argv[*i] is one of the shared options, takes it (and its value: *i moves past it;
+ * "--" takes the rest) and returns 1; returns 0 if it is not one, -1 after one line on a
+ * bad value. 'what' names the command in messages. */
+int cli_sampling_arg(const char *what, int argc, char **argv, int *i, cli_sampling_t *c);
+
+/* 0 if exactly one of -p and -- CMD was given, else one line and -1. */
+int cli_sampling_check(const char *what, const cli_sampling_t *c);
+
+/* The target's command line, arguments joined by spaces ("" if unreadable). */
+void cli_read_cmdline(pid_t pid, char *out, size_t cap);
+
+typedef struct cli_target {
+    pid_t pid;
+    pid_t child;            /* the launched command while it runs, else 0 */
+    int child_status;       /* its wait status once reaped, else -1 */
+    proc_t *p;              /* the caller frees it (proc_free), also on failure */
+    py_target_t t;
+} cli_target_t;
+
+/* Opens pid, or launches cmd (pid ignored) and waits until its interpreter is loaded
+ * (or *stop is set). Returns REMORA_EXIT_OK, or prints one line and returns the exit
+ * code (a command that exited first: its own). */
+int cli_attach(pid_t pid, char **cmd, volatile sig_atomic_t *stop, cli_target_t *ct);
+
+/* Waits for a launched command still running; returns its wait status (-1: none). */
+int cli_finish_child(cli_target_t *ct);
+
+/* A wait status as a shell's exit code (128 + N for signal N). */
+int cli_child_exit_code(int status);
 
 #endif

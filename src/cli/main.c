@@ -18,6 +18,8 @@ static const char usage[] =
     "         [--mode wall|cpu|gil] [--no-gc] [--stats] [-l ROWS] [--max-samples N]\n"
     "         [--diff BASELINE]\n"
     "                           sample a process and write a profile\n"
+    "  top (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [--mode MODE] [--no-gc] [-l ROWS]\n"
+    "                           a live table of the functions it spends its time in\n"
     "  convert INPUT [-f FORMAT] [-o FILE] [--diff BASELINE]\n"
     "                           turn a .remora recording or collapsed stacks into a format\n"
     "\n"
@@ -98,10 +100,8 @@ int main(int argc, char **argv)
         return cmd_record(argc - 1, argv + 1);
     if (strcmp(argv[1], "convert") == 0)
         return cmd_convert(argc - 1, argv + 1);
-    if (strcmp(argv[1], "top") == 0) {
-        cli_error("'%s' is not available in this version yet; see 'remora --help'", argv[1]);
-        return REMORA_EXIT_USAGE;
-    }
+    if (strcmp(argv[1], "top") == 0)
+        return cmd_top(argc - 1, argv + 1);
     cli_error("unknown command '%s'; see 'remora --help'", argv[1]);
     return REMORA_EXIT_USAGE;
 }

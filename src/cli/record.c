@@ -1,13 +1,11 @@
 /* cli/record.c — `remora record`: attach to a pid or launch a command, sample it,
  * and write the profile; `remora convert`: turn a recording into another format. */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,60 +26,14 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
-/* "1000", "10k", "1khz", "2.5kHz", "1M" → Hz. Returns 0 or -1. */
-int cli_parse_rate(const char *s, double *hz)
-{
-    char *end;
-    double v = strtod(s, &end);
-    double mult = 1;
-
-    if (end == s || v <= 0)
-        return -1;
-    if (*end == 'k' || *end == 'K')
-        mult = 1e3, end++;
-    else if (*end == 'M')
-        mult = 1e6, end++;
-    if (strcasecmp(end, "hz") == 0)
-        end += 2;
-    if (*end != '\0')
-        return -1;
-    *hz = v * mult;
-    return *hz <= 10e6 ? 0 : -1;
-}
-
-static void read_cmdline(pid_t pid, char *out, size_t cap)
-{
-    char path[64];
-    ssize_t n, i;
-    int fd;
-
-    out[0] = '\0';
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    n = read(fd, out, cap - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    for (i = 0; i < n; i++)
-        if (out[i] == '\0')
-            out[i] = ' ';
-    while (n > 0 && out[n - 1] == ' ')
-        n--;
-    out[n] = '\0';
-}
-
 #define RECORD_MAX_OUT 8
 
 typedef struct record_args {
-    pid_t pid;
-    char **cmd;             /* launch mode */
-    double rate, duration;
+    cli_sampling_t c;       /* -p, --, -r, -d, --mode, --no-gc, -l */
     const char *out_path[RECORD_MAX_OUT];   /* NULL: the table on stdout */
     const out_format_t *fmt[RECORD_MAX_OUT];
     int nout;
-    int mode, gc, stats, limit;
+    int stats;
     int anchor;             /* --frame-anchor: 3.15's last_profiled_frame (writes) */
     uint64_t max_samples;
     const char *diff;       /* a baseline for a differential flamegraph */
@@ -98,39 +50,16 @@ static int parse_record(int argc, char **argv, record_args_t *a)
     int i;
 
     memset(a, 0, sizeof *a);
-    a->rate = 1000;
-    a->gc = 1;
+    cli_sampling_init(&a->c);
     for (i = 1; i < argc; i++) {
         const char *s = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(s, "--") == 0) {
-            if (i + 1 >= argc) {
-                cli_error("record: nothing to run after '--'");
-                return -1;
-            }
-            a->cmd = argv + i + 1;
-            break;
-        } else if ((strcmp(s, "-p") == 0 || strcmp(s, "--pid") == 0) && v) {
-            if (cli_parse_pid(v, &a->pid)) {
-                cli_error("invalid pid '%s': expected a positive number", v);
-                return -1;
-            }
-            i++;
-        } else if ((strcmp(s, "-r") == 0 || strcmp(s, "--rate") == 0) && v) {
-            if (cli_parse_rate(v, &a->rate)) {
-                cli_error("invalid rate '%s': use Hz, e.g. 1000, 10k or 1khz", v);
-                return -1;
-            }
-            i++;
-        } else if ((strcmp(s, "-d") == 0 || strcmp(s, "--duration") == 0) && v) {
-            char *end;
-            a->duration = strtod(v, &end);
-            if (*end != '\0' || a->duration <= 0) {
-                cli_error("invalid duration '%s': expected seconds, e.g. 30 or 0.5", v);
-                return -1;
-            }
-            i++;
-        } else if ((strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) && v) {
+        int took = cli_sampling_arg("record", argc, argv, &i, &a->c);
+        if (took < 0)
+            return -1;
+        if (took)
+            continue;
+        if ((strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) && v) {
             if (a->nout == RECORD_MAX_OUT) {
                 cli_error("record: at most %d outputs", RECORD_MAX_OUT);
                 return -1;
@@ -139,27 +68,6 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             i++;
         } else if ((strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) && v) {
             fname = v;
-            i++;
-        } else if ((strcmp(s, "-l") == 0 || strcmp(s, "--limit") == 0) && v) {
-            a->limit = atoi(v);
-            if (a->limit <= 0) {
-                cli_error("invalid row count '%s'", v);
-                return -1;
-            }
-            i++;
-        } else if (strcmp(s, "--mode") == 0 && v) {
-            if (strcmp(v, "wall") == 0)
-                a->mode = SAMPLE_WALL;
-            else if (strcmp(v, "cpu") == 0)
-                a->mode = SAMPLE_CPU;
-            else if (strcmp(v, "gil") == 0)
-                a->mode = SAMPLE_GIL;
-            else if (strcmp(v, "exception") == 0)
-                a->mode = SAMPLE_EXCEPTION;
-            else {
-                cli_error("invalid mode '%s': use wall, cpu, gil or exception", v);
-                return -1;
-            }
             i++;
         } else if (strcmp(s, "--max-samples") == 0 && v) {
             char *end;
@@ -174,8 +82,6 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             i++;
         } else if (strcmp(s, "--frame-anchor") == 0) {
             a->anchor = 1;
-        } else if (strcmp(s, "--no-gc") == 0) {
-            a->gc = 0;
         } else if (strcmp(s, "--stats") == 0) {
             a->stats = 1;
         } else if (strcmp(s, "--idle") == 0 || strcmp(s, "--subprocesses") == 0 ||
@@ -188,10 +94,8 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             return -1;
         }
     }
-    if ((a->pid != 0) == (a->cmd != NULL)) {
-        cli_error("record needs a target: -p PID or -- CMD ARGS...\n%s", record_usage);
+    if (cli_sampling_check("record", &a->c))
         return -1;
-    }
     if (fname != NULL && out_format_by_name(fname) == NULL) {
         cli_error("unknown format '%s': use one of %s", fname, out_format_names());
         return -1;
@@ -265,50 +169,6 @@ static void status_line(const sampler_t *s, void *ctx)
     fflush(stderr);
 }
 
-/* Launch: fork and exec; returns the child's pid or -1. */
-static pid_t launch(char **cmd)
-{
-    int fds[2];
-    pid_t child;
-    int e = 0;
-
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    child = fork();
-    if (child < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (child == 0) {
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        execvp(cmd[0], cmd);
-        e = errno;
-        if (write(fds[1], &e, sizeof e) < 0)
-            _exit(127);
-        _exit(127);
-    }
-    close(fds[1]);
-    if (read(fds[0], &e, sizeof e) == (ssize_t)sizeof e) {
-        close(fds[0]);
-        waitpid(child, NULL, 0);
-        errno = e;
-        return -1;
-    }
-    close(fds[0]);
-    return child;
-}
-
-static int child_exit_code(int status)
-{
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return 1;
-}
-
 static double cpu_seconds(void)
 {
     struct rusage ru;
@@ -331,9 +191,9 @@ int cmd_record(int argc, char **argv)
     profile_t prof, base;
     stk_table_t *base_table = NULL;
     const sampler_stats_t *st;
-    char why[512] = "";
-    pid_t pid, child = 0;
-    int err, rc = REMORA_EXIT_OK, child_status = -1, gone = 0, i, raw_at = -1;
+    cli_target_t ct;
+    pid_t pid = 0;
+    int err, rc = REMORA_EXIT_OK, gone = 0, i, raw_at = -1;
     double cpu0, cpu1;
     struct sigaction sa;
     struct timespec wall;
@@ -364,43 +224,13 @@ int cmd_record(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    pid = a.pid;
-    if (a.cmd != NULL) {
-        child = launch(a.cmd);
-        if (child < 0) {
-            cli_error("cannot run '%s': %s", a.cmd[0], strerror(errno));
-            return REMORA_EXIT_NOPROC;
-        }
-        pid = child;
-    }
-    err = proc_open(pid, &p);
-    if (err) {
-        rc = cli_fail(err, pid, NULL);
+    rc = cli_attach(a.c.pid, a.c.cmd, &stop_flag, &ct);
+    if (rc != REMORA_EXIT_OK)
         goto out;
-    }
-    /* find the interpreter; a launched command may need a moment to load it */
-    for (;;) {
-        err = py_target_find(p, &t, why, sizeof why);
-        if (err == REMORA_OK || child == 0 || stop_flag)
-            break;
-        if (waitpid(child, &child_status, WNOHANG) == child) {
-            cli_error("'%s' exited before remora found a Python interpreter in it", a.cmd[0]);
-            child = 0;
-            rc = child_exit_code(child_status);
-            goto out;
-        }
-        {
-            struct timespec ts = { 0, 200000 };
-            nanosleep(&ts, NULL);
-        }
-    }
-    if (err) {
-        rc = cli_fail(err, pid, why);
-        goto out;
-    }
-    if (a.mode == SAMPLE_EXCEPTION && t.layout.ts_exc_info == 0) {
-        cli_error("--mode exception: remora does not know where Python %s (%s) keeps a "
-                  "thread's exception state; use another --mode", t.version, t.binary);
+    p = ct.p;
+    t = ct.t;
+    pid = ct.pid;
+    if (cli_check_mode(a.c.mode, &t)) {
         rc = remora_exit_code(REMORA_EVERSION);
         goto out;
     }
@@ -432,12 +262,12 @@ int cmd_record(int argc, char **argv)
         }
     }
     memset(&so, 0, sizeof so);
-    so.rate_hz = a.rate;
-    so.duration_s = a.duration;
-    so.mode = a.mode;
-    so.gc = a.gc;
+    so.rate_hz = a.c.rate;
+    so.duration_s = a.c.duration;
+    so.mode = a.c.mode;
+    so.gc = a.c.gc;
     so.anchor = a.anchor;
-    so.child = child;
+    so.child = ct.child;
     so.max_rounds = a.max_samples;
     if (sampler_new(u, p, table, raw, &so, &s)) {
         cli_error("out of memory");
@@ -447,7 +277,7 @@ int cmd_record(int argc, char **argv)
     memset(&prof, 0, sizeof prof);
     clock_gettime(CLOCK_REALTIME, &wall);
     prof.meta.start_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
-    read_cmdline(pid, prof.meta.command, sizeof prof.meta.command);
+    cli_read_cmdline(pid, prof.meta.command, sizeof prof.meta.command);
 
     cpu0 = cpu_seconds();
     err = sampler_run(s, &stop_flag, isatty(2) ? status_line : NULL, NULL);
@@ -457,9 +287,9 @@ int cmd_record(int argc, char **argv)
     st = sampler_stats(s);
     if (err == REMORA_ENOPROC) {
         gone = 1;
-        if (child != 0 && sampler_child_status(s) != -1) {
-            child_status = sampler_child_status(s);
-            child = 0;
+        if (ct.child != 0 && sampler_child_status(s) != -1) {
+            ct.child_status = sampler_child_status(s);
+            ct.child = 0;
         }
     } else if (err) {
         cli_error("sampling pid %d stopped: %s", (int)pid, remora_strerror(err));
@@ -470,11 +300,9 @@ int cmd_record(int argc, char **argv)
     prof.baseline = base_table ? &base : NULL;
     prof.meta.pid = pid;
     snprintf(prof.meta.python, sizeof prof.meta.python, "%s", t.version);
-    snprintf(prof.meta.mode, sizeof prof.meta.mode, "%s",
-             a.mode == SAMPLE_CPU ? "cpu" : a.mode == SAMPLE_GIL ? "gil" :
-             a.mode == SAMPLE_EXCEPTION ? "exception" : "wall");
+    snprintf(prof.meta.mode, sizeof prof.meta.mode, "%s", cli_mode_name(a.c.mode));
     prof.meta.duration_s = (double)(st->end_ns - st->start_ns) / 1e9;
-    prof.meta.rate_hz = a.rate;
+    prof.meta.rate_hz = a.c.rate;
     prof.meta.samples = st->rounds;
     prof.meta.errors = st->errors;
     prof.meta.late = st->late;
@@ -487,7 +315,7 @@ int cmd_record(int argc, char **argv)
             err = raw_close(raw, &prof.meta, 1);
             raw = NULL;
         } else {
-            out_options_t oo = { a.limit, 0 };
+            out_options_t oo = { a.c.limit, 0 };
             err = out_write_file(a.fmt[i], &prof, &oo, path);
         }
         if (err) {
@@ -499,7 +327,7 @@ int cmd_record(int argc, char **argv)
     }
     fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), %llu late%s\n",
             (unsigned long long)st->rounds, prof.meta.duration_s,
-            prof.meta.duration_s > 0 ? (double)st->rounds / prof.meta.duration_s : 0.0, a.rate,
+            prof.meta.duration_s > 0 ? (double)st->rounds / prof.meta.duration_s : 0.0, a.c.rate,
             (unsigned long long)st->errors,
             st->samples + st->errors ? 100.0 * (double)st->errors / (double)(st->samples + st->errors) : 0.0,
             (unsigned long long)st->late, gone ? "; the target exited" : "");
@@ -519,23 +347,18 @@ int cmd_record(int argc, char **argv)
         fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)u->parked,
                 (unsigned long long)u->thread_samples);
     }
-    if (rc == REMORA_EXIT_OK && gone && a.cmd == NULL && a.duration > 0)
+    if (rc == REMORA_EXIT_OK && gone && a.c.cmd == NULL && a.c.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */
 out:
     if (raw != NULL)
         raw_close(raw, &prof.meta, 0);
-    if (child > 0) {
-        /* the command outlives the recording (Ctrl-C, -d): wait for it, like a shell */
-        while (waitpid(child, &child_status, 0) < 0 && errno == EINTR)
-            ;
-    }
-    if (a.cmd != NULL && child_status >= 0 && (rc == REMORA_EXIT_OK || gone))
-        rc = child_exit_code(child_status);
+    if (a.c.cmd != NULL && cli_finish_child(&ct) >= 0 && (rc == REMORA_EXIT_OK || gone))
+        rc = cli_child_exit_code(ct.child_status);
     sampler_free(s);
     unw_free(u);
     stk_free(table);
     stk_free(base_table);
-    proc_free(p);
+    proc_free(ct.p);
     return rc;
 }
 

@@ -32,6 +32,9 @@ void out_json_str(FILE *f, const char *str);
  * 'quote' (unless 0) → a backslash and it. Everything else is written as it is. */
 void out_text_str(FILE *f, const char *str, int quote);
 
+/* "function (file:line)" through out_text_str(); just the function when file is "". */
+void out_text_frame(FILE *f, const char *function, const char *file, int line);
+
 /* Options shared by writers. */
 typedef struct out_options {
     int limit;              /* pstats: rows to print (0 = default 25) */

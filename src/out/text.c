@@ -38,3 +38,13 @@ void out_text_str(FILE *f, const char *str, int quote)
         n -= k;
     }
 }
+
+void out_text_frame(FILE *f, const char *function, const char *file, int line)
+{
+    out_text_str(f, function, 0);
+    if (file != NULL && file[0] != '\0') {
+        fputs(" (", f);
+        out_text_str(f, file, 0);
+        fprintf(f, ":%d)", line);
+    }
+}

@@ -4,6 +4,7 @@
  *   sampler.h  the sampling loop (sampler.c)
  *   stacks.c   frames interned by (function, file, line); per-thread tries of stacks
  *              with counts; memory grows with distinct stacks, never with samples
+ *   functions.c  per-function totals of a table (the pstats table, `remora top`)
  */
 #ifndef REMORA_SAMPLE_H
 #define REMORA_SAMPLE_H
@@ -78,6 +79,19 @@ size_t stk_memory(const stk_table_t *t);   /* bytes held, for the benchmarks */
 typedef void (*stk_visit_fn)(void *ctx, const stk_thread_t *thread, const uint32_t *frames,
                              size_t n, uint64_t count);
 int stk_foreach_stack(const stk_table_t *t, stk_visit_fn fn, void *ctx);
+
+/* A function's totals: samples with it innermost (self) and samples with it anywhere
+ * (total: once per sample, however often it recurses there). */
+typedef struct stk_fn_row {
+    const char *function, *file;
+    int line;               /* the lowest line seen: near the definition */
+    uint64_t self, total;
+} stk_fn_row_t;
+
+/* One row per (function, file) of t, in the order their first frames were interned, so a
+ * row keeps its index as the table grows. *rows is malloc'd (the caller frees it).
+ * Returns 0 or REMORA_ENOMEM. */
+int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows, size_t *n);
 
 /* What a profile says about how it was taken; shown by writers that have a header. */
 typedef struct profile_meta {

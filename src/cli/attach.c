@@ -1,0 +1,245 @@
+/* cli/attach.c — what `record` and `top` share: attach to a pid or launch a command
+ * and find its interpreter; the launched command's exit code; the target's command line. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "remora.h"
+#include "cli.h"
+#include "../sample/sampler.h"
+
+/* "1000", "10k", "1khz", "2.5kHz", "1M" → Hz. Returns 0 or -1. */
+int cli_parse_rate(const char *s, double *hz)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mult = 1;
+
+    if (end == s || v <= 0)
+        return -1;
+    if (*end == 'k' || *end == 'K')
+        mult = 1e3, end++;
+    else if (*end == 'M')
+        mult = 1e6, end++;
+    if (strcasecmp(end, "hz") == 0)
+        end += 2;
+    if (*end != '\0')
+        return -1;
+    *hz = v * mult;
+    return *hz <= 10e6 ? 0 : -1;
+}
+
+int cli_check_mode(int mode, const py_target_t *t)
+{
+    if (mode == SAMPLE_EXCEPTION && t->layout.ts_exc_info == 0) {
+        cli_error("--mode exception: remora does not know where Python %s (%s) keeps a "
+                  "thread's exception state; use another --mode", t->version, t->binary);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *const mode_names[] = { "wall", "cpu", "gil", "exception" };   /* enum sample_mode */
+
+const char *cli_mode_name(int mode)
+{
+    return mode >= 0 && mode < 4 ? mode_names[mode] : "wall";
+}
+
+void cli_sampling_init(cli_sampling_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->rate = 1000;
+    c->gc = 1;
+}
+
+int cli_sampling_arg(const char *what, int argc, char **argv, int *i, cli_sampling_t *c)
+{
+    const char *s = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+
+    if (strcmp(s, "--") == 0) {
+        if (*i + 1 >= argc) {
+            cli_error("%s: nothing to run after '--'", what);
+            return -1;
+        }
+        c->cmd = argv + *i + 1;
+        *i = argc;
+        return 1;
+    }
+    if (strcmp(s, "--no-gc") == 0) {
+        c->gc = 0;
+        return 1;
+    }
+    if (v == NULL)
+        return 0;
+    if (strcmp(s, "-p") == 0 || strcmp(s, "--pid") == 0) {
+        if (cli_parse_pid(v, &c->pid)) {
+            cli_error("invalid pid '%s': expected a positive number", v);
+            return -1;
+        }
+    } else if (strcmp(s, "-r") == 0 || strcmp(s, "--rate") == 0) {
+        if (cli_parse_rate(v, &c->rate)) {
+            cli_error("invalid rate '%s': use Hz, e.g. 1000, 10k or 1khz", v);
+            return -1;
+        }
+    } else if (strcmp(s, "-d") == 0 || strcmp(s, "--duration") == 0) {
+        char *end;
+        c->duration = strtod(v, &end);
+        if (end == v || *end != '\0' || !(c->duration > 0)) {
+            cli_error("invalid duration '%s': expected seconds, e.g. 30 or 0.5", v);
+            return -1;
+        }
+    } else if (strcmp(s, "-l") == 0 || strcmp(s, "--limit") == 0) {
+        c->limit = atoi(v);
+        if (c->limit <= 0) {
+            cli_error("invalid row count '%s'", v);
+            return -1;
+        }
+    } else if (strcmp(s, "--mode") == 0) {
+        for (c->mode = 0; c->mode < 4; c->mode++)
+            if (strcmp(v, mode_names[c->mode]) == 0)
+                break;
+        if (c->mode == 4) {
+            cli_error("invalid mode '%s': use wall, cpu, gil or exception", v);
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
+}
+
+int cli_sampling_check(const char *what, const cli_sampling_t *c)
+{
+    if ((c->pid != 0) == (c->cmd != NULL)) {
+        cli_error("%s needs one target: -p PID or -- CMD ARGS... (see remora --help)", what);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_read_cmdline(pid_t pid, char *out, size_t cap)
+{
+    char path[64];
+    ssize_t n, i;
+    int fd;
+
+    out[0] = '\0';
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    n = read(fd, out, cap - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    for (i = 0; i < n; i++)
+        if (out[i] == '\0')
+            out[i] = ' ';
+    while (n > 0 && out[n - 1] == ' ')
+        n--;
+    out[n] = '\0';
+}
+
+/* Launch: fork and exec; returns the child's pid or -1 with errno set. */
+static pid_t launch(char **cmd)
+{
+    int fds[2];
+    pid_t child;
+    int e = 0;
+
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    child = fork();
+    if (child < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (child == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execvp(cmd[0], cmd);
+        e = errno;
+        if (write(fds[1], &e, sizeof e) < 0)
+            _exit(127);
+        _exit(127);
+    }
+    close(fds[1]);
+    if (read(fds[0], &e, sizeof e) == (ssize_t)sizeof e) {
+        close(fds[0]);
+        waitpid(child, NULL, 0);
+        errno = e;
+        return -1;
+    }
+    close(fds[0]);
+    return child;
+}
+
+int cli_child_exit_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return 1;
+}
+
+int cli_attach(pid_t pid, char **cmd, volatile sig_atomic_t *stop, cli_target_t *ct)
+{
+    char why[512] = "";
+    int err;
+
+    memset(ct, 0, sizeof *ct);
+    ct->pid = pid;
+    ct->child_status = -1;
+    if (cmd != NULL) {
+        ct->child = launch(cmd);
+        if (ct->child < 0) {
+            ct->child = 0;
+            cli_error("cannot run '%s': %s", cmd[0], strerror(errno));
+            return REMORA_EXIT_NOPROC;
+        }
+        ct->pid = ct->child;
+    }
+    err = proc_open(ct->pid, &ct->p);
+    if (err)
+        return cli_fail(err, ct->pid, NULL);
+    /* find the interpreter; a launched command may need a moment to load it */
+    for (;;) {
+        err = py_target_find(ct->p, &ct->t, why, sizeof why);
+        if (err == REMORA_OK || ct->child == 0 || *stop)
+            break;
+        if (waitpid(ct->child, &ct->child_status, WNOHANG) == ct->child) {
+            cli_error("'%s' exited before remora found a Python interpreter in it", cmd[0]);
+            ct->child = 0;
+            return cli_child_exit_code(ct->child_status);
+        }
+        {
+            struct timespec ts = { 0, 200000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (err)
+        return cli_fail(err, ct->pid, why);
+    return REMORA_EXIT_OK;
+}
+
+int cli_finish_child(cli_target_t *ct)
+{
+    /* the command outlives the sampling (Ctrl-C, -d, q): wait for it, like a shell */
+    if (ct->child > 0) {
+        while (waitpid(ct->child, &ct->child_status, 0) < 0 && errno == EINTR)
+            ;
+        ct->child = 0;
+    }
+    return ct->child_status;
+}

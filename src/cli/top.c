@@ -1,0 +1,421 @@
+/* cli/top.c — `remora top`: a live table of the functions a process spends its time in,
+ * redrawn every second. On a terminal it takes the screen (the alternate screen, so the
+ * shell's is left as it was) and reads keys; otherwise it prints one table a second, like
+ * `top -b`. Either way, when it ends (q, Ctrl-C, -d, the target exiting) the table of the
+ * whole run is printed on stdout: nothing sampled is lost with the screen.
+ *
+ * Columns, as py-spy's: %Own and %Total over the last second, as a share of the rounds
+ * taken (a function running on two threads the whole second shows 200%), and OwnTime and
+ * TotalTime in seconds since the start. Names are escaped by out_text_str(), lines cut to
+ * the terminal's width. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "remora.h"
+#include "cli.h"
+#include "../out/out.h"
+#include "../sample/sampler.h"
+#include "../unwind/unwind.h"
+
+#define TOP_REFRESH_NS 950000000        /* the sampler calls back every 0.5 s: redraw every 1 s */
+#define TOP_BATCH_ROWS 20
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+enum { SORT_OWN, SORT_TOTAL, SORT_OWNTIME, SORT_TOTALTIME, SORT_N };
+static const char *const sort_names[SORT_N] = { "%Own", "%Total", "OwnTime", "TotalTime" };
+
+typedef struct view_row {
+    uint32_t row;               /* index into top.rows */
+    uint64_t self, total;       /* samples in the interval shown */
+} view_row_t;
+
+typedef struct top {
+    const cli_sampling_t *a;
+    sampler_t *s;
+    stk_table_t *table;
+    const char *python;
+    char command[512];
+    int tty, keys, sort;
+    struct termios saved;
+    int64_t last_ns;            /* the last refresh */
+    uint64_t last_rounds;
+    stk_fn_row_t *rows;         /* every function's totals since the start, at the last refresh */
+    size_t nrows;
+    view_row_t *view;
+    uint64_t view_rounds;       /* rounds the view's interval took */
+    const char *title;          /* "last second" or "whole run" */
+    char *buf;                  /* the frame being drawn */
+    size_t buflen;
+} top_t;
+
+static const char top_usage[] =
+    "usage: remora top (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [--mode MODE] [--no-gc] [-l ROWS]";
+
+static int parse_top(int argc, char **argv, cli_sampling_t *a)
+{
+    int i;
+
+    cli_sampling_init(a);
+    for (i = 1; i < argc; i++) {
+        int took = cli_sampling_arg("top", argc, argv, &i, a);
+        if (took < 0)
+            return -1;
+        if (!took) {
+            cli_error("top: unexpected argument '%s'; %s", argv[i], top_usage);
+            return -1;
+        }
+    }
+    if (a->limit == 0)
+        a->limit = TOP_BATCH_ROWS;
+    return cli_sampling_check("top", a);
+}
+
+/* --- the model: last second's deltas over every function's totals -------------------- */
+
+static uint64_t sort_key(const top_t *tp, const view_row_t *v, int which)
+{
+    switch (which) {
+    case SORT_OWN: return v->self;
+    case SORT_TOTAL: return v->total;
+    case SORT_OWNTIME: return tp->rows[v->row].self;
+    default: return tp->rows[v->row].total;
+    }
+}
+
+static const top_t *sorting;    /* qsort has no context argument in C11 */
+
+static int by_key(const void *pa, const void *pb)
+{
+    const view_row_t *x = pa, *y = pb;
+    int k;
+
+    for (k = 0; k < SORT_N; k++) {
+        /* the chosen column first, then the others in order */
+        int which = k == 0 ? sorting->sort : (k <= sorting->sort ? k - 1 : k);
+        uint64_t a = sort_key(sorting, x, which), b = sort_key(sorting, y, which);
+        if (a != b)
+            return a < b ? 1 : -1;
+    }
+    return strcmp(sorting->rows[x->row].function, sorting->rows[y->row].function);
+}
+
+static void sort_view(top_t *tp)
+{
+    sorting = tp;
+    qsort(tp->view, tp->nrows, sizeof *tp->view, by_key);
+    sorting = NULL;
+}
+
+/* New totals from the table; the view is what changed since the last refresh (or, with
+ * whole != 0, everything since the start). Returns 0 or REMORA_ENOMEM. */
+static int refresh(top_t *tp, int whole)
+{
+    const sampler_stats_t *st = sampler_stats(tp->s);
+    int64_t now = sampler_now_ns();
+    stk_fn_row_t *rows;
+    view_row_t *view;
+    size_t n, i;
+
+    if (stk_fn_rows(tp->table, &rows, &n))
+        return REMORA_ENOMEM;
+    view = malloc((n ? n : 1) * sizeof *view);
+    if (view == NULL) {
+        free(rows);
+        return REMORA_ENOMEM;
+    }
+    /* a row keeps its index as the table grows (stk_fn_rows): last refresh's row i is
+     * this one's row i */
+    for (i = 0; i < n; i++) {
+        const stk_fn_row_t *old = !whole && i < tp->nrows ? &tp->rows[i] : NULL;
+        view[i].row = (uint32_t)i;
+        view[i].self = rows[i].self - (old ? old->self : 0);
+        view[i].total = rows[i].total - (old ? old->total : 0);
+    }
+    tp->view_rounds = whole ? st->rounds : st->rounds - tp->last_rounds;
+    tp->title = whole ? "whole run" : "last second";
+    free(tp->rows);
+    free(tp->view);
+    tp->rows = rows;
+    tp->view = view;
+    tp->nrows = n;
+    tp->last_ns = now;
+    tp->last_rounds = st->rounds;
+    sort_view(tp);
+    return REMORA_OK;
+}
+
+/* --- drawing ------------------------------------------------------------------------- */
+
+static void draw_header(const top_t *tp, FILE *f)
+{
+    const sampler_stats_t *st = sampler_stats(tp->s);
+    double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
+    uint64_t tried = st->samples + st->errors;
+
+    fprintf(f, "remora top  pid %d  Python %s  %s  ", (int)tp->a->pid, tp->python,
+            cli_mode_name(tp->a->mode));
+    out_text_str(f, tp->command, 0);
+    fprintf(f, "\n%.1f s  %llu samples (%.0f Hz)  %llu errors (%.2f%%)  %zu threads\n"
+            "%s, sorted by %s%s\n", secs, (unsigned long long)st->rounds,
+            secs > 0 ? (double)st->rounds / secs : 0.0,
+            (unsigned long long)st->errors, tried ? 100.0 * (double)st->errors / (double)tried : 0.0,
+            stk_nthreads(tp->table), tp->title, sort_names[tp->sort],
+            tp->keys ? "  (keys 1-4 sort, q quits)" : "");
+    fprintf(f, "%8s %8s %9s %10s  %s\n", "%Own", "%Total", "OwnTime", "TotalTime",
+            "Function (file:line)");
+}
+
+/* Draws the header and up to 'limit' rows into tp->buf. */
+static int draw(top_t *tp, size_t limit)
+{
+    const sampler_stats_t *st = sampler_stats(tp->s);
+    double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
+    double per_round = st->rounds ? secs / (double)st->rounds : 0.0;   /* seconds a sample stands for */
+    double pct = tp->view_rounds ? 100.0 / (double)tp->view_rounds : 0.0;
+    FILE *f;
+    size_t i;
+
+    free(tp->buf);
+    tp->buf = NULL;
+    f = open_memstream(&tp->buf, &tp->buflen);
+    if (f == NULL)
+        return REMORA_ENOMEM;
+    draw_header(tp, f);
+    for (i = 0; i < tp->nrows && i < limit; i++) {
+        const view_row_t *v = &tp->view[i];
+        const stk_fn_row_t *r = &tp->rows[v->row];
+        if (v->self == 0 && v->total == 0 && r->total == 0)
+            break;
+        fprintf(f, "%7.2f%% %7.2f%% %8.2fs %9.2fs  ", pct * (double)v->self, pct * (double)v->total,
+                per_round * (double)r->self, per_round * (double)r->total);
+        out_text_frame(f, r->function, r->file, r->line);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0)
+        return REMORA_ENOMEM;
+    return REMORA_OK;
+}
+
+static void screen_size(int *rows, int *cols)
+{
+    struct winsize ws;
+
+    *rows = 24;
+    *cols = 80;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
+        *rows = ws.ws_row;
+        *cols = ws.ws_col;
+    }
+}
+
+/* The frame on the terminal: from the top left, each line cut to the width (names are
+ * escaped, so a character is a column but for wide ones), the rest of the screen cleared. */
+static void paint(top_t *tp)
+{
+    int rows, cols, y = 0;
+    const char *line;
+
+    screen_size(&rows, &cols);
+    if (draw(tp, rows > 5 ? (size_t)(rows - 5) : 1))
+        return;
+    line = tp->buf;
+    fputs("\033[H", stdout);
+    while (line != NULL && *line != '\0' && y < rows - 1) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line), k, col = 0;
+        for (k = 0; k < len; k++) {
+            if (((unsigned char)line[k] & 0xc0) != 0x80 && col++ == (size_t)cols)
+                break;
+        }
+        fwrite(line, 1, k, stdout);
+        fputs("\033[K\n", stdout);
+        y++;
+        line = end ? end + 1 : NULL;
+    }
+    fputs("\033[J", stdout);
+    fflush(stdout);
+}
+
+static void print_frame(top_t *tp, size_t limit)
+{
+    if (draw(tp, limit) == REMORA_OK) {
+        fputs(tp->buf, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+}
+
+static void read_keys(top_t *tp)
+{
+    struct pollfd pfd = { STDIN_FILENO, POLLIN, 0 };
+    char keys[64];
+    ssize_t n, i;
+
+    while (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN)) {
+        n = read(STDIN_FILENO, keys, sizeof keys);
+        if (n <= 0) {
+            tp->keys = 0;           /* EOF: no more keys, q or not */
+            return;
+        }
+        for (i = 0; i < n; i++) {
+            if (keys[i] == 'q' || keys[i] == 'Q') {
+                stop_flag = 1;
+            } else if (keys[i] >= '1' && keys[i] < '1' + SORT_N) {
+                tp->sort = keys[i] - '1';
+                if (tp->view != NULL) {
+                    sort_view(tp);
+                    paint(tp);
+                }
+            }
+        }
+    }
+}
+
+static void on_status(const sampler_t *s, void *ctx)
+{
+    top_t *tp = ctx;
+
+    (void)s;
+    if (tp->keys)
+        read_keys(tp);
+    if (stop_flag || sampler_now_ns() - tp->last_ns < TOP_REFRESH_NS)
+        return;
+    if (refresh(tp, 0))
+        return;
+    if (tp->tty)
+        paint(tp);
+    else
+        print_frame(tp, (size_t)tp->a->limit);
+}
+
+static void screen_enter(top_t *tp)
+{
+    if (!isatty(STDOUT_FILENO))
+        return;
+    tp->tty = 1;
+    if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &tp->saved) == 0) {
+        struct termios raw = tp->saved;
+        raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);     /* ISIG stays: Ctrl-C stops */
+        raw.c_cc[VMIN] = 0;
+        raw.c_cc[VTIME] = 0;
+        if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0)
+            tp->keys = 1;
+    }
+    fputs("\033[?1049h\033[?25l\033[H\033[2J", stdout);   /* alternate screen, no cursor */
+    fputs("remora top: waiting for the first second of samples...\n", stdout);
+    fflush(stdout);
+}
+
+static void screen_leave(top_t *tp)
+{
+    if (!tp->tty)
+        return;
+    fputs("\033[?25h\033[?1049l", stdout);
+    fflush(stdout);
+    if (tp->keys)
+        tcsetattr(STDIN_FILENO, TCSANOW, &tp->saved);
+    tp->tty = tp->keys = 0;
+}
+
+int cmd_top(int argc, char **argv)
+{
+    cli_sampling_t a;
+    cli_target_t ct;
+    top_t tp;
+    unwinder_t *u = NULL;
+    sampler_opts_t so;
+    struct sigaction sa;
+    int err, rc, gone = 0;
+
+    if (parse_top(argc, argv, &a))
+        return REMORA_EXIT_USAGE;
+    memset(&tp, 0, sizeof tp);
+    tp.a = &a;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    rc = cli_attach(a.pid, a.cmd, &stop_flag, &ct);
+    if (rc != REMORA_EXIT_OK)
+        goto out;
+    a.pid = ct.pid;
+    if (cli_check_mode(a.mode, &ct.t)) {
+        rc = remora_exit_code(REMORA_EVERSION);
+        goto out;
+    }
+    tp.python = ct.t.version;
+    cli_read_cmdline(ct.pid, tp.command, sizeof tp.command);
+    tp.table = stk_new();
+    if (tp.table == NULL || unw_new(ct.p, &ct.t, &u)) {
+        cli_error("out of memory");
+        rc = REMORA_EXIT_FAIL;
+        goto out;
+    }
+    memset(&so, 0, sizeof so);
+    so.rate_hz = a.rate;
+    so.duration_s = a.duration;
+    so.mode = a.mode;
+    so.gc = a.gc;
+    so.child = ct.child;
+    if (sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) {
+        cli_error("out of memory");
+        rc = REMORA_EXIT_FAIL;
+        goto out;
+    }
+    tp.last_ns = sampler_now_ns();
+    screen_enter(&tp);
+    err = sampler_run(tp.s, &stop_flag, on_status, &tp);
+    screen_leave(&tp);
+    if (err == REMORA_ENOPROC) {
+        gone = 1;
+        if (ct.child != 0 && sampler_child_status(tp.s) != -1) {
+            ct.child_status = sampler_child_status(tp.s);
+            ct.child = 0;
+        }
+    } else if (err) {
+        cli_error("sampling pid %d stopped: %s", (int)a.pid, remora_strerror(err));
+        rc = err == REMORA_EPERM ? REMORA_EXIT_PERM : REMORA_EXIT_FAIL;
+    }
+    /* the whole run, whatever ended it */
+    if (refresh(&tp, 1) == REMORA_OK)
+        print_frame(&tp, (size_t)a.limit);
+    if (ferror(stdout)) {
+        cli_error("writing the table to stdout failed");
+        rc = REMORA_EXIT_FAIL;
+    }
+    if (gone)
+        cli_error("pid %d exited", (int)a.pid);
+    else if (ct.child > 0)
+        cli_error("'%s' (pid %d) still runs: waiting for it to exit (Ctrl-C stops it)", a.cmd[0],
+                  (int)ct.child);
+    if (rc == REMORA_EXIT_OK && gone && a.cmd == NULL && a.duration > 0)
+        rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */
+out:
+    screen_leave(&tp);
+    if (a.cmd != NULL && cli_finish_child(&ct) >= 0 && (rc == REMORA_EXIT_OK || gone))
+        rc = cli_child_exit_code(ct.child_status);
+    sampler_free(tp.s);
+    unw_free(u);
+    stk_free(tp.table);
+    proc_free(ct.p);
+    free(tp.rows);
+    free(tp.view);
+    free(tp.buf);
+    return rc;
+}

@@ -1,0 +1,103 @@
+/* sample/functions.c — per-function totals of a stack table (the pstats table and
+ * `remora top`): one row per (function, file), self and total samples. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "sample.h"
+
+struct fctx {
+    stk_fn_row_t *rows;
+    const uint32_t *row_of_frame;
+    uint64_t *stamp;            /* per row: the last stack counted in its total */
+    uint64_t now;
+};
+
+static void count_stack(void *ctx, const stk_thread_t *th, const uint32_t *frames, size_t n,
+                        uint64_t count)
+{
+    struct fctx *c = ctx;
+    size_t i;
+
+    (void)th;
+    c->now++;
+    for (i = 0; i < n; i++) {
+        uint32_t r = c->row_of_frame[frames[i]];
+        if (c->stamp[r] != c->now) {
+            c->stamp[r] = c->now;
+            c->rows[r].total += count;
+        }
+    }
+    if (n > 0)
+        c->rows[c->row_of_frame[frames[n - 1]]].self += count;
+}
+
+static size_t slot_of(const char *function, const char *file, size_t mask)
+{
+    uint64_t h = (uint64_t)(uintptr_t)function * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)file;
+
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return (size_t)h & mask;
+}
+
+int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows_out, size_t *n_out)
+{
+    size_t nf = stk_nframes(t), nrows = 0, cap = 16, i;
+    uint32_t *row_of_frame, *slots;
+    stk_fn_row_t *rows;
+    uint64_t *stamp;
+    struct fctx c;
+    int err = REMORA_ENOMEM;
+
+    while (cap < 2 * nf)
+        cap *= 2;
+    row_of_frame = malloc((nf ? nf : 1) * sizeof *row_of_frame);
+    rows = calloc(nf ? nf : 1, sizeof *rows);
+    stamp = calloc(nf ? nf : 1, sizeof *stamp);
+    slots = calloc(cap, sizeof *slots);     /* row index + 1; 0 is empty */
+    if (row_of_frame == NULL || rows == NULL || stamp == NULL || slots == NULL)
+        goto fail;
+    /* strings are interned, so (function, file) compare as pointers; rows come in the
+     * order of their first frame, and frames are only ever appended: a row keeps its
+     * index as the table grows */
+    for (i = 0; i < nf; i++) {
+        const stk_frame_t *fr = stk_frame_at(t, (uint32_t)i);
+        size_t s = slot_of(fr->function, fr->file, cap - 1);
+        while (slots[s] != 0) {
+            stk_fn_row_t *r = &rows[slots[s] - 1];
+            if (r->function == fr->function && r->file == fr->file)
+                break;
+            s = (s + 1) & (cap - 1);
+        }
+        if (slots[s] == 0) {
+            rows[nrows].function = fr->function;
+            rows[nrows].file = fr->file;
+            rows[nrows].line = fr->line;
+            slots[s] = (uint32_t)++nrows;
+        } else if (fr->line < rows[slots[s] - 1].line) {
+            rows[slots[s] - 1].line = fr->line;
+        }
+        row_of_frame[i] = slots[s] - 1;
+    }
+    c.rows = rows;
+    c.row_of_frame = row_of_frame;
+    c.stamp = stamp;
+    c.now = 0;
+    err = stk_foreach_stack(t, count_stack, &c);
+    if (err)
+        goto fail;
+    free(row_of_frame);
+    free(stamp);
+    free(slots);
+    *rows_out = rows;
+    *n_out = nrows;
+    return REMORA_OK;
+fail:
+    free(row_of_frame);
+    free(rows);
+    free(stamp);
+    free(slots);
+    return err;
+}

@@ -1,0 +1,251 @@
+# Functional tests of `remora top`, against the ground truth the targets write about
+# themselves (run by run.py):
+#
+#   top/batch/INTERP   stdout not a terminal: one table a second, then the whole run's.
+#                      known_stacks.py parks seven threads at known stacks; in wall mode
+#                      each thread is in its innermost function all the time, so every
+#                      table must give each function %Own = 100 x the threads it is
+#                      innermost in, and %Total = 100 x the threads it is anywhere in
+#                      (margin: TOP_MARGIN points per thread), and name no other function.
+#   top/tty            on a pseudo-terminal: the alternate screen is taken and given back,
+#                      the live frame names every parked function, key 2 sorts by %Total,
+#                      q quits (exit 0), the terminal's modes are restored, and the whole
+#                      run's table is printed after the screen is given back.
+#   top/launch         `top -- CMD`: a command that spins in one function and exits 3:
+#                      top exits 3 and the whole run's table names that function.
+#   top/errors         bad flags and targets: one line and the documented exit code.
+
+import os
+import pty
+import re
+import fcntl
+import select
+import signal
+import struct
+import subprocess
+import termios
+import time
+
+from harness import (INTERPRETERS, TARGETS, Fail, Target, expect_failure, free_pid, interp_missing,
+                     tail)
+
+TOP_MARGIN = 5.0            # percentage points per thread; parked threads read with no errors
+TOP_SECONDS = 2.5           # two live tables, then the whole run's
+TTY_TIMEOUT = 30.0
+TTY_ROWS, TTY_COLS = 50, 200     # room for every row and name of known_stacks.py
+ROW = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+([\d.]+)s\s+([\d.]+)s\s+(.*)$")
+CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+NAMED = re.compile(r"^(.*) \((.*):(\d+)\)$")
+
+
+def parse_tables(text):
+    """[(title line, {(function, file): (own, total, own_s, total_s)})] in order; a
+    terminal's control sequences are dropped first."""
+    tables = []
+    for line in CSI.sub("", text).splitlines():
+        line = line.rstrip("\r")
+        if line.startswith("remora top "):
+            tables.append([None, {}])
+            continue
+        if not tables:
+            continue
+        if tables[-1][0] is None and " sorted by " in line:
+            tables[-1][0] = line
+            continue
+        m = ROW.match(line)
+        if m:
+            own, total, own_s, total_s, fn = m.groups()
+            n = NAMED.match(fn)
+            key = (n.group(1), n.group(2)) if n else (fn, "")
+            tables[-1][1][key] = (float(own), float(total), float(own_s), float(total_s))
+    return [(t, rows) for t, rows in tables]
+
+
+def truth_shares(truth):
+    """{(function, file): (threads it is innermost in, threads it is anywhere in)}."""
+    want = {}
+    for th in truth["threads"]:
+        frames = [(f["function"], f["file"]) for f in th["frames"]]
+        for key in set(frames):
+            own, total = want.get(key, (0, 0))
+            want[key] = (own + (1 if frames and frames[0] == key else 0), total + 1)
+    return want
+
+
+def judge_table(rows, want, what):
+    problems = []
+    for key, (own_n, total_n) in sorted(want.items()):
+        got = rows.get(key)
+        if got is None:
+            problems.append("%s (%s) missing" % key)
+            continue
+        for name, n, g in (("%Own", own_n, got[0]), ("%Total", total_n, got[1])):
+            if abs(g - 100.0 * n) > TOP_MARGIN * max(n, 1):
+                problems.append("%s (%s): %s %.2f, want %d" % (key[0], key[1], name, g, 100 * n))
+    extra = [k for k in rows if k not in want and k[0] != "<GC>"]
+    if extra:
+        problems.append("functions the target is not in: %s" % ", ".join("%s (%s)" % k for k in extra))
+    if problems:
+        raise Fail("%s: %s" % (what, "; ".join(problems[:6])))
+
+
+def known_target(interp):
+    return Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json")
+
+
+def test_batch(remora, interp):
+    with known_target(interp) as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        rc, out, err = remora.run(["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", 100])
+        if rc != 0:
+            raise Fail("`remora top -d %s` exited %d: %s" % (TOP_SECONDS, rc, tail(err)))
+        tables = parse_tables(out)
+        if len(tables) < 2 or "whole run" not in (tables[-1][0] or ""):
+            raise Fail("want live tables then the whole run's, got %d tables: %s"
+                       % (len(tables), tail(out)))
+        want = truth_shares(truth)
+        for i, (title, rows) in enumerate(tables):
+            judge_table(rows, want, "table %d (%s)" % (i + 1, title))
+        # the whole run: a thread's innermost function ran for all of it
+        whole = tables[-1][1]
+        key = next(k for k, (own, _) in want.items() if own == 1)
+        secs = whole[key][2]
+        if not TOP_SECONDS * 0.8 <= secs <= TOP_SECONDS * 1.2:
+            raise Fail("%s (%s): OwnTime %.2fs over a %.1fs run" % (key[0], key[1], secs, TOP_SECONDS))
+    return "%d tables, %d functions" % (len(tables), len(want))
+
+
+def test_tty(remora, interp):
+    with known_target(interp) as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        want = truth_shares(truth)
+        leaves = [k[0] for k, (own, _) in want.items() if own > 0]
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.environ["TERM"] = "xterm"
+            argv = remora.argv(["top", "-p", t.pid, "-l", 100])
+            try:
+                os.execvp(argv[0], argv)
+            finally:
+                os._exit(127)
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", TTY_ROWS, TTY_COLS, 0, 0))
+        before = termios.tcgetattr(fd)
+        buf, sent, status = b"", 0, None
+        deadline = time.monotonic() + TTY_TIMEOUT
+        try:
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], 0.05)
+                if r:
+                    try:
+                        data = os.read(fd, 65536)
+                    except OSError:         # EIO: the other side closed
+                        data = b""
+                    if not data:
+                        break
+                    buf += data
+                frames = buf.decode("utf-8", "replace").split("\x1b[H")
+                live = frames[-1] if len(frames) > 2 else ""
+                if sent == 0 and all(n in live for n in leaves) and "last second" in live:
+                    os.write(fd, b"2")      # sort by %Total
+                    sent = 1
+                elif sent == 1 and "sorted by %Total" in live:
+                    during = termios.tcgetattr(fd)
+                    os.write(fd, b"q")
+                    sent = 2
+            else:
+                raise Fail("no exit %.0fs into the session (keys sent: %d): %r"
+                           % (TTY_TIMEOUT, sent, buf[-300:]))
+            _, status = os.waitpid(pid, 0)
+            pid = 0
+        finally:
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        after = termios.tcgetattr(fd)
+        os.close(fd)
+    text = buf.decode("utf-8", "replace")
+    code = os.waitstatus_to_exitcode(status)
+    if sent < 2:
+        raise Fail("the live frame never showed every parked function%s: %r"
+                   % (" sorted by %Total" if sent == 1 else "", text[-400:]))
+    if code != 0:
+        raise Fail("exit %d after q, want 0: %r" % (code, text[-300:]))
+    if "\x1b[?1049h" not in text or "\x1b[?1049l" not in text:
+        raise Fail("the alternate screen was not taken and given back")
+    lflag = termios.ICANON | termios.ECHO
+    if during[3] & lflag:
+        raise Fail("keys were read with the terminal still in line mode")
+    if (after[3] & lflag) != (before[3] & lflag):
+        raise Fail("the terminal's modes were not restored: lflag %#x, was %#x" % (after[3], before[3]))
+    final = parse_tables(text[text.rindex("\x1b[?1049l"):])
+    if len(final) != 1 or "whole run, sorted by %Total" not in (final[0][0] or ""):
+        raise Fail("after the screen was given back: %d tables, want the whole run's sorted by "
+                   "%%Total: %r" % (len(final), text[text.rindex("\x1b[?1049l"):][:300]))
+    judge_table(final[0][1], want, "the whole run's table")
+    totals = [v[1] for v in final[0][1].values()]
+    if totals != sorted(totals, reverse=True):
+        raise Fail("the whole run's table is not sorted by %%Total: %s" % totals)
+    return "%d bytes drawn, %d functions in the final table" % (len(buf), len(final[0][1]))
+
+
+SPIN_EXIT = """
+import sys, time
+def spin_here(end):
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return n
+spin_here(time.monotonic() + 1.5)
+sys.exit(3)
+"""
+
+
+def test_launch(remora, interp):
+    name, python, root = interp
+    cmd = ([python] if not root else ["chroot", root, python]) + ["-I", "-c", SPIN_EXIT]
+    rc, out, err = remora.run(["top", "-l", 50, "--"] + cmd)
+    if rc != 3:
+        raise Fail("exit %d, want the command's 3: %s" % (rc, tail(err)))
+    tables = parse_tables(out)
+    if not tables or "whole run" not in (tables[-1][0] or ""):
+        raise Fail("no whole-run table on stdout: %s" % tail(out))
+    got = tables[-1][1].get(("spin_here", "<string>"))
+    if got is None or got[0] < 80.0:
+        raise Fail("spin_here (<string>) has %s in the whole run, want %%Own >= 80: %s"
+                   % ("no row" if got is None else "%%Own %.2f" % got[0], tail(out, 8)))
+    if "exited" not in err:
+        raise Fail("stderr does not say the target exited: %s" % tail(err))
+    return "spin_here %%Own %.1f, exit 3" % got[0]
+
+
+def test_errors(remora):
+    expect_failure(remora, ["top"], 1, "`remora top` without a target")
+    expect_failure(remora, ["top", "-p", "notapid"], 1, "`remora top -p notapid`")
+    expect_failure(remora, ["top", "-p", "1", "--bogus"], 1, "`remora top --bogus`")
+    expect_failure(remora, ["top", "-p", "1", "-d", "0"], 1, "`remora top -d 0`")
+    expect_failure(remora, ["top", "-p", "1", "--mode", "idle"], 1, "`remora top --mode idle`")
+    pid = free_pid()
+    expect_failure(remora, ["top", "-p", pid], 2, "`remora top` of pid %d (no such process)" % pid)
+    expect_failure(remora, ["top", "--", "/nonexistent/python"], 2, "`remora top -- /nonexistent/python`")
+    sleeper = subprocess.Popen(["sleep", "100"])
+    try:
+        expect_failure(remora, ["top", "-p", sleeper.pid], 4, "`remora top` of `sleep 100`")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+TTY_INTERP = "pyenv-3.12.1"     # the terminal layer does not depend on the version
+
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    tty = next(i for i in INTERPRETERS if i[0] == TTY_INTERP)
+    return [("top/batch/%s" % interp[0], lambda i=interp: test_batch(remora, i), interp_missing(interp))
+            for interp in INTERPRETERS] + [
+        ("top/tty", lambda: test_tty(remora, tty), interp_missing(tty)),
+        ("top/launch", lambda: test_launch(remora, tty), interp_missing(tty)),
+        ("top/errors", lambda: test_errors(remora), None),
+    ]
