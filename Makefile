@@ -4,7 +4,7 @@ CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-missing-field-initializers
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
-LDLIBS  +=
+LDLIBS  += -lz
 
 SRC := $(wildcard src/proc/*.c src/py/*.c src/unwind/*.c src/sample/*.c src/out/*.c)
 CLI := $(wildcard src/cli/*.c)

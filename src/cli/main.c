@@ -23,7 +23,7 @@ static const char usage[] =
     "  convert INPUT [-f FORMAT] [-o FILE] [--diff BASELINE]\n"
     "                           turn a .remora recording or collapsed stacks into a format\n"
     "\n"
-    "formats: flamegraph (.html), speedscope (.json), collapsed (.collapsed .txt),\n"
+    "formats: flamegraph (.html), speedscope (.json), pprof (.pb.gz), collapsed (.collapsed .txt),\n"
     "         pstats (.pstats; the default table on stdout), raw (.remora)\n"
     "\n"
     "  remora --version | --help\n"

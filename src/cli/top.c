@@ -130,7 +130,7 @@ static int refresh(top_t *tp, int whole)
     view_row_t *view;
     size_t n, i;
 
-    if (stk_fn_rows(tp->table, &rows, &n))
+    if (stk_fn_rows(tp->table, &rows, &n, NULL))
         return REMORA_ENOMEM;
     view = malloc((n ? n : 1) * sizeof *view);
     if (view == NULL) {

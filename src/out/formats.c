@@ -18,6 +18,7 @@ static const out_format_t formats[] = {
     { "speedscope", ".json .speedscope", out_speedscope_write },
     { "collapsed", ".collapsed .txt .folded", out_collapsed_write },
     { "pstats", ".pstats .table", out_pstats_write },
+    { "pprof", ".pb.gz .pprof", out_pprof_write },
     { "raw", ".remora", NULL },
 };
 

@@ -8,6 +8,7 @@
  *   pstats.c      the table printed when no -o is given
  *   speedscope.c  speedscope JSON
  *   flamegraph.c  the self-contained HTML flamegraph (template in flamegraph.html)
+ *   pprof.c       pprof's profile.proto, gzipped (zlib)
  *   raw.c         the .remora recording (an event log; see raw.h)
  */
 #ifndef REMORA_OUT_H
@@ -66,6 +67,7 @@ int out_collapsed_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o);
+int out_pprof_write(const profile_t *p, FILE *f, const out_options_t *o);
 
 /* Reads collapsed stacks (as written by out_collapsed_write, or by other tools) into t.
  * Lines "thread NAME (TID);f1;f2 N" keep their thread; others go to thread 0. A frame

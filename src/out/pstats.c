@@ -26,7 +26,7 @@ int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o)
     stk_fn_row_t *rows;
     int err;
 
-    err = stk_fn_rows(t, &rows, &nrows);
+    err = stk_fn_rows(t, &rows, &nrows, NULL);
     if (!err) {
         qsort(rows, nrows, sizeof *rows, by_self);
         limit = o && o->limit > 0 ? (size_t)o->limit : 25;

@@ -42,7 +42,7 @@ static size_t slot_of(const char *function, const char *file, size_t mask)
     return (size_t)h & mask;
 }
 
-int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows_out, size_t *n_out)
+int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows_out, size_t *n_out, uint32_t **row_of_frame_out)
 {
     size_t nf = stk_nframes(t), nrows = 0, cap = 16, i;
     uint32_t *row_of_frame, *slots;
@@ -88,7 +88,10 @@ int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows_out, size_t *n_out)
     err = stk_foreach_stack(t, count_stack, &c);
     if (err)
         goto fail;
-    free(row_of_frame);
+    if (row_of_frame_out != NULL)
+        *row_of_frame_out = row_of_frame;
+    else
+        free(row_of_frame);
     free(stamp);
     free(slots);
     *rows_out = rows;

@@ -89,9 +89,9 @@ typedef struct stk_fn_row {
 } stk_fn_row_t;
 
 /* One row per (function, file) of t, in the order their first frames were interned, so a
- * row keeps its index as the table grows. *rows is malloc'd (the caller frees it).
- * Returns 0 or REMORA_ENOMEM. */
-int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows, size_t *n);
+ * row keeps its index as the table grows. *rows is malloc'd (the caller frees it), and so
+ * is *row_of_frame when it is not NULL: each frame's row. Returns 0 or REMORA_ENOMEM. */
+int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows, size_t *n, uint32_t **row_of_frame);
 
 /* What a profile says about how it was taken; shown by writers that have a header. */
 typedef struct profile_meta {

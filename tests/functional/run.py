@@ -331,6 +331,8 @@ def main():
     tests += code_tests.tests(remora)
     import park_tests                   # parked threads' reused walks: tests/functional/park_tests.py
     tests += park_tests.tests(remora)
+    import pprof_tests                  # the pprof output: tests/functional/pprof_tests.py
+    tests += pprof_tests.tests(remora)
     import top_tests                    # remora top: tests/functional/top_tests.py
     tests += top_tests.tests(remora)
     tests = [t for t in tests if args.only in t[0]]

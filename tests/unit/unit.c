@@ -291,7 +291,7 @@ static void test_fn_rows(void)
         stk_add(t, th, s1, 4, 5);
         stk_add(t, th, s2, 2, 2);
     }
-    CHECK(stk_fn_rows(t, &rows, &n) == 0 && n == 3, "3 rows, got %zu", n);
+    CHECK(stk_fn_rows(t, &rows, &n, NULL) == 0 && n == 3, "3 rows, got %zu", n);
     if (n == 3) {
         CHECK(strcmp(rows[0].function, "main") == 0 && rows[0].self == 0 && rows[0].total == 7,
               "main: self %llu total %llu", (unsigned long long)rows[0].self,
@@ -306,7 +306,7 @@ static void test_fn_rows(void)
         uint32_t s3[] = { stk_frame(t, "new", "c.py", 1), f[0], f[3] };
         stk_add(t, stk_thread(t, 2, "other"), s3, 3, 1);
     }
-    CHECK(stk_fn_rows(t, &again, &n2) == 0 && n2 == 4, "4 rows after growing, got %zu", n2);
+    CHECK(stk_fn_rows(t, &again, &n2, NULL) == 0 && n2 == 4, "4 rows after growing, got %zu", n2);
     if (n == 3 && n2 == 4) {
         size_t i;
         for (i = 0; i < 3; i++)
