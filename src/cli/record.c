@@ -155,7 +155,7 @@ static int check_writable(const char *path)
     return 0;
 }
 
-static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m);
+static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events);
 
 static void status_line(const sampler_t *s, void *ctx)
 {
@@ -193,7 +193,11 @@ int cmd_record(int argc, char **argv)
     const sampler_stats_t *st;
     cli_target_t ct;
     pid_t pid = 0;
-    int err, rc = REMORA_EXIT_OK, gone = 0, i, raw_at = -1;
+    int err, raw_err, rc = REMORA_EXIT_OK, gone = 0, i, raw_at = -1, timeline = 0;
+    char events_tmp[64] = "";      /* the recording kept for a timeline format when none was asked for */
+    stk_table_t *ev_table = NULL;
+    prof_event_t *events = NULL;
+    size_t nevents = 0;
     double cpu0, cpu1;
     struct sigaction sa;
     struct timespec wall;
@@ -211,7 +215,7 @@ int cmd_record(int argc, char **argv)
             cli_error("out of memory");
             return REMORA_EXIT_FAIL;
         }
-        rc = load_profile(a.diff, base_table, &base.meta);
+        rc = load_profile(a.diff, base_table, &base.meta, NULL);
         if (rc != REMORA_OK) {
             stk_free(base_table);
             return rc;
@@ -261,6 +265,28 @@ int cmd_record(int argc, char **argv)
             goto out;
         }
     }
+    for (i = 0; i < a.nout; i++)
+        timeline |= a.fmt[i]->timeline;
+    if (timeline && raw == NULL) {
+        /* a timeline is written from a recording: keep one aside, deleted at the end */
+        const char *dir = getenv("TMPDIR");
+        int fd;
+        snprintf(events_tmp, sizeof events_tmp, "%s/remora-events-XXXXXX",
+                 dir && *dir && strlen(dir) < 32 ? dir : "/tmp");
+        fd = mkstemp(events_tmp);
+        if (fd < 0 || raw_open(events_tmp, &raw)) {
+            cli_error("cannot write a recording for the timeline in '%s': %s; set TMPDIR",
+                      events_tmp, strerror(errno));
+            if (fd >= 0) {
+                close(fd);
+                unlink(events_tmp);
+            }
+            events_tmp[0] = '\0';
+            rc = REMORA_EXIT_USAGE;
+            goto out;
+        }
+        close(fd);
+    }
     memset(&so, 0, sizeof so);
     so.rate_hz = a.c.rate;
     so.duration_s = a.c.duration;
@@ -308,12 +334,34 @@ int cmd_record(int argc, char **argv)
     prof.meta.late = st->late;
     prof.meta.start_mono_ns = st->start_ns;
 
-    /* write what was collected, whatever ended the recording */
+    /* write what was collected, whatever ended the recording: the recording first, then
+     * the timelines from it, then the rest */
+    raw_err = raw != NULL ? raw_close(raw, &prof.meta, 1) : REMORA_OK;
+    raw = NULL;
+    err = raw_err;
+    if (timeline) {
+        profile_meta_t m;
+        FILE *f = err ? NULL : fopen(raw_at >= 0 ? a.out_path[raw_at] : events_tmp, "rb");
+        ev_table = stk_new();
+        if (f == NULL || ev_table == NULL ||
+            raw_read(f, ev_table, &m, &events, &nevents) != REMORA_OK) {
+            free(events);
+            events = NULL;          /* the timeline outputs fail below, one line each */
+        }
+        if (f != NULL)
+            fclose(f);
+    }
     for (i = 0; i < a.nout; i++) {
         const char *path = a.out_path[i] ? a.out_path[i] : "-";
         if (i == raw_at) {
-            err = raw_close(raw, &prof.meta, 1);
-            raw = NULL;
+            err = raw_err;          /* closed above */
+        } else if (a.fmt[i]->timeline) {
+            out_options_t oo = { a.c.limit, 0 };
+            profile_t tl = prof;
+            tl.stacks = ev_table;
+            tl.events = events;
+            tl.nevents = nevents;
+            err = events ? out_write_file(a.fmt[i], &tl, &oo, path) : (errno = EIO, REMORA_EIO);
         } else {
             out_options_t oo = { a.c.limit, 0 };
             err = out_write_file(a.fmt[i], &prof, &oo, path);
@@ -352,6 +400,10 @@ int cmd_record(int argc, char **argv)
 out:
     if (raw != NULL)
         raw_close(raw, &prof.meta, 0);
+    if (events_tmp[0])
+        unlink(events_tmp);
+    stk_free(ev_table);
+    free(events);
     if (a.c.cmd != NULL && cli_finish_child(&ct) >= 0 && (rc == REMORA_EXIT_OK || gone))
         rc = cli_child_exit_code(ct.child_status);
     sampler_free(s);
@@ -362,9 +414,11 @@ out:
     return rc;
 }
 
-/* Reads a .remora recording or collapsed stacks into t and m. Returns 0, or prints one
- * line and returns an exit code. A damaged file keeps what could be read (said once). */
-static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m)
+/* Reads a .remora recording or collapsed stacks into t and m, and with 'events' not
+ * NULL a recording's samples into events->events (collapsed stacks have none: an error).
+ * Returns 0, or prints one line and returns an exit code. A damaged file keeps what could
+ * be read (said once). */
+static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events)
 {
     unsigned char head[8];
     FILE *f = fopen(path, "rb");
@@ -377,9 +431,20 @@ static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m)
     }
     if (fread(head, 1, sizeof head, f) == sizeof head && memcmp(head, "REMORA", 6) == 0) {
         rewind(f);
-        err = raw_read(f, t, m);
+        if (events != NULL) {
+            prof_event_t *ev = NULL;
+            err = raw_read(f, t, m, &ev, &events->nevents);
+            events->events = ev;
+        } else {
+            err = raw_read(f, t, m, NULL, NULL);
+        }
         if (err == REMORA_ECORRUPT)
             cli_error("'%s' is damaged or from a newer remora; using what could be read", path);
+    } else if (events != NULL) {
+        cli_error("'%s' has no sample times (collapsed stacks): a timeline needs a .remora "
+                  "recording (record -o FILE.remora)", path);
+        fclose(f);
+        return REMORA_EXIT_USAGE;
     } else {
         uint64_t samples = 0;
         size_t bad = 0;
@@ -448,9 +513,9 @@ int cmd_convert(int argc, char **argv)
         rc = REMORA_EXIT_FAIL;
         goto out;
     }
-    rc = load_profile(in, table, &prof.meta);
+    rc = load_profile(in, table, &prof.meta, fmt->timeline ? &prof : NULL);
     if (rc == REMORA_OK && diff != NULL) {
-        rc = load_profile(diff, base_table, &base.meta);
+        rc = load_profile(diff, base_table, &base.meta, NULL);
         base.stacks = base_table;
         prof.baseline = &base;
     }
@@ -465,6 +530,7 @@ int cmd_convert(int argc, char **argv)
         }
     }
 out:
+    free((void *)prof.events);
     stk_free(table);
     stk_free(base_table);
     return rc;

@@ -15,6 +15,7 @@ int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o) __
 
 static const out_format_t formats[] = {
     { "flamegraph", ".html .htm", out_flamegraph_write },
+    { "firefox", ".gecko.json .firefox.json", out_firefox_write, 1 },   /* before .json */
     { "speedscope", ".json .speedscope", out_speedscope_write },
     { "collapsed", ".collapsed .txt .folded", out_collapsed_write },
     { "pstats", ".pstats .table", out_pstats_write },

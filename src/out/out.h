@@ -9,6 +9,8 @@
  *   speedscope.c  speedscope JSON
  *   flamegraph.c  the self-contained HTML flamegraph (template in flamegraph.html)
  *   pprof.c       pprof's profile.proto, gzipped (zlib)
+ *   firefox.c     the Firefox Profiler's processed format (a timeline: needs events)
+ *   strs.c        string tables by index (pprof, firefox)
  *   raw.c         the .remora recording (an event log; see raw.h)
  */
 #ifndef REMORA_OUT_H
@@ -36,6 +38,20 @@ void out_text_str(FILE *f, const char *str, int quote);
 /* "function (file:line)" through out_text_str(); just the function when file is "". */
 void out_text_frame(FILE *f, const char *function, const char *file, int line);
 
+/* strs.c: strings by index, for formats with a string table. Keyed by pointer, so give
+ * it interned strings (the table's) or string literals, never a buffer reused. */
+typedef struct out_strs {
+    const char **v;             /* index → string */
+    size_t n, cap;
+    uint32_t *slots;            /* index + 1, open addressing on the pointer */
+    size_t nslots;
+    int oom;                    /* an index could not be given: the output is incomplete */
+} out_strs_t;
+
+/* The index of str (a new one the first time); 0 with s->oom set when out of memory. */
+uint32_t out_strs_index(out_strs_t *s, const char *str);
+void out_strs_free(out_strs_t *s);
+
 /* Options shared by writers. */
 typedef struct out_options {
     int limit;              /* pstats: rows to print (0 = default 25) */
@@ -49,6 +65,7 @@ typedef struct out_format {
     const char *name;       /* "collapsed", "flamegraph", ... */
     const char *exts;       /* file name endings that select it, space-separated */
     out_write_fn write;     /* NULL for the raw recording (written while sampling) */
+    int timeline;           /* needs the profile's events: written from a recording */
 } out_format_t;
 
 /* The format called 'name', or NULL. */
@@ -68,6 +85,7 @@ int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_pprof_write(const profile_t *p, FILE *f, const out_options_t *o);
+int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o);
 
 /* Reads collapsed stacks (as written by out_collapsed_write, or by other tools) into t.
  * Lines "thread NAME (TID);f1;f2 N" keep their thread; others go to thread 0. A frame

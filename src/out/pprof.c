@@ -81,65 +81,11 @@ static void pb_string(pbuf_t *b, unsigned field, const char *str)
     }
 }
 
-/* --- the string table: interned pointers → indexes ---------------------------------- */
-
-typedef struct strings {
-    const char **v;             /* index → string; v[0] = "" */
-    size_t n, cap;
-    uint32_t *slots;            /* index + 1; open addressing on the pointer */
-    size_t nslots;
-    int oom;
-} strings_t;
-
-static size_t str_slot(const strings_t *s, const char *p)
-{
-    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
-
-    return (size_t)(h >> 20) & (s->nslots - 1);
-}
-
-/* The index of str (by pointer: the table's strings are interned); 0 and s->oom set
- * when out of memory. */
-static uint32_t str_index(strings_t *s, const char *str)
-{
-    size_t i;
-
-    if (str == NULL || str[0] == '\0')
-        return 0;
-    if (2 * (s->n + 1) > s->nslots) {
-        size_t nslots = s->nslots ? s->nslots * 2 : 1024, j;
-        uint32_t *slots = calloc(nslots, sizeof *slots);
-        if (slots == NULL) {
-            s->oom = 1;
-            return 0;
-        }
-        free(s->slots);
-        s->slots = slots;
-        s->nslots = nslots;
-        for (j = 1; j < s->n; j++) {
-            i = str_slot(s, s->v[j]);
-            while (slots[i] != 0)
-                i = (i + 1) & (nslots - 1);
-            slots[i] = (uint32_t)j + 1;
-        }
-    }
-    for (i = str_slot(s, str); s->slots[i] != 0; i = (i + 1) & (s->nslots - 1))
-        if (s->v[s->slots[i] - 1] == str)
-            return s->slots[i] - 1;
-    if (remora_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v)) {
-        s->oom = 1;
-        return 0;
-    }
-    s->v[s->n] = str;
-    s->slots[i] = (uint32_t)++s->n;
-    return (uint32_t)s->n - 1;
-}
-
 /* --- samples ------------------------------------------------------------------------- */
 
 struct pctx {
     pbuf_t *out, msg, sub;
-    strings_t *strs;
+    out_strs_t *strs;
     int64_t period;             /* ns a sample stands for; 0: unknown */
     uint32_t k_thread, k_tid;   /* label keys */
 };
@@ -162,7 +108,7 @@ static void put_sample(void *ctx, const stk_thread_t *th, const uint32_t *frames
     pb_bytes(&c->msg, 2, c->sub.p, c->sub.n);   /* value, packed */
     c->sub.n = 0;
     pb_uint(&c->sub, 1, c->k_thread);
-    pb_uint(&c->sub, 2, str_index(c->strs, th->name));
+    pb_uint(&c->sub, 2, out_strs_index(c->strs, th->name));
     pb_bytes(&c->msg, 3, c->sub.p, c->sub.n);   /* label thread = name */
     c->sub.n = 0;
     pb_uint(&c->sub, 1, c->k_tid);
@@ -186,7 +132,7 @@ static void value_type(pbuf_t *out, pbuf_t *msg, unsigned field, uint32_t type, 
 static int encode(const profile_t *p, pbuf_t *out)
 {
     const stk_table_t *t = p->stacks;
-    strings_t strs = { 0 };
+    out_strs_t strs = { 0 };
     struct pctx c;
     stk_fn_row_t *rows = NULL;
     uint32_t *row_of_frame = NULL;
@@ -202,17 +148,13 @@ static int encode(const profile_t *p, pbuf_t *out)
     err = stk_fn_rows(t, &rows, &nrows, &row_of_frame);
     if (err)
         goto done;
-    if (remora_grow((void **)&strs.v, &strs.cap, 1, sizeof *strs.v)) {
-        err = REMORA_ENOMEM;
-        goto done;
-    }
-    strs.v[strs.n++] = "";                      /* string 0 is always "" */
+    out_strs_index(&strs, "");                  /* string 0 is always "" */
     /* sample types: samples/count, and the time they stand for when the rate is known */
-    value_type(out, &c.msg, 1, str_index(&strs, "samples"), str_index(&strs, "count"));
+    value_type(out, &c.msg, 1, out_strs_index(&strs, "samples"), out_strs_index(&strs, "count"));
     if (c.period > 0)
-        value_type(out, &c.msg, 1, str_index(&strs, mode), str_index(&strs, "nanoseconds"));
-    c.k_thread = str_index(&strs, "thread");
-    c.k_tid = str_index(&strs, "thread_id");
+        value_type(out, &c.msg, 1, out_strs_index(&strs, mode), out_strs_index(&strs, "nanoseconds"));
+    c.k_thread = out_strs_index(&strs, "thread");
+    c.k_tid = out_strs_index(&strs, "thread_id");
     err = stk_foreach_stack(t, put_sample, &c);
     if (err)
         goto done;
@@ -229,17 +171,17 @@ static int encode(const profile_t *p, pbuf_t *out)
     for (i = 0; i < nrows; i++) {               /* function i + 1: row i */
         c.msg.n = 0;
         pb_uint(&c.msg, 1, i + 1);
-        pb_uint(&c.msg, 2, str_index(&strs, rows[i].function));
-        pb_uint(&c.msg, 4, str_index(&strs, rows[i].file));
+        pb_uint(&c.msg, 2, out_strs_index(&strs, rows[i].function));
+        pb_uint(&c.msg, 4, out_strs_index(&strs, rows[i].file));
         pb_uint(&c.msg, 5, rows[i].line > 0 ? (uint64_t)rows[i].line : 0);
         pb_bytes(out, 5, c.msg.p, c.msg.n);
     }
     snprintf(comment, sizeof comment, "remora %s, pid %d, Python %s, mode %s", REMORA_VERSION,
              (int)p->meta.pid, p->meta.python[0] ? p->meta.python : "?", mode);
     {
-        uint32_t ci = str_index(&strs, comment);
+        uint32_t ci = out_strs_index(&strs, comment);
         if (c.period > 0)
-            value_type(out, &c.msg, 11, str_index(&strs, mode), str_index(&strs, "nanoseconds"));
+            value_type(out, &c.msg, 11, out_strs_index(&strs, mode), out_strs_index(&strs, "nanoseconds"));
         for (i = 0; i < strs.n; i++)
             pb_string(out, 6, strs.v[i]);
         if (p->meta.start_unix_ns > 0)
@@ -257,8 +199,7 @@ done:
     free(row_of_frame);
     free(c.msg.p);
     free(c.sub.p);
-    free(strs.v);
-    free(strs.slots);
+    out_strs_free(&strs);
     return err;
 }
 

@@ -341,8 +341,10 @@ static void copy_field(char *dst, size_t cap, char *src)
     free(src);
 }
 
-int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m)
+int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, size_t *nevents)
 {
+    size_t cap_events = 0;
+    int64_t now = 0;
     char head[8];
     rd_t r = { f, 0 };
     const char **strings = NULL;
@@ -351,6 +353,10 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m)
     int err = REMORA_ECORRUPT, c;
 
     memset(m, 0, sizeof *m);
+    if (events != NULL) {
+        *events = NULL;
+        *nevents = 0;
+    }
     if (fread(head, 1, 8, f) != 8 || memcmp(head, magic, 7) != 0 || head[7] < 1 ||
         head[7] > RAW_VERSION)
         return ferror(f) ? REMORA_EIO : REMORA_ECORRUPT;
@@ -403,10 +409,22 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m)
             uint64_t dt = get_varint(&r), thread = get_varint(&r), node = get_varint(&r);
             uint32_t th = vec_get(&threads, thread), nd = vec_get(&nodes, node);
             int flags = fgetc(f);
-            (void)dt;
-            if (r.bad || flags == EOF || th == STK_NONE || nd == STK_NONE)
+            if (r.bad || flags == EOF || th == STK_NONE || nd == STK_NONE || dt > INT64_MAX / 2)
                 break;
             stk_add_at(t, th, nd, 1);
+            now = (int64_t)dt > INT64_MAX - now ? INT64_MAX : now + (int64_t)dt;
+            if (events != NULL) {
+                prof_event_t *e;
+                if (remora_grow((void **)events, &cap_events, *nevents + 1, sizeof **events)) {
+                    err = REMORA_ENOMEM;
+                    goto out;
+                }
+                e = &(*events)[(*nevents)++];
+                e->t_ns = now;
+                e->thread = th;
+                e->node = nd;
+                e->flags = (unsigned)flags;
+            }
         } else if (c == 'M') {
             uint64_t pid = get_varint(&r);
             m->pid = (pid_t)pid;

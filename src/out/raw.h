@@ -48,8 +48,10 @@ int raw_sample(raw_writer_t *w, const stk_table_t *t, uint32_t thread, uint32_t 
  * else removes it. Frees w. Returns 0 or REMORA_EIO. */
 int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit);
 
-/* Reads a recording into t and m. Returns 0, REMORA_EIO, or REMORA_ECORRUPT (not a
- * recording, a newer version, or damaged: what was read before the damage is kept). */
-int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m);
+/* Reads a recording into t and m, and when 'events' is not NULL every sample in order
+ * into *events (malloc'd, *nevents of them; the caller frees it, also on failure).
+ * Returns 0, REMORA_EIO, REMORA_ENOMEM, or REMORA_ECORRUPT (not a recording, a newer
+ * version, or damaged: what was read before the damage is kept). */
+int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, size_t *nevents);
 
 #endif

@@ -108,11 +108,23 @@ typedef struct profile_meta {
     int64_t start_mono_ns;  /* CLOCK_MONOTONIC when sampling began (0: unknown) */
 } profile_meta_t;
 
-/* The model every writer reads. 'baseline' is set for differential outputs. */
+/* One thread's sample in a recording, for the formats with a timeline. */
+typedef struct prof_event {
+    int64_t t_ns;           /* since sampling began */
+    uint32_t thread;        /* index of the table's thread */
+    uint32_t node;          /* the stack's innermost node */
+    unsigned flags;         /* RAW_ON_CPU, RAW_GIL, RAW_GC (out/raw.h) */
+} prof_event_t;
+
+/* The model every writer reads. 'baseline' is set for differential outputs; 'events',
+ * every sample in time order, for the formats with a timeline (out_format_t.timeline),
+ * read back from a .remora recording (NULL otherwise). */
 typedef struct profile {
     const stk_table_t *stacks;
     profile_meta_t meta;
     const struct profile *baseline;
+    const prof_event_t *events;
+    size_t nevents;
 } profile_t;
 
 #endif

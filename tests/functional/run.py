@@ -333,6 +333,8 @@ def main():
     tests += park_tests.tests(remora)
     import pprof_tests                  # the pprof output: tests/functional/pprof_tests.py
     tests += pprof_tests.tests(remora)
+    import firefox_tests                # the Firefox Profiler output: firefox_tests.py
+    tests += firefox_tests.tests(remora)
     import top_tests                    # remora top: tests/functional/top_tests.py
     tests += top_tests.tests(remora)
     tests = [t for t in tests if args.only in t[0]]

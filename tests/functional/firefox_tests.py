@@ -1,0 +1,240 @@
+# Functional tests of the Firefox Profiler output (`-o FILE.gecko.json`, `-f firefox`),
+# run by run.py:
+#
+#   record/firefox/INTERP  odd_names.py recorded to the Firefox format, collapsed and
+#                          .remora at once: the file, read by the walk below (every table's
+#                          columns as long as its length, every index in range, prefixes
+#                          before their stacks), holds per thread the same stacks and counts
+#                          as the collapsed file, sample times in order within the
+#                          recording, the odd thread and function named as the target holds
+#                          them (its ready.json); the .remora converted to the format gives
+#                          the same stacks; collapsed stacks (no times) are refused: exit 1.
+#   record/firefox-profiler  the file loaded by the Firefox Profiler's own code (its
+#                          command-line client, tests/firefox: `npm ci`): every thread's
+#                          call tree must count the same samples under the same function
+#                          names as the collapsed file; skipped when node/npm are missing.
+
+import collections
+import json
+import os
+import shutil
+import subprocess
+import uuid
+
+from harness import INTERPRETERS, REPO, Fail, Skip, expect_failure, interp_missing, tail
+from record_tests import SHORT_SECONDS, check_odd_names, odd_recording, parse_collapsed
+
+FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
+CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli", "dist",
+                   "profiler-cli.js")
+PROFILER_INTERP = "pyenv-3.12.1"      # the format does not depend on the version
+
+
+def columns(table, what, names):
+    n = table.get("length")
+    for c in names:
+        if not isinstance(table.get(c), list) or len(table[c]) != n:
+            raise Fail("%s.%s is not a column of length %r" % (what, c, n))
+    return n
+
+
+def firefox_stacks(doc):
+    """{tid: Counter((function, file, line) outermost first -> samples)}, thread names and
+    each thread's sample times, from a processed profile as remora writes it."""
+    strings = doc["shared"]["stringArray"]
+    out, names, times = {}, {}, {}
+
+    def s(i, what):
+        if not isinstance(i, int) or not 0 <= i < len(strings):
+            raise Fail("%s names string %r of %d" % (what, i, len(strings)))
+        return strings[i]
+
+    for th in doc["threads"]:
+        tid = th["tid"]
+        what = "thread %s" % tid
+        ns = columns(th["stackTable"], what + " stackTable", ("frame", "prefix", "category"))
+        nf = columns(th["frameTable"], what + " frameTable", ("func", "line", "category"))
+        nfn = columns(th["funcTable"], what + " funcTable", ("name", "fileName", "lineNumber"))
+        n = columns(th["samples"], what + " samples", ("stack", "time"))
+        st, ft, fn = th["stackTable"], th["frameTable"], th["funcTable"]
+        for i in range(ns):
+            p = st["prefix"][i]
+            if p is not None and not (isinstance(p, int) and 0 <= p < i):
+                raise Fail("%s: stack %d's prefix %r does not come before it" % (what, i, p))
+            if not 0 <= st["frame"][i] < nf:
+                raise Fail("%s: stack %d names frame %r of %d" % (what, i, st["frame"][i], nf))
+        for i in range(nf):
+            if not 0 <= ft["func"][i] < nfn:
+                raise Fail("%s: frame %d names func %r of %d" % (what, i, ft["func"][i], nfn))
+        c = out.setdefault(tid, collections.Counter())
+        for k in range(n):
+            stack, frames = th["samples"]["stack"][k], []
+            if stack is not None and not (isinstance(stack, int) and 0 <= stack < ns):
+                raise Fail("%s: sample %d names stack %r of %d" % (what, k, stack, ns))
+            while stack is not None:
+                f = st["frame"][stack]
+                u = ft["func"][f]
+                file_i = fn["fileName"][u]
+                frames.append((s(fn["name"][u], what), "" if file_i is None else s(file_i, what),
+                               ft["line"][f] or 0))
+                stack = st["prefix"][stack]
+            c[tuple(reversed(frames))] += 1
+        names[tid] = th["name"]
+        times[tid] = th["samples"]["time"]
+    return out, names, times
+
+
+def collapsed_as_firefox(stacks):
+    want = {}
+    for s in stacks:
+        key = tuple((fn, fi or "", li if li is not None and li > 0 else 0) for fn, fi, li in s.frames)
+        want.setdefault(s.tid, collections.Counter())[key] += s.count
+    return want
+
+
+def first_difference(a, b):
+    for tid in sorted(set(a) | set(b)):
+        ca, cb = a.get(tid, collections.Counter()), b.get(tid, collections.Counter())
+        for st in list(ca) + list(cb):
+            if ca.get(st, 0) != cb.get(st, 0):
+                return "thread %d: %d vs %d samples of [%s]" % (
+                    tid, ca.get(st, 0), cb.get(st, 0), ";".join("%s %s:%s" % f for f in st)[-300:])
+    return "none"
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise Fail("%s is not JSON: %s" % (os.path.basename(path), e))
+
+
+def judge_firefox(path, collapsed, ready):
+    doc = load(path)
+    got, names, times = firefox_stacks(doc)
+    got = {tid: c for tid, c in got.items() if sum(c.values())}
+    stacks = parse_collapsed(collapsed)
+    want = collapsed_as_firefox(stacks)
+    if got != want:
+        raise Fail("the Firefox file and the collapsed file of one recording differ: %s"
+                   % first_difference(got, want))
+    limit = (SHORT_SECONDS + 0.5) * 1000
+    for tid, ts in times.items():
+        if any(b < a for a, b in zip(ts, ts[1:])) or any(not 0 <= t <= limit for t in ts):
+            raise Fail("thread %d: sample times out of order or outside 0..%.0f ms" % (tid, limit))
+    if names.get(ready["odd"]) != ready["thread_name"]:
+        raise Fail("the odd thread is named %r, want %r" % (names.get(ready["odd"]), ready["thread_name"]))
+    check_odd_names(stacks, ready)
+    odd = (ready["function"], ready["file"])
+    if not any(f[:2] == odd for st in got.get(ready["odd"], {}) for f in st):
+        raise Fail("no frame %r in the odd thread's samples" % (odd,))
+    return got
+
+
+def test_firefox(remora, interp):
+    d, ready = odd_recording(remora, interp, ["rec.gecko.json", "rec.collapsed", "rec.remora"])
+    try:
+        got = judge_firefox(os.path.join(d, "rec.gecko.json"), os.path.join(d, "rec.collapsed"), ready)
+        conv = os.path.join(d, "converted.gecko.json")
+        rc, _, err = remora.run(["convert", os.path.join(d, "rec.remora"), "-o", conv])
+        if rc != 0:
+            raise Fail("`remora convert rec.remora -o converted.gecko.json` exited %d: %s" % (rc, tail(err)))
+        back, _, _ = firefox_stacks(load(conv))
+        back = {tid: c for tid, c in back.items() if sum(c.values())}
+        if back != got:
+            raise Fail("converted and recorded Firefox files differ: %s" % first_difference(back, got))
+        # collapsed stacks have no times: one line, exit 1, no file
+        bad = os.path.join(d, "from-collapsed.gecko.json")
+        err = expect_failure(remora, ["convert", os.path.join(d, "rec.collapsed"), "-o", bad], 1,
+                             "converting collapsed stacks to the Firefox format")
+        if os.path.exists(bad) or "recording" not in err:
+            raise Fail("converting collapsed stacks: %s, file %s" % (
+                err.strip(), "written" if os.path.exists(bad) else "not written"))
+        return "%d threads, %d samples; same stacks as collapsed; converted the same" % (
+            len(got), sum(sum(c.values()) for c in got.values()))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def profiler_cli():
+    """[node, profiler-cli.js], installing tests/firefox's package if missing; Skip when
+    that cannot be done."""
+    node = shutil.which("node")
+    if node is None:
+        raise Skip("node not installed")
+    if not os.path.exists(CLI):
+        npm = shutil.which("npm")
+        if npm is None:
+            raise Skip("tests/firefox/node_modules missing and npm not installed")
+        p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=FIREFOX_DIR,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=300)
+        if p.returncode != 0 or not os.path.exists(CLI):
+            raise Skip("`npm ci` in tests/firefox failed: %s" % tail(p.stdout.decode("utf-8", "replace")))
+    return [node, CLI]
+
+
+def leaf_paths(node, path, out):
+    """Counter of name paths (root first) from a profiler-cli call tree, by self samples."""
+    here = path + (node["name"],) if path is not None else ()
+    if node.get("selfSamples"):
+        out[here] += node["selfSamples"]
+    for ch in node.get("children", []):
+        leaf_paths(ch, here, out)
+
+
+def test_profiler(remora, interp):
+    cli = profiler_cli()
+    d, ready = odd_recording(remora, interp, ["rec.gecko.json", "rec.collapsed"])
+    session = "remora-" + uuid.uuid4().hex[:8]
+    env = dict(os.environ, HOME=d)
+
+    def run(args, timeout=120):
+        p = subprocess.run(cli + args + ["--session", session], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env)
+        text = p.stdout.decode("utf-8", "replace")
+        if p.returncode != 0:
+            raise Fail("`profiler-cli %s` exited %d: %s" % (" ".join(args[:2]), p.returncode, tail(text, 4)))
+        return text
+
+    try:
+        run(["load", os.path.join(d, "rec.gecko.json")])
+        listed = json.loads(run(["thread", "list", "--json"]))["threads"]
+        stacks = parse_collapsed(os.path.join(d, "rec.collapsed"))
+        want = {}
+        for s in stacks:
+            want.setdefault(s.tid, collections.Counter())[tuple(s.functions())] += s.count
+        got = {}
+        for th in listed:
+            tree = json.loads(run(["thread", "samples-top-down", "--thread", th["threadHandle"],
+                                   "--include-idle", "--max-lines", "100000", "--json"]))
+            c = collections.Counter()
+            leaf_paths(tree["regularCallTree"], None, c)
+            if sum(c.values()):
+                got[th["tid"]] = c
+        if got != want:
+            tids = sorted(set(got) | set(want))
+            diffs = ["thread %d: %d samples in the profiler, %d in collapsed"
+                     % (t, sum(got.get(t, {}).values()), sum(want.get(t, {}).values()))
+                     for t in tids if got.get(t) != want.get(t)]
+            raise Fail("the Firefox Profiler reads other stacks than the collapsed file's: %s"
+                       % "; ".join(diffs[:4] or [first_difference(got, want)]))
+        return "the profiler reads %d threads, %d samples, the same call trees" % (
+            len(got), sum(sum(c.values()) for c in got.values()))
+    finally:
+        try:
+            subprocess.run(cli + ["stop", "--session", session], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, env=env)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    pi = next(i for i in INTERPRETERS if i[0] == PROFILER_INTERP)
+    return [("record/firefox/%s" % i[0], lambda i=i: test_firefox(remora, i), interp_missing(i))
+            for i in INTERPRETERS] + [
+        ("record/firefox-profiler", lambda: test_profiler(remora, pi), interp_missing(pi)),
+    ]
