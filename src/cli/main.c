@@ -95,6 +95,13 @@ int main(int argc, char **argv)
         printf("remora %s\n", REMORA_VERSION);
         return REMORA_EXIT_OK;
     }
+    if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) &&
+        (strcmp(argv[1], "dump") == 0 || strcmp(argv[1], "record") == 0 ||
+         strcmp(argv[1], "top") == 0 || strcmp(argv[1], "convert") == 0)) {
+        /* remora COMMAND --help: the one page that describes every command */
+        fputs(usage, stdout);
+        return REMORA_EXIT_OK;
+    }
     if (strcmp(argv[1], "dump") == 0)
         return cmd_dump(argc - 1, argv + 1);
     if (strcmp(argv[1], "record") == 0)

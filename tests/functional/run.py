@@ -172,6 +172,12 @@ def test_usage(remora):
     expect_failure(remora, ["dump"], 1, "`remora dump` without -p")
     expect_failure(remora, ["dump", "-p", "notapid"], 1, "`remora dump -p notapid`")
     expect_failure(remora, ["no-such-command"], 1, "`remora no-such-command`")
+    expect_failure(remora, ["no-such-command", "--help"], 1, "`remora no-such-command --help`")
+    for cmd in ("dump", "record", "top", "convert"):
+        rc, out, err = remora.run([cmd, "--help"])
+        if rc != 0 or "\n  %s " % cmd not in out or err:
+            raise Fail("`remora %s --help`: exit %d, want 0 and the usage on stdout; stderr: %s"
+                       % (cmd, rc, tail(err)))
 
 
 def test_no_such_pid(remora):
