@@ -77,6 +77,10 @@ int cli_sampling_arg(const char *what, int argc, char **argv, int *i, cli_sampli
         c->gc = 0;
         return 1;
     }
+    if (strcmp(s, "--subprocesses") == 0) {
+        c->subprocesses = 1;
+        return 1;
+    }
     if (v == NULL)
         return 0;
     if (strcmp(s, "-p") == 0 || strcmp(s, "--pid") == 0) {

@@ -41,6 +41,7 @@ typedef struct cli_sampling {
     int mode;               /* --mode: enum sample_mode */
     int gc;                 /* 0 with --no-gc */
     int limit;              /* -l: rows of a table (0: the default) */
+    int subprocesses;       /* --subprocesses */
 } cli_sampling_t;
 
 void cli_sampling_init(cli_sampling_t *c);

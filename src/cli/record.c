@@ -41,7 +41,7 @@ typedef struct record_args {
 
 static const char record_usage[] =
     "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
-    "                     [--mode wall|cpu|gil|exception] [--no-gc] [--stats] [-l ROWS]\n"
+    "                     [--mode wall|cpu|gil|exception] [--no-gc] [--subprocesses] [--stats] [-l ROWS]\n"
     "                     [--max-samples N] [--diff BASELINE] [--frame-anchor]";
 
 static int parse_record(int argc, char **argv, record_args_t *a)
@@ -84,7 +84,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             a->anchor = 1;
         } else if (strcmp(s, "--stats") == 0) {
             a->stats = 1;
-        } else if (strcmp(s, "--idle") == 0 || strcmp(s, "--subprocesses") == 0 ||
+        } else if (strcmp(s, "--idle") == 0 ||
                    strcmp(s, "--blocking") == 0 || strcmp(s, "--native") == 0 ||
                    strcmp(s, "--async") == 0) {
             cli_error("record %s is not available in this version yet", s);
@@ -295,6 +295,7 @@ int cmd_record(int argc, char **argv)
     so.anchor = a.anchor;
     so.child = ct.child;
     so.max_rounds = a.max_samples;
+    so.subprocesses = a.c.subprocesses;
     if (sampler_new(u, p, table, raw, &so, &s)) {
         cli_error("out of memory");
         rc = REMORA_EXIT_FAIL;
@@ -373,6 +374,8 @@ int cmd_record(int argc, char **argv)
             fprintf(stderr, "remora: wrote %s (%s)\n", path, a.fmt[i]->name);
         }
     }
+    if (a.c.subprocesses)
+        fprintf(stderr, "remora: %llu subprocesses sampled\n", (unsigned long long)st->subprocesses);
     fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), %llu late%s\n",
             (unsigned long long)st->rounds, prof.meta.duration_s,
             prof.meta.duration_s > 0 ? (double)st->rounds / prof.meta.duration_s : 0.0, a.c.rate,

@@ -63,7 +63,8 @@ typedef struct top {
 } top_t;
 
 static const char top_usage[] =
-    "usage: remora top (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [--mode MODE] [--no-gc] [-l ROWS]";
+    "usage: remora top (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [--mode MODE] [--no-gc]"
+    " [--subprocesses] [-l ROWS]";
 
 static int parse_top(int argc, char **argv, cli_sampling_t *a)
 {
@@ -373,6 +374,7 @@ int cmd_top(int argc, char **argv)
     so.mode = a.mode;
     so.gc = a.gc;
     so.child = ct.child;
+    so.subprocesses = a.subprocesses;
     if (sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) {
         cli_error("out of memory");
         rc = REMORA_EXIT_FAIL;

@@ -6,15 +6,41 @@
  * squeezed in. Frames are mapped to table frames through a pointer-keyed cache, so a
  * warm round allocates nothing.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "remora.h"
 #include "sampler.h"
+#include "../py/py.h"
+
+/* --subprocesses: the target's descendants, found by a scan of /proc every SUB_SCAN_NS,
+ * each sampled in the same rounds through an unwinder of its own once its interpreter is
+ * found (a child that is not Python yet, a shell or one that has not loaded it, is looked
+ * at again on each scan, SUB_FIND_TRIES times at most). */
+#define SUB_MAX 256
+#define SUB_SCAN_NS 200000000
+#define SUB_FIND_TRIES 50
+#define SUB_BAD_ROUNDS 200          /* unreadable this long: it exec'd; find it anew */
+
+typedef struct sub {
+    pid_t pid;
+    proc_t *p;
+    py_target_t *t;
+    unwinder_t *u;                  /* NULL until its interpreter is found */
+    int tries, bad;
+} sub_t;
+
+typedef struct pid_pair {
+    pid_t pid, ppid;
+} pid_pair_t;
 
 /* A thread's previous stack (outermost first) and the trie node of each prefix: a new
  * stack that shares the prefix reuses its nodes, so aggregation costs O(changed frames). */
@@ -40,6 +66,7 @@ struct sampler {
     fmap_entry_t *fmap;
     size_t fmap_cap, fmap_count;
     uint32_t gc_frame;
+    unsigned want;                  /* UNW_WANT_* for every unwinder */
     /* tid → table thread, last seen */
     int child_status;
     /* tid → table thread, last seen; and that thread's last stack, to reuse its path */
@@ -47,6 +74,11 @@ struct sampler {
     uint32_t *tthreads;
     struct last_stack *last;
     size_t ntids, cap_tids;
+    sub_t *subs;
+    size_t nsubs, cap_subs;
+    pid_pair_t *pairs;              /* the last scan of /proc */
+    size_t npairs, cap_pairs;
+    int64_t next_scan;
 };
 
 int64_t sampler_now_ns(void)
@@ -81,9 +113,9 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
     }
     for (i = 0; i < s->fmap_cap; i++)
         s->fmap[i].frame = STK_NONE;
-    unw_set_want(u, (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
-                    (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) |
-                    (o->anchor ? UNW_WANT_ANCHOR : 0));
+    s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
+              (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0);
+    unw_set_want(u, s->want);
     *out = s;
     return REMORA_OK;
 }
@@ -102,6 +134,13 @@ void sampler_free(sampler_t *s)
         free(s->last[i].nodes);
     }
     free(s->last);
+    for (i = 0; i < s->nsubs; i++) {
+        unw_free(s->subs[i].u);
+        proc_free(s->subs[i].p);
+        free(s->subs[i].t);
+    }
+    free(s->subs);
+    free(s->pairs);
     free(s);
 }
 
@@ -168,7 +207,7 @@ static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
 
 /* The index of a native id in s->tids (the table's thread in s->tthreads); new threads
  * get their name from /proc. Returns (size_t)-1 when out of memory. */
-static size_t map_thread(sampler_t *s, pid_t tid)
+static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid)
 {
     size_t i;
     char name[64] = "";
@@ -196,7 +235,7 @@ static size_t map_thread(sampler_t *s, pid_t tid)
         s->cap_tids = ncap;
     }
     if (tid > 0)
-        proc_task_name(s->p, tid, name, sizeof name);
+        proc_task_name(p, tid, name, sizeof name);
     th = stk_thread(s->t, tid, name);
     if (th == STK_NONE)
         return (size_t)-1;
@@ -246,24 +285,24 @@ static uint32_t stack_node(sampler_t *s, size_t ti, const unw_thread_t *th)
     return node;
 }
 
-int sampler_round(sampler_t *s, int64_t now_ns)
+/* One process's threads into the table. Returns 0, a transient REMORA_ECORRUPT or
+ * REMORA_EFAULT (its thread list moved twice: counted as an error), or a fatal code. */
+static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, int64_t now_ns)
 {
     unw_thread_t *threads;
     size_t n, i;
-    int err = unw_sample(s->u, &threads, &n);
+    int err = unw_sample(u, &threads, &n);
 
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
         /* the thread list changed under us: one more try, then count it */
-        err = unw_sample(s->u, &threads, &n);
+        err = unw_sample(u, &threads, &n);
         if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
-            s->st.rounds++;
             s->st.errors++;
-            return REMORA_OK;
+            return err;
         }
     }
     if (err)
         return err;
-    s->st.rounds++;
     for (i = 0; i < n; i++) {
         const unw_thread_t *th = &threads[i];
         uint32_t tt, node;
@@ -283,7 +322,7 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             s->st.errors++;
             continue;
         }
-        ti = map_thread(s, th->native_id);
+        ti = map_thread(s, p, th->native_id);
         if (ti == (size_t)-1)
             return REMORA_ENOMEM;
         tt = s->tthreads[ti];
@@ -299,6 +338,172 @@ int sampler_round(sampler_t *s, int64_t now_ns)
         s->st.samples++;
         if (s->raw != NULL && raw_sample(s->raw, s->t, tt, node, now_ns - s->st.start_ns, flags))
             return REMORA_EIO;
+    }
+    return REMORA_OK;
+}
+
+/* The frame cache and the threads' last stacks hold an unwinder's string pointers:
+ * forgotten when one is freed, so no new string at a freed address passes for an old. */
+static void forget_frames(sampler_t *s)
+{
+    size_t i;
+
+    for (i = 0; i < s->fmap_cap; i++)
+        s->fmap[i].frame = STK_NONE;
+    s->fmap_count = 0;
+    for (i = 0; i < s->ntids; i++)
+        s->last[i].n = 0;
+}
+
+static void sub_reset(sampler_t *s, sub_t *c)
+{
+    if (c->u != NULL)
+        forget_frames(s);
+    unw_free(c->u);
+    proc_free(c->p);
+    c->u = NULL;
+    c->p = NULL;
+    c->tries = c->bad = 0;
+}
+
+/* Every process on the machine with its parent, into s->pairs. */
+static void read_pairs(sampler_t *s)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+
+    s->npairs = 0;
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char path[64], buf[512], *close_paren;
+        long pid = strtol(e->d_name, NULL, 10), ppid;
+        ssize_t n;
+        int fd;
+        if (pid <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold anything, so from the last ')' */
+        close_paren = strrchr(buf, ')');
+        if (close_paren == NULL || sscanf(close_paren + 1, " %*c %ld", &ppid) != 1)
+            continue;
+        if (remora_grow((void **)&s->pairs, &s->cap_pairs, s->npairs + 1, sizeof *s->pairs))
+            break;
+        s->pairs[s->npairs].pid = (pid_t)pid;
+        s->pairs[s->npairs].ppid = (pid_t)ppid;
+        s->npairs++;
+    }
+    closedir(d);
+}
+
+static int known(const sampler_t *s, pid_t pid)
+{
+    size_t i;
+
+    if (pid == proc_pid(s->p))
+        return 1;
+    for (i = 0; i < s->nsubs; i++)
+        if (s->subs[i].pid == pid)
+            return 1;
+    return 0;
+}
+
+/* Finds the target's new descendants, forgets the ones gone, and looks for the
+ * interpreter of those that have none yet. */
+static void scan_subs(sampler_t *s)
+{
+    size_t i, k;
+    int grew = 1;
+
+    read_pairs(s);
+    if (s->npairs == 0)
+        return;
+    for (k = 0; k < s->nsubs;) {
+        for (i = 0; i < s->npairs && s->pairs[i].pid != s->subs[k].pid; i++)
+            ;
+        if (i == s->npairs) {           /* gone */
+            sub_reset(s, &s->subs[k]);
+            free(s->subs[k].t);
+            s->subs[k] = s->subs[--s->nsubs];
+        } else {
+            k++;
+        }
+    }
+    while (grew) {                      /* children of known processes, to a fixpoint */
+        grew = 0;
+        for (i = 0; i < s->npairs && s->nsubs < SUB_MAX; i++) {
+            sub_t *c;
+            if (!known(s, s->pairs[i].ppid) || known(s, s->pairs[i].pid))
+                continue;
+            if (remora_grow((void **)&s->subs, &s->cap_subs, s->nsubs + 1, sizeof *s->subs))
+                return;
+            c = &s->subs[s->nsubs];
+            memset(c, 0, sizeof *c);
+            c->pid = s->pairs[i].pid;
+            c->t = malloc(sizeof *c->t);
+            if (c->t == NULL)
+                return;
+            s->nsubs++;
+            grew = 1;
+        }
+    }
+    for (k = 0; k < s->nsubs; k++) {
+        sub_t *c = &s->subs[k];
+        char why[256];
+        if (c->u != NULL || c->tries >= SUB_FIND_TRIES)
+            continue;
+        c->tries++;
+        if (c->p == NULL && proc_open(c->pid, &c->p) != REMORA_OK) {
+            c->p = NULL;
+            continue;
+        }
+        if (py_target_find(c->p, c->t, why, sizeof why) != REMORA_OK ||
+            unw_new(c->p, c->t, &c->u) != REMORA_OK) {
+            c->u = NULL;
+            proc_free(c->p);            /* opened anew next time: it may exec */
+            c->p = NULL;
+            continue;
+        }
+        unw_set_want(c->u, s->want);
+        s->st.subprocesses++;
+    }
+}
+
+int sampler_round(sampler_t *s, int64_t now_ns)
+{
+    size_t k;
+    int err;
+
+    if (s->o.subprocesses && now_ns >= s->next_scan) {
+        scan_subs(s);
+        s->next_scan = now_ns + SUB_SCAN_NS;
+    }
+    s->st.rounds++;
+    err = sample_process(s, s->u, s->p, now_ns);
+    if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
+        err = REMORA_OK;
+    if (err)
+        return err;
+    for (k = 0; k < s->nsubs; k++) {
+        sub_t *c = &s->subs[k];
+        if (c->u == NULL)
+            continue;
+        err = sample_process(s, c->u, c->p, now_ns);
+        if (err == REMORA_OK) {
+            c->bad = 0;
+        } else if (err == REMORA_ENOMEM || err == REMORA_EIO) {
+            return err;
+        } else if ((err != REMORA_ECORRUPT && err != REMORA_EFAULT) || ++c->bad > SUB_BAD_ROUNDS) {
+            sub_reset(s, c);            /* exited, or exec'd: the next scan says which */
+        }
     }
     return REMORA_OK;
 }

@@ -20,6 +20,7 @@ typedef struct sampler_opts {
     int anchor;             /* --frame-anchor (3.15): UNW_WANT_ANCHOR, writes to the target */
     pid_t child;            /* a launched command: reaped when it exits (0 = none) */
     uint64_t max_rounds;    /* stop after this many rounds (0 = no limit) */
+    int subprocesses;       /* also sample the target's descendants */
 } sampler_opts_t;
 
 typedef struct sampler_stats {
@@ -27,6 +28,7 @@ typedef struct sampler_stats {
     uint64_t samples;       /* thread stacks added to the table */
     uint64_t errors;        /* thread stacks that could not be read consistently */
     uint64_t late;          /* rounds skipped because remora fell behind */
+    uint64_t subprocesses;  /* descendants whose interpreter was found (--subprocesses) */
     int64_t start_ns, end_ns;   /* CLOCK_MONOTONIC */
 } sampler_stats_t;
 

@@ -200,6 +200,21 @@ class Target:
         with open(path) as f:
             return json.load(f)
 
+    def wait_file(self, suffix):
+        """Polls for the ready file's name + suffix (written by temp + rename); its JSON."""
+        path = self.host_path(self.out) + suffix
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not os.path.exists(path):
+            if self.proc.poll() is not None:
+                raise Fail("target exited with %d before writing %s: %s"
+                           % (self.proc.returncode, os.path.basename(path), self.log_tail()))
+            if time.monotonic() > deadline:
+                raise Fail("target wrote no %s in %.0fs: %s" % (os.path.basename(path), READY_TIMEOUT,
+                                                                  self.log_tail()))
+            time.sleep(0.01)
+        with open(path) as f:
+            return json.load(f)
+
     def wait_main_in_read(self):
         """The ready file is written just before the main thread parks in read(0, ...):
         poll the kernel until it is there (skipped on an unknown architecture)."""
