@@ -81,6 +81,10 @@ int cli_sampling_arg(const char *what, int argc, char **argv, int *i, cli_sampli
         c->subprocesses = 1;
         return 1;
     }
+    if (strcmp(s, "--blocking") == 0) {
+        c->blocking = 1;
+        return 1;
+    }
     if (v == NULL)
         return 0;
     if (strcmp(s, "-p") == 0 || strcmp(s, "--pid") == 0) {
@@ -128,6 +132,34 @@ int cli_sampling_check(const char *what, const cli_sampling_t *c)
         return -1;
     }
     return 0;
+}
+
+int cli_sampler_fail(int err, pid_t pid, int blocking)
+{
+    if (blocking && err == REMORA_EPERM) {
+        char path[64], line[256];
+        long tracer = 0;
+        FILE *f;
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+        f = fopen(path, "r");
+        while (f != NULL && fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "TracerPid: %ld", &tracer) == 1)
+                break;
+        if (f != NULL)
+            fclose(f);
+        if (tracer > 0)
+            cli_error("--blocking: pid %d is already traced by pid %ld (a debugger or strace?): "
+                      "detach it, or record without --blocking", (int)pid, tracer);
+        else
+            cli_error("--blocking: not allowed to ptrace pid %d: run as root or with "
+                      "CAP_SYS_PTRACE (kernel.yama.ptrace_scope), or record without --blocking",
+                      (int)pid);
+        return REMORA_EXIT_PERM;
+    }
+    if (err == REMORA_ENOPROC)
+        return cli_fail(err, pid, NULL);
+    cli_error("%s", err == REMORA_ENOMEM ? "out of memory" : remora_strerror(err));
+    return REMORA_EXIT_FAIL;
 }
 
 void cli_read_cmdline(pid_t pid, char *out, size_t cap)

@@ -29,6 +29,10 @@ int cmd_top(int argc, char **argv);
 /* "1000", "10k", "1khz" → Hz. Returns 0 or -1. */
 int cli_parse_rate(const char *s, double *hz);
 
+/* The one line for a sampler that could not start (with --blocking: ptrace refused);
+ * returns the exit code. */
+int cli_sampler_fail(int err, pid_t pid, int blocking);
+
 /* 0 if the target's layout supports the mode, else one line and -1. */
 int cli_check_mode(int mode, const py_target_t *t);
 
@@ -42,6 +46,7 @@ typedef struct cli_sampling {
     int gc;                 /* 0 with --no-gc */
     int limit;              /* -l: rows of a table (0: the default) */
     int subprocesses;       /* --subprocesses */
+    int blocking;           /* --blocking */
 } cli_sampling_t;
 
 void cli_sampling_init(cli_sampling_t *c);

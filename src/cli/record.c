@@ -41,7 +41,7 @@ typedef struct record_args {
 
 static const char record_usage[] =
     "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
-    "                     [--mode wall|cpu|gil|exception] [--no-gc] [--subprocesses] [--stats] [-l ROWS]\n"
+    "                     [--mode wall|cpu|gil|exception] [--no-gc] [--subprocesses] [--blocking] [--stats] [-l ROWS]\n"
     "                     [--max-samples N] [--diff BASELINE] [--frame-anchor]";
 
 static int parse_record(int argc, char **argv, record_args_t *a)
@@ -84,8 +84,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             a->anchor = 1;
         } else if (strcmp(s, "--stats") == 0) {
             a->stats = 1;
-        } else if (strcmp(s, "--idle") == 0 ||
-                   strcmp(s, "--blocking") == 0 || strcmp(s, "--native") == 0 ||
+        } else if (strcmp(s, "--idle") == 0 || strcmp(s, "--native") == 0 ||
                    strcmp(s, "--async") == 0) {
             cli_error("record %s is not available in this version yet", s);
             return -1;
@@ -296,9 +295,9 @@ int cmd_record(int argc, char **argv)
     so.child = ct.child;
     so.max_rounds = a.max_samples;
     so.subprocesses = a.c.subprocesses;
-    if (sampler_new(u, p, table, raw, &so, &s)) {
-        cli_error("out of memory");
-        rc = REMORA_EXIT_FAIL;
+    so.blocking = a.c.blocking;
+    if ((err = sampler_new(u, p, table, raw, &so, &s)) != REMORA_OK) {
+        rc = cli_sampler_fail(err, pid, a.c.blocking);
         goto out;
     }
     memset(&prof, 0, sizeof prof);

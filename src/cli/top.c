@@ -64,7 +64,7 @@ typedef struct top {
 
 static const char top_usage[] =
     "usage: remora top (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [--mode MODE] [--no-gc]"
-    " [--subprocesses] [-l ROWS]";
+    " [--subprocesses] [--blocking] [-l ROWS]";
 
 static int parse_top(int argc, char **argv, cli_sampling_t *a)
 {
@@ -375,9 +375,9 @@ int cmd_top(int argc, char **argv)
     so.gc = a.gc;
     so.child = ct.child;
     so.subprocesses = a.subprocesses;
-    if (sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) {
-        cli_error("out of memory");
-        rc = REMORA_EXIT_FAIL;
+    so.blocking = a.blocking;
+    if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
+        rc = cli_sampler_fail(err, a.pid, a.blocking);
         goto out;
     }
     tp.last_ns = sampler_now_ns();

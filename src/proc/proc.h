@@ -160,6 +160,27 @@ int proc_task_state(proc_t *p, pid_t tid, char *state);
 /* The task's name (comm), NUL-terminated, at most 'len' - 1 bytes. Returns 0 or REMORA_ENOPROC. */
 int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len);
 
+/* ---- --blocking: the target held still while a sample is read (freeze.c) ---- */
+
+typedef struct freezer freezer_t;
+
+/* Seizes (ptrace) every thread of the live process p. Returns 0, REMORA_EPERM (another
+ * tracer has it, or ptrace is not allowed), REMORA_ENOPROC, REMORA_ENOMEM, REMORA_EIO. */
+int freeze_new(proc_t *p, freezer_t **out);
+
+/* Stops every thread (seizing new ones) and waits for them, 100 ms at most. Returns 0,
+ * REMORA_ENOPROC once every thread has ended, or an error. */
+int freeze_stop(freezer_t *f);
+
+/* Resumes the threads freeze_stop stopped, each with a signal it was stopped for. */
+void freeze_go(freezer_t *f);
+
+/* The main thread's wait status if freeze_stop saw it end (reaped, for a child), else -1. */
+int freeze_exit_status(const freezer_t *f);
+
+/* Lets go of every thread. */
+void freeze_free(freezer_t *f);
+
 /* Parses the state letter out of the text of a stat file. Returns 0 or REMORA_ECORRUPT. */
 int proc_stat_parse_state(const char *text, size_t len, char *state);
 

@@ -76,6 +76,7 @@ struct sampler {
     size_t ntids, cap_tids;
     sub_t *subs;
     size_t nsubs, cap_subs;
+    freezer_t *frz;                 /* --blocking */
     pid_pair_t *pairs;              /* the last scan of /proc */
     size_t npairs, cap_pairs;
     int64_t next_scan;
@@ -116,6 +117,13 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
     s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
               (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0);
     unw_set_want(u, s->want);
+    if (o->blocking) {
+        int err = freeze_new(p, &s->frz);
+        if (err) {
+            sampler_free(s);
+            return err;
+        }
+    }
     *out = s;
     return REMORA_OK;
 }
@@ -126,6 +134,7 @@ void sampler_free(sampler_t *s)
 
     if (s == NULL)
         return;
+    freeze_free(s->frz);
     free(s->fmap);
     free(s->tids);
     free(s->tthreads);
@@ -287,19 +296,30 @@ static uint32_t stack_node(sampler_t *s, size_t ti, const unw_thread_t *th)
 
 /* One process's threads into the table. Returns 0, a transient REMORA_ECORRUPT or
  * REMORA_EFAULT (its thread list moved twice: counted as an error), or a fatal code. */
-static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, int64_t now_ns)
+static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz, int64_t now_ns)
 {
     unw_thread_t *threads;
     size_t n, i;
-    int err = unw_sample(u, &threads, &n);
+    int err;
 
+    if (frz != NULL) {
+        err = freeze_stop(frz);
+        if (err) {
+            if (err == REMORA_ENOPROC && s->o.child > 0 && freeze_exit_status(frz) != -1)
+                s->child_status = freeze_exit_status(frz);
+            return err;
+        }
+    }
+    err = unw_sample(u, &threads, &n);
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
         /* the thread list changed under us: one more try, then count it */
         err = unw_sample(u, &threads, &n);
-        if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
-            s->st.errors++;
-            return err;
-        }
+    }
+    if (frz != NULL)
+        freeze_go(frz);             /* read: let it run while the table is updated */
+    if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
+        s->st.errors++;
+        return err;
     }
     if (err)
         return err;
@@ -487,7 +507,7 @@ int sampler_round(sampler_t *s, int64_t now_ns)
         s->next_scan = now_ns + SUB_SCAN_NS;
     }
     s->st.rounds++;
-    err = sample_process(s, s->u, s->p, now_ns);
+    err = sample_process(s, s->u, s->p, s->frz, now_ns);
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
         err = REMORA_OK;
     if (err)
@@ -496,7 +516,7 @@ int sampler_round(sampler_t *s, int64_t now_ns)
         sub_t *c = &s->subs[k];
         if (c->u == NULL)
             continue;
-        err = sample_process(s, c->u, c->p, now_ns);
+        err = sample_process(s, c->u, c->p, NULL, now_ns);
         if (err == REMORA_OK) {
             c->bad = 0;
         } else if (err == REMORA_ENOMEM || err == REMORA_EIO) {
@@ -540,15 +560,18 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
         }
         if (now >= end || (s->o.max_rounds && s->st.rounds >= s->o.max_rounds))
             break;
-        /* a launched command that exited is a zombie until reaped: reads would fail */
-        if (s->o.child > 0 && waitpid(s->o.child, &s->child_status, WNOHANG) == s->o.child) {
+        /* a launched command that exited is a zombie until reaped: reads would fail
+         * (with --blocking, remora traces it: its stops and its end come to freeze_stop) */
+        if (s->o.child > 0 && s->frz == NULL &&
+            waitpid(s->o.child, &s->child_status, WNOHANG) == s->o.child) {
             err = REMORA_ENOPROC;
             break;
         }
         err = sampler_round(s, now);
         if (err == REMORA_ENOPROC && s->o.child > 0) {
             /* the command died between two checks: collect how it ended */
-            while (waitpid(s->o.child, &s->child_status, 0) < 0 && errno == EINTR)
+            while (s->child_status == -1 && waitpid(s->o.child, &s->child_status, 0) < 0 &&
+                   errno == EINTR)
                 ;
             break;
         }

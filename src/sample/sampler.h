@@ -21,6 +21,7 @@ typedef struct sampler_opts {
     pid_t child;            /* a launched command: reaped when it exits (0 = none) */
     uint64_t max_rounds;    /* stop after this many rounds (0 = no limit) */
     int subprocesses;       /* also sample the target's descendants */
+    int blocking;           /* --blocking: the target stopped (ptrace) while it is read */
 } sampler_opts_t;
 
 typedef struct sampler_stats {
@@ -34,7 +35,8 @@ typedef struct sampler_stats {
 
 typedef struct sampler sampler_t;
 
-/* The sampler borrows u, p, t and raw (raw may be NULL). Returns 0 or REMORA_ENOMEM. */
+/* The sampler borrows u, p, t and raw (raw may be NULL). Returns 0, REMORA_ENOMEM, or
+ * with o->blocking what freeze_new() returns. */
 int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
                 const sampler_opts_t *o, sampler_t **out);
 void sampler_free(sampler_t *s);
