@@ -25,7 +25,7 @@ import time
 
 from harness import (INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Skip, Target, interp_missing, one_line,
                      tail)
-from record_tests import (SUMMARY, Recording, parse_collapsed, speedscope_stacks, summary, total,
+from record_tests import (SUMMARY, Recording, first_difference, parse_collapsed, speedscope_stacks, summary, total,
                           workdir)
 
 CHAOS_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
@@ -197,18 +197,6 @@ def judge_profile(stacks, roles, src, foreign=None, default=None):
 
 
 # --- outputs ------------------------------------------------------------------------------
-
-def first_difference(a, b):
-    """A description of one stack whose count differs between two {tid: Counter}."""
-    for tid in sorted(set(a) | set(b)):
-        ca, cb = a.get(tid, collections.Counter()), b.get(tid, collections.Counter())
-        for st in list(ca) + list(cb):
-            if ca.get(st, 0) != cb.get(st, 0):
-                return "thread %d: %d vs %d samples of [%s]" % (
-                    tid, ca.get(st, 0), cb.get(st, 0),
-                    ";".join("%s %s:%s" % f for f in st)[-400:])
-    return "none"
-
 
 def check_outputs(remora, d, names, summ, need_stacks):
     """Every output of one recording is there and valid: collapsed parses, speedscope JSON

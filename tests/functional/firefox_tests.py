@@ -22,7 +22,8 @@ import subprocess
 import uuid
 
 from harness import INTERPRETERS, REPO, Fail, Skip, expect_failure, interp_missing, tail
-from record_tests import SHORT_SECONDS, check_odd_names, odd_recording, parse_collapsed
+from record_tests import (SHORT_SECONDS, by_thread, check_odd_names, first_difference, odd_recording,
+                          parse_collapsed, plain_frame)
 
 FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
 CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli", "dist",
@@ -84,24 +85,6 @@ def firefox_stacks(doc):
     return out, names, times
 
 
-def collapsed_as_firefox(stacks):
-    want = {}
-    for s in stacks:
-        key = tuple((fn, fi or "", li if li is not None and li > 0 else 0) for fn, fi, li in s.frames)
-        want.setdefault(s.tid, collections.Counter())[key] += s.count
-    return want
-
-
-def first_difference(a, b):
-    for tid in sorted(set(a) | set(b)):
-        ca, cb = a.get(tid, collections.Counter()), b.get(tid, collections.Counter())
-        for st in list(ca) + list(cb):
-            if ca.get(st, 0) != cb.get(st, 0):
-                return "thread %d: %d vs %d samples of [%s]" % (
-                    tid, ca.get(st, 0), cb.get(st, 0), ";".join("%s %s:%s" % f for f in st)[-300:])
-    return "none"
-
-
 def load(path):
     try:
         with open(path, encoding="utf-8") as f:
@@ -115,7 +98,7 @@ def judge_firefox(path, collapsed, ready):
     got, names, times = firefox_stacks(doc)
     got = {tid: c for tid, c in got.items() if sum(c.values())}
     stacks = parse_collapsed(collapsed)
-    want = collapsed_as_firefox(stacks)
+    want = by_thread(stacks, plain_frame)
     if got != want:
         raise Fail("the Firefox file and the collapsed file of one recording differ: %s"
                    % first_difference(got, want))
@@ -202,9 +185,7 @@ def test_profiler(remora, interp):
         run(["load", os.path.join(d, "rec.gecko.json")])
         listed = json.loads(run(["thread", "list", "--json"]))["threads"]
         stacks = parse_collapsed(os.path.join(d, "rec.collapsed"))
-        want = {}
-        for s in stacks:
-            want.setdefault(s.tid, collections.Counter())[tuple(s.functions())] += s.count
+        want = by_thread(stacks, lambda f: f[0])
         got = {}
         for th in listed:
             tree = json.loads(run(["thread", "samples-top-down", "--thread", th["threadHandle"],

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 
 from harness import INTERPRETERS, Fail, Skip, interp_missing, tail
-from record_tests import check_odd_names, odd_recording, parse_collapsed
+from record_tests import by_thread, check_odd_names, first_difference, odd_recording, parse_collapsed, plain_frame
 
 RATE = 1000                      # record's default, which odd_recording uses
 GO_INTERP = "pyenv-3.12.1"       # the file's format does not depend on the version
@@ -186,25 +186,6 @@ def pprof_stacks(p):
     return out, names
 
 
-def collapsed_as_pprof(stacks):
-    """The collapsed file's stacks as pprof says them: no file is "", no line 0."""
-    want = {}
-    for s in stacks:
-        key = tuple((fn, fi or "", li if li is not None and li > 0 else 0) for fn, fi, li in s.frames)
-        want.setdefault(s.tid, collections.Counter())[key] += s.count
-    return want
-
-
-def first_difference(a, b):
-    for tid in sorted(set(a) | set(b)):
-        ca, cb = a.get(tid, collections.Counter()), b.get(tid, collections.Counter())
-        for st in list(ca) + list(cb):
-            if ca.get(st, 0) != cb.get(st, 0):
-                return "thread %d: %d vs %d samples of [%s]" % (
-                    tid, ca.get(st, 0), cb.get(st, 0), ";".join("%s %s:%s" % f for f in st)[-300:])
-    return "none"
-
-
 def judge_pprof(path, collapsed, ready):
     p = read_pprof(path)
     if p["types"] != [("samples", "count"), ("wall", "nanoseconds")]:
@@ -217,7 +198,7 @@ def judge_pprof(path, collapsed, ready):
                        % (smp["value"][1], smp["value"][0]))
     got, names = pprof_stacks(p)
     stacks = parse_collapsed(collapsed)
-    want = collapsed_as_pprof(stacks)
+    want = by_thread(stacks, plain_frame)
     if got != want:
         raise Fail("pprof and collapsed files of one recording differ: %s"
                    % first_difference(got, want))

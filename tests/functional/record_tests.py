@@ -167,6 +167,34 @@ def parse_collapsed(path):
     return stacks
 
 
+def by_thread(stacks, frame=None):
+    """{tid: Counter(frames tuple -> samples)} of parsed collapsed stacks; 'frame', if
+    given, maps each (function, file, line) first."""
+    out = {}
+    for s in stacks:
+        key = tuple(frame(f) for f in s.frames) if frame else tuple(s.frames)
+        out.setdefault(s.tid, collections.Counter())[key] += s.count
+    return out
+
+
+def plain_frame(f):
+    """A collapsed frame as pprof and the Firefox format say it: no file "", no line 0."""
+    fn, fi, li = f
+    return (fn, fi or "", li if li is not None and li > 0 else 0)
+
+
+def first_difference(a, b):
+    """A description of one stack whose count differs between two {tid: Counter}."""
+    for tid in sorted(set(a) | set(b)):
+        ca, cb = a.get(tid, collections.Counter()), b.get(tid, collections.Counter())
+        for st in list(ca) + list(cb):
+            if ca.get(st, 0) != cb.get(st, 0):
+                return "thread %d: %d vs %d samples of [%s]" % (
+                    tid, ca.get(st, 0), cb.get(st, 0),
+                    ";".join("%s %s:%s" % f if isinstance(f, tuple) else str(f) for f in st)[-400:])
+    return "none"
+
+
 def total(stacks, tid=None, has=None):
     """Samples in stacks, of thread tid if given, whose functions include has if given."""
     return sum(s.count for s in stacks
