@@ -192,7 +192,7 @@ int cmd_record(int argc, char **argv)
     const sampler_stats_t *st;
     cli_target_t ct;
     pid_t pid = 0;
-    int err, raw_err, rc = REMORA_EXIT_OK, gone = 0, i, raw_at = -1, timeline = 0;
+    int err, raw_err, rc = REMORA_EXIT_OK, gone = 0, i, raw_at = -1, timeline = 0, events_ok = 0;
     char events_tmp[64] = "";      /* the recording kept for a timeline format when none was asked for */
     stk_table_t *ev_table = NULL;
     prof_event_t *events = NULL;
@@ -343,11 +343,8 @@ int cmd_record(int argc, char **argv)
         profile_meta_t m;
         FILE *f = err ? NULL : fopen(raw_at >= 0 ? a.out_path[raw_at] : events_tmp, "rb");
         ev_table = stk_new();
-        if (f == NULL || ev_table == NULL ||
-            raw_read(f, ev_table, &m, &events, &nevents) != REMORA_OK) {
-            free(events);
-            events = NULL;          /* the timeline outputs fail below, one line each */
-        }
+        events_ok = f != NULL && ev_table != NULL &&
+                    raw_read(f, ev_table, &m, &events, &nevents) == REMORA_OK;
         if (f != NULL)
             fclose(f);
     }
@@ -361,7 +358,8 @@ int cmd_record(int argc, char **argv)
             tl.stacks = ev_table;
             tl.events = events;
             tl.nevents = nevents;
-            err = events ? out_write_file(a.fmt[i], &tl, &oo, path) : (errno = EIO, REMORA_EIO);
+            /* an unreadable recording fails each timeline output, one line each */
+            err = events_ok ? out_write_file(a.fmt[i], &tl, &oo, path) : (errno = EIO, REMORA_EIO);
         } else {
             out_options_t oo = { a.c.limit, 0 };
             err = out_write_file(a.fmt[i], &prof, &oo, path);

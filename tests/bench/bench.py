@@ -4,7 +4,7 @@ First the floor under all of them: what one process_vm_readv costs here, per cal
 range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
-                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,tachyon,memory]
+                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,tachyon,memory]
                                  [--slowdown-seconds S]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
@@ -192,7 +192,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,tachyon,memory",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,tachyon,memory",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -214,6 +214,8 @@ def main():
         short_table(remora, interps)
     if "stitch" in sections:
         stitch_table(remora, interps)
+    if "blocking" in sections:
+        blocking_table(remora, [i for i in interps if i[0] in ("pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")])
     if "tachyon" in sections:
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
@@ -269,6 +271,67 @@ def slowdown_table(remora, interps, seconds):
         finally:
             t.__exit__()
         print("| %s | %.0f | %d | %s |" % (it[0], base, n, " | ".join(cols)), flush=True)
+
+
+BLOCK_PAIRS = 6       # recorded/unrecorded windows per cell of the --blocking table
+BLOCK_WINDOW = 1.0
+
+
+def blocking_cell(remora, t, rate, extra):
+    """The target's change of speed while recorded at 'rate' with 'extra' flags, and
+    remora's CPU per sample, rate achieved and errors. Windows of BLOCK_WINDOW seconds
+    alternate: one remora run of that length, then none; each recorded window's rate
+    (from the target's own log, its first 0.1 s left out: remora attaching) against its
+    two unrecorded neighbours, as in the slowdown table."""
+    marks, stats = [], []
+    for _ in range(BLOCK_PAIRS):
+        t0 = time.monotonic()
+        stats.append(remora_stats(remora, t.pid, rate, BLOCK_WINDOW, extra))
+        marks.append((t0 + 0.1, time.monotonic(), True))
+        t1 = time.monotonic()
+        time.sleep(BLOCK_WINDOW)   # a window's length, not a synchronisation
+        marks.append((t1, time.monotonic(), False))
+    with open(t.host_path(t.out) + ".log") as f:
+        points = [tuple(float(x) for x in line.split()) for line in f if line.count(" ") == 1]
+    rates = [log_rate(points, lo, hi) for lo, hi, _ in marks]
+    groups = []
+    for i, (_, _, on) in enumerate(marks):
+        if on and rates[i]:
+            g = [math.log(rates[i]) - math.log(rates[j]) for j in (i - 1, i + 1)
+                 if 0 <= j < len(marks) and rates[j]]
+            if g:
+                groups.append(g)
+    med = statistics.median(x for g in groups for x in g) if groups else float("nan")
+    n = len(stats)
+    return (math.exp(med) - 1, sum(x["cpu"] for x in stats) / n, sum(x["rate"] for x in stats) / n,
+            sum(x["errors"] for x in stats) / max(1.0, sum(x["samples"] for x in stats)))
+
+
+def blocking_table(remora, interps):
+    print("\n## --blocking: what holding the target costs (depth 50, one thread)\n")
+    print("busy.py on CPU 0 logs its own iteration count; %d windows of %.0f s recorded by one "
+          "remora run each (on CPU 1), each against the unrecorded windows beside it. "
+          "'slowdown' is the median change of the target's rate (negative: slower); CPU and "
+          "rate are remora's own (`--stats`); errors are unreadable thread samples per round.\n"
+          % (BLOCK_PAIRS, BLOCK_WINDOW))
+    print("| interpreter | rate asked | flags | target slowdown | CPU us/sample | samples/s | errors |")
+    print("|---|---|---|---|---|---|---|")
+    mine = os.sched_getaffinity(0)
+    for it in interps:
+        t = busy(it, 50, 1, 8 * BLOCK_PAIRS * BLOCK_WINDOW + 60, log=True)
+        try:
+            if len(mine) >= 2:
+                pin(t.pid, 0)
+                os.sched_setaffinity(0, {1})
+            for rate in ("100", "1k"):
+                for extra in ((), ("--blocking",)):
+                    slow, cpu, got, errs = blocking_cell(remora, t, rate, extra)
+                    print("| %s | %s Hz | %s | %+.1f%% | %.1f | %.0f | %.2f%% |" % (
+                        it[0], rate, " ".join(extra) or "(none)", 100 * slow, cpu, got, 100 * errs),
+                        flush=True)
+        finally:
+            os.sched_setaffinity(0, mine)
+            t.__exit__()
 
 
 def short_calls(remora, interp):
