@@ -7,9 +7,10 @@
 #     NAME_BOUND code points (src/unwind/pystr.c, UNW_MAX_NAME);
 #   - a byte of a thread name (the kernel's comm) that is not part of valid UTF-8 becomes
 #     U+FFFD (src/out/json.c, text.c).
-# Checked: record to collapsed, speedscope, flamegraph, pstats and raw in one run; dump as
-# text and --json; convert of the raw recording to every format, and to the table on
-# stdout; and, in headless Chromium (tests/browser/run.mjs --recorded-hostile), that the
+# Checked: record to collapsed, speedscope, flamegraph, pstats, pprof, the Firefox format
+# and raw in one run; dump as text and --json; `top`'s tables (no raw control character:
+# a name must not drive the terminal); convert of the raw recording to every format, and
+# to the table on stdout; and, in headless Chromium (tests/browser/run.mjs --recorded-hostile), that the
 # recorded flamegraph shows every name as text and runs nothing injected.
 
 import collections
@@ -22,9 +23,12 @@ import subprocess
 from harness import REPO, TARGETS, Fail, Skip, Target, interp_missing, signame, tail
 from record_tests import (FRAME, SHORT_SECONDS, THREAD, parse_collapsed, record, speedscope_stacks,
                           speedscope_validator, summary, workdir)
+from firefox_tests import firefox_stacks
+from pprof_tests import pprof_stacks, read_pprof
 
 NAME_BOUND = 1024              # code points kept of a name (UNW_MAX_NAME in src/unwind/unwind.h)
 TABLE_ROWS = 1000              # -l for the pstats table: every function gets a row
+TOP_SECONDS = 1.2              # one live table of `remora top`, then the whole run's
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
 TEMPLATE = os.path.join(REPO, "src", "out", "flamegraph.html")
 DATA_OPEN = '<script type="application/json" id="remora-data">'
@@ -242,6 +246,36 @@ def check_table(what, data, want):
                    % (what, len(missing), short(missing[0][0]), short(missing[0][1])))
 
 
+def check_top(what, data, want):
+    """`remora top`'s tables (stdout not a terminal): no raw control character anywhere
+    (a name must not drive the terminal), every hostile function in the whole run's table."""
+    text = utf8(what, data)
+    no_raw_control(what, text.replace("\n", ""))
+    rows = set()
+    for line in text.split("remora top ")[-1].split("\n"):
+        m = re.match(r"^\s*[\d.]+%\s+[\d.]+%\s+[\d.]+s\s+[\d.]+s  (.*)$", line)
+        fm = FRAME.match(m.group(1)) if m else None
+        if fm:
+            rows.add((untext(what, fm.group(1)), untext(what, fm.group(2))))
+    missing = [p for p in want.chain if p not in rows]
+    if missing:
+        raise Fail("%s: no row for %d of the hostile functions, e.g. %s (file %s)"
+                   % (what, len(missing), short(missing[0][0]), short(missing[0][1])))
+
+
+def check_pprof(what, path, want):
+    got, names = pprof_stacks(read_pprof(path))
+    check_stacks(what, {tid: min(n) for tid, n in names.items() if len(n) == 1},
+                 {tid: list(c) for tid, c in got.items()}, want)
+
+
+def check_firefox(what, path, want):
+    with open(path, "rb") as f:
+        doc = strict_json(what, f.read())
+    got, names, _ = firefox_stacks(doc)
+    check_stacks(what, names, {tid: list(c) for tid, c in got.items()}, want)
+
+
 DUMP_THREAD = re.compile(r'^Thread (\d+) "((?:[^"\\]|\\.)*)"(?: \[[a-z, -]+\])?$')
 
 
@@ -310,6 +344,7 @@ def hostile_recording(remora, interp, d, exts, dumps=False):
         if dumps:
             dumped["text"] = run_bytes(remora, ["dump", "-p", t.pid])[0]
             dumped["json"] = run_bytes(remora, ["dump", "-p", t.pid, "--json"])[0]
+            dumped["top"] = run_bytes(remora, ["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", TABLE_ROWS])[0]
     return Want(ready), paths, dumped
 
 
@@ -323,13 +358,16 @@ def test_hostile(remora, interp):
         validator, schema = None, "speedscope schema not checked: %s" % e
     d = workdir()
     try:
-        exts = [".collapsed", ".json", ".html", ".pstats", ".remora"]
+        exts = [".collapsed", ".json", ".html", ".pstats", ".pb.gz", ".gecko.json", ".remora"]
         want, paths, dumped = hostile_recording(remora, interp, d, exts, dumps=True)
         check_collapsed("recorded collapsed", paths[".collapsed"], want)
         check_speedscope("recorded speedscope", paths[".json"], want, validator)
         check_flamegraph("recorded flamegraph", paths[".html"], want)
         with open(paths[".pstats"], "rb") as f:
             check_table("recorded pstats", f.read(), want)
+        check_pprof("recorded pprof", paths[".pb.gz"], want)
+        check_firefox("recorded Firefox profile", paths[".gecko.json"], want)
+        check_top("top", dumped["top"], want)
         check_dump_text("dump", dumped["text"], want)
         check_dump_json("dump --json", dumped["json"], want)
         # the raw recording, converted later to every format
@@ -345,14 +383,16 @@ def test_hostile(remora, interp):
         check_flamegraph("converted flamegraph", conv[".html"], want)
         with open(conv[".pstats"], "rb") as f:
             check_table("converted pstats", f.read(), want)
+        check_pprof("converted pprof", conv[".pb.gz"], want)
+        check_firefox("converted Firefox profile", conv[".gecko.json"], want)
         out, _ = run_bytes(remora, ["convert", raw, "-l", TABLE_ROWS])
         check_table("convert's table on stdout", out, want)
         # and the collapsed file read back (convert reads collapsed stacks too)
         back = os.path.join(d, "back.json")
         run_bytes(remora, ["convert", paths[".collapsed"], "-o", back])
         check_speedscope("speedscope converted from the collapsed file", back, want, validator)
-        return "%d hostile frames and 2 hostile thread names intact in 5 formats recorded, " \
-               "4 converted + stdout table, dump text and JSON; %s" % (len(want.chain), schema)
+        return "%d hostile frames and 2 hostile thread names intact in 7 formats recorded, " \
+               "6 converted + stdout table, top, dump text and JSON; %s" % (len(want.chain), schema)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
