@@ -6,16 +6,20 @@
  * them: stackTable (the thread's trie nodes, in creation order so a prefix comes before
  * its stack), frameTable (the frames those nodes use), funcTable (one per (function,
  * file)), samples (the thread's events: stack, time in ms since sampling began). Strings
- * are shared (shared.stringArray). Categories: Other, Python, GC (the <GC> frame). No
- * markers, resources or native symbols.
+ * are shared (shared.stringArray). Categories: Other, Python, GC (the <GC> frame), GIL.
+ * Markers: per thread, an interval "Holds GIL" for each run of samples that found the
+ * thread holding the GIL, and "GC" for each run taken while it collected, from the first
+ * such sample to the next sample without (or the last one plus an interval). No
+ * resources or native symbols.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "remora.h"
 #include "out.h"
+#include "raw.h"
 
-enum { CAT_OTHER, CAT_PYTHON, CAT_GC };
+enum { CAT_OTHER, CAT_PYTHON, CAT_GC, CAT_GIL };
 
 /* Columns of a table, written as "name":[v,v,...]. */
 static void col_begin(FILE *f, const char *name, int first)
@@ -93,6 +97,74 @@ static void group(const uint32_t *key, size_t n, size_t nkeys, uint32_t *out, si
     for (k = nkeys; k > 0; k--)
         start[k] = start[k - 1];
     start[0] = 0;
+}
+
+/* The intervals of a thread's samples that carry 'flag': [start, end) in ms, written as
+ * one column ('which': 0 start, 1 end) or counted (f NULL). */
+static size_t intervals(const ffx_t *x, const uint32_t *evs, size_t ne, unsigned flag, FILE *f,
+                        int which, size_t written)
+{
+    double step = x->p->meta.rate_hz > 0 ? 1000.0 / x->p->meta.rate_hz : 1.0, start = 0;
+    size_t i, n = written;
+    int in = 0;
+
+    for (i = 0; i <= ne; i++) {
+        int has = i < ne && (x->p->events[evs[i]].flags & flag);
+        double t = i < ne ? (double)x->p->events[evs[i]].t_ns / 1e6
+                          : (double)x->p->events[evs[ne - 1]].t_ns / 1e6 + step;
+        if (has && !in) {
+            in = 1;
+            start = t;
+        } else if (!has && in) {
+            in = 0;
+            if (f != NULL) {
+                sep(f, n);
+                fprintf(f, "%.6f", which ? t : start);
+            }
+            n++;
+        }
+    }
+    return n;
+}
+
+static const struct { unsigned flag; const char *name; int category; } marker_kinds[] = {
+    { RAW_GIL, "Holds GIL", CAT_GIL },
+    { RAW_GC, "GC", CAT_GC },
+};
+#define NKINDS (sizeof marker_kinds / sizeof marker_kinds[0])
+
+static void write_markers(ffx_t *x, FILE *f, const uint32_t *evs, size_t ne)
+{
+    size_t counts[NKINDS], n = 0, k, i, w;
+    int which;
+
+    for (k = 0; k < NKINDS; k++)
+        n += counts[k] = ne ? intervals(x, evs, ne, marker_kinds[k].flag, NULL, 0, 0) : 0;
+    fprintf(f, ",\"markers\":{\"length\":%zu", n);
+    nulls(f, "data", n);
+    col_begin(f, "name", 0);
+    for (k = 0, w = 0; k < NKINDS; k++) {
+        uint32_t si = out_strs_index(&x->strs, marker_kinds[k].name);
+        for (i = 0; i < counts[k]; i++, w++) {
+            sep(f, w);
+            fprintf(f, "%u", si);
+        }
+    }
+    fputc(']', f);
+    for (which = 0; which < 2; which++) {
+        col_begin(f, which ? "endTime" : "startTime", 0);
+        for (k = 0, w = 0; k < NKINDS; k++)
+            w = counts[k] ? intervals(x, evs, ne, marker_kinds[k].flag, f, which, w) : w;
+        fputc(']', f);
+    }
+    repeat(f, "phase", "1", n);             /* 1: an interval */
+    col_begin(f, "category", 0);
+    for (k = 0, w = 0; k < NKINDS; k++)
+        for (i = 0; i < counts[k]; i++, w++) {
+            sep(f, w);
+            fprintf(f, "%d", marker_kinds[k].category);
+        }
+    fputs("]}", f);
 }
 
 static void write_thread(ffx_t *x, FILE *f, size_t ti)
@@ -270,9 +342,9 @@ static void write_thread(ffx_t *x, FILE *f, size_t ti)
 
     fputs(",\"resourceTable\":{\"lib\":[],\"name\":[],\"host\":[],\"type\":[],\"length\":0}"
           ",\"nativeSymbols\":{\"libIndex\":[],\"address\":[],\"name\":[],\"functionSize\":[],"
-          "\"length\":0}"
-          ",\"markers\":{\"data\":[],\"name\":[],\"startTime\":[],\"endTime\":[],\"phase\":[],"
-          "\"category\":[],\"length\":0}}", f);
+          "\"length\":0}", f);
+    write_markers(x, f, evs, ne);
+    fputc('}', f);
 }
 
 int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o)
@@ -340,7 +412,8 @@ int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o)
     }
     fputs(",\"categories\":[{\"name\":\"Other\",\"color\":\"grey\",\"subcategories\":[\"Other\"]},"
           "{\"name\":\"Python\",\"color\":\"yellow\",\"subcategories\":[\"Other\"]},"
-          "{\"name\":\"GC\",\"color\":\"orange\",\"subcategories\":[\"Other\"]}],"
+          "{\"name\":\"GC\",\"color\":\"orange\",\"subcategories\":[\"Other\"]},"
+          "{\"name\":\"GIL\",\"color\":\"green\",\"subcategories\":[\"Other\"]}],"
           "\"extensions\":{\"id\":[],\"name\":[],\"baseURL\":[],\"length\":0}},"
           "\"libs\":[],\"pages\":[],\"threads\":[", f);
     for (i = 0; i < nth; i++) {

@@ -9,6 +9,9 @@
 #                          recording, the odd thread and function named as the target holds
 #                          them (its ready.json); the .remora converted to the format gives
 #                          the same stacks; collapsed stacks (no times) are refused: exit 1.
+#   record/firefox-gil/INTERP  gil_contend.py (two spinners, a sleeper, main parked): the
+#                          "Holds GIL" markers give each spinner 20-80% of the recording,
+#                          the others none, and no two threads the GIL at once.
 #   record/firefox-profiler  the file loaded by the Firefox Profiler's own code (its
 #                          command-line client, tests/firefox: `npm ci`): every thread's
 #                          call tree must count the same samples under the same function
@@ -21,14 +24,15 @@ import shutil
 import subprocess
 import uuid
 
-from harness import INTERPRETERS, REPO, Fail, Skip, expect_failure, interp_missing, tail
+from harness import INTERPRETERS, REPO, TARGETS, Fail, Skip, Target, expect_failure, interp_missing, tail
 from record_tests import (SHORT_SECONDS, by_thread, check_odd_names, first_difference, odd_recording,
-                          parse_collapsed, plain_frame)
+                          parse_collapsed, plain_frame, record, workdir)
 
 FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
 CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli", "dist",
                    "profiler-cli.js")
 PROFILER_INTERP = "pyenv-3.12.1"      # the format does not depend on the version
+GIL_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 
 
 def columns(table, what, names):
@@ -140,6 +144,54 @@ def test_firefox(remora, interp):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def gil_markers(doc):
+    """{tid: [(start, end) of its "Holds GIL" markers]}, every marker checked well formed."""
+    strings = doc["shared"]["stringArray"]
+    out = {}
+    for th in doc["threads"]:
+        m = th["markers"]
+        n = columns(m, "thread %s markers" % th["tid"], ("name", "startTime", "endTime", "phase", "category", "data"))
+        spans = out.setdefault(th["tid"], [])
+        for i in range(n):
+            if m["phase"][i] != 1 or not m["startTime"][i] <= m["endTime"][i]:
+                raise Fail("thread %s: marker %d is not an interval with start <= end" % (th["tid"], i))
+            if strings[m["name"][i]] == "Holds GIL":
+                spans.append((m["startTime"][i], m["endTime"][i]))
+    return out
+
+
+def test_gil(remora, interp):
+    """gil_contend.py: two spinners take turns with the GIL, a sleeper and main never hold
+    it. The Firefox file's "Holds GIL" markers: each spinner holds it for 20-80% of the
+    recording, the others never, and no two threads' intervals overlap (the GIL is one)."""
+    d = workdir()
+    try:
+        with Target(interp, os.path.join(TARGETS, "gil_contend.py"), "ready.json") as t:
+            ready = t.wait_ready()
+            path = os.path.join(d, "gil.gecko.json")
+            record(remora, ["-p", t.pid, "-d", 1, "-o", path])
+        spans = gil_markers(load(path))
+        notes, problems = [], []
+        for tid in ready["spinners"]:
+            held = sum(b - a for a, b in spans.get(tid, [])) / 1000.0
+            notes.append("spinner %d %.0f%%" % (tid, 100 * held))
+            if not 0.2 <= held <= 0.8:
+                problems.append("spinner %d holds the GIL %.0f%% of 1 s by its markers" % (tid, 100 * held))
+        for tid in (ready["sleeper"], ready["main"]):
+            if spans.get(tid):
+                problems.append("thread %d never holds the GIL but has %d markers" % (tid, len(spans[tid])))
+        flat = sorted((a, b, tid) for tid, ss in spans.items() for a, b in ss)
+        for (a1, b1, t1), (a2, b2, t2) in zip(flat, flat[1:]):
+            if t1 != t2 and a2 < b1 - 1e-6:
+                problems.append("threads %d and %d both hold the GIL at %.3f ms" % (t1, t2, a2))
+                break
+        if problems:
+            raise Fail("; ".join(problems))
+        return ", ".join(notes) + "; %d intervals, none overlapping" % len(flat)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def profiler_cli():
     """[node, profiler-cli.js], installing tests/firefox's package if missing; Skip when
     that cannot be done."""
@@ -218,4 +270,5 @@ def tests(remora):
     return [("record/firefox/%s" % i[0], lambda i=i: test_firefox(remora, i), interp_missing(i))
             for i in INTERPRETERS] + [
         ("record/firefox-profiler", lambda: test_profiler(remora, pi), interp_missing(pi)),
-    ]
+    ] + [("record/firefox-gil/%s" % i[0], lambda i=i: test_gil(remora, i), interp_missing(i))
+         for i in INTERPRETERS if i[0] in GIL_INTERPRETERS]
