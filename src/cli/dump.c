@@ -79,7 +79,8 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
 }
 
 static const char dump_usage[] =
-    "usage: remora dump -p PID [--json] | remora dump --core FILE [--exe PYTHON] [--root DIR] [--json]";
+    "usage: remora dump -p PID [--json] [--subprocesses] | remora dump --core FILE [--exe PYTHON] "
+    "[--root DIR] [--json]";
 
 /* The one-line explanation of a failure on a core file; returns the exit code. */
 static int core_fail(int err, const char *core, const proc_t *p, const char *why)
@@ -124,10 +125,63 @@ static int any_error(const unw_thread_t *th, size_t n)
     return 0;
 }
 
+/* A live target runs on while it is read: the per-sample reader checks that no stack
+ * moved while it was read and that every code object is the one its frame ran from. A
+ * thread caught moving (or a thread list changing under us) is read again, a few times
+ * at most; what is still unreadable then is said so. */
+static int read_live(unwinder_t *u, unw_thread_t **th, size_t *n)
+{
+    int err = REMORA_OK, attempt;
+
+    for (attempt = 0; attempt < DUMP_TRIES; attempt++) {
+        err = unw_sample(u, th, n);
+        if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
+            continue;
+        if (err || !any_error(*th, *n))
+            break;
+    }
+    return err;
+}
+
+#define DUMP_SUBPROCESSES 256
+
+/* --subprocesses: every descendant of pid that runs Python, after pid itself (one JSON
+ * object each, in the "processes" array the caller opened). One that is not Python or
+ * exits meanwhile is left out: it has no Python stacks to show. */
+static void dump_descendants(pid_t pid, int json)
+{
+    pid_t kids[DUMP_SUBPROCESSES];
+    size_t nkids = 0, k;
+
+    proc_descendants(pid, kids, DUMP_SUBPROCESSES, &nkids);
+    for (k = 0; k < nkids; k++) {
+        proc_t *p = NULL;
+        py_target_t t;
+        unwinder_t *u = NULL;
+        unw_thread_t *th = NULL;
+        size_t n = 0;
+        char why[256];
+        if (proc_open(kids[k], &p) == REMORA_OK && py_target_find(p, &t, why, sizeof why) == REMORA_OK &&
+            unw_new(p, &t, &u) == REMORA_OK && read_live(u, &th, &n) == REMORA_OK) {
+            if (json) {
+                fputc(',', stdout);
+                print_json(kids[k], &t, th, n);
+            } else {
+                fputc('\n', stdout);
+                print_text(kids[k], &t, th, n);
+            }
+        }
+        unw_free(u);
+        proc_free(p);
+    }
+    if (json)
+        fputs("]}\n", stdout);
+}
+
 int cmd_dump(int argc, char **argv)
 {
     pid_t pid = 0;
-    int json = 0, i, err, attempt;
+    int json = 0, subprocesses = 0, i, err;
     const char *core = NULL, *exe = NULL, *root = NULL;
     proc_t *p = NULL;
     py_target_t t;
@@ -150,6 +204,8 @@ int cmd_dump(int argc, char **argv)
             root = argv[++i];
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--subprocesses") == 0) {
+            subprocesses = 1;
         } else if (strcmp(argv[i], "--native") == 0 || strcmp(argv[i], "--locals") == 0) {
             cli_error("dump %s is not available in this version yet", argv[i]);
             return REMORA_EXIT_USAGE;
@@ -160,6 +216,10 @@ int cmd_dump(int argc, char **argv)
     }
     if ((pid == 0) == (core == NULL)) {
         cli_error("dump needs one target, a pid or a core file: %s", dump_usage);
+        return REMORA_EXIT_USAGE;
+    }
+    if (core != NULL && subprocesses) {
+        cli_error("dump: --subprocesses reads live processes, not a core file");
         return REMORA_EXIT_USAGE;
     }
     if (core == NULL && (exe != NULL || root != NULL)) {
@@ -187,17 +247,7 @@ int cmd_dump(int argc, char **argv)
         /* a core does not change: one walk */
         err = unw_snapshot(u, &th, &n);
     } else {
-        /* a live target runs on while it is read: the per-sample reader checks that no
-         * stack moved while it was read and that every code object is the one its frame
-         * ran from. A thread caught moving (or a thread list changing under us) is read
-         * again, a few times at most; what is still unreadable then is said so. */
-        for (attempt = 0; attempt < DUMP_TRIES; attempt++) {
-            err = unw_sample(u, &th, &n);
-            if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
-                continue;
-            if (err || !any_error(th, n))
-                break;
-        }
+        err = read_live(u, &th, &n);
     }
     if (err) {
         if (err == REMORA_ENOPROC && core == NULL) {
@@ -208,10 +258,14 @@ int cmd_dump(int argc, char **argv)
         snprintf(why, sizeof why, "could not read the thread list");
         goto fail;
     }
+    if (subprocesses)
+        fputs(json ? "{\"processes\":[" : "", stdout);
     if (json)
         print_json(pid, &t, th, n);
     else
         print_text(pid, &t, th, n);
+    if (subprocesses)
+        dump_descendants(pid, json);
     fflush(stdout);
     err = REMORA_EXIT_OK;
     goto out;

@@ -3,9 +3,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "remora.h"
 #include "proc.h"
@@ -127,5 +130,77 @@ int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len)
     free(text);
     if (p->rec != NULL)
         rec_task_name(p->rec, tid, name);
+    return REMORA_OK;
+}
+
+/* Every process on the machine with its parent. Returns a malloc'd array (*n entries) or
+ * NULL (none readable, or out of memory). */
+static pid_t (*all_parents(size_t *n))[2]
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t (*pairs)[2] = NULL;
+    size_t cap = 0;
+
+    *n = 0;
+    if (d == NULL)
+        return NULL;
+    while ((e = readdir(d)) != NULL) {
+        char path[64], buf[512], *close_paren;
+        long pid = strtol(e->d_name, NULL, 10), ppid;
+        ssize_t len;
+        int fd;
+        if (pid <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (len <= 0)
+            continue;
+        buf[len] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold anything, so from the last ')' */
+        close_paren = strrchr(buf, ')');
+        if (close_paren == NULL || sscanf(close_paren + 1, " %*c %ld", &ppid) != 1)
+            continue;
+        if (remora_grow((void **)&pairs, &cap, *n + 1, sizeof *pairs))
+            break;
+        pairs[*n][0] = (pid_t)pid;
+        pairs[*n][1] = (pid_t)ppid;
+        (*n)++;
+    }
+    closedir(d);
+    return pairs;
+}
+
+int proc_descendants(pid_t root, pid_t *out, size_t cap, size_t *n)
+{
+    size_t npairs, i, k, found = 0;
+    pid_t (*pairs)[2] = all_parents(&npairs);
+    int grew = 1;
+
+    *n = 0;
+    if (pairs == NULL)
+        return npairs == 0 && kill(root, 0) != 0 ? REMORA_ENOPROC : REMORA_OK;
+    /* children of the root or of a descendant found, to a fixpoint (a child may be
+     * listed before its parent) */
+    while (grew && found < cap) {
+        grew = 0;
+        for (i = 0; i < npairs && found < cap; i++) {
+            int parent_known = pairs[i][1] == root, known = pairs[i][0] == root;
+            for (k = 0; k < found && !(parent_known && known); k++) {
+                parent_known |= out[k] == pairs[i][1];
+                known |= out[k] == pairs[i][0];
+            }
+            if (parent_known && !known) {
+                out[found++] = pairs[i][0];
+                grew = 1;
+            }
+        }
+    }
+    free(pairs);
+    *n = found;
     return REMORA_OK;
 }

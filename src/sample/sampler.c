@@ -6,16 +6,12 @@
  * squeezed in. Frames are mapped to table frames through a pointer-keyed cache, so a
  * warm round allocates nothing.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "remora.h"
 #include "sampler.h"
@@ -38,9 +34,6 @@ typedef struct sub {
     int tries, bad;
 } sub_t;
 
-typedef struct pid_pair {
-    pid_t pid, ppid;
-} pid_pair_t;
 
 /* A thread's previous stack (outermost first) and the trie node of each prefix: a new
  * stack that shares the prefix reuses its nodes, so aggregation costs O(changed frames). */
@@ -77,8 +70,7 @@ struct sampler {
     sub_t *subs;
     size_t nsubs, cap_subs;
     freezer_t *frz;                 /* --blocking */
-    pid_pair_t *pairs;              /* the last scan of /proc */
-    size_t npairs, cap_pairs;
+    pid_t found[SUB_MAX];           /* the last scan's descendants */
     int64_t next_scan;
 };
 
@@ -149,7 +141,6 @@ void sampler_free(sampler_t *s)
         free(s->subs[i].t);
     }
     free(s->subs);
-    free(s->pairs);
     free(s);
 }
 
@@ -386,70 +377,18 @@ static void sub_reset(sampler_t *s, sub_t *c)
     c->tries = c->bad = 0;
 }
 
-/* Every process on the machine with its parent, into s->pairs. */
-static void read_pairs(sampler_t *s)
-{
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-
-    s->npairs = 0;
-    if (d == NULL)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        char path[64], buf[512], *close_paren;
-        long pid = strtol(e->d_name, NULL, 10), ppid;
-        ssize_t n;
-        int fd;
-        if (pid <= 0)
-            continue;
-        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0)
-            continue;
-        buf[n] = '\0';
-        /* "pid (comm) state ppid ...": comm may hold anything, so from the last ')' */
-        close_paren = strrchr(buf, ')');
-        if (close_paren == NULL || sscanf(close_paren + 1, " %*c %ld", &ppid) != 1)
-            continue;
-        if (remora_grow((void **)&s->pairs, &s->cap_pairs, s->npairs + 1, sizeof *s->pairs))
-            break;
-        s->pairs[s->npairs].pid = (pid_t)pid;
-        s->pairs[s->npairs].ppid = (pid_t)ppid;
-        s->npairs++;
-    }
-    closedir(d);
-}
-
-static int known(const sampler_t *s, pid_t pid)
-{
-    size_t i;
-
-    if (pid == proc_pid(s->p))
-        return 1;
-    for (i = 0; i < s->nsubs; i++)
-        if (s->subs[i].pid == pid)
-            return 1;
-    return 0;
-}
-
 /* Finds the target's new descendants, forgets the ones gone, and looks for the
  * interpreter of those that have none yet. */
 static void scan_subs(sampler_t *s)
 {
-    size_t i, k;
-    int grew = 1;
+    size_t i, k, n;
 
-    read_pairs(s);
-    if (s->npairs == 0)
+    if (proc_descendants(proc_pid(s->p), s->found, SUB_MAX, &n) != REMORA_OK)
         return;
     for (k = 0; k < s->nsubs;) {
-        for (i = 0; i < s->npairs && s->pairs[i].pid != s->subs[k].pid; i++)
+        for (i = 0; i < n && s->found[i] != s->subs[k].pid; i++)
             ;
-        if (i == s->npairs) {           /* gone */
+        if (i == n) {                   /* gone, or no longer the target's */
             sub_reset(s, &s->subs[k]);
             free(s->subs[k].t);
             s->subs[k] = s->subs[--s->nsubs];
@@ -457,23 +396,21 @@ static void scan_subs(sampler_t *s)
             k++;
         }
     }
-    while (grew) {                      /* children of known processes, to a fixpoint */
-        grew = 0;
-        for (i = 0; i < s->npairs && s->nsubs < SUB_MAX; i++) {
-            sub_t *c;
-            if (!known(s, s->pairs[i].ppid) || known(s, s->pairs[i].pid))
-                continue;
-            if (remora_grow((void **)&s->subs, &s->cap_subs, s->nsubs + 1, sizeof *s->subs))
-                return;
-            c = &s->subs[s->nsubs];
-            memset(c, 0, sizeof *c);
-            c->pid = s->pairs[i].pid;
-            c->t = malloc(sizeof *c->t);
-            if (c->t == NULL)
-                return;
-            s->nsubs++;
-            grew = 1;
-        }
+    for (i = 0; i < n; i++) {
+        sub_t *c;
+        for (k = 0; k < s->nsubs && s->subs[k].pid != s->found[i]; k++)
+            ;
+        if (k < s->nsubs)
+            continue;
+        if (remora_grow((void **)&s->subs, &s->cap_subs, s->nsubs + 1, sizeof *s->subs))
+            return;
+        c = &s->subs[s->nsubs];
+        memset(c, 0, sizeof *c);
+        c->pid = s->found[i];
+        c->t = malloc(sizeof *c->t);
+        if (c->t == NULL)
+            return;
+        s->nsubs++;
     }
     for (k = 0; k < s->nsubs; k++) {
         sub_t *c = &s->subs[k];

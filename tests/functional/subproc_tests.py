@@ -8,12 +8,16 @@
 #       to start the late child. Every child (the grandchild and the late one too) must
 #       have samples under its own thread id, at least SUB_MIN, and at least SUB_SHARE of
 #       them inside its own function; without --subprocesses no child's thread appears.
+#   dump/subprocesses/INTERP  `dump -p MAIN --subprocesses --json` gives one object per
+#       process, the target's first, and every child's thread with its own function on
+#       its stack; without the flag, the usual single object; with --core, exit 1.
 
 import collections
+import json
 import os
 import shutil
 
-from harness import INTERPRETERS, TARGETS, Fail, Target, interp_missing, tail
+from harness import INTERPRETERS, TARGETS, Fail, Target, expect_failure, interp_missing, tail
 from record_tests import Recording, parse_collapsed, record, workdir
 
 SUB_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
@@ -74,7 +78,42 @@ def test_subprocesses(remora, interp):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_dump(remora, interp):
+    """`dump -p MAIN --subprocesses --json`: one object per process, the target's first;
+    every child's thread is there with the child's own function on its stack."""
+    with Target(interp, os.path.join(TARGETS, "subprocs.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--subprocesses", "--json"])
+        if rc != 0:
+            raise Fail("`remora dump --subprocesses --json` exited %d: %s" % (rc, tail(err)))
+        try:
+            procs = json.loads(out)["processes"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise Fail("not a JSON object with processes: %s: %s" % (e, out[:200]))
+        if not procs or procs[0].get("pid") != t.pid:
+            raise Fail("the first process is %r, want the target %d" % (procs[0].get("pid") if procs else None, t.pid))
+        threads = {th["native_id"]: th for p in procs for th in p["threads"]}
+        problems = []
+        for name, k in sorted(ready["children"].items()):
+            th = threads.get(k["tid"])
+            if th is None:
+                problems.append("%s (pid %d): not dumped" % (name, k["pid"]))
+            elif name not in [f["function"] for f in th["frames"]]:
+                problems.append("%s (pid %d): frames %s" % (name, k["pid"], [f["function"] for f in th["frames"]]))
+        if problems:
+            raise Fail("; ".join(problems))
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--json"])
+        plain = json.loads(out) if rc == 0 else {}
+        if rc != 0 or "processes" in plain or plain.get("pid") != t.pid:
+            raise Fail("without --subprocesses: exit %d, %s" % (rc, out[:200]))
+        expect_failure(remora, ["dump", "--core", "/nonexistent", "--subprocesses"], 1,
+                       "`dump --core ... --subprocesses`")
+    return "%d processes dumped, every child in its own function" % len(procs)
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     return [("record/subprocesses/%s" % i[0], lambda i=i: test_subprocesses(remora, i), interp_missing(i))
+            for i in INTERPRETERS if i[0] in SUB_INTERPRETERS] + \
+           [("dump/subprocesses/%s" % i[0], lambda i=i: test_dump(remora, i), interp_missing(i))
             for i in INTERPRETERS if i[0] in SUB_INTERPRETERS]
