@@ -206,7 +206,8 @@ static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
 }
 
 /* The index of a native id in s->tids (the table's thread in s->tthreads); new threads
- * get their name from /proc. Returns (size_t)-1 when out of memory. */
+ * get their name from /proc, and a descendant's threads " [pid N]" after it. Returns
+ * (size_t)-1 when out of memory. */
 static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid)
 {
     size_t i;
@@ -236,6 +237,11 @@ static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid)
     }
     if (tid > 0)
         proc_task_name(p, tid, name, sizeof name);
+    if (p != s->p) {
+        /* a descendant's thread (--subprocesses): which process it is in, in its name */
+        size_t len = strlen(name);
+        snprintf(name + len, sizeof name - len, " [pid %d]", (int)proc_pid(p));
+    }
     th = stk_thread(s->t, tid, name);
     if (th == STK_NONE)
         return (size_t)-1;

@@ -7,7 +7,8 @@
 #       pseudo-terminal: once remora's status line shows it sampling, the target is told
 #       to start the late child. Every child (the grandchild and the late one too) must
 #       have samples under its own thread id, at least SUB_MIN, and at least SUB_SHARE of
-#       them inside its own function; without --subprocesses no child's thread appears.
+#       them inside its own function, its thread named "... [pid P]" after its process;
+#       without --subprocesses no child's thread appears.
 #   dump/subprocesses/INTERP  `dump -p MAIN --subprocesses --json` gives one object per
 #       process, the target's first, and every child's thread with its own function on
 #       its stack; without the flag, the usual single object; with --core, exit 1.
@@ -53,6 +54,7 @@ def test_subprocesses(remora, interp):
             kids = dict(ready["children"], **late["children"])
             stacks = parse_collapsed(path)
             by_tid = collections.defaultdict(lambda: [0, 0])
+            names = {s.tid: s.name for s in stacks}
             for s in stacks:
                 by_tid[s.tid][0] += s.count
                 if s.tid in [k["tid"] for k in kids.values()]:
@@ -65,6 +67,8 @@ def test_subprocesses(remora, interp):
                 notes.append("%s %d/%d" % (name, inside, n))
                 if n < SUB_MIN or inside < SUB_SHARE * n:
                     problems.append("%s (pid %d): %d samples, %d in %s()" % (name, k["pid"], n, inside, name))
+                elif not names.get(k["tid"], "").endswith(" [pid %d]" % k["pid"]):
+                    problems.append("%s's thread is named %r, not after its pid %d" % (name, names.get(k["tid"]), k["pid"]))
             if problems:
                 raise Fail("%s [%s]" % ("; ".join(problems), " ".join(err.split())[-200:]))
             # without the flag, the children are not sampled
