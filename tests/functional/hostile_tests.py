@@ -226,6 +226,14 @@ def check_flamegraph(what, path, want):
     check_stacks(what, names, stacks, want)
 
 
+def check_rows(what, rows, want):
+    """Every hostile (function, file) among a table's rows, unescaped."""
+    missing = [p for p in want.chain if p not in rows]
+    if missing:
+        raise Fail("%s: no row for %d of the hostile functions, e.g. %s (file %s)"
+                   % (what, len(missing), short(missing[0][0]), short(missing[0][1])))
+
+
 def check_table(what, data, want):
     """The pstats table: one row per line, names escaped by out_text_str()."""
     text = utf8(what, data)
@@ -240,10 +248,7 @@ def check_table(what, data, want):
         fm = FRAME.match(m.group(1))
         if fm:
             rows.add((untext(what, fm.group(1)), untext(what, fm.group(2))))
-    missing = [p for p in want.chain if p not in rows]
-    if missing:
-        raise Fail("%s: no row for %d of the hostile functions, e.g. %s (file %s)"
-                   % (what, len(missing), short(missing[0][0]), short(missing[0][1])))
+    check_rows(what, rows, want)
 
 
 def check_top(what, data, want):
@@ -257,10 +262,7 @@ def check_top(what, data, want):
         fm = FRAME.match(m.group(1)) if m else None
         if fm:
             rows.add((untext(what, fm.group(1)), untext(what, fm.group(2))))
-    missing = [p for p in want.chain if p not in rows]
-    if missing:
-        raise Fail("%s: no row for %d of the hostile functions, e.g. %s (file %s)"
-                   % (what, len(missing), short(missing[0][0]), short(missing[0][1])))
+    check_rows(what, rows, want)
 
 
 def check_pprof(what, path, want):
