@@ -168,6 +168,10 @@ def test_gil(remora, interp):
     try:
         with Target(interp, os.path.join(TARGETS, "gil_contend.py"), "ready.json") as t:
             ready = t.wait_ready()
+            # the sleeper says it started before it reaches time.sleep(), and may still
+            # hold the GIL on its way there: wait until it and main are parked in C
+            t.wait_main_in_read()
+            t.wait_thread_parked(ready["sleeper"])
             path = os.path.join(d, "gil.gecko.json")
             record(remora, ["-p", t.pid, "-d", 1, "-o", path])
         spans = gil_markers(load(path))

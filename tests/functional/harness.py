@@ -40,6 +40,8 @@ SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime e
                    "UndefinedBehaviorSanitizer", "ThreadSanitizer")
 # read(2) syscall number, to see that a target's main thread is parked reading stdin
 READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(platform.machine())
+# futex(2): where a thread waits for the GIL (not parked in its own blocking call yet)
+FUTEX_SYSCALL = {"x86_64": "202", "aarch64": "98"}.get(platform.machine())
 
 
 class Fail(Exception):
@@ -233,6 +235,26 @@ class Target:
             if time.monotonic() > deadline:
                 raise Fail("target's main thread never parked in read(0): %s"
                            % " ".join(fields[:2]))
+            time.sleep(0.005)
+
+    def wait_thread_parked(self, tid):
+        """Polls the kernel until thread tid is blocked in a system call other than futex
+        (which is where it would wait for the GIL): parked in its own C call, holding no
+        GIL. Skipped on an unknown architecture."""
+        if FUTEX_SYSCALL is None:
+            return
+        path = "/proc/%d/task/%d/syscall" % (self.pid, tid)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            try:
+                with open(path) as f:
+                    fields = f.read().split()
+            except OSError as e:
+                raise Fail("cannot read %s: %s" % (path, e))
+            if fields and fields[0] not in ("running", FUTEX_SYSCALL) and fields[0].isdigit():
+                return
+            if time.monotonic() > deadline:
+                raise Fail("thread %d never parked in a system call: %s" % (tid, " ".join(fields[:2])))
             time.sleep(0.005)
 
     def __exit__(self, *exc):

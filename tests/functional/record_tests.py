@@ -504,6 +504,7 @@ def test_gil_mode(remora, interp):
     with Target(interp, os.path.join(TARGETS, "gil_contend.py"), "ready.json") as t:
         ready = t.wait_ready()
         t.wait_main_in_read()
+        t.wait_thread_parked(ready["sleeper"])      # not on its way to time.sleep() still
         path = os.path.join(t.dir, "gil.collapsed")
         _, err = record(remora, ["-p", t.pid, "-d", GIL_SECONDS, "--mode", "gil", "-o", path])
         summ = summary(err, 1000)
