@@ -217,32 +217,8 @@ class Target:
         with open(path) as f:
             return json.load(f)
 
-    def wait_main_in_read(self):
-        """The ready file is written just before the main thread parks in read(0, ...):
-        poll the kernel until it is there (skipped on an unknown architecture)."""
-        if READ_SYSCALL is None:
-            return
-        path = "/proc/%d/task/%d/syscall" % (self.pid, self.pid)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            try:
-                with open(path) as f:
-                    fields = f.read().split()
-            except OSError as e:
-                raise Fail("cannot read %s: %s" % (path, e))
-            if fields[:2] == [READ_SYSCALL, "0x0"]:
-                return
-            if time.monotonic() > deadline:
-                raise Fail("target's main thread never parked in read(0): %s"
-                           % " ".join(fields[:2]))
-            time.sleep(0.005)
-
-    def wait_thread_parked(self, tid):
-        """Polls the kernel until thread tid is blocked in a system call other than futex
-        (which is where it would wait for the GIL): parked in its own C call, holding no
-        GIL. Skipped on an unknown architecture."""
-        if FUTEX_SYSCALL is None:
-            return
+    def _wait_syscall(self, tid, parked, what):
+        """Polls /proc/PID/task/TID/syscall until parked(its fields) holds."""
         path = "/proc/%d/task/%d/syscall" % (self.pid, tid)
         deadline = time.monotonic() + READY_TIMEOUT
         while True:
@@ -251,11 +227,26 @@ class Target:
                     fields = f.read().split()
             except OSError as e:
                 raise Fail("cannot read %s: %s" % (path, e))
-            if fields and fields[0] not in ("running", FUTEX_SYSCALL) and fields[0].isdigit():
+            if parked(fields):
                 return
             if time.monotonic() > deadline:
-                raise Fail("thread %d never parked in a system call: %s" % (tid, " ".join(fields[:2])))
+                raise Fail("%s: %s" % (what, " ".join(fields[:2])))
             time.sleep(0.005)
+
+    def wait_main_in_read(self):
+        """The ready file is written just before the main thread parks in read(0, ...):
+        poll the kernel until it is there (skipped on an unknown architecture)."""
+        if READ_SYSCALL is not None:
+            self._wait_syscall(self.pid, lambda f: f[:2] == [READ_SYSCALL, "0x0"],
+                               "target's main thread never parked in read(0)")
+
+    def wait_thread_parked(self, tid):
+        """Polls the kernel until thread tid is blocked in a system call other than futex
+        (which is where it would wait for the GIL): parked in its own C call, holding no
+        GIL. Skipped on an unknown architecture."""
+        if FUTEX_SYSCALL is not None:
+            self._wait_syscall(tid, lambda f: bool(f) and f[0].isdigit() and f[0] != FUTEX_SYSCALL,
+                               "thread %d never parked in a system call" % tid)
 
     def __exit__(self, *exc):
         try:
