@@ -20,7 +20,7 @@ static uint64_t get_u64(const unsigned char *b, uint64_t off)
 
 int unw_walk(unwinder_t *u, uint64_t frame, unw_frame_t *out, size_t cap, size_t *n)
 {
-    const py_layout_t *L = &u->t->layout;
+    const py_layout_t *L = &u->target->layout;
     unsigned char fb[FRAME_MAX_READ];
     size_t k = 0, steps = 0;
     int err;
@@ -44,13 +44,13 @@ int unw_walk(unwinder_t *u, uint64_t frame, unw_frame_t *out, size_t cap, size_t
         if (L->tagged_executable)
             code_addr &= ~(uint64_t)3;
         if ((L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim) ||
-            unw_is_trampoline(u->t, fb)) {
+            unw_is_trampoline(u->target, fb)) {
             frame = get_u64(fb, L->fr_previous);
             continue;
         }
         if (k == cap)
             return REMORA_ENOMEM;
-        err = code_cache_get(u->codes, u->p, u->t, code_addr, &code);
+        err = code_cache_get(u->codes, u->p, u->target, code_addr, &code);
         if (err)
             return err;
         if (L->frames_kind == PY_FRAMES_OBJECTS) {

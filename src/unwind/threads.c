@@ -30,7 +30,7 @@ int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
     if (u == NULL)
         return REMORA_ENOMEM;
     u->p = p;
-    u->t = t;
+    u->target = t;
     u->pthread_tid_off = -1;
     u->want = UNW_WANT_ALL;
     u->names = strtab_new();
@@ -53,7 +53,7 @@ void unw_free(unwinder_t *u)
 {
     if (u == NULL)
         return;
-    unw_fast_free(u->fast);
+    unw_reader_free(u->reader);
     code_cache_free(u->codes);
     strtab_free(u->names);
     free(u->threads);
@@ -80,7 +80,7 @@ static int push_thread(unwinder_t *u, unw_thread_t **th)
 /* The GIL's state: *locked and the holder's thread state. */
 static int read_gil(unwinder_t *u, uint64_t interp, int *locked, uint64_t *holder)
 {
-    const py_layout_t *L = &u->t->layout;
+    const py_layout_t *L = &u->target->layout;
     uint64_t base;
     int32_t lk;
     int err;
@@ -88,7 +88,7 @@ static int read_gil(unwinder_t *u, uint64_t interp, int *locked, uint64_t *holde
     *locked = 0;
     *holder = 0;
     if (L->minor <= 11) {
-        base = u->t->runtime;
+        base = u->target->runtime;
         err = proc_read(u->p, base + L->rt_gil_locked, &lk, 4);
         if (!err)
             err = proc_read_u64(u->p, base + L->rt_gil_holder, holder);
@@ -109,7 +109,7 @@ static int read_gil(unwinder_t *u, uint64_t interp, int *locked, uint64_t *holde
 
 int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts)
 {
-    const py_layout_t *L = &u->t->layout;
+    const py_layout_t *L = &u->target->layout;
     unsigned char buf[64];
     uint64_t item, exc;
     int i;
@@ -128,7 +128,7 @@ int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts)
         else if (proc_read(u->p, item, buf, L->ei_size) != REMORA_OK)
             return -1;
         exc = get_u64(b, L->ei_exc);
-        if (exc != 0 && exc != u->t->none)
+        if (exc != 0 && exc != u->target->none)
             return 1;
         item = get_u64(b, L->ei_previous);
     }
@@ -188,7 +188,7 @@ static void resolve_native_ids(unwinder_t *u, const uint64_t *pthreads)
 
 int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
 {
-    const py_layout_t *L = &u->t->layout;
+    const py_layout_t *L = &u->target->layout;
     uint64_t interp, *pthreads = NULL;
     size_t nframes_total = 0, i, ninterp = 0;
     size_t *frame_at = NULL;
@@ -201,7 +201,7 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
         L->ts_size < L->ts_thread_id + 8 || L->ts_size < L->ts_native_thread_id + 8)
         return REMORA_ECORRUPT;
 
-    err = proc_read_u64(u->p, u->t->runtime + L->rt_interpreters_head, &interp);
+    err = proc_read_u64(u->p, u->target->runtime + L->rt_interpreters_head, &interp);
     if (err)
         return err;
     while (interp != 0) {

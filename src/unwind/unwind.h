@@ -228,7 +228,7 @@ int unw_walk(unwinder_t *u, uint64_t frame, unw_frame_t *out, size_t cap, size_t
 /* Internals shared by threads.c and frames.c. */
 struct unwinder {
     proc_t *p;
-    const py_target_t *t;
+    const py_target_t *target;
     strtab_t *names;
     code_cache_t *codes;
     unw_thread_t *threads;
@@ -238,12 +238,12 @@ struct unwinder {
     unsigned char *tsbuf;       /* one thread state */
     int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
     unsigned want;              /* UNW_WANT_* */
-    void *fast;                 /* fast.c's per-thread caches */
+    void *reader;                 /* fast.c's per-thread caches */
     uint64_t thread_samples;    /* unw_sample(): threads sampled, in all */
     uint64_t parked;            /* ... of which served from a parked thread's saved walk */
 };
 
 /* Frees fast.c's caches. */
-void unw_fast_free(void *fast);
+void unw_reader_free(void *fast);
 
 #endif

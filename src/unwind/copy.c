@@ -1,0 +1,267 @@
+/* unwind/copy.c — the first read of a sample and the copies of each thread's stack.
+ *
+ * One vectored read: every interpreter's list heads, GIL and GC state, every thread
+ * state, and (3.11+) the live part of each thread's data-stack chunk copied twice with
+ * the current-frame pointer read between the copies and again after; then the
+ * code-object counters and last sample's fingerprints (naming.c), after every copy.
+ * copy_again() copies one thread's chunk again when the walk needs more of it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "internal.h"
+
+/* Requests the reads that follow a thread's second copy: the current frame pointer and,
+ * with an anchor, last_profiled_frame and its seq -- one range when they sit together
+ * in the thread state (3.15), unpacked by unpack_tail() once read. */
+static int add_end_reads(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cp)
+{
+    const py_layout_t *L = &u->target->layout;
+
+    tc->tail_len = 0;
+    if (anchor_on(u, tc) && cp == tc->tstate + L->ts_frame && L->ts_last_profiled > L->ts_frame &&
+        L->ts_last_profiled + 16 - L->ts_frame <= sizeof tc->tail) {
+        tc->tail_len = (size_t)(L->ts_last_profiled + 16 - L->ts_frame);
+        return batch_req(r, cp, tc->tail, tc->tail_len);
+    }
+    if (batch_req(r, cp, &tc->cur_end, 8))
+        return -1;
+    if (anchor_on(u, tc) && batch_req(r, tc->tstate + L->ts_last_profiled, tc->lp_end, 16))
+        return -1;
+    return 0;
+}
+
+static void unpack_tail(const py_layout_t *L, rd_thread_t *tc)
+{
+    if (tc->tail_len == 0)
+        return;
+    memcpy(&tc->cur_end, tc->tail, 8);
+    memcpy(tc->lp_end, tc->tail + (L->ts_last_profiled - L->ts_frame), 16);
+}
+
+/* Makes room for two copies of len bytes. */
+static int copy_room(rd_thread_t *tc, size_t len)
+{
+    unsigned char *na, *nb;
+
+    if (len <= tc->cap)
+        return 0;
+    na = realloc(tc->a, len);
+    if (na == NULL)
+        return -1;
+    tc->a = na;
+    nb = realloc(tc->b, len);
+    if (nb == NULL)
+        return -1;
+    tc->b = nb;
+    tc->cap = len;
+    return 0;
+}
+
+/* The address of an interpreter's GIL switch_number, or 0. struct _gil_runtime_state
+ * has begun "interval, last_holder, locked, switch_number" in every release from 3.9 to
+ * 3.15 (with the GIL enabled); the count moves whenever a thread takes the GIL from
+ * another. Used only when the known offsets fit that order. */
+static uint64_t gil_switch_addr(const py_layout_t *L, uint64_t rt, const rd_interp_t *fi)
+{
+    uint64_t base = L->minor >= 12 ? fi->gil : rt;
+    uint64_t lk = L->minor >= 12 ? L->gil_locked : L->rt_gil_locked;
+    uint64_t ho = L->minor >= 12 ? L->gil_holder : L->rt_gil_holder;
+
+    if (base == 0 || lk == 0 || ho + 8 != lk || lk % 8 != 0)
+        return 0;
+    return base + lk + 8;
+}
+
+/* The address that holds a thread's current frame pointer. */
+uint64_t copy_cur_ptr(const py_layout_t *L, const rd_thread_t *tc)
+{
+    if (L->frames_kind == PY_FRAMES_CFRAME)
+        return tc->cframe ? tc->cframe + L->cframe_current_frame : 0;
+    return tc->tstate + L->ts_frame;
+}
+
+/* The first read of a sample: lists, GIL, GC, thread states, chunk copies. */
+int copy_states(unwinder_t *u, reader_t *r)
+{
+    const py_layout_t *L = &u->target->layout;
+    uint64_t rt = u->target->runtime;
+    size_t n = 0, i, k, first;
+    int err;
+
+    /* first the state (lists, GIL, GC, thread states), merged; then the copies, in order */
+    batch_reset(r);
+    if (batch_req(r, rt + L->rt_interpreters_head, &r->rt_head, 8))
+        return REMORA_ENOMEM;
+    for (i = 0; i < r->ninterps; i++) {
+        rd_interp_t *fi = &r->interps[i];
+        uint64_t gil = L->minor >= 12 ? fi->gil : rt;
+        uint64_t lk = L->minor >= 12 ? L->gil_locked : L->rt_gil_locked;
+        uint64_t ho = L->minor >= 12 ? L->gil_holder : L->rt_gil_holder, sw;
+        fi->last_sw = fi->sw_ok ? fi->sw : 0;
+        fi->last_holder = fi->holder;
+        fi->locked = 0;
+        fi->holder = 0;
+        fi->gc = 0;
+        if (batch_req(r, fi->addr + L->is_threads_head, &fi->head, 8) ||
+            batch_req(r, fi->addr + L->is_next, &fi->next, 8))
+            return REMORA_ENOMEM;
+        if (gil != 0 && (batch_req(r, gil + lk, &fi->locked, 4) || batch_req(r, gil + ho, &fi->holder, 8)))
+            return REMORA_ENOMEM;
+        fi->sw = 0;
+        sw = gil_switch_addr(L, rt, fi);
+        fi->sw_ok = sw != 0;
+        if (sw != 0 && batch_req(r, sw, &fi->sw, 8))
+            return REMORA_ENOMEM;
+        if ((u->want & UNW_WANT_GC) && batch_req(r, fi->addr + L->is_gc_collecting, &fi->gc, 4))
+            return REMORA_ENOMEM;
+    }
+    for (i = 0; i < r->nthreads; i++) {
+        rd_thread_t *tc = &r->threads[i];
+        uint64_t cp = copy_cur_ptr(L, tc);
+        tc->cur_spec = 0;
+        if (batch_req(r, tc->tstate, tc->ts, L->ts_size) ||
+            (L->frames_kind == PY_FRAMES_CFRAME && cp && batch_req(r, cp, &tc->cur_spec, 8)))
+            return REMORA_ENOMEM;
+        /* 3.9/3.10 keep no native id: the tid in the thread's struct pthread, read each
+         * sample, since a new thread may take over both a freed state and a cached stack */
+        tc->tid_now = 0;
+        if (L->ts_native_thread_id == 0 && u->pthread_tid_off >= 0 && tc->pthread_seen != 0 &&
+            batch_req(r, tc->pthread_seen + (uint64_t)u->pthread_tid_off, &tc->tid_now, 4))
+            return REMORA_ENOMEM;
+    }
+    /* 3.11+: the first copies of the frames outside the chunks (C-stack entry frames,
+     * generators) join the state: any time before the current frame is read between
+     * the chunk's two copies will do */
+    for (i = 0; i < r->nthreads; i++) {
+        rd_thread_t *tc = &r->threads[i];
+        const rd_interp_t *fi = &r->interps[tc->interp];
+        /* parked at the last sample and the GIL has not changed hands since it was
+         * saved: expect it still parked (checked once this read is in) */
+        tc->reuse = tc->saved_ok && fi->sw_ok && fi->last_sw == tc->saved_sw && fi->last_holder == tc->saved_holder;
+    }
+    if (L->frames_kind != PY_FRAMES_OBJECTS)
+        for (i = 0; i < r->nthreads; i++)
+            for (k = 0; k < r->threads[i].nsb && !r->threads[i].reuse; k++)
+                if (batch_req(r, r->threads[i].sb[k].addr, r->threads[i].sb[k].one, r->threads[i].sb[k].len))
+                    return REMORA_ENOMEM;
+    if (batch_merge(r, &n, 0))
+        return REMORA_ENOMEM;
+    for (i = 0; i < r->nthreads; i++) {
+        rd_thread_t *tc = &r->threads[i];
+        uint64_t cp = copy_cur_ptr(L, tc);
+        int copy = L->frames_kind != PY_FRAMES_OBJECTS && tc->chunk && tc->copy_len && cp;
+        tc->cur_mid = 0;
+        tc->copied = 0;
+        tc->tail_len = 0;
+        if (tc->reuse)
+            continue;
+        /* first copies, the current frame, second copies: the walk starts from a current
+         * frame read between two copies that agree, so it is what the copies show */
+        if (copy) {
+            if (copy_room(tc, tc->copy_len) || batch_iov(r, &n, tc->base, tc->a, tc->copy_len))
+                return REMORA_ENOMEM;
+            tc->copied = tc->copy_len;
+        }
+        if (L->frames_kind == PY_FRAMES_OBJECTS)
+            for (k = 0; k < tc->nsb; k++)
+                if (batch_iov(r, &n, tc->sb[k].addr, tc->sb[k].one, tc->sb[k].len))
+                    return REMORA_ENOMEM;
+        tc->tail_len = 0;
+        if (copy && (batch_iov(r, &n, cp, &tc->cur_mid, 8) || batch_iov(r, &n, tc->base, tc->b, tc->copy_len)))
+            return REMORA_ENOMEM;
+        /* what must follow the second copies, merged: the current frame (and anchor)
+         * again, the second copies of the frames outside the chunk, the cframe again */
+        first = r->nreq;
+        if (copy && add_end_reads(u, r, tc, cp))
+            return REMORA_ENOMEM;
+        for (k = 0; k < tc->nsb; k++)
+            if (batch_req(r, tc->sb[k].addr, tc->sb[k].two, tc->sb[k].len))
+                return REMORA_ENOMEM;
+        /* 3.9/3.10: the current frame again, after the blocks' second copies */
+        if (L->frames_kind == PY_FRAMES_OBJECTS && tc->nsb) {
+            if (batch_merge(r, &n, first))
+                return REMORA_ENOMEM;
+            first = r->nreq;
+            if (batch_req(r, cp, &tc->cur_end, 8))
+                return REMORA_ENOMEM;
+        }
+        tc->tid_end = 0;
+        if (L->ts_native_thread_id == 0 && u->pthread_tid_off >= 0 && tc->pthread_seen != 0 &&
+            batch_req(r, tc->pthread_seen + (uint64_t)u->pthread_tid_off, &tc->tid_end, 4))
+            return REMORA_ENOMEM;
+        /* 3.11/3.12: the cframe again: a nested eval loop's cframe lives on the C stack,
+         * and once that loop returns its current_frame reads NULL or stale */
+        if (L->frames_kind == PY_FRAMES_CFRAME && batch_req(r, tc->tstate + L->ts_frame, &tc->cf_end, 8))
+            return REMORA_ENOMEM;
+        if (batch_merge(r, &n, first))
+            return REMORA_ENOMEM;
+    }
+    /* after every copy: the code-object counters again and the fingerprints of last
+     * sample's code objects. Read before a copy, they would vouch for a code object
+     * freed and made anew at the same address in between (resolve_codes) */
+    first = r->nreq;
+    r->gen_global = 0;
+    if (u->target->code_version && batch_req(r, u->target->code_version, &r->gen_global, 4))
+        return REMORA_ENOMEM;
+    for (i = 0; i < r->ninterps; i++) {
+        rd_interp_t *fi = &r->interps[i];
+        fi->gen = 0;
+        if (L->is_code_generation && batch_req(r, fi->addr + L->is_code_generation, &fi->gen, 8))
+            return REMORA_ENOMEM;
+        if (!L->is_code_generation && L->is_code_version &&
+            batch_req(r, fi->addr + L->is_code_version, &fi->gen, 4))
+            return REMORA_ENOMEM;
+    }
+    for (k = 0; k < r->nspec_codes; k++)
+        if (batch_fp(u, r, r->spec_codes[k], r->spec_fps + k * UNW_FP_MAX))
+            return REMORA_ENOMEM;
+    if (batch_merge(r, &n, first))
+        return REMORA_ENOMEM;
+    batch_fix(r);
+    err = proc_readv(u->p, r->iov, n);
+    if (err == REMORA_OK) {
+        batch_scatter(r);
+        for (i = 0; i < r->nthreads; i++)
+            unpack_tail(L, &r->threads[i]);
+    }
+    return err;
+}
+
+/* Copies [t->base, t->base + len) twice, reading the current frame pointer between. */
+int copy_again(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t len)
+{
+    const py_layout_t *L = &u->target->layout;
+    size_t n = 0;
+
+    if (copy_room(tc, len))
+        return REMORA_ENOMEM;
+    batch_reset(r);
+    if (batch_iov(r, &n, tc->base, tc->a, len) || batch_iov(r, &n, copy_cur_ptr(L, tc), &tc->cur_mid, 8) ||
+        batch_iov(r, &n, tc->base, tc->b, len) || add_end_reads(u, r, tc, copy_cur_ptr(L, tc)) ||
+        (L->frames_kind == PY_FRAMES_CFRAME && batch_req(r, tc->tstate + L->ts_frame, &tc->cf_end, 8)) ||
+        batch_merge(r, &n, 0))
+        return REMORA_ENOMEM;
+    batch_fix(r);
+    tc->copied = 0;
+    r->late = 1;
+    if (proc_readv(u->p, r->iov, n))
+        return REMORA_ECORRUPT;
+    batch_scatter(r);
+    unpack_tail(L, tc);
+    tc->copied = len;
+    return REMORA_OK;
+}
+
+/* Bytes to copy from t->base: at least 'len', within the chunk when its size is known. */
+size_t copy_clamp(const rd_thread_t *tc, size_t len)
+{
+    size_t off = (size_t)(tc->base - tc->chunk);
+
+    if (len > RD_MAX_COPY)
+        len = RD_MAX_COPY;
+    if (tc->chunk_size && off < tc->chunk_size && off + len > tc->chunk_size)
+        len = tc->chunk_size - off;
+    return len;
+}

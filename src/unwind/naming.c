@@ -1,0 +1,109 @@
+/* unwind/naming.c — the code objects of a sample's frames, validated once.
+ *
+ * Every code address walked this sample is validated in one vectored read, after the
+ * frames naming it were copied: by the interpreter's code-object counter where one exists
+ * (3.12+), else by a fingerprint re-read (code.c). A code object fetched for the first
+ * time this sample is marked fresh: the threads it names are read once more.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "internal.h"
+
+/* Adds a code address to this sample's set (codes[] holds each once). */
+int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr)
+{
+    unw_code_t *e;
+    size_t i;
+
+    if (r->ncodes > 0 && r->codes[r->ncodes - 1] == addr)
+        return 0;                       /* recursion: the frame below ran the same code */
+    e = code_cache_peek(cc, addr);
+    if (e != NULL && e->stamp == r->stamp)
+        return 0;
+    for (i = 0; i < r->ncodes; i++)
+        if (r->codes[i] == addr)
+            return 0;
+    if (remora_grow((void **)&r->codes, &r->cap_codes, r->ncodes + 1, sizeof *r->codes))
+        return -1;
+    r->codes[r->ncodes++] = addr;
+    return 0;
+}
+
+/* Validates every code object of this sample in one vectored read; refetches those
+ * whose fingerprint changed and those not cached.
+ *
+ * A frame holds its code object, so the object at a frame's code address is the one the
+ * frame ran from for as long as the frame lives; once it returns, a new code object may
+ * take the address. What names a frame must therefore be read after the frame was:
+ *  - a fingerprint read after the copies that equals the entry's (last sample's codes
+ *    are read so in the first read, unless frames were read later; the rest here);
+ *  - or a counter moved whenever a code object is made (3.12, 3.13) or freed (3.14+),
+ *    read after the copies ('post') and equal to its value when the entry was last
+ *    validated: none was made or freed in between. An entry records the counter as
+ *    read before its fingerprint ('pre'), which is all the proof needs.
+ * A code object fetched now was read after its frame's copy with nothing to tie the
+ * two: it is marked fresh, and the threads it names are dropped (unw_sample tries once
+ * more, with it cached). */
+int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, uint64_t post)
+{
+    const py_layout_t *L = &u->target->layout;
+    size_t i, n = 0;
+    int err;
+
+    if (remora_grow((void **)&r->fps, &r->cap_fps, r->ncodes * UNW_FP_MAX + 1, 1))
+        return REMORA_ENOMEM;
+    if (r->late)
+        have_gen = 0;
+    batch_reset(r);
+    for (i = 0; i < r->ncodes; i++) {
+        unw_code_t *e = code_cache_peek(u->codes, r->codes[i]);
+        const uint64_t *hit;
+        if (e == NULL || (have_gen && e->gen == post))
+            continue;
+        hit = r->nspec_codes && !r->late ? bsearch(&r->codes[i], r->spec_codes, r->nspec_codes, sizeof *hit, cmp_u64) : NULL;
+        if (hit != NULL)
+            memcpy(r->fps + i * UNW_FP_MAX, r->spec_fps + (size_t)(hit - r->spec_codes) * UNW_FP_MAX, UNW_FP_MAX);
+        else if (batch_fp(u, r, r->codes[i], r->fps + i * UNW_FP_MAX))
+            return REMORA_ENOMEM;
+    }
+    if (batch_merge(r, &n, 0))
+        return REMORA_ENOMEM;
+    batch_fix(r);
+    if (n > 0 && (err = proc_readv(u->p, r->iov, n)) != REMORA_OK)
+        return err == REMORA_ENOPROC ? err : REMORA_ECORRUPT;
+    if (n > 0)
+        batch_scatter(r);
+    for (i = 0; i < r->ncodes; i++) {
+        unw_code_t *e = code_cache_peek(u->codes, r->codes[i]);
+        if (e != NULL && !(have_gen && e->gen == post) && !code_fp_same(e, L, r->fps + i * UNW_FP_MAX)) {
+            code_cache_drop(u->codes, r->codes[i]);
+            e = NULL;
+        }
+        if (e == NULL) {
+            err = code_cache_get(u->codes, u->p, u->target, r->codes[i], &e);
+            if (err)
+                return err;
+            e->fresh = r->stamp;
+        }
+        e->stamp = r->stamp;
+        e->gen = have_gen ? pre : 0;
+    }
+    /* next sample validates these in its first read */
+    if (!have_gen) {
+        size_t keep = r->ncodes < RD_SPEC_CODES ? r->ncodes : RD_SPEC_CODES;
+        if (r->spec_codes == NULL && (r->spec_codes = malloc(RD_SPEC_CODES * sizeof *r->spec_codes)) == NULL)
+            return REMORA_ENOMEM;
+        if (r->spec_fps == NULL && (r->spec_fps = malloc(RD_SPEC_CODES * UNW_FP_MAX)) == NULL)
+            return REMORA_ENOMEM;
+        if (keep > 0) {
+            memcpy(r->spec_codes, r->codes, keep * sizeof *r->codes);
+            qsort(r->spec_codes, keep, sizeof *r->spec_codes, cmp_u64);
+        }
+        r->nspec_codes = keep;
+    } else {
+        r->nspec_codes = 0;
+    }
+    return REMORA_OK;
+}
