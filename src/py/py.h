@@ -100,7 +100,39 @@ typedef struct py_layout {
     uint64_t u_length;              /* PyASCIIObject.length */
     uint64_t u_ascii_size;          /* sizeof(PyASCIIObject): data of compact ASCII */
     uint64_t u_compact_size;        /* sizeof(PyCompactUnicodeObject): data of compact non-ASCII */
+    uint64_t ob_size;               /* PyVarObject.ob_size (a code object's code units, 3.11) */
+
+    /* How this version behaves, as the walker must know it: filled in by
+     * py_layout_derive() (behaviour.c) from the version and the offsets above, so that
+     * nothing under src/unwind/ checks a version number or computes an offset. An
+     * offset of 0 means the version has no such field or rule. */
+    int gil_in_interp;              /* 3.12+: the GIL state is at *(interp + is_gil_ptr);
+                                     * before, inside _PyRuntime (gil_* from the runtime) */
+    uint64_t gil_switch;            /* switch_number, from the same base as gil_locked; 0 when
+                                     * the known offsets do not fit "interval, last_holder,
+                                     * locked, switch_number" (every release 3.9-3.15) */
+    uint64_t fr_is_entry;           /* 3.11: is_entry (bool), the first frame of an eval loop */
+    uint64_t fr_stacktop;           /* 3.12/3.13: stacktop (int), -1 while the frame runs */
+    uint64_t fr_return_offset;      /* 3.13+: return_offset (u16), never 0 in a Python caller */
+    uint64_t fr_funcobj;            /* 3.13+: f_funcobj, None in an interpreter trampoline */
+    int walk_root;                  /* enum py_walk_root: where every thread's walk must end */
+    int caller_rests_on_call;       /* 3.11: a caller that pushed its callee inline rests on
+                                     * the last cache entry of its CALL or BINARY_SUBSCR */
+    int caller_past_start;          /* 3.11+: a caller has run past its first instruction */
+    uint64_t co_version;            /* 3.12+: co_version (u32), unique per code object made */
+    int rc_low_half;                /* 3.12+: a live object's count is in the low 32 bits
+                                     * (immortal objects set high bits); before, below 2^32 */
 } py_layout_t;
+
+/* Where every thread's walk of its frames ends. */
+enum py_walk_root {
+    PY_ROOT_ANY = 0,       /* 3.9/3.10, 3.14+: wherever the links end */
+    PY_ROOT_ENTRY = 1,     /* 3.11: at a frame marked is_entry (fr_is_entry) */
+    PY_ROOT_SHIM = 2,      /* 3.12/3.13: at a C-owned shim frame */
+};
+
+/* Fills in the behaviour fields of L from its version and offsets (behaviour.c). */
+void py_layout_derive(py_layout_t *L);
 
 /* Built-in layouts for 3.9–3.12 (generated). Returns NULL for other minors. */
 const py_layout_t *py_layout_for_minor(int minor);

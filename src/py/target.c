@@ -161,9 +161,11 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
                  t->version, t->binary);
         return REMORA_EVERSION;
     }
-    if (minor >= 13)
-        return py_layout_from_debug_offsets(p, t->runtime, &t->layout, why, whylen);
-    {
+    if (minor >= 13) {
+        err = py_layout_from_debug_offsets(p, t->runtime, &t->layout, why, whylen);
+        if (err)
+            return err;
+    } else {
         const py_layout_t *L = py_layout_for_minor(minor);
         if (L == NULL || L->minor != minor) {
             snprintf(why, whylen, "Python %s: no layout built into remora", t->version);
@@ -172,6 +174,7 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
         t->layout = *L;
         t->layout.hexversion = (uint32_t)vers;
     }
+    py_layout_derive(&t->layout);
     return REMORA_OK;
 }
 

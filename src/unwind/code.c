@@ -65,28 +65,19 @@ static int32_t get_i32(const unsigned char *b, uint64_t off)
     return v;
 }
 
-/* 3.12+: co_version, the u32 a code object is numbered with when it is made, is the field
- * before co_localsplusnames, two pointers before co_filename, in the headers of 3.12 to
- * 3.15 (and in the memory of their code objects); 0 when that does not fit. */
-static uint64_t co_version_off(const py_layout_t *L)
-{
-    if (L->minor < 12 || L->co_filename < L->co_firstlineno + 24)
-        return 0;
-    return L->co_filename - 20;
-}
-
-/* Before 3.12 the code object holds nothing unique: its str objects are compared too. */
+/* Without co_version (before 3.12) the code object holds nothing unique: its str objects
+ * are compared too. */
 static int fp_strings(const py_layout_t *L)
 {
-    return L->minor < 12;
+    return L->co_version == 0;
 }
 
 void code_fp_span(const py_layout_t *L, uint64_t *off, size_t *len)
 {
     /* the name, file and line-table pointers sit together in every version, co_version
      * just before them */
-    uint64_t lo = L->co_filename, hi = L->co_filename + 8, v = co_version_off(L);
-    uint64_t f[3] = { L->co_name, L->co_linetable, L->minor >= 11 ? L->co_qualname : L->co_name };
+    uint64_t lo = L->co_filename, hi = L->co_filename + 8, v = L->co_version;
+    uint64_t f[3] = { L->co_name, L->co_linetable, L->co_qualname };
     int i;
 
     for (i = 0; i < 3; i++) {
@@ -263,7 +254,7 @@ static int live(const py_layout_t *L, const unsigned char *co)
 {
     uint64_t rc = get_u64(co, 0);
 
-    if (L->minor < 12)
+    if (!L->rc_low_half)
         return rc >= 1 && rc < ((uint64_t)1 << 32);
     return (uint32_t)rc != 0;
 }
@@ -355,7 +346,7 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
     err = intern_str(c, p, L, get_u64(co, L->co_filename), &fresh.file,
                      fresh.str_img ? &fresh : NULL, 1);
     if (!err)
-        err = intern_str(c, p, L, get_u64(co, L->minor >= 11 ? L->co_qualname : L->co_name),
+        err = intern_str(c, p, L, get_u64(co, L->co_qualname),
                          &fresh.function, fresh.str_img ? &fresh : NULL, 0);
     if (!err)
         err = pybytes_read(p, L, get_u64(co, L->co_linetable), UNW_MAX_LINETABLE,
@@ -365,8 +356,9 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
         free(fresh.str_img);
         return err;
     }
-    if (L->minor == 11 && L->co_code_adaptive >= 24 && L->co_code_adaptive <= need) {
-        err = read_calls(p, addr + L->co_code_adaptive, (int64_t)get_u64(co, 16), &fresh);
+    if (L->caller_rests_on_call && L->co_code_adaptive >= 24 && L->co_code_adaptive <= need &&
+        L->ob_size + 8 <= need) {
+        err = read_calls(p, addr + L->co_code_adaptive, (int64_t)get_u64(co, L->ob_size), &fresh);
         if (err) {
             free(fresh.linetable);
             free(fresh.str_img);

@@ -59,19 +59,10 @@ static int copy_room(rd_thread_t *tc, size_t len)
     return 0;
 }
 
-/* The address of an interpreter's GIL switch_number, or 0. struct _gil_runtime_state
- * has begun "interval, last_holder, locked, switch_number" in every release from 3.9 to
- * 3.15 (with the GIL enabled); the count moves whenever a thread takes the GIL from
- * another. Used only when the known offsets fit that order. */
-static uint64_t gil_switch_addr(const py_layout_t *L, uint64_t rt, const rd_interp_t *fi)
+/* The address of an interpreter's GIL state (the runtime's before 3.12), or 0. */
+static uint64_t gil_base(const py_layout_t *L, uint64_t rt, const rd_interp_t *fi)
 {
-    uint64_t base = L->minor >= 12 ? fi->gil : rt;
-    uint64_t lk = L->minor >= 12 ? L->gil_locked : L->rt_gil_locked;
-    uint64_t ho = L->minor >= 12 ? L->gil_holder : L->rt_gil_holder;
-
-    if (base == 0 || lk == 0 || ho + 8 != lk || lk % 8 != 0)
-        return 0;
-    return base + lk + 8;
+    return L->gil_in_interp ? fi->gil : rt;
 }
 
 /* The address that holds a thread's current frame pointer. */
@@ -96,9 +87,7 @@ int copy_states(unwinder_t *u, reader_t *r)
         return REMORA_ENOMEM;
     for (i = 0; i < r->ninterps; i++) {
         rd_interp_t *fi = &r->interps[i];
-        uint64_t gil = L->minor >= 12 ? fi->gil : rt;
-        uint64_t lk = L->minor >= 12 ? L->gil_locked : L->rt_gil_locked;
-        uint64_t ho = L->minor >= 12 ? L->gil_holder : L->rt_gil_holder, sw;
+        uint64_t gil = gil_base(L, rt, fi);
         fi->last_sw = fi->sw_ok ? fi->sw : 0;
         fi->last_holder = fi->holder;
         fi->locked = 0;
@@ -107,12 +96,13 @@ int copy_states(unwinder_t *u, reader_t *r)
         if (batch_req(r, fi->addr + L->is_threads_head, &fi->head, 8) ||
             batch_req(r, fi->addr + L->is_next, &fi->next, 8))
             return REMORA_ENOMEM;
-        if (gil != 0 && (batch_req(r, gil + lk, &fi->locked, 4) || batch_req(r, gil + ho, &fi->holder, 8)))
+        if (gil != 0 && (batch_req(r, gil + L->gil_locked, &fi->locked, 4) ||
+                         batch_req(r, gil + L->gil_holder, &fi->holder, 8)))
             return REMORA_ENOMEM;
+        /* the GIL's switch count moves whenever a thread takes it from another */
         fi->sw = 0;
-        sw = gil_switch_addr(L, rt, fi);
-        fi->sw_ok = sw != 0;
-        if (sw != 0 && batch_req(r, sw, &fi->sw, 8))
+        fi->sw_ok = gil != 0 && L->gil_switch != 0;
+        if (fi->sw_ok && batch_req(r, gil + L->gil_switch, &fi->sw, 8))
             return REMORA_ENOMEM;
         if ((u->want & UNW_WANT_GC) && batch_req(r, fi->addr + L->is_gc_collecting, &fi->gc, 4))
             return REMORA_ENOMEM;

@@ -214,8 +214,8 @@ static int sample_once(unwinder_t *u, reader_t *r)
          * walk that ends anywhere else followed a link not yet written (a frame pushed
          * but not linked to its caller yet) */
         if (th->error == REMORA_OK && nw > 0 &&
-            (L->minor == 11 ? !r->walk[nw - 1].entry
-                            : (L->minor == 12 || L->minor == 13) && !r->walk[nw - 1].shim))
+            (L->walk_root == PY_ROOT_ENTRY ? !r->walk[nw - 1].entry
+                                           : L->walk_root == PY_ROOT_SHIM && !r->walk[nw - 1].shim))
             th->error = REMORA_ECORRUPT;
         if (th->error == REMORA_OK && tc->chunk && anchor_on(u, tc) &&
             (th->error = anchor_after(u, r, tc, nw)) == REMORA_ENOPROC)
@@ -333,7 +333,7 @@ thread_done:
              * frame) rests on the last cache entry of its CALL or BINARY_SUBSCR while
              * the callee runs; resting anywhere else, it is running, and the callee is
              * a stale frame left above it from an earlier call. */
-            if (L->minor == 11 && !callee_entry &&
+            if (L->caller_rests_on_call && !callee_entry &&
                 code_calls_at(e, (int64_t)(instr - (code + L->co_code_adaptive)) / 2) == 0) {
                 th->error = REMORA_ECORRUPT;
                 th->nframes = 0;

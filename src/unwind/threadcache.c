@@ -71,7 +71,7 @@ int tc_rebuild(unwinder_t *u, reader_t *r)
             memset(fi, 0, sizeof *fi);
             fi->addr = ia;
             if ((err = proc_read(u->p, ia + L->is_id, &fi->id, 8)) ||
-                (L->minor >= 12 && (err = proc_read_u64(u->p, ia + L->is_gil_ptr, &fi->gil))) ||
+                (L->gil_in_interp && (err = proc_read_u64(u->p, ia + L->is_gil_ptr, &fi->gil))) ||
                 (err = proc_read_u64(u->p, ia + L->is_next, &ia)))
                 goto fail;
         }

@@ -87,20 +87,14 @@ static int read_gil(unwinder_t *u, uint64_t interp, int *locked, uint64_t *holde
 
     *locked = 0;
     *holder = 0;
-    if (L->minor <= 11) {
-        base = u->target->runtime;
-        err = proc_read(u->p, base + L->rt_gil_locked, &lk, 4);
-        if (!err)
-            err = proc_read_u64(u->p, base + L->rt_gil_holder, holder);
-    } else {
-        err = proc_read_u64(u->p, interp + L->is_gil_ptr, &base);
-        if (!err && base == 0)
-            return REMORA_OK;
-        if (!err)
-            err = proc_read(u->p, base + L->gil_locked, &lk, 4);
-        if (!err)
-            err = proc_read_u64(u->p, base + L->gil_holder, holder);
-    }
+    base = u->target->runtime;
+    err = L->gil_in_interp ? proc_read_u64(u->p, interp + L->is_gil_ptr, &base) : REMORA_OK;
+    if (!err && base == 0)
+        return REMORA_OK;
+    if (!err)
+        err = proc_read(u->p, base + L->gil_locked, &lk, 4);
+    if (!err)
+        err = proc_read_u64(u->p, base + L->gil_holder, holder);
     if (err)
         return err;
     *locked = lk != 0;

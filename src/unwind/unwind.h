@@ -106,9 +106,9 @@ static inline int unw_is_trampoline(const py_target_t *t, const unsigned char *f
 {
     uint64_t funcobj;
 
-    if (t->layout.minor < 13 || t->none == 0 || t->layout.fr_size < 24)
+    if (t->layout.fr_funcobj == 0 || t->none == 0)
         return 0;
-    memcpy(&funcobj, fb + 16, 8);
+    memcpy(&funcobj, fb + t->layout.fr_funcobj, 8);
     return (funcobj & ~(uint64_t)7) == t->none;
 }
 

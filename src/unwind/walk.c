@@ -137,7 +137,7 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
         if (L->tagged_executable)
             w->code &= ~(uint64_t)3;
         w->instr = get_instr(L, fb);
-        w->entry = L->minor == 11 && L->fr_owner >= 1 && fb[L->fr_owner - 1] != 0;
+        w->entry = L->fr_is_entry && fb[L->fr_is_entry] != 0;
         w->src = src;
         w->cached = 0;
         frame = w->prev;
@@ -204,7 +204,7 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
         /* A caller has run up to its call: a frame still at its first instruction that
          * seems to have a callee is a frame just pushed under a stale one left above it
          * (the copy and the current-frame pointer are from different moments). */
-        if (i > 0 && !w->shim && L->frames_kind != PY_FRAMES_OBJECTS &&
+        if (i > 0 && !w->shim && L->caller_past_start &&
             (int64_t)(w->instr - (w->code + L->co_code_adaptive)) <= 0)
             return REMORA_ECORRUPT;
         if (!w->shim && (code != w->code || (i > 0 && instr != w->instr)))
@@ -213,20 +213,19 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
          * takes the stack pointer), and a frame that pushes a callee inline saves its
          * stack pointer first. A caller at -1 below a Python callee is running, so the
          * callee is a stale frame above it. Both copies must say so. */
-        if (i > 0 && !w->shim && !r->walk[i - 1].shim && (L->minor == 12 || L->minor == 13) &&
-            L->fr_owner >= 6 && w->src == -1) {
+        if (i > 0 && !w->shim && !r->walk[i - 1].shim && L->fr_stacktop && w->src == -1) {
             int32_t st1, st2;
-            memcpy(&st1, tc->a + (w->addr - tc->base) + L->fr_owner - 6, 4);
-            memcpy(&st2, fb + L->fr_owner - 6, 4);
+            memcpy(&st1, tc->a + (w->addr - tc->base) + L->fr_stacktop, 4);
+            memcpy(&st2, fb + L->fr_stacktop, 4);
             if (st1 < 0 || st2 < 0)
                 return REMORA_ECORRUPT;
         }
         /* 3.13+: pushing a frame sets its return_offset to 0, and a Python frame that
          * pushes a callee directly sets its own to where to resume (never 0). A caller at
          * 0 below a Python callee is the same stale picture. */
-        if (i > 0 && !w->shim && !r->walk[i - 1].shim && L->minor >= 13 && L->fr_owner >= 2) {
+        if (i > 0 && !w->shim && !r->walk[i - 1].shim && L->fr_return_offset) {
             uint16_t ro;
-            memcpy(&ro, fb + L->fr_owner - 2, 2);
+            memcpy(&ro, fb + L->fr_return_offset, 2);
             if (ro == 0)
                 return REMORA_ECORRUPT;
         }

@@ -1,0 +1,46 @@
+/* py/behaviour.c — the version facts the walker relies on, as named fields.
+ *
+ * Each rule below is a fact of CPython's own headers (Include/internal/pycore_frame.h,
+ * pycore_gil.h, pycore_code.h of each release) about a field next to one the layout
+ * already locates. Reads nothing from the target: py_layout_derive() only fills in the
+ * behaviour part of a py_layout_t, once the version's offsets are known.
+ */
+#include "py.h"
+
+void py_layout_derive(py_layout_t *L)
+{
+    int m = L->minor;
+
+    /* struct _gil_runtime_state begins "interval, last_holder, locked, switch_number"
+     * in every release 3.9-3.15: in _PyRuntime's ceval before 3.12, behind a pointer in
+     * each interpreter from 3.12 */
+    L->gil_in_interp = m >= 12;
+    if (!L->gil_in_interp) {
+        L->gil_locked = L->rt_gil_locked;
+        L->gil_holder = L->rt_gil_holder;
+    }
+    L->gil_switch = 0;
+    if (L->gil_locked != 0 && L->gil_holder + 8 == L->gil_locked && L->gil_locked % 8 == 0)
+        L->gil_switch = L->gil_locked + 8;
+
+    /* _PyInterpreterFrame, just before 'owner' (a char): 3.11 "bool is_entry; char
+     * owner"; 3.12 "int stacktop; uint16_t return_offset; char owner"; 3.13 the same
+     * with stacktop; 3.14+ "_PyStackRef *stackpointer; ... uint16_t return_offset;
+     * char owner". f_funcobj is the third pointer from 3.12 on. */
+    L->fr_is_entry = m == 11 && L->fr_owner >= 1 ? L->fr_owner - 1 : 0;
+    L->fr_stacktop = (m == 12 || m == 13) && L->fr_owner >= 6 ? L->fr_owner - 6 : 0;
+    L->fr_return_offset = m >= 13 && L->fr_owner >= 2 ? L->fr_owner - 2 : 0;
+    L->fr_funcobj = m >= 13 && L->fr_size >= 24 ? 16 : 0;
+    L->walk_root = m == 11 ? PY_ROOT_ENTRY : (m == 12 || m == 13) ? PY_ROOT_SHIM : PY_ROOT_ANY;
+    L->caller_rests_on_call = m == 11;
+    L->caller_past_start = L->frames_kind != PY_FRAMES_OBJECTS;
+
+    /* PyCodeObject: co_qualname from 3.11 (before, the name is all there is);
+     * co_version, the field before co_localsplusnames, two pointers before co_filename,
+     * from 3.12 */
+    if (m < 11)
+        L->co_qualname = L->co_name;
+    L->co_version = m >= 12 && L->co_filename >= L->co_firstlineno + 24 ? L->co_filename - 20 : 0;
+    L->ob_size = 16;
+    L->rc_low_half = m >= 12;
+}
