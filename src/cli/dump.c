@@ -113,17 +113,7 @@ static int core_fail(int err, const char *core, const proc_t *p, const char *why
     return remora_exit_code(err);
 }
 
-#define DUMP_TRIES 64    /* samples of a live target until every thread reads whole */
-
-static int any_error(const unw_thread_t *th, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        if (th[i].error)
-            return 1;
-    return 0;
-}
+#define DUMP_TRIES 64    /* rounds read again until every thread reads whole */
 
 /* A live target runs on while it is read: the per-sample reader checks that no stack
  * moved while it was read and that every code object is the one its frame ran from. A
@@ -131,16 +121,8 @@ static int any_error(const unw_thread_t *th, size_t n)
  * at most; what is still unreadable then is said so. */
 static int read_live(unwinder_t *u, unw_thread_t **th, size_t *n)
 {
-    int err = REMORA_OK, attempt;
-
-    for (attempt = 0; attempt < DUMP_TRIES; attempt++) {
-        err = unw_sample(u, th, n);
-        if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
-            continue;
-        if (err || !any_error(*th, *n))
-            break;
-    }
-    return err;
+    unw_set_tries(u, DUMP_TRIES);
+    return unw_sample(u, th, n);
 }
 
 #define DUMP_SUBPROCESSES 256
@@ -243,12 +225,7 @@ int cmd_dump(int argc, char **argv)
     err = unw_new(p, &t, &u);
     if (err)
         goto fail;
-    if (core != NULL) {
-        /* a core does not change: one walk */
-        err = unw_snapshot(u, &th, &n);
-    } else {
-        err = read_live(u, &th, &n);
-    }
+    err = read_live(u, &th, &n);
     if (err) {
         if (err == REMORA_ENOPROC && core == NULL) {
             cli_error("pid %d exited during the dump", (int)pid);

@@ -373,27 +373,32 @@ int cmd_record(int argc, char **argv)
     }
     if (a.c.subprocesses)
         fprintf(stderr, "remora: %llu subprocesses sampled\n", (unsigned long long)st->subprocesses);
-    fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), %llu late%s\n",
+    fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), "
+            "%llu partial (%.2f%%), %llu late%s\n",
             (unsigned long long)st->rounds, prof.meta.duration_s,
             prof.meta.duration_s > 0 ? (double)st->rounds / prof.meta.duration_s : 0.0, a.c.rate,
             (unsigned long long)st->errors,
             st->samples + st->errors ? 100.0 * (double)st->errors / (double)(st->samples + st->errors) : 0.0,
+            (unsigned long long)st->partial, st->samples ? 100.0 * (double)st->partial / (double)st->samples : 0.0,
             (unsigned long long)st->late, gone ? "; the target exited" : "");
     if (a.stats) {
         const proc_stats_t *ps = proc_stats(p);
         double n = st->rounds ? (double)st->rounds : 1.0;
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        fprintf(stderr, "stats: samples=%llu errors=%llu reads=%llu bytes=%llu reads_per_sample=%.2f cpu_us_per_sample=%.2f\n",
-                (unsigned long long)st->rounds, (unsigned long long)st->errors,
+        fprintf(stderr, "stats: samples=%llu errors=%llu partial=%llu reads=%llu bytes=%llu reads_per_sample=%.2f "
+                "cpu_us_per_sample=%.2f\n",
+                (unsigned long long)st->rounds, (unsigned long long)st->errors, (unsigned long long)st->partial,
                 (unsigned long long)ps->reads, (unsigned long long)ps->bytes, (double)ps->reads / n,
                 (cpu1 - cpu0) * 1e6 / n);
         fprintf(stderr, "memory: maxrss_kb=%ld table_bytes=%zu\n", ru.ru_maxrss, stk_memory(table));
         if (a.anchor)
             fprintf(stderr, "anchor: writes=%llu writes_per_sample=%.4f\n",
                     (unsigned long long)ps->writes, (double)ps->writes / n);
-        fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)u->parked,
-                (unsigned long long)u->thread_samples);
+        unw_stats_t us;
+        unw_get_stats(u, &us);
+        fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
+                (unsigned long long)us.thread_samples);
     }
     if (rc == REMORA_EXIT_OK && gone && a.c.cmd == NULL && a.c.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */

@@ -59,6 +59,7 @@ struct sampler {
     fmap_entry_t *fmap;
     size_t fmap_cap, fmap_count;
     uint32_t gc_frame;
+    uint32_t moving_frame;          /* SAMPLE_MOVING, above a partial stack */
     unsigned want;                  /* UNW_WANT_* for every unwinder */
     /* tid → table thread, last seen */
     int child_status;
@@ -100,7 +101,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
     s->fmap_cap = 4096;
     s->fmap = malloc(s->fmap_cap * sizeof *s->fmap);
     s->gc_frame = stk_frame(t, "<GC>", "", 0);
-    if (s->fmap == NULL || s->gc_frame == STK_NONE) {
+    s->moving_frame = stk_frame(t, SAMPLE_MOVING, "", 0);
+    if (s->fmap == NULL || s->gc_frame == STK_NONE || s->moving_frame == STK_NONE) {
         sampler_free(s);
         return REMORA_ENOMEM;
     }
@@ -308,10 +310,6 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         }
     }
     err = unw_sample(u, &threads, &n);
-    if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
-        /* the thread list changed under us: one more try, then count it */
-        err = unw_sample(u, &threads, &n);
-    }
     if (frz != NULL)
         freeze_go(frz);             /* read: let it run while the table is updated */
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
@@ -346,6 +344,12 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         node = stack_node(s, ti, th);
         if (node == STK_NONE)
             return REMORA_ENOMEM;
+        if (th->partial) {
+            /* the innermost frames moved while they were read: marked, never guessed */
+            s->st.partial++;
+            if ((node = stk_child(s->t, node, s->moving_frame)) == STK_NONE)
+                return REMORA_ENOMEM;
+        }
         if (s->o.gc && th->gc && th->holds_gil) {
             flags |= RAW_GC;
             if ((node = stk_child(s->t, node, s->gc_frame)) == STK_NONE)

@@ -51,7 +51,7 @@ void anchor_before(unwinder_t *u, rd_thread_t *tc)
     if (seq != tc->anc_seq)
         for (j = 0; j < tc->nbelow; j++)
             if (tc->below[j].addr == lp) {
-                if (tc->below[j].src != -1 || tc->below[j].shim || lp < tc->chunk + RD_CHUNK_HDR)
+                if (tc->below[j].from != FROM_CHUNK || tc->below[j].shim || lp < tc->chunk + RD_CHUNK_HDR)
                     break;
                 memmove(tc->below, tc->below + j + 1, (tc->nbelow - j - 1) * sizeof *tc->below);
                 tc->nbelow -= j + 1;
@@ -89,7 +89,7 @@ int anchor_after(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t nw)
         for (j = 0; j < nw; j++)
             if (r->walk[j].addr == lp)
                 break;
-        if (j == nw || r->walk[j].src != -1 || r->walk[j].shim || r->walk[j].cached ||
+        if (j == nw || r->walk[j].from != FROM_CHUNK || r->walk[j].shim || r->walk[j].cached ||
             lp < tc->chunk + RD_CHUNK_HDR)
             return REMORA_OK;
         if (remora_grow((void **)&tc->below, &tc->cap_below, nw - j, sizeof *tc->below))
@@ -113,7 +113,7 @@ int anchor_after(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t nw)
     /* anchor the innermost frame of the chunk: the interpreter moves it down as frames
      * return, so it stays valid however the top of the stack changes */
     for (j = 0; j < nw; j++)
-        if (r->walk[j].src == -1 && !r->walk[j].shim && !r->walk[j].cached)
+        if (r->walk[j].from == FROM_CHUNK && !r->walk[j].shim && !r->walk[j].cached)
             break;
     if (j == nw)
         return REMORA_OK;

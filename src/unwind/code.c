@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "remora.h"
-#include "unwind.h"
+#include "internal.h"
 #include "../py/opcodes311.h"
 
 #define CODE_MAX_READ 1024
@@ -49,13 +49,6 @@ void code_cache_free(code_cache_t *c)
     for (i = 0; i < UNW_CODE_CACHE; i++)
         entry_clear(&c->slots[i]);
     free(c);
-}
-
-static uint64_t get_u64(const unsigned char *b, uint64_t off)
-{
-    uint64_t v;
-    memcpy(&v, b + off, 8);
-    return v;
 }
 
 static int32_t get_i32(const unsigned char *b, uint64_t off)

@@ -19,6 +19,145 @@
 
 #include "unwind.h"
 
+/* ---- pystr.c ---------------------------------------------------------------- */
+
+/* Reads a str object as UTF-8 into out (at most cap-1 bytes, NUL-terminated; longer
+ * strings are cut at UNW_MAX_NAME code points or at cap). Returns 0 with *len, or a
+ * REMORA_E* code (REMORA_ECORRUPT for a non-compact or implausible object). */
+int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap, size_t *len);
+
+/* As pystr_read; with img, also copies the object as read, from its type on (after the
+ * reference count) to the end of its data, at most imgcap bytes, into img (*imglen). */
+int pystr_read_img(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap,
+                   size_t *len, unsigned char *img, size_t imgcap, size_t *imglen);
+
+/* Reads a bytes object's contents (at most 'max' bytes) into a malloc'd buffer. */
+int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
+                 unsigned char **out, size_t *len);
+
+/* ---- code.c --------------------------------------------------------------- */
+
+/* An entry is validated by its fingerprint: the code object's name, file and line-table
+ * pointers and, from 3.12, its co_version (unique: numbered from a counter when the code
+ * object is made); before 3.12, which has nothing unique, also the first bytes of its
+ * name and file str objects (all but the reference count), read at the addresses the
+ * entry was made from. Freed and reused together, those addresses prove nothing. */
+#define UNW_FP_SPAN 64          /* bytes of a code object compared, at most */
+#define UNW_FP_STR 248          /* bytes of a str object compared, at most (what the
+                                 * first read of a str holds after the reference count) */
+#define UNW_FP_MAX (UNW_FP_SPAN + 2 * UNW_FP_STR)   /* a whole fingerprint, read back */
+#define UNW_FP_READS 3          /* the reads that fetch it */
+
+typedef struct unw_code {
+    uint64_t addr;              /* the code object's address; 0 = empty slot */
+    unsigned char fp[UNW_FP_SPAN]; /* the code object's part of the fingerprint */
+    uint64_t str_at[2];         /* before 3.12: the function name's and the file's str */
+    size_t str_len[2];          /* objects (+8), and the bytes of each compared */
+    unsigned char *str_img;     /* owned: those bytes, UNW_FP_STR apart (NULL: 3.12+) */
+    uint64_t stamp;             /* the sample in which it was last validated */
+    uint64_t gen;               /* the code generation it was last validated at (fast.c) */
+    uint64_t fresh;             /* the sample that fetched it (fast.c) */
+    const char *function;       /* interned: co_qualname (3.11+) or co_name */
+    const char *file;           /* interned: co_filename */
+    int firstlineno;
+    unsigned char *linetable;   /* owned */
+    size_t linetable_len;
+    int lc_addr[4], lc_line[4]; /* recently computed lines */
+    unsigned lc_next;
+    unsigned char *calls;       /* 3.11: owned bitmap, one bit per code unit: where a frame
+                                 * rests while it calls inline (NULL: not known) */
+    size_t calls_units;
+} unw_code_t;
+
+/* 3.13+: is the frame whose first fr_size bytes are 'fb' an interpreter trampoline (the
+ * frame pushed under an __init__ called by a specialized CALL, running the code that
+ * checks __init__ returned None)? Its f_funcobj (at 16 from 3.12 on) is None, where a
+ * function's frame holds the function. CPython hides it (an "incomplete" frame); so
+ * does remora, walking through it as through a C-owned shim. */
+static inline int unw_is_trampoline(const py_target_t *t, const unsigned char *fb)
+{
+    uint64_t funcobj;
+
+    if (t->layout.fr_funcobj == 0 || t->none == 0)
+        return 0;
+    memcpy(&funcobj, fb + t->layout.fr_funcobj, 8);
+    return (funcobj & ~(uint64_t)7) == t->none;
+}
+
+/* 3.11: is the code unit at 'idx' one where this code's frame rests while calling a
+ * Python function inline? 1 yes, 0 no, -1 not known (no bitmap, or out of range). */
+int code_calls_at(const unw_code_t *code, int64_t idx);
+
+typedef struct code_cache code_cache_t;
+
+code_cache_t *code_cache_new(strtab_t *names);
+void code_cache_free(code_cache_t *c);
+
+/* The entry for the code object at 'addr', read from the target on a miss or when the
+ * fingerprint read now differs from the cached one (a freed and reused address). The
+ * pointer is valid until the next call. Returns 0 or a REMORA_E* code. */
+int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t addr,
+                   unw_code_t **out);
+
+/* The cached entry for 'addr' without reading the target (it may be stale: validate
+ * it with the fingerprint span), or NULL. */
+unw_code_t *code_cache_peek(code_cache_t *c, uint64_t addr);
+
+/* Forgets the entry for 'addr' (its fingerprint changed). */
+void code_cache_drop(code_cache_t *c, uint64_t addr);
+
+/* The part of a code object that validates a cache entry: offset and length. */
+void code_fp_span(const py_layout_t *L, uint64_t *off, size_t *len);
+
+/* The reads that fetch the fingerprint of the code object at 'addr' into buf (UNW_FP_MAX
+ * bytes; what no read fills is zeroed): its span and, before 3.12, the str objects its
+ * cached entry names. Fills iov[0..UNW_FP_READS); returns how many. */
+size_t code_fp_iov(code_cache_t *c, const py_layout_t *L, uint64_t addr, unsigned char *buf,
+                   proc_iov_t *iov);
+
+/* Is buf, fetched by code_fp_iov's reads, still e's fingerprint? */
+int code_fp_same(const unw_code_t *e, const py_layout_t *L, const unsigned char *buf);
+
+/* The line of byte offset 'addrq' in this code object (cached per entry). */
+int code_line(unw_code_t *code, const py_layout_t *L, int addrq);
+
+/* ---- the unwinder's handle (threads.c) -------------------------------------- */
+
+struct unwinder {
+    proc_t *p;
+    const py_target_t *target;
+    strtab_t *names;
+    code_cache_t *codes;
+    unw_thread_t *threads;
+    size_t nthreads, cap_threads;
+    unw_frame_t *frames;        /* every thread's frames, back to back */
+    size_t cap_frames;
+    unsigned char *tsbuf;       /* one thread state */
+    int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
+    unsigned want;              /* UNW_WANT_* */
+    unsigned tries;             /* unw_set_tries() */
+    struct reader *reader;      /* the per-sample reader's state (sample.c) */
+    unw_stats_t stats;
+};
+
+/* The interpreter and thread-state lists, walked the slow way: each thread's tstate,
+ * interpreter and native id (no stacks). Returns 0 or a REMORA_E* code. */
+int threads_list(unwinder_t *u, unw_thread_t **threads, size_t *n);
+
+#define UNW_MAX_EXC_ITEMS 64    /* exception-stack items walked per thread */
+
+/* Whether the thread whose state was copied into ts[0..ts_size) from 'tstate' is handling
+ * an exception, as sys.exc_info() decides it there: from the item tstate->exc_info points
+ * to, along previous_item, the first item whose exception is neither NULL nor None. Items
+ * inside the copy are read there, others (generators, coroutines) from the target, at
+ * most UNW_MAX_EXC_ITEMS. Returns 1 or 0; -1 when the layout lacks the fields, a read
+ * failed or the chain is longer than the bound. */
+int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts);
+
+/* Frees the per-sample reader's state (sample.c). */
+void unw_reader_free(struct reader *r);
+
+
 #define RD_MIN_COPY 1024u
 #define RD_MAX_COPY (256u << 10)
 #define RD_BLOCK 4096u
@@ -90,15 +229,37 @@ typedef struct fast_thread {
     size_t nsaved, cap_saved;
     int saved_ok, reuse;            /* a walk is saved; this sample expects to reuse it */
     uint64_t saved_sw, saved_holder, saved_cur, saved_cframe;
+    /* this sample's frames, until named: r->raw[raw_first .. raw_first + raw_n) */
+    size_t raw_first, raw_n;
+    int partial;                    /* the frames are the outer ones known (unw_thread_t) */
 } rd_thread_t;
+
+/* A frame walked this sample, to be named once the code objects are validated. */
+typedef struct rd_raw {
+    uint64_t code, instr;
+    int entry;                      /* 3.11: the first frame of an eval loop */
+} rd_raw_t;
 
 enum { ANC_NONE, ANC_WRITTEN, ANC_CACHED, ANC_OFF };
 #define ANC_REWRITE 32              /* frames walked above the anchor before moving it up */
 
+enum { FROM_CHUNK, FROM_BLOCK, FROM_KNOWN };
+
+/* A frame header's fields, as the one frame decoder (walk.c) reads them. */
+typedef struct rd_fields {
+    uint64_t prev, code, instr;
+    int shim;                       /* a C-owned frame or an interpreter trampoline */
+    int entry;                      /* 3.11: is_entry */
+    int freed;                      /* 3.9/3.10: a frame object with no reference */
+} rd_fields_t;
+
 /* One frame walked: where its link fields came from, to compare with a second copy. */
 typedef struct walked {
     uint64_t addr, prev, code, instr;
-    int src;                        /* -1: chunk copy; k >= 0: block k; -2-k: spec block k */
+    int from;                       /* where its header was read: FROM_CHUNK (the chunk's
+                                     * copies), FROM_BLOCK (r->blocks[idx], read this sample)
+                                     * or FROM_KNOWN (tc->sb[idx], remembered blocks) */
+    unsigned idx;
     int shim;                       /* a C-owned frame: walked through, not reported */
     int entry;                      /* 3.11: the first frame of an eval loop (is_entry) */
     int cached;                     /* --frame-anchor: below the anchor, from the cache */
@@ -131,6 +292,7 @@ typedef struct reader {
     rd_key_t *order;                /* batch_merge(): requests sorted by address */
     size_t cap_order;
     walked_t *walk;                 /* UNW_MAX_DEPTH */
+    walked_t *walk2;                /* UNW_MAX_DEPTH: a first reading's frames, kept */
     uint64_t *scratch;              /* UNW_MAX_DEPTH */
     rd_block_t *blocks;           /* frames read outside the chunk this sample */
     size_t nblocks, cap_blocks;
@@ -144,6 +306,8 @@ typedef struct reader {
     uint64_t stamp;
     int late;                       /* frames were read after the first read this sample */
     size_t fresh;                   /* threads dropped for a code object read this sample */
+    rd_raw_t *raw;                  /* every thread's frames this sample, back to back */
+    size_t nraw, cap_raw;
 } reader_t;
 
 static inline uint64_t get_u64(const unsigned char *b, uint64_t off)
@@ -203,8 +367,22 @@ int anchor_after(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t nw);
 
 /* ---- walk.c ---- */
 
-int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t *nwalked, size_t *need);
-int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked);
+/* What a walk needs before it can go on: nothing, a longer copy (len bytes from
+ * tc->base), or a copy from the chunk's start (it went below an anchor's copy). */
+typedef struct walk_more {
+    enum { WALK_DONE, WALK_LONGER, WALK_FROM_CHUNK } kind;
+    size_t len;
+} walk_more_t;
+
+/* Walks one thread's frames from 'cur' through its copies into r->walk. Returns 0 (with
+ * *more saying whether the walk needs more copied first), REMORA_ECORRUPT (a link that
+ * cannot be followed) or a read error. */
+int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t *nwalked, walk_more_t *more);
+/* Which walked frames held across the read: *keep is the index of the innermost frame
+ * known (0: the whole walk, the stack as it was when its current frame was read; nwalked:
+ * none). Frames from *keep outward were the same in both copies; a caller also at the
+ * same instruction and looking like one. Returns 0, or REMORA_ENOMEM. */
+int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep);
 int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t nwalked);
 
 /* ---- parked.c ---- */
@@ -216,6 +394,12 @@ int park_save(reader_t *r, const rd_interp_t *fi, rd_thread_t *tc, uint64_t cur,
 /* ---- naming.c ---- */
 
 int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr);
+/* Names every thread's frames (u->threads[i].frames, from tc->raw_*) once the code
+ * objects are resolved. A frame whose code object was fetched this sample drops its
+ * thread (r->fresh counts them); on 3.11 a caller not resting on a call ends the stack
+ * known below it. */
+void name_frames(unwinder_t *u, reader_t *r);
+
 int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, uint64_t post);
 
 #endif

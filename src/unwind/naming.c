@@ -107,3 +107,77 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
     }
     return REMORA_OK;
 }
+
+/* The line offset of a frame's instruction: f_lasti (3.9: bytes, 3.10: code units) or
+ * the instruction pointer's distance from the first code unit (3.11+); -1 when it has not
+ * started or is out of range. */
+static int frame_addrq(const py_layout_t *L, uint64_t code, uint64_t instr)
+{
+    if (L->frames_kind == PY_FRAMES_OBJECTS) {
+        int32_t lasti = (int32_t)(uint32_t)instr;
+        if (lasti < -1 || lasti > 1 << 29)      /* -1: not started */
+            lasti = -1;
+        return L->lines_kind == PY_LINES_310 ? lasti * 2 : lasti;
+    } else {
+        int64_t off = (int64_t)(instr - (code + L->co_code_adaptive));
+        return off < -2 || off > (int64_t)1 << 30 ? -1 : (int)(off / 2) * 2;
+    }
+}
+
+void name_frames(unwinder_t *u, reader_t *r)
+{
+    const py_layout_t *L = &u->target->layout;
+    size_t i, k;
+
+    if (remora_grow((void **)&u->frames, &u->cap_frames, r->nraw + 1, sizeof *u->frames)) {
+        for (i = 0; i < u->nthreads; i++)
+            if (!u->threads[i].error)
+                u->threads[i].error = REMORA_ENOMEM;
+        return;
+    }
+    for (i = 0; i < u->nthreads; i++) {
+        unw_thread_t *th = &u->threads[i];
+        rd_thread_t *tc = &r->threads[i];
+        const rd_raw_t *raw = r->raw + tc->raw_first;
+        int callee_entry = 1;               /* the innermost frame has no callee */
+        uint64_t last_code = 0;
+        unw_code_t *last_e = NULL;
+        size_t skip = 0;
+
+        th->frames = u->frames + tc->raw_first;
+        th->nframes = 0;
+        th->partial = tc->partial;
+        if (th->error)
+            continue;
+        for (k = 0; k < tc->raw_n; k++) {
+            unw_frame_t *fr = &th->frames[k];
+            unw_code_t *e = raw[k].code == last_code ? last_e : code_cache_peek(u->codes, raw[k].code);
+            /* fetched after the frame was copied (or pushed out of the cache since):
+             * perhaps another code object than the frame's, made at the same address */
+            if (e == NULL || e->fresh == r->stamp) {
+                th->error = REMORA_ECORRUPT;
+                r->fresh++;
+                break;
+            }
+            /* 3.11: a frame whose callee it pushed inline (not an eval loop's entry
+             * frame) rests on the last cache entry of its CALL or BINARY_SUBSCR while the
+             * callee runs; resting anywhere else, it is running, and the frames above it
+             * are stale ones left from an earlier call: it is the innermost frame known */
+            if (L->caller_rests_on_call && !callee_entry &&
+                code_calls_at(e, (int64_t)(raw[k].instr - (raw[k].code + L->co_code_adaptive)) / 2) == 0) {
+                skip = k;
+                th->partial = 1;
+            }
+            fr->function = e->function;
+            fr->file = e->file;
+            fr->line = code_line(e, L, frame_addrq(L, raw[k].code, raw[k].instr));
+            callee_entry = raw[k].entry;
+            last_code = raw[k].code;
+            last_e = e;
+        }
+        if (th->error)
+            continue;
+        th->frames += skip;
+        th->nframes = tc->raw_n - skip;
+    }
+}

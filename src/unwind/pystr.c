@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "remora.h"
-#include "unwind.h"
+#include "internal.h"
 
 #define PYSTR_FIRST_READ 256
 #define PYSTR_MAX_BYTES (UNW_MAX_NAME * 4)

@@ -37,14 +37,11 @@ int tc_rebuild(unwinder_t *u, reader_t *r)
     unw_thread_t *th;
     rd_thread_t *nt;
     size_t n, i, j, k;
-    unsigned want = u->want;
     int err;
 
     r->valid = 0;
     /* the lists and the thread states only: the stacks are the fast walk's */
-    u->want = (want & ~(unsigned)(UNW_WANT_CPU | UNW_WANT_NAMES)) | UNW_WANT_NOSTACKS;
-    err = unw_snapshot(u, &th, &n);
-    u->want = want;
+    err = threads_list(u, &th, &n);
     if (err)
         return err;
     nt = calloc(n ? n : 1, sizeof *nt);

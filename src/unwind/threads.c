@@ -1,26 +1,20 @@
-/* unwind/threads.c — interpreters, thread states, the GIL holder and native thread ids.
+/* unwind/threads.c — the unwinder's handle, the interpreter and thread-state lists, native
+ * thread ids and a thread's exception state.
  *
- * Reads _PyRuntime's interpreter list, each interpreter's thread-state list (one read
- * per thread state), the GIL state, and /proc for each task's state and name. On
- * 3.9/3.10, whose thread states lack native_thread_id, the native id is found inside
- * glibc's struct pthread (pointed to by thread_id) at an offset calibrated against the
- * target's task list.
+ * threads_list() reads _PyRuntime's interpreter list and each interpreter's thread-state
+ * list the slow way (one read per thread state), for the thread cache to be rebuilt
+ * from (threadcache.c). On 3.9/3.10, whose thread states lack native_thread_id, the
+ * native id is found inside glibc's struct pthread (pointed to by thread_id) at an
+ * offset calibrated against the target's task list.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "remora.h"
-#include "unwind.h"
+#include "internal.h"
 
 #define TS_MAX_READ 8192
 #define PTHREAD_SCAN 2048          /* bytes of struct pthread searched for the tid */
-
-static uint64_t get_u64(const unsigned char *b, uint64_t off)
-{
-    uint64_t v;
-    memcpy(&v, b + off, 8);
-    return v;
-}
 
 int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
 {
@@ -49,6 +43,16 @@ void unw_set_want(unwinder_t *u, unsigned want)
     u->want = want;
 }
 
+void unw_set_tries(unwinder_t *u, unsigned tries)
+{
+    u->tries = tries;
+}
+
+void unw_get_stats(const unwinder_t *u, unw_stats_t *out)
+{
+    *out = u->stats;
+}
+
 void unw_free(unwinder_t *u)
 {
     if (u == NULL)
@@ -74,30 +78,6 @@ static int push_thread(unwinder_t *u, unw_thread_t **th)
     }
     *th = &u->threads[u->nthreads++];
     memset(*th, 0, sizeof **th);
-    return REMORA_OK;
-}
-
-/* The GIL's state: *locked and the holder's thread state. */
-static int read_gil(unwinder_t *u, uint64_t interp, int *locked, uint64_t *holder)
-{
-    const py_layout_t *L = &u->target->layout;
-    uint64_t base;
-    int32_t lk;
-    int err;
-
-    *locked = 0;
-    *holder = 0;
-    base = u->target->runtime;
-    err = L->gil_in_interp ? proc_read_u64(u->p, interp + L->is_gil_ptr, &base) : REMORA_OK;
-    if (!err && base == 0)
-        return REMORA_OK;
-    if (!err)
-        err = proc_read(u->p, base + L->gil_locked, &lk, 4);
-    if (!err)
-        err = proc_read_u64(u->p, base + L->gil_holder, holder);
-    if (err)
-        return err;
-    *locked = lk != 0;
     return REMORA_OK;
 }
 
@@ -180,12 +160,11 @@ static void resolve_native_ids(unwinder_t *u, const uint64_t *pthreads)
     free(scan);
 }
 
-int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
+int threads_list(unwinder_t *u, unw_thread_t **threads, size_t *n)
 {
     const py_layout_t *L = &u->target->layout;
     uint64_t interp, *pthreads = NULL;
-    size_t nframes_total = 0, i, ninterp = 0;
-    size_t *frame_at = NULL;
+    size_t i, ninterp = 0;
     int err;
 
     *threads = NULL;
@@ -199,9 +178,8 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
     if (err)
         return err;
     while (interp != 0) {
-        uint64_t ts, gil_holder = 0;
+        uint64_t ts;
         int64_t interp_id = 0;
-        int gil_locked = 0, gc = 0;
         size_t count = 0;
 
         if (++ninterp > UNW_MAX_INTERPS)
@@ -209,10 +187,6 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
         err = proc_read_u64(u->p, interp + L->is_threads_head, &ts);
         if (!err)
             err = proc_read(u->p, interp + L->is_id, &interp_id, 8);
-        if (!err)
-            err = read_gil(u, interp, &gil_locked, &gil_holder);
-        if (!err && (u->want & UNW_WANT_GC))
-            err = proc_read(u->p, interp + L->is_gc_collecting, &gc, sizeof gc);
         if (err)
             return err;
         while (ts != 0) {
@@ -228,17 +202,10 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
             th->tstate = ts;
             th->interp = interp;
             th->interp_id = interp_id;
-            th->holds_gil = gil_locked && gil_holder == ts;
-            th->gc = gc != 0;
-            if (u->want & UNW_WANT_EXC)
-                th->handling_exc = unw_exc_state(u, ts, u->tsbuf);
             if (L->ts_native_thread_id != 0) {
                 uint64_t nid = get_u64(u->tsbuf, L->ts_native_thread_id);
                 th->native_id = nid < (1u << 31) ? (pid_t)nid : 0;
             }
-            /* stash what the second pass needs */
-            th->nframes = get_u64(u->tsbuf, L->ts_frame);            /* frame or cframe */
-            th->frames = (unw_frame_t *)(uintptr_t)get_u64(u->tsbuf, L->ts_thread_id);
             ts = get_u64(u->tsbuf, L->ts_next);
         }
         err = proc_read_u64(u->p, interp + L->is_next, &interp);
@@ -247,72 +214,20 @@ int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n)
     }
 
     if (L->ts_native_thread_id == 0 && u->nthreads > 0) {
+        /* 3.9/3.10: through each state's pthread_t (re-read: the states were copied
+         * into one buffer in turn) */
         pthreads = malloc(u->nthreads * sizeof *pthreads);
         if (pthreads == NULL)
             return REMORA_ENOMEM;
         for (i = 0; i < u->nthreads; i++)
-            pthreads[i] = (uint64_t)(uintptr_t)u->threads[i].frames;
+            if (proc_read_u64(u->p, u->threads[i].tstate + L->ts_thread_id, &pthreads[i]) != REMORA_OK)
+                pthreads[i] = 0;
         resolve_native_ids(u, pthreads);
         free(pthreads);
     }
-
-    frame_at = malloc((u->nthreads + 1) * sizeof *frame_at);
-    if (frame_at == NULL)
-        return REMORA_ENOMEM;
-    for (i = 0; i < u->nthreads; i++) {
-        unw_thread_t *th = &u->threads[i];
-        uint64_t frame = th->nframes;
-        size_t got = 0;
-        char state = '?';
-
-        th->frames = NULL;
-        th->nframes = 0;
-        frame_at[i] = nframes_total;
-        th->is_main = th->native_id == proc_pid(u->p);
-        if (th->native_id > 0 && (u->want & UNW_WANT_CPU) &&
-            proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
-            th->on_cpu = state == 'R';
-        if (th->native_id > 0 && (u->want & UNW_WANT_NAMES))
-            proc_task_name(u->p, th->native_id, th->name, sizeof th->name);
-        if (u->want & UNW_WANT_NOSTACKS)
-            continue;
-        if (L->frames_kind == PY_FRAMES_CFRAME && frame != 0) {
-            uint64_t cframe = frame;
-            th->error = proc_read_u64(u->p, cframe + L->cframe_current_frame, &frame);
-            if (th->error) {
-                if (th->error == REMORA_ENOPROC)
-                    goto gone;
-                continue;
-            }
-        }
-        if (u->cap_frames - nframes_total < UNW_MAX_DEPTH) {
-            size_t ncap = u->cap_frames ? u->cap_frames * 2 : UNW_MAX_DEPTH * 2;
-            unw_frame_t *nv;
-            while (ncap - nframes_total < UNW_MAX_DEPTH)
-                ncap *= 2;
-            nv = realloc(u->frames, ncap * sizeof *nv);
-            if (nv == NULL) {
-                free(frame_at);
-                return REMORA_ENOMEM;
-            }
-            u->frames = nv;
-            u->cap_frames = ncap;
-        }
-        th->error = unw_walk(u, frame, u->frames + nframes_total, UNW_MAX_DEPTH, &got);
-        if (th->error == REMORA_ENOPROC)
-            goto gone;
-        if (th->error == REMORA_OK) {
-            th->nframes = got;
-            nframes_total += got;
-        }
-    }
     for (i = 0; i < u->nthreads; i++)
-        u->threads[i].frames = u->frames ? u->frames + frame_at[i] : NULL;
-    free(frame_at);
+        u->threads[i].is_main = u->threads[i].native_id == proc_pid(u->p);
     *threads = u->threads;
     *n = u->nthreads;
     return REMORA_OK;
-gone:
-    free(frame_at);
-    return REMORA_ENOPROC;
 }

@@ -1,12 +1,14 @@
-/* unwind/ — threads, frames, code objects and line tables of a CPython target.
+/* unwind/ — every thread's Python stack in a CPython target, read from outside.
  *
- * Never prints: every function returns data and a REMORA_E* code. Files:
+ * Never prints: every function returns data and a REMORA_E* code. This header is the
+ * folder's public face: the unwinder (unw_new, unw_sample) and the pure line-table
+ * decoders. How a sample is read, file by file, is in internal.h:
  *   strtab.c     interned strings (stable pointers, grow with distinct names only)
  *   linetable.c  line-number decoders for 3.9 lnotab, 3.10 linetable, 3.11+ locations
  *   pystr.c      reading str and bytes objects out of the target
  *   code.c       the code-object cache (bounded, validated by a fingerprint)
- *   threads.c    interpreters, thread states, GIL holder, native thread ids
- *   frames.c     walking one thread's frames
+ *   threads.c    the unwinder's handle; interpreter and thread-state lists; native ids
+ *   sample.c ... the per-sample reader (internal.h lists its files)
  */
 #ifndef REMORA_UNWIND_H
 #define REMORA_UNWIND_H
@@ -47,116 +49,13 @@ int lt_lnotab_line(const unsigned char *tab, size_t len, int firstlineno, int ad
 int lt_310_line(const unsigned char *tab, size_t len, int firstlineno, int addrq);
 int lt_locations_line(const unsigned char *tab, size_t len, int firstlineno, int addrq);
 
-/* ---- pystr.c ---------------------------------------------------------------- */
-
-/* Reads a str object as UTF-8 into out (at most cap-1 bytes, NUL-terminated; longer
- * strings are cut at UNW_MAX_NAME code points or at cap). Returns 0 with *len, or a
- * REMORA_E* code (REMORA_ECORRUPT for a non-compact or implausible object). */
-int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap, size_t *len);
-
-/* As pystr_read; with img, also copies the object as read, from its type on (after the
- * reference count) to the end of its data, at most imgcap bytes, into img (*imglen). */
-int pystr_read_img(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap,
-                   size_t *len, unsigned char *img, size_t imgcap, size_t *imglen);
-
-/* Reads a bytes object's contents (at most 'max' bytes) into a malloc'd buffer. */
-int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
-                 unsigned char **out, size_t *len);
-
-/* ---- code.c --------------------------------------------------------------- */
-
-/* An entry is validated by its fingerprint: the code object's name, file and line-table
- * pointers and, from 3.12, its co_version (unique: numbered from a counter when the code
- * object is made); before 3.12, which has nothing unique, also the first bytes of its
- * name and file str objects (all but the reference count), read at the addresses the
- * entry was made from. Freed and reused together, those addresses prove nothing. */
-#define UNW_FP_SPAN 64          /* bytes of a code object compared, at most */
-#define UNW_FP_STR 248          /* bytes of a str object compared, at most (what the
-                                 * first read of a str holds after the reference count) */
-#define UNW_FP_MAX (UNW_FP_SPAN + 2 * UNW_FP_STR)   /* a whole fingerprint, read back */
-#define UNW_FP_READS 3          /* the reads that fetch it */
-
-typedef struct unw_code {
-    uint64_t addr;              /* the code object's address; 0 = empty slot */
-    unsigned char fp[UNW_FP_SPAN]; /* the code object's part of the fingerprint */
-    uint64_t str_at[2];         /* before 3.12: the function name's and the file's str */
-    size_t str_len[2];          /* objects (+8), and the bytes of each compared */
-    unsigned char *str_img;     /* owned: those bytes, UNW_FP_STR apart (NULL: 3.12+) */
-    uint64_t stamp;             /* the sample in which it was last validated */
-    uint64_t gen;               /* the code generation it was last validated at (fast.c) */
-    uint64_t fresh;             /* the sample that fetched it (fast.c) */
-    const char *function;       /* interned: co_qualname (3.11+) or co_name */
-    const char *file;           /* interned: co_filename */
-    int firstlineno;
-    unsigned char *linetable;   /* owned */
-    size_t linetable_len;
-    int lc_addr[4], lc_line[4]; /* recently computed lines */
-    unsigned lc_next;
-    unsigned char *calls;       /* 3.11: owned bitmap, one bit per code unit: where a frame
-                                 * rests while it calls inline (NULL: not known) */
-    size_t calls_units;
-} unw_code_t;
-
-/* 3.13+: is the frame whose first fr_size bytes are 'fb' an interpreter trampoline (the
- * frame pushed under an __init__ called by a specialized CALL, running the code that
- * checks __init__ returned None)? Its f_funcobj (at 16 from 3.12 on) is None, where a
- * function's frame holds the function. CPython hides it (an "incomplete" frame); so
- * does remora, walking through it as through a C-owned shim. */
-static inline int unw_is_trampoline(const py_target_t *t, const unsigned char *fb)
-{
-    uint64_t funcobj;
-
-    if (t->layout.fr_funcobj == 0 || t->none == 0)
-        return 0;
-    memcpy(&funcobj, fb + t->layout.fr_funcobj, 8);
-    return (funcobj & ~(uint64_t)7) == t->none;
-}
-
-/* 3.11: is the code unit at 'idx' one where this code's frame rests while calling a
- * Python function inline? 1 yes, 0 no, -1 not known (no bitmap, or out of range). */
-int code_calls_at(const unw_code_t *code, int64_t idx);
-
-typedef struct code_cache code_cache_t;
-
-code_cache_t *code_cache_new(strtab_t *names);
-void code_cache_free(code_cache_t *c);
-
-/* The entry for the code object at 'addr', read from the target on a miss or when the
- * fingerprint read now differs from the cached one (a freed and reused address). The
- * pointer is valid until the next call. Returns 0 or a REMORA_E* code. */
-int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t addr,
-                   unw_code_t **out);
-
-/* The cached entry for 'addr' without reading the target (it may be stale: validate
- * it with the fingerprint span), or NULL. */
-unw_code_t *code_cache_peek(code_cache_t *c, uint64_t addr);
-
-/* Forgets the entry for 'addr' (its fingerprint changed). */
-void code_cache_drop(code_cache_t *c, uint64_t addr);
-
-/* The part of a code object that validates a cache entry: offset and length. */
-void code_fp_span(const py_layout_t *L, uint64_t *off, size_t *len);
-
-/* The reads that fetch the fingerprint of the code object at 'addr' into buf (UNW_FP_MAX
- * bytes; what no read fills is zeroed): its span and, before 3.12, the str objects its
- * cached entry names. Fills iov[0..UNW_FP_READS); returns how many. */
-size_t code_fp_iov(code_cache_t *c, const py_layout_t *L, uint64_t addr, unsigned char *buf,
-                   proc_iov_t *iov);
-
-/* Is buf, fetched by code_fp_iov's reads, still e's fingerprint? */
-int code_fp_same(const unw_code_t *e, const py_layout_t *L, const unsigned char *buf);
-
-/* The line of byte offset 'addrq' in this code object (cached per entry). */
-int code_line(unw_code_t *code, const py_layout_t *L, int addrq);
-
-/* ---- threads.c / frames.c ---------------------------------------------------- */
+/* ---- the unwinder ------------------------------------------------------------ */
 
 typedef struct unw_frame {
     const char *function;       /* interned */
     const char *file;           /* interned */
     int line;
 } unw_frame_t;
-
 
 typedef struct unw_thread {
     uint64_t tstate;
@@ -171,14 +70,18 @@ typedef struct unw_thread {
                                  * there (it is inside an except block), 0 when not, -1
                                  * when that could not be read */
     char name[64];              /* the task's name (comm), only with UNW_WANT_NAMES */
-    int error;                  /* REMORA_E* if the frames could not be read */
+    int error;                  /* REMORA_E* if the stack could not be read at all */
+    int partial;                /* its innermost frames moved while they were read: frames[]
+                                 * holds the outer frames known (each the same function, and
+                                 * a caller at the same call, at both ends of the read); the
+                                 * caller marks where the rest was (a "<moving>" frame) */
     size_t nframes;
     unw_frame_t *frames;        /* innermost first; owned by the unwinder */
 } unw_thread_t;
 
 typedef struct unwinder unwinder_t;
 
-/* What unw_snapshot reads besides stacks (each costs system calls per thread). */
+/* What unw_sample reads besides stacks (each costs system calls per thread). */
 #define UNW_WANT_CPU 1u         /* on_cpu, from /proc/PID/task/TID/stat */
 #define UNW_WANT_NAMES 2u       /* name, from /proc/PID/task/TID/comm */
 #define UNW_WANT_GC 4u          /* gc, from the interpreter's GC state */
@@ -188,8 +91,6 @@ typedef struct unwinder unwinder_t;
 #define UNW_WANT_ANCHOR 16u     /* 3.15, record --frame-anchor: keep the thread state's
                                  * last_profiled_frame at a frame (writes 8 bytes into the
                                  * target) and copy only the frames above it; not in ALL */
-#define UNW_WANT_NOSTACKS 32u   /* internal (fast.c's rebuild): the thread list only, no
-                                 * frames walked; not in ALL */
 
 /* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t; it reads everything
  * (UNW_WANT_ALL) until unw_set_want() says otherwise. */
@@ -197,53 +98,29 @@ int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out);
 void unw_free(unwinder_t *u);
 void unw_set_want(unwinder_t *u, unsigned want);
 
-/* Reads every thread of every interpreter and its frames. The array is owned by the
- * unwinder and valid until the next call. Returns 0 (a thread whose frames could not
- * be read has its 'error' set), or a REMORA_E* code when the thread list itself could
- * not be read (REMORA_ENOPROC when the target is gone). */
-int unw_snapshot(unwinder_t *u, unw_thread_t **threads, size_t *n);
+/* How many times unw_sample() reads a round again while a thread's stack is partial or
+ * unreadable (default 0: a profiler takes every round as it is; dump asks for more). A
+ * round whose thread list moved is read again once whatever this says. The one retry
+ * policy: nothing above the unwinder retries. */
+void unw_set_tries(unwinder_t *u, unsigned tries);
 
-/* Per-sample reading of every thread (fast.c): the thread list kept from the last
- * sample and checked, all thread states (and, on 3.11+, each thread's data-stack
- * chunk, copied twice to detect change) in one vectored read, frames walked in the
- * copy, code objects validated in one more vectored read. A thread whose stack
- * changed while it was read has 'error' = REMORA_ECORRUPT. Same contract as
- * unw_snapshot. */
+/* Reads every thread of every interpreter and its frames: the thread list kept from the
+ * last sample and checked, all thread states (and, on 3.11+, each thread's data-stack
+ * chunk, copied twice to detect change) in one vectored read, frames walked in the copy,
+ * code objects validated in one more vectored read. The array is owned by the unwinder
+ * and valid until the next call. Works on every memory source (a live process, a core,
+ * a snapshot). Returns 0 (a thread whose stack could not be read has its 'error' set;
+ * a stack that moved while it was read: REMORA_ECORRUPT), or a REMORA_E* code when the
+ * thread list itself could not be read (REMORA_ENOPROC when the target is gone). */
 int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n);
 
-#define UNW_MAX_EXC_ITEMS 64    /* exception-stack items walked per thread */
+/* What the unwinder has done since unw_new(). */
+typedef struct unw_stats {
+    uint64_t thread_samples;    /* threads read by unw_sample(), in all */
+    uint64_t parked;            /* ... served from a parked thread's saved walk */
+    uint64_t partial;           /* ... whose innermost frames moved (unw_thread_t.partial) */
+} unw_stats_t;
 
-/* Whether the thread whose state was copied into ts[0..ts_size) from 'tstate' is handling
- * an exception, as sys.exc_info() decides it there: from the item tstate->exc_info points
- * to, along previous_item, the first item whose exception is neither NULL nor None. Items
- * inside the copy are read there, others (generators, coroutines) from the target, at
- * most UNW_MAX_EXC_ITEMS. Returns 1 or 0; -1 when the layout lacks the fields, a read
- * failed or the chain is longer than the bound. (threads.c) */
-int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts);
-
-/* Walks the frames starting at 'frame' (3.11+: an interpreter frame; 3.9/3.10: a frame
- * object) into out[0..cap). Returns 0 with *n, or a REMORA_E* code. (frames.c) */
-int unw_walk(unwinder_t *u, uint64_t frame, unw_frame_t *out, size_t cap, size_t *n);
-
-/* Internals shared by threads.c and frames.c. */
-struct unwinder {
-    proc_t *p;
-    const py_target_t *target;
-    strtab_t *names;
-    code_cache_t *codes;
-    unw_thread_t *threads;
-    size_t nthreads, cap_threads;
-    unw_frame_t *frames;        /* every thread's frames, back to back */
-    size_t cap_frames;
-    unsigned char *tsbuf;       /* one thread state */
-    int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
-    unsigned want;              /* UNW_WANT_* */
-    void *reader;                 /* fast.c's per-thread caches */
-    uint64_t thread_samples;    /* unw_sample(): threads sampled, in all */
-    uint64_t parked;            /* ... of which served from a parked thread's saved walk */
-};
-
-/* Frees fast.c's caches. */
-void unw_reader_free(void *fast);
+void unw_get_stats(const unwinder_t *u, unw_stats_t *out);
 
 #endif

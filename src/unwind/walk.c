@@ -15,7 +15,7 @@
 
 /* The frame header at 'addr' from a block read this sample, reading a block if needed.
  * Returns a pointer to fr_size bytes, or NULL (err set). */
-static const unsigned char *block_frame(unwinder_t *u, reader_t *r, uint64_t addr, int *src, int *err)
+static const unsigned char *block_frame(unwinder_t *u, reader_t *r, uint64_t addr, unsigned *idx, int *err)
 {
     const py_layout_t *L = &u->target->layout;
     size_t i, fs = L->fr_size, blen;
@@ -25,7 +25,7 @@ static const unsigned char *block_frame(unwinder_t *u, reader_t *r, uint64_t add
     for (i = 0; i < r->nblocks; i++) {
         b = &r->blocks[i];
         if (addr >= b->addr && addr - b->addr + fs <= b->len) {
-            *src = (int)i;
+            *idx = (unsigned)i;
             return b->one + (addr - b->addr);
         }
     }
@@ -75,38 +75,64 @@ static const unsigned char *block_frame(unwinder_t *u, reader_t *r, uint64_t add
         b->addr = addr;
         b->len = fs;
     }
-    *src = (int)r->nblocks++;
+    *idx = (unsigned)r->nblocks++;
     return b->one + (addr - b->addr);
 }
 
-/* Walks one thread's frames from 'cur'. Returns 0, REMORA_ECORRUPT (torn), or another
- * code; *need gets the chunk length the walk wanted but did not have (0 if none). */
-int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t *nwalked, size_t *need)
+/* The one frame decoder: the fields of the frame header (fr_size bytes) at fb. */
+static void frame_decode(const py_target_t *T, const unsigned char *fb, rd_fields_t *ff)
+{
+    const py_layout_t *L = &T->layout;
+
+    ff->prev = get_u64(fb, L->fr_previous);
+    ff->code = get_u64(fb, L->fr_code);
+    if (L->tagged_executable)
+        ff->code &= ~(uint64_t)3;
+    ff->instr = get_instr(L, fb);
+    ff->shim = (L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim) ||
+               unw_is_trampoline(T, fb);
+    ff->entry = L->fr_is_entry && fb[L->fr_is_entry] != 0;
+    /* 3.9/3.10: a frame object with no reference is freed (a code object's zombie frame
+     * or the free list, linked through f_back) */
+    ff->freed = L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0;
+}
+
+/* Is 'frame' inside the part of the chunk the copies can hold? */
+static int in_chunk(const py_layout_t *L, const rd_thread_t *tc, uint64_t frame)
+{
+    return L->frames_kind != PY_FRAMES_OBJECTS && tc->chunk && frame >= tc->chunk + RD_CHUNK_HDR &&
+           frame - tc->chunk < RD_MAX_COPY && (!tc->chunk_size || frame - tc->chunk + L->fr_size <= tc->chunk_size);
+}
+
+int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t *nwalked, walk_more_t *more)
 {
     const py_layout_t *L = &u->target->layout;
     size_t k = 0, steps = 0, fs = L->fr_size;
     uint64_t frame = cur;
     int err = REMORA_OK;
 
-    *need = 0;
+    more->kind = WALK_DONE;
+    more->len = 0;
     r->nblocks = 0;
     while (frame != 0) {
         const unsigned char *fb;
         walked_t *w;
-        int src = -1;
+        rd_fields_t ff;
+        int from = FROM_CHUNK;
+        unsigned idx = 0;
 
         if (++steps > UNW_MAX_DEPTH * 2 || frame % 8 != 0)
             return REMORA_ECORRUPT;
-        if (L->frames_kind != PY_FRAMES_OBJECTS && tc->chunk && frame >= tc->chunk + RD_CHUNK_HDR &&
-            frame - tc->chunk < RD_MAX_COPY && (!tc->chunk_size || frame - tc->chunk + fs <= tc->chunk_size)) {
+        if (in_chunk(L, tc, frame)) {
             if (frame < tc->base) {
                 /* below an anchor's copy without meeting the anchor: not the stack the
                  * anchor was set in; copy from the chunk */
-                *need = SIZE_MAX;
+                more->kind = WALK_FROM_CHUNK;
                 return REMORA_OK;
             }
             if (frame - tc->base + fs > tc->copied) {
-                *need = (size_t)(frame - tc->base + fs);
+                more->kind = WALK_LONGER;
+                more->len = (size_t)(frame - tc->base + fs);
                 return REMORA_OK;
             }
             fb = tc->a + (frame - tc->base);
@@ -116,32 +142,33 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
             for (j = 0; j < tc->nsb; j++)
                 if (frame >= tc->sb[j].addr && frame - tc->sb[j].addr + fs <= tc->sb[j].len) {
                     fb = tc->sb[j].one + (frame - tc->sb[j].addr);
-                    src = -2 - (int)j;
+                    from = FROM_KNOWN;
+                    idx = (unsigned)j;
                     break;
                 }
-            if (fb == NULL && (fb = block_frame(u, r, frame, &src, &err)) == NULL)
-                return err;
+            if (fb == NULL) {
+                from = FROM_BLOCK;
+                if ((fb = block_frame(u, r, frame, &idx, &err)) == NULL)
+                    return err;
+            }
         }
         if (k == UNW_MAX_DEPTH)
             return REMORA_ECORRUPT;
-        /* 3.9/3.10: a frame object with no reference is freed (a code object's zombie
-         * frame or the free list, linked through f_back): a torn walk went there */
-        if (L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0)
-            return REMORA_ECORRUPT;
+        frame_decode(u->target, fb, &ff);
+        if (ff.freed)
+            return REMORA_ECORRUPT;     /* a torn walk went there */
         w = &r->walk[k++];
-        w->shim = (L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim) ||
-                  unw_is_trampoline(u->target, fb);
         w->addr = frame;
-        w->prev = get_u64(fb, L->fr_previous);
-        w->code = get_u64(fb, L->fr_code);
-        if (L->tagged_executable)
-            w->code &= ~(uint64_t)3;
-        w->instr = get_instr(L, fb);
-        w->entry = L->fr_is_entry && fb[L->fr_is_entry] != 0;
-        w->src = src;
+        w->prev = ff.prev;
+        w->code = ff.code;
+        w->instr = ff.instr;
+        w->shim = ff.shim;
+        w->entry = ff.entry;
+        w->from = from;
+        w->idx = idx;
         w->cached = 0;
         frame = w->prev;
-        if (tc->anc_state == ANC_CACHED && w->addr == tc->anc && src == -1) {
+        if (tc->anc_state == ANC_CACHED && w->addr == tc->anc && from == FROM_CHUNK) {
             /* the anchor: below it, the frames remembered when it was set */
             if (tc->nbelow > UNW_MAX_DEPTH - k || (tc->nbelow > 0 && tc->below[0].addr != w->prev))
                 return REMORA_ECORRUPT;
@@ -154,82 +181,109 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
     return REMORA_OK;
 }
 
-/* Did the links walked stay the same? Compares the chunk's second copy and re-reads
- * the blocks (with the current frame pointer) in one vectored read. */
-int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked)
+/* The header of walked frame w as the second copies hold it. */
+static const unsigned char *second_copy(const reader_t *r, const rd_thread_t *tc, const walked_t *w)
+{
+    if (w->from == FROM_KNOWN)
+        return tc->sb[w->idx].two + (w->addr - tc->sb[w->idx].addr);
+    if (w->from == FROM_CHUNK)
+        return tc->b + (w->addr - tc->base);
+    return r->blocks[w->idx].two + (w->addr - r->blocks[w->idx].addr);
+}
+
+/* Does frame i, below frame i-1 in the walk, look like a caller in both copies (fb: the
+ * second)? Each version's rule (py_layout_derive) that a running frame breaks: a stale
+ * frame left above a running one is no callee of it. */
+static int looks_calling(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t i,
+                         const unsigned char *fb)
+{
+    const walked_t *w = &r->walk[i];
+
+    if (w->shim)
+        return 1;
+    /* a caller has run past its first instruction: one still there that seems to have
+     * a callee was just pushed under a stale frame (the copy and the current-frame
+     * pointer are from different moments) */
+    if (L->caller_past_start && (int64_t)(w->instr - (w->code + L->co_code_adaptive)) <= 0)
+        return 0;
+    if (r->walk[i - 1].shim)
+        return 1;
+    /* 3.12/3.13: a running frame's stacktop is -1 (the eval loop resets it when it takes
+     * the stack pointer), and a frame that pushes a callee inline saves its stack pointer
+     * first. Both copies must say so. */
+    if (L->fr_stacktop && w->from == FROM_CHUNK) {
+        int32_t st1, st2;
+        memcpy(&st1, tc->a + (w->addr - tc->base) + L->fr_stacktop, 4);
+        memcpy(&st2, fb + L->fr_stacktop, 4);
+        if (st1 < 0 || st2 < 0)
+            return 0;
+    }
+    /* 3.13+: pushing a frame sets its return_offset to 0, and a Python frame that pushes
+     * a callee directly sets its own to where to resume (never 0) */
+    if (L->fr_return_offset) {
+        uint16_t ro;
+        memcpy(&ro, fb + L->fr_return_offset, 2);
+        if (ro == 0)
+            return 0;
+    }
+    return 1;
+}
+
+int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep)
 {
     const py_layout_t *L = &u->target->layout;
-    size_t i, n = 0;
+    size_t i, n = 0, s = nwalked;
     uint64_t cur2 = 0;
 
-    /* the frame walked from must still be current after the second copy */
-    if (tc->copied && tc->cur_end != cur)
-        return REMORA_ECORRUPT;
-    if (L->frames_kind == PY_FRAMES_OBJECTS && r->nblocks == 0 && tc->nsb && tc->cur_end != cur)
-        return REMORA_ECORRUPT;
-    if (L->frames_kind == PY_FRAMES_CFRAME && tc->cf_end != tc->cframe)
-        return REMORA_ECORRUPT;
-
+    (void)cur;
+    *keep = nwalked;
     if (r->nblocks > 0) {
+        /* the blocks read while walking, again; the current frame after them, to keep the
+         * read's shape (a frame object freed since fails the check below) */
         for (i = 0; i < r->nblocks; i++)
             if (batch_iov(r, &n, r->blocks[i].addr, r->blocks[i].two, r->blocks[i].len))
                 return REMORA_ENOMEM;
-        if (batch_iov(r, &n, L->frames_kind == PY_FRAMES_CFRAME ? tc->cframe + L->cframe_current_frame
-                                                              : tc->tstate + L->ts_frame, &cur2, 8))
+        if (batch_iov(r, &n, copy_cur_ptr(L, tc), &cur2, 8))
             return REMORA_ENOMEM;
-        if (proc_readv(u->p, r->iov, n) || cur2 != cur)
-            return REMORA_ECORRUPT;
+        if (proc_readv(u->p, r->iov, n))
+            return REMORA_OK;       /* the frames were freed meanwhile: nothing holds */
     }
-    for (i = 0; i < nwalked; i++) {
+    /* From the outermost frame in: each frame must be the same in both copies (links and
+     * code object); a caller must also be at the same instruction and look like one.
+     * The first frame that is not the same ends what is known; one that is the same but
+     * moved on, or runs, is the innermost frame known. The walk started from the frame
+     * current between the copies, so when every frame holds the stack is the one of
+     * that moment, however the top moved after it. */
+    for (i = nwalked; i-- > 0; s = i) {
         const walked_t *w = &r->walk[i];
         const unsigned char *fb;
-        uint64_t code, instr;
+        rd_fields_t ff;
         if (w->cached)
-            break;                      /* below the anchor: checked when remembered */
-        if (w->src <= -2)
-            fb = tc->sb[-2 - w->src].two + (w->addr - tc->sb[-2 - w->src].addr);
-        else if (w->src < 0)
-            fb = tc->b + (w->addr - tc->base);
-        else
-            fb = r->blocks[w->src].two + (w->addr - r->blocks[w->src].addr);
-        code = get_u64(fb, L->fr_code);
-        if (L->tagged_executable)
-            code &= ~(uint64_t)3;
-        instr = get_instr(L, fb);
-        if (L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0)
-            return REMORA_ECORRUPT;     /* freed since the first copy */
-        /* the innermost frame runs on: its instruction may move, its links may not */
-        if (get_u64(fb, L->fr_previous) != w->prev)
-            return REMORA_ECORRUPT;
-        /* A caller has run up to its call: a frame still at its first instruction that
-         * seems to have a callee is a frame just pushed under a stale one left above it
-         * (the copy and the current-frame pointer are from different moments). */
-        if (i > 0 && !w->shim && L->caller_past_start &&
-            (int64_t)(w->instr - (w->code + L->co_code_adaptive)) <= 0)
-            return REMORA_ECORRUPT;
-        if (!w->shim && (code != w->code || (i > 0 && instr != w->instr)))
-            return REMORA_ECORRUPT;
-        /* 3.12/3.13: a running frame's stacktop is -1 (the eval loop resets it when it
-         * takes the stack pointer), and a frame that pushes a callee inline saves its
-         * stack pointer first. A caller at -1 below a Python callee is running, so the
-         * callee is a stale frame above it. Both copies must say so. */
-        if (i > 0 && !w->shim && !r->walk[i - 1].shim && L->fr_stacktop && w->src == -1) {
-            int32_t st1, st2;
-            memcpy(&st1, tc->a + (w->addr - tc->base) + L->fr_stacktop, 4);
-            memcpy(&st2, fb + L->fr_stacktop, 4);
-            if (st1 < 0 || st2 < 0)
-                return REMORA_ECORRUPT;
-        }
-        /* 3.13+: pushing a frame sets its return_offset to 0, and a Python frame that
-         * pushes a callee directly sets its own to where to resume (never 0). A caller at
-         * 0 below a Python callee is the same stale picture. */
-        if (i > 0 && !w->shim && !r->walk[i - 1].shim && L->fr_return_offset) {
-            uint16_t ro;
-            memcpy(&ro, fb + L->fr_return_offset, 2);
-            if (ro == 0)
-                return REMORA_ECORRUPT;
+            continue;               /* below the anchor: checked when remembered */
+        fb = second_copy(r, tc, w);
+        frame_decode(u->target, fb, &ff);
+        if (ff.freed || ff.prev != w->prev || (!w->shim && ff.code != w->code))
+            break;                  /* s: the frame below it */
+        if (i > 0 && (!looks_calling(L, r, tc, i, fb) || (!w->shim && ff.instr != w->instr))) {
+            s = i;
+            break;
         }
     }
+    if (L->frames_kind == PY_FRAMES_CFRAME && tc->cf_end != tc->cframe) {
+        /* 3.11/3.12: the thread entered or left an eval loop while it was read (C code
+         * calling back into Python): the current frame was read through a cframe that
+         * may be gone. Known: the frames below the innermost loop's entry frame. */
+        for (i = s; i < nwalked && !(L->walk_root == PY_ROOT_ENTRY ? r->walk[i].entry : r->walk[i].shim); i++)
+            ;
+        s = i + 1 < nwalked ? i + 1 : nwalked;
+    }
+    if (s > 0 && s < nwalked && !r->walk[s].cached) {
+        /* the innermost frame known is named where the second copy has it */
+        rd_fields_t ff;
+        frame_decode(u->target, second_copy(r, tc, &r->walk[s]), &ff);
+        r->walk[s].instr = ff.instr;
+    }
+    *keep = s;
     return REMORA_OK;
 }
 
@@ -243,7 +297,7 @@ int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t
     size_t i, k = 0, m = 0, fs = L->fr_size;
 
     for (i = 0; i < nwalked; i++)
-        if (r->walk[i].src != -1 && !r->walk[i].cached)
+        if (r->walk[i].from != FROM_CHUNK && !r->walk[i].cached)
             r->scratch[m++] = r->walk[i].addr;
     if (m > 1)
         qsort(r->scratch, m, sizeof *r->scratch, cmp_u64);

@@ -38,7 +38,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "functional"))
 from harness import INTERPRETERS, TARGETS, Target, interp_missing  # noqa: E402
 from record_tests import parse_collapsed  # noqa: E402
 
-STATS = re.compile(r"stats: samples=(\d+) errors=(\d+) reads=(\d+) bytes=(\d+) "
+# partial= is optional: an older remora (for an A/B run) has none
+STATS = re.compile(r"stats: samples=(\d+) errors=(\d+)(?: partial=(\d+))? reads=(\d+) bytes=(\d+) "
                    r"reads_per_sample=([\d.]+) cpu_us_per_sample=([\d.]+)")
 MEMORY = re.compile(r"memory: maxrss_kb=(\d+)")
 
@@ -63,8 +64,9 @@ def remora_stats(remora, pid, rate, seconds, extra=()):
     m = STATS.search(p.stderr)
     if not m:
         raise RuntimeError("no stats line: " + p.stderr.strip()[-300:])
-    samples, errors, reads, nbytes, rps, cpu = (float(x) for x in m.groups()[:6])
-    return {"samples": samples, "rate": samples / seconds, "errors": errors, "rps": rps, "cpu": cpu,
+    samples, errors, partial, reads, nbytes, rps, cpu = (float(x or 0) for x in m.groups()[:7])
+    return {"samples": samples, "rate": samples / seconds, "errors": errors, "partial": partial,
+            "rps": rps, "cpu": cpu,
             "maxrss_kb": int(MEMORY.search(p.stderr).group(1)) if MEMORY.search(p.stderr) else 0}
 
 

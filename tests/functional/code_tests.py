@@ -227,7 +227,7 @@ def test_exec_churn(remora, interp, extra=()):
                                      "-o", path] + list(extra))
             summ = summary(err, RATE_HZ)
             st = STATS.search(err)
-            notes.append("-d %g: %s%s" % (seconds, summ, ", cpu us/sample %s" % st.group(6)
+            notes.append("-d %g: %s%s" % (seconds, summ, ", cpu us/sample %s" % st.group(7)
                                           if st else ""))
             r = read_remora(path)
             recordings.append(r)

@@ -53,9 +53,10 @@ STOP_TIMEOUT = 10.0            # seconds remora may take to end after a signal /
 SHORT_SECONDS = 0.5            # recordings that only need some samples
 
 SUMMARY = re.compile(r"^remora: (\d+) samples in ([0-9.]+) s \((\d+) Hz of (\d+) Hz asked\), "
-                     r"(\d+) errors \(([0-9.]+)%\), (\d+) late(; the target exited)?$", re.M)
+                     r"(\d+) errors \(([0-9.]+)%\), (\d+) partial \(([0-9.]+)%\), (\d+) late"
+                     r"(; the target exited)?$", re.M)
 # the documented fields, in order; later fields (key=number) may follow
-STATS = re.compile(r"^stats: samples=(\d+) errors=(\d+) reads=(\d+) bytes=(\d+) "
+STATS = re.compile(r"^stats: samples=(\d+) errors=(\d+) partial=(\d+) reads=(\d+) bytes=(\d+) "
                    r"reads_per_sample=([0-9.]+) cpu_us_per_sample=([0-9.]+)"
                    r"((?: \w+=[0-9.]+)*)$", re.M)
 STATUS = re.compile(r"remora: (\d+) samples, ")
@@ -67,14 +68,16 @@ FRAME = re.compile(r"^(.*) \((.*):(-?\d+)\)$", re.S)
 
 class Summary:
     def __init__(self, m):
-        self.samples, self.errors, self.late = int(m.group(1)), int(m.group(5)), int(m.group(7))
+        self.samples, self.errors, self.late = int(m.group(1)), int(m.group(5)), int(m.group(9))
         self.seconds, self.hz, self.asked = float(m.group(2)), int(m.group(3)), int(m.group(4))
         self.error_pct = float(m.group(6))
-        self.exited = m.group(8) is not None
+        self.partial, self.partial_pct = int(m.group(7)), float(m.group(8))
+        self.exited = m.group(10) is not None
 
     def __str__(self):
-        return "%d samples in %.2f s (%d Hz), %d errors (%.2f%%), %d late" % (
-            self.samples, self.seconds, self.hz, self.errors, self.error_pct, self.late)
+        return "%d samples in %.2f s (%d Hz), %d errors (%.2f%%), %d partial (%.2f%%), %d late" % (
+            self.samples, self.seconds, self.hz, self.errors, self.error_pct, self.partial,
+            self.partial_pct, self.late)
 
 
 def summary(err, asked=None):
@@ -413,10 +416,19 @@ CHAINS = (("a", "b", "c"), ("x", "y", "z"))
 BASE = ["<module>", "main", "alternate"]
 
 
+MOVING = "<moving>"
+
+
 def torn_kind(functions):
-    """None if functions is a stack the alternate.py target can have, else what is wrong."""
+    """None if functions is a stack the alternate.py target can have, else what is wrong.
+    A partial stack (its innermost frames moved while read) is one such stack's outer
+    frames, then <moving>: judged as that prefix."""
     if functions and functions[-1] == "<GC>":
         functions = functions[:-1]
+    if functions and functions[-1] == MOVING:
+        functions = functions[:-1]
+        if len(functions) < 3:
+            return "a partial stack without its root"
     chain_names = set(CHAINS[0]) | set(CHAINS[1])
     inner = [f for f in functions if f in chain_names]
     used = [i for i, ch in enumerate(CHAINS) if set(inner) & set(ch)]
@@ -444,6 +456,8 @@ def check_torn(stacks, main):
             bad[kind] += s.count
             if len(examples) < 3:
                 examples.append("%s x%d: %s" % (kind, s.count, ";".join(fns)))
+        elif fns[-1] == MOVING:
+            depth[MOVING] += s.count
         else:
             depth[fns[-1] if len(fns) > 3 else "alternate"] += s.count
     return bad, examples, depth
@@ -470,7 +484,7 @@ def test_torn(remora, interp, extra=()):
             depth += got
             st = STATS.search(err)
             notes.append("-d %g: %s; %s" % (seconds, summ, "reads/sample %s, cpu us/sample %s"
-                                            % (st.group(5), st.group(6)) if st else
+                                            % (st.group(6), st.group(7)) if st else
                                             "no stats line"))
             if bad:
                 problems.append("%d torn or wrong samples (%s); e.g. %s" % (
@@ -494,8 +508,8 @@ def test_torn(remora, interp, extra=()):
                         % (depth["b"] + depth["c"], depth["y"] + depth["z"]))
     if problems:
         raise Fail("; ".join(problems) + " [" + "; ".join(notes) + "]")
-    return "; ".join(notes) + "; innermost a/b/c %d/%d/%d, x/y/z %d/%d/%d, alternate %d" % tuple(
-        depth[k] for k in ("a", "b", "c", "x", "y", "z", "alternate"))
+    return "; ".join(notes) + "; innermost a/b/c %d/%d/%d, x/y/z %d/%d/%d, alternate %d, <moving> %d" % tuple(
+        depth[k] for k in ("a", "b", "c", "x", "y", "z", "alternate", MOVING))
 
 
 # --- 3. gil mode ------------------------------------------------------------------------
@@ -906,21 +920,21 @@ def test_stats(remora, interp):
         summ = summary(err, 1000)
     found = STATS.findall(err)
     if len(found) != 1:
-        raise Fail("want one line `stats: samples=N errors=E reads=R bytes=B "
+        raise Fail("want one line `stats: samples=N errors=E partial=P reads=R bytes=B "
                    "reads_per_sample=X cpu_us_per_sample=Y`, found %d: %s"
                    % (len(found), tail(err)))
-    n, e, reads, nbytes = (int(v) for v in found[0][:4])
-    rps, cpu = float(found[0][4]), float(found[0][5])
+    n, e, part, reads, nbytes = (int(v) for v in found[0][:5])
+    rps, cpu = float(found[0][5]), float(found[0][6])
     problems = []
-    if (n, e) != (summ.samples, summ.errors):
-        problems.append("samples/errors %d/%d, the summary says %d/%d"
-                        % (n, e, summ.samples, summ.errors))
+    if (n, e, part) != (summ.samples, summ.errors, summ.partial):
+        problems.append("samples/errors/partial %d/%d/%d, the summary says %d/%d/%d"
+                        % (n, e, part, summ.samples, summ.errors, summ.partial))
     if n == 0 or reads == 0 or nbytes == 0:
         problems.append("zero samples, reads or bytes")
     elif abs(rps - reads / n) > 0.01:
         problems.append("reads_per_sample %.2f but reads/samples = %.3f" % (rps, reads / n))
     if cpu <= 0:
-        problems.append("cpu_us_per_sample is %s" % found[0][5])
+        problems.append("cpu_us_per_sample is %s" % found[0][6])
     if problems:
         raise Fail("; ".join(problems))
     return "samples=%d reads/sample=%.2f bytes/sample=%.0f cpu us/sample=%.2f" % (

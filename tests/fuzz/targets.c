@@ -9,8 +9,8 @@
  *   lt310      3.10 line table     } then the table
  *   locations  3.11+ location table}
  *   core       a core file: maps, tasks, reads, py_target_find, a recorded snapshot of it
- *   unwind     a snapshot: py_target_find + unw_snapshot (twice: the code cache's hit path),
- *              then unw_sample (the per-sample reader) three times
+ *   unwind     a snapshot: py_target_find + unw_sample (the per-sample reader) five times
+ *              (from the second on, the code cache's and the thread cache's hit paths)
  *
  * A target returns 0; a broken invariant aborts (the fuzzer reports it as a crash).
  */
@@ -195,7 +195,7 @@ static void unwind_all(proc_t *p)
         return;
     if (py_target_find(p, t, why, sizeof why) == REMORA_OK && unw_new(p, t, &u) == REMORA_OK) {
         for (pass = 0; pass < 5; pass++) {
-            if ((pass < 2 ? unw_snapshot(u, &th, &n) : unw_sample(u, &th, &n)) != REMORA_OK)
+            if (unw_sample(u, &th, &n) != REMORA_OK)
                 continue;
             for (i = 0; i < n; i++) {
                 CHECK(th[i].nframes <= UNW_MAX_DEPTH);

@@ -206,7 +206,7 @@ static int dump(proc_t *p, const char *what, FILE *out)
     unw_thread_t *th = NULL;
     size_t n = 0;
     char why[512] = "";
-    int err, attempt;
+    int err;
 
     err = py_target_find(p, &t, why, sizeof why);
     if (err) {
@@ -214,10 +214,9 @@ static int dump(proc_t *p, const char *what, FILE *out)
         return 1;
     }
     err = unw_new(p, &t, &u);
-    for (attempt = 0; !err && attempt < 3; attempt++) {
-        err = unw_snapshot(u, &th, &n);
-        if (err != REMORA_ECORRUPT && err != REMORA_EFAULT)
-            break;
+    if (!err) {
+        unw_set_tries(u, 8);
+        err = unw_sample(u, &th, &n);
     }
     if (err) {
         fprintf(stderr, "fuzz_tool: %s: cannot read the threads: %s\n", what, remora_strerror(err));
