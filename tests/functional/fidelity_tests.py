@@ -10,8 +10,8 @@
 #       sorted with a key, generators, re.sub calling back) recorded -r 1000 -d 3 in wall
 #       mode, between two marks of the target's own clock: each work function's inclusive
 #       share of the main thread's samples within MIX_MARGIN points of its share of the
-#       window by the target's perf_counter_ns, and the main thread in every round
-#       (at most MIX_MISSING % of rounds without it).
+#       window by the target's perf_counter_ns, the main thread in every round
+#       (at most MIX_MISSING % of rounds without it), every stack rooted at <module>;main.
 #   fidelity/chains/INTERP  tests/targets/alternate.py at -r 1k and -r 20k: at least
 #       CHAINS_WRITTEN % of rounds written, no stack mixing the chains or breaking their
 #       order (record_tests.torn_kind), `<moving>` only innermost after a prefix of a
@@ -186,6 +186,12 @@ def test_mix(remora, interp):
     others = sum(s.count for s in stacks if s.tid != ready["main"])
     if others:
         problems.append("%d samples of threads the target does not have" % others)
+    # <module> and main never move (main sits in its call of loop): every stack has them
+    unrooted = [s for s in stacks if s.tid == ready["main"]
+                and [(f[0], f[1]) for f in s.frames[:2]] != [("<module>", ready["file"]), ("main", ready["file"])]]
+    if unrooted:
+        problems.append("%d samples not rooted at <module>;main, e.g. %s" % (
+            sum(s.count for s in unrooted), ";".join(unrooted[0].functions())[:200]))
     gaps = {fn: got[fn] - clock[fn] for fn in ready["functions"]}
     worst = max(ready["functions"], key=lambda fn: abs(gaps[fn]))
     off = [fn for fn in ready["functions"] if abs(gaps[fn]) > MIX_MARGIN]
