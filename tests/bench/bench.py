@@ -4,7 +4,7 @@ First the floor under all of them: what one process_vm_readv costs here, per cal
 range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
-                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,tachyon,memory]
+                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,tachyon,memory,fidelity]
                                  [--slowdown-seconds S]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
@@ -18,7 +18,9 @@ large frame calling two empty functions in turn name the other call's line (stit
 Tachyon
 (python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target: CPU per
 sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
-remora's peak resident memory.
+remora's peak resident memory. Fidelity (only when asked: --sections fidelity): each work
+function's share of tests/targets/work_mix.py on 3.15 by remora, remora --blocking and
+Tachyon, against the target's own clock over the same window.
 """
 import argparse
 import json
@@ -222,6 +224,8 @@ def main():
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
         memory_table(remora, interps)
+    if "fidelity" in sections:
+        fidelity_table(remora, interps)
 
 
 def floor_table(vmread):
@@ -463,6 +467,156 @@ def memory_table(remora, interps):
     finally:
         t.__exit__()
     print("rounds=%d thread samples=%d peak RSS=%.1f MB" % (s["samples"], s["samples"] * 8, s["maxrss_kb"] / 1024))
+
+
+FIDELITY_SAMPLES = 20000     # main-thread samples each profiler must reach
+FIDELITY_RATE, FIDELITY_SECONDS = 1000, 25
+FIDELITY_MAX_WINDOWS = 3     # more windows (sized from the rate achieved) if one was too few
+
+
+def tachyon_window(root, pid, rate, seconds):
+    """Tachyon (python3.15 -m profiling.sampling, in the chroot) for one window: its
+    collapsed stacks as [(thread id, [(file basename, function, line)], count)], its
+    stdout."""
+    proc_dir = os.path.join(root, "proc")
+    if not os.path.exists(os.path.join(proc_dir, "self")):
+        subprocess.run(["mount", "-t", "proc", "proc", proc_dir], check=False)
+    name = "tachyon-fidelity-%d.collapsed" % os.getpid()
+    out = os.path.join(root, "tmp", name)
+    p = subprocess.run(["chroot", root, "/usr/bin/python3.15", "-m", "profiling.sampling", "attach", "-a",
+                        "-r", str(rate), "-d", str(int(math.ceil(seconds))), "--collapsed", "-o", "/tmp/" + name,
+                        str(pid)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    stacks = []
+    if os.path.exists(out):
+        with open(out) as f:        # tid:N;file:function:line;... COUNT
+            for line in f:
+                head, _, count = line.rstrip("\n").rpartition(" ")
+                parts = head.split(";")
+                if not count.isdigit() or not parts[0].startswith("tid:"):
+                    continue
+                frames = []
+                for fr in parts[1:]:
+                    bits = fr.split(":")
+                    frames.append((bits[0], ":".join(bits[1:-1]), bits[-1]) if len(bits) >= 3 else (None, fr, None))
+                stacks.append((int(parts[0][4:]), frames, int(count)))
+        os.unlink(out)
+    return stacks, p.stdout
+
+
+def fidelity_profile(remora, interp, how):
+    """One work_mix.py target recorded by 'how' (remora, remora --blocking, tachyon) for
+    windows between marks of the target's clock until FIDELITY_SAMPLES main-thread samples:
+    {function: (clock %, profiler %)}, main samples, rounds, errors, partial, marker samples,
+    the clock's sum over the loop (%), windows."""
+    sys.path.insert(0, os.path.join(HERE, "..", "functional"))
+    import fidelity_tests as F
+    t = Target(interp, os.path.join(TARGETS, "work_mix.py"), "ready.json")
+    t.__enter__()
+    try:
+        ready = t.wait_ready()
+        fns = ready["functions"]
+        base = os.path.basename(ready["file"])
+        clock = dict.fromkeys(fns, 0)
+        hits = dict.fromkeys(fns, 0)
+        window_ns = main = rounds = errors = marker = 0
+        partial = None
+        seconds, n_mark, windows = FIDELITY_SECONDS, 0, 0
+        while main < FIDELITY_SAMPLES and windows < FIDELITY_MAX_WINDOWS:
+            n_mark += 1
+            before = F.mark(t, n_mark)
+            if how == "tachyon":
+                stacks, out = tachyon_window(interp[2], t.pid, FIDELITY_RATE, seconds)
+                mine = [(fr, c) for tid, fr, c in stacks if tid == ready["main"]]
+                got = sum(c for _, c in mine)
+                for fn in fns:
+                    hits[fn] += sum(c for fr, c in mine if any(f[1] == fn and f[0] == base for f in fr))
+                m = re.search(r"Captured ([\d,]+) samples", out)
+                rounds += int(m.group(1).replace(",", "")) if m else got
+                m = re.search(r"missed ([\d,]+) samples", out)
+                errors += int(m.group(1).replace(",", "")) if m else 0
+                said = [l.strip() for l in out.splitlines()
+                        if re.match(r"\s*(Captured|Error rate|Warning: missed)", l)]
+                print("Tachyon, window %d: %s" % (windows + 1, "; ".join(said) or out.strip()[-300:]))
+            else:
+                path = os.path.join(t.dir, "fidelity.collapsed")
+                p = subprocess.run([remora, "record", "-p", str(t.pid), "-r", str(FIDELITY_RATE), "-d",
+                                    str(seconds), "--mode", "wall", "--stats", "-o", path]
+                                   + (["--blocking"] if how == "blocking" else []),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
+                run = F.Run(p.stderr, FIDELITY_RATE)
+                stacks = [s for s in parse_collapsed(path) if s.tid == ready["main"]]
+                got = sum(s.count for s in stacks)
+                for fn in fns:
+                    hits[fn] += sum(s.count for s in stacks
+                                    if any(f[0] == fn and f[1] == ready["file"] for f in s.frames))
+                marker += sum(s.count for s in stacks if F.ends_moving(s))
+                rounds += run.rounds
+                errors += run.errors
+                if run.partial is not None:
+                    partial = (partial or 0) + run.partial
+            after = F.mark(t, n_mark + 1)
+            n_mark += 1
+            for fn in fns:
+                clock[fn] += after["wall"][fn] - before["wall"][fn]
+            window_ns += after["at"] - before["at"]
+            main += got
+            windows += 1
+            rate = got / max(seconds, 1e-9)
+            if main < FIDELITY_SAMPLES and rate > 0:
+                seconds = min(60, int(math.ceil((FIDELITY_SAMPLES - main) * 1.2 / rate)))
+    finally:
+        t.__exit__()
+    shares = {fn: (100.0 * clock[fn] / window_ns, 100.0 * hits[fn] / max(main, 1)) for fn in fns}
+    return shares, main, rounds, errors, partial, marker, 100.0 * sum(clock.values()) / window_ns, windows
+
+
+def fidelity_table(remora, interps):
+    sid315 = [i for i in interps if i[0] == "sid-3.15"]
+    if not sid315:
+        print("\n## Fidelity: not measured (no sid-3.15)")
+        return
+    it = sid315[0]
+    print("\n## Fidelity: each function's share of tests/targets/work_mix.py on %s, %d Hz, "
+          "at least %d main-thread samples each, against the target's own clock\n"
+          % (it[0], FIDELITY_RATE, FIDELITY_SAMPLES))
+    print("'clock' is the function's inclusive wall time (the target's perf_counter_ns) as a share "
+          "of the windows the profiler recorded (one target, its own windows per profiler: the "
+          "clock column is remora's windows'); each profiler's column is the share of the main "
+          "thread's samples whose stack holds the function.\n")
+    res = {}
+    for how in ("remora", "blocking", "tachyon"):
+        if how == "tachyon" and not os.path.exists(os.path.join(it[2], "usr/lib/python3.15/profiling/sampling")):
+            res[how] = None
+            continue
+        res[how] = fidelity_profile(remora, it, how)
+    fns = list(res["remora"][0])
+    cols = [h for h in ("remora", "blocking", "tachyon") if res[h]]
+    print("| function | clock | remora | remora --blocking | Tachyon |")
+    print("|---|---|---|---|---|")
+    for fn in fns:
+        cells = []
+        for how in ("remora", "blocking", "tachyon"):
+            if res[how] is None:
+                cells.append("n/a")
+            else:
+                c, g = res[how][0][fn]
+                cells.append("%.1f%% (%+.1f; clock %.1f%%)" % (g, g - c, c) if how != "remora"
+                             else "%.1f%% (%+.1f)" % (g, g - c))
+        print("| %s | %.1f%% | %s |" % (fn, res["remora"][0][fn][0], " | ".join(cells)))
+    print()
+    print("Errors: remora's thread samples it could not read (the summary's count), Tachyon's "
+          "samples it says it missed; rounds: remora's rounds, Tachyon's captured samples. "
+          "Clock sum: the work functions' share of the windows (the loop's own time is the rest).\n")
+    print("| profiler | main-thread samples | rounds | errors | partial | `<moving>` | clock sum | windows | worst gap |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for how in cols:
+        shares, main, rounds, errors, partial, marker, csum, windows = res[how]
+        worst = max(shares, key=lambda fn: abs(shares[fn][1] - shares[fn][0]))
+        print("| %s | %d | %d | %d (%.1f%%) | %s | %.1f%% | %.1f%% | %d | %s %+.1f |" % (
+            {"remora": "remora", "blocking": "remora --blocking", "tachyon": "Tachyon"}[how],
+            main, rounds, errors, 100.0 * errors / max(rounds, 1),
+            "n/a" if partial is None else "%d (%.1f%%)" % (partial, 100.0 * partial / max(rounds, 1)),
+            100.0 * marker / max(main, 1), csum, windows, worst, shares[worst][1] - shares[worst][0]), flush=True)
 
 
 if __name__ == "__main__":

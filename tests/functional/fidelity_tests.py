@@ -1,0 +1,379 @@
+# Functional tests of profile fidelity (issue 14; design.md, "Reading memory fast", rule 5):
+# every round is written, and the shares of a profile are the shares of the time the
+# target spent. A stack that moved while it was read keeps the frames provably unchanged
+# across the read and, where the moving top cannot be resolved, ends with the marker frame
+# `<moving>` (no file, line 0; written like `<GC>`) as its innermost frame. "errors" counts
+# only thread samples that could not be read at all; the summary says
+# `..., E errors (x%), P partial (y%), L late` and --stats `errors=E partial=P`.
+#
+#   fidelity/mix/INTERP     tests/targets/work_mix.py (recursion, json, re, dataclasses,
+#       sorted with a key, generators, re.sub calling back) recorded -r 1000 -d 3 in wall
+#       mode, between two marks of the target's own clock: each work function's inclusive
+#       share of the main thread's samples within MIX_MARGIN points of its share of the
+#       window by the target's perf_counter_ns, the main thread in every round
+#       (at most MIX_MISSING % of rounds without it), every stack rooted at <module>;main.
+#   fidelity/chains/INTERP  tests/targets/alternate.py at -r 1k and -r 20k: at least
+#       CHAINS_WRITTEN % of rounds written, no stack mixing the chains or breaking their
+#       order (record_tests.torn_kind), `<moving>` only innermost after a prefix of a
+#       possible stack that keeps <module>;main.
+#   fidelity/async/INTERP   tests/targets/async_busy.py: wall mode, every main-thread stack
+#       starts with the root frames the target took from sys._current_frames() (its last,
+#       run_forever, whose line moves, may be the `<moving>` marker); --mode exception,
+#       every stack passes through a frame of this target at a line inside an except block
+#       (found by `ast` on its own source), at least ASYNC_EXC_MIN samples.
+#
+# Not in the default run until the feature lands: run.py adds these when --only names
+# "fidelity" or REMORA_FIDELITY=1.
+
+import collections
+import json
+import os
+import re
+import time
+
+from harness import INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Target, interp_missing, tail
+from record_tests import BASE, parse_collapsed, record, torn_kind
+
+MARKER = "<moving>"
+
+# mix
+MIX_RATE, MIX_SECONDS = 1000, 3
+MIX_MARGIN = 2.0             # points of share, each work function (3,000 samples of a ~13 ms
+                             # cycle: sampling error alone is well under a point; --blocking,
+                             # which never tears, lands within it)
+MIX_MISSING = 0.5            # % of rounds that may lack the main thread (the first and last)
+# chains
+CHAINS_RATES = (("1k", 1000), ("20k", 20000))
+CHAINS_SECONDS = 2
+CHAINS_WRITTEN = 99.0        # % of rounds that must hold the main thread
+# async
+ASYNC_SECONDS = 2
+ASYNC_EXC_MIN = 20           # exception-mode samples needed for the check not to be vacuous
+                             # (flaky() is in its except block 4-12% of the rounds, seen)
+
+SUMMARY = re.compile(r"^remora: (\d+) samples in ([0-9.]+) s \((\d+) Hz of (\d+) Hz asked\), "
+                     r"(\d+) errors \(([0-9.]+)%\)(?:, (\d+) partial \(([0-9.]+)%\))?, "
+                     r"(\d+) late(; the target exited)?$", re.M)
+STATS = re.compile(r"^stats: samples=(\d+) errors=(\d+)(?: partial=(\d+))? reads=(\d+) ", re.M)
+
+
+# --- remora's output ------------------------------------------------------------------
+
+class Run:
+    """The summary line (with or without the partial count: None if remora did not print
+    one) and, if there, the --stats line of one recording."""
+
+    def __init__(self, err, asked):
+        found = SUMMARY.findall(err)
+        if len(found) != 1:
+            raise Fail("want one summary line `remora: N samples in D s (...), E errors (x%%), "
+                       "P partial (y%%), L late`, found %d: %s" % (len(found), tail(err)))
+        m = SUMMARY.search(err)
+        self.rounds, self.seconds, self.hz = int(m.group(1)), float(m.group(2)), int(m.group(3))
+        if int(m.group(4)) != asked:
+            raise Fail("summary says %s Hz asked, want %d" % (m.group(4), asked))
+        self.errors, self.error_pct = int(m.group(5)), float(m.group(6))
+        self.partial = int(m.group(7)) if m.group(7) is not None else None
+        self.partial_pct = float(m.group(8)) if m.group(8) is not None else None
+        self.late = int(m.group(9))
+        self.problems = []
+        st = STATS.search(err)
+        if st:
+            if int(st.group(1)) != self.rounds or int(st.group(2)) != self.errors:
+                self.problems.append("--stats says samples=%s errors=%s, the summary %d/%d"
+                                     % (st.group(1), st.group(2), self.rounds, self.errors))
+            sp = int(st.group(3)) if st.group(3) is not None else None
+            if sp != self.partial:
+                self.problems.append("--stats says partial=%s, the summary %s" % (sp, self.partial))
+
+    def partial_text(self):
+        if self.partial is None:
+            return "partial n/a"
+        return "%d partial (%.2f%%)" % (self.partial, self.partial_pct)
+
+    def __str__(self):
+        return "%d rounds in %.2f s (%d Hz), %d errors (%.2f%%), %s, %d late" % (
+            self.rounds, self.seconds, self.hz, self.errors, self.error_pct, self.partial_text(),
+            self.late)
+
+
+def marker_problem(s):
+    """Why a stack's use of the `<moving>` marker breaks the contract, or None."""
+    where = [i for i, f in enumerate(s.frames) if f[0] == MARKER]
+    if not where:
+        return None
+    if where != [len(s.frames) - 1]:
+        return "`<moving>` not the innermost frame"
+    if s.frames[-1][1:] != (None, None):
+        return "`<moving>` written with a file or line (%s:%s), unlike `<GC>`" % s.frames[-1][1:]
+    return None
+
+
+def ends_moving(s):
+    return bool(s.frames) and s.frames[-1][0] == MARKER
+
+
+# --- the target's marks ---------------------------------------------------------------
+
+def mark(t, n):
+    """Asks a work_mix.py target for a snapshot of its totals; returns its n-th."""
+    t.proc.stdin.write(b"mark\n")
+    t.proc.stdin.flush()
+    path = os.path.join(t.dir, "marks.jsonl")
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        try:
+            with open(path) as f:
+                lines = f.read().split("\n")[:-1]         # complete lines only
+        except FileNotFoundError:
+            lines = []
+        if len(lines) >= n:
+            return json.loads(lines[n - 1])
+        if t.proc.poll() is not None:
+            raise Fail("target exited %d before mark %d: %s" % (t.proc.returncode, n, t.log_tail()))
+        if time.monotonic() > deadline:
+            raise Fail("target never wrote mark %d" % n)
+        time.sleep(0.005)           # polling the target's file, not waiting for an event
+
+
+def clock_shares(ready, before, after):
+    """{function: % of the window} by the target's own perf_counter_ns, the window's length
+    (s) and the target's CPU time over it as % of the window."""
+    window = after["at"] - before["at"]
+    if window <= 0:
+        raise Fail("the target's marks are not in order")
+    shares = {fn: 100.0 * (after["wall"][fn] - before["wall"][fn]) / window
+              for fn in ready["functions"]}
+    return shares, window / 1e9, 100.0 * (after["cpu"] - before["cpu"]) / window
+
+
+def mix_shares(stacks, ready):
+    """Main-thread samples, {function: % of them whose stack holds it}, marker samples."""
+    main = [s for s in stacks if s.tid == ready["main"]]
+    n = sum(s.count for s in main)
+    got = {}
+    for fn in ready["functions"]:
+        hit = sum(s.count for s in main if any(f[0] == fn and f[1] == ready["file"] for f in s.frames))
+        got[fn] = 100.0 * hit / n if n else 0.0
+    return n, got, sum(s.count for s in main if ends_moving(s))
+
+
+# --- fidelity/mix ---------------------------------------------------------------------
+
+def record_mix(remora, interp, extra=(), rate=MIX_RATE, seconds=MIX_SECONDS):
+    """One wall-mode recording of work_mix.py between two marks of its clock: (ready,
+    Run, stacks, clock shares, window seconds, the target's CPU % of the window)."""
+    with Target(interp, os.path.join(TARGETS, "work_mix.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        path = os.path.join(t.dir, "mix.collapsed")
+        before = mark(t, 1)
+        _, err = record(remora, ["-p", t.pid, "-r", rate, "-d", seconds, "--mode", "wall",
+                                 "--stats", "-f", "collapsed", "-o", path] + list(extra))
+        after = mark(t, 2)
+        stacks = parse_collapsed(path)
+    run = Run(err, rate)
+    clock, window, cpu = clock_shares(ready, before, after)
+    return ready, run, stacks, clock, window, cpu
+
+
+def test_mix(remora, interp):
+    ready, run, stacks, clock, window, cpu = record_mix(remora, interp)
+    n, got, moving = mix_shares(stacks, ready)
+    problems = list(run.problems)
+    bad_marker = collections.Counter(marker_problem(s) for s in stacks if marker_problem(s))
+    for why, k in bad_marker.items():
+        problems.append("%d samples: %s" % (k, why))
+    others = sum(s.count for s in stacks if s.tid != ready["main"])
+    if others:
+        problems.append("%d samples of threads the target does not have" % others)
+    # <module> and main never move (main sits in its call of loop): every stack has them
+    unrooted = [s for s in stacks if s.tid == ready["main"]
+                and [(f[0], f[1]) for f in s.frames[:2]] != [("<module>", ready["file"]), ("main", ready["file"])]]
+    if unrooted:
+        problems.append("%d samples not rooted at <module>;main, e.g. %s" % (
+            sum(s.count for s in unrooted), ";".join(unrooted[0].functions())[:200]))
+    gaps = {fn: got[fn] - clock[fn] for fn in ready["functions"]}
+    worst = max(ready["functions"], key=lambda fn: abs(gaps[fn]))
+    off = [fn for fn in ready["functions"] if abs(gaps[fn]) > MIX_MARGIN]
+    if off:
+        problems.append("shares off by more than %.0f points: %s" % (MIX_MARGIN, ", ".join(
+            "%s %.1f%% (clock %.1f%%)" % (fn, got[fn], clock[fn]) for fn in off)))
+    missing = run.rounds - n
+    if n > run.rounds:
+        problems.append("%d main-thread samples in %d rounds" % (n, run.rounds))
+    elif run.rounds == 0 or 100.0 * missing / run.rounds > MIX_MISSING:
+        problems.append("%d of %d rounds (%.1f%%) have no main-thread sample, want at most %.1f%%"
+                        % (missing, run.rounds, 100.0 * missing / max(run.rounds, 1), MIX_MISSING))
+    note = ("%s; main in %d rounds; marker %.1f%%; worst gap %s %+.1f points; clock sums to "
+            "%.1f%% of %.2f s (target on CPU %.0f%%); remora/clock: %s" % (
+                run, n, 100.0 * moving / max(n, 1), worst, gaps[worst], sum(clock.values()),
+                window, cpu, ", ".join("%s %.1f/%.1f" % (fn, got[fn], clock[fn])
+                                         for fn in ready["functions"])))
+    if problems:
+        raise Fail("; ".join(problems) + " [" + note + "]")
+    return note
+
+
+# --- fidelity/chains ------------------------------------------------------------------
+
+def chains_kind(functions):
+    """None if alternate.py can have this stack (a trailing `<moving>` after a prefix of one
+    it can have that keeps <module>;main, the frames that never move), else what is wrong."""
+    if MARKER in functions:
+        if functions.index(MARKER) != len(functions) - 1:
+            return "`<moving>` not innermost"
+        prefix = functions[:-1]
+        if prefix[:2] != BASE[:2]:
+            return "`<moving>` without <module>;main above it"
+        if len(prefix) < len(BASE):
+            return None if prefix == BASE[:len(prefix)] else "does not start with <module>;main;alternate"
+        return torn_kind(prefix)
+    return torn_kind(functions)
+
+
+def test_chains(remora, interp):
+    notes, problems = [], []
+    with Target(interp, os.path.join(TARGETS, "alternate.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        for rate, hz in CHAINS_RATES:
+            path = os.path.join(t.dir, "chains-%s.collapsed" % rate)
+            _, err = record(remora, ["-p", t.pid, "-r", rate, "-d", CHAINS_SECONDS, "--stats",
+                                     "-o", path])
+            run = Run(err, hz)
+            stacks = parse_collapsed(path)
+            bad, examples = collections.Counter(), []
+            main = moving = 0
+            for s in stacks:
+                fns = s.functions()
+                if s.tid != ready["main"]:
+                    kind = "a thread the target does not have (%d)" % s.tid
+                else:
+                    main += s.count
+                    moving += s.count if ends_moving(s) else 0
+                    kind = (chains_kind(fns) if fns else "an empty stack") or marker_problem(s)
+                if kind:
+                    bad[kind] += s.count
+                    if len(examples) < 3:
+                        examples.append("%s x%d: %s" % (kind, s.count, ";".join(fns)))
+            written = 100.0 * main / run.rounds if run.rounds else 0.0
+            what = "-r %s: %s, %.2f%% written, marker %.1f%%" % (rate, run, written,
+                                                                 100.0 * moving / max(main, 1))
+            notes.append(what)
+            problems += ["-r %s: %s" % (rate, p) for p in run.problems]
+            if bad:
+                problems.append("-r %s: %d torn or wrong samples (%s); e.g. %s" % (
+                    rate, sum(bad.values()), ", ".join("%s: %d" % kv for kv in bad.items()),
+                    " | ".join(examples)))
+            if main > run.rounds:
+                problems.append("-r %s: %d main-thread samples in %d rounds" % (rate, main, run.rounds))
+            elif written < CHAINS_WRITTEN:
+                problems.append("-r %s: %d of %d rounds written (%.2f%%), want at least %.0f%%"
+                                % (rate, main, run.rounds, written, CHAINS_WRITTEN))
+    if problems:
+        raise Fail("; ".join(problems) + " [" + "; ".join(notes) + "]")
+    return "; ".join(notes)
+
+
+# --- fidelity/async -------------------------------------------------------------------
+
+def root_problem(s, root):
+    """Why a main-thread stack does not start with the target's root frames, or None. Every
+    root frame sits in a call except the last (run_forever, between its _run_once calls):
+    only that one may be the `<moving>` marker, and only its name and file are compared."""
+    fr = s.frames
+    for i, want in enumerate(root):
+        last = i == len(root) - 1
+        if i >= len(fr):
+            return "the stack ends after %d of %d root frames" % (len(fr), len(root))
+        got = fr[i]
+        if last and got[0] == MARKER and i == len(fr) - 1:
+            return None
+        if (got[0], got[1]) != (want["function"], want["file"]) or (not last and got[2] != want["line"]):
+            return "frame %d is %s (%s:%s), want %s (%s:%s)" % (
+                i, got[0], got[1], got[2], want["function"], want["file"],
+                "*" if last else want["line"])
+    return None
+
+
+def in_except(s, ready):
+    """Whether the stack passes through a frame of the target at a line of an except block
+    of the function holding it (a function called from there is below that frame)."""
+    for fn, file, line in s.frames:
+        if file == ready["file"] and line is not None:
+            for b in ready["except"]:
+                if fn == b["function"] and b["first"] <= line <= b["last"]:
+                    return True
+    return False
+
+
+def test_async(remora, interp):
+    problems = []
+    with Target(interp, os.path.join(TARGETS, "async_busy.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        wall_path = os.path.join(t.dir, "wall.collapsed")
+        exc_path = os.path.join(t.dir, "exception.collapsed")
+        _, err = record(remora, ["-p", t.pid, "-d", ASYNC_SECONDS, "--mode", "wall", "--stats",
+                                 "-o", wall_path])
+        wall = Run(err, 1000)
+        _, err = record(remora, ["-p", t.pid, "-d", ASYNC_SECONDS, "--mode", "exception", "--stats",
+                                 "-o", exc_path])
+        exc = Run(err, 1000)
+        wall_stacks, exc_stacks = parse_collapsed(wall_path), parse_collapsed(exc_path)
+    if not ready["except"]:
+        raise Fail("the target found no except block in its own source")
+    problems += ["wall: " + p for p in wall.problems] + ["exception: " + p for p in exc.problems]
+    # wall mode: every main-thread stack rooted where the target says
+    unrooted, examples, main, moving = collections.Counter(), [], 0, 0
+    for s in wall_stacks:
+        if s.tid != ready["main"]:
+            unrooted["a thread the target does not have (%d)" % s.tid] += s.count
+            continue
+        main += s.count
+        moving += s.count if ends_moving(s) else 0
+        why = root_problem(s, ready["root"]) or marker_problem(s)
+        if why:
+            unrooted[why] += s.count
+            if len(examples) < 2:
+                examples.append("x%d: %s" % (s.count, ";".join(s.functions())))
+    if unrooted:
+        problems.append("wall: %d samples not rooted at %s (%s); e.g. %s" % (
+            sum(unrooted.values()), ";".join(f["function"] for f in ready["root"]),
+            ", ".join("%s: %d" % kv for kv in list(unrooted.items())[:4]), " | ".join(examples)))
+    if main == 0:
+        problems.append("wall: no sample of the main thread")
+    # exception mode: every stack inside an except block (or called from one)
+    outside, oexamples, n_exc = 0, [], 0
+    for s in exc_stacks:
+        n_exc += s.count
+        why = None if in_except(s, ready) else "not inside an except block"
+        why = why or marker_problem(s)
+        if why:
+            outside += s.count
+            if len(oexamples) < 2:
+                oexamples.append("%s x%d: %s" % (why, s.count, ";".join(
+                    "%s:%s" % (f[0], f[2]) for f in s.frames[-6:])))
+    if outside:
+        problems.append("exception: %d of %d samples wrong; e.g. %s" % (outside, n_exc,
+                                                                     " | ".join(oexamples)))
+    if n_exc < ASYNC_EXC_MIN:
+        problems.append("exception: %d samples, want at least %d" % (n_exc, ASYNC_EXC_MIN))
+    written = 100.0 * main / wall.rounds if wall.rounds else 0.0
+    note = ("wall: %s, %.2f%% of rounds written, marker %.1f%%; exception: %d samples (%.1f%% of "
+            "rounds), %d errors, %s" % (wall, written, 100.0 * moving / max(main, 1), n_exc,
+                                        100.0 * n_exc / max(exc.rounds, 1), exc.errors,
+                                        exc.partial_text()))
+    if problems:
+        raise Fail("; ".join(problems) + " [" + note + "]")
+    return note
+
+
+# --- the list run.py runs -------------------------------------------------------------
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    out = []
+    for kind, fn in (("mix", test_mix), ("chains", test_chains), ("async", test_async)):
+        for interp in INTERPRETERS:
+            out.append(("fidelity/%s/%s" % (kind, interp[0]),
+                        lambda i=interp, fn=fn: fn(remora, i), interp_missing(interp)))
+    return out
