@@ -160,6 +160,7 @@ int main(void)
     field("fr_code", OFF(_PyInterpreterFrame, f_code));
     field("fr_instr", OFF(_PyInterpreterFrame, prev_instr));
     field("fr_owner", OFF(_PyInterpreterFrame, owner));
+    field("fr_gen", 0);
 #else
     printf("\n    /* PyFrameObject */\n");
     /* bytes read per frame: up to f_lasti, the last field remora needs (the object is
@@ -169,6 +170,7 @@ int main(void)
     field("fr_code", OFF(PyFrameObject, f_code));
     field("fr_instr", OFF(PyFrameObject, f_lasti));
     field("fr_owner", 0);
+    field("fr_gen", OFF(PyFrameObject, f_gen));
 #endif
 
     printf("\n    /* PyCodeObject */\n");

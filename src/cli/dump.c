@@ -38,6 +38,8 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
         fputc('\n', stdout);
         if (th[i].error)
             printf("    <stack unreadable: %s>\n", remora_strerror(th[i].error));
+        if (th[i].partial)
+            puts("    " UNW_MOVING);     /* the frames above those known moved while read */
         for (k = 0; k < th[i].nframes; k++) {
             fputs("    ", stdout);
             out_text_str(stdout, th[i].frames[k].function, 0);
@@ -65,9 +67,13 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
             fputs(",\"error\":", stdout);
             out_json_str(stdout, remora_strerror(th[i].error));
         }
+        if (th[i].partial)
+            fputs(",\"partial\":true", stdout);
         fputs(",\"frames\":[", stdout);
+        if (th[i].partial)
+            fputs("{\"function\":\"" UNW_MOVING "\",\"file\":\"\",\"line\":0}", stdout);
         for (k = 0; k < th[i].nframes; k++) {
-            fputs(k ? ",{\"function\":" : "{\"function\":", stdout);
+            fputs(k || th[i].partial ? ",{\"function\":" : "{\"function\":", stdout);
             out_json_str(stdout, th[i].frames[k].function);
             fputs(",\"file\":", stdout);
             out_json_str(stdout, th[i].frames[k].file);

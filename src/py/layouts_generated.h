@@ -61,6 +61,7 @@ static const py_layout_t py_layout_3_9 = {
     .fr_code = 32,
     .fr_instr = 104,
     .fr_owner = 0,
+    .fr_gen = 96,
 
     /* PyCodeObject */
     .co_size = 176,
@@ -130,6 +131,7 @@ static const py_layout_t py_layout_3_10 = {
     .fr_code = 32,
     .fr_instr = 96,
     .fr_owner = 0,
+    .fr_gen = 88,
 
     /* PyCodeObject */
     .co_size = 176,
@@ -199,6 +201,7 @@ static const py_layout_t py_layout_3_11 = {
     .fr_code = 32,
     .fr_instr = 56,
     .fr_owner = 69,
+    .fr_gen = 0,
 
     /* PyCodeObject */
     .co_size = 192,
@@ -268,6 +271,7 @@ static const py_layout_t py_layout_3_12 = {
     .fr_code = 0,
     .fr_instr = 56,
     .fr_owner = 70,
+    .fr_gen = 0,
 
     /* PyCodeObject */
     .co_size = 200,

@@ -82,6 +82,7 @@ typedef struct py_layout {
     uint64_t fr_code;               /* f_code, f_executable (3.13+) */
     uint64_t fr_instr;              /* f_lasti int (3.9/10), prev_instr (3.11/12), instr_ptr (3.13+) */
     uint64_t fr_owner;              /* 3.11+: owner (char) */
+    uint64_t fr_gen;                /* 3.9/3.10: f_gen, the generator a frame object runs in */
 
     /* PyCodeObject */
     uint64_t co_size;
@@ -116,6 +117,9 @@ typedef struct py_layout {
     uint64_t fr_return_offset;      /* 3.13+: return_offset (u16), never 0 in a Python caller */
     uint64_t fr_funcobj;            /* 3.13+: f_funcobj, None in an interpreter trampoline */
     int walk_root;                  /* enum py_walk_root: where every thread's walk must end */
+    int fr_owner_gen;               /* 3.11+: the owner of a generator's or coroutine's frame
+                                     * (a walk never ends at one: suspended, it links to
+                                     * nothing); -1 = no owner field (3.9/3.10: fr_gen) */
     int caller_rests_on_call;       /* 3.11: a caller that pushed its callee inline rests on
                                      * the last cache entry of its CALL or BINARY_SUBSCR */
     int caller_past_start;          /* 3.11+: a caller has run past its first instruction */

@@ -59,7 +59,7 @@ struct sampler {
     fmap_entry_t *fmap;
     size_t fmap_cap, fmap_count;
     uint32_t gc_frame;
-    uint32_t moving_frame;          /* SAMPLE_MOVING, above a partial stack */
+    uint32_t moving_frame;          /* UNW_MOVING, above a partial stack */
     unsigned want;                  /* UNW_WANT_* for every unwinder */
     /* tid → table thread, last seen */
     int child_status;
@@ -101,7 +101,7 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
     s->fmap_cap = 4096;
     s->fmap = malloc(s->fmap_cap * sizeof *s->fmap);
     s->gc_frame = stk_frame(t, "<GC>", "", 0);
-    s->moving_frame = stk_frame(t, SAMPLE_MOVING, "", 0);
+    s->moving_frame = stk_frame(t, UNW_MOVING, "", 0);
     if (s->fmap == NULL || s->gc_frame == STK_NONE || s->moving_frame == STK_NONE) {
         sampler_free(s);
         return REMORA_ENOMEM;

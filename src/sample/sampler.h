@@ -24,15 +24,12 @@ typedef struct sampler_opts {
     int blocking;           /* --blocking: the target stopped (ptrace) while it is read */
 } sampler_opts_t;
 
-/* The frame that ends a stack whose innermost frames moved while they were read. */
-#define SAMPLE_MOVING "<moving>"
-
 typedef struct sampler_stats {
     uint64_t rounds;        /* sampling rounds taken */
     uint64_t samples;       /* thread stacks added to the table */
     uint64_t errors;        /* thread stacks that could not be read at all */
     uint64_t partial;       /* ... of samples, those whose innermost frames moved while read:
-                             * the outer frames known, then a SAMPLE_MOVING frame */
+                             * the outer frames known, then a UNW_MOVING frame */
     uint64_t late;          /* rounds skipped because remora fell behind */
     uint64_t subprocesses;  /* descendants whose interpreter was found (--subprocesses) */
     int64_t start_ns, end_ns;   /* CLOCK_MONOTONIC */

@@ -250,6 +250,7 @@ typedef struct rd_fields {
     uint64_t prev, code, instr;
     int shim;                       /* a C-owned frame or an interpreter trampoline */
     int entry;                      /* 3.11: is_entry */
+    int gen;                        /* a generator's or coroutine's frame */
     int freed;                      /* 3.9/3.10: a frame object with no reference */
 } rd_fields_t;
 
@@ -262,6 +263,7 @@ typedef struct walked {
     unsigned idx;
     int shim;                       /* a C-owned frame: walked through, not reported */
     int entry;                      /* 3.11: the first frame of an eval loop (is_entry) */
+    int gen;                        /* a generator's or coroutine's frame */
     int cached;                     /* --frame-anchor: below the anchor, from the cache */
 } walked_t;
 

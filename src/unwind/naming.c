@@ -71,20 +71,26 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
     if (batch_merge(r, &n, 0))
         return REMORA_ENOMEM;
     batch_fix(r);
-    if (n > 0 && (err = proc_readv(u->p, r->iov, n)) != REMORA_OK)
-        return err == REMORA_ENOPROC ? err : REMORA_ECORRUPT;
-    if (n > 0)
+    err = n > 0 ? proc_readv(u->p, r->iov, n) : REMORA_OK;
+    if (err == REMORA_ENOPROC)
+        return err;
+    if (err == REMORA_OK && n > 0)
         batch_scatter(r);
     for (i = 0; i < r->ncodes; i++) {
         unw_code_t *e = code_cache_peek(u->codes, r->codes[i]);
-        if (e != NULL && !(have_gen && e->gen == post) && !code_fp_same(e, L, r->fps + i * UNW_FP_MAX)) {
+        /* a fingerprint that could not be read (the batch failed: some address in it is
+         * not mapped) proves nothing: the entry is fetched again */
+        if (e != NULL && !(have_gen && e->gen == post) &&
+            (err != REMORA_OK || !code_fp_same(e, L, r->fps + i * UNW_FP_MAX))) {
             code_cache_drop(u->codes, r->codes[i]);
             e = NULL;
         }
         if (e == NULL) {
-            err = code_cache_get(u->codes, u->p, u->target, r->codes[i], &e);
-            if (err)
-                return err;
+            int gerr = code_cache_get(u->codes, u->p, u->target, r->codes[i], &e);
+            if (gerr == REMORA_ENOPROC || gerr == REMORA_ENOMEM)
+                return gerr;
+            if (gerr)
+                continue;           /* no code object there: the frames naming it fail */
             e->fresh = r->stamp;
         }
         e->stamp = r->stamp;
@@ -152,9 +158,14 @@ void name_frames(unwinder_t *u, reader_t *r)
         for (k = 0; k < tc->raw_n; k++) {
             unw_frame_t *fr = &th->frames[k];
             unw_code_t *e = raw[k].code == last_code ? last_e : code_cache_peek(u->codes, raw[k].code);
-            /* fetched after the frame was copied (or pushed out of the cache since):
-             * perhaps another code object than the frame's, made at the same address */
-            if (e == NULL || e->fresh == r->stamp) {
+            /* no code object could be read there: not a frame */
+            if (e == NULL || e->stamp != r->stamp) {
+                th->error = REMORA_ECORRUPT;
+                break;
+            }
+            /* fetched after the frame was copied: perhaps another code object than the
+             * frame's, made at the same address; read once more, it cached */
+            if (e->fresh == r->stamp) {
                 th->error = REMORA_ECORRUPT;
                 r->fresh++;
                 break;

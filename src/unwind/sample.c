@@ -197,13 +197,17 @@ static int thread_walk(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t *cu
     }
 }
 
-/* Does the walk end where every thread's stack is rooted? 3.11-3.13: at its outermost
- * eval loop's entry frame (3.12/3.13: a C-owned shim whose previous is NULL; 3.11:
- * marked is_entry); a walk that ends anywhere else followed a link not yet written. */
+/* Does the walk end where every thread's stack is rooted? Never at a generator's or
+ * coroutine's frame: one read while suspended links to nothing, though it may have been
+ * running, called from elsewhere, in between. 3.11-3.13: at its outermost eval loop's
+ * entry frame (3.12/3.13: a C-owned shim whose previous is NULL; 3.11: marked is_entry);
+ * a walk that ends anywhere else followed a link not yet written. */
 static int rooted(const py_layout_t *L, const reader_t *r, size_t nw)
 {
     if (nw == 0)
         return 1;
+    if (r->walk[nw - 1].gen)
+        return 0;
     if (L->walk_root == PY_ROOT_ENTRY)
         return r->walk[nw - 1].entry;
     if (L->walk_root == PY_ROOT_SHIM)

@@ -74,12 +74,15 @@ typedef struct unw_thread {
     int partial;                /* its innermost frames moved while they were read: frames[]
                                  * holds the outer frames known (each the same function, and
                                  * a caller at the same call, at both ends of the read); the
-                                 * caller marks where the rest was (a "<moving>" frame) */
+                                 * caller marks where the rest was (UNW_MOVING) */
     size_t nframes;
     unw_frame_t *frames;        /* innermost first; owned by the unwinder */
 } unw_thread_t;
 
 typedef struct unwinder unwinder_t;
+
+/* The frame every output shows above a partial stack's frames (no file, line 0). */
+#define UNW_MOVING "<moving>"
 
 /* What unw_sample reads besides stacks (each costs system calls per thread). */
 #define UNW_WANT_CPU 1u         /* on_cpu, from /proc/PID/task/TID/stat */

@@ -92,6 +92,8 @@ static void frame_decode(const py_target_t *T, const unsigned char *fb, rd_field
     ff->shim = (L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim) ||
                unw_is_trampoline(T, fb);
     ff->entry = L->fr_is_entry && fb[L->fr_is_entry] != 0;
+    ff->gen = L->fr_owner_gen >= 0 ? (unsigned char)fb[L->fr_owner] == L->fr_owner_gen
+                                   : L->fr_gen != 0 && get_u64(fb, L->fr_gen) != 0;
     /* 3.9/3.10: a frame object with no reference is freed (a code object's zombie frame
      * or the free list, linked through f_back) */
     ff->freed = L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0;
@@ -164,6 +166,7 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
         w->instr = ff.instr;
         w->shim = ff.shim;
         w->entry = ff.entry;
+        w->gen = ff.gen;
         w->from = from;
         w->idx = idx;
         w->cached = 0;
@@ -179,6 +182,16 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
     }
     *nwalked = k;
     return REMORA_OK;
+}
+
+/* The header of walked frame w as the first copies hold it. */
+static const unsigned char *first_copy(const reader_t *r, const rd_thread_t *tc, const walked_t *w)
+{
+    if (w->from == FROM_KNOWN)
+        return tc->sb[w->idx].one + (w->addr - tc->sb[w->idx].addr);
+    if (w->from == FROM_CHUNK)
+        return tc->a + (w->addr - tc->base);
+    return r->blocks[w->idx].one + (w->addr - r->blocks[w->idx].addr);
 }
 
 /* The header of walked frame w as the second copies hold it. */
@@ -211,9 +224,9 @@ static int looks_calling(const py_layout_t *L, const reader_t *r, const rd_threa
     /* 3.12/3.13: a running frame's stacktop is -1 (the eval loop resets it when it takes
      * the stack pointer), and a frame that pushes a callee inline saves its stack pointer
      * first. Both copies must say so. */
-    if (L->fr_stacktop && w->from == FROM_CHUNK) {
+    if (L->fr_stacktop) {
         int32_t st1, st2;
-        memcpy(&st1, tc->a + (w->addr - tc->base) + L->fr_stacktop, 4);
+        memcpy(&st1, first_copy(r, tc, w) + L->fr_stacktop, 4);
         memcpy(&st2, fb + L->fr_stacktop, 4);
         if (st1 < 0 || st2 < 0)
             return 0;
@@ -234,8 +247,8 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
     const py_layout_t *L = &u->target->layout;
     size_t i, n = 0, s = nwalked;
     uint64_t cur2 = 0;
+    int top_moved = L->frames_kind == PY_FRAMES_OBJECTS && r->nblocks == 0 && tc->nsb && tc->cur_end != cur;
 
-    (void)cur;
     *keep = nwalked;
     if (r->nblocks > 0) {
         /* the blocks read while walking, again; the current frame after them, to keep the
@@ -247,6 +260,7 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             return REMORA_ENOMEM;
         if (proc_readv(u->p, r->iov, n))
             return REMORA_OK;       /* the frames were freed meanwhile: nothing holds */
+        top_moved |= L->frames_kind == PY_FRAMES_OBJECTS && cur2 != cur;
     }
     /* From the outermost frame in: each frame must be the same in both copies (links and
      * code object); a caller must also be at the same instruction and look like one.
@@ -268,6 +282,12 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             s = i;
             break;
         }
+    }
+    if (top_moved && s == 0 && nwalked > 1) {
+        /* 3.9/3.10: the walk started from the frame current before the blocks were read
+         * (no copy comes before it), and another is current now: the frames below it
+         * that held are known, the top is not */
+        s = 1;
     }
     if (L->frames_kind == PY_FRAMES_CFRAME && tc->cf_end != tc->cframe) {
         /* 3.11/3.12: the thread entered or left an eval loop while it was read (C code

@@ -108,6 +108,11 @@ def judge_stack(frames, role, src):
     fr = list(frames)
     if fr and fr[-1][0] == "<GC>" and fr[-1][1] is None:
         fr = fr[:-1]
+    if fr and fr[-1][0] == "<moving>" and fr[-1][1] is None:
+        # a partial stack: the outer frames known, judged as the stack they begin
+        fr = fr[:-1]
+        if not fr:
+            return "a partial stack with no frame known"
     if not fr:
         return None if role.empty else "an empty stack"
     for f in fr:
