@@ -295,6 +295,7 @@ typedef struct reader {
     size_t cap_order;
     walked_t *walk;                 /* UNW_MAX_DEPTH */
     walked_t *walk2;                /* UNW_MAX_DEPTH: a first reading's frames, kept */
+    unsigned char *hdr;             /* one frame header (walk.c hang_point) */
     uint64_t *scratch;              /* UNW_MAX_DEPTH */
     rd_block_t *blocks;           /* frames read outside the chunk this sample */
     size_t nblocks, cap_blocks;

@@ -152,7 +152,7 @@ void name_frames(unwinder_t *u, reader_t *r)
 
         th->frames = u->frames + tc->raw_first;
         th->nframes = 0;
-        th->partial = tc->partial;
+        th->partial = th->error ? 0 : tc->partial;
         if (th->error)
             continue;
         for (k = 0; k < tc->raw_n; k++) {
@@ -186,8 +186,10 @@ void name_frames(unwinder_t *u, reader_t *r)
             last_code = raw[k].code;
             last_e = e;
         }
-        if (th->error)
+        if (th->error) {
+            th->partial = 0;
             continue;
+        }
         th->frames += skip;
         th->nframes = tc->raw_n - skip;
     }

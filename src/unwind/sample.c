@@ -35,6 +35,7 @@ void unw_reader_free(reader_t *r)
     free(r->order);
     free(r->walk);
     free(r->walk2);
+    free(r->hdr);
     free(r->scratch);
     free(r->codes);
     free(r->fps);
@@ -276,15 +277,25 @@ static int thread_read(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t *cu
 static int thread_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc)
 {
     const py_layout_t *L = &u->target->layout;
+    uint64_t pthread = get_u64(tc->ts, L->ts_thread_id);
+    uint64_t nid = L->ts_native_thread_id ? get_u64(tc->ts, L->ts_native_thread_id) : 0;
     int err = proc_read(u->p, tc->tstate, tc->ts, L->ts_size);
 
     if (err)
         return err;
+    /* the state freed and made again for another thread meanwhile: its stack is not
+     * the one of the thread the round named */
+    if (get_u64(tc->ts, L->ts_thread_id) != pthread ||
+        (L->ts_native_thread_id && get_u64(tc->ts, L->ts_native_thread_id) != nid))
+        return REMORA_ECORRUPT;
     r->late = 1;
     tc->copied = 0;
     tc->cframe = 0;                 /* 3.11/3.12: its current frame read through it anew */
-    if (L->frames_kind == PY_FRAMES_OBJECTS)
-        tc->nsb = 0;                /* frame objects read as the walk meets them */
+    /* 3.9/3.10: its frame objects in the blocks remembered, both copies and the current
+     * frame after them, in one read (one read per frame object would be slower than
+     * their calls) */
+    if (L->frames_kind == PY_FRAMES_OBJECTS && tc->nsb && park_reread(u, r, tc) != REMORA_OK)
+        tc->nsb = 0;
     return REMORA_OK;
 }
 
@@ -371,7 +382,14 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     } else if (park_save(r, fi, tc, cur, nw)) {
         return REMORA_ENOMEM;
     }
-    return keep_raw(u, r, tc, keep, nw);
+    if ((err = keep_raw(u, r, tc, keep, nw)) != REMORA_OK)
+        return err;
+    if (tc->partial && tc->raw_n == 0) {
+        /* only C-owned frames known: nothing of the Python stack */
+        tc->partial = 0;
+        th->error = REMORA_ECORRUPT;
+    }
+    return REMORA_OK;
 failed:
     if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
         return err;
@@ -461,8 +479,9 @@ static int reader_new(reader_t **out)
         return REMORA_ENOMEM;
     r->walk = malloc(UNW_MAX_DEPTH * sizeof *r->walk);
     r->walk2 = malloc(UNW_MAX_DEPTH * sizeof *r->walk2);
+    r->hdr = malloc(4096);          /* unw_sample() refuses a larger fr_size */
     r->scratch = malloc(UNW_MAX_DEPTH * sizeof *r->scratch);
-    if (r->walk == NULL || r->walk2 == NULL || r->scratch == NULL) {
+    if (r->walk == NULL || r->walk2 == NULL || r->hdr == NULL || r->scratch == NULL) {
         unw_reader_free(r);
         *out = NULL;
         return REMORA_ENOMEM;

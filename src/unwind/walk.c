@@ -242,12 +242,50 @@ static int looks_calling(const py_layout_t *L, const reader_t *r, const rd_threa
     return 1;
 }
 
+#define WALK_HANG_STEPS 64          /* frames followed from the current frame to the walk */
+
+/* The frame current after the second copies is 'now', not the one walked from: which
+ * walked frame does it hang from? Follows the links from 'now' in the second copies
+ * (reading a header they lack) until a walked frame is met. Returns its index, or nw
+ * when none is met within WALK_HANG_STEPS frames. */
+static size_t hang_point(unwinder_t *u, reader_t *r, const rd_thread_t *tc, uint64_t now, size_t nw)
+{
+    const py_layout_t *L = &u->target->layout;
+    uint64_t frame = now;
+    size_t steps, k;
+
+    for (steps = 0; steps < WALK_HANG_STEPS && frame != 0 && frame % 8 == 0; steps++) {
+        const unsigned char *fb = NULL;
+        rd_fields_t ff;
+        for (k = 0; k < nw; k++)
+            if (r->walk[k].addr == frame)
+                return k;
+        for (k = 0; k < tc->nsb && fb == NULL; k++)
+            if (frame >= tc->sb[k].addr && frame - tc->sb[k].addr + L->fr_size <= tc->sb[k].len)
+                fb = tc->sb[k].two + (frame - tc->sb[k].addr);
+        for (k = 0; k < r->nblocks && fb == NULL; k++)
+            if (frame >= r->blocks[k].addr && frame - r->blocks[k].addr + L->fr_size <= r->blocks[k].len)
+                fb = r->blocks[k].two + (frame - r->blocks[k].addr);
+        if (fb == NULL) {
+            if (proc_read(u->p, frame, r->hdr, L->fr_size) != REMORA_OK)
+                return nw;
+            r->late = 1;
+            fb = r->hdr;
+        }
+        frame_decode(u->target, fb, &ff);
+        if (ff.freed)
+            return nw;
+        frame = ff.prev;
+    }
+    return nw;
+}
+
 int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep)
 {
     const py_layout_t *L = &u->target->layout;
     size_t i, n = 0, s = nwalked;
     uint64_t cur2 = 0;
-    int top_moved = L->frames_kind == PY_FRAMES_OBJECTS && r->nblocks == 0 && tc->nsb && tc->cur_end != cur;
+    uint64_t now = L->frames_kind == PY_FRAMES_OBJECTS && r->nblocks == 0 && tc->nsb ? tc->cur_end : cur;
 
     *keep = nwalked;
     if (r->nblocks > 0) {
@@ -260,7 +298,8 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             return REMORA_ENOMEM;
         if (proc_readv(u->p, r->iov, n))
             return REMORA_OK;       /* the frames were freed meanwhile: nothing holds */
-        top_moved |= L->frames_kind == PY_FRAMES_OBJECTS && cur2 != cur;
+        if (L->frames_kind == PY_FRAMES_OBJECTS)
+            now = cur2;
     }
     /* From the outermost frame in: each frame must be the same in both copies (links and
      * code object); a caller must also be at the same instruction and look like one.
@@ -283,11 +322,14 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             break;
         }
     }
-    if (top_moved && s == 0 && nwalked > 1) {
+    if (now != cur && s < nwalked) {
         /* 3.9/3.10: the walk started from the frame current before the blocks were read
-         * (no copy comes before it), and another is current now: the frames below it
-         * that held are known, the top is not */
-        s = 1;
+         * (no copy comes before it), and another is current now. Frame objects outlive
+         * their calls (a traceback holds them), so the frames above the one the current
+         * frame hangs from now may have returned: known, the frames from there down */
+        size_t h = hang_point(u, r, tc, now, nwalked);
+        if (h > s)
+            s = h;
     }
     if (L->frames_kind == PY_FRAMES_CFRAME && tc->cf_end != tc->cframe) {
         /* 3.11/3.12: the thread entered or left an eval loop while it was read (C code

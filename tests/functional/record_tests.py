@@ -426,9 +426,11 @@ def torn_kind(functions):
     if functions and functions[-1] == "<GC>":
         functions = functions[:-1]
     if functions and functions[-1] == MOVING:
+        # <module> and main never move (main sits in its call of alternate): a partial
+        # stack keeps them at least
         functions = functions[:-1]
         if len(functions) < 3:
-            return "a partial stack without its root"
+            return None if len(functions) == 2 and functions == BASE[:2] else "a partial stack without its root"
     chain_names = set(CHAINS[0]) | set(CHAINS[1])
     inner = [f for f in functions if f in chain_names]
     used = [i for i, ch in enumerate(CHAINS) if set(inner) & set(ch)]
