@@ -12,9 +12,9 @@ import bisect
 import os
 import re
 
-from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing
-from record_tests import record, summary, total
-from code_tests import innermost, next_times, read_remora, record_collapsed
+from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, record,
+                     record_collapsed, summary)
+from formats import innermost, next_times, read_remora, total
 
 RATE, RATE_HZ = "20k", 20000
 SECONDS = 2.0

@@ -2,8 +2,10 @@
 # Functional tests: run real interpreters (pyenv 3.9-3.13, Debian's static 3.11, and
 # 3.13-3.15 PIE/non-PIE in the test chroot) with the targets in tests/targets/, and compare
 # remora's output with the ground truth each target writes about itself. The tests of
-# `remora dump` are here; those of `remora record` and `convert` in record_tests.py; the
-# shared helpers (interpreters, running remora, targets) in harness.py.
+# `remora dump` are here; those of `remora record` and `convert` in record_tests.py, the
+# others in the *_tests.py modules and core_test.py; the shared helpers (interpreters,
+# running remora, targets, recordings) in harness.py, the readers of remora's output
+# formats in formats.py.
 #
 #   python3 tests/functional/run.py [--remora PATH] [--only SUBSTRING] [--timeout SECONDS]
 #
@@ -13,8 +15,6 @@
 # exits 1 if any test failed. Standard library only (runs on the host's python3).
 
 import argparse
-import difflib
-import json
 import os
 import re
 import shlex
@@ -24,48 +24,15 @@ import sys
 import tempfile
 
 from harness import (HOST_PYTHON, PYENV as PYENV_DIR, INTERPRETERS, REPO, TARGETS, Fail, Remora, Skip, Target,
-                     expect_failure, free_pid, interp_missing, one_line, tail)
+                     expect_failure, free_pid, interp_missing, one_line, tail, thread_diff,
+                     version_matches)
+from formats import parse_dump, simple_frames
 import record_tests
 
 GIL_DUMPS, GIL_NEEDED = 10, 9            # margin: one bad dump of ten is tolerated
 EXIT_RACE_TARGETS = 50                   # short-lived targets in the exit-during-dump test
 
 # --- known stacks -----------------------------------------------------------------------
-
-def version_matches(reported, truth):
-    """remora's "python" must be the target's version; a pre-release tag may be omitted."""
-    if reported == truth:
-        return True
-    m = re.match(r"\d+\.\d+\.\d+", truth)
-    return m is not None and reported == m.group(0)
-
-
-def frame_line(i, f):
-    return "#%-3d %s (%s:%s)" % (i, f.get("function"), f.get("file"), f.get("line"))
-
-
-def simple_frames(frames):
-    return [{"function": f.get("function"), "file": f.get("file"), "line": f.get("line")}
-            for f in frames]
-
-
-def thread_diff(t_truth, t_got):
-    a = [frame_line(i, f) for i, f in enumerate(t_truth["frames"])]
-    b = [frame_line(i, f) for i, f in enumerate(t_got.get("frames", []))]
-    diff = list(difflib.unified_diff(a, b, "truth", "remora", lineterm="", n=2))
-    if len(diff) > 40:
-        diff = diff[:40] + ["... (%d more diff lines)" % (len(diff) - 40)]
-    return diff
-
-
-def parse_dump(out):
-    try:
-        doc = json.loads(out)
-    except ValueError as e:
-        raise Fail("output is not JSON (%s): %r" % (e, out[:200]))
-    if not isinstance(doc, dict) or not isinstance(doc.get("threads"), list):
-        raise Fail("output has no \"threads\" list: %r" % out[:200])
-    return doc
 
 
 def test_known_stacks(remora, interp):
