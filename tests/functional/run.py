@@ -290,7 +290,7 @@ def main():
         ("errors/exit-during-dump", lambda: test_exit_during_dump(remora), None),
     ]
     import core_test                    # core dumps and snapshots: tests/functional/core_test.py
-    tests += core_test.tests(remora, sys.modules[__name__])
+    tests += core_test.tests(remora)
     tests += record_tests.tests(remora)
     import callkinds_tests              # every way into a Python function: callkinds_tests.py
     tests += callkinds_tests.tests(remora)
