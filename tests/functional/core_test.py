@@ -23,9 +23,9 @@ import signal
 import subprocess
 import tempfile
 
-from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, expect_failure, interp_missing,
-                     one_line, tail, thread_diff, version_matches)
-from formats import parse_dump, simple_frames
+from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, dump_frames_problems,
+                     dump_threads_problems, expect_failure, interp_missing, one_line, tail)
+from formats import parse_dump
 
 # interpreters per test (names from harness.INTERPRETERS): every minor version 3.9-3.15,
 # shared libpython, static, PIE and not, host and chroot
@@ -77,19 +77,7 @@ def compare(doc, truth, pid, gil_free=True, lost_stacks=False):
     """Problems between a dump and a known_stacks truth (as test_known_stacks checks).
     With lost_stacks (gdb saved no thread stack but the main one), a worker thread may
     instead report an error and no frames: never other frames than the truth's."""
-    problems = []
-    if doc.get("pid") != pid:
-        problems.append("pid is %r, want %d" % (doc.get("pid"), pid))
-    if not version_matches(str(doc.get("python")), truth["python"]):
-        problems.append("python is %r, want %r" % (doc.get("python"), truth["python"]))
-    got = {th.get("native_id"): th for th in doc["threads"]}
-    want = {th["native_id"]: th for th in truth["threads"]}
-    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want), key=str)
-    if missing:
-        problems.append("threads missing: %s" % ", ".join(
-            "%d (%s)" % (n, want[n]["name"]) for n in missing))
-    if extra:
-        problems.append("unexpected threads: %s" % ", ".join(map(str, extra)))
+    problems, got, _ = dump_threads_problems(doc, truth, pid)
     holders = [n for n, th in got.items() if th.get("gil") is True]
     if gil_free and holders:
         problems.append("threads %s hold the GIL; every thread of the target is parked in C"
@@ -97,25 +85,8 @@ def compare(doc, truth, pid, gil_free=True, lost_stacks=False):
     on_cpu = [n for n, th in got.items() if th.get("on_cpu") is not False]
     if on_cpu:
         problems.append("threads %s on CPU in a core" % on_cpu)
-    diff, differing = None, []
-    for th in truth["threads"]:
-        g = got.get(th["native_id"])
-        if g is None:
-            continue
-        label = "%d (%s)" % (th["native_id"], th["name"])
-        if g.get("main") is not th["main"]:
-            problems.append("thread %s: main is %r, want %r" % (label, g.get("main"), th["main"]))
-        if lost_stacks and not th["main"] and g.get("error") and not g.get("frames"):
-            continue
-        if simple_frames(g.get("frames", [])) != th["frames"]:
-            differing.append(label)
-            if diff is None:
-                diff = ["thread %s: %d frames in truth, %d from remora"
-                        % (label, len(th["frames"]), len(g.get("frames", [])))]
-                diff += thread_diff(th, g)
-    if differing:
-        problems.append("frames differ in thread%s %s" % (
-            "s" if len(differing) > 1 else "", ", ".join(differing)))
+    more, diff = dump_frames_problems(got, truth, lost_stacks)
+    problems += more
     if problems:
         raise Fail("; ".join(problems) + ("\n" + "\n".join("    " + l for l in diff)
                                               if diff else ""))

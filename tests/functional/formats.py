@@ -780,9 +780,3 @@ def parse_dump(out):
     if not isinstance(doc, dict) or not isinstance(doc.get("threads"), list):
         raise Fail("output has no \"threads\" list: %r" % out[:200])
     return doc
-
-
-def simple_frames(frames):
-    """A dump's frames with only function, file and line, as a target's truth has them."""
-    return [{"function": f.get("function"), "file": f.get("file"), "line": f.get("line")}
-            for f in frames]

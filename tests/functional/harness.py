@@ -718,8 +718,59 @@ def version_matches(reported, truth):
     return m is not None and reported == m.group(0)
 
 
+def simple_frames(frames):
+    """A dump's frames with only function, file and line, as a target's truth has them."""
+    return [{"function": f.get("function"), "file": f.get("file"), "line": f.get("line")}
+            for f in frames]
+
+
 def frame_line(i, f):
     return "#%-3d %s (%s:%s)" % (i, f.get("function"), f.get("file"), f.get("line"))
+
+
+def dump_threads_problems(doc, truth, pid):
+    """(problems, {tid: dumped thread}, {tid: truth's thread}) of a dump against a
+    known_stacks.py truth: its pid and python version, threads missing or unexpected."""
+    problems = []
+    if doc.get("pid") != pid:
+        problems.append("pid is %r, want %d" % (doc.get("pid"), pid))
+    if not version_matches(str(doc.get("python")), truth["python"]):
+        problems.append("python is %r, want %r" % (doc.get("python"), truth["python"]))
+    got = {th.get("native_id"): th for th in doc["threads"]}
+    want = {th["native_id"]: th for th in truth["threads"]}
+    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want), key=str)
+    if missing:
+        problems.append("threads missing: %s" % ", ".join(
+            "%d (%s)" % (n, want[n]["name"]) for n in missing))
+    if extra:
+        problems.append("unexpected threads: %s" % ", ".join(map(str, extra)))
+    return problems, got, want
+
+
+def dump_frames_problems(got, truth, lost_stacks=False):
+    """(problems, diff lines of the first thread whose frames differ, or None): each
+    truth thread's `main` flag and frames, exactly. With lost_stacks, a worker thread
+    may instead report an error and no frames."""
+    problems, diff, differing = [], None, []
+    for th in truth["threads"]:
+        g = got.get(th["native_id"])
+        if g is None:
+            continue
+        label = "%d (%s)" % (th["native_id"], th["name"])
+        if g.get("main") is not th["main"]:
+            problems.append("thread %s: main is %r, want %r" % (label, g.get("main"), th["main"]))
+        if lost_stacks and not th["main"] and g.get("error") and not g.get("frames"):
+            continue
+        if simple_frames(g.get("frames", [])) != th["frames"]:
+            differing.append(label)
+            if diff is None:
+                diff = ["thread %s: %d frames in truth, %d from remora"
+                        % (label, len(th["frames"]), len(g.get("frames", [])))]
+                diff += thread_diff(th, g)
+    if differing:
+        problems.append("frames differ in thread%s %s" % (
+            "s" if len(differing) > 1 else "", ", ".join(differing)))
+    return problems, diff
 
 
 def thread_diff(t_truth, t_got):

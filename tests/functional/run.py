@@ -24,9 +24,9 @@ import sys
 import tempfile
 
 from harness import (HOST_PYTHON, PYENV as PYENV_DIR, INTERPRETERS, REPO, TARGETS, Fail, Remora, Skip, Target,
-                     expect_failure, free_pid, interp_missing, one_line, tail, thread_diff,
-                     version_matches)
-from formats import parse_dump, simple_frames
+                     dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
+                     interp_missing, one_line, tail)
+from formats import parse_dump
 import record_tests
 
 GIL_DUMPS, GIL_NEEDED = 10, 9            # margin: one bad dump of ten is tolerated
@@ -43,40 +43,12 @@ def test_known_stacks(remora, interp):
         if rc != 0:
             raise Fail("`remora dump --json` exited %d: %s" % (rc, tail(err)))
         doc = parse_dump(out)
-        problems = []
-        if doc.get("pid") != t.pid:
-            problems.append("pid is %r, want %d" % (doc.get("pid"), t.pid))
-        if not version_matches(str(doc.get("python")), truth["python"]):
-            problems.append("python is %r, want %r" % (doc.get("python"), truth["python"]))
-        got = {th.get("native_id"): th for th in doc["threads"]}
-        want = {th["native_id"]: th for th in truth["threads"]}
-        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want), key=str)
-        if missing:
-            problems.append("threads missing: %s" % ", ".join(
-                "%d (%s)" % (n, want[n]["name"]) for n in missing))
-        if extra:
-            problems.append("unexpected threads: %s" % ", ".join(map(str, extra)))
+        problems, got, want = dump_threads_problems(doc, truth, t.pid)
         holders = [n for n, th in got.items() if th.get("gil") is True]
         if len(holders) > 1:
             problems.append("%d threads hold the GIL: %s" % (len(holders), holders))
-        diff, differing = None, []
-        for th in truth["threads"]:
-            g = got.get(th["native_id"])
-            if g is None:
-                continue
-            label = "%d (%s)" % (th["native_id"], th["name"])
-            if g.get("main") is not th["main"]:
-                problems.append("thread %s: main is %r, want %r"
-                                % (label, g.get("main"), th["main"]))
-            if simple_frames(g.get("frames", [])) != th["frames"]:
-                differing.append(label)
-                if diff is None:
-                    diff = ["thread %s: %d frames in truth, %d from remora"
-                            % (label, len(th["frames"]), len(g.get("frames", [])))]
-                    diff += thread_diff(th, g)
-        if differing:
-            problems.append("frames differ in thread%s %s" % (
-                "s" if len(differing) > 1 else "", ", ".join(differing)))
+        more, diff = dump_frames_problems(got, truth)
+        problems += more
 
         rc, out, err = remora.run(["dump", "-p", t.pid])
         if rc != 0:
