@@ -74,10 +74,10 @@ class Remora:
     def argv(self, args, prefix=(), binary=None):
         return list(prefix) + self.wrapper + [binary or self.path] + [str(a) for a in args]
 
-    def run(self, args, prefix=(), binary=None, input=None):
-        """Run remora; returns (rc, stdout, stderr). input (bytes), if given, is its stdin,
-        else /dev/null. Raises Fail on a hang, a signal or a sanitizer report: those are
-        never an acceptable outcome."""
+    def run(self, args, prefix=(), binary=None, input=None, raw=False):
+        """Run remora; returns (rc, stdout, stderr), stdout as bytes if raw. input (bytes),
+        if given, is its stdin, else /dev/null. Raises Fail on a hang, a signal or a
+        sanitizer report: those are never an acceptable outcome."""
         argv = self.argv(args, prefix, binary)
         # Own process group, so a hang kills remora and anything a wrapper started.
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
@@ -92,10 +92,10 @@ class Remora:
                 raise Fail("`remora %s` hung (killed after %ss)"
                            % (" ".join(map(str, args)), self.timeout))
             raise
-        out = out.decode("utf-8", "replace")
+        text = out.decode("utf-8", "replace")
         err = err.decode("utf-8", "replace")
-        self.judge(args, p.returncode, out, err)
-        return p.returncode, out, err
+        self.judge(args, p.returncode, text, err)
+        return p.returncode, out if raw else text, err
 
     def judge(self, args, rc, out, err):
         """Raises Fail if remora died of a signal or a sanitizer spoke."""

@@ -145,20 +145,11 @@ def check_dump_json(what, data, want):
 # --- running remora for bytes ---------------------------------------------------------------
 
 def run_bytes(remora, args):
-    """Runs remora; returns (rc, stdout bytes, stderr text). Fail on a hang, a signal or a
-    sanitizer report."""
-    p = subprocess.Popen(remora.argv(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=remora.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, 9)
-        p.communicate()
-        raise Fail("`remora %s` hung" % " ".join(map(str, args)))
-    err = err.decode("utf-8", "replace")
-    remora.judge(args, p.returncode, out.decode("utf-8", "replace"), err)
-    if p.returncode != 0:
-        raise Fail("`remora %s` exited %d: %s" % (" ".join(map(str, args)), p.returncode, tail(err)))
+    """Runs remora, which must exit 0; returns (stdout bytes, stderr text). Fail on a hang,
+    a signal or a sanitizer report."""
+    rc, out, err = remora.run(args, raw=True)
+    if rc != 0:
+        raise Fail("`remora %s` exited %d: %s" % (" ".join(map(str, args)), rc, tail(err)))
     return out, err
 
 
