@@ -22,8 +22,9 @@ import subprocess
 import time
 
 from harness import (INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Recording, Skip, Source, Target,
-                     depth_note, expect_failure, interp_missing, judge_profile, proc_state, record,
-                     recurse_roles, script, summary, tail, tracer_of, workdir)
+                     depth_note, expect_failure, interp_command, interp_missing, interpreter,
+                     judge_profile, proc_state, record, recurse_roles, script, summary, tail,
+                     tracer_of, workdir)
 from formats import parse_collapsed
 
 BLOCKING_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
@@ -135,8 +136,7 @@ EXIT3 = "import sys\nx = 0\nfor i in range(3000000):\n    x += i\nsys.exit(3)\n"
 
 
 def test_launch(remora, interp):
-    name, python, root = interp
-    cmd = ([python] if not root else ["chroot", root, python]) + ["-I", "-c", EXIT3]
+    cmd = interp_command(interp, ["-I", "-c", EXIT3])
     d = workdir()
     try:
         path = os.path.join(d, "l.collapsed")
@@ -153,7 +153,7 @@ def test_launch(remora, interp):
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    one = next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1")
+    one = interpreter("pyenv-3.12.1")
     return [("record/blocking/%s" % i[0], lambda i=i: test_blocking(remora, i), interp_missing(i))
             for i in INTERPRETERS if i[0] in BLOCKING_INTERPRETERS] + [
         ("record/blocking-signals", lambda: test_signals(remora, one), interp_missing(one)),

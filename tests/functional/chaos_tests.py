@@ -25,7 +25,7 @@ import time
 from harness import (INTERPRETERS, READY_TIMEOUT, SUMMARY, Fail, Recording, Role, Source, Target,
                      depth_note, interp_missing, judge_profile, one_line, record, recurse_roles,
                      script, summary, tail, wait_state, workdir)
-from formats import first_difference, parse_collapsed, speedscope_stacks, total
+from formats import by_thread, first_difference, parse_collapsed, speedscope_stacks, total
 
 CHAOS_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
 SEED = int(os.environ.get("REMORA_CHAOS_SEED", "0")) or random.SystemRandom().randrange(1, 1 << 30)
@@ -51,9 +51,7 @@ def check_outputs(remora, d, names, summ, need_stacks):
         if not os.path.isfile(p):
             raise Fail("%s was not written" % os.path.basename(p))
     stacks = parse_collapsed(paths[".collapsed"])
-    want = {}
-    for s in stacks:
-        want.setdefault(s.tid, collections.Counter())[tuple(s.frames)] += s.count
+    want = by_thread(stacks)
     if ".json" in paths:
         try:
             with open(paths[".json"], encoding="utf-8") as f:
@@ -77,9 +75,7 @@ def check_outputs(remora, d, names, summ, need_stacks):
         rc, _, err = remora.run(["convert", paths[".remora"], "-o", conv])
         if rc != 0:
             raise Fail("`remora convert` of the .remora file exited %d: %s" % (rc, tail(err)))
-        back = {}
-        for s in parse_collapsed(conv):
-            back.setdefault(s.tid, collections.Counter())[tuple(s.frames)] += s.count
+        back = by_thread(parse_collapsed(conv))
         if back != want:
             raise Fail("the .remora file converts to %d samples, the collapsed file has %d; "
                        "first difference: %s" % (sum(sum(c.values()) for c in back.values()),

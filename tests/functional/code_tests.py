@@ -15,8 +15,8 @@ import json
 import os
 import re
 
-from harness import (INTERPRETERS, STATS, TARGETS, Fail, Target, interp_missing, record,
-                     record_collapsed, summary)
+from harness import (INTERPRETERS, STATS, TARGETS, Fail, Target, interp_missing, more_seconds,
+                     record, record_collapsed, summary)
 from formats import innermost, next_times, read_remora
 
 RATE, RATE_HZ = "20k", 20000
@@ -122,9 +122,7 @@ def test_exec_churn(remora, interp, extra=()):
                 break
             # too few (a busy machine, a sanitizer build): record more, sized from what
             # was achieved, with half again as margin
-            per_s = max(100.0, checked_guess / max(spent, 0.1))
-            seconds = min(MAX_SECONDS - spent,
-                          max(1.0, round(1.5 * (MIN_CHECKED - checked_guess) / per_s, 1)))
+            seconds = more_seconds(checked_guess, MIN_CHECKED, spent, MAX_SECONDS)
         rc = t.finish()
         if rc != 0:
             raise Fail("target exited %d: %s" % (rc, t.log_tail()))

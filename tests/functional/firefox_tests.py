@@ -26,8 +26,8 @@ import subprocess
 import uuid
 
 from harness import (INTERPRETERS, REPO, SHORT_SECONDS, TARGETS, Fail, Skip, Target,
-                     check_odd_names, expect_failure, interp_missing, odd_recording, record, tail,
-                     workdir)
+                     check_odd_names, expect_failure, interp_missing, interpreter, npm_ci,
+                     odd_recording, record, tail, workdir)
 from formats import (by_thread, firefox_stacks, first_difference, gil_markers, load_json,
                      parse_collapsed, plain_frame)
 
@@ -128,14 +128,9 @@ def profiler_cli():
     if node is None:
         raise Skip("node not installed")
     if not os.path.exists(CLI):
-        npm = shutil.which("npm")
-        if npm is None:
-            raise Skip("tests/firefox/node_modules missing and npm not installed")
-        p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=FIREFOX_DIR,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=300)
-        if p.returncode != 0 or not os.path.exists(CLI):
-            raise Skip("`npm ci` in tests/firefox failed: %s" % tail(p.stdout.decode("utf-8", "replace")))
+        reason = npm_ci(FIREFOX_DIR, CLI)
+        if reason:
+            raise Skip(reason)
     return [node, CLI]
 
 
@@ -195,7 +190,7 @@ def test_profiler(remora, interp):
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    pi = next(i for i in INTERPRETERS if i[0] == PROFILER_INTERP)
+    pi = interpreter(PROFILER_INTERP)
     return [("record/firefox/%s" % i[0], lambda i=i: test_firefox(remora, i), interp_missing(i))
             for i in INTERPRETERS] + [
         ("record/firefox-profiler", lambda: test_profiler(remora, pi), interp_missing(pi)),

@@ -168,9 +168,8 @@ class Target:
         shutil.copy(self.script, self.host_path(script))
         self.visible_dir = visible
         self.out = os.path.join(visible, self.out_name) if self.out_name else None
-        argv = [self.python, "-I", script] + ([self.out] if self.out else []) + self.args
-        if self.root:
-            argv = ["chroot", self.root] + argv
+        argv = interp_command((self.name, self.python, self.root),
+                              ["-I", script] + ([self.out] if self.out else []) + self.args)
         self.argv = argv
         if not self.spawn:
             return
@@ -200,30 +199,25 @@ class Target:
 
     def wait_ready(self):
         """Poll for the ready file; returns its JSON."""
-        path = self.host_path(self.out)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not os.path.exists(path):
-            if self.proc.poll() is not None:
-                raise Fail("target exited with %d before it was ready: %s"
-                           % (self.proc.returncode, self.log_tail()))
-            if time.monotonic() > deadline:
-                raise Fail("target not ready after %.0fs: %s" % (READY_TIMEOUT,
-                                                                 self.log_tail()))
-            time.sleep(0.01)
-        with open(path) as f:
-            return json.load(f)
+        return self._wait_json(self.host_path(self.out), "it was ready",
+                               "target not ready after %.0fs" % READY_TIMEOUT)
 
     def wait_file(self, suffix):
         """Polls for the ready file's name + suffix (written by temp + rename); its JSON."""
         path = self.host_path(self.out) + suffix
+        return self._wait_json(path, "writing %s" % os.path.basename(path), "target wrote no %s in "
+                               "%.0fs" % (os.path.basename(path), READY_TIMEOUT))
+
+    def _wait_json(self, path, before, late):
+        """Polls until path exists; its JSON. Fail if the target exits first ("target exited
+        with N before BEFORE") or READY_TIMEOUT passes (LATE)."""
         deadline = time.monotonic() + READY_TIMEOUT
         while not os.path.exists(path):
             if self.proc.poll() is not None:
-                raise Fail("target exited with %d before writing %s: %s"
-                           % (self.proc.returncode, os.path.basename(path), self.log_tail()))
+                raise Fail("target exited with %d before %s: %s"
+                           % (self.proc.returncode, before, self.log_tail()))
             if time.monotonic() > deadline:
-                raise Fail("target wrote no %s in %.0fs: %s" % (os.path.basename(path), READY_TIMEOUT,
-                                                                  self.log_tail()))
+                raise Fail("%s: %s" % (late, self.log_tail()))
             time.sleep(0.01)
         with open(path) as f:
             return json.load(f)
@@ -280,6 +274,18 @@ class Target:
                 self.log.close()
             shutil.rmtree(self.dir, ignore_errors=True)
         return False
+
+
+def interpreter(name):
+    """The entry of INTERPRETERS named name."""
+    return next(i for i in INTERPRETERS if i[0] == name)
+
+
+def interp_command(interp, args):
+    """The command line running interp's python with args (through chroot(8) for an
+    interpreter of the test chroot)."""
+    name, python, root = interp
+    return ([python] if not root else ["chroot", root, python]) + list(args)
 
 
 def interp_missing(interp):
@@ -491,6 +497,14 @@ class Recording:
 def workdir():
     """A fresh temporary directory; the caller removes it."""
     return tempfile.mkdtemp(prefix="remora-rec-")
+
+
+def more_seconds(have, need, spent, most):
+    """How long to record again when `spent` seconds gave `have` of the `need` samples (a
+    busy machine, a sanitizer build): sized from the rate achieved (100 a second at
+    least), with half again as margin, 1 s at least, `most` seconds in all at most."""
+    per_s = max(100.0, have / max(spent, 0.1))
+    return min(most - spent, max(1.0, round(1.5 * (need - have) / per_s, 1)))
 
 
 def record_collapsed(remora, t, args, asked_hz, truth_name):
@@ -782,7 +796,22 @@ def thread_diff(t_truth, t_got):
     return diff
 
 
-# --- speedscope's schema (tests/speedscope, npm) ------------------------------------------
+# --- node tools: speedscope's schema (tests/speedscope), the Firefox Profiler (tests/firefox)
+
+def npm_ci(directory, needed):
+    """Installs the npm packages of directory (`npm ci`); None if `needed` (a path among
+    them) is there after, else why not."""
+    rel = os.path.relpath(directory, REPO)
+    npm = shutil.which("npm")
+    if npm is None:
+        return "%s/node_modules missing and npm not installed" % rel
+    p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=directory,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=300)
+    if p.returncode != 0 or not os.path.exists(needed):
+        return "`npm ci` in %s failed: %s" % (rel, tail(p.stdout.decode("utf-8", "replace")))
+    return None
+
 
 SPEEDSCOPE_DIR = os.path.join(REPO, "tests", "speedscope")
 _validator = {}
@@ -804,16 +833,7 @@ def speedscope_validator():
         reason = "node not installed (apt-get install nodejs npm)"
     elif not (os.path.exists(schema) and
               os.path.isdir(os.path.join(SPEEDSCOPE_DIR, "node_modules", "ajv"))):
-        npm = shutil.which("npm")
-        if npm is None:
-            reason = "tests/speedscope/node_modules missing and npm not installed"
-        else:
-            p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=SPEEDSCOPE_DIR,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, timeout=300)
-            if p.returncode != 0 or not os.path.exists(schema):
-                reason = "`npm ci` in tests/speedscope failed: %s" % tail(
-                    p.stdout.decode("utf-8", "replace"))
+        reason = npm_ci(SPEEDSCOPE_DIR, schema)
     if reason:
         _validator["skip"] = reason
         raise Skip(reason)

@@ -17,7 +17,8 @@ import re
 import shutil
 import subprocess
 
-from harness import INTERPRETERS, Fail, Skip, check_odd_names, interp_missing, odd_recording, tail
+from harness import (INTERPRETERS, Fail, Skip, check_odd_names, interp_missing, interpreter,
+                     odd_recording, tail)
 from formats import (by_thread, first_difference, parse_collapsed, plain_frame, pprof_stacks,
                      read_pprof)
 
@@ -114,7 +115,7 @@ def test_pprof_convert(remora, interp):
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    go = next(i for i in INTERPRETERS if i[0] == GO_INTERP)
+    go = interpreter(GO_INTERP)
     return [("record/pprof/%s" % i[0], lambda i=i: test_pprof(remora, i), interp_missing(i))
             for i in INTERPRETERS] + [
         ("record/pprof-go", lambda: test_pprof_go(remora, go), interp_missing(go)),

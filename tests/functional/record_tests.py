@@ -17,7 +17,7 @@ from harness import (HOST_PYTHON, INTERPRETERS, READY_TIMEOUT, SHORT_SECONDS, ST
                      TARGETS, Fail, Recording, Skip, Target, check_odd_names, free_pid,
                      interp_missing, odd_recording, one_line, record, signame, speedscope_validator,
                      summary, tail, workdir)
-from formats import parse_collapsed, speedscope_stacks, total
+from formats import by_thread, parse_collapsed, speedscope_stacks, total
 
 # 1. accuracy: 60/30/10 shares, wall and cpu mode
 ACCURACY_SECONDS = 1.5
@@ -361,9 +361,7 @@ def test_speedscope(remora, interp):
             doc = json.load(f)
         got, names = speedscope_stacks(doc)
         stacks = parse_collapsed(os.path.join(d, "rec.collapsed"))
-        want = {}
-        for s in stacks:
-            want.setdefault(s.tid, collections.Counter())[tuple(s.frames)] += s.count
+        want = by_thread(stacks)
         if got != want:
             tids = sorted(set(got) | set(want))
             diffs = ["thread %d: %d samples in speedscope, %d in collapsed"

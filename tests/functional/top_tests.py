@@ -25,8 +25,8 @@ import subprocess
 import termios
 import time
 
-from harness import (INTERPRETERS, TARGETS, Fail, Target, expect_failure, free_pid, interp_missing,
-                     tail)
+from harness import (INTERPRETERS, TARGETS, Fail, Target, expect_failure, free_pid, interp_command,
+                     interp_missing, interpreter, tail)
 from formats import parse_top_tables
 
 TOP_MARGIN = 5.0            # percentage points per thread; parked threads read with no errors
@@ -177,8 +177,7 @@ sys.exit(3)
 
 
 def test_launch(remora, interp):
-    name, python, root = interp
-    cmd = ([python] if not root else ["chroot", root, python]) + ["-I", "-c", SPIN_EXIT]
+    cmd = interp_command(interp, ["-I", "-c", SPIN_EXIT])
     rc, out, err = remora.run(["top", "-l", 50, "--"] + cmd)
     if rc != 3:
         raise Fail("exit %d, want the command's 3: %s" % (rc, tail(err)))
@@ -216,7 +215,7 @@ TTY_INTERP = "pyenv-3.12.1"     # the terminal layer does not depend on the vers
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    tty = next(i for i in INTERPRETERS if i[0] == TTY_INTERP)
+    tty = interpreter(TTY_INTERP)
     return [("top/batch/%s" % interp[0], lambda i=interp: test_batch(remora, i), interp_missing(interp))
             for interp in INTERPRETERS] + [
         ("top/tty", lambda: test_tty(remora, tty), interp_missing(tty)),
