@@ -38,7 +38,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "functional"))
 from harness import INTERPRETERS, TARGETS, Target, interp_missing  # noqa: E402
-from record_tests import parse_collapsed  # noqa: E402
+from formats import parse_collapsed  # noqa: E402
 
 # partial= is optional: an older remora (for an A/B run) has none
 STATS = re.compile(r"stats: samples=(\d+) errors=(\d+)(?: partial=(\d+))? reads=(\d+) bytes=(\d+) "

@@ -21,38 +21,29 @@ import signal
 import subprocess
 import time
 
-from harness import INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Skip, Target, expect_failure, interp_missing, tail
-from record_tests import Recording, parse_collapsed, record, summary, workdir
-import chaos_tests
+from harness import (INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Recording, Skip, Source, Target,
+                     depth_note, expect_failure, interp_command, interp_missing, interpreter,
+                     judge_profile, proc_state, record, recurse_roles, script, summary, tail,
+                     tracer_of, workdir)
+from formats import parse_collapsed
 
 BLOCKING_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
 BLOCKING_ERRORS = 0.02
 SIGNALS = 200
 
 
-def tracer_of(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("TracerPid:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return 0
-
-
 def test_blocking(remora, interp):
-    src = chaos_tests.Source(chaos_tests.script("chaos_recurse.py"))
+    src = Source(script("chaos_recurse.py"))
     d = workdir()
     try:
-        with Target(interp, chaos_tests.script("chaos_recurse.py"), "ready.json") as t:
+        with Target(interp, script("chaos_recurse.py"), "ready.json") as t:
             ready = t.wait_ready()
             path = os.path.join(d, "b.collapsed")
             _, err = record(remora, ["-p", t.pid, "--blocking", "-r", 2000, "-d", 1, "-o", path])
             summ = summary(err)
             stacks = parse_collapsed(path)
-            by_role = chaos_tests.judge_profile(stacks, chaos_tests.recurse_roles(ready), src)
-            deep, shallow = chaos_tests.depth_note(stacks)
+            by_role = judge_profile(stacks, recurse_roles(ready), src)
+            deep, shallow = depth_note(stacks)
             tried = summ.errors + sum(s.count for s in stacks)
             if tried == 0 or summ.errors > BLOCKING_ERRORS * tried:
                 raise Fail("%d of %d thread samples are errors with --blocking [%s]" % (summ.errors, tried, summ))
@@ -61,7 +52,7 @@ def test_blocking(remora, interp):
                            % (deep, shallow, summ))
             if tracer_of(t.pid) != 0:
                 raise Fail("the target is still traced by pid %s after remora exited" % tracer_of(t.pid))
-            if chaos_tests.proc_state(t.pid) in ("T", "t"):
+            if proc_state(t.pid) in ("T", "t"):
                 raise Fail("the target was left stopped")
             rc = t.finish()
             if rc != 0:
@@ -145,8 +136,7 @@ EXIT3 = "import sys\nx = 0\nfor i in range(3000000):\n    x += i\nsys.exit(3)\n"
 
 
 def test_launch(remora, interp):
-    name, python, root = interp
-    cmd = ([python] if not root else ["chroot", root, python]) + ["-I", "-c", EXIT3]
+    cmd = interp_command(interp, ["-I", "-c", EXIT3])
     d = workdir()
     try:
         path = os.path.join(d, "l.collapsed")
@@ -163,7 +153,7 @@ def test_launch(remora, interp):
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    one = next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1")
+    one = interpreter("pyenv-3.12.1")
     return [("record/blocking/%s" % i[0], lambda i=i: test_blocking(remora, i), interp_missing(i))
             for i in INTERPRETERS if i[0] in BLOCKING_INTERPRETERS] + [
         ("record/blocking-signals", lambda: test_signals(remora, one), interp_missing(one)),

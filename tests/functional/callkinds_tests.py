@@ -12,8 +12,8 @@
 
 import os
 
-from harness import INTERPRETERS, TARGETS, Fail, Target, interp_missing, tail
-from record_tests import parse_collapsed, record, summary, workdir
+from harness import INTERPRETERS, TARGETS, Fail, Target, interp_missing, record, summary, tail
+from formats import parse_collapsed
 
 RATE, SECONDS = 500, 1
 

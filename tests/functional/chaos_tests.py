@@ -14,7 +14,6 @@
 # an exit or a SIGKILL, SIGSTOP timings) come from one seed per run, printed in every
 # PASS/FAIL line; REMORA_CHAOS_SEED=N replays one.
 
-import ast
 import collections
 import json
 import os
@@ -23,10 +22,10 @@ import shutil
 import signal
 import time
 
-from harness import (INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Skip, Target, interp_missing, one_line,
-                     tail)
-from record_tests import (SUMMARY, Recording, first_difference, parse_collapsed, speedscope_stacks, summary, total,
-                          workdir)
+from harness import (INTERPRETERS, READY_TIMEOUT, SUMMARY, Fail, Recording, Role, Source, Target,
+                     depth_note, interp_missing, judge_profile, one_line, record, recurse_roles,
+                     script, summary, tail, wait_state, workdir)
+from formats import by_thread, first_difference, parse_collapsed, speedscope_stacks, total
 
 CHAOS_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
 SEED = int(os.environ.get("REMORA_CHAOS_SEED", "0")) or random.SystemRandom().randrange(1, 1 << 30)
@@ -39,166 +38,6 @@ KILL_ATTEMPTS = 4              # SIGKILLs per interpreter, at random moments
 KILL_DELAY_MAX = 0.4           # s after `record` started
 STOP_FLIPS = 25                # quick SIGSTOP/SIGCONT pairs while recording
 MIN_SAMPLED = 20               # rounds after which a profile of a live target must hold stacks
-STATE_TIMEOUT = 10.0           # s for the kernel to show a target stopped / running
-
-
-# --- ground truth: what the target's source allows ---------------------------------------
-
-class Source:
-    """A target script's functions (line spans) and calls: calls[(caller, callee)] is the
-    set of lines of the plain calls caller makes to callee (every line of a multi-line
-    call); '<module>' is the module body."""
-
-    def __init__(self, script):
-        with open(script, encoding="utf-8") as f:
-            text = f.read()
-        tree = ast.parse(text)
-        self.base = os.path.basename(script)
-        self.spans = {"<module>": (1, len(text.splitlines()))}
-        self.calls = collections.defaultdict(set)
-        self.imports = set()             # lines of the module's own import statements
-        for node in tree.body:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                self.imports.add(node.lineno)
-            if isinstance(node, ast.FunctionDef):
-                self.spans[node.name] = (node.lineno, node.end_lineno)
-                self._calls(node.name, node)
-            elif not isinstance(node, ast.ClassDef):
-                self._calls("<module>", node)
-
-    def _calls(self, caller, node):
-        for n in ast.walk(node):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-                self.calls[(caller, n.func.id)].update(range(n.lineno, n.end_lineno + 1))
-
-
-class Role:
-    """What one thread of a target may show.
-    roots: functions of the script that may be its outermost own frame;
-    lead: file names whose frames may come before the script's (a threading.Thread's
-          bootstrap: then the outermost frame must be _bootstrap);
-    trail: file names whose frames may come after (innermost) the script's; "any": any
-           file (a launched command, sampled while it writes its files at the start or end);
-    alone: outermost functions of a stack made only of `lead`/`trail` files (e.g. the
-           interpreter's threading._shutdown at exit); "any": a stack without a frame of
-           the script may be anything (a launched command's main thread, while the
-           interpreter starts: site, .pth files, importlib);
-    imports: whether `<module>` on one of its import lines may have any frames inside
-           (importlib and the imported module's; only a launched command is sampled
-           that early);
-    empty: whether the thread may have no frame at all (being born or torn down);
-    forbidden: functions of the script this thread never runs;
-    most: {function: most frames of it in one stack}."""
-
-    def __init__(self, name, roots, lead=(), trail=(), alone=(), empty=False, forbidden=(),
-                 most=None, imports=False):
-        self.name, self.roots, self.lead, self.trail = name, set(roots), set(lead), set(trail)
-        self.imports = imports
-        self.alone, self.empty, self.forbidden = set(alone), empty, set(forbidden)
-        self.most = most or {}
-
-
-def bare(function):
-    return function.rsplit(".", 1)[-1]
-
-
-def judge_stack(frames, role, src):
-    """None if a thread in `role` can have this stack (outermost first, as parsed from
-    collapsed output), else what is wrong with it."""
-    fr = list(frames)
-    if fr and fr[-1][0] == "<GC>" and fr[-1][1] is None:
-        fr = fr[:-1]
-    if fr and fr[-1][0] == "<moving>" and fr[-1][1] is None:
-        # a partial stack: the outer frames known, judged as the stack they begin
-        fr = fr[:-1]
-        if not fr:
-            return "a partial stack with no frame known"
-    if not fr:
-        return None if role.empty else "an empty stack"
-    for f in fr:
-        if f[1] is None:
-            return "frame %r has no file" % f[0]
-    mine = [os.path.basename(f[1]) == src.base for f in fr]
-    i = 0
-    while i < len(fr) and not mine[i]:
-        i += 1
-    j = i
-    while j < len(fr) and mine[j]:
-        j += 1
-    lead, own, trail = fr[:i], fr[i:j], fr[j:]
-    if any(mine[j:]):
-        return "the script's frames are interrupted by another file's"
-    if not own:
-        if role.alone == {"any"}:
-            return None
-        files = {os.path.basename(f[1]) for f in fr}
-        if files - (role.lead | role.trail):
-            return "frames of %s only" % ", ".join(sorted(files))
-        if bare(fr[0][0]) not in role.alone and not (role.lead and bare(fr[0][0]) == "_bootstrap"):
-            return "no frame of the script, and %s is outermost" % fr[0][0]
-        return None
-    if lead:
-        files = {os.path.basename(f[1]) for f in lead}
-        if files - role.lead:
-            return "frames of %s before the script's" % ", ".join(sorted(files - role.lead))
-        if bare(lead[0][0]) != "_bootstrap":
-            return "%s is outermost, not threading's _bootstrap" % lead[0][0]
-    if role.imports and not lead and [f[0] for f in own] == ["<module>"] and own[0][2] in src.imports:
-        return None
-    files = {os.path.basename(f[1]) for f in trail}
-    if files - role.trail and role.trail != {"any"}:
-        return "frames of %s inside the script's" % ", ".join(sorted(files - role.trail))
-    if own[0][0] not in role.roots:
-        return "%s is the script's outermost frame, want %s" % (own[0][0], " or ".join(sorted(role.roots)))
-    counts = collections.Counter(f[0] for f in own)
-    for fn, n in counts.items():
-        if fn not in src.spans:
-            return "%s is not a function of %s" % (fn, src.base)
-        if fn in role.forbidden:
-            return "%s, which this thread never runs" % fn
-        if fn in role.most and n > role.most[fn]:
-            return "%d frames of %s, at most %d are possible" % (n, fn, role.most[fn])
-    for a, b in zip(own, own[1:]):
-        lines = src.calls.get((a[0], b[0]))
-        if not lines:
-            return "%s -> %s: %s never calls %s" % (a[0], b[0], a[0], b[0])
-        if a[2] not in lines:
-            return "%s at line %d calls %s, which it does only on line %s" % (
-                a[0], a[2], b[0], ", ".join(map(str, sorted(lines))))
-    lo, hi = src.spans[own[-1][0]]
-    # -1: an instruction with no line (CPython says None there too); 0: seen for a
-    # module body finishing on 3.12
-    if not lo <= own[-1][2] <= hi and not (not trail and (own[-1][2] == -1 or (
-            own[-1][2] == 0 and own[-1][0] == "<module>"))):
-        return "innermost %s at line %d, outside its lines %d-%d" % (own[-1][0], own[-1][2], lo, hi)
-    return None
-
-
-def judge_profile(stacks, roles, src, foreign=None, default=None):
-    """Fail unless every stack fits the role of its thread. roles: {tid: [Role, ...]} (a
-    tid reused by the kernel may have had more than one role); other tids get the roles
-    in default, if given; foreign(tid) may name what an unexpected tid is (e.g. "a
-    forked child"). Returns a Counter of samples by role name."""
-    bad, examples, by_role = collections.Counter(), [], collections.Counter()
-    for s in stacks:
-        rs = roles.get(s.tid) or default
-        if not rs:
-            what = (foreign(s.tid) if foreign else None) or "a thread the target never had"
-            why = "thread %d: %s" % (s.tid, what)
-        else:
-            whys = [judge_stack(s.frames, r, src) for r in rs]
-            why = None if None in whys else "%s thread %d: %s" % (rs[0].name, s.tid, whys[0])
-            if why is None:
-                by_role[rs[whys.index(None)].name] += s.count
-        if why:
-            bad[why.split(":")[0]] += s.count
-            if len(examples) < 3:
-                examples.append("%s x%d [%s]" % (why, s.count, ";".join(
-                    "%s:%s" % (f[0], f[2]) for f in s.frames)[-300:]))
-    if bad:
-        raise Fail("%d samples show stacks the target cannot have: %s" % (
-            sum(bad.values()), " | ".join(examples)))
-    return by_role
 
 
 # --- outputs ------------------------------------------------------------------------------
@@ -212,9 +51,7 @@ def check_outputs(remora, d, names, summ, need_stacks):
         if not os.path.isfile(p):
             raise Fail("%s was not written" % os.path.basename(p))
     stacks = parse_collapsed(paths[".collapsed"])
-    want = {}
-    for s in stacks:
-        want.setdefault(s.tid, collections.Counter())[tuple(s.frames)] += s.count
+    want = by_thread(stacks)
     if ".json" in paths:
         try:
             with open(paths[".json"], encoding="utf-8") as f:
@@ -238,9 +75,7 @@ def check_outputs(remora, d, names, summ, need_stacks):
         rc, _, err = remora.run(["convert", paths[".remora"], "-o", conv])
         if rc != 0:
             raise Fail("`remora convert` of the .remora file exited %d: %s" % (rc, tail(err)))
-        back = {}
-        for s in parse_collapsed(conv):
-            back.setdefault(s.tid, collections.Counter())[tuple(s.frames)] += s.count
+        back = by_thread(parse_collapsed(conv))
         if back != want:
             raise Fail("the .remora file converts to %d samples, the collapsed file has %d; "
                        "first difference: %s" % (sum(sum(c.values()) for c in back.values()),
@@ -272,28 +107,6 @@ def rng_for(kind, interp):
     return random.Random("%d/%s/%s" % (SEED, kind, interp[0]))
 
 
-def proc_state(pid):
-    """The kernel's state letter of pid's main thread, or None once it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def wait_state(pid, stopped):
-    deadline = time.monotonic() + STATE_TIMEOUT
-    while (proc_state(pid) in ("T", "t")) != stopped:
-        if time.monotonic() > deadline:
-            raise Fail("target %d never became %s (state %s)" % (
-                pid, "stopped" if stopped else "running", proc_state(pid)))
-        time.sleep(0.001)
-
-
-def script(name):
-    return os.path.join(TARGETS, name)
-
-
 # --- 1. thread churn ----------------------------------------------------------------------
 
 def churn_roles(truth):
@@ -315,8 +128,8 @@ def test_churn(remora, interp):
     names = ["churn.collapsed", "churn.json"]
     with Target(interp, script("chaos_churn.py"), "ready.json") as t:
         t.wait_ready()
-        _, err = record_ok(remora, ["-p", t.pid, "-r", FAST_RATE, "-d", RECORD_SECONDS]
-                           + outputs_args(t.dir, names), 0)
+        _, err = record(remora, ["-p", t.pid, "-r", FAST_RATE, "-d", RECORD_SECONDS]
+                        + outputs_args(t.dir, names))
         summ = summary(err)
         stacks = check_outputs(remora, t.dir, names, summ, True)
         rc = t.finish()
@@ -338,26 +151,7 @@ def test_churn(remora, interp):
         summ, ", ".join("%s %d" % kv for kv in sorted(by_role.items())))
 
 
-def record_ok(remora, args, want_rc):
-    rc, out, err = remora.run(["record"] + [str(a) for a in args])
-    if rc != want_rc:
-        raise Fail("`remora record %s` exited %d, want %d: %s"
-                   % (" ".join(map(str, args)), rc, want_rc, tail(err)))
-    return out, err
-
-
 # --- 2. exceptions in deep recursion ------------------------------------------------------
-
-def recurse_roles(ready):
-    most = {"dive": ready["depth"] + 1}
-    return {ready["main"]: [Role("main", ["<module>"], most=most)],
-            ready["diver"]: [Role("diver", ["diver"], most=most)]}
-
-
-def depth_note(stacks):
-    """Samples with at least 400 dive frames, and with 1 to 99."""
-    depths = [(sum(1 for f in s.frames if f[0] == "dive"), s.count) for s in stacks]
-    return (sum(c for n, c in depths if n >= 400), sum(c for n, c in depths if 0 < n < 100))
 
 
 # windows of RECORD_SECONDS at most: a window sees the deep end through the thread parked
@@ -386,8 +180,8 @@ def test_recursion(remora, interp):
         ready = t.wait_ready()
         for window in range(1, RECURSION_WINDOWS + 1):
             names = ["rec%d.collapsed" % window, "rec%d.json" % window]
-            _, err = record_ok(remora, ["-p", t.pid, "-r", FAST_RATE, "-d", RECORD_SECONDS]
-                               + outputs_args(t.dir, names), 0)
+            _, err = record(remora, ["-p", t.pid, "-r", FAST_RATE, "-d", RECORD_SECONDS]
+                            + outputs_args(t.dir, names))
             summ = summary(err)
             stacks = check_outputs(remora, t.dir, names, summ, True)
             by_role = judge_profile(stacks, recurse_roles(ready), src)
@@ -558,13 +352,13 @@ def test_fork(remora, interp):
                     spawn=not launch) as t:
             outs = outputs_args(t.dir, names)
             if launch:
-                _, err = record_ok(remora, ["-r", FAST_RATE] + outs + ["--"] + t.argv, 0)
+                _, err = record(remora, ["-r", FAST_RATE] + outs + ["--"] + t.argv)
                 with open(t.host_path(t.out)) as f:
                     ready = json.load(f)
             else:
                 ready = t.wait_ready()
-                _, err = record_ok(remora, ["-p", t.pid, "-r", FAST_RATE, "-d", RECORD_SECONDS]
-                                   + outs, 0)
+                _, err = record(remora, ["-p", t.pid, "-r", FAST_RATE, "-d", RECORD_SECONDS]
+                                + outs)
             summ = summary(err)
             stacks = check_outputs(remora, t.dir, names, summ, True)
             if not launch and t.finish() != 0:

@@ -4,18 +4,7 @@
 # into a raw .remora file, and every sample whose innermost frame is an f_<k> must fall in
 # the time f_<k> was running, by the target's own CLOCK_MONOTONIC account.
 #
-# The .remora format (src/out/raw.h), as read here: the magic b"REMORA\0" and a version
-# byte (2: the metadata carries start_mono_ns), then records, a tag byte each, fields in
-# LEB128 varints (signed ones zigzag-encoded):
-#   'S' len bytes                    a string; ids count up from 0
-#   'F' fn file line(signed)         a frame; ids count up from 0; strings by id
-#   'T' idx tid name root            a thread; 'root' is the node id of its empty stack
-#   'N' id parent frame              a node of the stack trie; 'frame' is its innermost frame
-#   'X' dt_ns thread node flags(byte)  a sample: dt_ns since the previous sample (the first:
-#                                    since sampling began), the stack's innermost node
-#   'M' pid command python mode duration_ns rate_mhz rounds errors late
-#       start_unix_ns(signed) start_mono_ns(signed)   metadata; strings are len bytes
-#   'Z'                              the end
+# The .remora file is read by formats.read_remora (the format is described there).
 # A sample's time is its round's deadline, on CLOCK_MONOTONIC from start_mono_ns: the
 # stack was read at or after it, and before the next sample's time (the last one: before
 # start + duration). So a sample labelled f_<k> is right when f_<k>'s call interval meets
@@ -26,8 +15,9 @@ import json
 import os
 import re
 
-from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing
-from record_tests import STATS, parse_collapsed, record, summary
+from harness import (INTERPRETERS, STATS, TARGETS, Fail, Target, interp_missing, more_seconds,
+                     record, record_collapsed, summary)
+from formats import innermost, next_times, read_remora
 
 RATE, RATE_HZ = "20k", 20000
 SECONDS = 2.0                  # ~36,000 samples in f_<k> at 20 kHz (the calls are ~90% of
@@ -45,100 +35,6 @@ FUNC = re.compile(r"^f_(\d{6})$")
 FILE = re.compile(r"^<churn-(\d{6})>$")
 
 
-# --- reading a .remora recording --------------------------------------------------------
-
-class Raw:
-    def __init__(self):
-        self.strings, self.frames, self.nodes, self.threads = [], [], {}, {}
-        self.samples = []           # (absolute ns, thread idx, node id, flags)
-        self.meta = None
-
-
-def read_remora(path):
-    """Parses a .remora file (see the top of this file). Fail if it is not a whole
-    version-2 recording."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:7] != b"REMORA\0" or len(data) < 8:
-        raise Fail("%s is not a .remora recording" % os.path.basename(path))
-    if data[7] != 2:
-        raise Fail("%s is version %d, want 2 (start_mono_ns)" % (os.path.basename(path), data[7]))
-    pos = 8
-
-    def varint():
-        nonlocal pos
-        v, shift = 0, 0
-        while True:
-            if pos >= len(data):
-                raise Fail("%s: truncated varint at byte %d" % (os.path.basename(path), pos))
-            b = data[pos]
-            pos += 1
-            v |= (b & 0x7f) << shift
-            if not b & 0x80:
-                return v
-            shift += 7
-
-    def svarint():
-        u = varint()
-        return (u >> 1) ^ -(u & 1)
-
-    def string():
-        nonlocal pos
-        n = varint()
-        s = data[pos:pos + n].decode("utf-8", "replace")
-        pos += n
-        return s
-
-    r, rel = Raw(), []
-    while True:
-        if pos >= len(data):
-            raise Fail("%s ends without 'Z'" % os.path.basename(path))
-        tag = chr(data[pos])
-        pos += 1
-        if tag == "S":
-            r.strings.append(string())
-        elif tag == "F":
-            fn, file, line = varint(), varint(), svarint()
-            r.frames.append((r.strings[fn], r.strings[file], line))
-        elif tag == "T":
-            idx, tid, name, root = varint(), varint(), varint(), varint()
-            r.threads[idx] = (tid, r.strings[name], root)
-        elif tag == "N":
-            nid, parent, frame = varint(), varint(), varint()
-            r.nodes[nid] = (parent, frame)
-        elif tag == "X":
-            dt, thread, node = varint(), varint(), varint()
-            flags = data[pos]
-            pos += 1
-            rel.append((dt, thread, node, flags))
-        elif tag == "M":
-            m = {"pid": varint(), "command": string(), "python": string(), "mode": string(),
-                 "duration_ns": varint(), "rate_mhz": varint(), "rounds": varint(),
-                 "errors": varint(), "late": varint(), "start_unix_ns": svarint(),
-                 "start_mono_ns": svarint()}
-            r.meta = m
-        elif tag == "Z":
-            break
-        else:
-            raise Fail("%s: unknown record %r at byte %d" % (os.path.basename(path), tag, pos - 1))
-    if r.meta is None or r.meta["start_mono_ns"] <= 0:
-        raise Fail("%s has no start_mono_ns" % os.path.basename(path))
-    at = r.meta["start_mono_ns"]
-    for dt, thread, node, flags in rel:
-        at += dt
-        r.samples.append((at, thread, node, flags))
-    return r
-
-
-def innermost(r, node):
-    """(function, file) of a sample's innermost frame; None for an empty stack."""
-    got = r.nodes.get(node)
-    if got is None:
-        return None
-    fn, file, _ = r.frames[got[1]]
-    return fn, file
-
-
 # --- the test ---------------------------------------------------------------------------
 
 def read_truth(path):
@@ -149,18 +45,6 @@ def read_truth(path):
             k, addr, e0, e1, c0, c1, fp = (int(x) for x in line.split())
             truth[k] = (addr, e0, e1, c0, c1, fp)
     return truth
-
-
-def next_times(r):
-    """Each sample's window end: the next round's time (other threads' samples of the
-    same round share this one's); the last round's, the end of the recording."""
-    end = r.meta["start_mono_ns"] + r.meta["duration_ns"]
-    nxt, later = [end] * len(r.samples), end
-    for i in range(len(r.samples) - 1, -1, -1):
-        nxt[i] = later
-        if i == 0 or r.samples[i - 1][0] != r.samples[i][0]:
-            later = r.samples[i][0]
-    return nxt
 
 
 def judge(r, truth, starts, keys):
@@ -238,9 +122,7 @@ def test_exec_churn(remora, interp, extra=()):
                 break
             # too few (a busy machine, a sanitizer build): record more, sized from what
             # was achieved, with half again as margin
-            per_s = max(100.0, checked_guess / max(spent, 0.1))
-            seconds = min(MAX_SECONDS - spent,
-                          max(1.0, round(1.5 * (MIN_CHECKED - checked_guess) / per_s, 1)))
+            seconds = more_seconds(checked_guess, MIN_CHECKED, spent, MAX_SECONDS)
         rc = t.finish()
         if rc != 0:
             raise Fail("target exited %d: %s" % (rc, t.log_tail()))
@@ -299,21 +181,6 @@ SWAP_SECONDS = 2.0
 SWAP_MIN_CHECKED = 5000        # samples in an f_<k> called from drive (20 kHz: ~38,000; a
                                # sanitizer build on a busy machine: seen ~15,000)
 SWAP_MIN_REUSED = 0.5          # share of calls whose code object took the last one's address
-
-
-def record_collapsed(remora, t, args, asked_hz, truth_name):
-    """Records the running target t (`record -p PID ARGS --stats`) into a collapsed file,
-    ends it, and reads the JSON file it wrote at exit next to its ready file. Returns
-    (stderr, Summary, stacks, that JSON)."""
-    path = os.path.join(t.dir, "recorded.collapsed")
-    _, err = record(remora, ["-p", t.pid] + list(args) + ["--stats", "-o", path])
-    summ = summary(err, asked_hz)
-    stacks = parse_collapsed(path)
-    rc = t.finish()
-    if rc != 0:
-        raise Fail("target exited %d: %s" % (rc, t.log_tail()))
-    with open(os.path.join(t.dir, truth_name)) as f:
-        return err, summ, stacks, json.load(f)
 
 
 def swap_call_lines(path):

@@ -1,5 +1,5 @@
 # Functional tests for `remora dump --core` and for snapshots, added to run.py's list by
-# tests(remora, run) (run is the run.py module: its Target, helpers and interpreters).
+# tests(remora); helpers from harness.py and formats.py, as the *_tests.py modules.
 #
 #   core/known-stacks/INTERP  gcore of a parked known_stacks.py target; `dump --core --json`
 #                             must equal the target's own truth exactly, as the live test
@@ -21,8 +21,13 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 
-# interpreters per test (names from run.INTERPRETERS): every minor version 3.9-3.15,
+from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, dump_frames_problems,
+                     dump_threads_problems, expect_failure, interp_missing, one_line, tail)
+from formats import parse_dump
+
+# interpreters per test (names from harness.INTERPRETERS): every minor version 3.9-3.15,
 # shared libpython, static, PIE and not, host and chroot
 CORE_INTERPS = ["pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "debian-3.11-static",
                 "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.13-pie", "sid-3.14", "sid-3.15",
@@ -44,18 +49,18 @@ LOST = re.compile(r"Memory read failed for corefile section, \d+ bytes at 0x([0-
 VSYSCALL = 0xffffffffff600000
 
 
-def gcore(run, target, lost=None):
+def gcore(target, lost=None):
     """Core of a running target, written into its directory; returns the host path.
     The start addresses of mappings gdb could not save are appended to 'lost'."""
     if shutil.which("gcore") is None:
-        raise run.Skip("gcore (gdb) not installed")
+        raise Skip("gcore (gdb) not installed")
     prefix = os.path.join(target.dir, "core")
     p = subprocess.run(["gcore", "-o", prefix, str(target.pid)], stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=GCORE_TIMEOUT)
     path = "%s.%d" % (prefix, target.pid)
     text = p.stdout.decode("utf-8", "replace")
     if p.returncode != 0 or not os.path.exists(path):
-        raise run.Fail("gcore failed (%d): %s" % (p.returncode, run.tail(text)))
+        raise Fail("gcore failed (%d): %s" % (p.returncode, tail(text)))
     if lost is not None:
         lost += [a for a in (int(x, 16) for x in LOST.findall(text)) if a != VSYSCALL]
     return path
@@ -68,23 +73,11 @@ def core_args(target, core, json=True):
     return args
 
 
-def compare(run, doc, truth, pid, gil_free=True, lost_stacks=False):
+def compare(doc, truth, pid, gil_free=True, lost_stacks=False):
     """Problems between a dump and a known_stacks truth (as test_known_stacks checks).
     With lost_stacks (gdb saved no thread stack but the main one), a worker thread may
     instead report an error and no frames: never other frames than the truth's."""
-    problems = []
-    if doc.get("pid") != pid:
-        problems.append("pid is %r, want %d" % (doc.get("pid"), pid))
-    if not run.version_matches(str(doc.get("python")), truth["python"]):
-        problems.append("python is %r, want %r" % (doc.get("python"), truth["python"]))
-    got = {th.get("native_id"): th for th in doc["threads"]}
-    want = {th["native_id"]: th for th in truth["threads"]}
-    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want), key=str)
-    if missing:
-        problems.append("threads missing: %s" % ", ".join(
-            "%d (%s)" % (n, want[n]["name"]) for n in missing))
-    if extra:
-        problems.append("unexpected threads: %s" % ", ".join(map(str, extra)))
+    problems, got, _ = dump_threads_problems(doc, truth, pid)
     holders = [n for n, th in got.items() if th.get("gil") is True]
     if gil_free and holders:
         problems.append("threads %s hold the GIL; every thread of the target is parked in C"
@@ -92,55 +85,38 @@ def compare(run, doc, truth, pid, gil_free=True, lost_stacks=False):
     on_cpu = [n for n, th in got.items() if th.get("on_cpu") is not False]
     if on_cpu:
         problems.append("threads %s on CPU in a core" % on_cpu)
-    diff, differing = None, []
-    for th in truth["threads"]:
-        g = got.get(th["native_id"])
-        if g is None:
-            continue
-        label = "%d (%s)" % (th["native_id"], th["name"])
-        if g.get("main") is not th["main"]:
-            problems.append("thread %s: main is %r, want %r" % (label, g.get("main"), th["main"]))
-        if lost_stacks and not th["main"] and g.get("error") and not g.get("frames"):
-            continue
-        if run.simple_frames(g.get("frames", [])) != th["frames"]:
-            differing.append(label)
-            if diff is None:
-                diff = ["thread %s: %d frames in truth, %d from remora"
-                        % (label, len(th["frames"]), len(g.get("frames", [])))]
-                diff += run.thread_diff(th, g)
-    if differing:
-        problems.append("frames differ in thread%s %s" % (
-            "s" if len(differing) > 1 else "", ", ".join(differing)))
+    more, diff = dump_frames_problems(got, truth, lost_stacks)
+    problems += more
     if problems:
-        raise run.Fail("; ".join(problems) + ("\n" + "\n".join("    " + l for l in diff)
+        raise Fail("; ".join(problems) + ("\n" + "\n".join("    " + l for l in diff)
                                               if diff else ""))
 
 
-def dump_core(run, remora, args):
+def dump_core(remora, args):
     rc, out, err = remora.run(args)
     if rc != 0:
-        raise run.Fail("`remora %s` exited %d: %s" % (" ".join(args), rc, run.tail(err)))
-    return run.parse_dump(out)
+        raise Fail("`remora %s` exited %d: %s" % (" ".join(args), rc, tail(err)))
+    return parse_dump(out)
 
 
-def test_core_known(run, remora, interp):
-    with run.Target(interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json") as t:
+def test_core_known(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
         truth = t.wait_ready()
         t.wait_main_in_read()
         lost = []
-        core = gcore(run, t, lost)
+        core = gcore(t, lost)
         size = os.path.getsize(core)
         try:
-            doc = dump_core(run, remora, core_args(t, core))
-            compare(run, doc, truth, t.pid, lost_stacks=bool(lost))
+            doc = dump_core(remora, core_args(t, core))
+            compare(doc, truth, t.pid, lost_stacks=bool(lost))
             exact = sum(1 for th in doc["threads"] if not th.get("error"))
             rc, out, err = remora.run(core_args(t, core, json=False))
             if rc != 0:
-                raise run.Fail("text dump --core exited %d: %s" % (rc, run.tail(err)))
+                raise Fail("text dump --core exited %d: %s" % (rc, tail(err)))
             absent = [str(th["native_id"]) for th in truth["threads"]
                       if not re.search(r"(?<!\d)%d(?!\d)" % th["native_id"], out)]
             if absent:
-                raise run.Fail("text dump --core does not mention thread ids %s" % ", ".join(absent))
+                raise Fail("text dump --core does not mention thread ids %s" % ", ".join(absent))
         finally:
             os.unlink(core)
         if lost:
@@ -151,11 +127,11 @@ def test_core_known(run, remora, interp):
 
 
 class CrashTarget:
-    """run.Target, started through sh so that it runs in its own directory with
+    """Target, started through sh so that it runs in its own directory with
     RLIMIT_CORE raised: a kernel core ("core" or "core.PID") lands next to it."""
 
-    def __init__(self, run, interp, script, out_name):
-        self.t = run.Target(interp, script, out_name)
+    def __init__(self, interp, script, out_name):
+        self.t = Target(interp, script, out_name)
         run_target = self.t
 
         def _start():
@@ -187,11 +163,11 @@ def kernel_cores_usable():
     return None
 
 
-def test_core_crash(run, remora, interp):
+def test_core_crash(remora, interp):
     why = kernel_cores_usable()
     if why:
-        raise run.Skip(why)
-    ct = CrashTarget(run, interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json")
+        raise Skip(why)
+    ct = CrashTarget(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json")
     with ct.t as t:
         truth = t.wait_ready()
         t.wait_main_in_read()
@@ -199,34 +175,34 @@ def test_core_crash(run, remora, interp):
         try:
             t.proc.wait(timeout=CRASH_TIMEOUT)
         except subprocess.TimeoutExpired:
-            raise run.Fail("target did not die of SIGABRT within %ds" % CRASH_TIMEOUT)
+            raise Fail("target did not die of SIGABRT within %ds" % CRASH_TIMEOUT)
         if t.proc.returncode != -signal.SIGABRT:
-            raise run.Fail("target exited %d, want -SIGABRT" % t.proc.returncode)
+            raise Fail("target exited %d, want -SIGABRT" % t.proc.returncode)
         cores = [n for n in os.listdir(t.dir) if n == "core" or n.startswith("core.")]
         if not cores:
-            raise run.Skip("the kernel wrote no core (core_pattern %r)"
+            raise Skip("the kernel wrote no core (core_pattern %r)"
                            % open("/proc/sys/kernel/core_pattern").read().strip())
         core = os.path.join(t.dir, cores[0])
         try:
-            doc = dump_core(run, remora, core_args(t, core))
-            compare(run, doc, truth, t.pid)
+            doc = dump_core(remora, core_args(t, core))
+            compare(doc, truth, t.pid)
             if t.root:
                 # without --root the chroot-relative names do not resolve: one line, exit 4
                 rc, out, err = remora.run(["dump", "--core", core, "--json"])
-                if rc != 4 or run.one_line(err) or "--root" not in err:
-                    raise run.Fail("chroot core without --root: exit %d, stderr %r (want 4 and "
+                if rc != 4 or one_line(err) or "--root" not in err:
+                    raise Fail("chroot core without --root: exit %d, stderr %r (want 4 and "
                                    "one line naming --root)" % (rc, err.strip()))
         finally:
             os.unlink(core)
 
 
-def test_core_gil(run, remora, interp):
-    with run.Target(interp, os.path.join(run.TARGETS, "gil_spin.py"), "ready.json") as t:
+def test_core_gil(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "gil_spin.py"), "ready.json") as t:
         ready = t.wait_ready()
         t.wait_main_in_read()
-        core = gcore(run, t)
+        core = gcore(t)
         try:
-            doc = dump_core(run, remora, core_args(t, core))
+            doc = dump_core(remora, core_args(t, core))
         finally:
             os.unlink(core)
         got = {th.get("native_id"): th for th in doc["threads"]}
@@ -247,24 +223,24 @@ def test_core_gil(run, remora, interp):
         if got.get(ready["main"], {}).get("main") is not True:
             wrong.append("main thread %d not marked main" % ready["main"])
         if wrong:
-            raise run.Fail(", ".join(wrong))
+            raise Fail(", ".join(wrong))
 
 
-def test_core_errors(run, remora):
-    tmp = run.tempfile.mkdtemp(prefix="remora-func-core-")
+def test_core_errors(remora):
+    tmp = tempfile.mkdtemp(prefix="remora-func-core-")
     try:
         missing = os.path.join(tmp, "no-such-core")
-        run.expect_failure(remora, ["dump", "--core", missing], 2, "--core on a missing file")
+        expect_failure(remora, ["dump", "--core", missing], 2, "--core on a missing file")
         notcore = os.path.join(tmp, "not-a-core")
         with open(notcore, "wb") as f:
             f.write(b"\x7fELF" + b"\0" * 200)
-        run.expect_failure(remora, ["dump", "--core", notcore], 4, "--core on a non-core file")
-        run.expect_failure(remora, ["dump", "--core", "/bin/true"], 4, "--core on an executable")
-        run.expect_failure(remora, ["dump", "-p", "1", "--core", notcore], 1, "-p with --core")
-        run.expect_failure(remora, ["dump", "-p", "1", "--exe", "/bin/true"], 1, "--exe without --core")
+        expect_failure(remora, ["dump", "--core", notcore], 4, "--core on a non-core file")
+        expect_failure(remora, ["dump", "--core", "/bin/true"], 4, "--core on an executable")
+        expect_failure(remora, ["dump", "-p", "1", "--core", notcore], 1, "-p with --core")
+        expect_failure(remora, ["dump", "-p", "1", "--exe", "/bin/true"], 1, "--exe without --core")
         # a core of a process that is not Python
         if shutil.which("gcore") is None:
-            raise run.Skip("gcore (gdb) not installed")
+            raise Skip("gcore (gdb) not installed")
         sleeper = subprocess.Popen(["sleep", "100"])
         try:
             subprocess.run(["gcore", "-o", os.path.join(tmp, "sleep"), str(sleeper.pid)],
@@ -274,97 +250,97 @@ def test_core_errors(run, remora):
             sleeper.wait()
         core = os.path.join(tmp, "sleep.%d" % sleeper.pid)
         if not os.path.exists(core):
-            raise run.Fail("gcore of sleep wrote nothing")
-        run.expect_failure(remora, ["dump", "--core", core], 4, "core of `sleep`")
+            raise Fail("gcore of sleep wrote nothing")
+        expect_failure(remora, ["dump", "--core", core], 4, "core of `sleep`")
         os.unlink(core)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     # a static interpreter's core read with another executable: refused, and said why
-    by_name = {i[0]: i for i in run.INTERPRETERS}
+    by_name = {i[0]: i for i in INTERPRETERS}
     interp, other = by_name["debian-3.11-static"], by_name["pyenv-3.12.1"][1]
-    if run.interp_missing(interp) or not os.path.exists(other):
-        raise run.Skip("needs %s and %s" % (interp[1], other))
-    with run.Target(interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json") as t:
+    if interp_missing(interp) or not os.path.exists(other):
+        raise Skip("needs %s and %s" % (interp[1], other))
+    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
         t.wait_ready()
         t.wait_main_in_read()
-        core = gcore(run, t)
+        core = gcore(t)
         try:
-            err = run.expect_failure(remora, ["dump", "--core", core, "--exe", other], 4,
+            err = expect_failure(remora, ["dump", "--core", core, "--exe", other], 4,
                                      "static 3.11 core with --exe python3.12")
             if "not the file the core was made with" not in err:
-                raise run.Fail("wrong --exe: stderr does not say the file differs: %s" % err.strip())
+                raise Fail("wrong --exe: stderr does not say the file differs: %s" % err.strip())
         finally:
             os.unlink(core)
 
 
-def test_core_exe_root(run, remora):
+def test_core_exe_root(remora):
     """A static interpreter's core read with only a copy of its executable (--exe) and an
     empty --root: the interpreter's bytes the core lacks come from the copy."""
-    by_name = {i[0]: i for i in run.INTERPRETERS}
+    by_name = {i[0]: i for i in INTERPRETERS}
     interp = by_name["debian-3.11-static"]
-    if run.interp_missing(interp):
-        raise run.Skip(run.interp_missing(interp))
-    with run.Target(interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json") as t:
+    if interp_missing(interp):
+        raise Skip(interp_missing(interp))
+    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
         truth = t.wait_ready()
         t.wait_main_in_read()
-        core = gcore(run, t)
+        core = gcore(t)
         elsewhere = os.path.join(t.dir, "elsewhere")
         os.makedirs(os.path.join(elsewhere, "root"))
         exe = os.path.join(elsewhere, "python-copy")
         shutil.copy(interp[1], exe)
         try:
-            doc = dump_core(run, remora, ["dump", "--core", core, "--json", "--exe", exe,
+            doc = dump_core(remora, ["dump", "--core", core, "--json", "--exe", exe,
                                           "--root", os.path.join(elsewhere, "root")])
-            compare(run, doc, truth, t.pid)
+            compare(doc, truth, t.pid)
         finally:
             os.unlink(core)
 
 
-def test_snapshot(run, remora, interp, tool):
-    keep = run.tempfile.mkdtemp(prefix="remora-func-snap-")
+def test_snapshot(remora, interp, tool):
+    keep = tempfile.mkdtemp(prefix="remora-func-snap-")
     try:
-        with run.Target(interp, os.path.join(run.TARGETS, "known_stacks.py"), "truth.json") as t:
+        with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
             truth = t.wait_ready()
             t.wait_main_in_read()
             snap = os.path.join(keep, "target.snap")
             rc, out, err = remora.run(["snap-record", t.pid, snap], binary=tool)
             if rc != 0:
-                raise run.Fail("snap-record exited %d: %s" % (rc, run.tail(err)))
-            compare(run, run.parse_dump(out), truth, t.pid, gil_free=False)
+                raise Fail("snap-record exited %d: %s" % (rc, tail(err)))
+            compare(parse_dump(out), truth, t.pid, gil_free=False)
             pid = t.pid
         # the target is gone: the snapshot alone must give the same answer
         rc, out, err = remora.run(["snap-dump", snap], binary=tool)
         if rc != 0:
-            raise run.Fail("snap-dump exited %d: %s" % (rc, run.tail(err)))
-        compare(run, run.parse_dump(out), truth, pid, gil_free=False)
+            raise Fail("snap-dump exited %d: %s" % (rc, tail(err)))
+        compare(parse_dump(out), truth, pid, gil_free=False)
         return "snapshot of %d KB" % (os.path.getsize(snap) >> 10)
     finally:
         shutil.rmtree(keep, ignore_errors=True)
 
 
-def tests(remora, run):
+def tests(remora):
     """(name, function, skip reason) for run.py's list."""
-    by_name = {i[0]: i for i in run.INTERPRETERS}
+    by_name = {i[0]: i for i in INTERPRETERS}
     out = []
     for name in CORE_INTERPS:
         i = by_name[name]
-        out.append(("core/known-stacks/" + name, lambda i=i: test_core_known(run, remora, i),
-                    run.interp_missing(i)))
+        out.append(("core/known-stacks/" + name, lambda i=i: test_core_known(remora, i),
+                    interp_missing(i)))
     for name in CRASH_INTERPS:
         i = by_name[name]
-        out.append(("core/crash/" + name, lambda i=i: test_core_crash(run, remora, i),
-                    run.interp_missing(i)))
+        out.append(("core/crash/" + name, lambda i=i: test_core_crash(remora, i),
+                    interp_missing(i)))
     for name in GIL_INTERPS:
         i = by_name[name]
-        out.append(("core/gil/" + name, lambda i=i: test_core_gil(run, remora, i),
-                    run.interp_missing(i)))
-    out.append(("core/errors", lambda: test_core_errors(run, remora), None))
-    out.append(("core/exe-root", lambda: test_core_exe_root(run, remora), None))
+        out.append(("core/gil/" + name, lambda i=i: test_core_gil(remora, i),
+                    interp_missing(i)))
+    out.append(("core/errors", lambda: test_core_errors(remora), None))
+    out.append(("core/exe-root", lambda: test_core_exe_root(remora), None))
     tool = os.environ.get("REMORA_FUZZ_TOOL")
     for name in SNAPSHOT_INTERPS:
         i = by_name[name]
-        skip = run.interp_missing(i)
+        skip = interp_missing(i)
         if tool is None or not os.access(tool, os.X_OK):
             skip = "REMORA_FUZZ_TOOL (build/fuzz_tool, made by make test) not set"
-        out.append(("snapshot/" + name, lambda i=i: test_snapshot(run, remora, i, tool), skip))
+        out.append(("snapshot/" + name, lambda i=i: test_snapshot(remora, i, tool), skip))
     return out

@@ -31,8 +31,9 @@ import os
 import re
 import time
 
-from harness import INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Target, interp_missing, tail
-from record_tests import BASE, parse_collapsed, record, torn_kind
+from formats import parse_collapsed
+from harness import (BASE, INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Target, interp_missing, record, tail,
+                     torn_kind)
 
 MARKER = "<moving>"
 

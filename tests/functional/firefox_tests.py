@@ -2,13 +2,14 @@
 # run by run.py:
 #
 #   record/firefox/INTERP  odd_names.py recorded to the Firefox format, collapsed and
-#                          .remora at once: the file, read by the walk below (every table's
-#                          columns as long as its length, every index in range, prefixes
-#                          before their stacks), holds per thread the same stacks and counts
-#                          as the collapsed file, sample times in order within the
-#                          recording, the odd thread and function named as the target holds
-#                          them (its ready.json); the .remora converted to the format gives
-#                          the same stacks; collapsed stacks (no times) are refused: exit 1.
+#                          .remora at once: the file, read by formats.firefox_stacks
+#                          (every table's columns as long as its length, every index in
+#                          range, prefixes before their stacks), holds per thread the same
+#                          stacks and counts as the collapsed file, sample times in order
+#                          within the recording, the odd thread and function named as the
+#                          target holds them (its ready.json); the .remora converted to the
+#                          format gives the same stacks; collapsed stacks (no times) are
+#                          refused: exit 1.
 #   record/firefox-gil/INTERP  gil_contend.py (two spinners, a sleeper, main parked): the
 #                          "Holds GIL" markers give each spinner 20-80% of the recording,
 #                          the others none, and no two threads the GIL at once.
@@ -24,9 +25,11 @@ import shutil
 import subprocess
 import uuid
 
-from harness import INTERPRETERS, REPO, TARGETS, Fail, Skip, Target, expect_failure, interp_missing, tail
-from record_tests import (SHORT_SECONDS, by_thread, check_odd_names, first_difference, odd_recording,
-                          parse_collapsed, plain_frame, record, workdir)
+from harness import (INTERPRETERS, REPO, SHORT_SECONDS, TARGETS, Fail, Skip, Target,
+                     check_odd_names, expect_failure, interp_missing, interpreter, npm_ci,
+                     odd_recording, record, tail, workdir)
+from formats import (by_thread, firefox_stacks, first_difference, gil_markers, load_json,
+                     parse_collapsed, plain_frame)
 
 FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
 CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli", "dist",
@@ -35,70 +38,8 @@ PROFILER_INTERP = "pyenv-3.12.1"      # the format does not depend on the versio
 GIL_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 
 
-def columns(table, what, names):
-    n = table.get("length")
-    for c in names:
-        if not isinstance(table.get(c), list) or len(table[c]) != n:
-            raise Fail("%s.%s is not a column of length %r" % (what, c, n))
-    return n
-
-
-def firefox_stacks(doc):
-    """{tid: Counter((function, file, line) outermost first -> samples)}, thread names and
-    each thread's sample times, from a processed profile as remora writes it."""
-    strings = doc["shared"]["stringArray"]
-    out, names, times = {}, {}, {}
-
-    def s(i, what):
-        if not isinstance(i, int) or not 0 <= i < len(strings):
-            raise Fail("%s names string %r of %d" % (what, i, len(strings)))
-        return strings[i]
-
-    for th in doc["threads"]:
-        tid = th["tid"]
-        what = "thread %s" % tid
-        ns = columns(th["stackTable"], what + " stackTable", ("frame", "prefix", "category"))
-        nf = columns(th["frameTable"], what + " frameTable", ("func", "line", "category"))
-        nfn = columns(th["funcTable"], what + " funcTable", ("name", "fileName", "lineNumber"))
-        n = columns(th["samples"], what + " samples", ("stack", "time"))
-        st, ft, fn = th["stackTable"], th["frameTable"], th["funcTable"]
-        for i in range(ns):
-            p = st["prefix"][i]
-            if p is not None and not (isinstance(p, int) and 0 <= p < i):
-                raise Fail("%s: stack %d's prefix %r does not come before it" % (what, i, p))
-            if not 0 <= st["frame"][i] < nf:
-                raise Fail("%s: stack %d names frame %r of %d" % (what, i, st["frame"][i], nf))
-        for i in range(nf):
-            if not 0 <= ft["func"][i] < nfn:
-                raise Fail("%s: frame %d names func %r of %d" % (what, i, ft["func"][i], nfn))
-        c = out.setdefault(tid, collections.Counter())
-        for k in range(n):
-            stack, frames = th["samples"]["stack"][k], []
-            if stack is not None and not (isinstance(stack, int) and 0 <= stack < ns):
-                raise Fail("%s: sample %d names stack %r of %d" % (what, k, stack, ns))
-            while stack is not None:
-                f = st["frame"][stack]
-                u = ft["func"][f]
-                file_i = fn["fileName"][u]
-                frames.append((s(fn["name"][u], what), "" if file_i is None else s(file_i, what),
-                               ft["line"][f] or 0))
-                stack = st["prefix"][stack]
-            c[tuple(reversed(frames))] += 1
-        names[tid] = th["name"]
-        times[tid] = th["samples"]["time"]
-    return out, names, times
-
-
-def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise Fail("%s is not JSON: %s" % (os.path.basename(path), e))
-
-
 def judge_firefox(path, collapsed, ready):
-    doc = load(path)
+    doc = load_json(path)
     got, names, times = firefox_stacks(doc)
     got = {tid: c for tid, c in got.items() if sum(c.values())}
     stacks = parse_collapsed(collapsed)
@@ -127,7 +68,7 @@ def test_firefox(remora, interp):
         rc, _, err = remora.run(["convert", os.path.join(d, "rec.remora"), "-o", conv])
         if rc != 0:
             raise Fail("`remora convert rec.remora -o converted.gecko.json` exited %d: %s" % (rc, tail(err)))
-        back, _, _ = firefox_stacks(load(conv))
+        back, _, _ = firefox_stacks(load_json(conv))
         back = {tid: c for tid, c in back.items() if sum(c.values())}
         if back != got:
             raise Fail("converted and recorded Firefox files differ: %s" % first_difference(back, got))
@@ -144,22 +85,6 @@ def test_firefox(remora, interp):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def gil_markers(doc):
-    """{tid: [(start, end) of its "Holds GIL" markers]}, every marker checked well formed."""
-    strings = doc["shared"]["stringArray"]
-    out = {}
-    for th in doc["threads"]:
-        m = th["markers"]
-        n = columns(m, "thread %s markers" % th["tid"], ("name", "startTime", "endTime", "phase", "category", "data"))
-        spans = out.setdefault(th["tid"], [])
-        for i in range(n):
-            if m["phase"][i] != 1 or not m["startTime"][i] <= m["endTime"][i]:
-                raise Fail("thread %s: marker %d is not an interval with start <= end" % (th["tid"], i))
-            if strings[m["name"][i]] == "Holds GIL":
-                spans.append((m["startTime"][i], m["endTime"][i]))
-    return out
-
-
 def test_gil(remora, interp):
     """gil_contend.py: two spinners take turns with the GIL, a sleeper and main never hold
     it. The Firefox file's "Holds GIL" markers: each spinner holds it for 20-80% of the
@@ -174,7 +99,7 @@ def test_gil(remora, interp):
             t.wait_thread_parked(ready["sleeper"])
             path = os.path.join(d, "gil.gecko.json")
             record(remora, ["-p", t.pid, "-d", 1, "-o", path])
-        spans = gil_markers(load(path))
+        spans = gil_markers(load_json(path))
         notes, problems = [], []
         for tid in ready["spinners"]:
             held = sum(b - a for a, b in spans.get(tid, [])) / 1000.0
@@ -203,14 +128,9 @@ def profiler_cli():
     if node is None:
         raise Skip("node not installed")
     if not os.path.exists(CLI):
-        npm = shutil.which("npm")
-        if npm is None:
-            raise Skip("tests/firefox/node_modules missing and npm not installed")
-        p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=FIREFOX_DIR,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=300)
-        if p.returncode != 0 or not os.path.exists(CLI):
-            raise Skip("`npm ci` in tests/firefox failed: %s" % tail(p.stdout.decode("utf-8", "replace")))
+        reason = npm_ci(FIREFOX_DIR, CLI)
+        if reason:
+            raise Skip(reason)
     return [node, CLI]
 
 
@@ -270,7 +190,7 @@ def test_profiler(remora, interp):
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    pi = next(i for i in INTERPRETERS if i[0] == PROFILER_INTERP)
+    pi = interpreter(PROFILER_INTERP)
     return [("record/firefox/%s" % i[0], lambda i=i: test_firefox(remora, i), interp_missing(i))
             for i in INTERPRETERS] + [
         ("record/firefox-profiler", lambda: test_profiler(remora, pi), interp_missing(pi)),

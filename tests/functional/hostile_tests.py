@@ -20,47 +20,19 @@ import re
 import shutil
 import subprocess
 
-from harness import REPO, TARGETS, Fail, Skip, Target, interp_missing, signame, tail
-from record_tests import (FRAME, SHORT_SECONDS, THREAD, parse_collapsed, record, speedscope_stacks,
-                          speedscope_validator, summary, workdir)
-from firefox_tests import firefox_stacks
-from pprof_tests import pprof_stacks, read_pprof
+from harness import (INTERPRETERS, REPO, SHORT_SECONDS, TARGETS, Fail, Skip, Target, interp_missing,
+                     record, speedscope_validator, summary, tail, workdir)
+from formats import (NAME_BOUND, dump_json_stacks, dump_text_stacks, emitted, emitted_bytes,
+                     firefox_stacks, flamegraph_data, flamegraph_stacks, no_raw_control,
+                     parse_collapsed, pprof_stacks, read_pprof, short, speedscope_stacks,
+                     strict_json, table_rows, top_rows, utf8)
 
-NAME_BOUND = 1024              # code points kept of a name (UNW_MAX_NAME in src/unwind/unwind.h)
 TABLE_ROWS = 1000              # -l for the pstats table: every function gets a row
 TOP_SECONDS = 1.2              # one live table of `remora top`, then the whole run's
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
-TEMPLATE = os.path.join(REPO, "src", "out", "flamegraph.html")
-DATA_OPEN = '<script type="application/json" id="remora-data">'
-# what may never appear raw in text remora writes (escaped instead): C0 but newline, DEL,
-# C1, U+2028, U+2029
-RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-TEXT_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|(.))", re.S)
 
 
 # --- what remora must emit ----------------------------------------------------------------
-
-def emitted(name):
-    """A str name of the target as remora documents it emits it."""
-    return "".join("\ufffd" if c == "\0" or 0xd800 <= ord(c) <= 0xdfff else c
-                   for c in name[:NAME_BOUND])
-
-
-def emitted_bytes(b):
-    """A thread name's bytes: each byte not part of valid UTF-8 becomes U+FFFD."""
-    out, i = [], 0
-    while i < len(b):
-        for k in (1, 2, 3, 4):
-            try:
-                out.append(b[i:i + k].decode("utf-8"))
-                i += k
-                break
-            except UnicodeDecodeError:
-                continue
-        else:
-            out.append("\ufffd")
-            i += 1
-    return "".join(out)
 
 
 class Want:
@@ -74,10 +46,6 @@ class Want:
         self.odd = ready["odd"]
         # the 1 MB name is cut; that is part of what is checked
         assert any(len(h["function"]) > NAME_BOUND for h in ready["hostile"])
-
-
-def short(s, n=60):
-    return repr(s if len(s) <= n else s[:n] + "...")
 
 
 def has_chain(frames, chain):
@@ -99,66 +67,6 @@ def check_stacks(what, names, stacks, want):
 
 
 # --- reading each format strictly ---------------------------------------------------------
-
-def utf8(what, data):
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise Fail("%s is not valid UTF-8: %s" % (what, e))
-
-
-def no_raw_control(what, text):
-    m = RAW_CONTROL.search(text)
-    if m:
-        raise Fail("%s holds a raw control character U+%04X at %d: %r"
-                   % (what, ord(m.group()), m.start(), text[max(0, m.start() - 40):m.start() + 10]))
-
-
-def untext(what, s, quote=None):
-    """Undoes out_text_str(): \\\\ \\n \\r \\t \\xNN \\uNNNN, and \\QUOTE."""
-    def rep(m):
-        if m.group(1):
-            return chr(int(m.group(1), 16))
-        if m.group(2):
-            return chr(int(m.group(2), 16))
-        c = m.group(3)
-        if c in "nrt":
-            return {"n": "\n", "r": "\r", "t": "\t"}[c]
-        if c == "\\" or c == quote:
-            return c
-        raise Fail("%s: unknown escape \\%s in %s" % (what, c, short(s)))
-    out = TEXT_ESCAPE.sub(rep, s)
-    if re.search(r"(?<!\\)(?:\\\\)*\\$", s):
-        raise Fail("%s: dangling backslash in %s" % (what, short(s)))
-    return out
-
-
-def strict_json(what, data):
-    """Parses data as JSON the strict way: valid UTF-8, no NaN/Infinity, no lone surrogate."""
-    text = utf8(what, data)
-
-    def bad_constant(c):
-        raise Fail("%s holds %s, which is not JSON" % (what, c))
-    try:
-        doc = json.loads(text, parse_constant=bad_constant)
-    except ValueError as e:
-        raise Fail("%s is not JSON: %s" % (what, e))
-
-    def walk(v):
-        if isinstance(v, str):
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                raise Fail("%s holds a string with a lone surrogate: %s" % (what, short(v)))
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                walk(k)
-                walk(x)
-    walk(doc)
-    return doc
 
 
 def check_collapsed(what, path, want):
@@ -187,42 +95,8 @@ def check_speedscope(what, path, want, validator):
     check_stacks(what, names, {tid: list(c) for tid, c in got.items()}, want)
 
 
-def flamegraph_data(what, path):
-    """The embedded profile of a flamegraph page, after checking that the page is the
-    template with only the data inserted, and that the data cannot end its element."""
-    with open(path, "rb") as f:
-        page = utf8(what, f.read())
-    with open(TEMPLATE, encoding="utf-8") as f:
-        tpl = f.read()
-    head, _, tail_ = tpl.partition("@REMORA_DATA@")
-    if not (page.startswith(head) and page.endswith(tail_) and len(page) >= len(head) + len(tail_)):
-        raise Fail("%s: the page is not the template with the data inserted" % what)
-    data = page[len(head):len(page) - len(tail_)]
-    if not head.endswith(DATA_OPEN):
-        raise Fail("template: the data placeholder is not inside %s" % DATA_OPEN)
-    for bad in ("<", ">", "&"):
-        if bad in data:
-            i = data.index(bad)
-            raise Fail("%s: a raw %r in the embedded data: %r" % (what, bad, data[max(0, i - 40):i + 20]))
-    return strict_json(what + " data", data.encode("utf-8"))
-
-
 def check_flamegraph(what, path, want):
-    doc = flamegraph_data(what, path)
-    P = doc["current"]
-    S, F = P["strings"], P["frames"]
-    names = {t[0]: t[1] for t in P["threads"]}
-    # rebuild each thread's stacks from the pre-order nodes
-    stacks = collections.defaultdict(list)
-    ti, path_ = -1, []
-    for depth, frame in zip(P["depth"], P["frame"]):
-        if depth == 0:
-            ti += 1
-            path_ = []
-            continue
-        del path_[depth - 1:]
-        path_.append((S[F[3 * frame]], S[F[3 * frame + 1]], F[3 * frame + 2]))
-        stacks[P["threads"][ti][0]].append(list(path_))
+    names, stacks = flamegraph_stacks(flamegraph_data(what, path))
     check_stacks(what, names, stacks, want)
 
 
@@ -236,33 +110,13 @@ def check_rows(what, rows, want):
 
 def check_table(what, data, want):
     """The pstats table: one row per line, names escaped by out_text_str()."""
-    text = utf8(what, data)
-    no_raw_control(what, text.replace("\n", ""))
-    rows = set()
-    for line in text.split("\n")[1:]:
-        m = re.match(r"^\s*\d+\s+[\d.]+%\s+\d+\s+[\d.]+%  (.*)$", line)
-        if m is None:
-            if line and not line.startswith("("):
-                raise Fail("%s: a line that is not a row: %s" % (what, short(line)))
-            continue
-        fm = FRAME.match(m.group(1))
-        if fm:
-            rows.add((untext(what, fm.group(1)), untext(what, fm.group(2))))
-    check_rows(what, rows, want)
+    check_rows(what, table_rows(what, data), want)
 
 
 def check_top(what, data, want):
     """`remora top`'s tables (stdout not a terminal): no raw control character anywhere
     (a name must not drive the terminal), every hostile function in the whole run's table."""
-    text = utf8(what, data)
-    no_raw_control(what, text.replace("\n", ""))
-    rows = set()
-    for line in text.split("remora top ")[-1].split("\n"):
-        m = re.match(r"^\s*[\d.]+%\s+[\d.]+%\s+[\d.]+s\s+[\d.]+s  (.*)$", line)
-        fm = FRAME.match(m.group(1)) if m else None
-        if fm:
-            rows.add((untext(what, fm.group(1)), untext(what, fm.group(2))))
-    check_rows(what, rows, want)
+    check_rows(what, top_rows(what, data), want)
 
 
 def check_pprof(what, path, want):
@@ -278,56 +132,24 @@ def check_firefox(what, path, want):
     check_stacks(what, names, {tid: list(c) for tid, c in got.items()}, want)
 
 
-DUMP_THREAD = re.compile(r'^Thread (\d+) "((?:[^"\\]|\\.)*)"(?: \[[a-z, -]+\])?$')
-
-
 def check_dump_text(what, data, want):
-    text = utf8(what, data)
-    no_raw_control(what, text.replace("\n", ""))
-    names, stacks, cur = {}, collections.defaultdict(list), None
-    for line in text.split("\n")[1:]:
-        m = DUMP_THREAD.match(line)
-        if m:
-            cur = int(m.group(1))
-            names[cur] = untext(what, m.group(2), '"')
-            stacks[cur].append([])
-        elif line.startswith("    ") and cur is not None and \
-                not line.startswith("    <stack unreadable: "):
-            fm = FRAME.match(line[4:])
-            if fm is None:
-                raise Fail("%s: a frame line that is not `function (file:line)`: %s"
-                           % (what, short(line)))
-            stacks[cur][-1].insert(0, (untext(what, fm.group(1)), untext(what, fm.group(2))))
-        elif line:
-            raise Fail("%s: unexpected line %s" % (what, short(line)))
+    names, stacks = dump_text_stacks(what, data)
     check_stacks(what, names, stacks, want)
 
 
 def check_dump_json(what, data, want):
-    doc = strict_json(what, data)
-    names = {t["native_id"]: t["name"] for t in doc["threads"]}
-    stacks = {t["native_id"]: [[(f["function"], f["file"]) for f in reversed(t["frames"])]]
-              for t in doc["threads"]}
+    names, stacks = dump_json_stacks(strict_json(what, data))
     check_stacks(what, names, stacks, want)
 
 
 # --- running remora for bytes ---------------------------------------------------------------
 
 def run_bytes(remora, args):
-    """Runs remora; returns (rc, stdout bytes, stderr text). Fail on a hang, a signal or a
-    sanitizer report."""
-    p = subprocess.Popen(remora.argv(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=remora.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, 9)
-        p.communicate()
-        raise Fail("`remora %s` hung" % " ".join(map(str, args)))
-    err = err.decode("utf-8", "replace")
-    remora.judge(args, p.returncode, out.decode("utf-8", "replace"), err)
-    if p.returncode != 0:
-        raise Fail("`remora %s` exited %d: %s" % (" ".join(map(str, args)), p.returncode, tail(err)))
+    """Runs remora, which must exit 0; returns (stdout bytes, stderr text). Fail on a hang,
+    a signal or a sanitizer report."""
+    rc, out, err = remora.run(args, raw=True)
+    if rc != 0:
+        raise Fail("`remora %s` exited %d: %s" % (" ".join(map(str, args)), rc, tail(err)))
     return out, err
 
 
@@ -428,7 +250,6 @@ def test_hostile_browser(remora, interp):
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    from harness import INTERPRETERS
     out = []
     for interp in INTERPRETERS:
         out.append(("record/hostile/%s" % interp[0], lambda i=interp: test_hostile(remora, i),

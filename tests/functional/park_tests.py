@@ -12,9 +12,9 @@ import bisect
 import os
 import re
 
-from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing
-from record_tests import record, summary, total
-from code_tests import innermost, next_times, read_remora, record_collapsed
+from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, more_seconds,
+                     record, record_collapsed, summary)
+from formats import innermost, next_times, read_remora, total
 
 RATE, RATE_HZ = "20k", 20000
 SECONDS = 2.0
@@ -90,8 +90,7 @@ def test_park_shift(remora, interp):
             spent += summ.seconds
             if guess >= MIN_CHECKED or spent >= MAX_SECONDS:
                 break
-            per_s = max(100.0, guess / max(spent, 0.1))
-            seconds = min(MAX_SECONDS - spent, max(1.0, round(1.5 * (MIN_CHECKED - guess) / per_s, 1)))
+            seconds = more_seconds(guess, MIN_CHECKED, spent, MAX_SECONDS)
         rc = t.finish()
         if rc != 0:
             raise Fail("target exited %d: %s" % (rc, t.log_tail()))

@@ -8,19 +8,16 @@ import collections
 import difflib
 import json
 import os
-import pty
-import re
-import select
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
-from harness import (HOST_PYTHON, INTERPRETERS, READY_TIMEOUT, REPO, TARGETS, Fail, Skip, Target,
-                     free_pid, interp_missing, one_line, signame, tail)
-
-SPEEDSCOPE_DIR = os.path.join(REPO, "tests", "speedscope")
+from harness import (HOST_PYTHON, INTERPRETERS, MOVING, READY_TIMEOUT, SHORT_SECONDS, STATS, SUMMARY,
+                     TARGETS, Fail, Recording, Skip, Target, check_odd_names, free_pid,
+                     interp_missing, odd_recording, one_line, record, signame, speedscope_validator,
+                     summary, tail, torn_kind, workdir)
+from formats import by_thread, parse_collapsed, speedscope_stacks, total
 
 # 1. accuracy: 60/30/10 shares, wall and cpu mode
 ACCURACY_SECONDS = 1.5
@@ -48,261 +45,6 @@ STATS_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")
 # 9. exception mode
 EXC_MIN_ROUNDS = 50.0          # % of rounds each thread inside an except block must appear in
                                # (it is in every round; errors may drop a few: seen 0 errors)
-SAMPLED_BEFORE_SIGNAL = 100    # rounds remora reports on its status line before we signal
-STOP_TIMEOUT = 10.0            # seconds remora may take to end after a signal / target death
-SHORT_SECONDS = 0.5            # recordings that only need some samples
-
-SUMMARY = re.compile(r"^remora: (\d+) samples in ([0-9.]+) s \((\d+) Hz of (\d+) Hz asked\), "
-                     r"(\d+) errors \(([0-9.]+)%\), (\d+) partial \(([0-9.]+)%\), (\d+) late"
-                     r"(; the target exited)?$", re.M)
-# the documented fields, in order; later fields (key=number) may follow
-STATS = re.compile(r"^stats: samples=(\d+) errors=(\d+) partial=(\d+) reads=(\d+) bytes=(\d+) "
-                   r"reads_per_sample=([0-9.]+) cpu_us_per_sample=([0-9.]+)"
-                   r"((?: \w+=[0-9.]+)*)$", re.M)
-STATUS = re.compile(r"remora: (\d+) samples, ")
-THREAD = re.compile(r"^thread (.*) \((\d+)\)$", re.S)
-FRAME = re.compile(r"^(.*) \((.*):(-?\d+)\)$", re.S)
-
-
-# --- reading remora's output ------------------------------------------------------------
-
-class Summary:
-    def __init__(self, m):
-        self.samples, self.errors, self.late = int(m.group(1)), int(m.group(5)), int(m.group(9))
-        self.seconds, self.hz, self.asked = float(m.group(2)), int(m.group(3)), int(m.group(4))
-        self.error_pct = float(m.group(6))
-        self.partial, self.partial_pct = int(m.group(7)), float(m.group(8))
-        self.exited = m.group(10) is not None
-
-    def __str__(self):
-        return "%d samples in %.2f s (%d Hz), %d errors (%.2f%%), %d partial (%.2f%%), %d late" % (
-            self.samples, self.seconds, self.hz, self.errors, self.error_pct, self.partial,
-            self.partial_pct, self.late)
-
-
-def summary(err, asked=None):
-    """The summary line of a recording's stderr; Fail if it is missing or malformed."""
-    found = SUMMARY.findall(err)
-    if len(found) != 1:
-        raise Fail("want one summary line `remora: N samples in D s (...)` on stderr, found %d: %s"
-                   % (len(found), tail(err)))
-    s = Summary(SUMMARY.search(err))
-    if asked is not None and s.asked != asked:
-        raise Fail("summary says %d Hz asked, want %d" % (s.asked, asked))
-    return s
-
-
-def unescape_split(text):
-    """Splits a collapsed stack at unescaped ';' and undoes \\\\ \\; \\n \\r \\t \\xNN \\uNNNN
-    (src/out/text.c)."""
-    parts, cur, i = [], [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            if i + 1 == len(text):
-                raise ValueError("dangling backslash")
-            nxt = text[i + 1]
-            width = {"x": 2, "u": 4}.get(nxt)
-            if width:
-                digits = text[i + 2:i + 2 + width]
-                if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                    raise ValueError("bad escape \\%s%s" % (nxt, digits))
-                cur.append(chr(int(digits, 16)))
-                i += 2 + width
-                continue
-            if nxt not in "\\;nrt":
-                raise ValueError("unknown escape \\%s" % nxt)
-            cur.append({"n": "\n", "r": "\r", "t": "\t"}.get(nxt, nxt))
-            i += 2
-        elif ch == ";":
-            parts.append("".join(cur))
-            cur = []
-            i += 1
-        else:
-            cur.append(ch)
-            i += 1
-    parts.append("".join(cur))
-    return parts
-
-
-class Stack:
-    """One line of a collapsed file: thread name and tid, frames outermost first as
-    (function, file, line) -- file and line None for a frame without them -- and count."""
-
-    def __init__(self, name, tid, frames, count):
-        self.name, self.tid, self.frames, self.count = name, tid, frames, count
-
-    def functions(self):
-        return [f[0] for f in self.frames]
-
-
-def parse_collapsed(path):
-    """Parses remora's collapsed output; Fail on any line that is not a threaded stack."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise Fail("cannot read %s: %s" % (path, e))
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise Fail("%s is not UTF-8: %s" % (os.path.basename(path), e))
-    if text and not text.endswith("\n"):
-        raise Fail("%s does not end with a newline" % os.path.basename(path))
-    stacks = []
-    for n, line in enumerate(text.split("\n")[:-1] if text else [], 1):   # lines end at \n only
-        where = "%s line %d (%r)" % (os.path.basename(path), n, line[:120])
-        head, _, count = line.rpartition(" ")
-        if not count.isdigit() or int(count) <= 0:
-            raise Fail("%s: no positive count at the end" % where)
-        try:
-            parts = unescape_split(head)
-        except ValueError as e:
-            raise Fail("%s: %s" % (where, e))
-        m = THREAD.match(parts[0])
-        if m is None:
-            raise Fail("%s: first element is not `thread NAME (TID)`" % where)
-        frames = []
-        for p in parts[1:]:
-            fm = FRAME.match(p)
-            frames.append((fm.group(1), fm.group(2), int(fm.group(3))) if fm else (p, None, None))
-        stacks.append(Stack(m.group(1), int(m.group(2)), frames, int(count)))
-    return stacks
-
-
-def by_thread(stacks, frame=None):
-    """{tid: Counter(frames tuple -> samples)} of parsed collapsed stacks; 'frame', if
-    given, maps each (function, file, line) first."""
-    out = {}
-    for s in stacks:
-        key = tuple(frame(f) for f in s.frames) if frame else tuple(s.frames)
-        out.setdefault(s.tid, collections.Counter())[key] += s.count
-    return out
-
-
-def plain_frame(f):
-    """A collapsed frame as pprof and the Firefox format say it: no file "", no line 0."""
-    fn, fi, li = f
-    return (fn, fi or "", li if li is not None and li > 0 else 0)
-
-
-def first_difference(a, b):
-    """A description of one stack whose count differs between two {tid: Counter}."""
-    for tid in sorted(set(a) | set(b)):
-        ca, cb = a.get(tid, collections.Counter()), b.get(tid, collections.Counter())
-        for st in list(ca) + list(cb):
-            if ca.get(st, 0) != cb.get(st, 0):
-                return "thread %d: %d vs %d samples of [%s]" % (
-                    tid, ca.get(st, 0), cb.get(st, 0),
-                    ";".join("%s %s:%s" % f if isinstance(f, tuple) else str(f) for f in st)[-400:])
-    return "none"
-
-
-def total(stacks, tid=None, has=None):
-    """Samples in stacks, of thread tid if given, whose functions include has if given."""
-    return sum(s.count for s in stacks
-               if (tid is None or s.tid == tid) and (has is None or has in s.functions()))
-
-
-def record(remora, args, want_rc=0, input=None):
-    """Runs `remora record ARGS`; checks the exit code; returns (stdout, stderr)."""
-    rc, out, err = remora.run(["record"] + list(args), input=input)
-    if rc != want_rc:
-        raise Fail("`remora record %s` exited %d, want %d: %s"
-                   % (" ".join(map(str, args)), rc, want_rc, tail(err)))
-    return out, err
-
-
-class Recording:
-    """`remora record` running in the background, its stderr a pseudo-terminal so that it
-    prints its status line ("remora: N samples, ...") every half second: that is how a
-    test knows that sampling has started, without sleeping."""
-
-    def __init__(self, remora, args):
-        self.remora = remora
-        self.args = ["record"] + [str(a) for a in args]
-        master, slave = pty.openpty()
-        self.master = master
-        self.stdout = tempfile.TemporaryFile()
-        self.err = b""
-        try:
-            self.proc = subprocess.Popen(remora.argv(self.args), stdin=subprocess.DEVNULL,
-                                         stdout=self.stdout, stderr=slave,
-                                         start_new_session=True)
-        except BaseException:
-            os.close(master)
-            raise
-        finally:
-            os.close(slave)
-
-    def _read(self, timeout):
-        """Reads what the terminal has; False once it is closed (remora exited)."""
-        if not select.select([self.master], [], [], timeout)[0]:
-            return True
-        try:
-            data = os.read(self.master, 65536)
-        except OSError:             # EIO: no process has the terminal open any more
-            return False
-        self.err += data
-        return bool(data)
-
-    def text(self):
-        return self.err.decode("utf-8", "replace").replace("\r\n", "\n")
-
-    def wait_sampled(self, rounds=SAMPLED_BEFORE_SIGNAL, timeout=30.0):
-        """Waits until remora's status line counts at least `rounds` rounds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            seen = [int(n) for n in STATUS.findall(self.text())]
-            if seen and seen[-1] >= rounds:
-                return seen[-1]
-            if self.proc.poll() is not None:
-                self._read(0)
-                raise Fail("remora exited %d before its status line showed %d samples: %s"
-                           % (self.proc.returncode, rounds, tail(self.text())))
-            if time.monotonic() > deadline:
-                raise Fail("remora's status line never showed %d samples in %.0fs: %r"
-                           % (rounds, timeout, self.text()[-200:]))
-            self._read(0.1)
-
-    def finish(self, timeout=STOP_TIMEOUT):
-        """Waits for remora to exit; returns (rc, stdout, stderr). Fail if it does not
-        exit within timeout seconds (it is killed), dies of a signal or a sanitizer speaks."""
-        deadline = time.monotonic() + timeout
-        while self._read(max(0.0, min(0.1, deadline - time.monotonic()))):
-            if self.proc.poll() is not None and not select.select([self.master], [], [], 0)[0]:
-                break
-            if time.monotonic() > deadline:
-                self.kill()
-                raise Fail("`remora %s` still running %.0fs later (killed)"
-                           % (" ".join(self.args[1:]), timeout))
-        try:
-            rc = self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise Fail("`remora %s` still running %.0fs later (killed)"
-                       % (" ".join(self.args[1:]), timeout))
-        self.stdout.seek(0)
-        out = self.stdout.read().decode("utf-8", "replace")
-        # the status line is rewritten in place ("\r...") and erased ("\r\033[K") at the end
-        err = "\n".join(l.split("\r")[-1].replace("\033[K", "")
-                        for l in self.text().split("\n"))
-        self.remora.judge(self.args, rc, out, err)
-        return rc, out, err
-
-    def kill(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def close(self):
-        self.kill()
-        os.close(self.master)
-        self.stdout.close()
-
-
-def workdir():
-    return tempfile.mkdtemp(prefix="remora-rec-")
 
 
 # --- 1. accuracy ------------------------------------------------------------------------
@@ -411,41 +153,6 @@ def test_accuracy(remora, interp, extra=()):
 
 
 # --- 2. torn stacks ---------------------------------------------------------------------
-
-CHAINS = (("a", "b", "c"), ("x", "y", "z"))
-BASE = ["<module>", "main", "alternate"]
-
-
-MOVING = "<moving>"
-
-
-def torn_kind(functions):
-    """None if functions is a stack the alternate.py target can have, else what is wrong.
-    A partial stack (its innermost frames moved while read) is one such stack's outer
-    frames, then <moving>: judged as that prefix."""
-    if functions and functions[-1] == "<GC>":
-        functions = functions[:-1]
-    if functions and functions[-1] == MOVING:
-        # <module> and main never move (main sits in its call of alternate): a partial
-        # stack keeps them at least
-        functions = functions[:-1]
-        if len(functions) < 3:
-            return None if len(functions) == 2 and functions == BASE[:2] else "a partial stack without its root"
-    chain_names = set(CHAINS[0]) | set(CHAINS[1])
-    inner = [f for f in functions if f in chain_names]
-    used = [i for i, ch in enumerate(CHAINS) if set(inner) & set(ch)]
-    if len(used) > 1:
-        return "mixes the chains"
-    if functions[:3] != BASE:
-        return "does not start with <module>;main;alternate"
-    rest = functions[3:]
-    if not rest:
-        return None
-    chain = CHAINS[used[0]] if used else None
-    if chain is None or rest != list(chain[:len(rest)]):
-        return "chain out of order or foreign frames" if chain else "foreign frames"
-    return None
-
 
 def check_torn(stacks, main):
     """(bad Counter by kind, examples, Counter of innermost chain function)."""
@@ -583,36 +290,6 @@ def test_launch(remora, interp):
 
 # --- 5. convert -------------------------------------------------------------------------
 
-def odd_recording(remora, interp, outputs):
-    """Records odd_names.py for SHORT_SECONDS into files named outputs (in a fresh directory,
-    returned with the target's ready info); the caller removes the directory."""
-    d = workdir()
-    try:
-        with Target(interp, os.path.join(TARGETS, "odd_names.py"), "ready.json") as t:
-            ready = t.wait_ready()
-            args = ["-p", t.pid, "-d", SHORT_SECONDS]
-            for name in outputs:
-                args += ["-o", os.path.join(d, name)]
-            _, err = record(remora, args)
-            summary(err, 1000)
-    except BaseException:
-        shutil.rmtree(d, ignore_errors=True)
-        raise
-    return d, ready
-
-
-def check_odd_names(stacks, ready):
-    """The odd thread and function must come back exactly, once unescaped."""
-    names = {s.name for s in stacks if s.tid == ready["odd"]}
-    if names != {ready["thread_name"]}:
-        raise Fail("thread %d is named %r in the collapsed file, want %r"
-                   % (ready["odd"], sorted(names), ready["thread_name"]))
-    want = (ready["function"], ready["file"])
-    if not any(f[:2] == want for s in stacks for f in s.frames):
-        seen = sorted({f[:2] for s in stacks if s.tid == ready["odd"] for f in s.frames})
-        raise Fail("no frame %r in the collapsed file; thread %d has %r"
-                   % (want, ready["odd"], seen[-3:]))
-
 
 def test_convert(remora, interp):
     d, ready = odd_recording(remora, interp, ["rec.remora", "rec.collapsed"])
@@ -645,69 +322,6 @@ def test_convert(remora, interp):
 
 # --- 6. speedscope ----------------------------------------------------------------------
 
-_validator = {}
-
-
-def speedscope_validator():
-    """The command that validates speedscope files, installing tests/speedscope's packages
-    (`npm ci`) if they are missing; Skip when that cannot be done."""
-    if "cmd" in _validator:
-        return _validator["cmd"]
-    if "skip" in _validator:
-        raise Skip(_validator["skip"])
-    node = shutil.which("node")
-    script = os.path.join(SPEEDSCOPE_DIR, "validate.js")
-    schema = os.path.join(SPEEDSCOPE_DIR, "node_modules", "speedscope", "dist", "release",
-                          "file-format-schema.json")
-    reason = None
-    if node is None:
-        reason = "node not installed (apt-get install nodejs npm)"
-    elif not (os.path.exists(schema) and
-              os.path.isdir(os.path.join(SPEEDSCOPE_DIR, "node_modules", "ajv"))):
-        npm = shutil.which("npm")
-        if npm is None:
-            reason = "tests/speedscope/node_modules missing and npm not installed"
-        else:
-            p = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=SPEEDSCOPE_DIR,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, timeout=300)
-            if p.returncode != 0 or not os.path.exists(schema):
-                reason = "`npm ci` in tests/speedscope failed: %s" % tail(
-                    p.stdout.decode("utf-8", "replace"))
-    if reason:
-        _validator["skip"] = reason
-        raise Skip(reason)
-    _validator["cmd"] = [node, script]
-    return _validator["cmd"]
-
-
-def speedscope_stacks(doc):
-    """{tid: Counter((function, file, line) tuples -> weight)} and profile names, from a
-    speedscope file as remora writes it (sampled profiles named `thread NAME (TID)`)."""
-    frames = doc["shared"]["frames"]
-    out, names = {}, {}
-    for prof in doc["profiles"]:
-        m = THREAD.match(prof.get("name", ""))
-        if m is None:
-            if prof.get("samples"):
-                raise Fail("profile %r is not named `thread NAME (TID)`" % prof.get("name"))
-            continue
-        tid = int(m.group(2))
-        names[tid] = m.group(1)
-        if prof.get("type") != "sampled" or len(prof["samples"]) != len(prof["weights"]):
-            raise Fail("profile %r: not a sampled profile with one weight per sample"
-                       % prof["name"])
-        if sum(prof["weights"]) != prof["endValue"]:
-            raise Fail("profile %r: weights add up to %d, endValue is %r"
-                       % (prof["name"], sum(prof["weights"]), prof["endValue"]))
-        c = out.setdefault(tid, collections.Counter())
-        for stack, w in zip(prof["samples"], prof["weights"]):
-            if any(not 0 <= i < len(frames) for i in stack):
-                raise Fail("profile %r: frame index out of range" % prof["name"])
-            c[tuple((frames[i]["name"], frames[i].get("file"), frames[i].get("line"))
-                    for i in stack)] += w
-    return out, names
-
 
 def test_speedscope(remora, interp):
     validator = speedscope_validator()
@@ -725,9 +339,7 @@ def test_speedscope(remora, interp):
             doc = json.load(f)
         got, names = speedscope_stacks(doc)
         stacks = parse_collapsed(os.path.join(d, "rec.collapsed"))
-        want = {}
-        for s in stacks:
-            want.setdefault(s.tid, collections.Counter())[tuple(s.frames)] += s.count
+        want = by_thread(stacks)
         if got != want:
             tids = sorted(set(got) | set(want))
             diffs = ["thread %d: %d samples in speedscope, %d in collapsed"

@@ -2,8 +2,10 @@
 # Functional tests: run real interpreters (pyenv 3.9-3.13, Debian's static 3.11, and
 # 3.13-3.15 PIE/non-PIE in the test chroot) with the targets in tests/targets/, and compare
 # remora's output with the ground truth each target writes about itself. The tests of
-# `remora dump` are here; those of `remora record` and `convert` in record_tests.py; the
-# shared helpers (interpreters, running remora, targets) in harness.py.
+# `remora dump` are here; those of `remora record` and `convert` in record_tests.py, the
+# others in the *_tests.py modules and core_test.py; the shared helpers (interpreters,
+# running remora, targets, recordings) in harness.py, the readers of remora's output
+# formats in formats.py.
 #
 #   python3 tests/functional/run.py [--remora PATH] [--only SUBSTRING] [--timeout SECONDS]
 #
@@ -14,8 +16,6 @@
 # exits 1 if any test failed. Standard library only (runs on the host's python3).
 
 import argparse
-import difflib
-import json
 import os
 import re
 import shlex
@@ -25,48 +25,15 @@ import sys
 import tempfile
 
 from harness import (HOST_PYTHON, PYENV as PYENV_DIR, INTERPRETERS, REPO, TARGETS, Fail, Remora, Skip, Target,
-                     expect_failure, free_pid, interp_missing, one_line, tail)
+                     dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
+                     interp_missing, one_line, tail)
+from formats import parse_dump
 import record_tests
 
 GIL_DUMPS, GIL_NEEDED = 10, 9            # margin: one bad dump of ten is tolerated
 EXIT_RACE_TARGETS = 50                   # short-lived targets in the exit-during-dump test
 
 # --- known stacks -----------------------------------------------------------------------
-
-def version_matches(reported, truth):
-    """remora's "python" must be the target's version; a pre-release tag may be omitted."""
-    if reported == truth:
-        return True
-    m = re.match(r"\d+\.\d+\.\d+", truth)
-    return m is not None and reported == m.group(0)
-
-
-def frame_line(i, f):
-    return "#%-3d %s (%s:%s)" % (i, f.get("function"), f.get("file"), f.get("line"))
-
-
-def simple_frames(frames):
-    return [{"function": f.get("function"), "file": f.get("file"), "line": f.get("line")}
-            for f in frames]
-
-
-def thread_diff(t_truth, t_got):
-    a = [frame_line(i, f) for i, f in enumerate(t_truth["frames"])]
-    b = [frame_line(i, f) for i, f in enumerate(t_got.get("frames", []))]
-    diff = list(difflib.unified_diff(a, b, "truth", "remora", lineterm="", n=2))
-    if len(diff) > 40:
-        diff = diff[:40] + ["... (%d more diff lines)" % (len(diff) - 40)]
-    return diff
-
-
-def parse_dump(out):
-    try:
-        doc = json.loads(out)
-    except ValueError as e:
-        raise Fail("output is not JSON (%s): %r" % (e, out[:200]))
-    if not isinstance(doc, dict) or not isinstance(doc.get("threads"), list):
-        raise Fail("output has no \"threads\" list: %r" % out[:200])
-    return doc
 
 
 def test_known_stacks(remora, interp):
@@ -77,40 +44,12 @@ def test_known_stacks(remora, interp):
         if rc != 0:
             raise Fail("`remora dump --json` exited %d: %s" % (rc, tail(err)))
         doc = parse_dump(out)
-        problems = []
-        if doc.get("pid") != t.pid:
-            problems.append("pid is %r, want %d" % (doc.get("pid"), t.pid))
-        if not version_matches(str(doc.get("python")), truth["python"]):
-            problems.append("python is %r, want %r" % (doc.get("python"), truth["python"]))
-        got = {th.get("native_id"): th for th in doc["threads"]}
-        want = {th["native_id"]: th for th in truth["threads"]}
-        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want), key=str)
-        if missing:
-            problems.append("threads missing: %s" % ", ".join(
-                "%d (%s)" % (n, want[n]["name"]) for n in missing))
-        if extra:
-            problems.append("unexpected threads: %s" % ", ".join(map(str, extra)))
+        problems, got, want = dump_threads_problems(doc, truth, t.pid)
         holders = [n for n, th in got.items() if th.get("gil") is True]
         if len(holders) > 1:
             problems.append("%d threads hold the GIL: %s" % (len(holders), holders))
-        diff, differing = None, []
-        for th in truth["threads"]:
-            g = got.get(th["native_id"])
-            if g is None:
-                continue
-            label = "%d (%s)" % (th["native_id"], th["name"])
-            if g.get("main") is not th["main"]:
-                problems.append("thread %s: main is %r, want %r"
-                                % (label, g.get("main"), th["main"]))
-            if simple_frames(g.get("frames", [])) != th["frames"]:
-                differing.append(label)
-                if diff is None:
-                    diff = ["thread %s: %d frames in truth, %d from remora"
-                            % (label, len(th["frames"]), len(g.get("frames", [])))]
-                    diff += thread_diff(th, g)
-        if differing:
-            problems.append("frames differ in thread%s %s" % (
-                "s" if len(differing) > 1 else "", ", ".join(differing)))
+        more, diff = dump_frames_problems(got, truth)
+        problems += more
 
         rc, out, err = remora.run(["dump", "-p", t.pid])
         if rc != 0:
@@ -324,7 +263,7 @@ def main():
         ("errors/exit-during-dump", lambda: test_exit_during_dump(remora), None),
     ]
     import core_test                    # core dumps and snapshots: tests/functional/core_test.py
-    tests += core_test.tests(remora, sys.modules[__name__])
+    tests += core_test.tests(remora)
     tests += record_tests.tests(remora)
     import callkinds_tests              # every way into a Python function: callkinds_tests.py
     tests += callkinds_tests.tests(remora)

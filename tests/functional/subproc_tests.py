@@ -18,8 +18,9 @@ import json
 import os
 import shutil
 
-from harness import INTERPRETERS, TARGETS, Fail, Target, expect_failure, interp_missing, tail
-from record_tests import Recording, parse_collapsed, record, workdir
+from harness import (INTERPRETERS, TARGETS, Fail, Recording, Target, expect_failure, interp_missing,
+                     record, tail, workdir)
+from formats import parse_collapsed
 
 SUB_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
 SUB_SECONDS = 3

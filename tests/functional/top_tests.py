@@ -17,7 +17,6 @@
 
 import os
 import pty
-import re
 import fcntl
 import select
 import signal
@@ -26,39 +25,14 @@ import subprocess
 import termios
 import time
 
-from harness import (INTERPRETERS, TARGETS, Fail, Target, expect_failure, free_pid, interp_missing,
-                     tail)
+from harness import (INTERPRETERS, TARGETS, Fail, Target, expect_failure, free_pid, interp_command,
+                     interp_missing, interpreter, tail)
+from formats import parse_top_tables
 
 TOP_MARGIN = 5.0            # percentage points per thread; parked threads read with no errors
 TOP_SECONDS = 2.5           # two live tables, then the whole run's
 TTY_TIMEOUT = 30.0
 TTY_ROWS, TTY_COLS = 50, 200     # room for every row and name of known_stacks.py
-ROW = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+([\d.]+)s\s+([\d.]+)s\s+(.*)$")
-CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-NAMED = re.compile(r"^(.*) \((.*):(\d+)\)$")
-
-
-def parse_tables(text):
-    """[(title line, {(function, file): (own, total, own_s, total_s)})] in order; a
-    terminal's control sequences are dropped first."""
-    tables = []
-    for line in CSI.sub("", text).splitlines():
-        line = line.rstrip("\r")
-        if line.startswith("remora top "):
-            tables.append([None, {}])
-            continue
-        if not tables:
-            continue
-        if tables[-1][0] is None and " sorted by " in line:
-            tables[-1][0] = line
-            continue
-        m = ROW.match(line)
-        if m:
-            own, total, own_s, total_s, fn = m.groups()
-            n = NAMED.match(fn)
-            key = (n.group(1), n.group(2)) if n else (fn, "")
-            tables[-1][1][key] = (float(own), float(total), float(own_s), float(total_s))
-    return [(t, rows) for t, rows in tables]
 
 
 def truth_shares(truth):
@@ -100,7 +74,7 @@ def test_batch(remora, interp):
         rc, out, err = remora.run(["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", 100])
         if rc != 0:
             raise Fail("`remora top -d %s` exited %d: %s" % (TOP_SECONDS, rc, tail(err)))
-        tables = parse_tables(out)
+        tables = parse_top_tables(out)
         if len(tables) < 2 or "whole run" not in (tables[-1][0] or ""):
             raise Fail("want live tables then the whole run's, got %d tables: %s"
                        % (len(tables), tail(out)))
@@ -179,7 +153,7 @@ def test_tty(remora, interp):
         raise Fail("keys were read with the terminal still in line mode")
     if (after[3] & lflag) != (before[3] & lflag):
         raise Fail("the terminal's modes were not restored: lflag %#x, was %#x" % (after[3], before[3]))
-    final = parse_tables(text[text.rindex("\x1b[?1049l"):])
+    final = parse_top_tables(text[text.rindex("\x1b[?1049l"):])
     if len(final) != 1 or "whole run, sorted by %Total" not in (final[0][0] or ""):
         raise Fail("after the screen was given back: %d tables, want the whole run's sorted by "
                    "%%Total: %r" % (len(final), text[text.rindex("\x1b[?1049l"):][:300]))
@@ -203,12 +177,11 @@ sys.exit(3)
 
 
 def test_launch(remora, interp):
-    name, python, root = interp
-    cmd = ([python] if not root else ["chroot", root, python]) + ["-I", "-c", SPIN_EXIT]
+    cmd = interp_command(interp, ["-I", "-c", SPIN_EXIT])
     rc, out, err = remora.run(["top", "-l", 50, "--"] + cmd)
     if rc != 3:
         raise Fail("exit %d, want the command's 3: %s" % (rc, tail(err)))
-    tables = parse_tables(out)
+    tables = parse_top_tables(out)
     if not tables or "whole run" not in (tables[-1][0] or ""):
         raise Fail("no whole-run table on stdout: %s" % tail(out))
     got = tables[-1][1].get(("spin_here", "<string>"))
@@ -242,7 +215,7 @@ TTY_INTERP = "pyenv-3.12.1"     # the terminal layer does not depend on the vers
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    tty = next(i for i in INTERPRETERS if i[0] == TTY_INTERP)
+    tty = interpreter(TTY_INTERP)
     return [("top/batch/%s" % interp[0], lambda i=interp: test_batch(remora, i), interp_missing(interp))
             for interp in INTERPRETERS] + [
         ("top/tty", lambda: test_tty(remora, tty), interp_missing(tty)),
