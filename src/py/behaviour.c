@@ -33,7 +33,7 @@ void py_layout_derive(py_layout_t *L)
     L->fr_funcobj = m >= 13 && L->fr_size >= 24 ? 16 : 0;
     /* enum _frameowner: FRAME_OWNED_BY_GENERATOR is 1 from 3.11 to 3.15 */
     L->fr_owner_gen = L->frames_kind != PY_FRAMES_OBJECTS && L->fr_owner != 0 ? 1 : -1;
-    L->walk_root = m == 11 ? PY_ROOT_ENTRY : (m == 12 || m == 13) ? PY_ROOT_SHIM : PY_ROOT_ANY;
+    L->walk_root = m == 11 ? PY_ROOT_ENTRY : m >= 12 ? PY_ROOT_SHIM : PY_ROOT_ANY;
     L->caller_rests_on_call = m == 11;
     L->caller_past_start = L->frames_kind != PY_FRAMES_OBJECTS;
 

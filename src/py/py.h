@@ -130,9 +130,9 @@ typedef struct py_layout {
 
 /* Where every thread's walk of its frames ends. */
 enum py_walk_root {
-    PY_ROOT_ANY = 0,       /* 3.9/3.10, 3.14+: wherever the links end */
+    PY_ROOT_ANY = 0,       /* 3.9/3.10: wherever the links end (not at a generator's) */
     PY_ROOT_ENTRY = 1,     /* 3.11: at a frame marked is_entry (fr_is_entry) */
-    PY_ROOT_SHIM = 2,      /* 3.12/3.13: at a C-owned shim frame */
+    PY_ROOT_SHIM = 2,      /* 3.12+: at the outermost eval loop's entry frame, C-owned */
 };
 
 /* Fills in the behaviour fields of L from its version and offsets (behaviour.c). */

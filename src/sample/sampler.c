@@ -333,6 +333,10 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
                 s->st.errors++;
             continue;
         }
+        /* exception mode shows where the handling happens: a partial stack may have lost
+         * the frame holding the except block among those that moved */
+        if (s->o.mode == SAMPLE_EXCEPTION && th->partial)
+            continue;
         if (th->error) {
             s->st.errors++;
             continue;

@@ -223,15 +223,27 @@ int copy_states(unwinder_t *u, reader_t *r)
 int copy_again(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t len)
 {
     const py_layout_t *L = &u->target->layout;
-    size_t n = 0;
+    size_t n = 0, k;
 
     if (copy_room(tc, len))
         return REMORA_ENOMEM;
     batch_reset(r);
+    /* the frames remembered outside the chunk (generators, older chunks) are copied with
+     * it, the first copies before the current frame is read and the second after */
+    for (k = 0; k < tc->nsb; k++)
+        if (batch_req(r, tc->sb[k].addr, tc->sb[k].one, tc->sb[k].len))
+            return REMORA_ENOMEM;
+    if (batch_merge(r, &n, 0))
+        return REMORA_ENOMEM;
+    k = r->nreq;
     if (batch_iov(r, &n, tc->base, tc->a, len) || batch_iov(r, &n, copy_cur_ptr(L, tc), &tc->cur_mid, 8) ||
         batch_iov(r, &n, tc->base, tc->b, len) || add_end_reads(u, r, tc, copy_cur_ptr(L, tc)) ||
-        (L->frames_kind == PY_FRAMES_CFRAME && batch_req(r, tc->tstate + L->ts_frame, &tc->cf_end, 8)) ||
-        batch_merge(r, &n, 0))
+        (L->frames_kind == PY_FRAMES_CFRAME && batch_req(r, tc->tstate + L->ts_frame, &tc->cf_end, 8)))
+        return REMORA_ENOMEM;
+    for (size_t j = 0; j < tc->nsb; j++)
+        if (batch_req(r, tc->sb[j].addr, tc->sb[j].two, tc->sb[j].len))
+            return REMORA_ENOMEM;
+    if (batch_merge(r, &n, k))
         return REMORA_ENOMEM;
     batch_fix(r);
     tc->copied = 0;

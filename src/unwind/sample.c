@@ -272,9 +272,11 @@ static int thread_read(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t *cu
     return REMORA_OK;
 }
 
+#define RD_REREADS 3                /* readings again of a thread of which nothing is known */
+
 /* The thread's state read again, alone, for a second reading: what the round's first
  * read had of it is from before its stack moved. */
-static int thread_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc)
+static int thread_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc, int *other)
 {
     const py_layout_t *L = &u->target->layout;
     uint64_t pthread = get_u64(tc->ts, L->ts_thread_id);
@@ -285,8 +287,9 @@ static int thread_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc)
         return err;
     /* the state freed and made again for another thread meanwhile: its stack is not
      * the one of the thread the round named */
-    if (get_u64(tc->ts, L->ts_thread_id) != pthread ||
-        (L->ts_native_thread_id && get_u64(tc->ts, L->ts_native_thread_id) != nid))
+    *other = get_u64(tc->ts, L->ts_thread_id) != pthread ||
+             (L->ts_native_thread_id && get_u64(tc->ts, L->ts_native_thread_id) != nid);
+    if (*other)
         return REMORA_ECORRUPT;
     r->late = 1;
     tc->copied = 0;
@@ -338,33 +341,52 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     err = thread_read(u, r, tc, &cur, &nw, &keep);
     if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
         return err;
-    if (err != REMORA_OK || keep > 0) {
-        /* it moved while it was read: read it once more at once, from its state on; the
-         * first reading's frames known are kept in case the second knows fewer */
-        size_t known = err == REMORA_OK ? nw - keep : 0, nw2 = 0, keep2 = 0;
-        uint64_t cur2 = 0;
-        int err2;
-        memcpy(r->walk2, r->walk + keep, known * sizeof *r->walk);
-        err2 = thread_reread(u, r, tc);
-        if (err2 == REMORA_OK)
-            err2 = thread_read(u, r, tc, &cur2, &nw2, &keep2);
-        if (err2 == REMORA_ENOPROC || err2 == REMORA_ENOMEM)
-            return err2;
-        if (err2 == REMORA_OK && (keep2 == 0 || nw2 - keep2 >= known)) {
-            err = REMORA_OK;
+    if (err != REMORA_OK || keep > 0 || nw == 0) {
+        /* it moved while it was read: read it again at once, from its state on, while
+         * nothing of it is known (RD_REREADS times at most) or once while its outer
+         * frames are; the reading that knows the most frames is kept. A thread with no
+         * frame at all (being born or ending, or read between two eval loops) is read
+         * again too: empty only if it stays so. */
+        size_t best = err == REMORA_OK ? nw - keep : 0, tries;
+        size_t limit = best > 0 || err == REMORA_OK ? 1 : RD_REREADS;
+        memcpy(r->walk2, r->walk + keep, best * sizeof *r->walk);
+        for (tries = 0; tries < limit; tries++) {
+            uint64_t cur2 = 0;
+            size_t nw2 = 0, keep2 = 0;
+            int err2;
+            /* the frames this walk found outside the chunk are read with the copies:
+             * read later, on their own, they would be from after the current frame */
+            if (err == REMORA_OK && L->frames_kind != PY_FRAMES_OBJECTS && walk_learn_blocks(L, r, tc, nw))
+                return REMORA_ENOMEM;
+            int other = 0;
+            err2 = thread_reread(u, r, tc, &other);
+            if (other)
+                break;              /* another thread's state now: nothing of this one */
+            if (err2 == REMORA_OK)
+                err2 = thread_read(u, r, tc, &cur2, &nw2, &keep2);
+            if (err2 == REMORA_ENOPROC || err2 == REMORA_ENOMEM)
+                return err2;
+            err = err2;
             cur = cur2;
             nw = nw2;
             keep = keep2;
-        } else if (known > 0) {
-            memcpy(r->walk, r->walk2, known * sizeof *r->walk);
+            if (err == REMORA_OK && keep == 0 && (nw > 0 || tries > 0))
+                break;              /* whole */
+            if (err == REMORA_OK && nw - keep > best) {
+                best = nw - keep;
+                memcpy(r->walk2, r->walk + keep, best * sizeof *r->walk);
+            }
+        }
+        if (err != REMORA_OK || keep > 0 || (nw == 0 && best > 0)) {
+            if (best == 0)
+                goto failed;
+            memcpy(r->walk, r->walk2, best * sizeof *r->walk);
             err = REMORA_OK;
             cur = 0;
-            nw = known;
+            nw = best;
             keep = 0;
             tc->partial = 1;
         }
-        if (err != REMORA_OK)
-            goto failed;
     }
     if (keep > 0)
         tc->partial = 1;
@@ -384,6 +406,14 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     }
     if ((err = keep_raw(u, r, tc, keep, nw)) != REMORA_OK)
         return err;
+    if (th->handling_exc == 1) {
+        /* read at the round's start, before the stack: it must still be handling one
+         * now, or the frames read may be from after its except block */
+        if (proc_read(u->p, tc->tstate, u->tsbuf, L->ts_size) == REMORA_OK)
+            th->handling_exc = unw_exc_state(u, tc->tstate, u->tsbuf) == 1;
+        else
+            th->handling_exc = -1;
+    }
     if (tc->partial && tc->raw_n == 0) {
         /* only C-owned frames known: nothing of the Python stack */
         tc->partial = 0;

@@ -322,6 +322,15 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             break;
         }
     }
+    if (L->frames_kind != PY_FRAMES_OBJECTS && r->nblocks > 0 && cur2 != cur) {
+        /* frames outside the chunk met for the first time were read after the current
+         * frame, both copies: the same only if the thread did not move meanwhile. Known:
+         * the frames below the innermost of them. */
+        for (i = 0; i < nwalked && r->walk[i].from != FROM_BLOCK; i++)
+            ;
+        if (i < nwalked && i + 1 > s)
+            s = i + 1;
+    }
     if (now != cur && s < nwalked) {
         /* 3.9/3.10: the walk started from the frame current before the blocks were read
          * (no copy comes before it), and another is current now. Frame objects outlive
