@@ -6,7 +6,7 @@
 
 #include "remora.h"
 #include "cli.h"
-#include "../out/out.h"
+#include "../formats/out.h"
 #include "../proc/proc.h"
 #include "../py/py.h"
 #include "../unwind/unwind.h"

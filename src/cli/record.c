@@ -11,8 +11,8 @@
 
 #include "remora.h"
 #include "cli.h"
-#include "../out/out.h"
-#include "../out/raw.h"
+#include "../formats/out.h"
+#include "../formats/raw.h"
 #include "../proc/proc.h"
 #include "../py/py.h"
 #include "../sample/sampler.h"

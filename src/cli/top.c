@@ -20,7 +20,7 @@
 
 #include "remora.h"
 #include "cli.h"
-#include "../out/out.h"
+#include "../formats/out.h"
 #include "../sample/sampler.h"
 #include "../unwind/unwind.h"
 

@@ -1,5 +1,5 @@
 /* sample/ — the stack table (interning and aggregation) and the profile model that
- * every writer in out/ reads.
+ * every writer in formats/ reads.
  *
  *   sampler.h  the sampling loop (sampler.c)
  *   stacks.c   frames interned by (function, file, line); per-thread tries of stacks

@@ -6,7 +6,7 @@
 #include <signal.h>
 
 #include "sample.h"
-#include "../out/raw.h"
+#include "../formats/raw.h"
 #include "../unwind/unwind.h"
 
 

@@ -4,7 +4,7 @@
 # into a raw .remora file, and every sample whose innermost frame is an f_<k> must fall in
 # the time f_<k> was running, by the target's own CLOCK_MONOTONIC account.
 #
-# The .remora format (src/out/raw.h), as read here: the magic b"REMORA\0" and a version
+# The .remora format (src/formats/raw.h), as read here: the magic b"REMORA\0" and a version
 # byte (2: the metadata carries start_mono_ns), then records, a tag byte each, fields in
 # LEB128 varints (signed ones zigzag-encoded):
 #   'S' len bytes                    a string; ids count up from 0

@@ -6,7 +6,7 @@
 #   - a lone surrogate or NUL in a str becomes U+FFFD, and a name keeps its first
 #     NAME_BOUND code points (src/unwind/pystr.c, UNW_MAX_NAME);
 #   - a byte of a thread name (the kernel's comm) that is not part of valid UTF-8 becomes
-#     U+FFFD (src/out/json.c, text.c).
+#     U+FFFD (src/formats/json.c, text.c).
 # Checked: record to collapsed, speedscope, flamegraph, pstats, pprof, the Firefox format
 # and raw in one run; dump as text and --json; `top`'s tables (no raw control character:
 # a name must not drive the terminal); convert of the raw recording to every format, and
@@ -30,7 +30,7 @@ NAME_BOUND = 1024              # code points kept of a name (UNW_MAX_NAME in src
 TABLE_ROWS = 1000              # -l for the pstats table: every function gets a row
 TOP_SECONDS = 1.2              # one live table of `remora top`, then the whole run's
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
-TEMPLATE = os.path.join(REPO, "src", "out", "flamegraph.html")
+TEMPLATE = os.path.join(REPO, "src", "formats", "flamegraph.html")
 DATA_OPEN = '<script type="application/json" id="remora-data">'
 # what may never appear raw in text remora writes (escaped instead): C0 but newline, DEL,
 # C1, U+2028, U+2029

@@ -91,7 +91,7 @@ def summary(err, asked=None):
 
 def unescape_split(text):
     """Splits a collapsed stack at unescaped ';' and undoes \\\\ \\; \\n \\r \\t \\xNN \\uNNNN
-    (src/out/text.c)."""
+    (src/formats/text.c)."""
     parts, cur, i = [], [], 0
     while i < len(text):
         ch = text[i]

@@ -21,7 +21,7 @@
 #include "proc/proc.h"
 #include "py/py.h"
 #include "unwind/unwind.h"
-#include "out/out.h"
+#include "formats/out.h"
 #include "fuzz.h"
 
 #define FUZZ_MAX_INPUT (64u << 20)

@@ -1,4 +1,4 @@
-/* out/raw.c — writing and reading .remora recordings (see raw.h). */
+/* formats/raw.c — writing and reading .remora recordings (see raw.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* out/firefox.c — the Firefox Profiler's processed profile format (JSON; what
+/* formats/firefox.c — the Firefox Profiler's processed profile format (JSON; what
  * profiler.firefox.com opens, the format CPython's Tachyon writes too): a timeline, so it
  * needs the profile's events (every sample with its time, read back from a recording).
  *

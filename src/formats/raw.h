@@ -1,4 +1,4 @@
-/* out/raw.h — the .remora recording: an event log written while sampling and read
+/* formats/raw.h — the .remora recording: an event log written while sampling and read
  * back by `remora convert`.
  *
  * Layout: the magic "REMORA\0" and a version byte, then records, each a tag byte and
@@ -18,8 +18,8 @@
  * a sample's time on the target's clock. Version 1 has no start_mono_ns; the reader reads
  * both.
  */
-#ifndef REMORA_OUT_RAW_H
-#define REMORA_OUT_RAW_H
+#ifndef REMORA_FORMATS_RAW_H
+#define REMORA_FORMATS_RAW_H
 
 #include <stdint.h>
 #include <stdio.h>

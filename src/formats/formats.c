@@ -1,4 +1,4 @@
-/* out/formats.c — the table of output formats, inference from file names, and
+/* formats/formats.c — the table of output formats, inference from file names, and
  * writing a profile atomically (temporary file in the same directory, then rename). */
 #include <errno.h>
 #include <stdio.h>

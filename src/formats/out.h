@@ -1,4 +1,4 @@
-/* out/ — output writers. They read the profile model of sample/ only, never proc/ or
+/* formats/ — output writers. They read the profile model of sample/ only, never proc/ or
  * unwind/, so a recording can be converted later without the process.
  *
  *   json.c        JSON string escaping shared by the JSON-based writers
