@@ -7,7 +7,7 @@ WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
 LDLIBS  += -lz
 
-SRC := $(wildcard src/proc/*.c src/py/*.c src/unwind/*.c src/sample/*.c src/formats/*.c)
+SRC := $(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c src/sample/*.c src/formats/*.c)
 CLI := $(wildcard src/cli/*.c)
 HDR := $(wildcard include/*.h src/*/*.h)
 
@@ -86,7 +86,7 @@ $(FG_HTML_O): $(BUILD)/gen/flamegraph_html.c
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c -o $@ $<
 
 # the browser tests' profile writer: links only the stack table and the writer
-MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o unwind/strtab.o proc/grow.o formats/json.o formats/flamegraph.o) $(FG_HTML_O)
+MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o util/strtab.o util/grow.o formats/json.o formats/flamegraph.o) $(FG_HTML_O)
 $(BUILD)/mkprofile: tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(HDR)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(LDLIBS)
 

@@ -10,6 +10,7 @@
 #include "../proc/proc.h"
 #include "../py/py.h"
 #include "../unwind/unwind.h"
+#include "../util/util.h"
 
 static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n)
 {

@@ -17,6 +17,7 @@
 #include "../py/py.h"
 #include "../sample/sampler.h"
 #include "../unwind/unwind.h"
+#include "../util/util.h"
 
 static volatile sig_atomic_t stop_flag;
 

@@ -17,6 +17,7 @@
 
 #include "remora.h"
 #include "out.h"
+#include "../util/util.h"
 
 typedef struct pbuf {
     unsigned char *p;

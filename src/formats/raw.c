@@ -7,6 +7,7 @@
 
 #include "remora.h"
 #include "raw.h"
+#include "../util/util.h"
 
 static const char magic[8] = { 'R', 'E', 'M', 'O', 'R', 'A', 0, RAW_VERSION };
 

@@ -6,6 +6,7 @@
 
 #include "remora.h"
 #include "out.h"
+#include "../util/util.h"
 
 static size_t slot_of(const out_strs_t *s, const char *p)
 {

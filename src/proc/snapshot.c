@@ -26,6 +26,7 @@
 #include "remora.h"
 #include "proc.h"
 #include "proc_internal.h"
+#include "../util/util.h"
 
 #define SNAP_MAGIC "RMRSNAP"            /* 8 bytes with its NUL */
 #define SNAP_VERSION 1

@@ -16,6 +16,7 @@
 #include "remora.h"
 #include "sampler.h"
 #include "../py/py.h"
+#include "../util/util.h"
 
 /* --subprocesses: the target's descendants, found by a scan of /proc every SUB_SCAN_NS,
  * each sampled in the same rounds through an unwinder of its own once its interpreter is

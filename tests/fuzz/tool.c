@@ -23,6 +23,7 @@
 #include "unwind/unwind.h"
 #include "formats/out.h"
 #include "fuzz.h"
+#include "util/util.h"
 
 #define FUZZ_MAX_INPUT (64u << 20)
 
