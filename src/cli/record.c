@@ -27,6 +27,13 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
+/* The sampler's sink for the raw recording: each thread sample appended to it. */
+static int raw_sink_sample(void *ctx, const stk_table_t *t, uint32_t thread, uint32_t node,
+                           int64_t t_ns, unsigned flags)
+{
+    return raw_sample(ctx, t, thread, node, t_ns, flags);
+}
+
 #define RECORD_MAX_OUT 8
 
 typedef struct record_args {
@@ -188,6 +195,7 @@ int cmd_record(int argc, char **argv)
     raw_writer_t *raw = NULL;
     sampler_t *s = NULL;
     sampler_opts_t so;
+    sample_sink_t sink;
     profile_t prof, base;
     stk_table_t *base_table = NULL;
     const sampler_stats_t *st;
@@ -297,7 +305,9 @@ int cmd_record(int argc, char **argv)
     so.max_rounds = a.max_samples;
     so.subprocesses = a.c.subprocesses;
     so.blocking = a.c.blocking;
-    if ((err = sampler_new(u, p, table, raw, &so, &s)) != REMORA_OK) {
+    sink.ctx = raw;
+    sink.sample = raw != NULL ? raw_sink_sample : NULL;
+    if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, pid, a.c.blocking);
         goto out;
     }

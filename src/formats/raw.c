@@ -9,6 +9,9 @@
 #include "raw.h"
 #include "../util/util.h"
 
+_Static_assert(RAW_ON_CPU == SAMPLE_F_ON_CPU && RAW_GIL == SAMPLE_F_GIL && RAW_GC == SAMPLE_F_GC,
+               "a recording's flags byte holds the SAMPLE_F_* flags as they are");
+
 static const char magic[8] = { 'R', 'E', 'M', 'O', 'R', 'A', 0, RAW_VERSION };
 
 struct raw_writer {
