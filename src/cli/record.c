@@ -104,7 +104,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
     if (cli_sampling_check("record", &a->c))
         return -1;
     if (fname != NULL && out_format_by_name(fname) == NULL) {
-        cli_error("unknown format '%s': use one of %s", fname, out_format_names());
+        cli_error("unknown format '%s': use one of %s", fname, out_format_names(0));
         return -1;
     }
     if (a->nout == 0) {
@@ -125,7 +125,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             a->fmt[i] = fname ? out_format_by_name(fname) : NULL;
         if (a->fmt[i] == NULL) {
             cli_error("cannot tell the format of '%s' from its name: add -f (%s)", a->out_path[i],
-                      out_format_names());
+                      out_format_names(0));
             return -1;
         }
         if (a->fmt[i]->write == NULL && strcmp(a->out_path[i], "-") == 0) {
@@ -506,7 +506,15 @@ int cmd_convert(int argc, char **argv)
     }
     fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("pstats");
     if (fmt == NULL || fmt->write == NULL) {
-        cli_error("choose an output format with -f (%s, except raw)", out_format_names());
+        /* every message lists the formats convert writes: all of the table but raw */
+        if (fname != NULL && fmt == NULL)
+            cli_error("unknown format '%s': use one of %s", fname, out_format_names(1));
+        else if (fmt != NULL)
+            cli_error("convert cannot write the raw format (record writes it): use one of %s",
+                      out_format_names(1));
+        else
+            cli_error("cannot tell the format of '%s' from its name: add -f (%s)", out_path,
+                      out_format_names(1));
         return REMORA_EXIT_USAGE;
     }
     if (diff != NULL && strcmp(fmt->name, "flamegraph") != 0) {
