@@ -10,9 +10,6 @@
 #include "remora.h"
 #include "out.h"
 
-/* until the flamegraph writer lands */
-int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o) __attribute__((weak));
-
 static const out_format_t formats[] = {
     { "flamegraph", ".html .htm", out_flamegraph_write },
     { "firefox", ".gecko.json .firefox.json", out_firefox_write, 1 },   /* before .json */
