@@ -1,5 +1,6 @@
-/* formats/ — output writers. They read the profile model of sample/ only, never proc/ or
- * unwind/, so a recording can be converted later without the process.
+/* formats/ — output writers. They read the profile model of sample/ only (and use
+ * util/), never proc/ or unwind/, so a recording can be converted later without the
+ * process.
  *
  *   json.c        JSON string escaping shared by the JSON-based writers
  *   text.c        escaping of names in text for a terminal (pstats, remora dump)
