@@ -7,7 +7,7 @@ WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
 LDLIBS  += -lz
 
-SRC := $(wildcard src/proc/*.c src/py/*.c src/unwind/*.c src/sample/*.c src/out/*.c)
+SRC := $(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c src/sample/*.c src/formats/*.c)
 CLI := $(wildcard src/cli/*.c)
 HDR := $(wildcard include/*.h src/*/*.h)
 
@@ -67,7 +67,7 @@ demo: remora
 .PHONY: demo
 
 # ---- flamegraph template and browser tests (issue #6) --------------------------------
-# src/out/flamegraph.html is embedded into the binary as a C array: tools/embed.c writes
+# src/formats/flamegraph.html is embedded into the binary as a C array: tools/embed.c writes
 # $(BUILD)/gen/flamegraph_html.c, whose object joins $(OBJ) (the link recipes above read
 # $(OBJ) or $^ when they run, so they pick it up).
 FG_HTML_O := $(BUILD)/gen/flamegraph_html.o
@@ -78,7 +78,7 @@ $(BUILD)/tools/embed: tools/embed.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
-$(BUILD)/gen/flamegraph_html.c: src/out/flamegraph.html $(BUILD)/tools/embed
+$(BUILD)/gen/flamegraph_html.c: src/formats/flamegraph.html $(BUILD)/tools/embed
 	@mkdir -p $(dir $@)
 	$(BUILD)/tools/embed $< $@ out_flamegraph_html
 
@@ -86,7 +86,7 @@ $(FG_HTML_O): $(BUILD)/gen/flamegraph_html.c
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c -o $@ $<
 
 # the browser tests' profile writer: links only the stack table and the writer
-MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o unwind/strtab.o proc/grow.o out/json.o out/flamegraph.o) $(FG_HTML_O)
+MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o util/strtab.o util/grow.o formats/json.o formats/flamegraph.o) $(FG_HTML_O)
 $(BUILD)/mkprofile: tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(HDR)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(LDLIBS)
 

@@ -1,10 +1,9 @@
 /* remora — sampling profiler and stack inspector for running CPython processes.
- * Project-wide definitions: version, error codes and their exit codes.
+ * Project-wide definitions: version, error codes and their exit codes (their names and
+ * the mapping from one to the other: src/util/err.c, declared in src/util/util.h).
  */
 #ifndef REMORA_H
 #define REMORA_H
-
-#include <stddef.h>
 
 #define REMORA_VERSION "0.1.0"
 
@@ -31,22 +30,5 @@ enum remora_exit {
     REMORA_EXIT_NOTPY = 4,
     REMORA_EXIT_FAIL = 5,    /* anything else: I/O error, target data unreadable */
 };
-
-/* Maps an error code to the exit code of the command. */
-int remora_exit_code(int err);
-
-/* Grows the array *v of *cap elements of 'elem' bytes (doubling) until it holds 'need';
- * *v and *cap are updated. Returns 0, or -1 (out of memory or size overflow) with the
- * array left as it was. (proc/grow.c) */
-int remora_grow_to(void **v, size_t *cap, size_t need, size_t elem);
-
-/* The same, with the common case (room enough) inline: it runs many times a sample. */
-static inline int remora_grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-    return need <= *cap ? 0 : remora_grow_to(v, cap, need, elem);
-}
-
-/* A short constant description of an error code. */
-const char *remora_strerror(int err);
 
 #endif

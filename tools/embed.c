@@ -5,7 +5,7 @@
  * writes OUTPUT.c defining
  *     const unsigned char SYMBOL[];   the bytes of INPUT followed by one NUL
  *     const size_t SYMBOL_len;        the number of bytes of INPUT (without the NUL)
- * Built and run by the Makefile (the flamegraph template, src/out/flamegraph.html);
+ * Built and run by the Makefile (the flamegraph template, src/formats/flamegraph.html);
  * needs nothing but the C compiler. Writes through OUTPUT.tmp and a rename, so an
  * interrupted build never leaves a truncated array behind. Exit 0 on success, 1 on
  * a usage error, 2 when a file cannot be read or written.

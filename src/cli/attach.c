@@ -13,6 +13,7 @@
 #include "remora.h"
 #include "cli.h"
 #include "../sample/sampler.h"
+#include "../util/util.h"
 
 /* "1000", "10k", "1khz", "2.5kHz", "1M" → Hz. Returns 0 or -1. */
 int cli_parse_rate(const char *s, double *hz)

@@ -1,4 +1,13 @@
-/* cli/ — the remora command: argument parsing, messages, subcommands. */
+/* cli/ — the remora command: argument parsing, messages, subcommands.
+ *
+ *   main.c    the entry point: usage, dispatch to the subcommands; one-line messages
+ *   attach.c  what record and top share: their options, attaching to a pid or launching
+ *             a command, the launched command's exit code, the target's command line
+ *   dump.c    `remora dump`: every thread's stack, of a live process or a core
+ *   record.c  `remora record` (the raw writer connected to the sampler's sink) and
+ *             `remora convert`
+ *   top.c     `remora top`: the live table
+ */
 #ifndef REMORA_CLI_H
 #define REMORA_CLI_H
 
@@ -8,6 +17,8 @@
 
 #include "../proc/proc.h"
 #include "../py/py.h"
+
+/* main.c */
 
 /* Prints "remora: <message>" and a newline on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -19,6 +30,7 @@ int cli_parse_pid(const char *s, pid_t *out);
  * returns the exit code for it. 'why' is a detail from the lower layers or NULL. */
 int cli_fail(int err, pid_t pid, const char *why);
 
+/* The subcommands (dump.c, record.c, top.c): each returns the exit code. */
 int cmd_dump(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_convert(int argc, char **argv);

@@ -6,10 +6,11 @@
 
 #include "remora.h"
 #include "cli.h"
-#include "../out/out.h"
+#include "../formats/out.h"
 #include "../proc/proc.h"
 #include "../py/py.h"
 #include "../unwind/unwind.h"
+#include "../util/util.h"
 
 static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n)
 {

@@ -6,6 +6,7 @@
 
 #include "remora.h"
 #include "cli.h"
+#include "../util/util.h"
 
 static const char usage[] =
     "usage: remora <command> [options]\n"

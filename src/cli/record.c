@@ -11,12 +11,13 @@
 
 #include "remora.h"
 #include "cli.h"
-#include "../out/out.h"
-#include "../out/raw.h"
+#include "../formats/out.h"
+#include "../formats/raw.h"
 #include "../proc/proc.h"
 #include "../py/py.h"
 #include "../sample/sampler.h"
 #include "../unwind/unwind.h"
+#include "../util/util.h"
 
 static volatile sig_atomic_t stop_flag;
 
@@ -24,6 +25,13 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_flag = 1;
+}
+
+/* The sampler's sink for the raw recording: each thread sample appended to it. */
+static int raw_sink_sample(void *ctx, const stk_table_t *t, uint32_t thread, uint32_t node,
+                           int64_t t_ns, unsigned flags)
+{
+    return raw_sample(ctx, t, thread, node, t_ns, flags);
 }
 
 #define RECORD_MAX_OUT 8
@@ -96,7 +104,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
     if (cli_sampling_check("record", &a->c))
         return -1;
     if (fname != NULL && out_format_by_name(fname) == NULL) {
-        cli_error("unknown format '%s': use one of %s", fname, out_format_names());
+        cli_error("unknown format '%s': use one of %s", fname, out_format_names(0));
         return -1;
     }
     if (a->nout == 0) {
@@ -117,7 +125,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             a->fmt[i] = fname ? out_format_by_name(fname) : NULL;
         if (a->fmt[i] == NULL) {
             cli_error("cannot tell the format of '%s' from its name: add -f (%s)", a->out_path[i],
-                      out_format_names());
+                      out_format_names(0));
             return -1;
         }
         if (a->fmt[i]->write == NULL && strcmp(a->out_path[i], "-") == 0) {
@@ -187,6 +195,7 @@ int cmd_record(int argc, char **argv)
     raw_writer_t *raw = NULL;
     sampler_t *s = NULL;
     sampler_opts_t so;
+    sample_sink_t sink;
     profile_t prof, base;
     stk_table_t *base_table = NULL;
     const sampler_stats_t *st;
@@ -296,7 +305,9 @@ int cmd_record(int argc, char **argv)
     so.max_rounds = a.max_samples;
     so.subprocesses = a.c.subprocesses;
     so.blocking = a.c.blocking;
-    if ((err = sampler_new(u, p, table, raw, &so, &s)) != REMORA_OK) {
+    sink.ctx = raw;
+    sink.sample = raw != NULL ? raw_sink_sample : NULL;
+    if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, pid, a.c.blocking);
         goto out;
     }
@@ -500,7 +511,15 @@ int cmd_convert(int argc, char **argv)
     }
     fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("pstats");
     if (fmt == NULL || fmt->write == NULL) {
-        cli_error("choose an output format with -f (%s, except raw)", out_format_names());
+        /* every message lists the formats convert writes: all of the table but raw */
+        if (fname != NULL && fmt == NULL)
+            cli_error("unknown format '%s': use one of %s", fname, out_format_names(1));
+        else if (fmt != NULL)
+            cli_error("convert cannot write the raw format (record writes it): use one of %s",
+                      out_format_names(1));
+        else
+            cli_error("cannot tell the format of '%s' from its name: add -f (%s)", out_path,
+                      out_format_names(1));
         return REMORA_EXIT_USAGE;
     }
     if (diff != NULL && strcmp(fmt->name, "flamegraph") != 0) {

@@ -20,9 +20,10 @@
 
 #include "remora.h"
 #include "cli.h"
-#include "../out/out.h"
+#include "../formats/out.h"
 #include "../sample/sampler.h"
 #include "../unwind/unwind.h"
+#include "../util/util.h"
 
 #define TOP_REFRESH_NS 950000000        /* the sampler calls back every 0.5 s: redraw every 1 s */
 #define TOP_BATCH_ROWS 20

@@ -6,7 +6,8 @@
  * file-backed mappings, NT_PRSTATUS the threads, NT_PRPSINFO the pid and name, NT_AUXV
  * the entry point (to tell which file is the executable). A maps text is synthesized
  * from them for proc_maps_read(). Every field is read with memcpy and checked against
- * the file's size: a core is untrusted input.
+ * the file's size: a core is untrusted input. Builds an image (image.c) for proc.c's
+ * handle; calls image.c and file.c only.
  */
 #include <elf.h>
 #include <errno.h>
@@ -292,7 +293,9 @@ static int synth_maps(image_t *img)
     return img->maps_text ? REMORA_OK : REMORA_ENOMEM;
 }
 
-int core_parse(image_t *img, pid_t *pid)
+/* Parses a core file's bytes (owned by img: img->buf) into img. Returns 0,
+ * REMORA_ENOTPY (not a 64-bit little-endian ELF core), REMORA_ECORRUPT, REMORA_ENOMEM. */
+static int core_parse(image_t *img, pid_t *pid)
 {
     const unsigned char *b = img->buf;
     uint64_t phoff;
@@ -380,10 +383,9 @@ int core_parse(image_t *img, pid_t *pid)
     return REMORA_OK;
 }
 
-static int open_core_image(image_t *img, const char *exe, const char *root, proc_t **out)
+/* Parses img (its buf filled) as a core; frees it on failure. */
+static int open_core_image(image_t *img, const char *exe, const char *root, pid_t *pid)
 {
-    proc_t *p;
-    pid_t pid;
     int err;
 
     if ((exe != NULL && (img->exe = strdup(exe)) == NULL) ||
@@ -400,29 +402,18 @@ static int open_core_image(image_t *img, const char *exe, const char *root, proc
             img->root = NULL;
         }
     }
-    err = core_parse(img, &pid);
-    if (err) {
+    err = core_parse(img, pid);
+    if (err)
         image_free(img);
-        return err;
-    }
-    p = calloc(1, sizeof *p);
-    if (p == NULL) {
-        image_free(img);
-        return REMORA_ENOMEM;
-    }
-    p->kind = PROC_CORE;
-    p->pid = pid;
-    p->img = img;
-    *out = p;
-    return REMORA_OK;
+    return err;
 }
 
-int proc_open_core(const char *core, const char *exe, const char *root, proc_t **out)
+int core_open(const char *core, const char *exe, const char *root, image_t **out, pid_t *pid)
 {
     image_t *img;
     struct stat st;
     void *m;
-    int fd;
+    int fd, err;
 
     *out = NULL;
     fd = open(core, O_RDONLY | O_CLOEXEC);
@@ -448,13 +439,16 @@ int proc_open_core(const char *core, const char *exe, const char *root, proc_t *
     img->buf = m;
     img->len = (size_t)st.st_size;
     img->buf_mapped = 1;
-    return open_core_image(img, exe, root, out);
+    if ((err = open_core_image(img, exe, root, pid)) == REMORA_OK)
+        *out = img;
+    return err;
 }
 
-int proc_open_core_mem(const void *buf, size_t len, const char *exe, const char *root,
-                       proc_t **out)
+int core_open_mem(const void *buf, size_t len, const char *exe, const char *root,
+                  image_t **out, pid_t *pid)
 {
     image_t *img = image_new();
+    int err;
 
     *out = NULL;
     if (img == NULL)
@@ -467,5 +461,7 @@ int proc_open_core_mem(const void *buf, size_t len, const char *exe, const char 
     if (len)
         memcpy(img->buf, buf, len);
     img->len = len;
-    return open_core_image(img, exe, root, out);
+    if ((err = open_core_image(img, exe, root, pid)) == REMORA_OK)
+        *out = img;
+    return err;
 }

@@ -18,6 +18,7 @@
 
 #include "remora.h"
 #include "proc.h"
+#include "../util/util.h"
 
 #define FREEZE_MAX 4096                 /* threads followed */
 #define FREEZE_WAIT_NS 100000000        /* 100 ms for all threads to stop */

@@ -4,6 +4,9 @@
  * source file), the file-backed mappings (to read what a core does not hold from the
  * mapped file itself), the files, the tasks and a maps text. Everything in it came
  * from an untrusted file: reads are bounded by what is held, and by the file's size.
+ *
+ * Reads the bytes it holds and, for a core, the files the core names (opened on this
+ * host and mapped when first needed). Calls nothing else in proc/.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -349,43 +352,3 @@ const img_task_t *image_task(const image_t *img, pid_t tid)
     return NULL;
 }
 
-int proc_read_file(const char *path, size_t max, unsigned char **buf, size_t *len)
-{
-    struct stat st;
-    unsigned char *b;
-    size_t n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-    *buf = NULL;
-    *len = 0;
-    if (fd < 0)
-        return proc_err_from_errno(errno);
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return REMORA_EIO;
-    }
-    if ((uint64_t)st.st_size > max) {
-        close(fd);
-        return REMORA_ENOMEM;
-    }
-    b = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
-    if (b == NULL) {
-        close(fd);
-        return REMORA_ENOMEM;
-    }
-    while (n < (size_t)st.st_size) {
-        ssize_t r = read(fd, b + n, (size_t)st.st_size - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            free(b);
-            close(fd);
-            return REMORA_EIO;
-        }
-        n += (size_t)r;
-    }
-    close(fd);
-    *buf = b;
-    *len = n;
-    return REMORA_OK;
-}

@@ -1,7 +1,8 @@
 /* proc/maps.c — /proc/PID/maps parsing and opening the files the target maps.
  *
- * Reads only /proc files of the target (or the maps text and files of a core or
- * snapshot image); the parser is pure and bounded.
+ * Reads /proc/PID/maps and the files the target maps (through /proc/PID/root, else by
+ * their plain path), or the maps text and files of a core or snapshot image; the parser
+ * is pure and bounded.
  */
 
 #include <errno.h>
@@ -16,57 +17,6 @@
 #include "remora.h"
 #include "proc.h"
 #include "proc_internal.h"
-
-int proc_slurp(const char *path, size_t max, char **buf, size_t *len)
-{
-    size_t cap = 4096, n = 0;
-    char *b;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-    *buf = NULL;
-    *len = 0;
-    if (fd < 0)
-        return proc_err_from_errno(errno);
-    b = malloc(cap + 1);
-    if (b == NULL)
-        goto nomem;
-    for (;;) {
-        ssize_t r;
-        if (n == cap) {
-            char *nb;
-            if (cap >= max)
-                break;
-            cap = cap * 2 > max ? max : cap * 2;
-            nb = realloc(b, cap + 1);
-            if (nb == NULL)
-                goto nomem;
-            b = nb;
-        }
-        r = read(fd, b + n, cap - n);
-        if (r < 0) {
-            int err;
-            if (errno == EINTR)
-                continue;
-            err = proc_err_from_errno(errno);
-            /* reading a dead task's files fails with ESRCH */
-            free(b);
-            close(fd);
-            return err;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-    }
-    close(fd);
-    b[n] = '\0';
-    *buf = b;
-    *len = n;
-    return REMORA_OK;
-nomem:
-    free(b);
-    close(fd);
-    return REMORA_ENOMEM;
-}
 
 static int parse_hex(const char **s, const char *end, uint64_t *out)
 {

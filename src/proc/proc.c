@@ -1,8 +1,10 @@
 /* proc/proc.c — the process handle and the live-process memory source on Linux.
  *
- * Reads the target's memory with process_vm_readv (single and vectored) and maps
- * errno to REMORA_E* codes, once, here. Reads of core and snapshot handles go to
- * their image (image.c); reads of a recording handle are copied to its recorder.
+ * Reads the target's memory with process_vm_readv (single and vectored), and /proc/PID
+ * (stat only) to tell a process that is gone from an unmapped address; errno becomes a
+ * REMORA_E* code through file.c. A core or snapshot handle holds the image core.c or
+ * snapshot.c built, and its reads go there (image.c); a recording handle hands what it
+ * read to its recorder (snapshot.c). Those files never call back into this one.
  */
 
 #include <errno.h>
@@ -16,24 +18,6 @@
 #include "remora.h"
 #include "proc.h"
 #include "proc_internal.h"
-
-int proc_err_from_errno(int e)
-{
-    switch (e) {
-    case ESRCH:
-    case ENOENT:
-        return REMORA_ENOPROC;
-    case EPERM:
-    case EACCES:
-        return REMORA_EPERM;
-    case EFAULT:
-        return REMORA_EFAULT;
-    case ENOMEM:
-        return REMORA_ENOMEM;
-    default:
-        return REMORA_EIO;
-    }
-}
 
 int proc_open(pid_t pid, proc_t **out)
 {
@@ -54,6 +38,67 @@ int proc_open(pid_t pid, proc_t **out)
     p->pid = pid;
     *out = p;
     return REMORA_OK;
+}
+
+/* A handle on a core or snapshot image (owned by the handle; freed on failure). */
+static int proc_from_image(int kind, pid_t pid, image_t *img, proc_t **out)
+{
+    proc_t *p = calloc(1, sizeof *p);
+
+    if (p == NULL) {
+        image_free(img);
+        return REMORA_ENOMEM;
+    }
+    p->kind = kind;
+    p->pid = pid;
+    p->img = img;
+    *out = p;
+    return REMORA_OK;
+}
+
+int proc_open_core(const char *core, const char *exe, const char *root, proc_t **out)
+{
+    image_t *img;
+    pid_t pid;
+    int err;
+
+    *out = NULL;
+    err = core_open(core, exe, root, &img, &pid);
+    return err ? err : proc_from_image(PROC_CORE, pid, img, out);
+}
+
+int proc_open_core_mem(const void *buf, size_t len, const char *exe, const char *root,
+                       proc_t **out)
+{
+    image_t *img;
+    pid_t pid;
+    int err;
+
+    *out = NULL;
+    err = core_open_mem(buf, len, exe, root, &img, &pid);
+    return err ? err : proc_from_image(PROC_CORE, pid, img, out);
+}
+
+int proc_open_snapshot(const char *file, proc_t **out)
+{
+    image_t *img;
+    pid_t pid;
+    int err;
+
+    *out = NULL;
+    err = snapshot_open(file, &img, &pid);
+    return err ? err : proc_from_image(PROC_SNAPSHOT, pid, img, out);
+}
+
+int proc_open_snapshot_mem(const void *buf, size_t len, proc_t **out)
+{
+    image_t *img;
+    pid_t pid;
+    int err;
+
+    *out = NULL;
+    err = snapshot_open_mem(buf, len, &img, &pid);
+    return err ? err : proc_from_image(PROC_SNAPSHOT, pid, img, out);
 }
 
 void proc_free(proc_t *p)
@@ -81,6 +126,18 @@ int proc_record_start(proc_t *p)
         return REMORA_OK;
     p->rec = rec_new();
     return p->rec ? REMORA_OK : REMORA_ENOMEM;
+}
+
+int proc_snapshot_save(proc_t *p, const char *path)
+{
+    return p->rec ? rec_save(p->rec, p->pid, p->kind, path) : REMORA_EUSAGE;
+}
+
+int proc_snapshot_save_mem(proc_t *p, unsigned char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    return p->rec ? rec_save_mem(p->rec, p->pid, p->kind, out, len) : REMORA_EUSAGE;
 }
 
 pid_t proc_pid(const proc_t *p)

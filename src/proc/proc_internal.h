@@ -1,12 +1,23 @@
 /* proc/ internals shared by its files.
  *
- *   proc.c      the handle, the live source (process_vm_readv), dispatch of reads
+ *   proc.c      the handle, the live source (process_vm_readv), dispatch of reads,
+ *               opening core and snapshot handles, saving a snapshot
  *   maps.c      /proc/PID/maps parsing; opening the files a target maps
- *   task.c      /proc/PID/task: thread ids, states, names
+ *   task.c      /proc/PID/task: thread ids, states, names; a process's descendants
+ *   freeze.c    --blocking: the target's threads stopped and resumed (ptrace)
  *   elf.c       ELF symbols and sections; traces of lookups, stub files for snapshots
  *   image.c     the memory image of a non-live source: segments, mapped files, tasks
  *   core.c      the ELF core file source (builds an image)
  *   snapshot.c  the snapshot file source (builds an image) and the recorder
+ *   file.c      errno to REMORA_E* codes; whole-file reads
+ *
+ * Calls go one way, never back up this list:
+ *   freeze.c          → task.c, proc.c
+ *   maps.c, task.c    → snapshot.c (the recorder), image.c, elf.c, file.c
+ *   proc.c            → core.c, snapshot.c, image.c, file.c
+ *   core.c            → image.c, file.c
+ *   snapshot.c        → image.c, elf.c (traces), file.c
+ *   image.c, elf.c, file.c call nothing else in proc/.
  */
 #ifndef REMORA_PROC_INTERNAL_H
 #define REMORA_PROC_INTERNAL_H
@@ -24,6 +35,8 @@ struct proc {
     recorder_t *rec;        /* NULL unless proc_record_start() was called */
 };
 
+/* ---- file.c --------------------------------------------------------------- */
+
 /* Maps an errno value to a REMORA_E* code. */
 int proc_err_from_errno(int e);
 
@@ -35,7 +48,9 @@ int proc_slurp(const char *path, size_t max, char **buf, size_t *len);
  * REMORA_ENOMEM). Returns 0 or a REMORA_E* code. */
 int proc_read_file(const char *path, size_t max, unsigned char **buf, size_t *len);
 
-/* The live source's reads (proc.c). */
+/* ---- proc.c --------------------------------------------------------------- */
+
+/* The live source's reads. */
 int proc_live_read(proc_t *p, uint64_t addr, void *buf, size_t len);
 int proc_live_readv(proc_t *p, const proc_iov_t *iov, size_t n);
 
@@ -119,18 +134,24 @@ int image_host_path(const image_t *img, size_t i, char *out, size_t len);
 
 const img_task_t *image_task(const image_t *img, pid_t tid);
 
-/* ---- core.c / snapshot.c ---------------------------------------------------- */
+/* ---- core.c / snapshot.c: the sources that build an image ------------------------ */
 
-/* Parses a core file's bytes (owned by img: img->buf) into img. Returns 0,
- * REMORA_ENOTPY (not a 64-bit little-endian ELF core), REMORA_ECORRUPT, REMORA_ENOMEM. */
-int core_parse(image_t *img, pid_t *pid);
+/* The image of a core file (mapped) or buffer (copied), and NT_PRPSINFO's pid; 'exe' and
+ * 'root' as for proc_open_core(). Returns 0 with *out (the caller frees it with
+ * image_free()), or what proc_open_core() returns. (core.c) */
+int core_open(const char *core, const char *exe, const char *root, image_t **out, pid_t *pid);
+int core_open_mem(const void *buf, size_t len, const char *exe, const char *root,
+                  image_t **out, pid_t *pid);
 
-/* Parses a snapshot's bytes (img->buf) into img. Returns 0, REMORA_ENOTPY (not a
- * snapshot), REMORA_ECORRUPT, REMORA_ENOMEM. */
-int snapshot_parse(image_t *img, pid_t *pid);
+/* The image of a snapshot file or buffer (copied), and the pid it was recorded from.
+ * Returns 0 with *out (freed with image_free()), or what proc_open_snapshot() returns.
+ * (snapshot.c) */
+int snapshot_open(const char *file, image_t **out, pid_t *pid);
+int snapshot_open_mem(const void *buf, size_t len, image_t **out, pid_t *pid);
 
-/* The recorder: every successful read and what proc_maps_read / proc_tasks /
- * proc_task_state / proc_task_name / proc_elf_open returned. */
+/* The recorder (snapshot.c): every successful read and what proc_maps_read / proc_tasks /
+ * proc_task_state / proc_task_name / proc_elf_open returned, kept by the handle that
+ * made them; it calls nothing of the handle's. */
 recorder_t *rec_new(void);
 void rec_free(recorder_t *r);
 void rec_mem(recorder_t *r, uint64_t addr, const void *buf, size_t len);
@@ -140,6 +161,11 @@ void rec_task_state(recorder_t *r, pid_t tid, char state);
 void rec_task_name(recorder_t *r, pid_t tid, const char *name);
 /* The trace to attach to an ELF file opened at 'path' (created on first use from e). */
 void rec_elf(recorder_t *r, const char *path, uint64_t inode, elf_t *e);
+/* What r holds as a snapshot of process 'pid' recorded from a source of 'kind': into a
+ * malloc'd buffer, or into 'path' (a temporary file, then renamed). Returns 0,
+ * REMORA_EIO, REMORA_ENOMEM. */
+int rec_save_mem(const recorder_t *r, pid_t pid, int kind, unsigned char **out, size_t *len);
+int rec_save(const recorder_t *r, pid_t pid, int kind, const char *path);
 
 /* ---- elf.c: traces ------------------------------------------------------------ */
 

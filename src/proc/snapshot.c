@@ -15,6 +15,10 @@
  *     5 MEM   u64 address, the bytes read there
  *   Records of other types are skipped. Overlapping MEM records: the first one wins.
  * A snapshot is untrusted input: every length and count is checked against the file.
+ *
+ * Reads a snapshot file (whole, through file.c) into an image (image.c) for proc.c's
+ * handle; the recorder reads nothing, it is handed copies of what the handle read, and
+ * writes the snapshot file. Calls image.c, elf.c's traces and file.c only.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +30,7 @@
 #include "remora.h"
 #include "proc.h"
 #include "proc_internal.h"
+#include "../util/util.h"
 
 #define SNAP_MAGIC "RMRSNAP"            /* 8 bytes with its NUL */
 #define SNAP_VERSION 1
@@ -86,7 +91,9 @@ static int next_record(const image_t *img, uint64_t *pos, snap_rec_t *r)
     return 1;
 }
 
-int snapshot_parse(image_t *img, pid_t *pid)
+/* Parses a snapshot's bytes (img->buf) into img. Returns 0, REMORA_ENOTPY (not a
+ * snapshot), REMORA_ECORRUPT, REMORA_ENOMEM. */
+static int snapshot_parse(image_t *img, pid_t *pid)
 {
     uint64_t pos;
     snap_rec_t r;
@@ -198,29 +205,20 @@ int snapshot_parse(image_t *img, pid_t *pid)
     return REMORA_OK;
 }
 
-static int open_snapshot_image(image_t *img, proc_t **out)
+/* Parses img (its buf filled) as a snapshot; on success *out = img, else img is freed. */
+static int open_snapshot_image(image_t *img, image_t **out, pid_t *pid)
 {
-    proc_t *p;
-    pid_t pid;
-    int err = snapshot_parse(img, &pid);
+    int err = snapshot_parse(img, pid);
 
     if (err) {
         image_free(img);
         return err;
     }
-    p = calloc(1, sizeof *p);
-    if (p == NULL) {
-        image_free(img);
-        return REMORA_ENOMEM;
-    }
-    p->kind = PROC_SNAPSHOT;
-    p->pid = pid;
-    p->img = img;
-    *out = p;
+    *out = img;
     return REMORA_OK;
 }
 
-int proc_open_snapshot(const char *file, proc_t **out)
+int snapshot_open(const char *file, image_t **out, pid_t *pid)
 {
     image_t *img;
     int err;
@@ -234,10 +232,10 @@ int proc_open_snapshot(const char *file, proc_t **out)
         image_free(img);
         return err == REMORA_ENOMEM ? REMORA_ECORRUPT : err;
     }
-    return open_snapshot_image(img, out);
+    return open_snapshot_image(img, out, pid);
 }
 
-int proc_open_snapshot_mem(const void *buf, size_t len, proc_t **out)
+int snapshot_open_mem(const void *buf, size_t len, image_t **out, pid_t *pid)
 {
     image_t *img;
 
@@ -256,7 +254,7 @@ int proc_open_snapshot_mem(const void *buf, size_t len, proc_t **out)
     if (len)
         memcpy(img->buf, buf, len);
     img->len = len;
-    return open_snapshot_image(img, out);
+    return open_snapshot_image(img, out, pid);
 }
 
 /* ---- recording -------------------------------------------------------------------- */
@@ -540,9 +538,8 @@ nomem:
     return REMORA_ENOMEM;
 }
 
-int proc_snapshot_save_mem(proc_t *p, unsigned char **out, size_t *len)
+int rec_save_mem(const recorder_t *r, pid_t pid, int kind, unsigned char **out, size_t *len)
 {
-    const recorder_t *r = p->rec;
     wbuf_t w = { NULL, 0, 0, 0 };
     span_t *spans = NULL;
     unsigned char *bytes = NULL;
@@ -551,8 +548,6 @@ int proc_snapshot_save_mem(proc_t *p, unsigned char **out, size_t *len)
 
     *out = NULL;
     *len = 0;
-    if (r == NULL)
-        return REMORA_EUSAGE;
     if (r->failed)
         return REMORA_ENOMEM;
     err = merge_reads(r, &spans, &nspans, &bytes);
@@ -564,8 +559,8 @@ int proc_snapshot_save_mem(proc_t *p, unsigned char **out, size_t *len)
     put_u32(&w, 0);
 
     record_head(&w, R_META, 8);
-    put_u32(&w, (uint32_t)p->pid);
-    put_u32(&w, (uint32_t)p->kind);
+    put_u32(&w, (uint32_t)pid);
+    put_u32(&w, (uint32_t)kind);
 
     if (r->maps != NULL) {
         record_head(&w, R_MAPS, r->maps_len);
@@ -624,14 +619,14 @@ int proc_snapshot_save_mem(proc_t *p, unsigned char **out, size_t *len)
     return REMORA_OK;
 }
 
-int proc_snapshot_save(proc_t *p, const char *path)
+int rec_save(const recorder_t *r, pid_t pid, int kind, const char *path)
 {
     unsigned char *b;
     size_t len, done = 0;
     char tmp[4200];
     int fd, err, n;
 
-    err = proc_snapshot_save_mem(p, &b, &len);
+    err = rec_save_mem(r, pid, kind, &b, &len);
     if (err)
         return err;
     n = snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());

@@ -13,6 +13,7 @@
 #include "remora.h"
 #include "proc.h"
 #include "proc_internal.h"
+#include "../util/util.h"
 
 int proc_tasks(proc_t *p, pid_t *tids, size_t cap, size_t *n)
 {

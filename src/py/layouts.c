@@ -1,4 +1,4 @@
-/* layouts.c — built-in py_layout_t tables for CPython 3.9–3.12.
+/* py/layouts.c — built-in py_layout_t tables for CPython 3.9–3.12.
  *
  * The tables themselves are in layouts_generated.h, produced by
  * tools/gen_offsets.sh from each version's installed headers. 3.13+ layouts

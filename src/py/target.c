@@ -11,6 +11,7 @@
 
 #include "remora.h"
 #include "py.h"
+#include "../util/util.h"
 
 /* "python3.12" or "libpython3.12.so.1.0" → 12; -1 if the name says nothing. 'major' gets 2 or 3. */
 static int minor_from_name(const char *path, int *major)

@@ -1,7 +1,7 @@
 /* sample/ — the stack table (interning and aggregation) and the profile model that
- * every writer in out/ reads.
+ * every output writer reads.
  *
- *   sampler.h  the sampling loop (sampler.c)
+ *   sampler.h  the sampling loop (sampler.c), which hands each thread sample to a sink
  *   stacks.c   frames interned by (function, file, line); per-thread tries of stacks
  *              with counts; memory grows with distinct stacks, never with samples
  *   functions.c  per-function totals of a table (the pstats table, `remora top`)
@@ -108,12 +108,17 @@ typedef struct profile_meta {
     int64_t start_mono_ns;  /* CLOCK_MONOTONIC when sampling began (0: unknown) */
 } profile_meta_t;
 
+/* What a thread was doing when its stack was read (flags of a sample). */
+#define SAMPLE_F_ON_CPU 1u      /* running on a CPU */
+#define SAMPLE_F_GIL 2u         /* holding the GIL */
+#define SAMPLE_F_GC 4u          /* collecting garbage (its stack ends in <GC>) */
+
 /* One thread's sample in a recording, for the formats with a timeline. */
 typedef struct prof_event {
     int64_t t_ns;           /* since sampling began */
     uint32_t thread;        /* index of the table's thread */
     uint32_t node;          /* the stack's innermost node */
-    unsigned flags;         /* RAW_ON_CPU, RAW_GIL, RAW_GC (out/raw.h) */
+    unsigned flags;         /* SAMPLE_F_ON_CPU, SAMPLE_F_GIL, SAMPLE_F_GC */
 } prof_event_t;
 
 /* The model every writer reads. 'baseline' is set for differential outputs; 'events',

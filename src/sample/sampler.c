@@ -1,5 +1,5 @@
 /* sample/sampler.c — the sampling loop: deadlines, modes, turning each thread's frames
- * into a node of the stack table, and the raw event log.
+ * into a node of the stack table, handed on to the sink.
  *
  * Rounds run on absolute deadlines (clock_nanosleep TIMER_ABSTIME) so the rate never
  * drifts; a round that cannot start on time is counted as late and skipped, not
@@ -7,6 +7,7 @@
  * warm round allocates nothing.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -16,6 +17,7 @@
 #include "remora.h"
 #include "sampler.h"
 #include "../py/py.h"
+#include "../util/util.h"
 
 /* --subprocesses: the target's descendants, found by a scan of /proc every SUB_SCAN_NS,
  * each sampled in the same rounds through an unwinder of its own once its interpreter is
@@ -53,7 +55,7 @@ struct sampler {
     unwinder_t *u;
     proc_t *p;
     stk_table_t *t;
-    raw_writer_t *raw;
+    sample_sink_t sink;             /* sink.sample NULL: none */
     sampler_opts_t o;
     sampler_stats_t st;
     fmap_entry_t *fmap;
@@ -83,7 +85,7 @@ int64_t sampler_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
+int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *sink,
                 const sampler_opts_t *o, sampler_t **out)
 {
     sampler_t *s = calloc(1, sizeof *s);
@@ -95,7 +97,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
     s->u = u;
     s->p = p;
     s->t = t;
-    s->raw = raw;
+    if (sink != NULL)
+        s->sink = *sink;
     s->o = *o;
     s->child_status = -1;
     s->fmap_cap = 4096;
@@ -321,7 +324,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     for (i = 0; i < n; i++) {
         const unw_thread_t *th = &threads[i];
         uint32_t tt, node;
-        unsigned flags = (th->on_cpu ? RAW_ON_CPU : 0) | (th->holds_gil ? RAW_GIL : 0);
+        unsigned flags = (th->on_cpu ? SAMPLE_F_ON_CPU : 0) | (th->holds_gil ? SAMPLE_F_GIL : 0);
         size_t ti;
 
         if (s->o.mode == SAMPLE_CPU && !th->on_cpu)
@@ -355,14 +358,15 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
                 return REMORA_ENOMEM;
         }
         if (s->o.gc && th->gc && th->holds_gil) {
-            flags |= RAW_GC;
+            flags |= SAMPLE_F_GC;
             if ((node = stk_child(s->t, node, s->gc_frame)) == STK_NONE)
                 return REMORA_ENOMEM;
         }
         stk_add_at(s->t, tt, node, 1);
         s->st.samples++;
-        if (s->raw != NULL && raw_sample(s->raw, s->t, tt, node, now_ns - s->st.start_ns, flags))
-            return REMORA_EIO;
+        if (s->sink.sample != NULL &&
+            (err = s->sink.sample(s->sink.ctx, s->t, tt, node, now_ns - s->st.start_ns, flags)))
+            return err;
     }
     return REMORA_OK;
 }

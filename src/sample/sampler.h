@@ -1,12 +1,12 @@
 /* sample/sampler.h — the sampling loop (sampler.c): timing, modes, and turning each
- * thread's frames into a node of the stack table and a sample of the raw log. */
+ * thread's frames into a node of the stack table, handed on to a sink (the CLI connects
+ * the raw event log there). */
 #ifndef REMORA_SAMPLER_H
 #define REMORA_SAMPLER_H
 
 #include <signal.h>
 
 #include "sample.h"
-#include "../out/raw.h"
 #include "../unwind/unwind.h"
 
 
@@ -35,17 +35,28 @@ typedef struct sampler_stats {
     int64_t start_ns, end_ns;   /* CLOCK_MONOTONIC */
 } sampler_stats_t;
 
+/* Where every thread sample goes once it is in the table (e.g. the raw event log):
+ * sample() is called with ctx, the table, the thread's and the stack's innermost node's
+ * indexes in it, the round's deadline in ns since sampling began, and SAMPLE_F_* flags
+ * (sample.h). It returns 0, or a REMORA_E* code that ends sampling with that code. */
+typedef struct sample_sink {
+    void *ctx;
+    int (*sample)(void *ctx, const stk_table_t *t, uint32_t thread, uint32_t node,
+                  int64_t t_ns, unsigned flags);
+} sample_sink_t;
+
 typedef struct sampler sampler_t;
 
-/* The sampler borrows u, p, t and raw (raw may be NULL). Returns 0, REMORA_ENOMEM, or
- * with o->blocking what freeze_new() returns. */
-int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, raw_writer_t *raw,
+/* The sampler borrows u, p, t and sink->ctx; the sink is copied (NULL: none). Returns
+ * 0, REMORA_ENOMEM, or with o->blocking what freeze_new() returns. */
+int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *sink,
                 const sampler_opts_t *o, sampler_t **out);
 void sampler_free(sampler_t *s);
 const sampler_stats_t *sampler_stats(const sampler_t *s);
 
-/* One round: every thread's stack, filtered by mode, added to the table (and the raw
- * log). Returns 0, REMORA_ENOPROC when the target is gone, or another fatal code. */
+/* One round: every thread's stack, filtered by mode, added to the table (and given to
+ * the sink). Returns 0, REMORA_ENOPROC when the target is gone, or another fatal code
+ * (the sink's among them). */
 int sampler_round(sampler_t *s, int64_t now_ns);
 
 /* Samples on absolute deadlines until the duration ends, *stop is set, or the target

@@ -10,7 +10,7 @@
 
 #include "remora.h"
 #include "sample.h"
-#include "../unwind/unwind.h"
+#include "../util/util.h"
 
 struct stk_table {
     strtab_t *strings;

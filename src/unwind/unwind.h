@@ -20,6 +20,7 @@
 
 #include "../proc/proc.h"
 #include "../py/py.h"
+#include "../util/util.h"
 
 /* Bounds on what is read from the target. */
 #define UNW_MAX_DEPTH 4096          /* frames per thread */
@@ -28,17 +29,6 @@
 #define UNW_MAX_NAME 1024           /* code points kept of a name or a path */
 #define UNW_MAX_LINETABLE (1u << 20)
 #define UNW_CODE_CACHE 4096         /* entries (power of two) */
-
-/* ---- strtab.c ------------------------------------------------------------- */
-
-typedef struct strtab strtab_t;
-
-strtab_t *strtab_new(void);
-void strtab_free(strtab_t *t);
-/* Returns a NUL-terminated copy of s[0..len) that lives as long as the table; the same
- * bytes give the same pointer. NULL only when out of memory. */
-const char *strtab_intern(strtab_t *t, const char *s, size_t len);
-size_t strtab_bytes(const strtab_t *t);
 
 /* ---- linetable.c (pure) --------------------------------------------------- */
 

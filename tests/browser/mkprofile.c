@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "remora.h"
-#include "out/out.h"
-#include "out/flamegraph.h"
+#include "formats/out.h"
+#include "formats/flamegraph.h"
 
 typedef struct fdef {
     const char *fn, *file;

@@ -15,7 +15,7 @@ import re
 from harness import REPO, Fail
 
 
-# --- collapsed stacks (src/out/collapsed.c, escapes in src/out/text.c) ---------------------
+# --- collapsed stacks (src/formats/collapsed.c, escapes in src/formats/text.c) ---------------------
 
 THREAD = re.compile(r"^thread (.*) \((\d+)\)$", re.S)
 FRAME = re.compile(r"^(.*) \((.*):(-?\d+)\)$", re.S)
@@ -23,7 +23,7 @@ FRAME = re.compile(r"^(.*) \((.*):(-?\d+)\)$", re.S)
 
 def unescape_split(text):
     """Splits a collapsed stack at unescaped ';' and undoes \\\\ \\; \\n \\r \\t \\xNN \\uNNNN
-    (src/out/text.c)."""
+    (src/formats/text.c)."""
     parts, cur, i = [], [], 0
     while i < len(text):
         ch = text[i]
@@ -162,7 +162,7 @@ def speedscope_stacks(doc):
 
 
 # --- names as remora emits them, and strict reading of text and JSON ---------------------
-# (src/unwind/pystr.c, src/out/json.c, src/out/text.c)
+# (src/unwind/pystr.c, src/formats/json.c, src/formats/text.c)
 
 NAME_BOUND = 1024              # code points kept of a name (UNW_MAX_NAME in src/unwind/unwind.h)
 # what may never appear raw in text remora writes (escaped instead): C0 but newline, DEL,
@@ -261,7 +261,7 @@ def strict_json(what, data):
 
 # --- the flamegraph page (-o FILE.html): the template with the profile inserted ----------
 
-TEMPLATE = os.path.join(REPO, "src", "out", "flamegraph.html")
+TEMPLATE = os.path.join(REPO, "src", "formats", "flamegraph.html")
 DATA_OPEN = '<script type="application/json" id="remora-data">'
 
 
@@ -569,7 +569,7 @@ def gil_markers(doc):
 
 # --- the raw recording (-o FILE.remora) --------------------------------------------------
 #
-# The .remora format (src/out/raw.h), as read here: the magic b"REMORA\0" and a version
+# The .remora format (src/formats/raw.h), as read here: the magic b"REMORA\0" and a version
 # byte (2: the metadata carries start_mono_ns), then records, a tag byte each, fields in
 # LEB128 varints (signed ones zigzag-encoded):
 #   'S' len bytes                    a string; ids count up from 0

@@ -6,7 +6,7 @@
 #   - a lone surrogate or NUL in a str becomes U+FFFD, and a name keeps its first
 #     NAME_BOUND code points (src/unwind/pystr.c, UNW_MAX_NAME);
 #   - a byte of a thread name (the kernel's comm) that is not part of valid UTF-8 becomes
-#     U+FFFD (src/out/json.c, text.c).
+#     U+FFFD (src/formats/json.c, text.c).
 # Checked: record to collapsed, speedscope, flamegraph, pstats, pprof, the Firefox format
 # and raw in one run; dump as text and --json; `top`'s tables (no raw control character:
 # a name must not drive the terminal); convert of the raw recording to every format, and

@@ -8,9 +8,11 @@ import collections
 import difflib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 from harness import (HOST_PYTHON, INTERPRETERS, MOVING, READY_TIMEOUT, SHORT_SECONDS, STATS, SUMMARY,
@@ -524,6 +526,48 @@ def test_errors(remora):
     return "%d cases" % len(cases)
 
 
+# Every format remora writes, as the README documents them; convert writes all but raw.
+FORMATS = ["flamegraph", "firefox", "speedscope", "collapsed", "pstats", "pprof", "raw"]
+FORMAT_LIST = re.compile(r"(?:use one of |add -f \()([a-z, ]+)")
+
+
+def test_format_lists(remora):
+    """A message that asks for a format names every one (record: all seven; convert: all
+    but raw), and each name it gives is one record accepts."""
+    d = tempfile.mkdtemp(prefix="remora-fmt-")
+    missing_in = os.path.join(d, "in.remora")
+    cases = [
+        (["record", "-p", "1", "-f", "bogus"], FORMATS),
+        (["record", "-p", "1", "-o", os.path.join(d, "out.unknown")], FORMATS),
+        (["convert", missing_in, "-f", "bogus"], FORMATS[:-1]),
+        (["convert", missing_in, "-f", "raw", "-o", os.path.join(d, "x.remora")], FORMATS[:-1]),
+        (["convert", missing_in, "-o", os.path.join(d, "out.unknown")], FORMATS[:-1]),
+    ]
+    try:
+        for args, want in cases:
+            what = "`remora %s`" % " ".join(args)
+            rc, out, err = remora.run(args)
+            bad = one_line(err)
+            if rc != 1 or bad:
+                raise Fail("%s: exit %d, want 1 and one line: %s" % (what, rc, bad or tail(err)))
+            m = FORMAT_LIST.search(err)
+            if m is None:
+                raise Fail("%s: no list of formats in: %s" % (what, err.strip()))
+            listed = [n.strip() for n in m.group(1).split(",")]
+            if sorted(listed) != sorted(want):
+                raise Fail("%s lists %s, want %s" % (what, ", ".join(listed), ", ".join(want)))
+        pid = str(free_pid())
+        for name in FORMATS:
+            # accepted: the run goes on to attach and finds no process (exit 2)
+            out_path = os.path.join(d, "p." + name)
+            rc, out, err = remora.run(["record", "-p", pid, "-f", name, "-o", out_path])
+            if rc != 2:
+                raise Fail("`record -f %s`: exit %d, want 2 (no such pid): %s" % (name, rc, tail(err)))
+        return "%d messages, %d formats" % (len(cases), len(FORMATS))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 # --- 8. --stats -------------------------------------------------------------------------
 
 def test_stats(remora, interp):
@@ -683,5 +727,6 @@ def tests(remora):
     each("torn-anchor", lambda r, i: test_torn(r, i, anchor), ANCHOR_INTERPRETERS)
     out.append(("record/unwritable-output", lambda: test_unwritable(remora), None))
     out.append(("record/errors", lambda: test_errors(remora), None))
+    out.append(("record/format-lists", lambda: test_format_lists(remora), None))
     assert all(n in by_name for n in GIL_INTERPRETERS + SIGNAL_INTERPRETERS + ANCHOR_INTERPRETERS)
     return out

@@ -21,8 +21,9 @@
 #include "proc/proc.h"
 #include "py/py.h"
 #include "unwind/unwind.h"
-#include "out/out.h"
+#include "formats/out.h"
 #include "fuzz.h"
+#include "util/util.h"
 
 #define FUZZ_MAX_INPUT (64u << 20)
 

@@ -9,7 +9,7 @@
 #include "remora.h"
 #include "proc/proc.h"
 #include "unwind/unwind.h"
-#include "out/out.h"
+#include "formats/out.h"
 
 static int passed, failed;
 

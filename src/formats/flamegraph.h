@@ -1,12 +1,12 @@
-/* out/flamegraph.h — internals of the HTML flamegraph writer, for flamegraph.c, the
+/* formats/flamegraph.h — internals of the HTML flamegraph writer, for flamegraph.c, the
  * template array generated at build time and the browser tests' driver.
  *
  *   flamegraph.c     out_flamegraph_write() and the JSON escaping of the embedded data
  *   flamegraph.html  the page: HTML, CSS and JS; tools/embed.c turns it into
  *                    $(BUILD)/gen/flamegraph_html.c, which defines the two arrays below
  */
-#ifndef REMORA_OUT_FLAMEGRAPH_H
-#define REMORA_OUT_FLAMEGRAPH_H
+#ifndef REMORA_FORMATS_FLAMEGRAPH_H
+#define REMORA_FORMATS_FLAMEGRAPH_H
 
 #include <stddef.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* out/pprof.c — pprof's profile.proto, gzipped (what `go tool pprof`, Grafana Pyroscope
+/* formats/pprof.c — pprof's profile.proto, gzipped (what `go tool pprof`, Grafana Pyroscope
  * and Parca read). Encoded by hand: a few varints and length-delimited fields.
  *
  *   Profile   sample_type (samples/count, then MODE/nanoseconds when the rate is known),
@@ -17,6 +17,7 @@
 
 #include "remora.h"
 #include "out.h"
+#include "../util/util.h"
 
 typedef struct pbuf {
     unsigned char *p;

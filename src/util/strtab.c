@@ -1,12 +1,13 @@
-/* unwind/strtab.c — interned strings with stable addresses.
+/* util/strtab.c — interned strings with stable addresses.
  *
  * An open-addressing table of pointers into arena blocks that never move. Memory grows
  * with the number of distinct strings, never with the number of lookups.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind.h"
+#include "util.h"
 
 #define STRTAB_BLOCK (64u * 1024)
 

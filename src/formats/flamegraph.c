@@ -1,6 +1,6 @@
-/* out/flamegraph.c — the self-contained HTML flamegraph.
+/* formats/flamegraph.c — the self-contained HTML flamegraph.
  *
- * Writes the template (src/out/flamegraph.html, embedded at build time) with the
+ * Writes the template (src/formats/flamegraph.html, embedded at build time) with the
  * profile inserted as JSON into its <script type="application/json"> element. The page
  * draws on a canvas and reads its data with JSON.parse, so every name from the target
  * stays data: the JSON is escaped so that no byte sequence can close the element.

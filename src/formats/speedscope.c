@@ -1,4 +1,4 @@
-/* out/speedscope.c — speedscope's file format: shared frames, one "sampled" profile
+/* formats/speedscope.c — speedscope's file format: shared frames, one "sampled" profile
  * per thread whose samples are the distinct stacks (outermost frame first) and whose
  * weights are their counts. */
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* out/pstats.c — the table printed when no -o is given: per function (name and file),
+/* formats/pstats.c — the table printed when no -o is given: per function (name and file),
  * self and total samples with percentages (stk_fn_rows), sorted by self time. Names are escaped
  * by out_text_str(): one row per line, whatever the target named its functions. */
 #include <stdlib.h>

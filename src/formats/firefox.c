@@ -1,4 +1,4 @@
-/* out/firefox.c — the Firefox Profiler's processed profile format (JSON; what
+/* formats/firefox.c — the Firefox Profiler's processed profile format (JSON; what
  * profiler.firefox.com opens, the format CPython's Tachyon writes too): a timeline, so it
  * needs the profile's events (every sample with its time, read back from a recording).
  *
@@ -17,7 +17,6 @@
 
 #include "remora.h"
 #include "out.h"
-#include "raw.h"
 
 enum { CAT_OTHER, CAT_PYTHON, CAT_GC, CAT_GIL };
 
@@ -128,8 +127,8 @@ static size_t intervals(const ffx_t *x, const uint32_t *evs, size_t ne, unsigned
 }
 
 static const struct { unsigned flag; const char *name; int category; } marker_kinds[] = {
-    { RAW_GIL, "Holds GIL", CAT_GIL },
-    { RAW_GC, "GC", CAT_GC },
+    { SAMPLE_F_GIL, "Holds GIL", CAT_GIL },
+    { SAMPLE_F_GC, "GC", CAT_GC },
 };
 #define NKINDS (sizeof marker_kinds / sizeof marker_kinds[0])
 

@@ -1,4 +1,4 @@
-/* out/raw.c — writing and reading .remora recordings (see raw.h). */
+/* formats/raw.c — writing and reading .remora recordings (see raw.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +7,10 @@
 
 #include "remora.h"
 #include "raw.h"
+#include "../util/util.h"
+
+_Static_assert(RAW_ON_CPU == SAMPLE_F_ON_CPU && RAW_GIL == SAMPLE_F_GIL && RAW_GC == SAMPLE_F_GC,
+               "a recording's flags byte holds the SAMPLE_F_* flags as they are");
 
 static const char magic[8] = { 'R', 'E', 'M', 'O', 'R', 'A', 0, RAW_VERSION };
 

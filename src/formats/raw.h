@@ -1,4 +1,4 @@
-/* out/raw.h — the .remora recording: an event log written while sampling and read
+/* formats/raw.h — the .remora recording: an event log written while sampling and read
  * back by `remora convert`.
  *
  * Layout: the magic "REMORA\0" and a version byte, then records, each a tag byte and
@@ -18,8 +18,8 @@
  * a sample's time on the target's clock. Version 1 has no start_mono_ns; the reader reads
  * both.
  */
-#ifndef REMORA_OUT_RAW_H
-#define REMORA_OUT_RAW_H
+#ifndef REMORA_FORMATS_RAW_H
+#define REMORA_FORMATS_RAW_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +28,8 @@
 
 #define RAW_VERSION 2          /* written; 1 is still read */
 
-/* Sample flags. */
+/* The bits of an 'X' record's flags byte: the values of sample.h's SAMPLE_F_* flags
+ * (raw.c checks it), so flags pass between the two unchanged. */
 #define RAW_ON_CPU 1u
 #define RAW_GIL 2u
 #define RAW_GC 4u
@@ -40,7 +41,7 @@ typedef struct raw_writer raw_writer_t;
 int raw_open(const char *path, raw_writer_t **out);
 
 /* Appends one thread's sample: the stack is 'node' of table t (anything of t the file
- * lacks is written first). Returns 0 or REMORA_EIO. */
+ * lacks is written first), 'flags' SAMPLE_F_* flags. Returns 0 or REMORA_EIO. */
 int raw_sample(raw_writer_t *w, const stk_table_t *t, uint32_t thread, uint32_t node,
                int64_t t_ns, unsigned flags);
 

@@ -1,5 +1,6 @@
-/* proc/err.c — names and exit codes of remora's error codes. */
+/* util/err.c — names and exit codes of remora's error codes. */
 #include "remora.h"
+#include "util.h"
 
 const char *remora_strerror(int err)
 {

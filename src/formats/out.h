@@ -1,5 +1,6 @@
-/* out/ — output writers. They read the profile model of sample/ only, never proc/ or
- * unwind/, so a recording can be converted later without the process.
+/* formats/ — output writers. They read the profile model of sample/ only (and use
+ * util/), never proc/ or unwind/, so a recording can be converted later without the
+ * process.
  *
  *   json.c        JSON string escaping shared by the JSON-based writers
  *   text.c        escaping of names in text for a terminal (pstats, remora dump)
@@ -72,8 +73,10 @@ typedef struct out_format {
 const out_format_t *out_format_by_name(const char *name);
 /* The format a path's ending selects, or NULL. */
 const out_format_t *out_format_for_path(const char *path);
-/* Names of all formats, for messages: "collapsed, flamegraph, ...". */
-const char *out_format_names(void);
+/* The names of the formats in the table, for messages: "flamegraph, firefox, ...";
+ * with 'writers_only', only those a profile can be written to after sampling (all but
+ * raw). A static string. */
+const char *out_format_names(int writers_only);
 
 /* Writes a profile to 'path' through a temporary file in the same directory and a
  * rename, so a half-written profile never exists under the final name. "-" writes to

@@ -1,4 +1,4 @@
-/* out/json.c — JSON string writing shared by the JSON-based writers.
+/* formats/json.c — JSON string writing shared by the JSON-based writers.
  *
  * Escapes quotes, backslashes and control characters, and replaces bytes that are not
  * valid UTF-8 with U+FFFD, so names from a hostile target always give valid JSON.

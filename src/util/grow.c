@@ -1,8 +1,8 @@
-/* proc/grow.c — growing arrays, shared by every layer (the lowest layer holds it). */
+/* util/grow.c — growing arrays, shared by every layer. */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "remora.h"
+#include "util.h"
 
 int remora_grow_to(void **v, size_t *cap, size_t need, size_t elem)
 {

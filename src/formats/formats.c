@@ -1,4 +1,4 @@
-/* out/formats.c — the table of output formats, inference from file names, and
+/* formats/formats.c — the table of output formats, inference from file names, and
  * writing a profile atomically (temporary file in the same directory, then rename). */
 #include <errno.h>
 #include <stdio.h>
@@ -10,9 +10,6 @@
 #include "remora.h"
 #include "out.h"
 
-/* until the flamegraph writer lands */
-int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o) __attribute__((weak));
-
 static const out_format_t formats[] = {
     { "flamegraph", ".html .htm", out_flamegraph_write },
     { "firefox", ".gecko.json .firefox.json", out_firefox_write, 1 },   /* before .json */
@@ -22,12 +19,13 @@ static const out_format_t formats[] = {
     { "pprof", ".pb.gz .pprof", out_pprof_write },
     { "raw", ".remora", NULL },
 };
+#define NFORMATS (sizeof formats / sizeof formats[0])
 
 const out_format_t *out_format_by_name(const char *name)
 {
     size_t i;
 
-    for (i = 0; i < sizeof formats / sizeof formats[0]; i++)
+    for (i = 0; i < NFORMATS; i++)
         if (strcmp(formats[i].name, name) == 0)
             return &formats[i];
     return NULL;
@@ -53,15 +51,37 @@ const out_format_t *out_format_for_path(const char *path)
 {
     size_t i;
 
-    for (i = 0; i < sizeof formats / sizeof formats[0]; i++)
+    for (i = 0; i < NFORMATS; i++)
         if (ends_with_word(path, formats[i].exts))
             return &formats[i];
     return NULL;
 }
 
-const char *out_format_names(void)
+/* Long enough for every name of the table, each followed by ", " (checked below). */
+static char names_all[128], names_writers[128];
+
+const char *out_format_names(int writers_only)
 {
-    return "flamegraph, speedscope, collapsed, pstats, raw";
+    char *buf = writers_only ? names_writers : names_all;
+    size_t i, n = 0;
+
+    if (buf[0] != '\0')
+        return buf;
+    for (i = 0; i < NFORMATS; i++) {
+        size_t len = strlen(formats[i].name);
+        if (writers_only && formats[i].write == NULL)
+            continue;
+        if (n + len + 3 > sizeof names_all)
+            break;                  /* cannot happen: the table is short */
+        if (n > 0) {
+            memcpy(buf + n, ", ", 2);
+            n += 2;
+        }
+        memcpy(buf + n, formats[i].name, len);
+        n += len;
+    }
+    buf[n] = '\0';
+    return buf;
 }
 
 int out_write_file(const out_format_t *fmt, const profile_t *p, const out_options_t *o, const char *path)

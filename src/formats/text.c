@@ -1,4 +1,4 @@
-/* out/text.c — names written into text meant for a terminal (the pstats table, `remora
+/* formats/text.c — names written into text meant for a terminal (the pstats table, `remora
  * dump`): one name stays on one line and cannot drive the terminal, and the escaping can
  * be undone. See out_text_str() in out.h for the rules.
  */

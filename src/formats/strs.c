@@ -1,4 +1,4 @@
-/* out/strs.c — a string table for the writers whose formats refer to strings by index
+/* formats/strs.c — a string table for the writers whose formats refer to strings by index
  * (pprof, the Firefox Profiler): interned strings (equal strings are one pointer) get
  * indexes 0, 1, 2... in the order first asked for. */
 #include <stdint.h>
@@ -6,6 +6,7 @@
 
 #include "remora.h"
 #include "out.h"
+#include "../util/util.h"
 
 static size_t slot_of(const out_strs_t *s, const char *p)
 {

@@ -1,4 +1,4 @@
-/* out/collapsed.c — Brendan Gregg's collapsed stacks: one line per distinct stack,
+/* formats/collapsed.c — Brendan Gregg's collapsed stacks: one line per distinct stack,
  * outermost frame first, frames joined by ';', then a space and the count. A frame is
  * "function (file:line)"; the first element is "thread NAME (TID)".
  *
