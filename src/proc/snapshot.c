@@ -19,6 +19,9 @@
  * Reads a snapshot file (whole, through file.c) into an image (image.c) for proc.c's
  * handle; the recorder reads nothing, it is handed copies of what the handle read, and
  * writes the snapshot file. Calls image.c, elf.c's traces and file.c only.
+ *
+ * Over 600 lines on purpose: the writer and the reader of the format above stay in one
+ * file, so that a change to one record cannot leave the other behind.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,6 @@
  * Never prints: every function returns data and a REMORA_E* code. This header is the
  * folder's public face: the unwinder (unw_new, unw_sample) and the pure line-table
  * decoders. How a sample is read, file by file, is in internal.h:
- *   strtab.c     interned strings (stable pointers, grow with distinct names only)
  *   linetable.c  line-number decoders for 3.9 lnotab, 3.10 linetable, 3.11+ locations
  *   pystr.c      reading str and bytes objects out of the target
  *   code.c       the code-object cache (bounded, validated by a fingerprint)
