@@ -154,10 +154,17 @@ int copy_states(unwinder_t *u, reader_t *r)
                 return REMORA_ENOMEM;
             tc->copied = tc->copy_len;
         }
-        if (L->frames_kind == PY_FRAMES_OBJECTS)
+        tc->mid_ok = 0;
+        if (L->frames_kind == PY_FRAMES_OBJECTS && tc->nsb) {
+            /* 3.9/3.10: the frame objects remembered, then the current frame between
+             * their two copies: the walk starts there, as from a chunk's copies */
             for (k = 0; k < tc->nsb; k++)
                 if (batch_iov(r, &n, tc->sb[k].addr, tc->sb[k].one, tc->sb[k].len))
                     return REMORA_ENOMEM;
+            if (batch_iov(r, &n, cp, &tc->cur_mid, 8))
+                return REMORA_ENOMEM;
+            tc->mid_ok = 1;
+        }
         tc->tail_len = 0;
         if (copy && (batch_iov(r, &n, cp, &tc->cur_mid, 8) || batch_iov(r, &n, tc->base, tc->b, tc->copy_len)))
             return REMORA_ENOMEM;

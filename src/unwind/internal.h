@@ -196,6 +196,7 @@ typedef struct fast_thread {
     unsigned char *ts;              /* this sample's copy of the thread state */
     uint64_t cframe, cur_spec;      /* 3.11/3.12: cframe and its current_frame */
     uint64_t cur_mid;               /* the current frame, read between the two copies */
+    int mid_ok;                     /* 3.9/3.10: cur_mid was read this sample */
     uint64_t cur_end;               /* and again after the second */
     uint64_t cf_end;                /* 3.11/3.12: the thread state's cframe, read last */
     uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */
@@ -295,7 +296,6 @@ typedef struct reader {
     size_t cap_order;
     walked_t *walk;                 /* UNW_MAX_DEPTH */
     walked_t *walk2;                /* UNW_MAX_DEPTH: a first reading's frames, kept */
-    unsigned char *hdr;             /* one frame header (walk.c hang_point) */
     uint64_t *scratch;              /* UNW_MAX_DEPTH */
     rd_block_t *blocks;           /* frames read outside the chunk this sample */
     size_t nblocks, cap_blocks;

@@ -12,22 +12,29 @@
 #include "remora.h"
 #include "internal.h"
 
-/* 3.9/3.10: a thread's remembered blocks twice and its current frame again, in one
- * read (what read_states() reads for it when it is not expected to be parked). */
+/* 3.9/3.10: a thread's remembered blocks twice, its current frame between the copies
+ * and again after, in one read (what copy_states() reads for it when it is not
+ * expected to be parked). */
 int park_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc)
 {
+    uint64_t cp = copy_cur_ptr(&u->target->layout, tc);
     size_t n = 0, k;
+    int err;
 
     for (k = 0; k < tc->nsb; k++)
         if (batch_iov(r, &n, tc->sb[k].addr, tc->sb[k].one, tc->sb[k].len))
             return REMORA_ENOMEM;
+    if (batch_iov(r, &n, cp, &tc->cur_mid, 8))
+        return REMORA_ENOMEM;
     for (k = 0; k < tc->nsb; k++)
         if (batch_iov(r, &n, tc->sb[k].addr, tc->sb[k].two, tc->sb[k].len))
             return REMORA_ENOMEM;
-    if (batch_iov(r, &n, copy_cur_ptr(&u->target->layout, tc), &tc->cur_end, 8))
+    if (batch_iov(r, &n, cp, &tc->cur_end, 8))
         return REMORA_ENOMEM;
     r->late = 1;
-    return proc_readv(u->p, r->iov, n);
+    err = proc_readv(u->p, r->iov, n);
+    tc->mid_ok = err == REMORA_OK;
+    return err;
 }
 
 /* Does the walk saved for a parked thread still hold? Its frames move only while it

@@ -35,7 +35,6 @@ void unw_reader_free(reader_t *r)
     free(r->order);
     free(r->walk);
     free(r->walk2);
-    free(r->hdr);
     free(r->scratch);
     free(r->codes);
     free(r->fps);
@@ -140,8 +139,12 @@ static int thread_current(unwinder_t *u, rd_thread_t *tc, uint64_t *cur)
         if (cf != 0 && *cur == 0 && (cf < tc->tstate || cf - tc->tstate >= L->ts_size))
             return REMORA_ECORRUPT;
     }
-    if (L->frames_kind == PY_FRAMES_OBJECTS)
+    if (L->frames_kind == PY_FRAMES_OBJECTS) {
+        /* walked from the frame current between the remembered blocks' two copies */
+        if (tc->nsb && tc->mid_ok)
+            *cur = tc->cur_mid;
         return REMORA_OK;
+    }
     chunk_now = get_u64(tc->ts, L->ts_datastack_chunk);
     if (chunk_now != tc->chunk) {
         tc->chunk = tc->base = chunk_now;
@@ -293,6 +296,7 @@ static int thread_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc, int *other
         return REMORA_ECORRUPT;
     r->late = 1;
     tc->copied = 0;
+    tc->mid_ok = 0;
     tc->cframe = 0;                 /* 3.11/3.12: its current frame read through it anew */
     /* 3.9/3.10: its frame objects in the blocks remembered, both copies and the current
      * frame after them, in one read (one read per frame object would be slower than
@@ -509,9 +513,8 @@ static int reader_new(reader_t **out)
         return REMORA_ENOMEM;
     r->walk = malloc(UNW_MAX_DEPTH * sizeof *r->walk);
     r->walk2 = malloc(UNW_MAX_DEPTH * sizeof *r->walk2);
-    r->hdr = malloc(4096);          /* unw_sample() refuses a larger fr_size */
     r->scratch = malloc(UNW_MAX_DEPTH * sizeof *r->scratch);
-    if (r->walk == NULL || r->walk2 == NULL || r->hdr == NULL || r->scratch == NULL) {
+    if (r->walk == NULL || r->walk2 == NULL || r->scratch == NULL) {
         unw_reader_free(r);
         *out = NULL;
         return REMORA_ENOMEM;

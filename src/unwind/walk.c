@@ -242,50 +242,14 @@ static int looks_calling(const py_layout_t *L, const reader_t *r, const rd_threa
     return 1;
 }
 
-#define WALK_HANG_STEPS 64          /* frames followed from the current frame to the walk */
-
-/* The frame current after the second copies is 'now', not the one walked from: which
- * walked frame does it hang from? Follows the links from 'now' in the second copies
- * (reading a header they lack) until a walked frame is met. Returns its index, or nw
- * when none is met within WALK_HANG_STEPS frames. */
-static size_t hang_point(unwinder_t *u, reader_t *r, const rd_thread_t *tc, uint64_t now, size_t nw)
-{
-    const py_layout_t *L = &u->target->layout;
-    uint64_t frame = now;
-    size_t steps, k;
-
-    for (steps = 0; steps < WALK_HANG_STEPS && frame != 0 && frame % 8 == 0; steps++) {
-        const unsigned char *fb = NULL;
-        rd_fields_t ff;
-        for (k = 0; k < nw; k++)
-            if (r->walk[k].addr == frame)
-                return k;
-        for (k = 0; k < tc->nsb && fb == NULL; k++)
-            if (frame >= tc->sb[k].addr && frame - tc->sb[k].addr + L->fr_size <= tc->sb[k].len)
-                fb = tc->sb[k].two + (frame - tc->sb[k].addr);
-        for (k = 0; k < r->nblocks && fb == NULL; k++)
-            if (frame >= r->blocks[k].addr && frame - r->blocks[k].addr + L->fr_size <= r->blocks[k].len)
-                fb = r->blocks[k].two + (frame - r->blocks[k].addr);
-        if (fb == NULL) {
-            if (proc_read(u->p, frame, r->hdr, L->fr_size) != REMORA_OK)
-                return nw;
-            r->late = 1;
-            fb = r->hdr;
-        }
-        frame_decode(u->target, fb, &ff);
-        if (ff.freed)
-            return nw;
-        frame = ff.prev;
-    }
-    return nw;
-}
-
 int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep)
 {
     const py_layout_t *L = &u->target->layout;
     size_t i, n = 0, s = nwalked;
     uint64_t cur2 = 0;
-    uint64_t now = L->frames_kind == PY_FRAMES_OBJECTS && r->nblocks == 0 && tc->nsb ? tc->cur_end : cur;
+    /* 3.9/3.10 without remembered blocks: walked from the frame current when the state was
+     * read, before any copy */
+    int from_state = L->frames_kind == PY_FRAMES_OBJECTS && !(tc->nsb && tc->mid_ok);
 
     *keep = nwalked;
     if (r->nblocks > 0) {
@@ -298,8 +262,6 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             return REMORA_ENOMEM;
         if (proc_readv(u->p, r->iov, n))
             return REMORA_OK;       /* the frames were freed meanwhile: nothing holds */
-        if (L->frames_kind == PY_FRAMES_OBJECTS)
-            now = cur2;
     }
     /* From the outermost frame in: each frame must be the same in both copies (links and
      * code object); a caller must also be at the same instruction and look like one.
@@ -322,24 +284,20 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             break;
         }
     }
-    if (L->frames_kind != PY_FRAMES_OBJECTS && r->nblocks > 0 && cur2 != cur) {
-        /* frames outside the chunk met for the first time were read after the current
-         * frame, both copies: the same only if the thread did not move meanwhile. Known:
-         * the frames below the innermost of them. */
+    if (r->nblocks > 0 && cur2 != cur) {
+        /* frames met for the first time (outside the chunk; 3.9/3.10 frame objects) were
+         * read after the current frame, both copies: the same only if the thread did not
+         * move meanwhile. Known: the frames below the innermost of them. A 3.9/3.10 walk
+         * from the state's frame knows nothing then: frame objects outlive their calls (a
+         * traceback holds them), so every frame walked may have returned. */
         for (i = 0; i < nwalked && r->walk[i].from != FROM_BLOCK; i++)
             ;
-        if (i < nwalked && i + 1 > s)
+        if (from_state)
+            s = nwalked;
+        else if (i < nwalked && i + 1 > s)
             s = i + 1;
     }
-    if (now != cur && s < nwalked) {
-        /* 3.9/3.10: the walk started from the frame current before the blocks were read
-         * (no copy comes before it), and another is current now. Frame objects outlive
-         * their calls (a traceback holds them), so the frames above the one the current
-         * frame hangs from now may have returned: known, the frames from there down */
-        size_t h = hang_point(u, r, tc, now, nwalked);
-        if (h > s)
-            s = h;
-    }
+
     if (L->frames_kind == PY_FRAMES_CFRAME && tc->cf_end != tc->cframe) {
         /* 3.11/3.12: the thread entered or left an eval loop while it was read (C code
          * calling back into Python): the current frame was read through a cframe that
