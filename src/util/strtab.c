@@ -39,43 +39,43 @@ static uint32_t hash(const char *s, size_t len)
 
 strtab_t *strtab_new(void)
 {
-    strtab_t *t = calloc(1, sizeof *t);
+    strtab_t *st = calloc(1, sizeof *st);
 
-    if (t == NULL)
+    if (st == NULL)
         return NULL;
-    t->cap = 1024;
-    t->slots = calloc(t->cap, sizeof *t->slots);
-    t->hashes = calloc(t->cap, sizeof *t->hashes);
-    if (t->slots == NULL || t->hashes == NULL) {
-        strtab_free(t);
+    st->cap = 1024;
+    st->slots = calloc(st->cap, sizeof *st->slots);
+    st->hashes = calloc(st->cap, sizeof *st->hashes);
+    if (st->slots == NULL || st->hashes == NULL) {
+        strtab_free(st);
         return NULL;
     }
-    return t;
+    return st;
 }
 
-void strtab_free(strtab_t *t)
+void strtab_free(strtab_t *st)
 {
     block_t *b, *n;
 
-    if (t == NULL)
+    if (st == NULL)
         return;
-    for (b = t->blocks; b != NULL; b = n) {
+    for (b = st->blocks; b != NULL; b = n) {
         n = b->next;
         free(b);
     }
-    free(t->slots);
-    free(t->hashes);
-    free(t);
+    free(st->slots);
+    free(st->hashes);
+    free(st);
 }
 
-size_t strtab_bytes(const strtab_t *t)
+size_t strtab_bytes(const strtab_t *st)
 {
-    return t->bytes;
+    return st->bytes;
 }
 
-static char *store(strtab_t *t, const char *s, size_t len)
+static char *store(strtab_t *st, const char *s, size_t len)
 {
-    block_t *b = t->blocks;
+    block_t *b = st->blocks;
     char *r;
 
     if (b == NULL || b->cap - b->used < len + 1) {
@@ -85,9 +85,9 @@ static char *store(strtab_t *t, const char *s, size_t len)
             return NULL;
         b->used = 0;
         b->cap = cap;
-        b->next = t->blocks;
-        t->blocks = b;
-        t->bytes += sizeof *b + cap;
+        b->next = st->blocks;
+        st->blocks = b;
+        st->bytes += sizeof *b + cap;
     }
     r = b->data + b->used;
     memcpy(r, s, len);
@@ -96,9 +96,9 @@ static char *store(strtab_t *t, const char *s, size_t len)
     return r;
 }
 
-static int grow(strtab_t *t)
+static int grow(strtab_t *st)
 {
-    size_t ncap = t->cap * 2, i;
+    size_t ncap = st->cap * 2, i;
     const char **ns = calloc(ncap, sizeof *ns);
     uint32_t *nh = calloc(ncap, sizeof *nh);
 
@@ -107,24 +107,24 @@ static int grow(strtab_t *t)
         free(nh);
         return -1;
     }
-    for (i = 0; i < t->cap; i++) {
+    for (i = 0; i < st->cap; i++) {
         size_t j;
-        if (t->slots[i] == NULL)
+        if (st->slots[i] == NULL)
             continue;
-        for (j = t->hashes[i] & (ncap - 1); ns[j] != NULL; j = (j + 1) & (ncap - 1))
+        for (j = st->hashes[i] & (ncap - 1); ns[j] != NULL; j = (j + 1) & (ncap - 1))
             ;
-        ns[j] = t->slots[i];
-        nh[j] = t->hashes[i];
+        ns[j] = st->slots[i];
+        nh[j] = st->hashes[i];
     }
-    free(t->slots);
-    free(t->hashes);
-    t->slots = ns;
-    t->hashes = nh;
-    t->cap = ncap;
+    free(st->slots);
+    free(st->hashes);
+    st->slots = ns;
+    st->hashes = nh;
+    st->cap = ncap;
     return 0;
 }
 
-const char *strtab_intern(strtab_t *t, const char *s, size_t len)
+const char *strtab_intern(strtab_t *st, const char *s, size_t len)
 {
     const char *nul = memchr(s, '\0', len);
     uint32_t h;
@@ -134,20 +134,20 @@ const char *strtab_intern(strtab_t *t, const char *s, size_t len)
     if (nul != NULL)
         len = (size_t)(nul - s);
     h = hash(s, len);
-    for (i = h & (t->cap - 1); t->slots[i] != NULL; i = (i + 1) & (t->cap - 1))
-        if (t->hashes[i] == h && strncmp(t->slots[i], s, len) == 0 && t->slots[i][len] == '\0')
-            return t->slots[i];
-    if ((t->count + 1) * 4 > t->cap * 3) {
-        if (grow(t) != 0)
+    for (i = h & (st->cap - 1); st->slots[i] != NULL; i = (i + 1) & (st->cap - 1))
+        if (st->hashes[i] == h && strncmp(st->slots[i], s, len) == 0 && st->slots[i][len] == '\0')
+            return st->slots[i];
+    if ((st->count + 1) * 4 > st->cap * 3) {
+        if (grow(st) != 0)
             return NULL;
-        for (i = h & (t->cap - 1); t->slots[i] != NULL; i = (i + 1) & (t->cap - 1))
+        for (i = h & (st->cap - 1); st->slots[i] != NULL; i = (i + 1) & (st->cap - 1))
             ;
     }
-    r = store(t, s, len);
+    r = store(st, s, len);
     if (r == NULL)
         return NULL;
-    t->slots[i] = r;
-    t->hashes[i] = h;
-    t->count++;
+    st->slots[i] = r;
+    st->hashes[i] = h;
+    st->count++;
     return r;
 }

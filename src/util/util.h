@@ -35,10 +35,10 @@ int remora_exit_code(int err);
 typedef struct strtab strtab_t;
 
 strtab_t *strtab_new(void);
-void strtab_free(strtab_t *t);
+void strtab_free(strtab_t *st);
 /* Returns a NUL-terminated copy of s[0..len) that lives as long as the table; the same
  * bytes give the same pointer. NULL only when out of memory. */
-const char *strtab_intern(strtab_t *t, const char *s, size_t len);
-size_t strtab_bytes(const strtab_t *t);
+const char *strtab_intern(strtab_t *st, const char *s, size_t len);
+size_t strtab_bytes(const strtab_t *st);
 
 #endif
