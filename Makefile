@@ -1,6 +1,10 @@
 # remora — build, test, sanitizer build. Plain GNU make; see README.md.
 CC      ?= cc
-CFLAGS  ?= -O2 -g
+# link-time optimisation where the compiler has it: the unwinder is split by concern into
+# files whose small functions are called per frame (measured: 5-9% more instructions per
+# sample without it, 1-2% with it, against the one-file unwinder)
+LTO     := $(shell $(CC) -flto=auto -x c -c /dev/null -o /dev/null 2>/dev/null && echo -flto=auto)
+CFLAGS  ?= -O2 -g $(LTO)
 # -Werror only where asked (CI: make WERROR=1): a user's newer compiler may warn anew
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-missing-field-initializers $(if $(WERROR),-Werror)

@@ -12,28 +12,6 @@
 #include "remora.h"
 #include "internal.h"
 
-int batch_iov(reader_t *r, size_t *n, uint64_t addr, void *buf, size_t len)
-{
-    if (remora_grow((void **)&r->iov, &r->cap_iov, *n + 1, sizeof *r->iov))
-        return -1;
-    r->iov[*n].addr = addr;
-    r->iov[*n].buf = buf;
-    r->iov[*n].len = len;
-    (*n)++;
-    return 0;
-}
-
-int batch_req(reader_t *r, uint64_t addr, void *buf, size_t len)
-{
-    if (remora_grow((void **)&r->req, &r->cap_req, r->nreq + 1, sizeof *r->req))
-        return -1;
-    r->req[r->nreq].addr = addr;
-    r->req[r->nreq].buf = buf;
-    r->req[r->nreq].len = len;
-    r->nreq++;
-    return 0;
-}
-
 /* Asks for the fingerprint of the code object at 'code' (code.c says which reads) into
  * buf, UNW_FP_MAX bytes. Requests, so that neighbours merge: code objects and their
  * names sit together in the allocator's pools. */

@@ -339,8 +339,31 @@ static inline int cmp_u64(const void *a, const void *b)
 
 /* ---- batch.c ---- */
 
-int batch_iov(reader_t *r, size_t *n, uint64_t addr, void *buf, size_t len);
-int batch_req(reader_t *r, uint64_t addr, void *buf, size_t len);
+/* Queues a read (an iovec at *n, then ++*n) or a request to merge (batch_merge). Return
+ * 0 or -1 (no memory). Inline: a sample queues a few dozen. */
+static inline int batch_iov(reader_t *r, size_t *n, uint64_t addr, void *buf, size_t len)
+{
+    if (remora_grow((void **)&r->iov, &r->cap_iov, *n + 1, sizeof *r->iov))
+        return -1;
+    r->iov[*n].addr = addr;
+    r->iov[*n].buf = buf;
+    r->iov[*n].len = len;
+    (*n)++;
+    return 0;
+}
+
+static inline int batch_req(reader_t *r, uint64_t addr, void *buf, size_t len)
+{
+    if (remora_grow((void **)&r->req, &r->cap_req, r->nreq + 1, sizeof *r->req))
+        return -1;
+    r->req[r->nreq].addr = addr;
+    r->req[r->nreq].buf = buf;
+    r->req[r->nreq].len = len;
+    r->nreq++;
+    return 0;
+}
+
+
 int batch_fp(unwinder_t *u, reader_t *r, uint64_t code, unsigned char *buf);
 int batch_merge(reader_t *r, size_t *n, size_t first);
 void batch_reset(reader_t *r);
@@ -396,7 +419,26 @@ int park_save(reader_t *r, const rd_interp_t *fi, rd_thread_t *tc, uint64_t cur,
 
 /* ---- naming.c ---- */
 
-int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr);
+/* Adds a code address to this sample's set (codes[] holds each once). */
+static inline int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr)
+{
+    unw_code_t *e;
+    size_t i;
+
+    if (r->ncodes > 0 && r->codes[r->ncodes - 1] == addr)
+        return 0;                       /* recursion: the frame below ran the same code */
+    e = code_cache_peek(cc, addr);
+    if (e != NULL && e->stamp == r->stamp)
+        return 0;
+    for (i = 0; i < r->ncodes; i++)
+        if (r->codes[i] == addr)
+            return 0;
+    if (remora_grow((void **)&r->codes, &r->cap_codes, r->ncodes + 1, sizeof *r->codes))
+        return -1;
+    r->codes[r->ncodes++] = addr;
+    return 0;
+}
+
 /* Names every thread's frames (u->threads[i].frames, from tc->raw_*) once the code
  * objects are resolved. A frame whose code object was fetched this sample drops its
  * thread (r->fresh counts them); on 3.11 a caller not resting on a call ends the stack

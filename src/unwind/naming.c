@@ -11,26 +11,6 @@
 #include "remora.h"
 #include "internal.h"
 
-/* Adds a code address to this sample's set (codes[] holds each once). */
-int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr)
-{
-    unw_code_t *e;
-    size_t i;
-
-    if (r->ncodes > 0 && r->codes[r->ncodes - 1] == addr)
-        return 0;                       /* recursion: the frame below ran the same code */
-    e = code_cache_peek(cc, addr);
-    if (e != NULL && e->stamp == r->stamp)
-        return 0;
-    for (i = 0; i < r->ncodes; i++)
-        if (r->codes[i] == addr)
-            return 0;
-    if (remora_grow((void **)&r->codes, &r->cap_codes, r->ncodes + 1, sizeof *r->codes))
-        return -1;
-    r->codes[r->ncodes++] = addr;
-    return 0;
-}
-
 /* Validates every code object of this sample in one vectored read; refetches those
  * whose fingerprint changed and those not cached.
  *

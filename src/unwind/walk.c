@@ -80,7 +80,7 @@ static const unsigned char *block_frame(unwinder_t *u, reader_t *r, uint64_t add
 }
 
 /* The one frame decoder: the fields of the frame header (fr_size bytes) at fb. */
-static void frame_decode(const py_target_t *T, const unsigned char *fb, rd_fields_t *ff)
+static inline void frame_decode(const py_target_t *T, const unsigned char *fb, rd_fields_t *ff)
 {
     const py_layout_t *L = &T->layout;
 
@@ -100,7 +100,7 @@ static void frame_decode(const py_target_t *T, const unsigned char *fb, rd_field
 }
 
 /* Is 'frame' inside the part of the chunk the copies can hold? */
-static int in_chunk(const py_layout_t *L, const rd_thread_t *tc, uint64_t frame)
+static inline int in_chunk(const py_layout_t *L, const rd_thread_t *tc, uint64_t frame)
 {
     return L->frames_kind != PY_FRAMES_OBJECTS && tc->chunk && frame >= tc->chunk + RD_CHUNK_HDR &&
            frame - tc->chunk < RD_MAX_COPY && (!tc->chunk_size || frame - tc->chunk + L->fr_size <= tc->chunk_size);
@@ -185,7 +185,7 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
 }
 
 /* The header of walked frame w as the first copies hold it. */
-static const unsigned char *first_copy(const reader_t *r, const rd_thread_t *tc, const walked_t *w)
+static inline const unsigned char *first_copy(const reader_t *r, const rd_thread_t *tc, const walked_t *w)
 {
     if (w->from == FROM_KNOWN)
         return tc->sb[w->idx].one + (w->addr - tc->sb[w->idx].addr);
@@ -195,7 +195,7 @@ static const unsigned char *first_copy(const reader_t *r, const rd_thread_t *tc,
 }
 
 /* The header of walked frame w as the second copies hold it. */
-static const unsigned char *second_copy(const reader_t *r, const rd_thread_t *tc, const walked_t *w)
+static inline const unsigned char *second_copy(const reader_t *r, const rd_thread_t *tc, const walked_t *w)
 {
     if (w->from == FROM_KNOWN)
         return tc->sb[w->idx].two + (w->addr - tc->sb[w->idx].addr);
@@ -207,7 +207,7 @@ static const unsigned char *second_copy(const reader_t *r, const rd_thread_t *tc
 /* Does frame i, below frame i-1 in the walk, look like a caller in both copies (fb: the
  * second)? Each version's rule (py_layout_derive) that a running frame breaks: a stale
  * frame left above a running one is no callee of it. */
-static int looks_calling(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t i,
+static inline int looks_calling(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t i,
                          const unsigned char *fb)
 {
     const walked_t *w = &r->walk[i];
@@ -272,14 +272,19 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
     for (i = nwalked; i-- > 0; s = i) {
         const walked_t *w = &r->walk[i];
         const unsigned char *fb;
-        rd_fields_t ff;
+        uint64_t code;
         if (w->cached)
             continue;               /* below the anchor: checked when remembered */
+        /* the fields the check needs, straight from the second copy (what frame_decode
+         * reads of the first): this loop runs for every frame of every sample */
         fb = second_copy(r, tc, w);
-        frame_decode(u->target, fb, &ff);
-        if (ff.freed || ff.prev != w->prev || (!w->shim && ff.code != w->code))
+        code = get_u64(fb, L->fr_code);
+        if (L->tagged_executable)
+            code &= ~(uint64_t)3;
+        if (get_u64(fb, L->fr_previous) != w->prev || (!w->shim && code != w->code) ||
+            (L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0))
             break;                  /* s: the frame below it */
-        if (i > 0 && (!looks_calling(L, r, tc, i, fb) || (!w->shim && ff.instr != w->instr))) {
+        if (i > 0 && ((!w->shim && get_instr(L, fb) != w->instr) || !looks_calling(L, r, tc, i, fb))) {
             s = i;
             break;
         }
