@@ -142,4 +142,9 @@ $(BUILD)/vmread: tests/bench/vmread.c
 
 bench: remora $(BUILD)/vmread
 	python3 tests/bench/bench.py --remora ./remora --vmread $(BUILD)/vmread
-.PHONY: bench
+
+# instructions per sample of another build against this one (callgrind; needs valgrind):
+#   make bench-ab BASELINE=/path/to/older/remora
+bench-ab: remora
+	tests/bench/ab.sh $(BASELINE) ./remora
+.PHONY: bench bench-ab

@@ -83,7 +83,7 @@ int fuzz_elf(const uint8_t *data, size_t size)
     elf_trace_t *t = NULL;
     unsigned char *stub = NULL;
     size_t stub_len, i, len;
-    uint64_t v, sz, base;
+    uint64_t v, sz, base = 0;
 
     if (b == NULL || elf_open_mem(b, size, &e) != REMORA_OK)
         goto out;
