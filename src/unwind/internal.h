@@ -233,6 +233,10 @@ typedef struct fast_thread {
     /* this sample's frames, until named: r->raw[raw_first .. raw_first + raw_n) */
     size_t raw_first, raw_n;
     int partial;                    /* the frames are the outer ones known (unw_thread_t) */
+    int known;                      /* a whole stack was read since the thread (its state
+                                     * and chunk) was first seen: before that, a partial one
+                                     * may be a freed thread's frames (C stacks and chunks
+                                     * are reused at the same addresses by the next thread) */
 } rd_thread_t;
 
 /* A frame walked this sample, to be named once the code objects are validated. */

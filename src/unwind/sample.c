@@ -85,6 +85,8 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
     const py_layout_t *L = &u->target->layout;
     const rd_interp_t *fi = &r->interps[tc->interp];
 
+    pid_t was = tc->native_id;
+
     memset(th, 0, sizeof *th);
     if (L->ts_native_thread_id != 0) {
         /* set by the thread itself once it runs: read it every sample */
@@ -93,6 +95,8 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
     } else if (tc->tid_now > 0 && get_u64(tc->ts, L->ts_thread_id) == tc->pthread_seen) {
         tc->native_id = tc->tid_now;
     }
+    if (tc->native_id != was)
+        tc->known = 0;              /* another thread in this state now */
     th->tstate = tc->tstate;
     th->interp = fi->addr;
     th->interp_id = fi->id;
@@ -147,6 +151,7 @@ static int thread_current(unwinder_t *u, rd_thread_t *tc, uint64_t *cur)
     }
     chunk_now = get_u64(tc->ts, L->ts_datastack_chunk);
     if (chunk_now != tc->chunk) {
+        tc->known = 0;
         tc->chunk = tc->base = chunk_now;
         tc->chunk_size = 0;
         tc->copied = 0;
@@ -360,7 +365,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             int err2;
             /* the frames this walk found outside the chunk are read with the copies:
              * read later, on their own, they would be from after the current frame */
-            if (err == REMORA_OK && L->frames_kind != PY_FRAMES_OBJECTS && walk_learn_blocks(L, r, tc, nw))
+            if (err == REMORA_OK && walk_learn_blocks(L, r, tc, nw))
                 return REMORA_ENOMEM;
             int other = 0;
             err2 = thread_reread(u, r, tc, &other);
@@ -394,6 +399,12 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     }
     if (keep > 0)
         tc->partial = 1;
+    if (tc->partial && !tc->known) {
+        err = REMORA_ECORRUPT;      /* a thread just seen: its outer frames may be a freed one's */
+        goto failed;
+    }
+    if (!tc->partial)
+        tc->known = 1;
     if (!tc->partial && tc->chunk && anchor_on(u, tc) && (err = anchor_after(u, r, tc, nw)) != REMORA_OK)
         goto failed;
     if (tc->chunk)

@@ -289,17 +289,24 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             break;
         }
     }
-    if (r->nblocks > 0 && cur2 != cur) {
-        /* frames met for the first time (outside the chunk; 3.9/3.10 frame objects) were
-         * read after the current frame, both copies: the same only if the thread did not
-         * move meanwhile. Known: the frames below the innermost of them. A 3.9/3.10 walk
-         * from the state's frame knows nothing then: frame objects outlive their calls (a
-         * traceback holds them), so every frame walked may have returned. */
+    if (L->frames_kind == PY_FRAMES_OBJECTS) {
+        /* 3.9/3.10: frame objects are shared by every thread (free lists, a code object's
+         * zombie frame) and outlive their calls (a traceback holds them), so two copies
+         * that agree prove nothing of frames that may have been freed and made again, for
+         * another thread too, in between. What does: the current frame the same from
+         * before the copies to after them (a thread changes the frames below its current
+         * one only by returning to them). Otherwise nothing is known: read again. */
+        uint64_t after = r->nblocks > 0 ? cur2 : tc->cur_end;
+        if (from_state ? r->nblocks == 0 || cur2 != cur
+                       : after != cur || get_u64(tc->ts, L->ts_frame) != cur)
+            s = nwalked;
+    } else if (r->nblocks > 0 && cur2 != cur) {
+        /* frames met for the first time outside the chunk were read after the current
+         * frame, both copies: the same only if the thread did not move meanwhile. Known:
+         * the frames below the innermost of them. */
         for (i = 0; i < nwalked && r->walk[i].from != FROM_BLOCK; i++)
             ;
-        if (from_state)
-            s = nwalked;
-        else if (i < nwalked && i + 1 > s)
+        if (i < nwalked && i + 1 > s)
             s = i + 1;
     }
 
