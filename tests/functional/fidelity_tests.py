@@ -26,14 +26,11 @@
 # "fidelity" or REMORA_FIDELITY=1.
 
 import collections
-import json
 import os
 import re
-import time
 
 from formats import parse_collapsed
-from harness import (BASE, INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Target, interp_missing, record, tail,
-                     torn_kind)
+from harness import (BASE, INTERPRETERS, TARGETS, Fail, Target, interp_missing, mark, record, tail, torn_kind)
 
 MARKER = "<moving>"
 
@@ -112,29 +109,6 @@ def marker_problem(s):
 
 def ends_moving(s):
     return bool(s.frames) and s.frames[-1][0] == MARKER
-
-
-# --- the target's marks ---------------------------------------------------------------
-
-def mark(t, n):
-    """Asks a work_mix.py target for a snapshot of its totals; returns its n-th."""
-    t.proc.stdin.write(b"mark\n")
-    t.proc.stdin.flush()
-    path = os.path.join(t.dir, "marks.jsonl")
-    deadline = time.monotonic() + READY_TIMEOUT
-    while True:
-        try:
-            with open(path) as f:
-                lines = f.read().split("\n")[:-1]         # complete lines only
-        except FileNotFoundError:
-            lines = []
-        if len(lines) >= n:
-            return json.loads(lines[n - 1])
-        if t.proc.poll() is not None:
-            raise Fail("target exited %d before mark %d: %s" % (t.proc.returncode, n, t.log_tail()))
-        if time.monotonic() > deadline:
-            raise Fail("target never wrote mark %d" % n)
-        time.sleep(0.005)           # polling the target's file, not waiting for an event
 
 
 def clock_shares(ready, before, after):

@@ -730,6 +730,30 @@ def depth_note(stacks):
     return (sum(c for n, c in depths if n >= 400), sum(c for n, c in depths if 0 < n < 100))
 
 
+# --- targets that time themselves: their marks ----------------------------------------
+
+def mark(t, n):
+    """Asks a target that keeps its own totals (cpu_shares.py, work_mix.py) for a snapshot
+    of them (a line of marks.jsonl in its directory); returns its n-th."""
+    t.proc.stdin.write(b"mark\n")
+    t.proc.stdin.flush()
+    path = os.path.join(t.dir, "marks.jsonl")
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        try:
+            with open(path) as f:
+                lines = f.read().split("\n")[:-1]         # complete lines only
+        except FileNotFoundError:
+            lines = []
+        if len(lines) >= n:
+            return json.loads(lines[n - 1])
+        if t.proc.poll() is not None:
+            raise Fail("target exited %d before mark %d: %s" % (t.proc.returncode, n, t.log_tail()))
+        if time.monotonic() > deadline:
+            raise Fail("target never wrote mark %d" % n)
+        time.sleep(0.005)           # polling the target's file, not waiting for an event
+
+
 # --- the alternate.py target (a->b->c, x->y->z): the stacks it can have -----------
 
 CHAINS = (("a", "b", "c"), ("x", "y", "z"))

@@ -15,9 +15,9 @@ import subprocess
 import tempfile
 import time
 
-from harness import (HOST_PYTHON, INTERPRETERS, MOVING, READY_TIMEOUT, SHORT_SECONDS, STATS, SUMMARY,
+from harness import (HOST_PYTHON, INTERPRETERS, MOVING, SHORT_SECONDS, STATS, SUMMARY,
                      TARGETS, Fail, Recording, Skip, Target, check_odd_names, free_pid,
-                     interp_missing, odd_recording, one_line, record, signame, speedscope_validator,
+                     interp_missing, mark, odd_recording, one_line, record, signame, speedscope_validator,
                      summary, tail, torn_kind, workdir)
 from formats import by_thread, parse_collapsed, speedscope_stacks, total
 
@@ -57,25 +57,6 @@ SHARE_FUNCS = ("share_60", "share_30", "share_10")
 def shares(counts):
     n = sum(counts)
     return [100.0 * c / n for c in counts] if n else [0.0] * len(counts)
-
-
-def mark(t, n):
-    """Asks the cpu_shares.py target for a snapshot of its totals; returns its n-th."""
-    t.proc.stdin.write(b"mark\n")
-    t.proc.stdin.flush()
-    path = os.path.join(t.dir, "marks.jsonl")
-    deadline = time.monotonic() + READY_TIMEOUT
-    while True:
-        with open(path) as f:
-            lines = [l for l in f.read().split("\n")[:-1]]     # complete lines only
-        if len(lines) >= n:
-            return json.loads(lines[n - 1])
-        if t.proc.poll() is not None:
-            raise Fail("target exited %d before mark %d: %s" % (t.proc.returncode, n,
-                                                               t.log_tail()))
-        if time.monotonic() > deadline:
-            raise Fail("target never wrote mark %d" % n)
-        time.sleep(0.005)
 
 
 def judge_window(mode, summ, stacks, before, after, ready):
