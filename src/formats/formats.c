@@ -9,6 +9,7 @@
 
 #include "remora.h"
 #include "out.h"
+#include "../util/util.h"
 
 static const out_format_t formats[] = {
     { "flamegraph", ".html .htm", out_flamegraph_write },
@@ -87,7 +88,6 @@ const char *out_format_names(int writers_only)
 int out_write_file(const out_format_t *fmt, const profile_t *p, const out_options_t *o, const char *path)
 {
     char *tmp;
-    size_t len;
     FILE *f;
     int err, fd;
 
@@ -97,37 +97,21 @@ int out_write_file(const out_format_t *fmt, const profile_t *p, const out_option
             err = REMORA_EIO;
         return err;
     }
-    len = strlen(path) + 16;
-    tmp = malloc(len);
-    if (tmp == NULL)
-        return REMORA_ENOMEM;
-    snprintf(tmp, len, "%s.XXXXXX", path);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        free(tmp);
-        return REMORA_EIO;
-    }
+    fd = remora_output_open(path, &tmp);
+    if (fd < 0)
+        return errno == ENOMEM ? REMORA_ENOMEM : REMORA_EIO;
     f = fdopen(fd, "w");
     if (f == NULL) {
         close(fd);
-        unlink(tmp);
-        free(tmp);
+        remora_output_done(path, tmp, 0);
         return REMORA_EIO;
     }
     err = fmt->write(p, f, o);
     if (fflush(f) != 0 || ferror(f))
         err = REMORA_EIO;
-    if (fchmod(fd, 0644) != 0 && !err)
-        err = REMORA_EIO;
     if (fclose(f) != 0 && !err)
         err = REMORA_EIO;
-    if (!err && rename(tmp, path) != 0)
+    if (remora_output_done(path, tmp, !err) != 0 && !err)
         err = REMORA_EIO;
-    if (err) {
-        int saved = errno;
-        unlink(tmp);
-        errno = saved;
-    }
-    free(tmp);
     return err;
 }

@@ -65,18 +65,17 @@ int raw_open(const char *path, raw_writer_t **out)
     if (w == NULL)
         return REMORA_ENOMEM;
     w->path = strdup(path);
-    w->tmp = malloc(strlen(path) + 16);
     w->scap = 1024;
     w->skeys = calloc(w->scap, sizeof *w->skeys);
     w->svals = calloc(w->scap, sizeof *w->svals);
-    if (w->path == NULL || w->tmp == NULL || w->skeys == NULL || w->svals == NULL)
+    if (w->path == NULL || w->skeys == NULL || w->svals == NULL)
         goto nomem;
-    sprintf(w->tmp, "%s.XXXXXX", path);
-    fd = mkstemp(w->tmp);
+    fd = remora_output_open(path, &w->tmp);
     if (fd < 0 || (w->f = fdopen(fd, "w")) == NULL) {
         if (fd >= 0) {
             close(fd);
-            unlink(w->tmp);
+            remora_output_done(path, w->tmp, 0);
+            w->tmp = NULL;
         }
         free(w->path);
         free(w->tmp);
@@ -238,16 +237,11 @@ int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit)
     }
     if (fflush(w->f) != 0 || ferror(w->f))
         err = REMORA_EIO;
-    if (fchmod(fileno(w->f), 0644) != 0 && !err)
-        err = REMORA_EIO;
     if (fclose(w->f) != 0 && !err)
         err = REMORA_EIO;
-    if (commit && !err && rename(w->tmp, w->path) != 0)
+    if (remora_output_done(w->path, w->tmp, commit && !err) != 0 && !err)
         err = REMORA_EIO;
-    if (!commit || err)
-        unlink(w->tmp);
     free(w->path);
-    free(w->tmp);
     free(w->skeys);
     free(w->svals);
     free(w->thread_names);

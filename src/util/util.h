@@ -2,6 +2,7 @@
  *
  *   grow.c    growing arrays (doubling)
  *   err.c     names and exit codes of the REMORA_E* error codes (include/remora.h)
+ *   output.c  opening output files (a temporary name for regular files, devices in place)
  *   strtab.c  interned strings (stable pointers, grow with distinct names only)
  */
 #ifndef REMORA_UTIL_H
@@ -29,6 +30,19 @@ const char *remora_strerror(int err);
 
 /* Maps an error code to the exit code of the command. */
 int remora_exit_code(int err);
+
+/* ---- output.c ------------------------------------------------------------- */
+
+/* Opens 'path' to write an output to. A regular file, or a name not there yet, through a
+ * temporary name beside it (*tmp, owned by the caller until remora_output_done());
+ * anything else (a device, a FIFO, a symlink's target) in place, *tmp = NULL: never
+ * renamed over. Returns a file descriptor, or -1 with errno set. */
+int remora_output_open(const char *path, char **tmp);
+
+/* Ends an output opened with remora_output_open(), its descriptor already closed: with
+ * 'commit' the temporary file is renamed into place, else removed; frees tmp. Returns 0,
+ * or -1 with errno set (the temporary file removed). */
+int remora_output_done(const char *path, char *tmp, int commit);
 
 /* ---- strtab.c ------------------------------------------------------------- */
 

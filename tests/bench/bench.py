@@ -32,6 +32,7 @@ import resource
 import signal
 import statistics
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -44,6 +45,15 @@ from formats import parse_collapsed  # noqa: E402
 STATS = re.compile(r"stats: samples=(\d+) errors=(\d+)(?: partial=(\d+))? reads=(\d+) bytes=(\d+) "
                    r"reads_per_sample=([\d.]+) cpu_us_per_sample=([\d.]+)")
 MEMORY = re.compile(r"memory: maxrss_kb=(\d+)")
+
+
+def scratch_output():
+    """A file for outputs the bench does not read. Never os.devnull: a remora before
+    2026-12-01 (an A/B baseline) renames its output into place, which as root replaces
+    the /dev/null device with a regular file."""
+    d = os.path.join(tempfile.gettempdir(), "remora-bench")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, "discarded.collapsed")
 
 
 def busy(interp, depth, nthreads, seconds, log=False):
@@ -61,7 +71,7 @@ def busy(interp, depth, nthreads, seconds, log=False):
 
 def remora_stats(remora, pid, rate, seconds, extra=()):
     p = subprocess.run([remora, "record", "-p", str(pid), "-r", rate, "-d", str(seconds), "--stats",
-                        "-o", os.devnull, "-f", "collapsed", *extra],
+                        "-o", scratch_output(), "-f", "collapsed", *extra],
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
     m = STATS.search(p.stderr)
     if not m:
@@ -121,7 +131,7 @@ def slowdown(remora, t, rate, seconds):
     try:
         if rate:
             r = subprocess.Popen([remora, "record", "-p", str(t.pid), "-r", rate, "-d", str(seconds + 60),
-                                  "-o", os.devnull, "-f", "collapsed"],
+                                  "-o", scratch_output(), "-f", "collapsed"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             r.send_signal(signal.SIGSTOP)
         marks, on = [], False

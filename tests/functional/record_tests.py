@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -431,6 +432,50 @@ def readonly_prefix(d):
     return prefix
 
 
+def test_outputs_in_place(remora):
+    """An output that is not a regular file is written in place, never renamed over:
+    remora runs as root, and renaming over a device node replaces it for every program.
+    A device node made here (the null device, c 1 3), a symlink and a .remora through a
+    symlink: after `record`, the node is still that device, each symlink still a symlink,
+    and its target holds the profile."""
+    if not os.access(HOST_PYTHON, os.X_OK):
+        raise Skip("%s not found" % HOST_PYTHON)
+    d = workdir()
+    try:
+        node = os.path.join(d, "null")
+        try:
+            os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except OSError as e:
+            raise Skip("cannot make a device node here: %s" % e)
+        target, raw_target = os.path.join(d, "target.collapsed"), os.path.join(d, "target.remora")
+        link, raw_link = os.path.join(d, "link.collapsed"), os.path.join(d, "link.remora")
+        os.symlink(target, link)
+        os.symlink(raw_target, raw_link)
+        with Target(("host-python3", HOST_PYTHON, None), os.path.join(TARGETS, "cpu_shares.py"), "ready.json") as t:
+            t.wait_ready()
+            record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "-o", node, "-f", "collapsed",
+                            "-o", link, "-o", raw_link])
+        problems = []
+        st = os.lstat(node)
+        if not stat.S_ISCHR(st.st_mode) or st.st_rdev != os.makedev(1, 3):
+            problems.append("the device node is now %s" % stat.filemode(st.st_mode))
+        for lk, tg in ((link, target), (raw_link, raw_target)):
+            if not os.path.islink(lk):
+                problems.append("%s is no longer a symlink" % os.path.basename(lk))
+            elif not os.path.isfile(tg) or os.path.getsize(tg) == 0:
+                problems.append("%s's target holds no profile" % os.path.basename(lk))
+        leftovers = [n for n in os.listdir(d) if n not in ("null", "link.collapsed", "link.remora",
+                                                           "target.collapsed", "target.remora")]
+        if leftovers:
+            problems.append("temporary files left: %s" % ", ".join(sorted(leftovers)))
+        if problems:
+            raise Fail("; ".join(problems))
+        return "device node kept, symlinks written through (collapsed %d bytes, raw %d bytes)" % (
+            os.path.getsize(target), os.path.getsize(raw_target))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_unwritable(remora):
     """An output remora cannot create ends the run before sampling: exit 1, one line."""
     if not os.access(HOST_PYTHON, os.X_OK):
@@ -707,6 +752,7 @@ def tests(remora):
     each("accuracy-anchor", lambda r, i: test_accuracy(r, i, anchor), ANCHOR_INTERPRETERS)
     each("torn-anchor", lambda r, i: test_torn(r, i, anchor), ANCHOR_INTERPRETERS)
     out.append(("record/unwritable-output", lambda: test_unwritable(remora), None))
+    out.append(("record/outputs-in-place", lambda: test_outputs_in_place(remora), None))
     out.append(("record/errors", lambda: test_errors(remora), None))
     out.append(("record/format-lists", lambda: test_format_lists(remora), None))
     assert all(n in by_name for n in GIL_INTERPRETERS + SIGNAL_INTERPRETERS + ANCHOR_INTERPRETERS)
