@@ -197,6 +197,7 @@ typedef struct fast_thread {
     uint64_t cframe, cur_spec;      /* 3.11/3.12: cframe and its current_frame */
     uint64_t cur_mid;               /* the current frame, read between the two copies */
     int mid_ok;                     /* 3.9/3.10: cur_mid was read this sample */
+    uint64_t cur0;                  /* the current frame the state names (through its cframe) */
     uint64_t cur_end;               /* and again after the second */
     uint64_t cf_end;                /* 3.11/3.12: the thread state's cframe, read last */
     uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */

@@ -143,6 +143,7 @@ static int thread_current(unwinder_t *u, rd_thread_t *tc, uint64_t *cur)
         if (cf != 0 && *cur == 0 && (cf < tc->tstate || cf - tc->tstate >= L->ts_size))
             return REMORA_ECORRUPT;
     }
+    tc->cur0 = *cur;
     if (L->frames_kind == PY_FRAMES_OBJECTS) {
         /* walked from the frame current between the remembered blocks' two copies */
         if (tc->nsb && tc->mid_ok)
@@ -399,8 +400,18 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     }
     if (keep > 0)
         tc->partial = 1;
+    if (!tc->known && !tc->partial && tc->copied && tc->cur_end != cur) {
+        err = REMORA_ECORRUPT;      /* a thread just seen whose top moved: as below */
+        goto failed;
+    }
     if (tc->partial && !tc->known) {
         err = REMORA_ECORRUPT;      /* a thread just seen: its outer frames may be a freed one's */
+        goto failed;
+    }
+    if (!tc->partial && nw == 0 && tc->cur0 != 0) {
+        /* no frame walked though the state named a current frame: nothing known, not an
+         * empty stack */
+        err = REMORA_ECORRUPT;
         goto failed;
     }
     if (!tc->partial)
@@ -429,7 +440,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
         else
             th->handling_exc = -1;
     }
-    if (tc->partial && tc->raw_n == 0) {
+    if (tc->raw_n == 0 && (tc->partial || nw > 0)) {
         /* only C-owned frames known: nothing of the Python stack */
         tc->partial = 0;
         th->error = REMORA_ECORRUPT;

@@ -310,6 +310,13 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             s = i + 1;
     }
 
+    if (L->frames_kind != PY_FRAMES_OBJECTS && tc->copied && tc->cur_end != cur && s == 0 && nwalked > 0) {
+        /* the current frame moved after it was read: two copies can agree on a top that
+         * went back and forth between them (short calls at the same depth do: a stale
+         * callee above its caller's next call), so the frame walked from is not known;
+         * its caller, which held, is the innermost one */
+        s = 1;
+    }
     if (L->frames_kind == PY_FRAMES_CFRAME && tc->cf_end != tc->cframe) {
         /* 3.11/3.12: the thread entered or left an eval loop while it was read (C code
          * calling back into Python): the current frame was read through a cframe that
