@@ -358,7 +358,12 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
          * frame at all (being born or ending, or read between two eval loops) is read
          * again too: empty only if it stays so. */
         size_t best = err == REMORA_OK ? nw - keep : 0, tries;
-        size_t limit = best > 0 || err == REMORA_OK ? 1 : RD_REREADS;
+        /* Read again only to confirm an empty walk. Re-reading a thread that moved picks,
+         * by construction, the moments its stack changes fastest, and two copies then
+         * agree on a state that never was more often (record/torn under ASan on 3.11,
+         * whose frames have no caller rule but the call-resting one, wrote mixed chains
+         * from re-readings): the outer frames the first reading knows are kept instead. */
+        size_t limit = err == REMORA_OK && nw == 0 ? 1 : 0;
         memcpy(r->walk2, r->walk + keep, best * sizeof *r->walk);
         for (tries = 0; tries < limit; tries++) {
             uint64_t cur2 = 0;
