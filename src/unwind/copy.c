@@ -250,12 +250,13 @@ int copy_again(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t len)
     for (size_t j = 0; j < tc->nsb; j++)
         if (batch_req(r, tc->sb[j].addr, tc->sb[j].two, tc->sb[j].len))
             return REMORA_ENOMEM;
-    if (batch_merge(r, &n, k))
+    if (batch_merge(r, &n, k) || ident_req(u, r, tc, &n))
         return REMORA_ENOMEM;
     batch_fix(r);
     tc->copied = 0;
     r->late = 1;
-    if (proc_readv(u->p, r->iov, n))
+    /* read after the state: the state may be another thread's by now */
+    if (proc_readv(u->p, r->iov, n) || !ident_same(u, tc))
         return REMORA_ECORRUPT;
     batch_scatter(r);
     unpack_tail(L, tc);
@@ -273,4 +274,30 @@ size_t copy_clamp(const rd_thread_t *tc, size_t len)
     if (tc->chunk_size && off < tc->chunk_size && off + len > tc->chunk_size)
         len = tc->chunk_size - off;
     return len;
+}
+
+int ident_req(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t *n)
+{
+    const py_layout_t *L = &u->target->layout;
+
+    tc->late_pt = tc->late_nid = 0;
+    tc->late_tid = 0;
+    if (batch_iov(r, n, tc->tstate + L->ts_thread_id, &tc->late_pt, 8))
+        return -1;
+    if (L->ts_native_thread_id != 0)
+        return batch_iov(r, n, tc->tstate + L->ts_native_thread_id, &tc->late_nid, 8);
+    if (u->pthread_tid_off >= 0 && tc->pthread_seen != 0)
+        return batch_iov(r, n, tc->pthread_seen + (uint64_t)u->pthread_tid_off, &tc->late_tid, 4);
+    return 0;
+}
+
+int ident_same(const unwinder_t *u, const rd_thread_t *tc)
+{
+    const py_layout_t *L = &u->target->layout;
+
+    if (tc->late_pt != get_u64(tc->ts, L->ts_thread_id))
+        return 0;
+    if (L->ts_native_thread_id != 0)
+        return tc->late_nid == get_u64(tc->ts, L->ts_native_thread_id);
+    return u->pthread_tid_off < 0 || tc->pthread_seen == 0 || tc->late_tid == tc->tid_now;
 }

@@ -203,6 +203,8 @@ typedef struct fast_thread {
     uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */
     int32_t tid_now, tid_end;       /* 3.9/3.10: the tid in that pthread, read this sample
                                      * with the state and again after the thread's copies */
+    uint64_t late_pt, late_nid;     /* its ids read again after frames read late (ident_*) */
+    int32_t late_tid;
     uint64_t chunk;                 /* the chunk copied (0: none yet) */
     uint64_t base;                  /* where the copies start: the chunk, or the anchor */
     size_t chunk_size;              /* from its header, once copied */
@@ -384,6 +386,13 @@ void tc_settle_ids(unwinder_t *u, reader_t *r);
 
 /* ---- copy.c ---- */
 
+/* The thread's ids (pthread_t; native id, or 3.9/3.10 the tid in its struct pthread)
+ * read again with frames read after the round's first read: the state may have been
+ * freed and made again, at the same address, for a thread that took over the same frame
+ * objects or chunk (3.9/3.10: a code object's zombie frame is at the same address for
+ * every thread that calls it). ident_req() adds the reads, ident_same() checks them. */
+int ident_req(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t *n);
+int ident_same(const unwinder_t *u, const rd_thread_t *tc);
 uint64_t copy_cur_ptr(const py_layout_t *L, const rd_thread_t *tc);
 int copy_states(unwinder_t *u, reader_t *r);
 int copy_again(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t len);

@@ -29,10 +29,12 @@ int park_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc)
     for (k = 0; k < tc->nsb; k++)
         if (batch_iov(r, &n, tc->sb[k].addr, tc->sb[k].two, tc->sb[k].len))
             return REMORA_ENOMEM;
-    if (batch_iov(r, &n, cp, &tc->cur_end, 8))
+    if (batch_iov(r, &n, cp, &tc->cur_end, 8) || ident_req(u, r, tc, &n))
         return REMORA_ENOMEM;
     r->late = 1;
     err = proc_readv(u->p, r->iov, n);
+    if (err == REMORA_OK && !ident_same(u, tc))
+        err = REMORA_ECORRUPT;      /* the state is another thread's now */
     tc->mid_ok = err == REMORA_OK;
     return err;
 }

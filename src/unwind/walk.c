@@ -258,10 +258,15 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
         for (i = 0; i < r->nblocks; i++)
             if (batch_iov(r, &n, r->blocks[i].addr, r->blocks[i].two, r->blocks[i].len))
                 return REMORA_ENOMEM;
-        if (batch_iov(r, &n, copy_cur_ptr(L, tc), &cur2, 8))
+        if (batch_iov(r, &n, copy_cur_ptr(L, tc), &cur2, 8) || ident_req(u, r, tc, &n))
             return REMORA_ENOMEM;
         if (proc_readv(u->p, r->iov, n))
             return REMORA_OK;       /* the frames were freed meanwhile: nothing holds */
+        /* the state now another thread's, at the same address, whose current frame is
+         * at the same address too (3.9/3.10: a code object's zombie frame): nothing of
+         * the frames read now is the thread the round named */
+        if (!ident_same(u, tc))
+            return REMORA_OK;
     }
     /* From the outermost frame in: each frame must be the same in both copies (links and
      * code object); a caller must also be at the same instruction and look like one.
