@@ -130,6 +130,12 @@ typedef struct py_layout {
     int caller_rests_on_call;       /* 3.11: a caller that pushed its callee inline rests on
                                      * the last cache entry of its CALL or BINARY_SUBSCR */
     int caller_past_start;          /* 3.11+: a caller has run past its first instruction */
+    int reread_moved;               /* a thread whose stack moved while read may be read
+                                     * again at once: 3.9/3.10 (a reading holds only while
+                                     * the current frame stayed the same) and 3.12+ (a
+                                     * running caller is told apart by its stacktop or
+                                     * return_offset); not 3.11, whose caller rule alone
+                                     * let re-readings agree on mixed chains */
     uint64_t co_version;            /* 3.12+: co_version (u32), unique per code object made */
     int rc_low_half;                /* 3.12+: a live object's count is in the low 32 bits
                                      * (immortal objects set high bits); before, below 2^32 */

@@ -357,7 +357,8 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
             if ((node = stk_child(s->t, node, s->moving_frame)) == STK_NONE)
                 return REMORA_ENOMEM;
         }
-        if (s->o.gc && th->gc && th->holds_gil) {
+        /* a partial stack moved after the GC state was read: no <GC> above its marker */
+        if (s->o.gc && th->gc && th->holds_gil && !th->partial) {
             flags |= SAMPLE_F_GC;
             if ((node = stk_child(s->t, node, s->gc_frame)) == STK_NONE)
                 return REMORA_ENOMEM;
