@@ -439,7 +439,7 @@ def readonly_prefix(d):
 class Drain:
     """Reads what is written to a FIFO or a pseudo-terminal, in a thread, as a program
     reading it would: a FIFO is opened for reading (blocking until a writer opens it) and
-    read to EOF; a terminal's master side is read until stop()."""
+    read to EOF; a terminal's master side is read until stop() and quiet."""
 
     def __init__(self, fifo=None, master=None):
         self.fifo, self.master, self.data = fifo, master, b""
@@ -459,10 +459,14 @@ class Drain:
             finally:
                 os.close(fd)
             return
+        quiet = 0
         while True:
             ready, _, _ = select.select([self.master], [], [], 0.05)
             if not ready:
-                if self.done.is_set():
+                # the kernel hands a terminal's bytes over asynchronously: once stopped,
+                # end after 0.25 s with nothing more
+                quiet = quiet + 1 if self.done.is_set() else 0
+                if quiet == 5:
                     return
                 continue
             try:
