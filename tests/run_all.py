@@ -9,12 +9,14 @@
 4. the browser tests of the HTML flamegraph (tests/browser/run.mjs, headless Chromium),
    including a page recorded from a real process here;
 5. with --fuzz-tool, the committed fuzz corpora and crash inputs replayed (tests/fuzz/),
-   and the tool passed to the functional tests (REMORA_FUZZ_TOOL) for the snapshot tests.
+   and the tool passed to the functional tests (REMORA_FUZZ_TOOL) for the snapshot tests;
+6. last, a check that /dev/null and /dev/full are still the character devices 1,3 and 1,7.
 """
 import argparse
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -43,6 +45,34 @@ def run_counted(name, cmd, env=None):
         print(f"FAIL {name}: exited {rc}")
         return (counts[0], counts[1] + 1, counts[2])
     return counts
+
+
+# remora runs as root and writes in place to devices: renaming over one would replace it
+# for every program on the machine. The suite must leave these as it found them.
+DEVICES = (("/dev/null", 1, 3), ("/dev/full", 1, 7))
+
+
+def check_devices(devices=DEVICES):
+    """One PASS or FAIL line: is each path still the character device it should be?
+    Returns (passed, failed, skipped) for the totals."""
+    problems = []
+    for path, major, minor in devices:
+        try:
+            st = os.lstat(path)
+        except OSError as e:
+            problems.append(f"{path}: {e.strerror}")
+            continue
+        if not stat.S_ISCHR(st.st_mode):
+            problems.append(f"{path} is not a character device ({stat.filemode(st.st_mode)})")
+        elif (os.major(st.st_rdev), os.minor(st.st_rdev)) != (major, minor):
+            problems.append(f"{path} is the character device {os.major(st.st_rdev)},"
+                            f"{os.minor(st.st_rdev)}, want {major},{minor}")
+    what = ", ".join(f"{p} c {ma},{mi}" for p, ma, mi in devices)
+    if problems:
+        print("FAIL devices: after the suite, " + "; ".join(problems), flush=True)
+        return (0, 1, 0)
+    print(f"PASS devices: after the suite, {what}", flush=True)
+    return (1, 0, 0)
 
 
 def main():
@@ -116,6 +146,8 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+    for i, v in enumerate(check_devices()):
+        totals[i] += v
     print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
     return 1 if totals[1] else 0
 

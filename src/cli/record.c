@@ -136,29 +136,15 @@ static int parse_record(int argc, char **argv, record_args_t *a)
     return 0;
 }
 
-/* Can we create files next to 'path'? Checked before sampling so nothing is lost. */
+/* Can an output be written to 'path'? Checked before sampling so nothing is lost. */
 static int check_writable(const char *path)
 {
-    char *tmp;
-    size_t len;
-    int fd;
+    const char *why = path != NULL ? remora_output_check(path) : NULL;
 
-    if (path == NULL || strcmp(path, "-") == 0)
-        return 0;
-    len = strlen(path) + 16;
-    tmp = malloc(len);
-    if (tmp == NULL)
-        return -1;
-    snprintf(tmp, len, "%s.XXXXXX", path);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        cli_error("cannot write '%s': %s; choose another -o", path, strerror(errno));
-        free(tmp);
+    if (why != NULL) {
+        cli_error("cannot write '%s': %s; choose another -o", path, why);
         return -1;
     }
-    close(fd);
-    unlink(tmp);
-    free(tmp);
     return 0;
 }
 

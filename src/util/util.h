@@ -2,7 +2,8 @@
  *
  *   grow.c    growing arrays (doubling)
  *   err.c     names and exit codes of the REMORA_E* error codes (include/remora.h)
- *   output.c  opening output files (a temporary name for regular files, devices in place)
+ *   output.c  opening output files (a temporary name for regular files, devices in place,
+ *             directories and /proc refused)
  *   strtab.c  interned strings (stable pointers, grow with distinct names only)
  */
 #ifndef REMORA_UTIL_H
@@ -34,14 +35,22 @@ int remora_exit_code(int err);
 /* ---- output.c ------------------------------------------------------------- */
 
 /* Opens 'path' to write an output to. A regular file, or a name not there yet, through a
- * temporary name beside it (*tmp, owned by the caller until remora_output_done());
- * anything else (a device, a FIFO, a symlink's target) in place, *tmp = NULL: never
- * renamed over. Returns a file descriptor, or -1 with errno set. */
+ * temporary name beside it (*tmp, owned by the caller until remora_output_done()); behind a
+ * symlink, beside the file it names (the link kept). Anything else (a device, a FIFO, a
+ * file through a link only the kernel follows, as /dev/stdout) in place, *tmp = NULL: never
+ * renamed over. A directory, a socket, a file of /proc or /sys, or a file the system does
+ * not let remora write is refused. Returns a file descriptor, or -1 with errno set. */
 int remora_output_open(const char *path, char **tmp);
 
+/* Whether remora_output_open() would succeed on 'path' ("-" is stdout: yes), found out
+ * before sampling without writing there: a probe file is made and removed beside a regular
+ * file or a new name; a device or FIFO is not opened. Returns NULL, or the reason it would
+ * not, for a message (a constant string or strerror()'s, valid until the next call). */
+const char *remora_output_check(const char *path);
+
 /* Ends an output opened with remora_output_open(), its descriptor already closed: with
- * 'commit' the temporary file is renamed into place, else removed; frees tmp. Returns 0,
- * or -1 with errno set (the temporary file removed). */
+ * 'commit' the temporary file is renamed into place (the name open resolved 'path' to),
+ * else removed; frees tmp. Returns 0, or -1 with errno set (the temporary file removed). */
 int remora_output_done(const char *path, char *tmp, int commit);
 
 /* ---- strtab.c ------------------------------------------------------------- */

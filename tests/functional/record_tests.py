@@ -8,13 +8,17 @@ import collections
 import difflib
 import json
 import os
+import pty
 import re
+import select
 import shutil
 import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
+import tty
 
 from harness import (HOST_PYTHON, INTERPRETERS, MOVING, SHORT_SECONDS, STATS, SUMMARY,
                      TARGETS, Fail, Recording, Skip, Target, check_odd_names, free_pid,
@@ -432,47 +436,263 @@ def readonly_prefix(d):
     return prefix
 
 
+class Drain:
+    """Reads what is written to a FIFO or a pseudo-terminal, in a thread, as a program
+    reading it would: a FIFO is opened for reading (blocking until a writer opens it) and
+    read to EOF; a terminal's master side is read until stop() and quiet."""
+
+    def __init__(self, fifo=None, master=None):
+        self.fifo, self.master, self.data = fifo, master, b""
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        if self.fifo is not None:
+            fd = os.open(self.fifo, os.O_RDONLY)
+            try:
+                while True:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    self.data += chunk
+            finally:
+                os.close(fd)
+            return
+        quiet = 0
+        while True:
+            ready, _, _ = select.select([self.master], [], [], 0.05)
+            if not ready:
+                # the kernel hands a terminal's bytes over asynchronously: once stopped,
+                # end after 0.25 s with nothing more
+                quiet = quiet + 1 if self.done.is_set() else 0
+                if quiet == 5:
+                    return
+                continue
+            try:
+                self.data += os.read(self.master, 65536)
+            except OSError:
+                return
+
+    def stop(self):
+        """Ends the reader and returns what it read. A FIFO remora never opened is opened
+        here (and closed) so that the reader sees its end."""
+        self.done.set()
+        if self.fifo is not None and self.thread.is_alive():
+            try:
+                os.close(os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        self.thread.join(10)
+        return self.data
+
+
+def node_kind(path):
+    """What is at path, not following a symlink: "char 1,3", "fifo", "symlink", ..."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return "nothing (%s)" % e.strerror
+    if stat.S_ISCHR(st.st_mode):
+        return "char %d,%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
+    for test, name in ((stat.S_ISLNK, "symlink"), (stat.S_ISFIFO, "fifo"), (stat.S_ISDIR, "directory"),
+                       (stat.S_ISREG, "file"), (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
+        if test(st.st_mode):
+            return name
+    return stat.filemode(st.st_mode)
+
+
 def test_outputs_in_place(remora):
-    """An output that is not a regular file is written in place, never renamed over:
-    remora runs as root, and renaming over a device node replaces it for every program.
-    A device node made here (the null device, c 1 3), a symlink and a .remora through a
-    symlink: after `record`, the node is still that device, each symlink still a symlink,
-    and its target holds the profile."""
+    """An output that is not a regular file is written in place, streaming, never renamed
+    over: remora runs as root, and renaming over a device node replaces it for every
+    program. Nodes made here: the null device (c 1 3), the full device (c 1 7: remora must
+    meet ENOSPC, exit 5), a FIFO a thread here reads, a symlink to a file (collapsed and
+    raw), to the null node and to a pseudo-terminal a thread here reads, and `-o -`. After
+    `record`, each node is what it was, each link still a link, and the bytes arrived: a
+    collapsed profile through the FIFO, the terminal, stdout and the link's file."""
     if not os.access(HOST_PYTHON, os.X_OK):
         raise Skip("%s not found" % HOST_PYTHON)
     d = workdir()
+    drains = []
+    master = slave = None
     try:
-        node = os.path.join(d, "null")
-        try:
-            os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-        except OSError as e:
-            raise Skip("cannot make a device node here: %s" % e)
+        nodes = {"null": (1, 3), "full": (1, 7)}
+        for name, (major, minor) in nodes.items():
+            try:
+                os.mknod(os.path.join(d, name), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+            except OSError as e:
+                raise Skip("cannot make a device node here: %s" % e)
+        node, full = os.path.join(d, "null"), os.path.join(d, "full")
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo, 0o600)
+        master, slave = pty.openpty()
+        tty.setraw(slave)               # the bytes as written: no \n -> \r\n
+        pts = os.ttyname(slave)
         target, raw_target = os.path.join(d, "target.collapsed"), os.path.join(d, "target.remora")
         link, raw_link = os.path.join(d, "link.collapsed"), os.path.join(d, "link.remora")
+        link_null, link_tty = os.path.join(d, "link-null"), os.path.join(d, "link-tty")
         os.symlink(target, link)
         os.symlink(raw_target, raw_link)
+        os.symlink(node, link_null)
+        os.symlink(pts, link_tty)
+        before = {p: node_kind(p) for p in (node, full, fifo, link, raw_link, link_null, link_tty, pts)}
+        known = set(os.listdir(d))
+        via_fifo, via_tty = Drain(fifo=fifo), Drain(master=master)
+        drains = [via_fifo, via_tty]
+        problems = []
         with Target(("host-python3", HOST_PYTHON, None), os.path.join(TARGETS, "cpu_shares.py"), "ready.json") as t:
             t.wait_ready()
-            record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "-o", node, "-f", "collapsed",
-                            "-o", link, "-o", raw_link])
-        problems = []
-        st = os.lstat(node)
-        if not stat.S_ISCHR(st.st_mode) or st.st_rdev != os.makedev(1, 3):
-            problems.append("the device node is now %s" % stat.filemode(st.st_mode))
+            out, _ = record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "-o", node, "-f", "collapsed",
+                                     "-o", fifo, "-f", "collapsed", "-o", link_null, "-f", "collapsed",
+                                     "-o", link_tty, "-f", "collapsed", "-o", "-", "-f", "collapsed",
+                                     "-o", link, "-o", raw_link])
+            rc, _, err = remora.run(["record", "-p", t.pid, "-d", SHORT_SECONDS, "-o", full, "-f", "collapsed"])
+            if rc != 5 or "No space left on device" not in err:
+                problems.append("-o to the full device (c 1 7): exit %d, want 5 with ENOSPC named: %s"
+                                % (rc, tail(err)))
+        got = {"fifo": via_fifo.stop(), "terminal": via_tty.stop(), "stdout": out.encode()}
+        for p, was in before.items():
+            now = node_kind(p)
+            if now != was:
+                problems.append("%s was a %s, is now %s" % (p, was, now))
+        samples = []
+        for what, data in got.items():
+            path = os.path.join(d, "read-" + what)
+            with open(path, "wb") as f:
+                f.write(data)
+            try:
+                n = total(parse_collapsed(path))
+            except Fail as e:
+                n, note = 0, str(e)
+            else:
+                note = "no samples"
+            if n == 0:
+                problems.append("what the %s carried is not a profile (%d bytes): %s" % (what, len(data), note))
+            samples.append("%s %d bytes, %d samples" % (what, len(data), n))
         for lk, tg in ((link, target), (raw_link, raw_target)):
-            if not os.path.islink(lk):
-                problems.append("%s is no longer a symlink" % os.path.basename(lk))
-            elif not os.path.isfile(tg) or os.path.getsize(tg) == 0:
+            if not os.path.isfile(tg) or os.path.getsize(tg) == 0:
                 problems.append("%s's target holds no profile" % os.path.basename(lk))
-        leftovers = [n for n in os.listdir(d) if n not in ("null", "link.collapsed", "link.remora",
-                                                           "target.collapsed", "target.remora")]
+        leftovers = sorted(set(os.listdir(d)) - known - {"target.collapsed", "target.remora"}
+                           - {"read-" + w for w in got})
         if leftovers:
-            problems.append("temporary files left: %s" % ", ".join(sorted(leftovers)))
+            problems.append("temporary files left: %s" % ", ".join(leftovers))
         if problems:
             raise Fail("; ".join(problems))
-        return "device node kept, symlinks written through (collapsed %d bytes, raw %d bytes)" % (
-            os.path.getsize(target), os.path.getsize(raw_target))
+        return ("nodes kept (null, full: exit 5 ENOSPC, fifo, %s), symlinks written through "
+                "(collapsed %d bytes, raw %d bytes); %s" % (pts, os.path.getsize(target),
+                                                           os.path.getsize(raw_target), "; ".join(samples)))
     finally:
+        for dr in drains:
+            dr.stop()
+        for fd in (master, slave):
+            if fd is not None:
+                os.close(fd)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def immutable(path, on):
+    """chattr +i / -i on path; False if this file system or machine cannot."""
+    if shutil.which("chattr") is None:
+        return False
+    return subprocess.run(["chattr", "+i" if on else "-i", path], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def readonly_file_prefix(f):
+    """A command prefix under which file f is read-only, even for root: a private mount
+    namespace with f bound read-only over itself. None if this machine cannot do it."""
+    if shutil.which("unshare") is None:
+        return None
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+              'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"', f]
+    p = subprocess.run(prefix + ["sh", "-c", ': >> "$0"', f], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if p.returncode == 0 or b"Read-only file system" not in p.stdout:
+        return None
+    return prefix
+
+
+def test_outputs_refused(remora):
+    """An output remora must not write is refused before sampling, exit 1, one stderr line
+    that names the real reason, and what is there is left as it was: a directory (and a
+    symlink to one), /proc/version, a file made immutable (chattr +i), a file bound
+    read-only over itself. A file of mode 0444 is what the system allows: root may write
+    it, so remora replaces it (exit 0, a profile in it); another user is refused."""
+    if not os.access(HOST_PYTHON, os.X_OK):
+        raise Skip("%s not found" % HOST_PYTHON)
+    d = workdir()
+    locked = None
+    try:
+        dirn, link_dir = os.path.join(d, "dir"), os.path.join(d, "link-dir")
+        os.mkdir(dirn)
+        os.symlink(dirn, link_dir)
+        imm, ro, mode = (os.path.join(d, n) for n in ("immutable.collapsed", "bound.collapsed",
+                                                          "mode-0444.collapsed"))
+        for f in (imm, ro, mode):
+            with open(f, "w") as fh:
+                fh.write("kept\n")
+        os.chmod(mode, 0o444)
+        with open("/proc/version") as fh:
+            version = fh.read()
+        cases = [("directory", [], dirn, "is a directory"),
+                 ("symlink to a directory", [], link_dir, "is a directory"),
+                 ("/proc/version", [], "/proc/version", "the kernel's")]
+        skipped = []
+        if immutable(imm, True):
+            locked = imm
+            cases.append(("immutable file", [], imm, "immutable"))
+        else:
+            skipped.append("chattr +i failed here")
+        prefix = readonly_file_prefix(ro)
+        if prefix is not None:
+            cases.append(("file bound read-only", prefix, ro, "Read-only file system"))
+        else:
+            skipped.append("a read-only bind mount failed here")
+        root_writes = os.access(mode, os.W_OK)
+        if not root_writes:
+            cases.append(("mode 0444 (not root)", [], mode, "Permission denied"))
+        notes = []
+        interp = ("host-python3", HOST_PYTHON, None)
+        with Target(interp, os.path.join(TARGETS, "cpu_shares.py"), "ready.json") as t:
+            t.wait_ready()
+            for what, pre, o, reason in cases:
+                listing = sorted(os.listdir(d))
+                start = time.monotonic()
+                rc, out, err = remora.run(["record", "-p", t.pid, "-d", 10, "-o", o, "-f", "collapsed"],
+                                          prefix=pre)
+                took = time.monotonic() - start
+                if rc != 1:
+                    raise Fail("%s: exit %d, want 1: %s" % (what, rc, tail(err)))
+                bad = one_line(err)
+                if bad:
+                    raise Fail("%s: %s" % (what, bad))
+                if SUMMARY.search(err) or took > 5:
+                    raise Fail("%s: remora sampled before failing (%.1f s): %s" % (what, took, err.strip()))
+                if reason.lower() not in err.lower():
+                    raise Fail("%s: the message does not name the reason (%r): %s" % (what, reason, err.strip()))
+                if sorted(os.listdir(d)) != listing or os.listdir(dirn):
+                    raise Fail("%s: files were left: %s" % (what, sorted(set(os.listdir(d)) ^ set(listing))
+                                                           or os.listdir(dirn)))
+                notes.append(err.strip())
+            if root_writes:
+                record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "-o", mode, "-f", "collapsed"])
+                if total(parse_collapsed(mode)) == 0:
+                    raise Fail("mode 0444 as root: the file holds no profile")
+                notes.append("mode 0444 as root: replaced by a profile, exit 0")
+        for what, p, want in (("directory", dirn, "directory"), ("symlink", link_dir, "symlink")):
+            if node_kind(p) != want:
+                raise Fail("the %s is now a %s" % (what, node_kind(p)))
+        for f in (imm, ro):
+            with open(f) as fh:
+                if fh.read() != "kept\n":
+                    raise Fail("%s was written" % os.path.basename(f))
+        with open("/proc/version") as fh:
+            if fh.read() != version:
+                raise Fail("/proc/version reads differently")
+        return " | ".join(notes + ["skipped: " + s for s in skipped])
+    finally:
+        if locked is not None:
+            immutable(locked, False)
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -753,6 +973,7 @@ def tests(remora):
     each("torn-anchor", lambda r, i: test_torn(r, i, anchor), ANCHOR_INTERPRETERS)
     out.append(("record/unwritable-output", lambda: test_unwritable(remora), None))
     out.append(("record/outputs-in-place", lambda: test_outputs_in_place(remora), None))
+    out.append(("record/outputs-refused", lambda: test_outputs_refused(remora), None))
     out.append(("record/errors", lambda: test_errors(remora), None))
     out.append(("record/format-lists", lambda: test_format_lists(remora), None))
     assert all(n in by_name for n in GIL_INTERPRETERS + SIGNAL_INTERPRETERS + ANCHOR_INTERPRETERS)

@@ -1,0 +1,146 @@
+# Tests of the test set-up itself: tests/provision-chroot.sh, run with a stand-in for
+# mmdebstrap (a script that fills the directory it is given with a few files), on
+# directories made here; REMORA_CHROOT always names one of them, never the real cache.
+# The script must never delete what it did not make, nor delete through a mount.
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+from harness import REPO, Fail, Skip, tail
+
+SCRIPT = os.path.join(REPO, "tests", "provision-chroot.sh")
+MARKER, STAMP = ".remora-provision-chroot", ".remora-ready"
+PKGS = "python3.13 python3.13-nopie python3.14 python3.14-nopie python3.15 python3.15-nopie"
+
+# mmdebstrap [options] SUITE TARGET MIRROR: TARGET must be empty or missing, as for the
+# real one; each call is logged; STUB_FAIL=1 fails half-way.
+STUB = r'''#!/bin/sh
+for a; do prev2=$prev; prev=$a; done
+target=$prev2
+echo "$target" >> "$STUB_LOG"
+if [ -d "$target" ] && [ -n "$(ls -A "$target")" ]; then
+    echo "stub mmdebstrap: $target is not empty" >&2; exit 2
+fi
+mkdir -p "$target/usr/bin" && : > "$target/usr/bin/python3.15"
+[ "${STUB_FAIL:-0}" = 1 ] && { echo "stub mmdebstrap: failing as asked" >&2; exit 3; }
+exit 0
+'''
+
+
+def test_provision(prefix_ok):
+    """provision-chroot.sh with a stand-in mmdebstrap: a fresh path is built (beside, then
+    renamed: no directory left over) and marked; a second run reuses it; a stale chroot it
+    made is replaced; a failed build leaves the old one and nothing else; a directory it
+    did not make, and one of its own with a directory bound beneath it, are refused, exit
+    1, and nothing in them (or through the mount) is deleted."""
+    d = tempfile.mkdtemp(prefix="remora-setup-")
+    bind_root = None
+    try:
+        stubdir = os.path.join(d, "bin")
+        os.mkdir(stubdir)
+        with open(os.path.join(stubdir, "mmdebstrap"), "w") as f:
+            f.write(STUB)
+        os.chmod(os.path.join(stubdir, "mmdebstrap"), 0o755)
+        log = os.path.join(d, "stub.log")
+        area = os.path.join(d, "cache")         # REMORA_CHROOT's parent, made by the script
+
+        def run(root, prefix=(), fail=False):
+            open(log, "w").close()
+            env = dict(os.environ, REMORA_CHROOT=root, STUB_LOG=log,
+                       PATH=stubdir + os.pathsep + os.environ.get("PATH", ""))
+            env["STUB_FAIL"] = "1" if fail else "0"
+            p = subprocess.run(list(prefix) + ["bash", SCRIPT], env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+            if "no Debian mirror found" in p.stderr:
+                raise Skip("apt's sources name no Debian mirror here: the script stops before building")
+            with open(log) as f:
+                calls = f.read().split()
+            return p.returncode, p.stdout.strip(), p.stderr.strip(), calls
+
+        def leftovers():
+            return sorted(n for n in os.listdir(area) if n != "sid") if os.path.isdir(area) else []
+
+        notes = []
+        sid = os.path.join(area, "sid")
+        # 1. a fresh path
+        rc, out, err, calls = run(sid)
+        if rc != 0 or out != sid:
+            raise Fail("fresh %s: exit %d, printed %r: %s" % (sid, rc, out, tail(err)))
+        if not all(os.path.isfile(os.path.join(sid, n)) for n in (MARKER, STAMP, "usr/bin/python3.15")):
+            raise Fail("fresh: %s lacks its marker, stamp or what mmdebstrap made: %s"
+                       % (sid, sorted(os.listdir(sid))))
+        if len(calls) != 1 or calls[0] == sid or os.path.dirname(calls[0]) != area:
+            raise Fail("fresh: mmdebstrap was not given a new directory beside %s: %s" % (sid, calls))
+        if leftovers():
+            raise Fail("fresh: left beside it: %s" % leftovers())
+        notes.append("fresh: built beside and renamed")
+        # 2. cached
+        rc, out, err, calls = run(sid)
+        if rc != 0 or calls:
+            raise Fail("second run: exit %d, mmdebstrap called %d times: %s" % (rc, len(calls), tail(err)))
+        # 3. a stale chroot of its own is replaced; 4. a failed build keeps it
+        with open(os.path.join(sid, STAMP), "w") as f:
+            f.write("python3.12\n")
+        old = os.path.join(sid, "old-file")
+        open(old, "w").close()
+        rc, out, err, calls = run(sid, fail=True)
+        if rc == 0 or not os.path.exists(old) or leftovers():
+            raise Fail("failed build: exit %d, the old chroot %s, left beside it: %s: %s"
+                       % (rc, "kept" if os.path.exists(old) else "gone", leftovers(), tail(err)))
+        rc, out, err, calls = run(sid)
+        with open(os.path.join(sid, STAMP)) as f:
+            stamp = f.read().strip()
+        if rc != 0 or os.path.exists(old) or stamp != PKGS or leftovers():
+            raise Fail("stale chroot: exit %d, old file %s, stamp %r, left beside it: %s: %s"
+                       % (rc, "kept" if os.path.exists(old) else "gone", stamp, leftovers(), tail(err)))
+        notes.append("stale: replaced; failed build: old kept")
+        # 5. a directory it did not make
+        foreign = os.path.join(d, "foreign")
+        os.makedirs(os.path.join(foreign, "etc"))
+        keep = os.path.join(foreign, "etc", "keep")
+        open(keep, "w").close()
+        rc, out, err, calls = run(foreign)
+        if rc != 1 or not os.path.exists(keep) or calls:
+            raise Fail("a directory it did not make: exit %d, its file %s, mmdebstrap called %d times: %s"
+                       % (rc, "kept" if os.path.exists(keep) else "deleted", len(calls), tail(err)))
+        notes.append(err.splitlines()[-1] if err else "refused")
+        # 6. its own stale chroot with a directory bound beneath it (as /proc would be)
+        if prefix_ok:
+            bind_root = os.path.join(d, "mounted")
+            precious = os.path.join(d, "precious")
+            os.makedirs(os.path.join(bind_root, "proc"))
+            os.mkdir(precious)
+            keep = os.path.join(precious, "keep")
+            open(keep, "w").close()
+            for n, text in ((MARKER, "made by tests/provision-chroot.sh\n"), (STAMP, "python3.12\n")):
+                with open(os.path.join(bind_root, n), "w") as f:
+                    f.write(text)
+            prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                      'mount --bind "$0" "$1" && shift && exec "$@"', precious, os.path.join(bind_root, "proc")]
+            rc, out, err, calls = run(bind_root, prefix)
+            # the namespace ended with the command: nothing is mounted here any more
+            if rc != 1 or not os.path.exists(keep) or calls or "mounted beneath" not in err:
+                raise Fail("a chroot with a bind mount beneath it: exit %d, the bound file %s, "
+                           "mmdebstrap called %d times: %s"
+                           % (rc, "kept" if os.path.exists(keep) else "deleted", len(calls), tail(err)))
+            notes.append(err.splitlines()[-1])
+        else:
+            notes.append("skipped the bind mount case: unshare --mount cannot run here")
+        return " | ".join(notes)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def can_unshare():
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    del remora                          # the set-up needs no remora
+    return [("setup/provision-chroot", lambda: test_provision(can_unshare()), None)]
