@@ -1,11 +1,14 @@
 /* cli/attach.c — what `record` and `top` share: attach to a pid or launch a command
- * and find its interpreter; the launched command's exit code; the target's command line. */
+ * and wait (asleep between looks) until it, or with --subprocesses a descendant, runs an
+ * interpreter; the launched command's exit code; the target's command line. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -230,7 +233,212 @@ int cli_child_exit_code(int status)
     return 1;
 }
 
-int cli_attach(pid_t pid, char **cmd, volatile sig_atomic_t *stop, cli_target_t *ct)
+/* Waiting for a launched command to load its interpreter: it is looked at again after
+ * WAIT_FIRST_NS, the pause doubling up to WAIT_MOST_NS (a Python is found within a few ms
+ * of loading; a command that never becomes one costs a look every 20 ms), and the wait
+ * ends at once when it exits (a pidfd; without one, at the next look). With
+ * --subprocesses its descendants are listed at each look too, a new one looked at at once,
+ * then again after WAIT_MOST_NS, the pause doubling up to WAIT_SUB_MOST_NS (the sampler's
+ * scan period). A look at a process whose mapped files are those of its last look, which
+ * found no interpreter, is skipped: what it maps decides (and a full look at a shell opens
+ * every file it maps, locales too); a descendant is looked at in full WAIT_SUB_TRIES
+ * times at most. An answer other than "not Python yet" (an unsupported version,
+ * permission denied) is believed once it has held WAIT_SURE_NS: a file half mapped by
+ * the loader can read as anything. */
+#define WAIT_FIRST_NS 1000000
+#define WAIT_MOST_NS 20000000
+#define WAIT_SUB_MOST_NS 200000000
+#define WAIT_SUB_MAX 256
+#define WAIT_SUB_TRIES 50
+#define WAIT_SURE_NS 100000000
+
+/* Not (yet) an interpreter: look again. */
+static int find_transient(int err)
+{
+    return err == REMORA_ENOTPY || err == REMORA_ENOPROC || err == REMORA_EFAULT ||
+           err == REMORA_ECORRUPT;
+}
+
+/* A hash of p's file mappings (where, which file, from which offset); 0 if unreadable. */
+static uint64_t maps_fingerprint(proc_t *p)
+{
+    proc_maps_t maps;
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i;
+
+    if (proc_maps_read(p, &maps) != REMORA_OK)
+        return 0;
+    for (i = 0; i < maps.n; i++) {
+        const proc_map_t *m = &maps.v[i];
+        uint64_t v[5] = { m->start, m->end, m->offset, m->inode,
+                          (uint64_t)m->dev_major << 32 | m->dev_minor };
+        const unsigned char *b = (const unsigned char *)v;
+        size_t k;
+        if (m->path == NULL || m->path[0] != '/')
+            continue;           /* files only: [heap] and the like grow */
+        for (k = 0; k < sizeof v; k++)
+            h = (h ^ b[k]) * 0x100000001b3ull;
+        for (b = (const unsigned char *)m->path; *b; b++)
+            h = (h ^ *b) * 0x100000001b3ull;
+    }
+    proc_maps_fini(&maps);
+    return h ? h : 1;
+}
+
+typedef struct wait_sub {
+    pid_t pid;
+    int tries;                  /* full looks */
+    uint64_t fp;                /* its maps at the last full look (0: none) */
+    int64_t next, pause;        /* when it is looked at again, and the pause after that */
+} wait_sub_t;
+
+/* --subprocesses, while the command is not Python: its descendants. Returns 1 with t
+ * filled and *found set when one runs an interpreter remora reads, else 0. */
+static int find_in_descendants(pid_t root, wait_sub_t *subs, size_t *nsubs, int64_t now,
+                               py_target_t *t, pid_t *found)
+{
+    pid_t kids[WAIT_SUB_MAX];
+    size_t n, i, k, keep = 0;
+    char why[256];
+
+    if (proc_descendants(root, kids, WAIT_SUB_MAX, &n) != REMORA_OK)
+        return 0;
+    /* forget those gone, keep what is known of those still there */
+    for (k = 0; k < *nsubs; k++) {
+        for (i = 0; i < n && kids[i] != subs[k].pid; i++)
+            ;
+        if (i < n)
+            subs[keep++] = subs[k];
+    }
+    *nsubs = keep;
+    for (i = 0; i < n; i++) {
+        proc_t *p;
+        uint64_t fp;
+        int err;
+        for (k = 0; k < *nsubs && subs[k].pid != kids[i]; k++)
+            ;
+        if (k == *nsubs) {
+            if (*nsubs == WAIT_SUB_MAX)
+                continue;
+            memset(&subs[k], 0, sizeof subs[k]);
+            subs[k].pid = kids[i];
+            subs[k].next = now;
+            subs[k].pause = WAIT_MOST_NS;
+            (*nsubs)++;
+        }
+        if (now < subs[k].next || subs[k].tries >= WAIT_SUB_TRIES)
+            continue;
+        subs[k].next = now + subs[k].pause;
+        subs[k].pause = subs[k].pause * 2 < WAIT_SUB_MOST_NS ? subs[k].pause * 2 : WAIT_SUB_MOST_NS;
+        if (proc_open(kids[i], &p) != REMORA_OK)
+            continue;
+        fp = maps_fingerprint(p);
+        if (fp == 0 || fp != subs[k].fp) {
+            subs[k].tries++;
+            err = py_target_find(p, t, why, sizeof why);
+            subs[k].fp = err == REMORA_ENOTPY ? fp : 0;
+            if (err == REMORA_OK) {
+                proc_free(p);
+                *found = kids[i];
+                return 1;
+            }
+        }
+        proc_free(p);
+    }
+    return 0;
+}
+
+/* Sleeps up to ns, or less if the child exits (pidfd readable) or a signal comes. */
+static void wait_child(int pidfd, int64_t ns)
+{
+    struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+
+    if (pidfd >= 0) {
+        struct pollfd pfd = { pidfd, POLLIN, 0 };
+        ppoll(&pfd, 1, &ts, NULL);
+    } else {
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The launched command's wait: until it (or with 'subprocesses' a descendant) runs an
+ * interpreter, it exits, or *stop is set. Returns as cli_attach() does. */
+static int wait_for_python(char **cmd, int subprocesses, volatile sig_atomic_t *stop,
+                           cli_target_t *ct)
+{
+    char why[512] = "";
+    int64_t pause = WAIT_FIRST_NS, odd_since = 0;
+    uint64_t fp, last_fp = 0;
+    int err, pidfd = -1, rc = REMORA_EXIT_OK;
+    wait_sub_t *subs = NULL;
+    size_t nsubs = 0;
+    pid_t in = 0;
+
+#ifdef SYS_pidfd_open
+    pidfd = (int)syscall(SYS_pidfd_open, ct->child, 0);    /* always close-on-exec */
+#endif
+    if (subprocesses && (subs = malloc(WAIT_SUB_MAX * sizeof *subs)) == NULL) {
+        cli_error("out of memory");
+        rc = REMORA_EXIT_FAIL;
+        goto done;
+    }
+    for (;;) {
+        int64_t now;
+        fp = maps_fingerprint(ct->p);
+        if (fp != 0 && fp == last_fp) {
+            err = REMORA_ENOTPY;            /* the same files as the last look */
+        } else {
+            err = py_target_find(ct->p, &ct->t, why, sizeof why);
+            if (err == REMORA_OK)
+                break;
+            last_fp = err == REMORA_ENOTPY ? fp : 0;
+        }
+        now = sampler_now_ns();
+        if (find_transient(err)) {
+            odd_since = 0;
+        } else if (odd_since == 0) {
+            odd_since = now;
+        } else if (now - odd_since >= WAIT_SURE_NS || err == REMORA_ENOMEM) {
+            rc = cli_fail(err, ct->pid, why);
+            goto done;
+        }
+        if (subs != NULL && find_in_descendants(ct->pid, subs, &nsubs, now, &ct->t, &in)) {
+            ct->python_pid = in;
+            break;
+        }
+        if (waitpid(ct->child, &ct->child_status, WNOHANG) == ct->child) {
+            ct->child = 0;
+            ct->ended = 1;
+            rc = cli_child_exit_code(ct->child_status);
+            if (WIFSIGNALED(ct->child_status))
+                cli_error("no Python found in '%s'%s: it was killed by signal %d (%s) before "
+                          "any Python interpreter ran in it", cmd[0],
+                          subprocesses ? " or the processes it started" : "",
+                          WTERMSIG(ct->child_status), strsignal(WTERMSIG(ct->child_status)));
+            else
+                cli_error("no Python found in '%s'%s: it exited with code %d before any "
+                          "Python interpreter ran in it", cmd[0],
+                          subprocesses ? " or the processes it started" : "", rc);
+            goto done;
+        }
+        if (*stop) {
+            ct->ended = 1;
+            cli_error("stopped before a Python interpreter ran in '%s' (pid %d): nothing "
+                      "sampled; waiting for it to exit", cmd[0], (int)ct->child);
+            goto done;
+        }
+        wait_child(pidfd, pause);
+        pause = pause * 2 < WAIT_MOST_NS ? pause * 2 : WAIT_MOST_NS;
+    }
+done:
+    free(subs);
+    if (pidfd >= 0)
+        close(pidfd);
+    return rc;
+}
+
+int cli_attach(pid_t pid, char **cmd, int subprocesses, volatile sig_atomic_t *stop,
+               cli_target_t *ct)
 {
     char why[512] = "";
     int err;
@@ -250,21 +458,9 @@ int cli_attach(pid_t pid, char **cmd, volatile sig_atomic_t *stop, cli_target_t 
     err = proc_open(ct->pid, &ct->p);
     if (err)
         return cli_fail(err, ct->pid, NULL);
-    /* find the interpreter; a launched command may need a moment to load it */
-    for (;;) {
-        err = py_target_find(ct->p, &ct->t, why, sizeof why);
-        if (err == REMORA_OK || ct->child == 0 || *stop)
-            break;
-        if (waitpid(ct->child, &ct->child_status, WNOHANG) == ct->child) {
-            cli_error("'%s' exited before remora found a Python interpreter in it", cmd[0]);
-            ct->child = 0;
-            return cli_child_exit_code(ct->child_status);
-        }
-        {
-            struct timespec ts = { 0, 200000 };
-            nanosleep(&ts, NULL);
-        }
-    }
+    if (cmd != NULL)
+        return wait_for_python(cmd, subprocesses, stop, ct);
+    err = py_target_find(ct->p, &ct->t, why, sizeof why);
     if (err)
         return cli_fail(err, ct->pid, why);
     return REMORA_EXIT_OK;

@@ -81,14 +81,23 @@ typedef struct cli_target {
     pid_t pid;
     pid_t child;            /* the launched command while it runs, else 0 */
     int child_status;       /* its wait status once reaped, else -1 */
+    int ended;              /* the command ended (or remora was stopped) before any Python
+                             * ran in it: nothing to sample */
+    pid_t python_pid;       /* with --subprocesses, the command's descendant whose interpreter
+                             * was found while the command itself is not Python (then t is
+                             * that descendant's: its version, for the checks); else 0 */
     proc_t *p;              /* the caller frees it (proc_free), also on failure */
     py_target_t t;
 } cli_target_t;
 
-/* Opens pid, or launches cmd (pid ignored) and waits until its interpreter is loaded
- * (or *stop is set). Returns REMORA_EXIT_OK, or prints one line and returns the exit
- * code (a command that exited first: its own). */
-int cli_attach(pid_t pid, char **cmd, volatile sig_atomic_t *stop, cli_target_t *ct);
+/* Opens pid, or launches cmd (pid ignored) and waits, sleeping between looks, until its
+ * interpreter is loaded, or with 'subprocesses' until one of its descendants runs one
+ * (python_pid set). Returns REMORA_EXIT_OK, or prints one line and returns the exit code.
+ * A command that exits first, with no Python found: one line, ended set, its own exit
+ * code returned (it is reaped). *stop set first: one line, ended set, REMORA_EXIT_OK
+ * (the command still runs: cli_finish_child() waits for it). */
+int cli_attach(pid_t pid, char **cmd, int subprocesses, volatile sig_atomic_t *stop,
+               cli_target_t *ct);
 
 /* Waits for a launched command still running; returns its wait status (-1: none). */
 int cli_finish_child(cli_target_t *ct);

@@ -222,8 +222,8 @@ int cmd_record(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    rc = cli_attach(a.c.pid, a.c.cmd, &stop_flag, &ct);
-    if (rc != REMORA_EXIT_OK)
+    rc = cli_attach(a.c.pid, a.c.cmd, a.c.subprocesses, &stop_flag, &ct);
+    if (rc != REMORA_EXIT_OK || ct.ended)
         goto out;
     p = ct.p;
     t = ct.t;
@@ -239,7 +239,8 @@ int cmd_record(int argc, char **argv)
         goto out;
     }
     table = stk_new();
-    if (table == NULL || unw_new(p, &t, &u)) {
+    /* a command that is not Python, whose descendants are (--subprocesses): no unwinder */
+    if (table == NULL || (ct.python_pid == 0 && unw_new(p, &t, &u))) {
         cli_error("out of memory");
         rc = REMORA_EXIT_FAIL;
         goto out;
@@ -393,7 +394,9 @@ int cmd_record(int argc, char **argv)
             fprintf(stderr, "anchor: writes=%llu writes_per_sample=%.4f\n",
                     (unsigned long long)ps->writes, (double)ps->writes / n);
         unw_stats_t us;
-        unw_get_stats(u, &us);
+        memset(&us, 0, sizeof us);
+        if (u != NULL)
+            unw_get_stats(u, &us);
         fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
                 (unsigned long long)us.thread_samples);
     }

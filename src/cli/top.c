@@ -353,8 +353,8 @@ int cmd_top(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
-    rc = cli_attach(a.pid, a.cmd, &stop_flag, &ct);
-    if (rc != REMORA_EXIT_OK)
+    rc = cli_attach(a.pid, a.cmd, a.subprocesses, &stop_flag, &ct);
+    if (rc != REMORA_EXIT_OK || ct.ended)
         goto out;
     a.pid = ct.pid;
     if (cli_check_mode(a.mode, &ct.t)) {
@@ -364,7 +364,8 @@ int cmd_top(int argc, char **argv)
     tp.python = ct.t.version;
     cli_read_cmdline(ct.pid, tp.command, sizeof tp.command);
     tp.table = stk_new();
-    if (tp.table == NULL || unw_new(ct.p, &ct.t, &u)) {
+    /* a command that is not Python, whose descendants are (--subprocesses): no unwinder */
+    if (tp.table == NULL || (ct.python_pid == 0 && unw_new(ct.p, &ct.t, &u))) {
         cli_error("out of memory");
         rc = REMORA_EXIT_FAIL;
         goto out;

@@ -154,8 +154,8 @@ int proc_elf_open(proc_t *p, const char *path, uint64_t inode, elf_t **out);
 int proc_tasks(proc_t *p, pid_t *tids, size_t cap, size_t *n);
 
 /* The live process root's descendants (children, their children...), found from each
- * process's parent in /proc, into out[0..cap) (*n of them, at most cap). Returns 0 or
- * REMORA_ENOPROC. */
+ * thread's list of children in /proc (on a kernel without one, from every process's
+ * parent), into out[0..cap) (*n of them, at most cap). Returns 0 or REMORA_ENOPROC. */
 int proc_descendants(pid_t root, pid_t *out, size_t cap, size_t *n);
 
 /* A task's scheduler state letter from /proc/PID/task/TID/stat ('R', 'S', 'D', ...).

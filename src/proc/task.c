@@ -176,13 +176,83 @@ static pid_t (*all_parents(size_t *n))[2]
     return pairs;
 }
 
+/* Appends to out[*n..cap) the children of each thread of pid (/proc/PID/task/TID/children)
+ * not already there. Returns 0, or -1 when pid's threads cannot be listed (it exited). */
+static int children_of(pid_t pid, pid_t root, pid_t *out, size_t cap, size_t *n)
+{
+    char path[96], buf[4096];
+    DIR *d;
+    struct dirent *e;
+
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    d = opendir(path);
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL && *n < cap) {
+        long tid = strtol(e->d_name, NULL, 10), kid = 0;
+        ssize_t len, i;
+        int fd;
+        if (tid <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%ld/children", (int)pid, tid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        /* "PID PID ... ": a number may be cut between two reads */
+        while ((len = read(fd, buf, sizeof buf)) > 0 || (len < 0 && errno == EINTR)) {
+            for (i = 0; i < len; i++) {
+                size_t k;
+                if (buf[i] >= '0' && buf[i] <= '9') {
+                    if (kid < 100000000)    /* pid_max is at most 2^22 */
+                        kid = kid * 10 + (buf[i] - '0');
+                    continue;
+                }
+                if (kid > 0 && kid < 100000000 && kid != root) {
+                    for (k = 0; k < *n && out[k] != (pid_t)kid; k++)
+                        ;
+                    if (k == *n && *n < cap)
+                        out[(*n)++] = (pid_t)kid;
+                }
+                kid = 0;
+            }
+        }
+        close(fd);
+    }
+    closedir(d);
+    return 0;
+}
+
+/* Whether the kernel lists each thread's children (CONFIG_PROC_CHILDREN). */
+static int have_children_files(void)
+{
+    static int have = -1;
+    char path[64];
+
+    if (have < 0) {
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+        have = access(path, R_OK) == 0;
+    }
+    return have;
+}
+
 int proc_descendants(pid_t root, pid_t *out, size_t cap, size_t *n)
 {
     size_t npairs, i, k, found = 0;
-    pid_t (*pairs)[2] = all_parents(&npairs);
+    pid_t (*pairs)[2];
     int grew = 1;
 
     *n = 0;
+    if (have_children_files()) {
+        /* from the root down, each process's children: costs what the tree holds, not
+         * what the machine runs (a scan of /proc reads every process's stat) */
+        size_t next = 0;
+        if (children_of(root, root, out, cap, n) != 0)
+            return kill(root, 0) != 0 && errno == ESRCH ? REMORA_ENOPROC : REMORA_OK;
+        while (next < *n)
+            children_of(out[next++], root, out, cap, n);
+        return REMORA_OK;
+    }
+    pairs = all_parents(&npairs);
     if (pairs == NULL)
         return npairs == 0 && kill(root, 0) != 0 ? REMORA_ENOPROC : REMORA_OK;
     /* children of the root or of a descendant found, to a fixpoint (a child may be

@@ -113,8 +113,9 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
         s->fmap[i].frame = STK_NONE;
     s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
               (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0);
-    unw_set_want(u, s->want);
-    if (o->blocking) {
+    if (u != NULL)
+        unw_set_want(u, s->want);
+    if (o->blocking && u != NULL) {
         int err = freeze_new(p, &s->frz);
         if (err) {
             sampler_free(s);
@@ -404,6 +405,9 @@ static void scan_subs(sampler_t *s)
 
     if (proc_descendants(proc_pid(s->p), s->found, SUB_MAX, &n) != REMORA_OK)
         return;
+    /* a launched command that is not Python yet: looked at as a descendant, if it exec's one */
+    if (s->u == NULL && n < SUB_MAX)
+        s->found[n++] = proc_pid(s->p);
     for (k = 0; k < s->nsubs;) {
         for (i = 0; i < n && s->found[i] != s->subs[k].pid; i++)
             ;
@@ -462,8 +466,15 @@ int sampler_round(sampler_t *s, int64_t now_ns)
         scan_subs(s);
         s->next_scan = now_ns + SUB_SCAN_NS;
     }
+    if (s->u == NULL) {
+        /* only descendants to sample: a round counts when one of them runs Python */
+        for (k = 0; k < s->nsubs && s->subs[k].u == NULL; k++)
+            ;
+        if (k == s->nsubs)
+            return REMORA_OK;
+    }
     s->st.rounds++;
-    err = sample_process(s, s->u, s->p, s->frz, now_ns);
+    err = s->u != NULL ? sample_process(s, s->u, s->p, s->frz, now_ns) : REMORA_OK;
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
         err = REMORA_OK;
     if (err)

@@ -47,8 +47,11 @@ typedef struct sample_sink {
 
 typedef struct sampler sampler_t;
 
-/* The sampler borrows u, p, t and sink->ctx; the sink is copied (NULL: none). Returns
- * 0, REMORA_ENOMEM, or with o->blocking what freeze_new() returns. */
+/* The sampler borrows u, p, t and sink->ctx; the sink is copied (NULL: none). u is NULL
+ * for a launched command (o->child) that is not Python itself, with o->subprocesses: only
+ * its descendants are sampled (itself among them once it exec's a Python), none held by
+ * o->blocking, until it exits. Returns 0, REMORA_ENOMEM, or with o->blocking what
+ * freeze_new() returns. */
 int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *sink,
                 const sampler_opts_t *o, sampler_t **out);
 void sampler_free(sampler_t *s);

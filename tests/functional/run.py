@@ -289,6 +289,8 @@ def main():
     tests += top_tests.tests(remora)
     import setup_tests                  # the test set-up (provision-chroot.sh): setup_tests.py
     tests += setup_tests.tests(remora)
+    import launch_tests                 # -- CMD that is not Python: tests/functional/launch_tests.py
+    tests += launch_tests.tests(remora)
     # no round dropped (issue 14): fidelity_tests.py; outside the default run until the
     # feature lands: only with --only naming "fidelity", or REMORA_FIDELITY=1
     if "fidelity" in args.only or os.environ.get("REMORA_FIDELITY") == "1":
