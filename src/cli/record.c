@@ -48,13 +48,18 @@ typedef struct record_args {
 } record_args_t;
 
 static const char record_usage[] =
-    "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
-    "                     [--mode wall|cpu|gil|exception] [--no-gc] [--subprocesses] [--blocking] [--stats] [-l ROWS]\n"
-    "                     [--max-samples N] [--diff BASELINE] [--frame-anchor]";
+    "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]"
+    " [--mode wall|cpu|gil|exception] [--no-gc] [--subprocesses] [--blocking] [--stats] [-l ROWS]"
+    " [--max-samples N] [--diff BASELINE] [--frame-anchor]";
+
+#define RECORD_MAX_SAMPLES 1000000000000ULL
+
+static const char out_accepts[] = "a file name (its ending picks the format, else -f), or - for stdout";
+static const char diff_accepts[] = "a baseline profile: a .remora recording or collapsed stacks";
 
 static int parse_record(int argc, char **argv, record_args_t *a)
 {
-    const char *fname = NULL;
+    const char *fname = NULL, *fflag = "-f";
     int i;
 
     memset(a, 0, sizeof *a);
@@ -67,25 +72,34 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             return -1;
         if (took)
             continue;
-        if ((strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) && v) {
+        if (strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) {
+            if (v == NULL || *v == '\0')
+                return cli_bad_value("record", s, v ? "" : NULL, out_accepts);
             if (a->nout == RECORD_MAX_OUT) {
                 cli_error("record: at most %d outputs", RECORD_MAX_OUT);
                 return -1;
             }
             a->out_path[a->nout++] = v;
             i++;
-        } else if ((strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) && v) {
-            fname = v;
-            i++;
-        } else if (strcmp(s, "--max-samples") == 0 && v) {
-            char *end;
-            a->max_samples = strtoull(v, &end, 10);
-            if (*end != '\0' || a->max_samples == 0) {
-                cli_error("invalid sample count '%s'", v);
+        } else if (strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) {
+            if (v == NULL) {
+                cli_error("record: %s takes a format: none given; use one of %s", s,
+                          out_format_names(0));
                 return -1;
             }
+            fname = v;
+            fflag = s;
             i++;
-        } else if (strcmp(s, "--diff") == 0 && v) {
+        } else if (strcmp(s, "--max-samples") == 0) {
+            unsigned long long n;
+            if (cli_parse_uint(v, 1, RECORD_MAX_SAMPLES, &n))
+                return cli_bad_value("record", s, v,
+                                     "a number of samples, a whole number from 1 to 1000000000000");
+            a->max_samples = n;
+            i++;
+        } else if (strcmp(s, "--diff") == 0) {
+            if (v == NULL || *v == '\0')
+                return cli_bad_value("record", s, v ? "" : NULL, diff_accepts);
             a->diff = v;
             i++;
         } else if (strcmp(s, "--frame-anchor") == 0) {
@@ -97,14 +111,15 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             cli_error("record %s is not available in this version yet", s);
             return -1;
         } else {
-            cli_error("record: unexpected argument '%s'\n%s", s, record_usage);
+            cli_error("record: unexpected argument '%s'; %s", s, record_usage);
             return -1;
         }
     }
     if (cli_sampling_check("record", &a->c))
         return -1;
     if (fname != NULL && out_format_by_name(fname) == NULL) {
-        cli_error("unknown format '%s': use one of %s", fname, out_format_names(0));
+        cli_error("record: %s takes a format: '%s' is not one; use one of %s", fflag, fname,
+                  out_format_names(0));
         return -1;
     }
     if (a->nout == 0) {
@@ -483,40 +498,73 @@ static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, pro
 
 int cmd_convert(int argc, char **argv)
 {
-    const char *in = NULL, *out_path = NULL, *fname = NULL, *diff = NULL;
+    const char *in = NULL, *out_path = NULL, *fname = NULL, *fflag = "-f", *diff = NULL;
     const out_format_t *fmt;
     stk_table_t *table = NULL, *base_table = NULL;
     profile_t prof, base;
     int i, rc, limit = 0;
 
     for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
-            out_path = argv[++i];
-        else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc)
-            fname = argv[++i];
-        else if (strcmp(argv[i], "-l") == 0 && i + 1 < argc)
-            limit = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--diff") == 0 && i + 1 < argc)
-            diff = argv[++i];
-        else if (argv[i][0] != '-' && in == NULL)
-            in = argv[i];
-        else {
-            cli_error("convert: unexpected argument '%s'; usage: remora convert INPUT [-f FORMAT] [-o FILE] [--diff BASE]", argv[i]);
+        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) {
+            if (v == NULL || *v == '\0') {
+                cli_bad_value("convert", s, v ? "" : NULL, out_accepts);
+                return REMORA_EXIT_USAGE;
+            }
+            out_path = v;
+            i++;
+        } else if (strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) {
+            if (v == NULL) {
+                cli_error("convert: %s takes a format: none given; use one of %s", s,
+                          out_format_names(1));
+                return REMORA_EXIT_USAGE;
+            }
+            fname = v;
+            fflag = s;
+            i++;
+        } else if (strcmp(s, "-l") == 0 || strcmp(s, "--limit") == 0) {
+            unsigned long long rows;
+            if (cli_parse_uint(v, 1, CLI_ROWS_MAX, &rows)) {
+                cli_bad_value("convert", s, v, cli_rows_accepts);
+                return REMORA_EXIT_USAGE;
+            }
+            limit = (int)rows;
+            i++;
+        } else if (strcmp(s, "--diff") == 0) {
+            if (v == NULL || *v == '\0') {
+                cli_bad_value("convert", s, v ? "" : NULL, diff_accepts);
+                return REMORA_EXIT_USAGE;
+            }
+            diff = v;
+            i++;
+        } else if (s[0] != '-' && in == NULL) {
+            in = s;
+        } else if (s[0] != '-') {
+            cli_error("convert: one INPUT at a time: '%s' is a second one", s);
+            return REMORA_EXIT_USAGE;
+        } else {
+            cli_error("convert: unexpected argument '%s'; usage: remora convert INPUT [-f FORMAT] "
+                      "[-o FILE] [-l ROWS] [--diff BASELINE]", s);
             return REMORA_EXIT_USAGE;
         }
     }
     if (in == NULL) {
-        cli_error("convert needs an input: remora convert INPUT [-f FORMAT] [-o FILE] [--diff BASE]");
+        cli_error("convert needs an input: remora convert INPUT [-f FORMAT] [-o FILE] [-l ROWS] "
+                  "[--diff BASELINE]");
         return REMORA_EXIT_USAGE;
     }
     fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("pstats");
     if (fmt == NULL || fmt->write == NULL) {
         /* every message lists the formats convert writes: all of the table but raw */
         if (fname != NULL && fmt == NULL)
-            cli_error("unknown format '%s': use one of %s", fname, out_format_names(1));
-        else if (fmt != NULL)
-            cli_error("convert cannot write the raw format (record writes it): use one of %s",
+            cli_error("convert: %s takes a format: '%s' is not one; use one of %s", fflag, fname,
                       out_format_names(1));
+        else if (fname != NULL)
+            cli_error("convert: %s takes a format convert writes: 'raw' is not one (record "
+                      "writes it); use one of %s", fflag, out_format_names(1));
+        else if (fmt != NULL)
+            cli_error("convert cannot write the raw format (record writes it): give -o another "
+                      "ending, or -f; use one of %s", out_format_names(1));
         else
             cli_error("cannot tell the format of '%s' from its name: add -f (%s)", out_path,
                       out_format_names(1));
