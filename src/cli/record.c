@@ -4,8 +4,12 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <libgen.h>
+#include <linux/magic.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -151,30 +155,51 @@ static int parse_record(int argc, char **argv, record_args_t *a)
     return 0;
 }
 
-/* Can we create files next to 'path'? Checked before sampling so nothing is lost. */
+/* Can remora write 'path'? Checked before sampling, so nothing sampled is lost: a
+ * directory is refused, and a temporary file is made beside the name, as the writer will
+ * (util/output.c). Returns 0, or -1 after one line naming the reason. */
 static int check_writable(const char *path)
 {
-    char *tmp;
+    struct stat st;
+    struct statfs fs;
+    char *tmp, *dir;
     size_t len;
-    int fd;
+    int fd, e;
 
     if (path == NULL || strcmp(path, "-") == 0)
         return 0;
-    len = strlen(path) + 16;
-    tmp = malloc(len);
-    if (tmp == NULL)
-        return -1;
-    snprintf(tmp, len, "%s.XXXXXX", path);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        cli_error("cannot write '%s': %s; choose another -o", path, strerror(errno));
-        free(tmp);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        cli_error("cannot write '%s': it is a directory; give -o a file's name", path);
         return -1;
     }
-    close(fd);
-    unlink(tmp);
+    len = strlen(path) + 16;
+    tmp = malloc(len);
+    if (tmp == NULL) {
+        cli_error("out of memory");
+        return -1;
+    }
+    snprintf(tmp, len, "%s.XXXXXX", path);
+    fd = mkstemp(tmp);
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return 0;
+    }
+    e = errno;
+    /* ENOENT from a directory that is there: a file system that makes no new files */
+    dir = dirname(strcpy(tmp, path));
+    if (e == ENOENT && stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && statfs(dir, &fs) == 0 &&
+        fs.f_type == PROC_SUPER_MAGIC)
+        cli_error("cannot write '%s': it is in /proc, where no file can be created; "
+                  "choose another -o", path);
+    else if (e == ENOENT && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        cli_error("cannot write '%s': no file can be created in '%s'; choose another -o",
+                  path, dir);
+    else
+        cli_error("cannot write '%s': %s; choose another -o", path, strerror(e));
     free(tmp);
-    return 0;
+    return -1;
 }
 
 static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events);
