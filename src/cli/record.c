@@ -470,22 +470,91 @@ out:
     return rc;
 }
 
-/* Reads a .remora recording or collapsed stacks into t and m, and with 'events' not
- * NULL a recording's samples into events->events (collapsed stacks have none: an error).
- * Returns 0, or prints one line and returns an exit code. A damaged file keeps what could
- * be read (said once). */
+static const char reads[] = "remora reads .remora recordings and collapsed stacks";
+
+/* What a file that is not a profile remora reads looks like, from its first bytes, for
+ * the message that refuses it. */
+static const char *looks_like(const unsigned char *head, size_t n, char *buf, size_t cap,
+                              size_t bad_line)
+{
+    size_t i = 0;
+
+    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b)
+        return "gzip data, such as a pprof profile";
+    if (n >= 4 && memcmp(head, "\x7f" "ELF", 4) == 0)
+        return "an ELF file";
+    while (i < n && (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r'))
+        i++;
+    if (i < n && (head[i] == '{' || head[i] == '['))
+        return "JSON, such as a speedscope or Firefox profile";
+    for (i = 0; i < n; i++)
+        if ((head[i] < 0x20 && head[i] != '\t' && head[i] != '\n' && head[i] != '\r') ||
+            head[i] == 0x7f)
+            return "binary data";
+    if (bad_line == 0)
+        return "no samples in it";
+    snprintf(buf, cap, "text whose line %zu is not a collapsed stack, 'frame;frame COUNT'",
+             bad_line);
+    return buf;
+}
+
+/* Was the stream, left just past its malformed line by out_collapsed_read(), cut there:
+ * that line the last one, with no newline at its end (a file truncated while written)? */
+static int cut_short(FILE *f)
+{
+    if (fgetc(f) != EOF || fseek(f, -1, SEEK_END) != 0)
+        return 0;
+    return fgetc(f) != '\n';
+}
+
+/* Reads a .remora recording or collapsed stacks, recognised by their content, into t and
+ * m, and with 'events' not NULL a recording's samples into events->events (collapsed
+ * stacks have none: an error). Anything else is refused. Returns 0, or prints one line
+ * and returns an exit code. A recording damaged after some samples, or collapsed stacks
+ * whose last line was cut short, keep what could be read (said once, on one line). */
 static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events)
 {
-    unsigned char head[8];
-    FILE *f = fopen(path, "rb");
+    unsigned char head[512];
+    char what[128];
+    struct stat st;
+    size_t n;
+    FILE *f;
     int err;
 
     memset(m, 0, sizeof *m);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        cli_error("'%s' is a directory, not a profile: %s", path, reads);
+        return REMORA_EXIT_USAGE;
+    }
+    f = fopen(path, "rb");
     if (f == NULL) {
         cli_error("cannot read '%s': %s", path, strerror(errno));
         return REMORA_EXIT_USAGE;
     }
-    if (fread(head, 1, sizeof head, f) == sizeof head && memcmp(head, "REMORA", 6) == 0) {
+    n = fread(head, 1, sizeof head, f);
+    if (ferror(f)) {
+        cli_error("cannot read '%s': %s", path, strerror(errno));
+        fclose(f);
+        return REMORA_EXIT_USAGE;
+    }
+    if (n == 0) {
+        cli_error("'%s' is empty, not a profile: %s", path, reads);
+        fclose(f);
+        return REMORA_EXIT_USAGE;
+    }
+    if (n >= 6 && memcmp(head, "REMORA", 6) == 0) {
+        if (n < 8 || head[6] != '\0') {
+            cli_error("'%s' is a .remora recording cut short in its header: nothing in it "
+                      "can be read", path);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
+        if (head[7] < 1 || head[7] > RAW_VERSION) {
+            cli_error("'%s' is a .remora recording of version %u: this remora reads versions "
+                      "1 to %d (a newer remora wrote it?)", path, head[7], RAW_VERSION);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
         rewind(f);
         if (events != NULL) {
             prof_event_t *ev = NULL;
@@ -494,22 +563,43 @@ static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, pro
         } else {
             err = raw_read(f, t, m, NULL, NULL);
         }
+        if (err == REMORA_ECORRUPT && stk_total_samples(t) == 0) {
+            cli_error("'%s' is a truncated or damaged .remora recording: no sample in it can "
+                      "be read", path);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
         if (err == REMORA_ECORRUPT)
-            cli_error("'%s' is damaged or from a newer remora; using what could be read", path);
-    } else if (events != NULL) {
-        cli_error("'%s' has no sample times (collapsed stacks): a timeline needs a .remora "
-                  "recording (record -o FILE.remora)", path);
-        fclose(f);
-        return REMORA_EXIT_USAGE;
+            cli_error("'%s' is a truncated or damaged .remora recording; using the %llu samples "
+                      "read before the damage", path, (unsigned long long)stk_total_samples(t));
     } else {
         uint64_t samples = 0;
         size_t bad = 0;
         rewind(f);
         err = out_collapsed_read(f, t, &samples, &bad);
+        if ((err == REMORA_OK || err == REMORA_ECORRUPT) && samples == 0) {
+            cli_error("'%s' is not a profile (%s): %s", path,
+                      looks_like(head, n, what, sizeof what, bad), reads);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
+        if (err == REMORA_ECORRUPT && !cut_short(f)) {
+            cli_error("'%s' line %zu is not a collapsed stack, 'frame;frame COUNT': %s", path,
+                      bad, reads);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
+        if (events != NULL) {
+            cli_error("'%s' has no sample times (collapsed stacks): a timeline needs a .remora "
+                      "recording (record -o FILE.remora)", path);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
         m->samples = samples;
         snprintf(m->mode, sizeof m->mode, "wall");
         if (err == REMORA_ECORRUPT)
-            cli_error("'%s' line %zu is not a collapsed stack; using what came before", path, bad);
+            cli_error("'%s' ends in a line cut short (line %zu); using the stacks before it",
+                      path, bad);
     }
     fclose(f);
     if (err == REMORA_ECORRUPT)
