@@ -64,7 +64,7 @@ static const char diff_accepts[] = "a baseline profile: a .remora recording or c
 static int parse_record(int argc, char **argv, record_args_t *a)
 {
     const char *fname = NULL, *fflag = "-f";
-    int i;
+    int i, nraw = 0;
 
     memset(a, 0, sizeof *a);
     cli_sampling_init(&a->c);
@@ -149,6 +149,11 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         }
         if (a->fmt[i]->write == NULL && strcmp(a->out_path[i], "-") == 0) {
             cli_error("the raw format cannot go to stdout: add -o FILE.remora");
+            return -1;
+        }
+        if (a->fmt[i]->write == NULL && nraw++ > 0) {
+            cli_error("record: only one raw output (-o FILE.remora): '%s' is a second one",
+                      a->out_path[i]);
             return -1;
         }
     }

@@ -103,7 +103,8 @@ def flag_cases(pid, d):
     c += value_cases(["--diff"], [""], head + ["-o", os.path.join(d, "d.html")])
     c += [(head + [f], f) for f in ("--idle", "--native", "--async")]
     c += [(head + ["-o", os.path.join(d, "out.unknown")], "-f"),
-          (head + ["-o", "-", "-f", "raw"], "raw")]
+          (head + ["-o", "-", "-f", "raw"], "raw"),
+          (head + ["-o", os.path.join(d, "a.remora"), "-o", os.path.join(d, "b.remora")], "raw")]
     c += [(["top", "-p", pid, "-d", RUN_S, "-o", out], "-o")]
     # outputs that cannot be written (the line names the reason, not only the flag)
     sub = os.path.join(d, "adir.html")
@@ -168,10 +169,13 @@ def unwritable_cases(remora, pid, d):
 
 def check_case(remora, args, want, prefix=(), limit=QUICK_S):
     """(None if `remora ARGS` failed as a usage error should, else what went wrong; stderr)."""
-    start = time.monotonic()
-    rc, out, err = remora.run(args, prefix=prefix)
-    took = time.monotonic() - start
     what = "`remora %s`" % " ".join(repr(a) if a == "" or " " in a else a for a in map(str, args))
+    start = time.monotonic()
+    try:
+        rc, out, err = remora.run(args, prefix=prefix)
+    except Fail as e:               # a hang (a value taken, sampling 30 days) or a crash
+        return "%s: %s" % (what, e), ""
+    took = time.monotonic() - start
     if rc != 1:
         return "%s: exit %d, want 1: %s" % (what, rc, tail(err)), err
     bad = one_line(err)
