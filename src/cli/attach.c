@@ -18,27 +18,6 @@
 #include "../sample/sampler.h"
 #include "../util/util.h"
 
-/* "1000", "10k", "1khz", "2.5kHz", "1M" → Hz. Returns 0 or -1. */
-int cli_parse_rate(const char *s, double *hz)
-{
-    char *end;
-    double v = strtod(s, &end);
-    double mult = 1;
-
-    if (end == s || v <= 0)
-        return -1;
-    if (*end == 'k' || *end == 'K')
-        mult = 1e3, end++;
-    else if (*end == 'M')
-        mult = 1e6, end++;
-    if (strcasecmp(end, "hz") == 0)
-        end += 2;
-    if (*end != '\0')
-        return -1;
-    *hz = v * mult;
-    return *hz <= 10e6 ? 0 : -1;
-}
-
 int cli_check_mode(int mode, const py_target_t *t)
 {
     if (mode == SAMPLE_EXCEPTION && t->layout.ts_exc_info == 0) {
@@ -89,39 +68,26 @@ int cli_sampling_arg(const char *what, int argc, char **argv, int *i, cli_sampli
         c->blocking = 1;
         return 1;
     }
-    if (v == NULL)
-        return 0;
     if (strcmp(s, "-p") == 0 || strcmp(s, "--pid") == 0) {
-        if (cli_parse_pid(v, &c->pid)) {
-            cli_error("invalid pid '%s': expected a positive number", v);
-            return -1;
-        }
+        if (cli_parse_pid(v, &c->pid))
+            return cli_bad_value(what, s, v, cli_pid_accepts);
     } else if (strcmp(s, "-r") == 0 || strcmp(s, "--rate") == 0) {
-        if (cli_parse_rate(v, &c->rate)) {
-            cli_error("invalid rate '%s': use Hz, e.g. 1000, 10k or 1khz", v);
-            return -1;
-        }
+        if (cli_parse_rate(v, &c->rate))
+            return cli_bad_value(what, s, v, cli_rate_accepts);
     } else if (strcmp(s, "-d") == 0 || strcmp(s, "--duration") == 0) {
-        char *end;
-        c->duration = strtod(v, &end);
-        if (end == v || *end != '\0' || !(c->duration > 0)) {
-            cli_error("invalid duration '%s': expected seconds, e.g. 30 or 0.5", v);
-            return -1;
-        }
+        if (cli_parse_duration(v, &c->duration))
+            return cli_bad_value(what, s, v, cli_duration_accepts);
     } else if (strcmp(s, "-l") == 0 || strcmp(s, "--limit") == 0) {
-        c->limit = atoi(v);
-        if (c->limit <= 0) {
-            cli_error("invalid row count '%s'", v);
-            return -1;
-        }
+        unsigned long long rows;
+        if (cli_parse_uint(v, 1, CLI_ROWS_MAX, &rows))
+            return cli_bad_value(what, s, v, cli_rows_accepts);
+        c->limit = (int)rows;
     } else if (strcmp(s, "--mode") == 0) {
-        for (c->mode = 0; c->mode < 4; c->mode++)
+        for (c->mode = 0; v != NULL && c->mode < 4; c->mode++)
             if (strcmp(v, mode_names[c->mode]) == 0)
                 break;
-        if (c->mode == 4) {
-            cli_error("invalid mode '%s': use wall, cpu, gil or exception", v);
-            return -1;
-        }
+        if (v == NULL || c->mode == 4)
+            return cli_bad_value(what, s, v, "a mode: wall, cpu, gil or exception");
     } else {
         return 0;
     }

@@ -1,6 +1,8 @@
 /* cli/ — the remora command: argument parsing, messages, subcommands.
  *
  *   main.c    the entry point: usage, dispatch to the subcommands; one-line messages
+ *   args.c    option values parsed strictly (pids, counts, rates, durations), and the
+ *             one line for a bad one
  *   attach.c  what record and top share: their options, attaching to a pid or launching
  *             a command, the launched command's exit code, the target's command line
  *   dump.c    `remora dump`: every thread's stack, of a live process or a core
@@ -23,9 +25,6 @@
 /* Prints "remora: <message>" and a newline on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses a pid argument. Returns 0 or -1. */
-int cli_parse_pid(const char *s, pid_t *out);
-
 /* Prints the one-line explanation of an error met while attaching to pid, and
  * returns the exit code for it. 'why' is a detail from the lower layers or NULL. */
 int cli_fail(int err, pid_t pid, const char *why);
@@ -36,10 +35,36 @@ int cmd_record(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 
-/* attach.c: what record and top share. */
+/* args.c: option values. Each parser returns 0, or -1 (nothing stored) for anything but
+ * the form and range its cli_*_accepts text describes. */
 
-/* "1000", "10k", "1khz" → Hz. Returns 0 or -1. */
+#define CLI_PID_MAX 4194304             /* the kernel's PID_MAX_LIMIT */
+#define CLI_RATE_MAX 1000000            /* Hz */
+#define CLI_DURATION_MAX (30 * 86400)   /* seconds */
+#define CLI_ROWS_MAX 1000000
+
+extern const char cli_pid_accepts[], cli_rate_accepts[], cli_duration_accepts[],
+    cli_rows_accepts[];
+
+/* Decimal digits only, min <= value <= max. */
+int cli_parse_uint(const char *s, unsigned long long min, unsigned long long max,
+                   unsigned long long *out);
+
+/* A pid, 1 to CLI_PID_MAX. */
+int cli_parse_pid(const char *s, pid_t *out);
+
+/* "1000", "10k", "2.5kHz", "1mhz" → Hz: a whole number from 1 to CLI_RATE_MAX (units hz,
+ * k/khz, M/mhz, any case but a bare 'm'). */
 int cli_parse_rate(const char *s, double *hz);
+
+/* "30", "0.5", "250ms", "2m" → seconds, from 1 ms to CLI_DURATION_MAX (units s, ms, m). */
+int cli_parse_duration(const char *s, double *seconds);
+
+/* The one line for a bad option value: "CMD: FLAG takes ACCEPTS: 'VALUE' is not one", or
+ * "...: none given" when value is NULL. Returns -1. */
+int cli_bad_value(const char *cmd, const char *flag, const char *value, const char *accepts);
+
+/* attach.c: what record and top share. */
 
 /* The one line for a sampler that could not start (with --blocking: ptrace refused);
  * returns the exit code. */

@@ -1,8 +1,10 @@
 /* cli/dump.c — `remora dump`: every thread's Python stack, as text or JSON, of a live
  * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]). Names
  * from the target are escaped: out_text_str() for text, out_json_str() for JSON. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "remora.h"
 #include "cli.h"
@@ -167,6 +169,32 @@ static void dump_descendants(pid_t pid, int json)
         fputs("]}\n", stdout);
 }
 
+/* A path option's value: not missing, not empty. Returns 0, or -1 after one line. */
+static int path_arg(const char *flag, const char *v, const char *accepts, const char **out)
+{
+    if (v == NULL || *v == '\0')
+        return cli_bad_value("dump", flag, v ? "" : NULL, accepts);
+    *out = v;
+    return 0;
+}
+
+/* Why 'path' is not a directory (want_dir) or not a file: returns 0 if it is, else 1 with
+ * the reason in why. */
+static int path_problem(const char *path, int want_dir, char *why, size_t cap)
+{
+    struct stat st;
+
+    if (stat(path, &st) != 0)
+        snprintf(why, cap, "%s", strerror(errno));
+    else if (want_dir && !S_ISDIR(st.st_mode))
+        snprintf(why, cap, "not a directory");
+    else if (!want_dir && S_ISDIR(st.st_mode))
+        snprintf(why, cap, "a directory");
+    else
+        return 0;
+    return 1;
+}
+
 int cmd_dump(int argc, char **argv)
 {
     pid_t pid = 0;
@@ -180,17 +208,25 @@ int cmd_dump(int argc, char **argv)
     char why[512] = "";
 
     for (i = 1; i < argc; i++) {
-        if ((strcmp(argv[i], "-p") == 0 || strcmp(argv[i], "--pid") == 0) && i + 1 < argc) {
-            if (cli_parse_pid(argv[++i], &pid) != 0) {
-                cli_error("invalid pid '%s': expected a positive number", argv[i]);
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "-p") == 0 || strcmp(argv[i], "--pid") == 0) {
+            if (cli_parse_pid(v, &pid) != 0) {
+                cli_bad_value("dump", argv[i], v, cli_pid_accepts);
                 return REMORA_EXIT_USAGE;
             }
-        } else if (strcmp(argv[i], "--core") == 0 && i + 1 < argc) {
-            core = argv[++i];
-        } else if (strcmp(argv[i], "--exe") == 0 && i + 1 < argc) {
-            exe = argv[++i];
-        } else if (strcmp(argv[i], "--root") == 0 && i + 1 < argc) {
-            root = argv[++i];
+            i++;
+        } else if (strcmp(argv[i], "--core") == 0) {
+            if (path_arg(argv[i], v, "a core file", &core))
+                return REMORA_EXIT_USAGE;
+            i++;
+        } else if (strcmp(argv[i], "--exe") == 0) {
+            if (path_arg(argv[i], v, "the Python executable the core is of", &exe))
+                return REMORA_EXIT_USAGE;
+            i++;
+        } else if (strcmp(argv[i], "--root") == 0) {
+            if (path_arg(argv[i], v, "the directory the core's process saw as /", &root))
+                return REMORA_EXIT_USAGE;
+            i++;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (strcmp(argv[i], "--subprocesses") == 0) {
@@ -215,6 +251,17 @@ int cmd_dump(int argc, char **argv)
         cli_error("dump: --exe and --root go with --core; %s", dump_usage);
         return REMORA_EXIT_USAGE;
     }
+
+    if (exe != NULL && path_problem(exe, 0, why, sizeof why)) {
+        cli_error("dump: --exe takes the Python executable the core is of: '%s': %s", exe, why);
+        return REMORA_EXIT_USAGE;
+    }
+    if (root != NULL && path_problem(root, 1, why, sizeof why)) {
+        cli_error("dump: --root takes the directory the core's process saw as /: '%s': %s",
+                  root, why);
+        return REMORA_EXIT_USAGE;
+    }
+    why[0] = '\0';
 
     if (core != NULL) {
         err = proc_open_core(core, exe, root, &p);

@@ -46,20 +46,6 @@ void cli_error(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
-int cli_parse_pid(const char *s, pid_t *out)
-{
-    char *end;
-    long v;
-
-    if (s == NULL || *s == '\0')
-        return -1;
-    v = strtol(s, &end, 10);
-    if (*end != '\0' || v <= 0 || v > 0x3fffffff)
-        return -1;
-    *out = (pid_t)v;
-    return 0;
-}
-
 int cli_fail(int err, pid_t pid, const char *why)
 {
     switch (err) {
@@ -87,7 +73,7 @@ int cli_fail(int err, pid_t pid, const char *why)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(usage, stderr);
+        cli_error("a command is needed: dump, record, top or convert (see remora --help)");
         return REMORA_EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

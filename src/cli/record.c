@@ -4,8 +4,12 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <libgen.h>
+#include <linux/magic.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,14 +52,19 @@ typedef struct record_args {
 } record_args_t;
 
 static const char record_usage[] =
-    "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
-    "                     [--mode wall|cpu|gil|exception] [--no-gc] [--subprocesses] [--blocking] [--stats] [-l ROWS]\n"
-    "                     [--max-samples N] [--diff BASELINE] [--frame-anchor]";
+    "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]"
+    " [--mode wall|cpu|gil|exception] [--no-gc] [--subprocesses] [--blocking] [--stats] [-l ROWS]"
+    " [--max-samples N] [--diff BASELINE] [--frame-anchor]";
+
+#define RECORD_MAX_SAMPLES 1000000000000ULL
+
+static const char out_accepts[] = "a file name (its ending picks the format, else -f), or - for stdout";
+static const char diff_accepts[] = "a baseline profile: a .remora recording or collapsed stacks";
 
 static int parse_record(int argc, char **argv, record_args_t *a)
 {
-    const char *fname = NULL;
-    int i;
+    const char *fname = NULL, *fflag = "-f";
+    int i, nraw = 0;
 
     memset(a, 0, sizeof *a);
     cli_sampling_init(&a->c);
@@ -67,25 +76,34 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             return -1;
         if (took)
             continue;
-        if ((strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) && v) {
+        if (strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) {
+            if (v == NULL || *v == '\0')
+                return cli_bad_value("record", s, v ? "" : NULL, out_accepts);
             if (a->nout == RECORD_MAX_OUT) {
                 cli_error("record: at most %d outputs", RECORD_MAX_OUT);
                 return -1;
             }
             a->out_path[a->nout++] = v;
             i++;
-        } else if ((strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) && v) {
-            fname = v;
-            i++;
-        } else if (strcmp(s, "--max-samples") == 0 && v) {
-            char *end;
-            a->max_samples = strtoull(v, &end, 10);
-            if (*end != '\0' || a->max_samples == 0) {
-                cli_error("invalid sample count '%s'", v);
+        } else if (strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) {
+            if (v == NULL) {
+                cli_error("record: %s takes a format: none given; use one of %s", s,
+                          out_format_names(0));
                 return -1;
             }
+            fname = v;
+            fflag = s;
             i++;
-        } else if (strcmp(s, "--diff") == 0 && v) {
+        } else if (strcmp(s, "--max-samples") == 0) {
+            unsigned long long n;
+            if (cli_parse_uint(v, 1, RECORD_MAX_SAMPLES, &n))
+                return cli_bad_value("record", s, v,
+                                     "a number of samples, a whole number from 1 to 1000000000000");
+            a->max_samples = n;
+            i++;
+        } else if (strcmp(s, "--diff") == 0) {
+            if (v == NULL || *v == '\0')
+                return cli_bad_value("record", s, v ? "" : NULL, diff_accepts);
             a->diff = v;
             i++;
         } else if (strcmp(s, "--frame-anchor") == 0) {
@@ -97,14 +115,15 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             cli_error("record %s is not available in this version yet", s);
             return -1;
         } else {
-            cli_error("record: unexpected argument '%s'\n%s", s, record_usage);
+            cli_error("record: unexpected argument '%s'; %s", s, record_usage);
             return -1;
         }
     }
     if (cli_sampling_check("record", &a->c))
         return -1;
     if (fname != NULL && out_format_by_name(fname) == NULL) {
-        cli_error("unknown format '%s': use one of %s", fname, out_format_names(0));
+        cli_error("record: %s takes a format: '%s' is not one; use one of %s", fflag, fname,
+                  out_format_names(0));
         return -1;
     }
     if (a->nout == 0) {
@@ -130,6 +149,11 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         }
         if (a->fmt[i]->write == NULL && strcmp(a->out_path[i], "-") == 0) {
             cli_error("the raw format cannot go to stdout: add -o FILE.remora");
+            return -1;
+        }
+        if (a->fmt[i]->write == NULL && nraw++ > 0) {
+            cli_error("record: only one raw output (-o FILE.remora): '%s' is a second one",
+                      a->out_path[i]);
             return -1;
         }
     }
@@ -419,22 +443,91 @@ out:
     return rc;
 }
 
-/* Reads a .remora recording or collapsed stacks into t and m, and with 'events' not
- * NULL a recording's samples into events->events (collapsed stacks have none: an error).
- * Returns 0, or prints one line and returns an exit code. A damaged file keeps what could
- * be read (said once). */
+static const char reads[] = "remora reads .remora recordings and collapsed stacks";
+
+/* What a file that is not a profile remora reads looks like, from its first bytes, for
+ * the message that refuses it. */
+static const char *looks_like(const unsigned char *head, size_t n, char *buf, size_t cap,
+                              size_t bad_line)
+{
+    size_t i = 0;
+
+    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b)
+        return "gzip data, such as a pprof profile";
+    if (n >= 4 && memcmp(head, "\x7f" "ELF", 4) == 0)
+        return "an ELF file";
+    while (i < n && (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r'))
+        i++;
+    if (i < n && (head[i] == '{' || head[i] == '['))
+        return "JSON, such as a speedscope or Firefox profile";
+    for (i = 0; i < n; i++)
+        if ((head[i] < 0x20 && head[i] != '\t' && head[i] != '\n' && head[i] != '\r') ||
+            head[i] == 0x7f)
+            return "binary data";
+    if (bad_line == 0)
+        return "no samples in it";
+    snprintf(buf, cap, "text whose line %zu is not a collapsed stack, 'frame;frame COUNT'",
+             bad_line);
+    return buf;
+}
+
+/* Was the stream, left just past its malformed line by out_collapsed_read(), cut there:
+ * that line the last one, with no newline at its end (a file truncated while written)? */
+static int cut_short(FILE *f)
+{
+    if (fgetc(f) != EOF || fseek(f, -1, SEEK_END) != 0)
+        return 0;
+    return fgetc(f) != '\n';
+}
+
+/* Reads a .remora recording or collapsed stacks, recognised by their content, into t and
+ * m, and with 'events' not NULL a recording's samples into events->events (collapsed
+ * stacks have none: an error). Anything else is refused. Returns 0, or prints one line
+ * and returns an exit code. A recording damaged after some samples, or collapsed stacks
+ * whose last line was cut short, keep what could be read (said once, on one line). */
 static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events)
 {
-    unsigned char head[8];
-    FILE *f = fopen(path, "rb");
+    unsigned char head[512];
+    char what[128];
+    struct stat st;
+    size_t n;
+    FILE *f;
     int err;
 
     memset(m, 0, sizeof *m);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        cli_error("'%s' is a directory, not a profile: %s", path, reads);
+        return REMORA_EXIT_USAGE;
+    }
+    f = fopen(path, "rb");
     if (f == NULL) {
         cli_error("cannot read '%s': %s", path, strerror(errno));
         return REMORA_EXIT_USAGE;
     }
-    if (fread(head, 1, sizeof head, f) == sizeof head && memcmp(head, "REMORA", 6) == 0) {
+    n = fread(head, 1, sizeof head, f);
+    if (ferror(f)) {
+        cli_error("cannot read '%s': %s", path, strerror(errno));
+        fclose(f);
+        return REMORA_EXIT_USAGE;
+    }
+    if (n == 0) {
+        cli_error("'%s' is empty, not a profile: %s", path, reads);
+        fclose(f);
+        return REMORA_EXIT_USAGE;
+    }
+    if (n >= 6 && memcmp(head, "REMORA", 6) == 0) {
+        if (n < 8 || head[6] != '\0') {
+            cli_error("'%s' is a .remora recording cut short in its header: nothing in it "
+                      "can be read", path);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
+        if (head[7] < 1 || head[7] > RAW_VERSION) {
+            cli_error("'%s' is a .remora recording of version %u: this remora reads versions "
+                      "1 to %d (a newer remora wrote it?)", path, head[7], RAW_VERSION);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
         rewind(f);
         if (events != NULL) {
             prof_event_t *ev = NULL;
@@ -443,22 +536,43 @@ static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, pro
         } else {
             err = raw_read(f, t, m, NULL, NULL);
         }
+        if (err == REMORA_ECORRUPT && stk_total_samples(t) == 0) {
+            cli_error("'%s' is a truncated or damaged .remora recording: no sample in it can "
+                      "be read", path);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
         if (err == REMORA_ECORRUPT)
-            cli_error("'%s' is damaged or from a newer remora; using what could be read", path);
-    } else if (events != NULL) {
-        cli_error("'%s' has no sample times (collapsed stacks): a timeline needs a .remora "
-                  "recording (record -o FILE.remora)", path);
-        fclose(f);
-        return REMORA_EXIT_USAGE;
+            cli_error("'%s' is a truncated or damaged .remora recording; using the %llu samples "
+                      "read before the damage", path, (unsigned long long)stk_total_samples(t));
     } else {
         uint64_t samples = 0;
         size_t bad = 0;
         rewind(f);
         err = out_collapsed_read(f, t, &samples, &bad);
+        if ((err == REMORA_OK || err == REMORA_ECORRUPT) && samples == 0) {
+            cli_error("'%s' is not a profile (%s): %s", path,
+                      looks_like(head, n, what, sizeof what, bad), reads);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
+        if (err == REMORA_ECORRUPT && !cut_short(f)) {
+            cli_error("'%s' line %zu is not a collapsed stack, 'frame;frame COUNT': %s", path,
+                      bad, reads);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
+        if (events != NULL) {
+            cli_error("'%s' has no sample times (collapsed stacks): a timeline needs a .remora "
+                      "recording (record -o FILE.remora)", path);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
         m->samples = samples;
         snprintf(m->mode, sizeof m->mode, "wall");
         if (err == REMORA_ECORRUPT)
-            cli_error("'%s' line %zu is not a collapsed stack; using what came before", path, bad);
+            cli_error("'%s' ends in a line cut short (line %zu); using the stacks before it",
+                      path, bad);
     }
     fclose(f);
     if (err == REMORA_ECORRUPT)
@@ -472,40 +586,73 @@ static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, pro
 
 int cmd_convert(int argc, char **argv)
 {
-    const char *in = NULL, *out_path = NULL, *fname = NULL, *diff = NULL;
+    const char *in = NULL, *out_path = NULL, *fname = NULL, *fflag = "-f", *diff = NULL;
     const out_format_t *fmt;
     stk_table_t *table = NULL, *base_table = NULL;
     profile_t prof, base;
     int i, rc, limit = 0;
 
     for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
-            out_path = argv[++i];
-        else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc)
-            fname = argv[++i];
-        else if (strcmp(argv[i], "-l") == 0 && i + 1 < argc)
-            limit = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--diff") == 0 && i + 1 < argc)
-            diff = argv[++i];
-        else if (argv[i][0] != '-' && in == NULL)
-            in = argv[i];
-        else {
-            cli_error("convert: unexpected argument '%s'; usage: remora convert INPUT [-f FORMAT] [-o FILE] [--diff BASE]", argv[i]);
+        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) {
+            if (v == NULL || *v == '\0') {
+                cli_bad_value("convert", s, v ? "" : NULL, out_accepts);
+                return REMORA_EXIT_USAGE;
+            }
+            out_path = v;
+            i++;
+        } else if (strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) {
+            if (v == NULL) {
+                cli_error("convert: %s takes a format: none given; use one of %s", s,
+                          out_format_names(1));
+                return REMORA_EXIT_USAGE;
+            }
+            fname = v;
+            fflag = s;
+            i++;
+        } else if (strcmp(s, "-l") == 0 || strcmp(s, "--limit") == 0) {
+            unsigned long long rows;
+            if (cli_parse_uint(v, 1, CLI_ROWS_MAX, &rows)) {
+                cli_bad_value("convert", s, v, cli_rows_accepts);
+                return REMORA_EXIT_USAGE;
+            }
+            limit = (int)rows;
+            i++;
+        } else if (strcmp(s, "--diff") == 0) {
+            if (v == NULL || *v == '\0') {
+                cli_bad_value("convert", s, v ? "" : NULL, diff_accepts);
+                return REMORA_EXIT_USAGE;
+            }
+            diff = v;
+            i++;
+        } else if (s[0] != '-' && in == NULL) {
+            in = s;
+        } else if (s[0] != '-') {
+            cli_error("convert: one INPUT at a time: '%s' is a second one", s);
+            return REMORA_EXIT_USAGE;
+        } else {
+            cli_error("convert: unexpected argument '%s'; usage: remora convert INPUT [-f FORMAT] "
+                      "[-o FILE] [-l ROWS] [--diff BASELINE]", s);
             return REMORA_EXIT_USAGE;
         }
     }
     if (in == NULL) {
-        cli_error("convert needs an input: remora convert INPUT [-f FORMAT] [-o FILE] [--diff BASE]");
+        cli_error("convert needs an input: remora convert INPUT [-f FORMAT] [-o FILE] [-l ROWS] "
+                  "[--diff BASELINE]");
         return REMORA_EXIT_USAGE;
     }
     fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("pstats");
     if (fmt == NULL || fmt->write == NULL) {
         /* every message lists the formats convert writes: all of the table but raw */
         if (fname != NULL && fmt == NULL)
-            cli_error("unknown format '%s': use one of %s", fname, out_format_names(1));
-        else if (fmt != NULL)
-            cli_error("convert cannot write the raw format (record writes it): use one of %s",
+            cli_error("convert: %s takes a format: '%s' is not one; use one of %s", fflag, fname,
                       out_format_names(1));
+        else if (fname != NULL)
+            cli_error("convert: %s takes a format convert writes: 'raw' is not one (record "
+                      "writes it); use one of %s", fflag, out_format_names(1));
+        else if (fmt != NULL)
+            cli_error("convert cannot write the raw format (record writes it): give -o another "
+                      "ending, or -f; use one of %s", out_format_names(1));
         else
             cli_error("cannot tell the format of '%s' from its name: add -f (%s)", out_path,
                       out_format_names(1));

@@ -8,6 +8,7 @@
  * characters (C0, DEL, C1) → "\xNN", U+2028/U+2029 → "\u2028"/"\u2029", each byte that
  * is not part of valid UTF-8 → U+FFFD. The reader undoes it.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,6 +177,20 @@ static uint32_t parse_frame(stk_table_t *t, char *s)
 
 #define COLLAPSED_MAX_DEPTH 65536
 
+/* Does line[0..len) hold a control byte (C0 but tab, or DEL)? No writer of collapsed
+ * stacks leaves one unescaped; binary data is full of them (NUL too). */
+static int has_control(const char *line, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)line[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return 1;
+    }
+    return 0;
+}
+
 int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_line)
 {
     char *line = NULL;
@@ -206,12 +221,13 @@ int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_l
         if (len == 0)
             continue;
         sp = strrchr(line, ' ');
-        if (sp == NULL) {
-            err = REMORA_ECORRUPT;
+        if (sp == NULL || sp[1] < '0' || sp[1] > '9' || has_control(line, (size_t)len)) {
+            err = REMORA_ECORRUPT;      /* no count, or binary: a writer escapes control bytes */
             break;
         }
+        errno = 0;
         count = strtoull(sp + 1, &end, 10);
-        if (*end != '\0' || end == sp + 1) {
+        if (*end != '\0' || errno == ERANGE) {
             err = REMORA_ECORRUPT;
             break;
         }

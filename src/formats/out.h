@@ -92,8 +92,10 @@ int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o);
 
 /* Reads collapsed stacks (as written by out_collapsed_write, or by other tools) into t.
  * Lines "thread NAME (TID);f1;f2 N" keep their thread; others go to thread 0. A frame
- * "name (file:line)" is split; anything else is a function with no file. Returns 0,
- * REMORA_EIO, or REMORA_ECORRUPT with *bad_line set to the first malformed line. */
+ * "name (file:line)" is split; anything else is a function with no file. A line is
+ * malformed without a count (digits after its last space) or with a control byte (C0 but
+ * tab, or DEL: binary data). Returns 0, REMORA_EIO, or REMORA_ECORRUPT with *bad_line set
+ * to the first malformed line (the stream left just past it). */
 int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_line);
 
 #endif

@@ -514,11 +514,14 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
         if (now >= end)
             break;
         if (next - now > 2000) {
-            struct timespec ts = { (time_t)(next / 1000000000), (long)(next % 1000000000) };
+            /* never past the end: a round due after it is not waited for (-r 1 -d 0.5
+             * takes 0.5 s) */
+            int64_t wake = next < end ? next : end;
+            struct timespec ts = { (time_t)(wake / 1000000000), (long)(wake % 1000000000) };
             int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
             if (rc == EINTR)
                 continue;
-            now = next;
+            now = wake;
         } else if (now - next >= interval) {
             /* fell behind: skip the missed deadlines instead of bunching rounds */
             int64_t missed = (now - next) / interval;
