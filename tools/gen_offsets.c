@@ -161,16 +161,23 @@ int main(void)
     field("fr_instr", OFF(_PyInterpreterFrame, prev_instr));
     field("fr_owner", OFF(_PyInterpreterFrame, owner));
     field("fr_gen", 0);
+    field("fr_state", 0);
 #else
     printf("\n    /* PyFrameObject */\n");
-    /* bytes read per frame: up to f_lasti, the last field remora needs (the object is
-     * larger, and frames are read by the thousand per second) */
-    field("fr_size", OFF(PyFrameObject, f_lasti) + 8);
+    /* bytes read per frame: up to f_executing (3.9) or f_state (3.10), the last field
+     * remora needs, after f_lasti, f_lineno and f_iblock (the object is larger, and
+     * frames are read by the thousand per second) */
+    field("fr_size", OFF(PyFrameObject, f_lasti) + 16);
     field("fr_previous", OFF(PyFrameObject, f_back));
     field("fr_code", OFF(PyFrameObject, f_code));
     field("fr_instr", OFF(PyFrameObject, f_lasti));
     field("fr_owner", 0);
     field("fr_gen", OFF(PyFrameObject, f_gen));
+#if PY_VERSION_HEX >= 0x030a0000
+    field("fr_state", OFF(PyFrameObject, f_state));
+#else
+    field("fr_state", OFF(PyFrameObject, f_executing));
+#endif
 #endif
 
     printf("\n    /* PyCodeObject */\n");

@@ -36,6 +36,7 @@ void py_layout_derive(py_layout_t *L)
     L->walk_root = m == 11 ? PY_ROOT_ENTRY : m >= 12 ? PY_ROOT_SHIM : PY_ROOT_ANY;
     L->caller_rests_on_call = m == 11;
     L->caller_past_start = L->frames_kind != PY_FRAMES_OBJECTS;
+    L->fr_running = m == 9 ? -1 : 0;
     L->reread_moved = L->frames_kind == PY_FRAMES_OBJECTS || L->fr_stacktop != 0 || L->fr_return_offset != 0;
 
     /* PyCodeObject: co_qualname from 3.11 (before, the name is all there is);

@@ -56,12 +56,13 @@ static const py_layout_t py_layout_3_9 = {
     .ei_previous = 24,
 
     /* PyFrameObject */
-    .fr_size = 112,
+    .fr_size = 120,
     .fr_previous = 24,
     .fr_code = 32,
     .fr_instr = 104,
     .fr_owner = 0,
     .fr_gen = 96,
+    .fr_state = 116,
 
     /* PyCodeObject */
     .co_size = 176,
@@ -126,12 +127,13 @@ static const py_layout_t py_layout_3_10 = {
     .ei_previous = 24,
 
     /* PyFrameObject */
-    .fr_size = 104,
+    .fr_size = 112,
     .fr_previous = 24,
     .fr_code = 32,
     .fr_instr = 96,
     .fr_owner = 0,
     .fr_gen = 88,
+    .fr_state = 108,
 
     /* PyCodeObject */
     .co_size = 176,
@@ -202,6 +204,7 @@ static const py_layout_t py_layout_3_11 = {
     .fr_instr = 56,
     .fr_owner = 69,
     .fr_gen = 0,
+    .fr_state = 0,
 
     /* PyCodeObject */
     .co_size = 192,
@@ -272,6 +275,7 @@ static const py_layout_t py_layout_3_12 = {
     .fr_instr = 56,
     .fr_owner = 70,
     .fr_gen = 0,
+    .fr_state = 0,
 
     /* PyCodeObject */
     .co_size = 200,

@@ -90,6 +90,7 @@ typedef struct py_layout {
     uint64_t fr_instr;              /* f_lasti int (3.9/10), prev_instr (3.11/12), instr_ptr (3.13+) */
     uint64_t fr_owner;              /* 3.11+: owner (char) */
     uint64_t fr_gen;                /* 3.9/3.10: f_gen, the generator a frame object runs in */
+    uint64_t fr_state;              /* 3.9: f_executing (char); 3.10: f_state (signed char) */
 
     /* PyCodeObject */
     uint64_t co_size;
@@ -130,6 +131,11 @@ typedef struct py_layout {
     int caller_rests_on_call;       /* 3.11: a caller that pushed its callee inline rests on
                                      * the last cache entry of its CALL or BINARY_SUBSCR */
     int caller_past_start;          /* 3.11+: a caller has run past its first instruction */
+    int fr_running;                 /* 3.9/3.10: fr_state's byte while the frame runs (or
+                                     * calls): 0 (3.10, FRAME_EXECUTING), or -1: any but 0
+                                     * (3.9); a frame that returned, raised through or is
+                                     * suspended (a traceback or generator holds it) has
+                                     * another */
     int reread_moved;               /* a thread whose stack moved while read may be read
                                      * again at once: 3.9/3.10 (a reading holds only while
                                      * the current frame stayed the same) and 3.12+ (a

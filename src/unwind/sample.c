@@ -95,8 +95,10 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
     } else if (tc->tid_now > 0 && get_u64(tc->ts, L->ts_thread_id) == tc->pthread_seen) {
         tc->native_id = tc->tid_now;
     }
-    if (tc->native_id != was)
+    if (tc->native_id != was) {
         tc->known = 0;              /* another thread in this state now */
+        tc->root = 0;
+    }
     th->tstate = tc->tstate;
     th->interp = fi->addr;
     th->interp_id = fi->id;
@@ -464,8 +466,13 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
         err = REMORA_ECORRUPT;
         goto failed;
     }
-    if (!tc->partial)
+    if (!tc->partial) {
         tc->known = 1;
+        if (L->frames_kind == PY_FRAMES_OBJECTS && nw > 0) {
+            tc->root = r->walk[nw - 1].addr;
+            tc->root_code = r->walk[nw - 1].code;
+        }
+    }
     if (!tc->partial && tc->chunk && anchor_on(u, tc) && (err = anchor_after(u, r, tc, nw)) != REMORA_OK)
         goto failed;
     if (tc->chunk)

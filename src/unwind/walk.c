@@ -242,6 +242,42 @@ static inline int looks_calling(const py_layout_t *L, const reader_t *r, const r
     return 1;
 }
 
+/* 3.9/3.10: does the frame object (fr_size bytes at fb) run, or call? Not one that
+ * returned or raised through (a traceback holds it) or a suspended generator's. */
+static inline int frame_runs(const py_layout_t *L, const unsigned char *fb)
+{
+    signed char st;
+
+    if (L->fr_state == 0 || L->fr_state >= L->fr_size)
+        return 1;
+    st = (signed char)fb[L->fr_state];
+    return L->fr_running < 0 ? st != 0 : st == L->fr_running;
+}
+
+/* 3.9/3.10, the current frame moved while the thread was read. The frames that held in
+ * both copies (s and below) are the thread's if the walk ends at its own outermost frame,
+ * the one of its last whole reading: alive while the thread runs, it is no other
+ * thread's, and no live frame links to another thread's frames. And a frame known must
+ * run in both copies: one that returned or raised through (a traceback holds it, linked
+ * to its caller still) is no caller. The frame walked from moved: not known. Returns the
+ * innermost frame known (nwalked: none). */
+static size_t objects_moved(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t nwalked,
+                            size_t s)
+{
+    const walked_t *root = nwalked ? &r->walk[nwalked - 1] : NULL;
+    size_t i;
+
+    if (root == NULL || tc->root == 0 || root->addr != tc->root || root->code != tc->root_code ||
+        root->prev != 0 || L->fr_state == 0)
+        return nwalked;
+    if (s < 1)
+        s = 1;
+    for (i = nwalked; i-- > s;)
+        if (!frame_runs(L, first_copy(r, tc, &r->walk[i])) || !frame_runs(L, second_copy(r, tc, &r->walk[i])))
+            return i + 1;
+    return s;
+}
+
 int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep)
 {
     const py_layout_t *L = &u->target->layout;
@@ -300,11 +336,12 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
          * that agree prove nothing of frames that may have been freed and made again, for
          * another thread too, in between. What does: the current frame the same from
          * before the copies to after them (a thread changes the frames below its current
-         * one only by returning to them). Otherwise nothing is known: read again. */
+         * one only by returning to them). Otherwise the frames below it that held are
+         * known only as objects_moved() says. */
         uint64_t after = r->nblocks > 0 ? cur2 : tc->cur_end;
         if (from_state ? r->nblocks == 0 || cur2 != cur
                        : after != cur || get_u64(tc->ts, L->ts_frame) != cur)
-            s = nwalked;
+            s = from_state && r->nblocks == 0 ? nwalked : objects_moved(L, r, tc, nwalked, s);
     } else if (r->nblocks > 0 && cur2 != cur) {
         /* frames met for the first time outside the chunk were read after the current
          * frame, both copies: the same only if the thread did not move meanwhile. Known:
