@@ -204,6 +204,36 @@ static inline const unsigned char *second_copy(const reader_t *r, const rd_threa
     return r->blocks[w->idx].two + (w->addr - r->blocks[w->idx].addr);
 }
 
+/* 3.11: did frame i push frame i-1, as one copy (first or second) has them? A frame
+ * that pushes its callee inline saves its stack pointer at the call, and the slots just
+ * above it still hold what the call consumed: the function (CALL: NULL and the function,
+ * or the method), or the container and key that BINARY_SUBSCR's __getitem__ frame starts
+ * with. A stale callee left from an earlier call at the same depth (a short call of
+ * another chain, both copies torn alike) was pushed for another function. 1 yes, 0 no,
+ * -1 not known (a frame outside the chunk, or in another chunk). */
+static int pushed_by(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t i, int second)
+{
+    const walked_t *w = &r->walk[i], *callee = &r->walk[i - 1];
+    const unsigned char *fb, *cb;
+    uint64_t fs = L->fr_size, gap, f, s0, s1;
+    int32_t st;
+
+    if (w->from != FROM_CHUNK || callee->from != FROM_CHUNK || callee->addr <= w->addr)
+        return -1;
+    gap = callee->addr - w->addr;
+    if (callee->addr - tc->base + fs + 16 > tc->copied)
+        return -1;
+    fb = (second ? tc->b : tc->a) + (w->addr - tc->base);
+    cb = (second ? tc->b : tc->a) + (callee->addr - tc->base);
+    memcpy(&st, fb + L->fr_calltop, 4);
+    if (st < 0 || fs + 8 * (uint64_t)st + 16 > gap)
+        return 0;
+    s0 = get_u64(fb, fs + 8 * (size_t)st);
+    s1 = get_u64(fb, fs + 8 * (size_t)st + 8);
+    f = get_u64(cb, 0);
+    return f == s0 || f == s1 || (get_u64(cb, fs) == s0 && get_u64(cb, fs + 8) == s1);
+}
+
 /* Does frame i, below frame i-1 in the walk, look like a caller in both copies (fb: the
  * second)? Each version's rule (py_layout_derive) that a running frame breaks: a stale
  * frame left above a running one is no callee of it. */
@@ -231,6 +261,11 @@ static inline int looks_calling(const py_layout_t *L, const reader_t *r, const r
         if (st1 < 0 || st2 < 0)
             return 0;
     }
+    /* 3.11: the callee was pushed for the function the caller's call consumed, in both
+     * copies (an eval loop's entry frame was pushed from C: not known) */
+    if (L->fr_calltop && !r->walk[i - 1].entry &&
+        (pushed_by(L, r, tc, i, 0) == 0 || pushed_by(L, r, tc, i, 1) == 0))
+        return 0;
     /* 3.13+: pushing a frame sets its return_offset to 0, and a Python frame that pushes
      * a callee directly sets its own to where to resume (never 0) */
     if (L->fr_return_offset) {
