@@ -29,8 +29,12 @@ void py_layout_derive(py_layout_t *L)
      * char owner". f_funcobj is the third pointer from 3.12 on. */
     L->fr_is_entry = m == 11 && L->fr_owner >= 1 ? L->fr_owner - 1 : 0;
     L->fr_stacktop = (m == 12 || m == 13) && L->fr_owner >= 6 ? L->fr_owner - 6 : 0;
-    /* 3.11: "int stacktop; bool is_entry; char owner"; the frame starts with f_func */
+    /* where a caller's call left what it consumed: 3.11 "int stacktop; bool is_entry;
+     * char owner", the frame starting with f_func. Not 3.12 (LOAD_ATTR_PROPERTY and
+     * _GETATTRIBUTE_OVERRIDDEN push a frame after writing NULL over what they consumed)
+     * nor 3.13+ (specialized calls write the new frame over the callable's slot). */
     L->fr_calltop = m == 11 && L->fr_is_entry >= 4 + 8 ? L->fr_is_entry - 4 : 0;
+    L->fr_callfunc = 0;
     L->fr_return_offset = m >= 13 && L->fr_owner >= 2 ? L->fr_owner - 2 : 0;
     L->fr_funcobj = m >= 13 && L->fr_size >= 24 ? 16 : 0;
     /* enum _frameowner: FRAME_OWNED_BY_GENERATOR is 1 from 3.11 to 3.15 */

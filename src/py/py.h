@@ -122,8 +122,9 @@ typedef struct py_layout {
                                      * locked, switch_number" (every release 3.9-3.15) */
     uint64_t fr_is_entry;           /* 3.11: is_entry (bool), the first frame of an eval loop */
     uint64_t fr_stacktop;           /* 3.12/3.13: stacktop (int), -1 while the frame runs */
-    uint64_t fr_calltop;            /* 3.11: stacktop (int), saved when the frame pushes a
-                                     * callee, stale while it runs; f_func is at 0 */
+    uint64_t fr_calltop;            /* 3.11: stacktop (int), saved when the frame pushes
+                                     * a callee inline (0: no such rule) */
+    uint64_t fr_callfunc;           /* ... and the function a frame runs (3.11: f_func, 0) */
     uint64_t fr_return_offset;      /* 3.13+: return_offset (u16), never 0 in a Python caller */
     uint64_t fr_funcobj;            /* 3.13+: f_funcobj, None in an interpreter trampoline */
     int walk_root;                  /* enum py_walk_root: where every thread's walk must end */

@@ -207,10 +207,11 @@ static inline const unsigned char *second_copy(const reader_t *r, const rd_threa
 /* 3.11: did frame i push frame i-1, as one copy (first or second) has them? A frame
  * that pushes its callee inline saves its stack pointer at the call, and the slots just
  * above it still hold what the call consumed: the function (CALL: NULL and the function,
- * or the method), or the container and key that BINARY_SUBSCR's __getitem__ frame starts
- * with. A stale callee left from an earlier call at the same depth (a short call of
- * another chain, both copies torn alike) was pushed for another function. 1 yes, 0 no,
- * -1 not known (a frame outside the chunk, or in another chunk). */
+ * or the method and self), or the container that BINARY_SUBSCR's __getitem__ frame
+ * starts with as its first local (3.11 pushes frames inline for nothing else). A stale callee left from an
+ * earlier call at the same depth (a short call of another chain, both copies torn alike)
+ * was pushed for another function. 1 yes, 0 no, -1 not known (a frame outside the chunk,
+ * or in another chunk). */
 static int pushed_by(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t i, int second)
 {
     const walked_t *w = &r->walk[i], *callee = &r->walk[i - 1];
@@ -221,7 +222,7 @@ static int pushed_by(const py_layout_t *L, const reader_t *r, const rd_thread_t 
     if (w->from != FROM_CHUNK || callee->from != FROM_CHUNK || callee->addr <= w->addr)
         return -1;
     gap = callee->addr - w->addr;
-    if (callee->addr - tc->base + fs + 16 > tc->copied)
+    if (callee->addr - tc->base + fs + 8 > tc->copied || L->fr_callfunc + 8 > fs)
         return -1;
     fb = (second ? tc->b : tc->a) + (w->addr - tc->base);
     cb = (second ? tc->b : tc->a) + (callee->addr - tc->base);
@@ -230,8 +231,8 @@ static int pushed_by(const py_layout_t *L, const reader_t *r, const rd_thread_t 
         return 0;
     s0 = get_u64(fb, fs + 8 * (size_t)st);
     s1 = get_u64(fb, fs + 8 * (size_t)st + 8);
-    f = get_u64(cb, 0);
-    return f == s0 || f == s1 || (get_u64(cb, fs) == s0 && get_u64(cb, fs + 8) == s1);
+    f = get_u64(cb, L->fr_callfunc);
+    return f == s0 || f == s1 || (s0 != 0 && get_u64(cb, fs) == s0);
 }
 
 /* Does frame i, below frame i-1 in the walk, look like a caller in both copies (fb: the
