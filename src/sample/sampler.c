@@ -521,7 +521,9 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
             int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
             if (rc == EINTR)
                 continue;
-            now = wake;
+            /* the round's time is when it starts, not when it was due: a loaded machine
+             * wakes remora late */
+            now = sampler_now_ns();
         } else if (now - next >= interval) {
             /* fell behind: skip the missed deadlines instead of bunching rounds */
             int64_t missed = (now - next) / interval;
