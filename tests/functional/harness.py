@@ -272,7 +272,8 @@ class Target:
                     pass
             if self.log:
                 self.log.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
+            if not os.environ.get("REMORA_KEEP_TARGET_DIR"):
+                shutil.rmtree(self.dir, ignore_errors=True)
         return False
 
 

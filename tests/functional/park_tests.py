@@ -53,9 +53,17 @@ def judge(r, truth):
             continue
         checked += 1
         starts, cs = truth[tid]
-        # the calls that began by the end of the window; the last few may reach into it
+        # the calls that began by the end of the window and ended after its start (a
+        # thread's calls follow one another: scanned back from the last that began; a
+        # window may be long, the first of a recording or one remora was held up in)
         j = bisect.bisect_right(starts, t1 + SLACK_NS)
-        ok = any(name == frame[0] and end + SLACK_NS >= t0 for name, _, end in cs[max(0, j - 3):j])
+        ok = False
+        for name, _, end in reversed(cs[:j]):
+            if end + SLACK_NS < t0:
+                break
+            if name == frame[0]:
+                ok = True
+                break
         if not ok:
             near = ", ".join("%s from %+.0f us to %+.0f us" % (c[0], (c[1] - t0) / 1e3, (c[2] - t0) / 1e3)
                              for c in cs[max(0, j - 2):j])
