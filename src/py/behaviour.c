@@ -43,7 +43,8 @@ void py_layout_derive(py_layout_t *L)
     L->caller_rests_on_call = m == 11;
     L->caller_past_start = L->frames_kind != PY_FRAMES_OBJECTS;
     L->fr_running = m == 9 ? -1 : 0;
-    L->reread_moved = L->frames_kind == PY_FRAMES_OBJECTS || L->fr_stacktop != 0 || L->fr_return_offset != 0;
+    L->reread_moved = L->frames_kind == PY_FRAMES_OBJECTS || L->fr_stacktop != 0 || L->fr_return_offset != 0 ||
+                      L->fr_calltop != 0;
 
     /* PyCodeObject: co_qualname from 3.11 (before, the name is all there is);
      * co_version, the field before co_localsplusnames, two pointers before co_filename,
