@@ -151,8 +151,9 @@ int threads_list(unwinder_t *u, unw_thread_t **threads, size_t *n);
  * to, along previous_item, the first item whose exception is neither NULL nor None. Items
  * inside the copy are read there, others (generators, coroutines) from the target, at
  * most UNW_MAX_EXC_ITEMS. Returns 1 or 0; -1 when the layout lacks the fields, a read
- * failed or the chain is longer than the bound. */
-int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts);
+ * failed or the chain is longer than the bound. *at: the address of the item handling
+ * one (0 if none). */
+int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts, uint64_t *at);
 
 /* Frees the per-sample reader's state (sample.c). */
 void unw_reader_free(struct reader *r);
@@ -163,6 +164,9 @@ void unw_reader_free(struct reader *r);
 #define RD_BLOCK 4096u
 #ifndef RD_GAP
 #define RD_GAP 512u               /* bytes between two frames still read as one range */
+#define RD_EXC_TO_FRAME 96u       /* 3.11+: a generator's exception state lies this close
+                                   * before its frame (gi_exc_state ... gi_iframe: 32 bytes
+                                   * in 3.11-3.13); another generator's frame lies farther */
 #endif
 #define RD_CHUNK_HDR 24u
 #define RD_SPEC 512               /* speculative blocks per thread, at most */
@@ -203,6 +207,8 @@ typedef struct fast_thread {
     uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */
     int32_t tid_now, tid_end;       /* 3.9/3.10: the tid in that pthread, read this sample
                                      * with the state and again after the thread's copies */
+    uint64_t exc_item;              /* the exception-state item handling one at the round's
+                                     * start (--mode exception), or 0 */
     uint64_t late_pt, late_nid;     /* its ids read again after frames read late (ident_*) */
     int32_t late_tid;
     uint64_t chunk;                 /* the chunk copied (0: none yet) */

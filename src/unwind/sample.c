@@ -107,7 +107,7 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
     th->holds_gil = fi->locked && fi->holder == tc->tstate;
     th->gc = fi->gc != 0;
     if (u->want & UNW_WANT_EXC)     /* from this sample's copy of the thread state */
-        th->handling_exc = unw_exc_state(u, tc->tstate, tc->ts);
+        th->handling_exc = unw_exc_state(u, tc->tstate, tc->ts, &tc->exc_item);
     /* a parked thread too: one that released the GIL may be running C code */
     if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
         char state;
@@ -356,6 +356,22 @@ static int third_copy_holds(unwinder_t *u, const reader_t *r, const rd_thread_t 
     }
 }
 
+/* Is the frame of the generator whose exception state tc->exc_item is among the frames
+ * walked? Not known on 3.9/3.10 (frame objects apart from their generators) or for the
+ * thread's own state: yes. */
+static int exc_frame_walked(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t from, size_t nw)
+{
+    uint64_t item = tc->exc_item;
+    size_t k;
+
+    if (L->frames_kind == PY_FRAMES_OBJECTS || (item >= tc->tstate && item - tc->tstate < L->ts_size))
+        return 1;
+    for (k = from; k < nw; k++)
+        if (r->walk[k].gen && r->walk[k].addr > item && r->walk[k].addr - item <= RD_EXC_TO_FRAME)
+            return 1;
+    return 0;
+}
+
 #define RD_REREADS 3                /* readings again of a thread of which nothing is known */
 
 /* The thread's state read again, alone, for a second reading: what the round's first
@@ -529,10 +545,15 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     if ((err = keep_raw(u, r, tc, keep, nw)) != REMORA_OK)
         return err;
     if (th->handling_exc == 1) {
-        /* read at the round's start, before the stack: it must still be handling one
-         * now, or the frames read may be from after its except block */
+        /* read at the round's start, before the stack: it must still be handling the
+         * same one now, or the frames read may be from after its except block; and one a
+         * generator or coroutine handles (3.11+: its exception state sits just before
+         * its frame, in the generator object) only while that frame is in the stack
+         * read: a task suspended and resumed in between was not running when read */
+        uint64_t at = 0;
         if (proc_read(u->p, tc->tstate, u->tsbuf, L->ts_size) == REMORA_OK)
-            th->handling_exc = unw_exc_state(u, tc->tstate, u->tsbuf) == 1;
+            th->handling_exc = unw_exc_state(u, tc->tstate, u->tsbuf, &at) == 1 && at == tc->exc_item &&
+                               exc_frame_walked(L, r, tc, keep, nw);
         else
             th->handling_exc = -1;
     }

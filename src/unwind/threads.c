@@ -81,13 +81,14 @@ static int push_thread(unwinder_t *u, unw_thread_t **th)
     return REMORA_OK;
 }
 
-int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts)
+int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts, uint64_t *at)
 {
     const py_layout_t *L = &u->target->layout;
     unsigned char buf[64];
     uint64_t item, exc;
     int i;
 
+    *at = 0;
     if (L->ts_exc_info == 0 || L->ei_size == 0 || L->ei_size > sizeof buf ||
         L->ei_exc + 8 > L->ei_size || L->ei_previous + 8 > L->ei_size ||
         L->ts_exc_info + 8 > L->ts_size || L->ts_size < L->ei_size)
@@ -102,8 +103,10 @@ int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts)
         else if (proc_read(u->p, item, buf, L->ei_size) != REMORA_OK)
             return -1;
         exc = get_u64(b, L->ei_exc);
-        if (exc != 0 && exc != u->target->none)
+        if (exc != 0 && exc != u->target->none) {
+            *at = item;
             return 1;
+        }
         item = get_u64(b, L->ei_previous);
     }
     return item == 0 ? 0 : -1;
