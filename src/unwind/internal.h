@@ -242,7 +242,7 @@ typedef struct fast_thread {
     /* this sample's frames, until named: r->raw[raw_first .. raw_first + raw_n) */
     size_t raw_first, raw_n;
     int partial;                    /* the frames are the outer ones known (unw_thread_t) */
-    uint64_t root, root_code;       /* 3.9/3.10: its outermost frame and code object at its
+    uint64_t root, root_code;       /* its outermost frame and code object at its
                                      * last whole reading (0: none yet) */
     int known;                      /* a whole stack was read since the thread (its state
                                      * and chunk) was first seen: before that, a partial one

@@ -515,6 +515,16 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
         err = REMORA_ECORRUPT;      /* a thread just seen: its outer frames may be a freed one's */
         goto failed;
     }
+    if (tc->partial && nw > 0 && (r->walk[nw - 1].addr != tc->root || r->walk[nw - 1].code != tc->root_code)) {
+        /* the outer frames that held must end where the thread's own stack did at its
+         * last whole reading (3.12+: a shim on its C stack or in its state; 3.11: its
+         * first chunk's entry frame). Frames read from a range another thread had at
+         * the first read (a chunk freed and mapped again for it) agree in both copies
+         * and end at that thread's root (chaos/killed on 3.15: the main thread's outer
+         * frames under the diver's tid) */
+        err = REMORA_ECORRUPT;
+        goto failed;
+    }
     if (!tc->partial && nw == 0 && tc->cur0 != 0) {
         /* no frame walked though the state named a current frame: nothing known, not an
          * empty stack */
@@ -523,7 +533,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     }
     if (!tc->partial) {
         tc->known = 1;
-        if (L->frames_kind == PY_FRAMES_OBJECTS && nw > 0) {
+        if (nw > 0) {
             tc->root = r->walk[nw - 1].addr;
             tc->root_code = r->walk[nw - 1].code;
         }
