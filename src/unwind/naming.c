@@ -124,7 +124,8 @@ void name_frames(unwinder_t *u, reader_t *r)
     for (i = 0; i < u->nthreads; i++) {
         unw_thread_t *th = &u->threads[i];
         rd_thread_t *tc = &r->threads[i];
-        const rd_raw_t *raw = r->raw + tc->raw_first;
+        /* no frame kept this round by any thread: r->raw may not be allocated yet */
+        const rd_raw_t *raw = r->raw != NULL ? r->raw + tc->raw_first : NULL;
         int callee_entry = 1;               /* the innermost frame has no callee */
         uint64_t last_code = 0;
         unw_code_t *last_e = NULL;

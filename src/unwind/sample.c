@@ -416,6 +416,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     int err;
 
     tc->raw_n = 0;
+    tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
     tc->partial = 0;
     thread_identity(u, r, tc, th);
     /* 3.9/3.10: another thread took over that struct pthread during the read: the state
