@@ -422,18 +422,24 @@ def test_target_killed(remora, interp):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def readonly_prefix(d):
-    """A command prefix under which directory d is read-only, even for root: a private
-    mount namespace with a read-only tmpfs over d. None if this machine cannot do it."""
+def ro_mount_prefix(path, mount, probe):
+    """A command prefix that runs a command in a private mount namespace after the shell
+    line `mount` ($0: path) made path read-only, even for root; None if `probe` ($0: path)
+    is not refused there with "Read-only file system" (this machine cannot do it)."""
     if shutil.which("unshare") is None:
         return None
     prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-              'mount -t tmpfs -o ro,size=64k remora-ro "$0" && exec "$@"', d]
-    p = subprocess.run(prefix + ["sh", "-c", ': > "$0/probe"', d], stdin=subprocess.DEVNULL,
+              mount + ' && exec "$@"', path]
+    p = subprocess.run(prefix + ["sh", "-c", probe, path], stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if p.returncode == 0 or b"Read-only file system" not in p.stdout:
         return None
     return prefix
+
+
+def readonly_prefix(d):
+    """A prefix under which directory d is read-only: a read-only tmpfs over it."""
+    return ro_mount_prefix(d, 'mount -t tmpfs -o ro,size=64k remora-ro "$0"', ': > "$0/probe"')
 
 
 class Drain:
@@ -599,17 +605,8 @@ def immutable(path, on):
 
 
 def readonly_file_prefix(f):
-    """A command prefix under which file f is read-only, even for root: a private mount
-    namespace with f bound read-only over itself. None if this machine cannot do it."""
-    if shutil.which("unshare") is None:
-        return None
-    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-              'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"', f]
-    p = subprocess.run(prefix + ["sh", "-c", ': >> "$0"', f], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if p.returncode == 0 or b"Read-only file system" not in p.stdout:
-        return None
-    return prefix
+    """A prefix under which file f is read-only: f bound read-only over itself."""
+    return ro_mount_prefix(f, 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0"', ': >> "$0"')
 
 
 def test_outputs_refused(remora):
