@@ -422,6 +422,22 @@ def test_target_killed(remora, interp):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def refused_before_sampling(remora, what, args, prefix):
+    """Runs remora with args (under prefix); it must exit 1 with one line and no summary,
+    within 5 s (nothing sampled). Returns its stderr."""
+    start = time.monotonic()
+    rc, _, err = remora.run(args, prefix=prefix)
+    took = time.monotonic() - start
+    if rc != 1:
+        raise Fail("%s: exit %d, want 1: %s" % (what, rc, tail(err)))
+    bad = one_line(err)
+    if bad:
+        raise Fail("%s: %s" % (what, bad))
+    if SUMMARY.search(err) or took > 5:
+        raise Fail("%s: remora sampled before failing (%.1f s): %s" % (what, took, err.strip()))
+    return err
+
+
 def ro_mount_prefix(path, mount, probe):
     """A command prefix that runs a command in a private mount namespace after the shell
     line `mount` ($0: path) made path read-only, even for root; None if `probe` ($0: path)
@@ -654,17 +670,8 @@ def test_outputs_refused(remora):
             t.wait_ready()
             for what, pre, o, reason in cases:
                 listing = sorted(os.listdir(d))
-                start = time.monotonic()
-                rc, out, err = remora.run(["record", "-p", t.pid, "-d", 10, "-o", o, "-f", "collapsed"],
-                                          prefix=pre)
-                took = time.monotonic() - start
-                if rc != 1:
-                    raise Fail("%s: exit %d, want 1: %s" % (what, rc, tail(err)))
-                bad = one_line(err)
-                if bad:
-                    raise Fail("%s: %s" % (what, bad))
-                if SUMMARY.search(err) or took > 5:
-                    raise Fail("%s: remora sampled before failing (%.1f s): %s" % (what, took, err.strip()))
+                err = refused_before_sampling(remora, what, ["record", "-p", t.pid, "-d", 10, "-o", o,
+                                                             "-f", "collapsed"], pre)
                 if reason.lower() not in err.lower():
                     raise Fail("%s: the message does not name the reason (%r): %s" % (what, reason, err.strip()))
                 if sorted(os.listdir(d)) != listing or os.listdir(dirn):
@@ -718,17 +725,7 @@ def test_unwritable(remora):
                 args = ["record", "-p", t.pid, "-d", 10]
                 for o in outs:
                     args += ["-o", o]
-                start = time.monotonic()
-                rc, out, err = remora.run(args, prefix=pre)
-                took = time.monotonic() - start
-                if rc != 1:
-                    raise Fail("%s: exit %d, want 1: %s" % (what, rc, tail(err)))
-                bad = one_line(err)
-                if bad:
-                    raise Fail("%s: %s" % (what, bad))
-                if SUMMARY.search(err) or took > 5:
-                    raise Fail("%s: remora sampled before failing (%.1f s): %s"
-                               % (what, took, err.strip()))
+                err = refused_before_sampling(remora, what, args, pre)
                 if os.path.exists(ok):
                     raise Fail("%s: %s was created" % (what, os.path.basename(ok)))
                 notes.append(err.strip())
