@@ -35,6 +35,8 @@ void py_layout_derive(py_layout_t *L)
      * nor 3.13+ (specialized calls write the new frame over the callable's slot). */
     L->fr_calltop = m == 11 && L->fr_is_entry >= 4 + 8 ? L->fr_is_entry - 4 : 0;
     L->fr_callfunc = 0;
+    /* PyFunctionObject: PyObject_HEAD, then globals, builtins, name, qualname, code */
+    L->fn_code = m == 11 ? 16 + 4 * 8 : 0;
     L->fr_return_offset = m >= 13 && L->fr_owner >= 2 ? L->fr_owner - 2 : 0;
     L->fr_funcobj = m >= 13 && L->fr_size >= 24 ? 16 : 0;
     /* enum _frameowner: FRAME_OWNED_BY_GENERATOR is 1 from 3.11 to 3.15 */

@@ -127,6 +127,9 @@ typedef struct py_layout {
     uint64_t fr_callfunc;           /* ... and the function a frame runs (3.11: f_func, 0) */
     uint64_t fr_return_offset;      /* 3.13+: return_offset (u16), never 0 in a Python caller */
     uint64_t fr_funcobj;            /* 3.13+: f_funcobj, None in an interpreter trampoline */
+    uint64_t fn_code;               /* 3.11: func_code in PyFunctionObject, to tell a frame
+                                     * being pushed (its function new, its code a stale
+                                     * frame's) from one whose header is whole (0: no check) */
     int walk_root;                  /* enum py_walk_root: where every thread's walk must end */
     int fr_owner_gen;               /* 3.11+: the owner of a generator's or coroutine's frame
                                      * (a walk never ends at one: suspended, it links to

@@ -133,12 +133,21 @@ struct unwinder {
     unw_frame_t *frames;        /* every thread's frames, back to back */
     size_t cap_frames;
     unsigned char *tsbuf;       /* one thread state */
+    struct unw_func *funcs;     /* 3.11: UNW_FUNCS function objects and their code */
     int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
     unsigned want;              /* UNW_WANT_* */
     unsigned tries;             /* unw_set_tries() */
     struct reader *reader;      /* the per-sample reader's state (sample.c) */
     unw_stats_t stats;
 };
+
+/* 3.11: a function object and the code object it ran when last read (walk.c). */
+typedef struct unw_func {
+    uint64_t func, code;
+} unw_func_t;
+
+#define UNW_FUNCS_BITS 10
+#define UNW_FUNCS (1u << UNW_FUNCS_BITS)
 
 /* The interpreter and thread-state lists, walked the slow way: each thread's tstate,
  * interpreter and native id (no stacks). Returns 0 or a REMORA_E* code. */

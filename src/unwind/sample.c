@@ -323,39 +323,6 @@ static int thread_read(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t *cu
     return err;
 }
 
-/* 3.11, a whole reading: are its two innermost frames (and the caller's consumed slots
- * between them) the same in a third copy, read after? Its caller rules are the weakest:
- * under ASan record/torn wrote whole mixed chains (a;y) there, two copies torn alike. */
-static int third_copy_holds(unwinder_t *u, const reader_t *r, const rd_thread_t *tc, size_t nw)
-{
-    const py_layout_t *L = &u->target->layout;
-    const walked_t *top = &r->walk[0], *caller = &r->walk[1];
-    unsigned char buf[4096];
-    size_t len;
-
-    if (nw < 2 || top->from != FROM_CHUNK || caller->from != FROM_CHUNK || top->addr <= caller->addr)
-        return 1;
-    len = (size_t)(top->addr - caller->addr) + L->fr_size;
-    if (len > sizeof buf || caller->addr - tc->base + len > tc->copied)
-        return 1;
-    if (proc_read(u->p, caller->addr, buf, len) != REMORA_OK)
-        return 0;
-    {
-        const unsigned char *was = tc->b + (caller->addr - tc->base);
-        const unsigned char *t3 = buf + (top->addr - caller->addr), *t2 = was + (top->addr - caller->addr);
-        /* the caller: its code, link, instruction and what its call consumed; the top:
-         * its code and link (its instruction moves on as it runs) */
-        if (get_u64(buf, L->fr_code) != get_u64(was, L->fr_code) ||
-            get_u64(buf, L->fr_previous) != get_u64(was, L->fr_previous) ||
-            get_u64(buf, L->fr_instr) != get_u64(was, L->fr_instr) ||
-            get_u64(t3, L->fr_code) != get_u64(t2, L->fr_code) ||
-            get_u64(t3, L->fr_previous) != get_u64(t2, L->fr_previous))
-            return 0;
-        /* the caller's locals and stack, up to the top frame */
-        return memcmp(buf + L->fr_size, was + L->fr_size, (size_t)(top->addr - caller->addr) - L->fr_size) == 0;
-    }
-}
-
 /* Is the frame of the generator whose exception state tc->exc_item is among the frames
  * walked? Not known on 3.9/3.10 (frame objects apart from their generators) or for the
  * thread's own state: yes. */
@@ -450,14 +417,12 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
          * frame at all (being born or ending, or read between two eval loops) is read
          * again too: empty only if it stays so. */
         size_t best = err == REMORA_OK ? nw - keep : 0, tries;
-        /* 3.11 is read again only to confirm an empty walk: a re-reading picks, by
-         * construction, the moments a stack changes fastest, and two copies then agree
-         * on a state that never was more often where no caller rule but the call-resting
-         * one tells a running frame from a caller (record/torn under ASan wrote mixed
-         * chains from re-readings there). Elsewhere a thread of which nothing is known
-         * is read again (fidelity/mix on 3.12: 18% of rounds unwritten without, 1% with);
-         * one whose outer frames are known keeps them: each reading more is one more
-         * chance for two copies to agree on a stale callee. */
+        /* A re-reading picks, by construction, the moments a stack changes fastest,
+         * when two copies agree on a state that never was more often: a thread of which
+         * nothing is known is read again (fidelity/mix on 3.12: 18% of rounds unwritten
+         * without, 1% with) where the caller rules can tell (reread_moved); one whose
+         * outer frames are known keeps them: each reading more is one more chance for
+         * two copies to agree on a stale callee. */
         size_t limit = err == REMORA_OK && nw == 0 ? 1
                      : !L->reread_moved ? 0
                      : best > 0 ? 0 : err == REMORA_OK ? 1 : RD_REREADS;
@@ -499,12 +464,6 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             keep = 0;
             tc->partial = 1;
         }
-    }
-    if (L->caller_rests_on_call && keep == 0 && !tc->partial && tc->copied && !third_copy_holds(u, r, tc, nw)) {
-        /* moved since, or torn: the frames below the two innermost known (never the
-         * outermost) */
-        keep = nw > 2 ? 2 : nw - 1;
-        r->late = 1;
     }
     if (keep > 0)
         tc->partial = 1;

@@ -30,7 +30,9 @@ int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
     u->names = strtab_new();
     u->codes = u->names ? code_cache_new(u->names) : NULL;
     u->tsbuf = malloc(TS_MAX_READ);
-    if (u->codes == NULL || u->tsbuf == NULL) {
+    if (t->layout.fn_code)
+        u->funcs = calloc(UNW_FUNCS, sizeof *u->funcs);
+    if (u->codes == NULL || u->tsbuf == NULL || (t->layout.fn_code && u->funcs == NULL)) {
         unw_free(u);
         return REMORA_ENOMEM;
     }
@@ -63,6 +65,7 @@ void unw_free(unwinder_t *u)
     free(u->threads);
     free(u->frames);
     free(u->tsbuf);
+    free(u->funcs);
     free(u);
 }
 

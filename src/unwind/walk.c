@@ -235,6 +235,30 @@ static int pushed_by(const py_layout_t *L, const reader_t *r, const rd_thread_t 
     return f == s0 || f == s1 || (s0 != 0 && get_u64(cb, fs) == s0);
 }
 
+/* 3.11: is code the code object of function object func? Pushing a frame writes its
+ * function, its code and the rest of its header over a stale frame's, and the compiler
+ * orders those stores as it likes: a copy may hold the new function with the old code
+ * and instruction, the frame of a call that never was (record/torn under ASan: x;b, the
+ * header of y's frame half-written over b's). Remembered per function object; read on
+ * a miss and when the code no longer matches (a function made again at that address,
+ * its __code__ set). 1 yes, 0 no or not readable. */
+static int func_has_code(unwinder_t *u, uint64_t func, uint64_t code)
+{
+    unw_func_t *e;
+    uint64_t now = 0;
+
+    if (func == 0)
+        return 0;
+    e = &u->funcs[(func * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - UNW_FUNCS_BITS)];
+    if (e->func == func && e->code == code)
+        return 1;
+    if (proc_read_u64(u->p, func + u->target->layout.fn_code, &now) != REMORA_OK)
+        return 0;
+    e->func = func;
+    e->code = now;
+    return now == code;
+}
+
 /* Does frame i, below frame i-1 in the walk, look like a caller in both copies (fb: the
  * second)? Each version's rule (py_layout_derive) that a running frame breaks: a stale
  * frame left above a running one is no callee of it. */
@@ -361,6 +385,10 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
         if (get_u64(fb, L->fr_previous) != w->prev || (!w->shim && code != w->code) ||
             (L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0))
             break;                  /* s: the frame below it */
+        /* 3.11: both copies name the same function, and the code is that function's */
+        if (L->fn_code && (get_u64(fb, L->fr_callfunc) != get_u64(first_copy(r, tc, w), L->fr_callfunc) ||
+                           !func_has_code(u, get_u64(fb, L->fr_callfunc), code)))
+            break;
         if (i > 0 && ((!w->shim && get_instr(L, fb) != w->instr) || !looks_calling(L, r, tc, i, fb))) {
             s = i;
             break;

@@ -16,10 +16,12 @@
 #                             (REMORA_FUZZ_TOOL snap-record) replays to the same truth
 # Cores are written next to the target and removed with it (a few hundred MB each).
 
+import json
 import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 
@@ -38,6 +40,8 @@ CRASH_INTERPS = ["pyenv-3.9.18", "pyenv-3.12.1", "sid-3.13", "sid-3.14-pie", "si
 GIL_INTERPS = ["pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15"]
 SNAPSHOT_INTERPS = ["pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "debian-3.11-static",
                     "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.13", "sid-3.14-pie", "sid-3.15"]
+# 3.11: frames whose header names a function (f_func) the unwinder checks against its code
+HALF_PUSH_INTERPS = ["pyenv-3.11.7", "debian-3.11-static"]
 GCORE_TIMEOUT = 120
 CRASH_TIMEOUT = 30
 
@@ -318,6 +322,105 @@ def test_snapshot(remora, interp, tool):
         shutil.rmtree(keep, ignore_errors=True)
 
 
+# 3.11's _PyInterpreterFrame (Include/internal/pycore_frame.h): f_func first, f_code at
+# 32, int stacktop at 64, localsplus at 72
+FR311_CODE, FR311_STACKTOP, FR311_LOCALS = 32, 64, 72
+
+
+def snapshot_mems(data):
+    """(offset, address, length) of each MEM record's bytes in a snapshot
+    (tests/fuzz/README.md: records u32 type, u32 0, u64 len, payload, 8-aligned)."""
+    if data[:8] != b"RMRSNAP\0":
+        raise Fail("not a snapshot")
+    out, at = [], 16
+    while at + 16 <= len(data):
+        kind, _, n = struct.unpack_from("<IIQ", data, at)
+        if kind == 5 and n >= 8:
+            out.append((at + 24, struct.unpack_from("<Q", data, at + 16)[0], n - 8))
+        at += 16 + ((n + 7) & ~7)
+    return out
+
+
+def find_frames(data, mems, func, code):
+    """Offsets in data of every 3.11 frame header whose f_func is func and f_code code."""
+    want, got = struct.pack("<Q", func), []
+    for off, _, n in mems:
+        k = data.find(want, off, off + n)
+        while k >= 0:
+            if (k - off) % 8 == 0 and k + FR311_LOCALS <= off + n and \
+                    struct.unpack_from("<Q", data, k + FR311_CODE)[0] == code:
+                got.append(k)
+            k = data.find(want, k + 1, off + n)
+    return got
+
+
+def test_half_push(remora, interp, tool):
+    """A frame being pushed on 3.11, caught half-way (a frozen target, or a copy taken as
+    the stores land in whatever order the compiler gave them): the caller's consumed
+    slots and the new frame's f_func already name the callee, its f_code and instruction
+    are still the stale frame's. A snapshot of outer() -> inner() parked in a read,
+    rewritten so: its dump must not name the stale code (inner) as a frame; what it shows
+    of the main thread is an error or the outer frames the target itself reported."""
+    keep = tempfile.mkdtemp(prefix="remora-func-half-")
+    try:
+        with Target(interp, os.path.join(TARGETS, "half_push.py"), "ready.json") as t:
+            truth = t.wait_ready()
+            t.wait_main_in_read()
+            snap = os.path.join(keep, "target.snap")
+            rc, out, err = remora.run(["snap-record", t.pid, snap], binary=tool)
+            if rc != 0:
+                raise Fail("snap-record exited %d: %s" % (rc, tail(err)))
+        want = [(f["function"], f["line"]) for f in truth["frames"]]
+
+        def main_frames(out):
+            doc = parse_dump(out)
+            main = [th for th in doc["threads"] if th.get("main")]
+            if len(main) != 1:
+                raise Fail("%d main threads in the dump" % len(main))
+            return main[0], [(f["function"], f["line"]) for f in main[0]["frames"]]
+
+        th, got = main_frames(out)
+        if got != want:
+            raise Fail("whole snapshot: main thread %s, the target said %s" % (got, want))
+        ids = truth["ids"]
+        data = bytearray(open(snap, "rb").read())
+        mems = snapshot_mems(data)
+        callee = find_frames(data, mems, ids["inner"], ids["inner_code"])
+        caller = find_frames(data, mems, ids["outer"], ids["outer_code"])
+        if not callee or not caller:
+            raise Fail("no frame of inner (%d) or outer (%d) in the snapshot: 3.11's frame "
+                       "layout is not what this test knows" % (len(callee), len(caller)))
+        slots = 0
+        for k in caller:
+            st = struct.unpack_from("<i", data, k + FR311_STACKTOP)[0]
+            for at in (k + FR311_LOCALS + 8 * st, k + FR311_LOCALS + 8 * st + 8):
+                if 0 <= st < 64 and struct.unpack_from("<Q", data, at)[0] == ids["inner"]:
+                    struct.pack_into("<Q", data, at, ids["other"])
+                    slots += 1
+        if slots == 0:
+            raise Fail("outer's frame holds no consumed slot naming inner")
+        for k in callee:
+            struct.pack_into("<Q", data, k, ids["other"])
+        half = os.path.join(keep, "half.snap")
+        with open(half, "wb") as f:
+            f.write(data)
+        rc, out, err = remora.run(["snap-dump", half], binary=tool)
+        if rc != 0:
+            raise Fail("snap-dump of the rewritten snapshot exited %d: %s" % (rc, tail(err)))
+        th, got = main_frames(out)
+        named = [f for f, _ in got if f in ("inner", "other")]
+        if named:
+            raise Fail("the half-pushed frame was named %s: main thread %s" % (named, got))
+        if th.get("error"):
+            return "whole: %d frames as the target said; half-pushed: error (%s)" % (len(want), th["error"])
+        if got[:1] != [("<moving>", 0)] or got[1:] != want[1:]:
+            raise Fail("half-pushed: main thread %s, expected <moving> then %s" % (got, want[1:]))
+        return "whole: %d frames as the target said; half-pushed: %d outer frames known" % (
+            len(want), len(got) - 1)
+    finally:
+        shutil.rmtree(keep, ignore_errors=True)
+
+
 def tests(remora):
     """(name, function, skip reason) for run.py's list."""
     by_name = {i[0]: i for i in INTERPRETERS}
@@ -343,4 +446,10 @@ def tests(remora):
         if tool is None or not os.access(tool, os.X_OK):
             skip = "REMORA_FUZZ_TOOL (build/fuzz_tool, made by make test) not set"
         out.append(("snapshot/" + name, lambda i=i: test_snapshot(remora, i, tool), skip))
+    for name in HALF_PUSH_INTERPS:
+        i = by_name[name]
+        skip = interp_missing(i)
+        if tool is None or not os.access(tool, os.X_OK):
+            skip = "REMORA_FUZZ_TOOL (build/fuzz_tool, made by make test) not set"
+        out.append(("snapshot/half-pushed/" + name, lambda i=i: test_half_push(remora, i, tool), skip))
     return out
