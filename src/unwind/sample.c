@@ -60,6 +60,13 @@ static int sample_lists(unwinder_t *u, reader_t *r)
             return err;
         if (err == REMORA_OK && tc_lists_unchanged(L, r))
             return REMORA_OK;
+        if (err == REMORA_EFAULT && r->nspec_codes > 0) {
+            /* last sample's code objects, fingerprinted speculatively at the end of the
+             * read: one freed with its arena faults the read. Read again without them
+             * before forgetting every thread's copies */
+            r->nspec_codes = 0;
+            continue;
+        }
         /* a chunk or cframe may have been freed: read without speculation next time */
         for (i = 0; i < r->nthreads; i++) {
             rd_thread_t *tc = &r->threads[i];
@@ -425,7 +432,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
          * two copies to agree on a stale callee. */
         size_t limit = err == REMORA_OK && nw == 0 ? 1
                      : !L->reread_moved ? 0
-                     : best > 0 ? 0 : err == REMORA_OK ? 1 : RD_REREADS;
+                     : best > 0 ? L->frames_kind != PY_FRAMES_OBJECTS : err == REMORA_OK ? 1 : RD_REREADS;
         memcpy(r->walk2, r->walk + keep, best * sizeof *r->walk);
         for (tries = 0; tries < limit; tries++) {
             uint64_t cur2 = 0;
@@ -433,7 +440,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             int err2;
             /* the frames this walk found outside the chunk are read with the copies:
              * read later, on their own, they would be from after the current frame */
-            if (err == REMORA_OK && walk_learn_blocks(L, r, tc, nw))
+            if (err == REMORA_OK && walk_learn_blocks(L, r, tc, keep, nw))
                 return REMORA_ENOMEM;
             int other = 0;
             err2 = thread_reread(u, r, tc, &other);
@@ -491,18 +498,29 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
         err = REMORA_ECORRUPT;
         goto failed;
     }
+    if (!getenv("NOROOT") && !tc->partial && tc->known && tc->root != 0 && nw > 0 &&
+        (r->walk[nw - 1].addr != tc->root || r->walk[nw - 1].code != tc->root_code)) {
+        /* a whole reading rooted elsewhere than the thread's last one. A thread's
+         * outermost frame lasts its whole life, or until it runs no Python at all (then
+         * its root is forgotten, below); a walk that ends early followed a link not yet
+         * written (3.15 fidelity/mix: an eval loop's entry frame on the C stack, pushed
+         * for sorted()'s key, read before its previous was set, rooted the lambda). Not
+         * known: the next whole reading is the thread's, as for one just seen */
+        tc->known = 0;
+        tc->root = 0;
+        err = REMORA_ECORRUPT;
+        goto failed;
+    }
     if (!tc->partial) {
         tc->known = 1;
-        if (nw > 0) {
-            tc->root = r->walk[nw - 1].addr;
-            tc->root_code = r->walk[nw - 1].code;
-        }
+        tc->root = nw > 0 ? r->walk[nw - 1].addr : 0;
+        tc->root_code = nw > 0 ? r->walk[nw - 1].code : 0;
     }
     if (!tc->partial && tc->chunk && anchor_on(u, tc) && (err = anchor_after(u, r, tc, nw)) != REMORA_OK)
         goto failed;
     if (tc->chunk)
         next_copy_len(L, r, tc, cur, nw);
-    if (walk_learn_blocks(L, r, tc, nw))
+    if (walk_learn_blocks(L, r, tc, keep, nw))
         return REMORA_ENOMEM;
     if (tc->partial) {
         /* the innermost frames moved: the outer ones known, marked partial */

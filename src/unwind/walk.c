@@ -382,7 +382,9 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
         code = get_u64(fb, L->fr_code);
         if (L->tagged_executable)
             code &= ~(uint64_t)3;
-        if (get_u64(fb, L->fr_previous) != w->prev || (!w->shim && code != w->code) ||
+        /* (a frame whose code is NULL is being cleared: 3.14+ writes a NULL stack ref
+         * over f_executable as it pops one) */
+        if (get_u64(fb, L->fr_previous) != w->prev || (!w->shim && (code != w->code || code == 0)) ||
             (L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0))
             break;                  /* s: the frame below it */
         /* 3.11: both copies name the same function, and the code is that function's */
@@ -446,11 +448,11 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
  * The frames are sorted by address and grouped greedily: frame objects (3.9/3.10) and
  * generator frames sit on the heap in no particular order, often several to a page,
  * and the kernel's cost of a read is mostly per range and page; a gap costs bytes. */
-int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t nwalked)
+int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t from, size_t nwalked)
 {
     size_t i, k = 0, m = 0, fs = L->fr_size;
 
-    for (i = 0; i < nwalked; i++)
+    for (i = from; i < nwalked; i++)
         if (r->walk[i].from != FROM_CHUNK && !r->walk[i].cached)
             r->scratch[m++] = r->walk[i].addr;
     if (m > 1)
