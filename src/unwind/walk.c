@@ -338,6 +338,26 @@ static size_t objects_moved(const py_layout_t *L, const reader_t *r, const rd_th
     return s;
 }
 
+/* 3.9/3.10, the current frame moved: the frame objects remembered from the last sample
+ * were read in the round's first read, those met for the first time during the walk
+ * later. A frame read late under one read early may be a later call's, made in between
+ * at the same address (chaos/recursion: a catching frame read on its return line under
+ * frames read early of the dive before, their chain through the same address). Known:
+ * the frames below the outermost one read late that has one read early above it. */
+static size_t one_moment(const reader_t *r, size_t s, size_t nwalked)
+{
+    size_t i, cut = s;
+    int early = 0;
+
+    for (i = s; i < nwalked; i++) {
+        if (r->walk[i].from == FROM_KNOWN)
+            early = 1;
+        else if (r->walk[i].from == FROM_BLOCK && early)
+            cut = i + 1;
+    }
+    return cut;
+}
+
 int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep)
 {
     const py_layout_t *L = &u->target->layout;
@@ -407,7 +427,7 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
         uint64_t after = r->nblocks > 0 ? cur2 : tc->cur_end;
         if (from_state ? r->nblocks == 0 || cur2 != cur
                        : after != cur || get_u64(tc->ts, L->ts_frame) != cur)
-            s = from_state && r->nblocks == 0 ? nwalked : objects_moved(L, r, tc, nwalked, s);
+            s = from_state && r->nblocks == 0 ? nwalked : one_moment(r, objects_moved(L, r, tc, nwalked, s), nwalked);
     } else if (r->nblocks > 0 && cur2 != cur) {
         /* frames met for the first time outside the chunk were read after the current
          * frame, both copies: the same only if the thread did not move meanwhile. Known:
