@@ -60,13 +60,6 @@ static int sample_lists(unwinder_t *u, reader_t *r)
             return err;
         if (err == REMORA_OK && tc_lists_unchanged(L, r))
             return REMORA_OK;
-        if (err == REMORA_EFAULT && r->nspec_codes > 0) {
-            /* last sample's code objects, fingerprinted speculatively at the end of the
-             * read: one freed with its arena faults the read. Read again without them
-             * before forgetting every thread's copies */
-            r->nspec_codes = 0;
-            continue;
-        }
         /* a chunk or cframe may have been freed: read without speculation next time */
         for (i = 0; i < r->nthreads; i++) {
             rd_thread_t *tc = &r->threads[i];
