@@ -441,6 +441,7 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
  * same instruction and looking like one. Returns 0, or REMORA_ENOMEM. */
 int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep);
 int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t from, size_t nwalked);
+int walk_learn_page(const py_layout_t *L, rd_thread_t *tc, uint64_t addr);
 
 /* ---- parked.c ---- */
 

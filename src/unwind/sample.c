@@ -437,6 +437,12 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
              * read later, on their own, they would be from after the current frame */
             if (err == REMORA_OK && walk_learn_blocks(L, r, tc, keep, nw))
                 return REMORA_ENOMEM;
+            /* a walk that went nowhere from a frame outside the chunk, read late (a
+             * generator that had yielded by then: fidelity/mix's pipeline): its page is
+             * copied with the chunk next time */
+            if (err == REMORA_ECORRUPT && nw > 0 && L->frames_kind != PY_FRAMES_OBJECTS &&
+                r->walk[0].from == FROM_BLOCK && walk_learn_page(L, tc, r->walk[0].addr))
+                return REMORA_ENOMEM;
             int other = 0;
             err2 = thread_reread(u, r, tc, &other);
             if (other)

@@ -463,6 +463,55 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
     return REMORA_OK;
 }
 
+/* Makes room in a remembered block's two copies for its length. */
+static int block_room(rd_block_t *b)
+{
+    unsigned char *n1, *n2;
+
+    if (b->cap >= b->len)
+        return 0;
+    if ((n1 = realloc(b->one, b->len)) == NULL)
+        return -1;
+    b->one = n1;
+    if ((n2 = realloc(b->two, b->len)) == NULL)
+        return -1;
+    b->two = n2;
+    b->cap = b->len;
+    return 0;
+}
+
+/* 3.11+: adds the page (two if the frame crosses into the next) holding the frame at
+ * addr, outside the chunk, to the thread's remembered blocks, to be copied with the chunk
+ * in a re-reading. For a walk that went nowhere from a generator's frame read after the
+ * current frame pointer: the generators of one pipeline are made together and lie side
+ * by side, and read with the copies, one current then is walked as the copies have it.
+ * The pages hold a frame read a moment ago: mapped. Returns 0, or -1 out of memory. */
+int walk_learn_page(const py_layout_t *L, rd_thread_t *tc, uint64_t addr)
+{
+    uint64_t lo = addr & ~(uint64_t)4095, hi = ((addr + L->fr_size - 1) & ~(uint64_t)4095) + 4096;
+    size_t k;
+    rd_block_t *b;
+
+    for (k = 0; k < tc->nsb; k++)
+        if (addr >= tc->sb[k].addr && addr - tc->sb[k].addr + L->fr_size <= tc->sb[k].len)
+            return 0;               /* already there */
+    if (tc->nsb == RD_SPEC || hi - lo > 2 * 4096)
+        return 0;
+    if (tc->nsb == tc->cap_sb) {
+        size_t old = tc->cap_sb;
+        if (remora_grow((void **)&tc->sb, &tc->cap_sb, tc->nsb + 1, sizeof *tc->sb))
+            return -1;
+        memset(tc->sb + old, 0, (tc->cap_sb - old) * sizeof *tc->sb);
+    }
+    b = &tc->sb[tc->nsb];
+    b->addr = lo;
+    b->len = (size_t)(hi - lo);
+    if (block_room(b))
+        return -1;
+    tc->nsb++;
+    return 0;
+}
+
 /* Remembers where this walk found frames outside the chunk, as at most FAST_SPEC
  * ranges of at most FAST_BLOCK bytes, to read them in the next sample's first read.
  * The frames are sorted by address and grouped greedily: frame objects (3.9/3.10) and
@@ -503,20 +552,9 @@ int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t
         b->addr = a;
         b->len = fs;
     }
-    for (i = 0; i < k; i++) {
-        rd_block_t *b = &tc->sb[i];
-        if (b->cap < b->len) {
-            unsigned char *n1 = realloc(b->one, b->len), *n2;
-            if (n1 == NULL)
-                return -1;
-            b->one = n1;
-            n2 = realloc(b->two, b->len);
-            if (n2 == NULL)
-                return -1;
-            b->two = n2;
-            b->cap = b->len;
-        }
-    }
+    for (i = 0; i < k; i++)
+        if (block_room(&tc->sb[i]))
+            return -1;
     tc->nsb = k;
     return 0;
 }
