@@ -499,7 +499,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
         err = REMORA_ECORRUPT;
         goto failed;
     }
-    if (!getenv("NOROOT") && !tc->partial && tc->known && tc->root != 0 && nw > 0 &&
+    if (!tc->partial && tc->known && tc->root != 0 && nw > 0 &&
         (r->walk[nw - 1].addr != tc->root || r->walk[nw - 1].code != tc->root_code)) {
         /* a whole reading rooted elsewhere than the thread's last one. A thread's
          * outermost frame lasts its whole life, or until it runs no Python at all (then
