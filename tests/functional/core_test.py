@@ -16,7 +16,6 @@
 #                             (REMORA_FUZZ_TOOL snap-record) replays to the same truth
 # Cores are written next to the target and removed with it (a few hundred MB each).
 
-import json
 import os
 import re
 import shutil
@@ -300,18 +299,24 @@ def test_core_exe_root(remora):
             os.unlink(core)
 
 
+def snap_record(remora, tool, interp, script, ready, snap):
+    """A snapshot of `script` parked with its main thread in read(0): the target's ready
+    JSON, snap-record's dump (its stdout) and the target's pid."""
+    with Target(interp, os.path.join(TARGETS, script), ready) as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        rc, out, err = remora.run(["snap-record", t.pid, snap], binary=tool)
+        if rc != 0:
+            raise Fail("snap-record exited %d: %s" % (rc, tail(err)))
+        return truth, out, t.pid
+
+
 def test_snapshot(remora, interp, tool):
     keep = tempfile.mkdtemp(prefix="remora-func-snap-")
     try:
-        with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
-            truth = t.wait_ready()
-            t.wait_main_in_read()
-            snap = os.path.join(keep, "target.snap")
-            rc, out, err = remora.run(["snap-record", t.pid, snap], binary=tool)
-            if rc != 0:
-                raise Fail("snap-record exited %d: %s" % (rc, tail(err)))
-            compare(parse_dump(out), truth, t.pid, gil_free=False)
-            pid = t.pid
+        snap = os.path.join(keep, "target.snap")
+        truth, out, pid = snap_record(remora, tool, interp, "known_stacks.py", "truth.json", snap)
+        compare(parse_dump(out), truth, pid, gil_free=False)
         # the target is gone: the snapshot alone must give the same answer
         rc, out, err = remora.run(["snap-dump", snap], binary=tool)
         if rc != 0:
@@ -363,13 +368,8 @@ def test_half_push(remora, interp, tool):
     of the main thread is an error or the outer frames the target itself reported."""
     keep = tempfile.mkdtemp(prefix="remora-func-half-")
     try:
-        with Target(interp, os.path.join(TARGETS, "half_push.py"), "ready.json") as t:
-            truth = t.wait_ready()
-            t.wait_main_in_read()
-            snap = os.path.join(keep, "target.snap")
-            rc, out, err = remora.run(["snap-record", t.pid, snap], binary=tool)
-            if rc != 0:
-                raise Fail("snap-record exited %d: %s" % (rc, tail(err)))
+        snap = os.path.join(keep, "target.snap")
+        truth, out, _ = snap_record(remora, tool, interp, "half_push.py", "ready.json", snap)
         want = [(f["function"], f["line"]) for f in truth["frames"]]
 
         def main_frames(out):
