@@ -440,16 +440,12 @@ def tests(remora):
     out.append(("core/errors", lambda: test_core_errors(remora), None))
     out.append(("core/exe-root", lambda: test_core_exe_root(remora), None))
     tool = os.environ.get("REMORA_FUZZ_TOOL")
-    for name in SNAPSHOT_INTERPS:
-        i = by_name[name]
-        skip = interp_missing(i)
-        if tool is None or not os.access(tool, os.X_OK):
-            skip = "REMORA_FUZZ_TOOL (build/fuzz_tool, made by make test) not set"
-        out.append(("snapshot/" + name, lambda i=i: test_snapshot(remora, i, tool), skip))
-    for name in HALF_PUSH_INTERPS:
-        i = by_name[name]
-        skip = interp_missing(i)
-        if tool is None or not os.access(tool, os.X_OK):
-            skip = "REMORA_FUZZ_TOOL (build/fuzz_tool, made by make test) not set"
-        out.append(("snapshot/half-pushed/" + name, lambda i=i: test_half_push(remora, i, tool), skip))
+    no_tool = None if tool is not None and os.access(tool, os.X_OK) else \
+        "REMORA_FUZZ_TOOL (build/fuzz_tool, made by make test) not set"
+    for prefix, names, test in (("snapshot/", SNAPSHOT_INTERPS, test_snapshot),
+                                ("snapshot/half-pushed/", HALF_PUSH_INTERPS, test_half_push)):
+        for name in names:
+            i = by_name[name]
+            out.append((prefix + name, lambda i=i, test=test: test(remora, i, tool),
+                        no_tool or interp_missing(i)))
     return out
