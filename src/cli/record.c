@@ -1,5 +1,7 @@
 /* cli/record.c — `remora record`: attach to a pid or launch a command, sample it,
- * and write the profile; `remora convert`: turn a recording into another format. */
+ * and write the profile; `remora convert`: turn a recording into another format.
+ * Near 700 lines: both commands share the output checks and load_profile() (record's
+ * --diff baseline, convert's input); the sampling loop is sample/sampler.c. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

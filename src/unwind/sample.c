@@ -6,6 +6,9 @@
  * A thread whose innermost frames moved while they were read keeps the outer frames
  * known (partial); one whose stack could not be read at all gets an error. A sample
  * that fetched a code object for the first time is taken once more, it cached.
+ * Near 700 lines on purpose: a thread's reading, its re-readings and the rules for what a
+ * moved stack may keep (sample_thread) are one decision, best read top to bottom; the
+ * copies, the walk and its checks, and the naming each have a file of their own.
  */
 #include <stdlib.h>
 #include <string.h>
