@@ -408,9 +408,11 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             (L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0))
             break;                  /* s: the frame below it */
         /* 3.11: both copies name the same function, and the code is that function's */
-        if (L->fn_code && (get_u64(fb, L->fr_callfunc) != get_u64(first_copy(r, tc, w), L->fr_callfunc) ||
-                           !func_has_code(u, get_u64(fb, L->fr_callfunc), code)))
-            break;
+        if (L->fn_code) {
+            uint64_t func = get_u64(fb, L->fr_callfunc);
+            if (func != get_u64(first_copy(r, tc, w), L->fr_callfunc) || !func_has_code(u, func, code))
+                break;
+        }
         if (i > 0 && ((!w->shim && get_instr(L, fb) != w->instr) || !looks_calling(L, r, tc, i, fb))) {
             s = i;
             break;
@@ -463,6 +465,19 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
     return REMORA_OK;
 }
 
+/* The thread's remembered block k, the array grown to hold it (new ones zeroed), or
+ * NULL out of memory. */
+static rd_block_t *sb_slot(rd_thread_t *tc, size_t k)
+{
+    if (k >= tc->cap_sb) {
+        size_t old = tc->cap_sb;
+        if (remora_grow((void **)&tc->sb, &tc->cap_sb, k + 1, sizeof *tc->sb))
+            return NULL;
+        memset(tc->sb + old, 0, (tc->cap_sb - old) * sizeof *tc->sb);
+    }
+    return &tc->sb[k];
+}
+
 /* Makes room in a remembered block's two copies for its length. */
 static int block_room(rd_block_t *b)
 {
@@ -497,13 +512,8 @@ int walk_learn_page(const py_layout_t *L, rd_thread_t *tc, uint64_t addr)
             return 0;               /* already there */
     if (tc->nsb == RD_SPEC || hi - lo > 2 * 4096)
         return 0;
-    if (tc->nsb == tc->cap_sb) {
-        size_t old = tc->cap_sb;
-        if (remora_grow((void **)&tc->sb, &tc->cap_sb, tc->nsb + 1, sizeof *tc->sb))
-            return -1;
-        memset(tc->sb + old, 0, (tc->cap_sb - old) * sizeof *tc->sb);
-    }
-    b = &tc->sb[tc->nsb];
+    if ((b = sb_slot(tc, tc->nsb)) == NULL)
+        return -1;
     b->addr = lo;
     b->len = (size_t)(hi - lo);
     if (block_room(b))
@@ -542,13 +552,8 @@ int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t
         }
         if (k == RD_SPEC)
             break;
-        if (k == tc->cap_sb) {
-            size_t old = tc->cap_sb;
-            if (remora_grow((void **)&tc->sb, &tc->cap_sb, k + 1, sizeof *tc->sb))
-                return -1;
-            memset(tc->sb + old, 0, (tc->cap_sb - old) * sizeof *tc->sb);
-        }
-        b = &tc->sb[k++];
+        if ((b = sb_slot(tc, k++)) == NULL)
+            return -1;
         b->addr = a;
         b->len = fs;
     }
