@@ -172,7 +172,17 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
         w->cached = 0;
         frame = w->prev;
         if (tc->anc_state == ANC_CACHED && w->addr == tc->anc && from == FROM_CHUNK) {
-            /* the anchor: below it, the frames remembered when it was set */
+            /* the anchor: below it, the frames remembered when it was set, as they still
+             * were when the state was read. The copies are from later: the anchor must
+             * have held until after them, else the frame at its address may be another
+             * call's, pushed over callers that returned meanwhile (alternate.py: y's
+             * frame where b's was anchored, a remembered below it, would read a;y; seen
+             * about once in 10 s at 20 kHz with the anchor rewritten at every whole
+             * reading and a re-read's copies delayed). Then copy from the chunk. */
+            if (tc->lp_end[0] != tc->anc || tc->lp_end[1] != tc->anc_seq) {
+                more->kind = WALK_FROM_CHUNK;
+                return REMORA_OK;
+            }
             if (tc->nbelow > UNW_MAX_DEPTH - k || (tc->nbelow > 0 && tc->below[0].addr != w->prev))
                 return REMORA_ECORRUPT;
             memcpy(&r->walk[k], tc->below, tc->nbelow * sizeof *tc->below);

@@ -9,6 +9,7 @@
 #include "remora.h"
 #include "proc/proc.h"
 #include "unwind/unwind.h"
+#include "unwind/internal.h"
 #include "formats/out.h"
 
 static int passed, failed;
@@ -274,6 +275,80 @@ static void test_text(void)
 /* stk_fn_rows: one row per (function, file) whatever the line; self on the innermost
  * frame; total once per sample however deep the recursion; row indexes kept as the table
  * grows (top diffs two calls by index). */
+/* ---- the walk through a --frame-anchor (3.15): frames below the anchor come from what
+ * remora remembered; they may be used only while the anchor held through the copies ---- */
+
+static void test_anchor_walk(void)
+{
+    enum { FS = 80 };
+    py_target_t T;
+    unwinder_t u;
+    reader_t r;
+    rd_thread_t tc;
+    walked_t below[1], walk[8];
+    walk_more_t more;
+    unsigned char copy[2 * FS];
+    uint64_t chunk = 0x10000, s0 = chunk + RD_CHUNK_HDR, s1 = s0 + FS, s2 = s1 + FS, v;
+    size_t nw = 0;
+    int err;
+
+    memset(&T, 0, sizeof T);
+    memset(&u, 0, sizeof u);
+    memset(&r, 0, sizeof r);
+    memset(&tc, 0, sizeof tc);
+    T.layout.frames_kind = PY_FRAMES_DIRECT;
+    T.layout.fr_size = FS;
+    T.layout.fr_code = 0;
+    T.layout.fr_previous = 8;
+    T.layout.fr_instr = 56;
+    T.layout.fr_owner_gen = -1;
+    u.target = &T;
+    r.walk = walk;
+    /* copied from the anchor (s1, its code 0xc1) up: s2 (code 0xc2) runs, called by s1;
+     * remembered below the anchor: s0 (0xc0), the root */
+    memset(copy, 0, sizeof copy);
+    v = 0xc1, memcpy(copy + 0, &v, 8);
+    v = s0, memcpy(copy + 8, &v, 8);
+    v = 0xc2, memcpy(copy + FS, &v, 8);
+    v = s1, memcpy(copy + FS + 8, &v, 8);
+    memset(below, 0, sizeof below);
+    below[0].addr = s0;
+    below[0].code = 0xc0;
+    below[0].cached = 1;
+    tc.chunk = chunk;
+    tc.base = s1;
+    tc.a = tc.b = copy;
+    tc.copied = sizeof copy;
+    tc.anc_state = ANC_CACHED;
+    tc.anc = s1;
+    tc.anc_seq = 7;
+    tc.below = below;
+    tc.nbelow = 1;
+
+    /* the anchor held from the state's read to after the copies */
+    tc.lp_end[0] = s1;
+    tc.lp_end[1] = 7;
+    err = walk_frames(&u, &r, &tc, s2, &nw, &more);
+    CHECK(err == 0 && more.kind == WALK_DONE && nw == 3 && walk[1].addr == s1 && walk[2].addr == s0 &&
+          walk[2].cached, "anchor held: err %d, more %d, %zu frames", err, (int)more.kind, nw);
+
+    /* the anchor frame returned after the state was read (the interpreter moved it to
+     * its caller, seq 8): the frame now at s1 may be another call's, over callers other
+     * than those remembered. Nothing remembered is used: copy from the chunk */
+    tc.lp_end[0] = s0;
+    tc.lp_end[1] = 8;
+    nw = 0;
+    err = walk_frames(&u, &r, &tc, s2, &nw, &more);
+    CHECK(err == 0 && more.kind == WALK_FROM_CHUNK, "anchor moved: err %d, more %d, %zu frames", err,
+          (int)more.kind, nw);
+    /* moved and back (returned, called again at the same address): seq tells */
+    tc.lp_end[0] = s1;
+    tc.lp_end[1] = 9;
+    err = walk_frames(&u, &r, &tc, s2, &nw, &more);
+    CHECK(err == 0 && more.kind == WALK_FROM_CHUNK, "anchor moved and back: err %d, more %d", err,
+          (int)more.kind);
+}
+
 static void test_fn_rows(void)
 {
     stk_table_t *t = stk_new();
@@ -330,6 +405,7 @@ int main(void)
     test_json();
     test_text();
     test_fn_rows();
+    test_anchor_walk();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
