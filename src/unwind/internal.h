@@ -178,6 +178,7 @@ void unw_reader_free(struct reader *r);
                                    * in 3.11-3.13); another generator's frame lies farther */
 #endif
 #define RD_CHUNK_HDR 24u
+#define RD_FREED_RUN 8            /* 3.9/3.10: freed frames in a row a walk goes through */
 #define RD_SPEC 512               /* speculative blocks per thread, at most */
 #define RD_SPEC_CODES 512         /* code objects validated in the first read */          /* struct _PyStackChunk: previous, size, top */
 
@@ -323,6 +324,8 @@ typedef struct reader {
     uint64_t *scratch;              /* UNW_MAX_DEPTH */
     rd_block_t *blocks;           /* frames read outside the chunk this sample */
     size_t nblocks, cap_blocks;
+    size_t freed_below;             /* 3.9/3.10: walk[0 .. freed_below) is above a frame
+                                     * freed when read (walk_frames): not known */
     uint64_t *codes;                /* unique code addresses of this sample */
     size_t ncodes, cap_codes;
     unsigned char *fps;             /* their fingerprints, read back */

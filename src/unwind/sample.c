@@ -312,13 +312,14 @@ static int thread_read(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t *cu
     cur1 = *cur;
     nsb = tc->nsb;
     err = walk_and_check(u, r, tc, cur, nw, keep);
-    if (err != REMORA_ECORRUPT || u->target->layout.frames_kind == PY_FRAMES_OBJECTS || !tc->copied ||
-        tc->nsb != nsb)
+    if (err != REMORA_ECORRUPT || tc->nsb != nsb ||
+        (u->target->layout.frames_kind == PY_FRAMES_OBJECTS ? !(tc->nsb && tc->mid_ok) : !tc->copied))
         return err;
     /* The current frame read between the copies may have been pushed after the first
      * copy was taken: that copy holds what was there before it, and a walk through it
-     * goes nowhere. The second copy was taken after it: walked there and checked
-     * against the first, the frames that held are known just the same. */
+     * goes nowhere (3.9/3.10: a frame object freed then, or another call's). The second
+     * copy was taken after it: walked there and checked against the first, the frames
+     * that held are known just the same. */
     swap_copies(tc);
     *cur = cur1;
     err = walk_and_check(u, r, tc, cur, nw, keep);
@@ -426,19 +427,21 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
          * without, 1% with) where the caller rules can tell (reread_moved), and on 3.11+
          * one whose outer frames are known once (fidelity/mix: the work function's frame
          * was lost in 5.5% of 3.13's samples, the current frame having moved after it
-         * was read). 3.9/3.10 keep what they know: their rules for a moved stack are
-         * the weakest. */
+         * was read; 3.9/3.10: a work function's frame read after the round's first
+         * read, under frames read in it, is not known, but read with them next time). */
         size_t limit = err == REMORA_OK && nw == 0 ? 1
                      : !L->reread_moved ? 0
-                     : best > 0 ? L->frames_kind != PY_FRAMES_OBJECTS : err == REMORA_OK ? 1 : RD_REREADS;
+                     : best > 0 ? 1 : err == REMORA_OK ? 1 : RD_REREADS;
         memcpy(r->walk2, r->walk + keep, best * sizeof *r->walk);
         for (tries = 0; tries < limit; tries++) {
             uint64_t cur2 = 0;
             size_t nw2 = 0, keep2 = 0;
             int err2;
             /* the frames this walk found outside the chunk are read with the copies:
-             * read later, on their own, they would be from after the current frame */
-            if (err == REMORA_OK && walk_learn_blocks(L, r, tc, keep, nw))
+             * read later, on their own, they would be from after the current frame
+             * (3.9/3.10: all of them, the known ones' callees too; one_moment()) */
+            if (err == REMORA_OK &&
+                walk_learn_blocks(L, r, tc, L->frames_kind == PY_FRAMES_OBJECTS ? 0 : keep, nw))
                 return REMORA_ENOMEM;
             /* a walk that went nowhere from a frame outside the chunk, read late (a
              * generator that had yielded by then: fidelity/mix's pipeline): its page is
@@ -524,7 +527,9 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
         goto failed;
     if (tc->chunk)
         next_copy_len(L, r, tc, cur, nw);
-    if (walk_learn_blocks(L, r, tc, keep, nw))
+    /* 3.9/3.10: with the innermost frame known, the one above it, whose call outlasts
+     * the round more often than not (a work function's, read late this time) */
+    if (walk_learn_blocks(L, r, tc, keep > 0 && L->frames_kind == PY_FRAMES_OBJECTS ? keep - 1 : keep, nw))
         return REMORA_ENOMEM;
     if (tc->partial) {
         /* the innermost frames moved: the outer ones known, marked partial */

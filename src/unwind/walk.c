@@ -109,13 +109,14 @@ static inline int in_chunk(const py_layout_t *L, const rd_thread_t *tc, uint64_t
 int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t *nwalked, walk_more_t *more)
 {
     const py_layout_t *L = &u->target->layout;
-    size_t k = 0, steps = 0, fs = L->fr_size;
-    uint64_t frame = cur;
+    size_t k = 0, steps = 0, fs = L->fr_size, nfreed = 0, lap = 1;
+    uint64_t frame = cur, seen = 0;
     int err = REMORA_OK;
 
     more->kind = WALK_DONE;
     more->len = 0;
     r->nblocks = 0;
+    r->freed_below = 0;
     while (frame != 0) {
         const unsigned char *fb;
         walked_t *w;
@@ -123,8 +124,16 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
         int from = FROM_CHUNK;
         unsigned idx = 0;
 
-        if (++steps > UNW_MAX_DEPTH * 2 || frame % 8 != 0)
+        /* a torn walk may link frames in a ring: met again (Brent: the frame kept at
+         * every power of two of steps), it ends at once instead of after 8,192 steps of
+         * lookups, which made a reading last 200 us and land in the next call
+         * (fidelity/mix on 3.9: recurse's samples written as json_roundtrip's) */
+        if (++steps > UNW_MAX_DEPTH * 2 || frame % 8 != 0 || frame == seen)
             return REMORA_ECORRUPT;
+        if (steps == lap) {
+            seen = frame;
+            lap *= 2;
+        }
         if (in_chunk(L, tc, frame)) {
             if (frame < tc->base) {
                 /* below an anchor's copy without meeting the anchor: not the stack the
@@ -157,8 +166,19 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
         if (k == UNW_MAX_DEPTH)
             return REMORA_ECORRUPT;
         frame_decode(u->target, fb, &ff);
-        if (ff.freed)
-            return REMORA_ECORRUPT;     /* a torn walk went there */
+        if (ff.freed) {
+            /* 3.9/3.10: a frame that returned (or was never pushed) by the time it was
+             * read: it and the frames above it are not known. Its f_back is left as it
+             * was (a code object's zombie frame: its last caller) or links the free list:
+             * walked on, what it leads to is known only by the rules of a moved stack
+             * (running, ending at the thread's root; objects_moved), which hold however
+             * it was reached. A run of freed frames is the free list: given up. */
+            if (++nfreed > RD_FREED_RUN)
+                return REMORA_ECORRUPT;
+            r->freed_below = k + 1;
+        } else {
+            nfreed = 0;
+        }
         w = &r->walk[k++];
         w->addr = frame;
         w->prev = ff.prev;
@@ -329,8 +349,10 @@ static inline int frame_runs(const py_layout_t *L, const unsigned char *fb)
  * the one of its last whole reading: alive while the thread runs, it is no other
  * thread's, and no live frame links to another thread's frames. And a frame known must
  * run in both copies: one that returned or raised through (a traceback holds it, linked
- * to its caller still) is no caller. The frame walked from moved: not known. Returns the
- * innermost frame known (nwalked: none). */
+ * to its caller still) is no caller. A frame running, whose callers run down to the
+ * thread's root, is on the thread's stack when read, however the walk came to it: the
+ * frame walked from too (it was the current one between its copies, or read late and
+ * still running then). Returns the innermost frame known (nwalked: none). */
 static size_t objects_moved(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t nwalked,
                             size_t s)
 {
@@ -340,8 +362,6 @@ static size_t objects_moved(const py_layout_t *L, const reader_t *r, const rd_th
     if (root == NULL || tc->root == 0 || root->addr != tc->root || root->code != tc->root_code ||
         root->prev != 0 || L->fr_state == 0)
         return nwalked;
-    if (s < 1)
-        s = 1;
     for (i = nwalked; i-- > s;)
         if (!frame_runs(L, first_copy(r, tc, &r->walk[i])) || !frame_runs(L, second_copy(r, tc, &r->walk[i])))
             return i + 1;
@@ -465,6 +485,8 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             ;
         s = i + 1 < nwalked ? i + 1 : nwalked;
     }
+    if (s < r->freed_below)
+        s = r->freed_below;         /* 3.9/3.10: walked through a freed frame */
     if (s > 0 && s < nwalked && !r->walk[s].cached) {
         /* the innermost frame known is named where the second copy has it */
         rd_fields_t ff;

@@ -349,6 +349,99 @@ static void test_anchor_walk(void)
           (int)more.kind);
 }
 
+/* 3.9/3.10 frame objects (fields of a 120-byte header: refcount 0, f_back 24, f_code 32,
+ * f_lasti 104, f_executing 116), in one remembered block (sb), both copies given. */
+enum { OFS = 120 };
+
+static void obj_frame(unsigned char *b, uint64_t refs, uint64_t back, uint64_t code, uint32_t lasti, int runs)
+{
+    memset(b, 0, OFS);
+    memcpy(b + 0, &refs, 8);
+    memcpy(b + 24, &back, 8);
+    memcpy(b + 32, &code, 8);
+    memcpy(b + 104, &lasti, 4);
+    b[116] = (unsigned char)runs;
+}
+
+static walked_t obj_walk[UNW_MAX_DEPTH];
+
+static void test_objects_walk(void)
+{
+    py_target_t T;
+    unwinder_t u;
+    reader_t r;
+    rd_thread_t tc;
+    rd_block_t sb;
+    walk_more_t more;
+    unsigned char one[3 * OFS], two[3 * OFS], ts[64];
+    uint64_t base = 0x20000, f0 = base, f1 = base + OFS, f2 = base + 2 * OFS;
+    size_t nw = 0, keep = 99;
+    int err;
+
+    memset(&T, 0, sizeof T);
+    memset(&u, 0, sizeof u);
+    memset(&r, 0, sizeof r);
+    memset(&tc, 0, sizeof tc);
+    memset(ts, 0, sizeof ts);
+    T.layout.frames_kind = PY_FRAMES_OBJECTS;
+    T.layout.fr_size = OFS;
+    T.layout.fr_previous = 24;
+    T.layout.fr_code = 32;
+    T.layout.fr_instr = 104;
+    T.layout.fr_state = 116;
+    T.layout.fr_running = -1;
+    T.layout.fr_owner_gen = -1;
+    T.layout.ts_frame = 8;
+    u.target = &T;
+    r.walk = obj_walk;
+    sb.addr = base;
+    sb.len = sizeof one;
+    sb.one = one;
+    sb.two = two;
+    tc.sb = &sb;
+    tc.nsb = 1;
+    tc.mid_ok = 1;
+    tc.ts = ts;
+    tc.root = f2;
+    tc.root_code = 0xc2;
+
+    /* f0 (the frame current between the copies) returned before the first copy was
+     * taken and was pushed again before the second: freed in one copy, running in the
+     * other. Its caller f1 runs in both, over the thread's root f2. The walk goes
+     * through f0's f_back; only f1 and f2 are known. */
+    obj_frame(one, 0, f1, 0xc0, 10, 0);
+    obj_frame(two, 1, f1, 0xc0, 12, 1);
+    obj_frame(one + OFS, 1, f2, 0xc1, 20, 1);
+    obj_frame(two + OFS, 1, f2, 0xc1, 20, 1);
+    obj_frame(one + 2 * OFS, 1, 0, 0xc2, 30, 1);
+    obj_frame(two + 2 * OFS, 1, 0, 0xc2, 30, 1);
+    tc.cur_end = f1;                /* the current frame moved meanwhile */
+    memcpy(ts + 8, &f0, 8);
+    err = walk_frames(&u, &r, &tc, f0, &nw, &more);
+    CHECK(err == 0 && more.kind == WALK_DONE && nw == 3 && r.freed_below == 1,
+          "through a freed frame: err %d, %zu frames, freed_below %zu", err, nw, r.freed_below);
+    err = walk_check(&u, &r, &tc, f0, nw, &keep);
+    CHECK(err == 0 && keep == 1, "above a freed frame nothing is known: err %d, keep %zu", err, keep);
+
+    /* f0 running in both copies, over callers running down to the root: the frame
+     * walked from is known though the current frame moved after it was read */
+    obj_frame(one, 1, f1, 0xc0, 10, 1);
+    err = walk_frames(&u, &r, &tc, f0, &nw, &more);
+    keep = 99;
+    if (err == 0)
+        err = walk_check(&u, &r, &tc, f0, nw, &keep);
+    CHECK(err == 0 && nw == 3 && keep == 0, "running chain to the root: err %d, %zu frames, keep %zu", err, nw,
+          keep);
+
+    /* a torn ring, f0 -> f1 (freed) -> f0 ...: ends at once, not after thousands of
+     * steps through the ring */
+    obj_frame(one, 1, f1, 0xc0, 10, 1);
+    obj_frame(one + OFS, 0, f0, 0xc1, 20, 0);
+    err = walk_frames(&u, &r, &tc, f0, &nw, &more);
+    CHECK(err == REMORA_ECORRUPT && r.freed_below <= 4, "ring: err %d after %zu freed frames", err,
+          r.freed_below);
+}
+
 static void test_fn_rows(void)
 {
     stk_table_t *t = stk_new();
@@ -406,6 +499,7 @@ int main(void)
     test_text();
     test_fn_rows();
     test_anchor_walk();
+    test_objects_walk();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
