@@ -480,10 +480,20 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
     if (L->frames_kind == PY_FRAMES_CFRAME && tc->cf_end != tc->cframe) {
         /* 3.11/3.12: the thread entered or left an eval loop while it was read (C code
          * calling back into Python): the current frame was read through a cframe that
-         * may be gone. Known: the frames below the innermost loop's entry frame. */
-        for (i = s; i < nwalked && !(L->walk_root == PY_ROOT_ENTRY ? r->walk[i].entry : r->walk[i].shim); i++)
-            ;
-        s = i + 1 < nwalked ? i + 1 : nwalked;
+         * may be gone, so the frame walked from may be any. Its callers are not, when
+         * the walk ends at the thread's own root and each caller looked calling in both
+         * copies (looks_calling): 3.12, a frame that has returned last ran (stacktop
+         * -1); 3.11, it pushed its callee (pushed_by) and rests on its call (naming).
+         * fidelity/mix's re.sub and sorted() calling back lost 1-1.5% of rounds without.
+         * A thread not yet known: the frames below the innermost loop's entry. */
+        if (tc->known && nwalked > 0 && r->walk[nwalked - 1].addr == tc->root) {
+            if (s < 1)
+                s = 1;
+        } else {
+            for (i = s; i < nwalked && !(L->walk_root == PY_ROOT_ENTRY ? r->walk[i].entry : r->walk[i].shim); i++)
+                ;
+            s = i + 1 < nwalked ? i + 1 : nwalked;
+        }
     }
     if (s < r->freed_below)
         s = r->freed_below;         /* 3.9/3.10: walked through a freed frame */
