@@ -431,7 +431,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
          * read, under frames read in it, is not known, but read with them next time). */
         size_t limit = err == REMORA_OK && nw == 0 ? 1
                      : !L->reread_moved ? 0
-                     : best > 0 ? 1 : err == REMORA_OK ? 1 : RD_REREADS;
+                     : best > 0 || err == REMORA_OK ? 1 : RD_REREADS;
         memcpy(r->walk2, r->walk + keep, best * sizeof *r->walk);
         for (tries = 0; tries < limit; tries++) {
             uint64_t cur2 = 0;
