@@ -20,6 +20,14 @@ static int add_end_reads(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t c
     const py_layout_t *L = &u->target->layout;
 
     tc->tail_len = 0;
+    tc->ds_end[0] = tc->ds_end[1] = 0;
+    /* 3.11+: the data stack's chunk and top once more, after the second copies: a frame
+     * in the chunk below the top then, and at the round's start, lived through the copies
+     * (walk_check, the frame walked from). datastack_top follows datastack_chunk in every
+     * version's thread state; checked where it is used */
+    if (L->ts_datastack_chunk && L->ts_datastack_chunk + 16 <= L->ts_size &&
+        batch_req(r, tc->tstate + L->ts_datastack_chunk, tc->ds_end, 16))
+        return -1;
     if (anchor_on(u, tc) && cp == tc->tstate + L->ts_frame && L->ts_last_profiled > L->ts_frame &&
         L->ts_last_profiled + 16 - L->ts_frame <= sizeof tc->tail) {
         tc->tail_len = (size_t)(L->ts_last_profiled + 16 - L->ts_frame);
@@ -145,6 +153,7 @@ int copy_states(unwinder_t *u, reader_t *r)
         tc->cur_mid = 0;
         tc->copied = 0;
         tc->tail_len = 0;
+        tc->ds_end[0] = tc->ds_end[1] = 0;
         if (tc->reuse)
             continue;
         /* first copies, the current frame, second copies: the walk starts from a current

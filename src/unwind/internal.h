@@ -214,6 +214,8 @@ typedef struct fast_thread {
     uint64_t cur0;                  /* the current frame the state names (through its cframe) */
     uint64_t cur_end;               /* and again after the second */
     uint64_t cf_end;                /* 3.11/3.12: the thread state's cframe, read last */
+    uint64_t ds_end[2];             /* 3.11+: its datastack_chunk and _top, read last (0: not
+                                     * read this sample) */
     uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */
     int32_t tid_now, tid_end;       /* 3.9/3.10: the tid in that pthread, read this sample
                                      * with the state and again after the thread's copies */
@@ -326,6 +328,8 @@ typedef struct reader {
     size_t nblocks, cap_blocks;
     size_t freed_below;             /* 3.9/3.10: walk[0 .. freed_below) is above a frame
                                      * freed when read (walk_frames): not known */
+    int top_moved;                  /* 3.11+, walk_check: the frame walked from is known but
+                                     * what runs above it moved: partial though keep is 0 */
     uint64_t *codes;                /* unique code addresses of this sample */
     size_t ncodes, cap_codes;
     unsigned char *fps;             /* their fingerprints, read back */

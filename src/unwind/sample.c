@@ -384,7 +384,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     unw_thread_t *th = &u->threads[i];
     uint64_t cur = 0;
     size_t nw = 0, keep = 0;
-    int err;
+    int err, moved;
 
     tc->raw_n = 0;
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
@@ -414,7 +414,8 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     err = thread_read(u, r, tc, &cur, &nw, &keep);
     if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
         return err;
-    if (err != REMORA_OK || keep > 0 || nw == 0) {
+    moved = err == REMORA_OK && r->top_moved;
+    if (err != REMORA_OK || keep > 0 || moved || nw == 0) {
         /* it moved while it was read: read it again at once, from its state on, while
          * nothing of it is known (RD_REREADS times at most) or once while its outer
          * frames are; the reading that knows the most frames is kept. A thread with no
@@ -461,14 +462,15 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             cur = cur2;
             nw = nw2;
             keep = keep2;
-            if (err == REMORA_OK && keep == 0 && (nw > 0 || tries > 0))
+            moved = err == REMORA_OK && r->top_moved;
+            if (err == REMORA_OK && keep == 0 && !moved && (nw > 0 || tries > 0))
                 break;              /* whole */
             if (err == REMORA_OK && nw - keep > best) {
                 best = nw - keep;
                 memcpy(r->walk2, r->walk + keep, best * sizeof *r->walk);
             }
         }
-        if (err != REMORA_OK || keep > 0 || (nw == 0 && best > 0)) {
+        if (err != REMORA_OK || keep > 0 || moved || (nw == 0 && best > 0)) {
             if (best == 0)
                 goto failed;
             memcpy(r->walk, r->walk2, best * sizeof *r->walk);
@@ -479,7 +481,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             tc->partial = 1;
         }
     }
-    if (keep > 0)
+    if (keep > 0 || moved)
         tc->partial = 1;
     if (!tc->known && !tc->partial && tc->copied && tc->cur_end != cur) {
         err = REMORA_ECORRUPT;      /* a thread just seen whose top moved: as below */

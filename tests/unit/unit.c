@@ -442,6 +442,101 @@ static void test_objects_walk(void)
           r.freed_below);
 }
 
+/* ---- 3.11+: the frame walked from, when the current frame moved after it was read, is
+ * known only if it lived through the copies: below the chunk's top at the start and
+ * after the second copy, at the same instruction in both (walked_from_lived) ---- */
+
+static void lived_frame(unsigned char *b, uint64_t code, uint64_t prev, uint64_t instr)
+{
+    memset(b, 0, 80);
+    memcpy(b + 0, &code, 8);
+    memcpy(b + 8, &prev, 8);
+    memcpy(b + 56, &instr, 8);
+}
+
+static void test_lived_walk(void)
+{
+    enum { FS = 80, TS = 64 };
+    py_target_t T;
+    unwinder_t u;
+    reader_t r;
+    rd_thread_t tc;
+    walked_t walk[8];
+    walk_more_t more;
+    unsigned char one[RD_CHUNK_HDR + 3 * FS], two[RD_CHUNK_HDR + 3 * FS], ts[TS];
+    uint64_t chunk = 0x10000, s0 = chunk + RD_CHUNK_HDR, s1 = s0 + FS, s2 = s1 + FS, top = s2 + FS + 16;
+    size_t nw = 0, keep = 99;
+    int err;
+
+    memset(&T, 0, sizeof T);
+    memset(&u, 0, sizeof u);
+    memset(&r, 0, sizeof r);
+    memset(&tc, 0, sizeof tc);
+    memset(one, 0, sizeof one);
+    memset(ts, 0, sizeof ts);
+    T.layout.frames_kind = PY_FRAMES_DIRECT;
+    T.layout.fr_size = FS;
+    T.layout.fr_code = 0;
+    T.layout.fr_previous = 8;
+    T.layout.fr_instr = 56;
+    T.layout.fr_owner_gen = -1;
+    T.layout.ts_frame = 8;
+    T.layout.ts_datastack_chunk = 32;
+    T.layout.ts_size = TS;
+    u.target = &T;
+    r.walk = walk;
+    /* s2 (0xc2) calls C at one instruction in both copies, over s1 and the root s0 */
+    lived_frame(one + RD_CHUNK_HDR, 0xc0, 0, 0xc0 + 40);
+    lived_frame(one + RD_CHUNK_HDR + FS, 0xc1, s0, 0xc1 + 40);
+    lived_frame(one + RD_CHUNK_HDR + 2 * FS, 0xc2, s1, 0xc2 + 40);
+    memcpy(two, one, sizeof one);
+    memcpy(ts + 8, &s2, 8);
+    memcpy(ts + 32, &chunk, 8);
+    memcpy(ts + 40, &top, 8);
+    tc.ts = ts;
+    tc.chunk = tc.base = chunk;
+    tc.a = one;
+    tc.b = two;
+    tc.copied = sizeof one;
+    tc.known = 1;
+    tc.root = s0;
+    tc.root_code = 0xc0;
+    tc.cur_end = 0x99990;           /* the current frame moved after it was read */
+    tc.ds_end[0] = chunk;
+    tc.ds_end[1] = top;
+
+    err = walk_frames(&u, &r, &tc, s2, &nw, &more);
+    CHECK(err == 0 && more.kind == WALK_DONE && nw == 3, "walk: err %d, %zu frames", err, nw);
+    err = walk_check(&u, &r, &tc, s2, nw, &keep);
+    CHECK(err == 0 && keep == 0 && r.top_moved, "lived through the copies: err %d, keep %zu, top_moved %d", err,
+          keep, r.top_moved);
+
+    /* popped by the end (the top read after the second copy is at it): its caller is the
+     * innermost frame known */
+    tc.ds_end[1] = s2;
+    err = walk_check(&u, &r, &tc, s2, nw, &keep);
+    CHECK(err == 0 && keep == 1 && !r.top_moved, "popped by the end: keep %zu, top_moved %d", keep, r.top_moved);
+
+    /* not read after the copies (0): not known */
+    tc.ds_end[0] = tc.ds_end[1] = 0;
+    err = walk_check(&u, &r, &tc, s2, nw, &keep);
+    CHECK(err == 0 && keep == 1 && !r.top_moved, "top not read: keep %zu, top_moved %d", keep, r.top_moved);
+
+    /* running: another instruction in the second copy */
+    tc.ds_end[0] = chunk;
+    tc.ds_end[1] = top;
+    lived_frame(two + RD_CHUNK_HDR + 2 * FS, 0xc2, s1, 0xc2 + 44);
+    err = walk_check(&u, &r, &tc, s2, nw, &keep);
+    CHECK(err == 0 && keep == 1 && !r.top_moved, "moved on: keep %zu, top_moved %d", keep, r.top_moved);
+
+    /* at the same instruction but above the top when the round began (a stale callee) */
+    memcpy(two, one, sizeof one);
+    memcpy(ts + 40, &s2, 8);
+    err = walk_check(&u, &r, &tc, s2, nw, &keep);
+    CHECK(err == 0 && keep == 1 && !r.top_moved, "above the first top: keep %zu, top_moved %d", keep,
+          r.top_moved);
+}
+
 static void test_fn_rows(void)
 {
     stk_table_t *t = stk_new();
@@ -500,6 +595,7 @@ int main(void)
     test_fn_rows();
     test_anchor_walk();
     test_objects_walk();
+    test_lived_walk();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
