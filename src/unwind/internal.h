@@ -175,7 +175,9 @@ void unw_reader_free(struct reader *r);
 #define RD_GAP 512u               /* bytes between two frames still read as one range */
 #define RD_EXC_TO_FRAME 96u       /* 3.11+: a generator's exception state lies this close
                                    * before its frame (gi_exc_state ... gi_iframe: 32 bytes
-                                   * in 3.11-3.13); another generator's frame lies farther */
+                                   * in 3.11-3.13); another generator's frame lies farther.
+                                   * 3.9/3.10: this close after the generator object's start
+                                   * (gi_exc_state at 64 and 56) */
 #endif
 #define RD_CHUNK_HDR 24u
 #define RD_FREED_RUN 8            /* 3.9/3.10: freed frames in a row a walk goes through */
@@ -279,6 +281,7 @@ typedef struct rd_fields {
     int shim;                       /* a C-owned frame or an interpreter trampoline */
     int entry;                      /* 3.11: is_entry */
     int gen;                        /* a generator's or coroutine's frame */
+    uint64_t genobj;                /* 3.9/3.10: f_gen, the generator it runs in (or 0) */
     int freed;                      /* 3.9/3.10: a frame object with no reference */
 } rd_fields_t;
 
@@ -292,6 +295,7 @@ typedef struct walked {
     int shim;                       /* a C-owned frame: walked through, not reported */
     int entry;                      /* 3.11: the first frame of an eval loop (is_entry) */
     int gen;                        /* a generator's or coroutine's frame */
+    uint64_t genobj;                /* 3.9/3.10: f_gen, the generator it runs in (or 0) */
     int cached;                     /* --frame-anchor: below the anchor, from the cache */
 } walked_t;
 

@@ -328,18 +328,24 @@ static int thread_read(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t *cu
 }
 
 /* Is the frame of the generator whose exception state tc->exc_item is among the frames
- * walked? Not known on 3.9/3.10 (frame objects apart from their generators) or for the
- * thread's own state: yes. */
+ * walked? The thread's own state: yes. 3.11+ a generator's state lies just before its
+ * frame; 3.9/3.10 it lies in the generator object a frame's f_gen names, near its start
+ * (a coroutine handling one, suspended and resumed between the round's two reads of the
+ * state: async_busy.py on 3.10, a stack ending in the event loop written about once in
+ * 200 exception-mode samples without). */
 static int exc_frame_walked(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t from, size_t nw)
 {
     uint64_t item = tc->exc_item;
     size_t k;
 
-    if (L->frames_kind == PY_FRAMES_OBJECTS || (item >= tc->tstate && item - tc->tstate < L->ts_size))
+    if (item >= tc->tstate && item - tc->tstate < L->ts_size)
         return 1;
-    for (k = from; k < nw; k++)
-        if (r->walk[k].gen && r->walk[k].addr > item && r->walk[k].addr - item <= RD_EXC_TO_FRAME)
+    for (k = from; k < nw; k++) {
+        const walked_t *w = &r->walk[k];
+        if (L->frames_kind == PY_FRAMES_OBJECTS ? w->genobj != 0 && item > w->genobj && item - w->genobj <= RD_EXC_TO_FRAME
+                                                : w->gen && w->addr > item && w->addr - item <= RD_EXC_TO_FRAME)
             return 1;
+    }
     return 0;
 }
 
@@ -384,7 +390,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     unw_thread_t *th = &u->threads[i];
     uint64_t cur = 0;
     size_t nw = 0, keep = 0;
-    int err, moved;
+    int err, moved, other = 0;
 
     tc->raw_n = 0;
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
@@ -450,7 +456,6 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             if (err == REMORA_ECORRUPT && nw > 0 && L->frames_kind != PY_FRAMES_OBJECTS &&
                 r->walk[0].from == FROM_BLOCK && walk_learn_page(L, tc, r->walk[0].addr))
                 return REMORA_ENOMEM;
-            int other = 0;
             err2 = thread_reread(u, r, tc, &other);
             if (other)
                 break;              /* another thread's state now: nothing of this one */

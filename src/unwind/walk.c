@@ -92,8 +92,8 @@ static inline void frame_decode(const py_target_t *T, const unsigned char *fb, r
     ff->shim = (L->owner_shim && (unsigned char)fb[L->fr_owner] >= L->owner_shim) ||
                unw_is_trampoline(T, fb);
     ff->entry = L->fr_is_entry && fb[L->fr_is_entry] != 0;
-    ff->gen = L->fr_owner_gen >= 0 ? (unsigned char)fb[L->fr_owner] == L->fr_owner_gen
-                                   : L->fr_gen != 0 && get_u64(fb, L->fr_gen) != 0;
+    ff->genobj = L->fr_owner_gen < 0 && L->fr_gen != 0 ? get_u64(fb, L->fr_gen) : 0;
+    ff->gen = L->fr_owner_gen >= 0 ? (unsigned char)fb[L->fr_owner] == L->fr_owner_gen : ff->genobj != 0;
     /* 3.9/3.10: a frame object with no reference is freed (a code object's zombie frame
      * or the free list, linked through f_back) */
     ff->freed = L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0;
@@ -187,6 +187,7 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
         w->shim = ff.shim;
         w->entry = ff.entry;
         w->gen = ff.gen;
+        w->genobj = ff.genobj;
         w->from = from;
         w->idx = idx;
         w->cached = 0;
