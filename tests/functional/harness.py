@@ -628,7 +628,7 @@ def judge_stack(frames, role, src):
         # a partial stack: the outer frames known, judged as the stack they begin
         fr = fr[:-1]
         if not fr:
-            return "a partial stack with no frame known"
+            return None     # nothing known (the stack moved each time it was read): no claim
     if not fr:
         return None if role.empty else "an empty stack"
     for f in fr:
@@ -775,7 +775,8 @@ def torn_kind(functions):
         # stack keeps them at least
         functions = functions[:-1]
         if len(functions) < 3:
-            return None if len(functions) == 2 and functions == BASE[:2] else "a partial stack without its root"
+            # the marker alone: nothing of the stack known, nothing claimed
+            return None if functions in ([], BASE[:2]) else "a partial stack without its root"
     chain_names = set(CHAINS[0]) | set(CHAINS[1])
     inner = [f for f in functions if f in chain_names]
     used = [i for i, ch in enumerate(CHAINS) if set(inner) & set(ch)]
