@@ -40,9 +40,9 @@ $(BUILD)/unit_tests: tests/unit/unit.c $(OBJ) $(HDR)
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
-# every test; the last line counts them all
+# every test; the last line counts them all (fidelity/mix too: REMORA_FIDELITY=1)
 test: remora $(BUILD)/unit_tests $(BUILD)/fuzz_tool $(BUILD)/mkprofile
-	@python3 tests/run_all.py --remora ./remora --unit $(BUILD)/unit_tests --fuzz-tool $(BUILD)/fuzz_tool \
+	@REMORA_FIDELITY=1 python3 tests/run_all.py --remora ./remora --unit $(BUILD)/unit_tests --fuzz-tool $(BUILD)/fuzz_tool \
 	    --mkprofile $(BUILD)/mkprofile
 
 # the same tests against an AddressSanitizer + UndefinedBehaviorSanitizer build

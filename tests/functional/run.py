@@ -294,8 +294,8 @@ def main():
     import badinput_tests               # bad options and inputs: tests/functional/badinput_tests.py
     tests += badinput_tests.tests(remora)
     # no round dropped (issue 14): fidelity_tests.py. chains and async in every run;
-    # mix, whose bounds 3.9-3.12 do not meet yet, only with --only naming "fidelity/mix"
-    # or REMORA_FIDELITY=1
+    # mix, a measurement of timing, only with --only naming "fidelity/mix" or
+    # REMORA_FIDELITY=1 (make test sets it, make asan does not)
     import fidelity_tests
     tests += fidelity_tests.tests(remora, "fidelity/mix" in args.only or
                                   os.environ.get("REMORA_FIDELITY") == "1")
