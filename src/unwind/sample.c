@@ -390,16 +390,18 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     unw_thread_t *th = &u->threads[i];
     uint64_t cur = 0;
     size_t nw = 0, keep = 0;
-    int err, moved, other = 0;
+    int err, moved, other = 0, unsure = 0, was_known;
 
     tc->raw_n = 0;
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
     tc->partial = 0;
     thread_identity(u, r, tc, th);
+    was_known = tc->known;          /* read whole before, and the same thread still */
     /* 3.9/3.10: another thread took over that struct pthread during the read: the state
      * and stack read may be either thread's */
     if (L->ts_native_thread_id == 0 && !tc->reuse && tc->tid_now != tc->tid_end) {
         err = REMORA_ECORRUPT;
+        unsure = 1;
         goto failed;
     }
     if (tc->reuse) {
@@ -457,8 +459,10 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
                 r->walk[0].from == FROM_BLOCK && walk_learn_page(L, tc, r->walk[0].addr))
                 return REMORA_ENOMEM;
             err2 = thread_reread(u, r, tc, &other);
-            if (other)
+            if (other) {
+                unsure = 1;
                 break;              /* another thread's state now: nothing of this one */
+            }
             if (err2 == REMORA_OK)
                 err2 = thread_read(u, r, tc, &cur2, &nw2, &keep2);
             if (err2 == REMORA_ENOPROC || err2 == REMORA_ENOMEM)
@@ -476,8 +480,6 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             }
         }
         if (err != REMORA_OK || keep > 0 || moved || (nw == 0 && best > 0)) {
-            if (best == 0 && err == REMORA_ECORRUPT && tc->known && !other)
-                goto moving;
             if (best == 0)
                 goto failed;
             memcpy(r->walk, r->walk2, best * sizeof *r->walk);
@@ -512,8 +514,6 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
         /* no frame walked though the state named a current frame: nothing known, not an
          * empty stack */
         err = REMORA_ECORRUPT;
-        if (tc->known)
-            goto moving;
         goto failed;
     }
     if (!tc->partial && tc->known && tc->root != 0 && nw > 0 &&
@@ -566,26 +566,32 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             th->handling_exc = -1;
     }
     if (tc->raw_n == 0 && (tc->partial || nw > 0)) {
-        /* only C-owned frames known: nothing of the Python stack */
-        tc->partial = 0;
-        th->error = REMORA_ECORRUPT;
+        /* only C-owned frames known: nothing of the Python stack (the marker alone, of
+         * a thread read whole before) */
+        tc->partial = was_known;
+        if (!was_known)
+            th->error = REMORA_ECORRUPT;
     }
-    return REMORA_OK;
-moving:
-    /* nothing of the stack is known, read again as often as the policy says, and the
-     * thread is the one last read whole, its state still its own: it ran Python too fast
-     * to read. A sample of the marker alone (partial, no frame), not an error: errors are
-     * for what could not be read at all, and a round dropped for a moving stack is not
-     * neutral (short calls move most; fidelity/mix on 3.9 dropped 1.2% of rounds, most
-     * of them fib's). Nothing is guessed: no frame, not even the root, is claimed. */
-    tc->partial = 1;
-    tc->raw_n = 0;
-    tc->copied = 0;
-    tc->saved_ok = 0;
     return REMORA_OK;
 failed:
     if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
         return err;
+    if (err == REMORA_ECORRUPT && !unsure && was_known) {
+        /* nothing of the stack is known (read again as often as the policy says), or
+         * nothing that may be kept (a walk rooted elsewhere, a new chunk), of a thread
+         * read whole before whose state is still its own: it ran Python too fast to
+         * read. A sample of the marker alone (partial, no frame), not an error: errors
+         * are for what could not be read at all (memory gone, a thread whose identity
+         * changed while read, one never read whole: its stack may be one remora cannot
+         * read, not a moving one), and a round dropped for a moving stack is not neutral
+         * (short calls move most; fidelity/mix on 3.9 dropped 1.2% of rounds, most of
+         * them fib's). Nothing is guessed: no frame, not even the root, is claimed. */
+        tc->partial = 1;
+        tc->raw_n = 0;
+        tc->copied = 0;
+        tc->saved_ok = 0;
+        return REMORA_OK;
+    }
     th->error = err;
     /* a torn read keeps what was learnt; a failed read forgets the guesses */
     tc->copied = 0;
