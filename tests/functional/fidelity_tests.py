@@ -16,6 +16,8 @@
 #       CHAINS_WRITTEN % of rounds written, no stack mixing the chains or breaking their
 #       order (record_tests.torn_kind), `<moving>` only innermost after a prefix of a
 #       possible stack that keeps <module>;main.
+#   fidelity/dump/INTERP    `dump --json` of work_mix.py's busy main thread, DUMPS times:
+#       never an error, every stack starting <module>;main;loop, or the marker alone.
 #   fidelity/async/INTERP   tests/targets/async_busy.py: wall mode, every main-thread stack
 #       starts with the root frames the target took from sys._current_frames() (its last,
 #       run_forever, whose line moves, may be the `<moving>` marker); --mode exception,
@@ -225,6 +227,54 @@ def judge_mix(remora, interp):
     return problems, note
 
 
+# --- fidelity/dump --------------------------------------------------------------------
+
+DUMPS = 10
+
+
+def test_dump(remora, interp):
+    """`dump --json` of work_mix.py's busy main thread, DUMPS times: never an error (a
+    busy thread gets its known outer frames and the marker, or its whole stack), and every
+    stack, read outermost first, starts <module>;main;loop in the target's file, but the
+    marker alone."""
+    import json
+    problems, kinds = [], collections.Counter()
+    with Target(interp, os.path.join(TARGETS, "work_mix.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        for k in range(DUMPS):
+            rc, out, err = remora.run(["dump", "-p", t.pid, "--json"])
+            if rc != 0:
+                problems.append("dump %d exited %d: %s" % (k + 1, rc, tail(err)))
+                continue
+            th = [x for x in json.loads(out)["threads"] if x["native_id"] == ready["main"]]
+            if len(th) != 1:
+                problems.append("dump %d: %d main threads" % (k + 1, len(th)))
+                continue
+            th = th[0]
+            if th.get("error"):
+                problems.append("dump %d: the main thread's stack unreadable (%s)" % (k + 1, th["error"]))
+                continue
+            fr = [(f["function"], f["file"]) for f in reversed(th["frames"])]
+            if th.get("partial"):
+                if not th["frames"] or th["frames"][0]["function"] != MARKER:
+                    problems.append("dump %d: partial without the marker innermost" % (k + 1))
+                    continue
+                fr = fr[:-1]
+                kinds["partial" if fr else "marker alone"] += 1
+                if not fr:
+                    continue
+            else:
+                kinds["whole"] += 1
+            want = [("<module>", ready["file"]), ("main", ready["file"]), ("loop", ready["file"])]
+            if fr[:3] != want[:min(3, len(fr))] or len(fr) < 2:
+                problems.append("dump %d: not rooted at <module>;main;loop: %s" % (
+                    k + 1, ";".join(f[0] for f in fr)[:200]))
+    note = ", ".join("%s %d" % kv for kv in sorted(kinds.items()))
+    if problems:
+        raise Fail("; ".join(problems) + " [" + note + "]")
+    return "%d dumps: %s" % (DUMPS, note)
+
+
 # --- fidelity/chains ------------------------------------------------------------------
 
 def chains_kind(functions):
@@ -396,7 +446,7 @@ def tests(remora, mix):
     asked for."""
     out = []
     kinds = (("mix", test_mix),) if mix else ()
-    for kind, fn in kinds + (("chains", test_chains), ("async", test_async)):
+    for kind, fn in kinds + (("chains", test_chains), ("async", test_async), ("dump", test_dump)):
         for interp in INTERPRETERS:
             out.append(("fidelity/%s/%s" % (kind, interp[0]),
                         lambda i=interp, fn=fn: fn(remora, i), interp_missing(interp)))
