@@ -278,6 +278,29 @@ static void test_text(void)
 /* ---- the walk through a --frame-anchor (3.15): frames below the anchor come from what
  * remora remembered; they may be used only while the anchor held through the copies ---- */
 
+/* A walk's fixture: target, unwinder, reader and thread zeroed, the unwinder on T, the
+ * reader walking into walk[]. */
+static void walk_fixture(py_target_t *T, unwinder_t *u, reader_t *r, rd_thread_t *tc, walked_t *walk)
+{
+    memset(T, 0, sizeof *T);
+    memset(u, 0, sizeof *u);
+    memset(r, 0, sizeof *r);
+    memset(tc, 0, sizeof *tc);
+    u->target = T;
+    r->walk = walk;
+}
+
+/* The frame header's layout: its kind, size and where the code, previous and
+ * instruction fields lie. */
+static void frame_layout(py_layout_t *L, int kind, uint64_t size, uint64_t code, uint64_t prev, uint64_t instr)
+{
+    L->frames_kind = kind;
+    L->fr_size = size;
+    L->fr_code = code;
+    L->fr_previous = prev;
+    L->fr_instr = instr;
+}
+
 static void test_anchor_walk(void)
 {
     enum { FS = 80 };
@@ -292,18 +315,9 @@ static void test_anchor_walk(void)
     size_t nw = 0;
     int err;
 
-    memset(&T, 0, sizeof T);
-    memset(&u, 0, sizeof u);
-    memset(&r, 0, sizeof r);
-    memset(&tc, 0, sizeof tc);
-    T.layout.frames_kind = PY_FRAMES_DIRECT;
-    T.layout.fr_size = FS;
-    T.layout.fr_code = 0;
-    T.layout.fr_previous = 8;
-    T.layout.fr_instr = 56;
+    walk_fixture(&T, &u, &r, &tc, walk);
+    frame_layout(&T.layout, PY_FRAMES_DIRECT, FS, 0, 8, 56);
     T.layout.fr_owner_gen = -1;
-    u.target = &T;
-    r.walk = walk;
     /* copied from the anchor (s1, its code 0xc1) up: s2 (code 0xc2) runs, called by s1;
      * remembered below the anchor: s0 (0xc0), the root */
     memset(copy, 0, sizeof copy);
@@ -378,22 +392,13 @@ static void test_objects_walk(void)
     size_t nw = 0, keep = 99;
     int err;
 
-    memset(&T, 0, sizeof T);
-    memset(&u, 0, sizeof u);
-    memset(&r, 0, sizeof r);
-    memset(&tc, 0, sizeof tc);
+    walk_fixture(&T, &u, &r, &tc, obj_walk);
     memset(ts, 0, sizeof ts);
-    T.layout.frames_kind = PY_FRAMES_OBJECTS;
-    T.layout.fr_size = OFS;
-    T.layout.fr_previous = 24;
-    T.layout.fr_code = 32;
-    T.layout.fr_instr = 104;
+    frame_layout(&T.layout, PY_FRAMES_OBJECTS, OFS, 32, 24, 104);
     T.layout.fr_state = 116;
     T.layout.fr_running = -1;
     T.layout.fr_owner_gen = -1;
     T.layout.ts_frame = 8;
-    u.target = &T;
-    r.walk = obj_walk;
     sb.addr = base;
     sb.len = sizeof one;
     sb.one = one;
@@ -468,23 +473,14 @@ static void test_lived_walk(void)
     size_t nw = 0, keep = 99;
     int err;
 
-    memset(&T, 0, sizeof T);
-    memset(&u, 0, sizeof u);
-    memset(&r, 0, sizeof r);
-    memset(&tc, 0, sizeof tc);
+    walk_fixture(&T, &u, &r, &tc, walk);
     memset(one, 0, sizeof one);
     memset(ts, 0, sizeof ts);
-    T.layout.frames_kind = PY_FRAMES_DIRECT;
-    T.layout.fr_size = FS;
-    T.layout.fr_code = 0;
-    T.layout.fr_previous = 8;
-    T.layout.fr_instr = 56;
+    frame_layout(&T.layout, PY_FRAMES_DIRECT, FS, 0, 8, 56);
     T.layout.fr_owner_gen = -1;
     T.layout.ts_frame = 8;
     T.layout.ts_datastack_chunk = 32;
     T.layout.ts_size = TS;
-    u.target = &T;
-    r.walk = walk;
     /* s2 (0xc2) calls C at one instruction in both copies, over s1 and the root s0 */
     lived_frame(one + RD_CHUNK_HDR, 0xc0, 0, 0xc0 + 40);
     lived_frame(one + RD_CHUNK_HDR + FS, 0xc1, s0, 0xc1 + 40);
