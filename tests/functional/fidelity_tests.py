@@ -28,7 +28,7 @@
 # written as the marker alone: no frame claimed, so no root check applies to it; its share
 # of the main thread's samples is reported and bounded by BARE_MAX in every test.
 #
-# chains and async are in every run; mix, whose shares are a measurement of timing, only
+# chains, async and dump are in every run; mix, whose shares are a measurement of timing, only
 # when --only names "fidelity/mix" or REMORA_FIDELITY=1, which `make test` sets and `make
 # asan` does not (the sanitizers slow each reading several times over: more stacks move
 # while read, which is what mix measures, not what the sanitizers check).
