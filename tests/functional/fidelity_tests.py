@@ -294,47 +294,62 @@ def chains_kind(functions):
     return torn_kind(functions)
 
 
+def chains_recording(remora, t, ready, rate, hz, attempt):
+    """One recording of alternate.py at rate: (problems, how much short of CHAINS_WRITTEN
+    the written share is (0: not short), the note)."""
+    path = os.path.join(t.dir, "chains-%s-%d.collapsed" % (rate, attempt))
+    _, err = record(remora, ["-p", t.pid, "-r", rate, "-d", CHAINS_SECONDS, "--stats", "-o", path])
+    run = Run(err, hz)
+    stacks = parse_collapsed(path)
+    bad, examples, problems = collections.Counter(), [], []
+    main = moving = bare = 0
+    for s in stacks:
+        fns = s.functions()
+        if s.tid != ready["main"]:
+            kind = "a thread the target does not have (%d)" % s.tid
+        else:
+            main += s.count
+            moving += s.count if ends_moving(s) else 0
+            bare += s.count if is_bare(s) else 0
+            kind = (chains_kind(fns) if fns else "an empty stack") or marker_problem(s)
+        if kind:
+            bad[kind] += s.count
+            if len(examples) < 3:
+                examples.append("%s x%d: %s" % (kind, s.count, ";".join(fns)))
+    written = 100.0 * main / run.rounds if run.rounds else 0.0
+    note = "-r %s: %s, %.2f%% written, marker %.1f%% (alone %.2f%%)" % (
+        rate, run, written, 100.0 * moving / max(main, 1), 100.0 * bare / max(main, 1))
+    if bare_problem("", bare, main):
+        problems.append("-r %s: %s" % (rate, bare_problem("", bare, main)))
+    problems += ["-r %s: %s" % (rate, p) for p in run.problems]
+    if bad:
+        problems.append("-r %s: %d torn or wrong samples (%s); e.g. %s" % (
+            rate, sum(bad.values()), ", ".join("%s: %d" % kv for kv in bad.items()), " | ".join(examples)))
+    short = 0.0
+    if main > run.rounds:
+        problems.append("-r %s: %d main-thread samples in %d rounds" % (rate, main, run.rounds))
+    elif written < CHAINS_WRITTEN:
+        short = CHAINS_WRITTEN - written
+        problems.append("-r %s: %d of %d rounds written (%.2f%%), want at least %.0f%%"
+                        % (rate, main, run.rounds, written, CHAINS_WRITTEN))
+    return problems, short, note
+
+
 def test_chains(remora, interp):
+    """Every stack of every recording must be one the target can have. The written share is
+    a measurement of timing (the first rounds, before the thread is read whole, are not
+    written; a loaded machine has more of them): a recording whose only problem is that
+    share is taken once more, and its note says so."""
     notes, problems = [], []
     with Target(interp, os.path.join(TARGETS, "alternate.py"), "ready.json") as t:
         ready = t.wait_ready()
         for rate, hz in CHAINS_RATES:
-            path = os.path.join(t.dir, "chains-%s.collapsed" % rate)
-            _, err = record(remora, ["-p", t.pid, "-r", rate, "-d", CHAINS_SECONDS, "--stats",
-                                     "-o", path])
-            run = Run(err, hz)
-            stacks = parse_collapsed(path)
-            bad, examples = collections.Counter(), []
-            main = moving = bare = 0
-            for s in stacks:
-                fns = s.functions()
-                if s.tid != ready["main"]:
-                    kind = "a thread the target does not have (%d)" % s.tid
-                else:
-                    main += s.count
-                    moving += s.count if ends_moving(s) else 0
-                    bare += s.count if is_bare(s) else 0
-                    kind = (chains_kind(fns) if fns else "an empty stack") or marker_problem(s)
-                if kind:
-                    bad[kind] += s.count
-                    if len(examples) < 3:
-                        examples.append("%s x%d: %s" % (kind, s.count, ";".join(fns)))
-            written = 100.0 * main / run.rounds if run.rounds else 0.0
-            what = "-r %s: %s, %.2f%% written, marker %.1f%% (alone %.2f%%)" % (
-                rate, run, written, 100.0 * moving / max(main, 1), 100.0 * bare / max(main, 1))
-            if bare_problem("", bare, main):
-                problems.append("-r %s: %s" % (rate, bare_problem("", bare, main)))
-            notes.append(what)
-            problems += ["-r %s: %s" % (rate, p) for p in run.problems]
-            if bad:
-                problems.append("-r %s: %d torn or wrong samples (%s); e.g. %s" % (
-                    rate, sum(bad.values()), ", ".join("%s: %d" % kv for kv in bad.items()),
-                    " | ".join(examples)))
-            if main > run.rounds:
-                problems.append("-r %s: %d main-thread samples in %d rounds" % (rate, main, run.rounds))
-            elif written < CHAINS_WRITTEN:
-                problems.append("-r %s: %d of %d rounds written (%.2f%%), want at least %.0f%%"
-                                % (rate, main, run.rounds, written, CHAINS_WRITTEN))
+            rp, short, note = chains_recording(remora, t, ready, rate, hz, 1)
+            if short and len(rp) == 1:
+                rp, _, note2 = chains_recording(remora, t, ready, rate, hz, 2)
+                note = note2 + " (on a second recording; the first: %s)" % note
+            notes.append(note)
+            problems += rp
     if problems:
         raise Fail("; ".join(problems) + " [" + "; ".join(notes) + "]")
     return "; ".join(notes)
