@@ -68,6 +68,10 @@ int cli_sampling_arg(const char *what, int argc, char **argv, int *i, cli_sampli
         c->blocking = 1;
         return 1;
     }
+    if (strcmp(s, "--idle") == 0) {
+        c->idle = 1;
+        return 1;
+    }
     if (strcmp(s, "-p") == 0 || strcmp(s, "--pid") == 0) {
         if (cli_parse_pid(v, &c->pid))
             return cli_bad_value(what, s, v, cli_pid_accepts);

@@ -84,6 +84,7 @@ typedef struct cli_sampling {
     int limit;              /* -l: rows of a table (0: the default) */
     int subprocesses;       /* --subprocesses */
     int blocking;           /* --blocking */
+    int idle;               /* --idle: idle threads' samples kept (today the default) */
 } cli_sampling_t;
 
 void cli_sampling_init(cli_sampling_t *c);

@@ -112,8 +112,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             a->anchor = 1;
         } else if (strcmp(s, "--stats") == 0) {
             a->stats = 1;
-        } else if (strcmp(s, "--idle") == 0 || strcmp(s, "--native") == 0 ||
-                   strcmp(s, "--async") == 0) {
+        } else if (strcmp(s, "--native") == 0 || strcmp(s, "--async") == 0) {
             cli_error("record %s is not available in this version yet", s);
             return -1;
         } else {
