@@ -50,8 +50,9 @@ const char *stk_intern(stk_table_t *t, const char *s);
 /* Interns a frame; returns its index or STK_NONE when out of memory. */
 uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int line);
 
-/* The thread with this tid (created on first use, its name set or updated when
- * 'name' is not NULL). Returns its index or STK_NONE. */
+/* The thread with this tid and name (created on first use; 'name' NULL: the first with
+ * this tid, or a new one named ""): one tid may name several threads of the table, e.g. a
+ * thread's states in two interpreters, or a thread renamed. Returns its index or STK_NONE. */
 uint32_t stk_thread(stk_table_t *t, pid_t tid, const char *name);
 
 /* Child of 'node' for 'frame', created if absent. Returns its index or STK_NONE. */

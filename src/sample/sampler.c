@@ -63,10 +63,11 @@ struct sampler {
     uint32_t gc_frame;
     uint32_t moving_frame;          /* UNW_MOVING, above a partial stack */
     unsigned want;                  /* UNW_WANT_* for every unwinder */
-    /* tid → table thread, last seen */
     int child_status;
-    /* tid → table thread, last seen; and that thread's last stack, to reuse its path */
+    /* (tid, interpreter id) → table thread, last seen; and that thread's last stack, to
+     * reuse its path */
     pid_t *tids;
+    int64_t *interps;
     uint32_t *tthreads;
     struct last_stack *last;
     size_t ntids, cap_tids;
@@ -135,6 +136,7 @@ void sampler_free(sampler_t *s)
     freeze_free(s->frz);
     free(s->fmap);
     free(s->tids);
+    free(s->interps);
     free(s->tthreads);
     for (i = 0; i < s->ntids; i++) {
         free(s->last[i].frames);
@@ -211,23 +213,26 @@ static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
     return id;
 }
 
-/* The index of a native id in s->tids (the table's thread in s->tthreads); new threads
- * get their name from /proc, and a descendant's threads " [pid N]" after it. Returns
+/* The index of a native id and interpreter in s->tids (the table's thread in s->tthreads):
+ * a thread that switched into a subinterpreter has a stack in each. New threads get their
+ * name from /proc, " [interpreter N]" after it in a subinterpreter, and a descendant's
+ * threads " [pid N]". Returns
  * (size_t)-1 when out of memory. */
-static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid)
+static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid, int64_t interp)
 {
     size_t i;
-    char name[64] = "";
+    char name[96] = "";
     uint32_t th;
 
     for (i = 0; i < s->ntids; i++)
-        if (s->tids[i] == tid)
+        if (s->tids[i] == tid && s->interps[i] == interp)
             return i;
     if (s->ntids == s->cap_tids) {
         size_t ncap = s->cap_tids ? s->cap_tids * 2 : 16;
         pid_t *nt = realloc(s->tids, ncap * sizeof *nt);
         uint32_t *nn;
         struct last_stack *nl;
+        int64_t *ni;
         if (nt == NULL)
             return (size_t)-1;
         s->tids = nt;
@@ -239,10 +244,20 @@ static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid)
         if (nl == NULL)
             return (size_t)-1;
         s->last = nl;
+        ni = realloc(s->interps, ncap * sizeof *ni);
+        if (ni == NULL)
+            return (size_t)-1;
+        s->interps = ni;
         s->cap_tids = ncap;
     }
     if (tid > 0)
         proc_task_name(p, tid, name, sizeof name);
+    if (interp != 0) {
+        /* a thread's state in a subinterpreter: which one, in its name (the main
+         * interpreter's, id 0, carry no mark) */
+        size_t len = strlen(name);
+        snprintf(name + len, sizeof name - len, " [interpreter %lld]", (long long)interp);
+    }
     if (p != s->p) {
         /* a descendant's thread (--subprocesses): which process it is in, in its name */
         size_t len = strlen(name);
@@ -252,6 +267,7 @@ static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid)
     if (th == STK_NONE)
         return (size_t)-1;
     s->tids[s->ntids] = tid;
+    s->interps[s->ntids] = interp;
     s->tthreads[s->ntids] = th;
     memset(&s->last[s->ntids], 0, sizeof s->last[s->ntids]);
     return s->ntids++;
@@ -345,7 +361,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
             s->st.errors++;
             continue;
         }
-        ti = map_thread(s, p, th->native_id);
+        ti = map_thread(s, p, th->native_id, th->interp_id);
         if (ti == (size_t)-1)
             return REMORA_ENOMEM;
         tt = s->tthreads[ti];

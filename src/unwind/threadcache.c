@@ -161,7 +161,8 @@ void tc_settle_ids(unwinder_t *u, reader_t *r)
         int shared = th->native_id == 0, later = 0, framed = 0, stale = 0;
         for (j = 0; j < u->nthreads; j++) {
             const unw_thread_t *o = &u->threads[j];
-            if (j == i || o->native_id != th->native_id)
+            /* a thread that switched into another interpreter has a state in each */
+            if (j == i || o->native_id != th->native_id || o->interp != th->interp)
                 continue;
             shared = 1;
             later |= j > i;     /* new states are pushed at the head: j is older */

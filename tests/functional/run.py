@@ -291,6 +291,8 @@ def main():
     tests += setup_tests.tests(remora)
     import launch_tests                 # -- CMD that is not Python: tests/functional/launch_tests.py
     tests += launch_tests.tests(remora)
+    import subinterp_tests              # subinterpreters: tests/functional/subinterp_tests.py
+    tests += subinterp_tests.tests(remora)
     import badinput_tests               # bad options and inputs: tests/functional/badinput_tests.py
     tests += badinput_tests.tests(remora)
     # no round dropped (issue 14): fidelity_tests.py. chains and async in every run;
