@@ -151,16 +151,9 @@ uint32_t stk_thread(stk_table_t *t, pid_t tid, const char *name)
     size_t i;
     stk_thread_t *th;
 
-    for (i = 0; i < t->nthreads; i++) {
-        if (t->threads[i].tid == tid) {
-            if (name != NULL && strcmp(t->threads[i].name, name) != 0) {
-                const char *n = stk_intern(t, name);
-                if (n != NULL)
-                    t->threads[i].name = n;
-            }
+    for (i = 0; i < t->nthreads; i++)
+        if (t->threads[i].tid == tid && (name == NULL || strcmp(t->threads[i].name, name) == 0))
             return (uint32_t)i;
-        }
-    }
     if (remora_grow((void **)&t->threads, &t->cap_threads, t->nthreads + 1, sizeof *t->threads))
         return STK_NONE;
     th = &t->threads[t->nthreads];
@@ -171,6 +164,18 @@ uint32_t stk_thread(stk_table_t *t, pid_t tid, const char *name)
     if (th->name == NULL || th->root == STK_NONE)
         return STK_NONE;
     return (uint32_t)t->nthreads++;
+}
+
+int stk_thread_rename(stk_table_t *t, uint32_t thread, const char *name)
+{
+    const char *n;
+
+    if (thread >= t->nthreads)
+        return -1;
+    if ((n = stk_intern(t, name)) == NULL)
+        return -1;
+    t->threads[thread].name = n;
+    return 0;
 }
 
 static uint64_t child_hash(uint32_t parent, uint32_t frame)
