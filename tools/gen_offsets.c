@@ -115,6 +115,11 @@ int main(void)
 #endif
     field("is_gc_collecting", OFF(PyInterpreterState, gc.collecting));
 #if PY_VERSION_HEX >= 0x030c0000
+    field("is_modules", OFF(PyInterpreterState, imports.modules));
+#else
+    field("is_modules", OFF(PyInterpreterState, modules));
+#endif
+#if PY_VERSION_HEX >= 0x030c0000
     field("gil_locked", OFF(struct _gil_runtime_state, locked));
     field("gil_holder", OFF(struct _gil_runtime_state, last_holder));
 #else

@@ -35,7 +35,7 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
     fputs(")\n", stdout);
     for (i = 0; i < n; i++) {
         printf("\nThread %d \"", (int)th[i].native_id);
-        out_text_str(stdout, th[i].name, '"');
+        out_text_str(stdout, th[i].py_name ? th[i].py_name : th[i].name, '"');
         fputc('"', stdout);
         if (interps)
             printf(" interpreter %lld", (long long)th[i].interp_id);
@@ -76,7 +76,7 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
     fputs(",\"threads\":[", stdout);
     for (i = 0; i < n; i++) {
         printf("%s{\"native_id\":%d,\"name\":", i ? "," : "", (int)th[i].native_id);
-        out_json_str(stdout, th[i].name);
+        out_json_str(stdout, th[i].py_name ? th[i].py_name : th[i].name);
         printf(",\"interpreter\":%lld", (long long)th[i].interp_id);
         printf(",\"main\":%s,\"gil\":%s,\"on_cpu\":%s", th[i].is_main ? "true" : "false",
                th[i].holds_gil ? "true" : "false", th[i].on_cpu ? "true" : "false");

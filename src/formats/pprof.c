@@ -27,8 +27,8 @@ typedef struct pbuf {
 
 static void pb_raw(pbuf_t *b, const void *data, size_t n)
 {
-    if (b->oom)
-        return;
+    if (b->oom || n == 0)
+        return;                 /* n == 0: data may be NULL (an empty packed field) */
     if (remora_grow((void **)&b->p, &b->cap, b->n + n, 1)) {
         b->oom = 1;
         return;

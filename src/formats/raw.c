@@ -391,6 +391,14 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, 
             uint32_t th;
             if (r.bad || name >= nstrings || idx > threads.n || root > (1u << 31))
                 break;
+            th = vec_get(&threads, idx);
+            if (th != STK_NONE) {
+                /* a thread written again under another name: the one it had stood for
+                 * this one not known yet (the kernel's, until its Python name was read) */
+                if (stk_thread_at(t, th)->tid != (pid_t)tid || stk_thread_rename(t, th, strings[name]))
+                    break;
+                continue;
+            }
             th = stk_thread(t, (pid_t)tid, strings[name]);
             if (th == STK_NONE || vec_put(&threads, idx, th) ||
                 vec_put(&nodes, root, stk_thread_at(t, th)->root))

@@ -56,4 +56,31 @@ void py_layout_derive(py_layout_t *L)
     L->co_version = m >= 12 && L->co_filename >= L->co_firstlineno + 24 ? L->co_filename - 20 : 0;
     L->ob_size = 16;
     L->rc_low_half = m >= 12;
+
+    /* Objects read for thread names. PyDictObject: ob_refcnt, ob_type, ma_used,
+     * ma_version_tag (3.14+: _ma_watcher_tag), ma_keys, ma_values in every release.
+     * PyDictKeysObject 3.9/3.10: dk_refcnt, dk_size, dk_lookup, dk_usable, dk_nentries,
+     * dk_indices; 3.11+: dk_refcnt, three u8s, dk_version (u32), dk_usable, dk_nentries,
+     * dk_indices. PyDictValues: values[] alone (3.11/3.12), after capacity, size,
+     * embedded, valid and 4 bytes of padding (3.13+). PyTypeObject: tp_basicsize 32,
+     * tp_flags 168, tp_dictoffset 288 in all; PyHeapTypeObject's ht_cached_keys follows
+     * ht_name, ht_slots, ht_qualname (3.9 864, 3.10/3.11 872, 3.12-3.14 880, 3.15 888,
+     * where PyTypeObject grew). PyModuleObject: PyObject_HEAD, then md_dict. */
+    L->dk_layout = m >= 11 ? PY_DK_LOG2 : PY_DK_SIZED;
+    L->dict_keys = 32;
+    L->dict_values = 40;
+    L->dk_nentries = m >= 11 ? 24 : 32;
+    L->dk_indices = m >= 11 ? 32 : 40;
+    L->dv_values = m >= 13 ? 8 : 0;
+    L->tp_basicsize = 32;
+    L->tp_flags = 168;
+    L->tp_dictoffset = 288;
+    L->ht_cached_keys = m == 9 ? 864 : m <= 11 ? 872 : m <= 14 ? 880 : m == 15 ? 888 : 0;
+    L->inst_dict = m <= 10 ? PY_INST_DICTOFFSET : m == 11 ? PY_INST_MANAGED :
+                   m == 12 ? PY_INST_TAGGED : PY_INST_INLINE;
+    L->long_tagged = m >= 12;
+    L->long_digits = 24;
+    L->md_dict = 16;
+    if (L->ht_cached_keys == 0 || L->is_modules == 0)
+        L->dk_layout = 0;       /* a release whose facts are not known: no names */
 }

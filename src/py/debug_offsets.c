@@ -18,7 +18,7 @@ enum dbg_field {
     D_COOKIE, D_VERSION, D_FREE_THREADED,
     D_RT_SIZE, D_RT_INTERPRETERS_HEAD,
     D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, D_IS_GC, D_IS_CEVAL_GIL, D_IS_GIL_STATE,
-    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN,
+    D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN, D_IS_MODULES,
     D_TS_SIZE, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, D_TS_CURRENT_EXC, D_TS_EXC_STATE, D_EI_EXC_VALUE,
     D_TS_LAST_PROFILED, D_TS_LAST_PROFILED_SEQ,
@@ -38,7 +38,7 @@ enum dbg_field {
 static const unsigned char layout_313[] = {
     D_COOKIE, D_VERSION, D_FREE_THREADED,
     D_RT_SIZE, S, D_RT_INTERPRETERS_HEAD,
-    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, D_IS_GC, S, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
+    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, D_IS_GC, D_IS_MODULES, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
     D_IS_GIL_LOCKED, D_IS_GIL_HOLDER,
     D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S,
@@ -61,7 +61,7 @@ static const unsigned char layout_313[] = {
 static const unsigned char layout_314[] = {
     D_COOKIE, D_VERSION, D_FREE_THREADED,
     D_RT_SIZE, S, D_RT_INTERPRETERS_HEAD,
-    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, S, D_IS_GC, S, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
+    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, S, D_IS_GC, D_IS_MODULES, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
     D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN, S,
     D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S,
@@ -85,7 +85,7 @@ static const unsigned char layout_314[] = {
 static const unsigned char layout_315[] = {
     D_COOKIE, D_VERSION, D_FREE_THREADED,
     D_RT_SIZE, S, D_RT_INTERPRETERS_HEAD,
-    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, S, D_IS_GC, S, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
+    D_IS_SIZE, D_IS_ID, D_IS_NEXT, D_IS_THREADS_HEAD, S, D_IS_GC, D_IS_MODULES, S, S, D_IS_CEVAL_GIL, D_IS_GIL_STATE, S,
     D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN, S,
     /* thread_state: ... datastack_chunk, status, holds_gil, gil_requested,
      * current_exception, exc_state */
@@ -229,6 +229,10 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
     if (minor == 13 && (f[D_IS_SIZE] == 194968 || f[D_IS_SIZE] == 194984))
         L->is_code_version = 17000;
     L->is_gc_collecting = f[D_IS_GC] + f[D_GC_COLLECTING];
+    /* sys.modules, for thread names only: an offset that does not fit costs the names */
+    L->is_modules = f[D_IS_MODULES];
+    if (L->is_modules % 8 != 0 || L->is_modules + 8 > L->is_size)
+        L->is_modules = 0;
     /* locked and holder are given inside the interpreter's own _gil: make them relative
      * to struct _gil_runtime_state, which ceval.gil points to (possibly another's) */
     if (f[D_IS_GIL_LOCKED] < f[D_IS_GIL_STATE] || f[D_IS_GIL_HOLDER] < f[D_IS_GIL_STATE]) {

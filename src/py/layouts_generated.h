@@ -35,6 +35,7 @@ static const py_layout_t py_layout_3_9 = {
     .is_threads_head = 8,
     .is_gil_ptr = 0,
     .is_gc_collecting = 816,
+    .is_modules = 856,
     .gil_locked = 0,
     .gil_holder = 0,
 
@@ -106,6 +107,7 @@ static const py_layout_t py_layout_3_10 = {
     .is_threads_head = 8,
     .is_gil_ptr = 0,
     .is_gc_collecting = 816,
+    .is_modules = 856,
     .gil_locked = 0,
     .gil_holder = 0,
 
@@ -177,6 +179,7 @@ static const py_layout_t py_layout_3_11 = {
     .is_threads_head = 16,
     .is_gil_ptr = 0,
     .is_gc_collecting = 848,
+    .is_modules = 888,
     .gil_locked = 0,
     .gil_holder = 0,
 
@@ -248,6 +251,7 @@ static const py_layout_t py_layout_3_12 = {
     .is_threads_head = 72,
     .is_gil_ptr = 384,
     .is_gc_collecting = 312,
+    .is_modules = 944,
     .gil_locked = 16,
     .gil_holder = 8,
 

@@ -55,6 +55,7 @@ typedef struct py_layout {
     uint64_t is_threads_head;       /* tstate_head (3.9–3.11), threads.head (3.12+) */
     uint64_t is_gil_ptr;            /* 3.12+: ceval.gil, a pointer to struct _gil_runtime_state */
     uint64_t is_gc_collecting;      /* gc.collecting (int) */
+    uint64_t is_modules;            /* sys.modules: modules (3.9-3.11), imports.modules (3.12+) */
     uint64_t is_code_generation;    /* 3.14+: u64 bumped when a code object is freed; 0 = none */
     uint64_t is_code_version;       /* 3.13: func_state.next_version, a u32 bumped when a code
                                      * object is made; 0 = none (see debug_offsets.c) */
@@ -149,6 +150,24 @@ typedef struct py_layout {
                                      * return_offset); not 3.11, whose caller rule alone
                                      * let re-readings agree on mixed chains */
     uint64_t co_version;            /* 3.12+: co_version (u32), unique per code object made */
+
+    /* The objects walked to name threads (sys.modules["threading"]._active and each
+     * Thread's _name, unwind/pynames.c): facts of each release's Include/cpython/
+     * {object,dictobject,longintrepr}.h, Include/internal/pycore_dict.h (3.9:
+     * Objects/dict-common.h) and pycore_object.h. dk_layout 0: not known, no names. */
+    int dk_layout;                  /* enum py_dk_layout */
+    uint64_t dict_keys, dict_values;/* PyDictObject: ma_keys, ma_values */
+    uint64_t dk_nentries;           /* PyDictKeysObject: dk_nentries */
+    uint64_t dk_indices;            /* ... dk_indices[], after which the entries lie */
+    uint64_t dv_values;             /* PyDictValues: its values[] (3.13+: after an 8-byte
+                                     * header whose byte 3 is 'valid') */
+    uint64_t tp_basicsize, tp_flags, tp_dictoffset;    /* PyTypeObject */
+    uint64_t ht_cached_keys;        /* PyHeapTypeObject: keys shared by its instances */
+    int inst_dict;                  /* enum py_inst_dict: where an instance's attributes are */
+    int long_tagged;                /* 3.12+: PyLongObject's lv_tag (digits << 3 | sign),
+                                     * before: ob_size (signed count of digits) */
+    uint64_t long_digits;           /* ob_digit: 30-bit digits in u32s */
+    uint64_t md_dict;               /* PyModuleObject: md_dict */
     int rc_low_half;                /* 3.12+: a live object's count is in the low 32 bits
                                      * (immortal objects set high bits); before, below 2^32 */
 } py_layout_t;
@@ -158,6 +177,26 @@ enum py_walk_root {
     PY_ROOT_ANY = 0,       /* 3.9/3.10: wherever the links end (not at a generator's) */
     PY_ROOT_ENTRY = 1,     /* 3.11: at a frame marked is_entry (fr_is_entry) */
     PY_ROOT_SHIM = 2,      /* 3.12+: at the outermost eval loop's entry frame, C-owned */
+};
+
+/* How a dict's keys object is laid out. */
+enum py_dk_layout {
+    PY_DK_SIZED = 1,       /* 3.9/3.10: dk_size (ssize) at 8; 24-byte entries (hash, key,
+                            * value) after dk_size indices of 1, 2, 4 or 8 bytes */
+    PY_DK_LOG2 = 2,        /* 3.11+: dk_log2_size, dk_log2_index_bytes, dk_kind (u8s at 8);
+                            * entries after 1 << dk_log2_index_bytes bytes of indices, 24
+                            * bytes (hash, key, value) for DICT_KEYS_GENERAL (0), else 16 */
+};
+
+/* Where an instance of a plain Python class keeps its attributes. */
+enum py_inst_dict {
+    PY_INST_DICTOFFSET = 1,/* 3.9/3.10: a dict at tp_dictoffset */
+    PY_INST_MANAGED = 2,   /* 3.11: Py_TPFLAGS_MANAGED_DICT (1 << 4): values pointer at
+                            * -32, dict at -24 (either may be NULL); keys ht_cached_keys */
+    PY_INST_TAGGED = 3,    /* 3.12: PyDictOrValues at -24: the values' address - 1 (odd),
+                            * or a dict */
+    PY_INST_INLINE = 4,    /* 3.13+: dict at -24; with Py_TPFLAGS_INLINE_VALUES (1 << 2)
+                            * values inline at tp_basicsize, while the header says valid */
 };
 
 /* Fills in the behaviour fields of L from its version and offsets (behaviour.c). */
@@ -178,6 +217,10 @@ typedef struct py_target {
     uint64_t code_version;   /* 3.12: address of _Py_next_func_version (a u32 bumped when a
                               * code object is made), 0 if the symbol is not there */
     uint64_t none;           /* address of _Py_NoneStruct (None), 0 if the symbol is not there */
+    uint64_t str_type;       /* PyUnicode_Type, PyDict_Type, PyLong_Type, PyModule_Type: */
+    uint64_t dict_type;      /* the types of the objects read for thread names (0: symbol */
+    uint64_t long_type;      /* not there, no names) */
+    uint64_t module_type;
     char binary[4096];       /* the ELF file that holds _PyRuntime (path as seen by the target) */
     char version[32];        /* "3.12.1" */
     py_layout_t layout;

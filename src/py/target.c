@@ -119,6 +119,15 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
     /* None: an exception slot holding it is empty (sys.exc_info(), 3.9/3.10 mostly) */
     if (elf_symbol(e, "_Py_NoneStruct", &sym, NULL) == REMORA_OK)
         t->none = sym + bias;
+    /* the types of what thread names are read through (unwind/pynames.c) */
+    if (elf_symbol(e, "PyUnicode_Type", &sym, NULL) == REMORA_OK)
+        t->str_type = sym + bias;
+    if (elf_symbol(e, "PyDict_Type", &sym, NULL) == REMORA_OK)
+        t->dict_type = sym + bias;
+    if (elf_symbol(e, "PyLong_Type", &sym, NULL) == REMORA_OK)
+        t->long_type = sym + bias;
+    if (elf_symbol(e, "PyModule_Type", &sym, NULL) == REMORA_OK)
+        t->module_type = sym + bias;
 
     err = proc_read(p, t->runtime, head, sizeof head);
     if (err) {

@@ -50,10 +50,15 @@ const char *stk_intern(stk_table_t *t, const char *s);
 /* Interns a frame; returns its index or STK_NONE when out of memory. */
 uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int line);
 
-/* The thread with this tid and name (created on first use; 'name' NULL: the first with
- * this tid, or a new one named ""): one tid may name several threads of the table, e.g. a
- * thread's states in two interpreters, or a thread renamed. Returns its index or STK_NONE. */
+/* The thread with this tid and name (any name when 'name' is NULL), created on first
+ * use: a thread renamed while recorded is two threads of the table, each with the
+ * samples taken under its name, as are a thread's states in two interpreters (named
+ * apart). Returns its index or STK_NONE. */
 uint32_t stk_thread(stk_table_t *t, pid_t tid, const char *name);
+
+/* Gives thread 'thread' another name (a name that stood for one not known yet). Returns
+ * 0, or -1 when out of memory. */
+int stk_thread_rename(stk_table_t *t, uint32_t thread, const char *name);
 
 /* Child of 'node' for 'frame', created if absent. Returns its index or STK_NONE. */
 uint32_t stk_child(stk_table_t *t, uint32_t node, uint32_t frame);

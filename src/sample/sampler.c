@@ -69,6 +69,8 @@ struct sampler {
     pid_t *tids;
     int64_t *interps;
     uint32_t *tthreads;
+    const char **tpy;               /* the Python name the table thread has (interned in
+                                     * the table), NULL while it has the kernel's */
     struct last_stack *last;
     size_t ntids, cap_tids;
     sub_t *subs;
@@ -113,7 +115,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
     for (i = 0; i < s->fmap_cap; i++)
         s->fmap[i].frame = STK_NONE;
     s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
-              (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0);
+              (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
+              UNW_WANT_PYNAMES;
     if (u != NULL)
         unw_set_want(u, s->want);
     if (o->blocking && u != NULL) {
@@ -138,6 +141,7 @@ void sampler_free(sampler_t *s)
     free(s->tids);
     free(s->interps);
     free(s->tthreads);
+    free(s->tpy);
     for (i = 0; i < s->ntids; i++) {
         free(s->last[i].frames);
         free(s->last[i].nodes);
@@ -213,24 +217,65 @@ static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
     return id;
 }
 
-/* The index of a native id and interpreter in s->tids (the table's thread in s->tthreads):
- * a thread that switched into a subinterpreter has a stack in each. New threads get their
- * name from /proc, " [interpreter N]" after it in a subinterpreter, and a descendant's
- * threads " [pid N]". Returns
- * (size_t)-1 when out of memory. */
-static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid, int64_t interp)
+/* What follows a thread's name in the table: " [interpreter N]" for its state in a
+ * subinterpreter (the main interpreter's, id 0, carry no mark), " [pid N]" for a
+ * descendant's thread (--subprocesses). */
+static void name_marks(char *name, size_t cap, int64_t interp, pid_t pid)
 {
+    size_t len = strlen(name);
+
+    if (interp != 0 && len < cap)
+        len += (size_t)snprintf(name + len, cap - len, " [interpreter %lld]", (long long)interp);
+    if (pid != 0 && len < cap)
+        snprintf(name + len, cap - len, " [pid %d]", (int)pid);
+}
+
+/* The table thread a thread's sample goes to, keyed by its native id and interpreter (a
+ * thread that entered a subinterpreter has a stack in each), under its Python name
+ * (threading.Thread's, as the unwinder last read it) or, while it has none, the kernel's
+ * (from /proc), marked by name_marks(). A thread first seen under the kernel's name takes
+ * its Python name when one is known (the kernel's stood for it); one renamed while
+ * recorded goes on as another table thread of the same tid, so each name keeps the
+ * samples taken under it; one whose Python name is not read any more keeps the last.
+ * Returns the index in s->tids, or (size_t)-1 when out of memory. */
+static size_t map_thread(sampler_t *s, proc_t *p, const unw_thread_t *ut)
+{
+    pid_t tid = ut->native_id, pid = p != s->p ? proc_pid(p) : 0;
+    int64_t interp = ut->interp_id;
+    const char *py = ut->py_name;
     size_t i;
-    char name[96] = "";
+    char name[1100] = "";
     uint32_t th;
 
+    if (py != NULL && (pid != 0 || interp != 0)) {
+        snprintf(name, sizeof name, "%.1024s", py);
+        name_marks(name, sizeof name, interp, pid);
+        py = name;
+    }
     for (i = 0; i < s->ntids; i++)
         if (s->tids[i] == tid && s->interps[i] == interp)
+            break;
+    if (i < s->ntids) {
+        if (py == NULL || (s->tpy[i] != NULL && strcmp(s->tpy[i], py) == 0))
             return i;
+        if (s->tpy[i] == NULL) {
+            if (stk_thread_rename(s->t, s->tthreads[i], py))
+                return (size_t)-1;
+        } else {
+            th = stk_thread(s->t, tid, py);
+            if (th == STK_NONE)
+                return (size_t)-1;
+            s->tthreads[i] = th;
+            s->last[i].n = 0;       /* its nodes are the other thread's */
+        }
+        s->tpy[i] = stk_thread_at(s->t, s->tthreads[i])->name;
+        return i;
+    }
     if (s->ntids == s->cap_tids) {
         size_t ncap = s->cap_tids ? s->cap_tids * 2 : 16;
         pid_t *nt = realloc(s->tids, ncap * sizeof *nt);
         uint32_t *nn;
+        const char **np;
         struct last_stack *nl;
         int64_t *ni;
         if (nt == NULL)
@@ -240,6 +285,10 @@ static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid, int64_t interp)
         if (nn == NULL)
             return (size_t)-1;
         s->tthreads = nn;
+        np = realloc(s->tpy, ncap * sizeof *np);
+        if (np == NULL)
+            return (size_t)-1;
+        s->tpy = np;
         nl = realloc(s->last, ncap * sizeof *nl);
         if (nl == NULL)
             return (size_t)-1;
@@ -250,25 +299,18 @@ static size_t map_thread(sampler_t *s, proc_t *p, pid_t tid, int64_t interp)
         s->interps = ni;
         s->cap_tids = ncap;
     }
-    if (tid > 0)
-        proc_task_name(p, tid, name, sizeof name);
-    if (interp != 0) {
-        /* a thread's state in a subinterpreter: which one, in its name (the main
-         * interpreter's, id 0, carry no mark) */
-        size_t len = strlen(name);
-        snprintf(name + len, sizeof name - len, " [interpreter %lld]", (long long)interp);
+    if (py == NULL) {
+        if (tid > 0)
+            proc_task_name(p, tid, name, sizeof name);
+        name_marks(name, sizeof name, interp, pid);
     }
-    if (p != s->p) {
-        /* a descendant's thread (--subprocesses): which process it is in, in its name */
-        size_t len = strlen(name);
-        snprintf(name + len, sizeof name - len, " [pid %d]", (int)proc_pid(p));
-    }
-    th = stk_thread(s->t, tid, name);
+    th = stk_thread(s->t, tid, py != NULL ? py : name);
     if (th == STK_NONE)
         return (size_t)-1;
     s->tids[s->ntids] = tid;
     s->interps[s->ntids] = interp;
     s->tthreads[s->ntids] = th;
+    s->tpy[s->ntids] = py != NULL ? stk_thread_at(s->t, th)->name : NULL;
     memset(&s->last[s->ntids], 0, sizeof s->last[s->ntids]);
     return s->ntids++;
 }
@@ -361,7 +403,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
             s->st.errors++;
             continue;
         }
-        ti = map_thread(s, p, th->native_id, th->interp_id);
+        ti = map_thread(s, p, th);
         if (ti == (size_t)-1)
             return REMORA_ENOMEM;
         tt = s->tthreads[ti];

@@ -166,6 +166,18 @@ uint32_t stk_thread(stk_table_t *t, pid_t tid, const char *name)
     return (uint32_t)t->nthreads++;
 }
 
+int stk_thread_rename(stk_table_t *t, uint32_t thread, const char *name)
+{
+    const char *n;
+
+    if (thread >= t->nthreads)
+        return -1;
+    if ((n = stk_intern(t, name)) == NULL)
+        return -1;
+    t->threads[thread].name = n;
+    return 0;
+}
+
 static uint64_t child_hash(uint32_t parent, uint32_t frame)
 {
     return mix((uint64_t)parent << 32 | frame);

@@ -31,9 +31,40 @@ int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t
 int pystr_read_img(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap,
                    size_t *len, unsigned char *img, size_t imgcap, size_t *imglen);
 
+/* As pystr_read, for a str object whose first bytes were read already into head[0..got)
+ * (from its start at 'addr'): reads the rest from the target only if it is longer. */
+int pystr_from_head(proc_t *p, const py_layout_t *L, uint64_t addr, const unsigned char *head,
+                    size_t got, char *out, size_t cap, size_t *len);
+
 /* Reads a bytes object's contents (at most 'max' bytes) into a malloc'd buffer. */
 int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
                  unsigned char **out, size_t *len);
+
+/* ---- pynames.c -------------------------------------------------------------- */
+
+#define PYN_MAX_ENTRIES 1024    /* threading._active entries read */
+#define PYN_MAX_SCAN 8192       /* entries of sys.modules or a module's dict scanned */
+#define PYN_REFRESH_NS 500000000 /* the registry is read again this often ... */
+#define PYN_NEW_NS 20000000     /* ... or, when a thread not named before appears, this */
+
+typedef struct pynames pynames_t;
+
+pynames_t *pyn_new(void);
+void pyn_free(pynames_t *pn);
+
+/* Reads the registry of the interpreter at 'interp' again when it is due: never read,
+ * PYN_REFRESH_NS since the last reading, or one of idents[0..n) (the threads' pthread
+ * ids) was not among those of the last reading and PYN_NEW_NS passed. A registry that
+ * cannot be read names nothing. Returns 0, REMORA_ENOPROC or REMORA_ENOMEM. */
+int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *idents, size_t n,
+               int force);
+
+/* The name of the thread whose pthread id is 'ident' (UTF-8, valid until the next
+ * pyn_update), or NULL. */
+const char *pyn_lookup(const pynames_t *pn, uint64_t ident);
+
+/* How many times the registry was read. */
+uint64_t pyn_readings(const pynames_t *pn);
 
 /* ---- code.c --------------------------------------------------------------- */
 
@@ -138,6 +169,9 @@ struct unwinder {
     unsigned want;              /* UNW_WANT_* */
     unsigned tries;             /* unw_set_tries() */
     struct reader *reader;      /* the per-sample reader's state (sample.c) */
+    pynames_t *pynames;         /* UNW_WANT_PYNAMES: the registry of thread names */
+    uint64_t *idents;           /* scratch: this sample's pthread ids */
+    size_t cap_idents;
     unw_stats_t stats;
 };
 

@@ -50,63 +50,36 @@ int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t
     return pystr_read_img(p, L, addr, out, cap, len, NULL, 0, NULL);
 }
 
-int pystr_read_img(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap,
-                   size_t *len, unsigned char *img, size_t imgcap, size_t *imglen)
+/* The header of a str object as read into head[0..got): its kind (bytes per code
+ * point), the code points kept and where its data starts. 0 or REMORA_ECORRUPT. */
+static int str_parse(const py_layout_t *L, const unsigned char *head, size_t got, unsigned *kind,
+                     uint64_t *keep, uint64_t *hdr)
 {
-    unsigned char head[PYSTR_FIRST_READ];
-    unsigned char big[PYSTR_MAX_BYTES];
-    const unsigned char *data;
     uint32_t state;
     int64_t length;
-    unsigned kind, compact, ascii;
-    uint64_t hdr, nbytes, keep;
-    size_t o = 0, i, got = sizeof head;
-    int err;
+    unsigned compact, ascii;
 
-    *len = 0;
-    if (imglen != NULL)
-        *imglen = 0;
-    if (cap == 0)
-        return REMORA_ENOMEM;
-    out[0] = '\0';
-    if (addr == 0 || addr % 8 != 0)
+    if (L->u_length + 8 > got || L->u_state + 4 > got)
         return REMORA_ECORRUPT;
-    if (L->u_length + 8 > sizeof head || L->u_state + 4 > sizeof head || L->u_compact_size > 128)
-        return REMORA_ECORRUPT;
-    err = proc_read(p, addr, head, sizeof head);
-    if (err == REMORA_EFAULT) { /* a short string near the end of a mapping */
-        got = L->u_compact_size;
-        err = proc_read(p, addr, head, got);
-    }
-    if (err)
-        return err;
     memcpy(&state, head + L->u_state, 4);
     memcpy(&length, head + L->u_length, 8);
     /* GIL builds: interned:2, kind:3, compact:1, ascii:1 */
-    kind = (state >> 2) & 7;
+    *kind = (state >> 2) & 7;
     compact = (state >> 5) & 1;
     ascii = (state >> 6) & 1;
-    if (!compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1) ||
+    if (!compact || (*kind != 1 && *kind != 2 && *kind != 4) || (ascii && *kind != 1) ||
         length < 0 || length > (1 << 30))
         return REMORA_ECORRUPT;
-    hdr = ascii ? L->u_ascii_size : L->u_compact_size;
-    keep = (uint64_t)length > UNW_MAX_NAME ? UNW_MAX_NAME : (uint64_t)length;
-    nbytes = keep * kind;
-    if (hdr + nbytes <= got) {
-        data = head + hdr;
-    } else {
-        err = proc_read(p, addr + hdr, big, nbytes);
-        if (err)
-            return err;
-        data = big;
-    }
-    if (img != NULL) {
-        /* the object from its type on, as read: header, then data (no NUL) */
-        size_t end = (size_t)(hdr + nbytes) < imgcap + 8 ? (size_t)(hdr + nbytes) : imgcap + 8;
-        for (i = 8; i < end; i++)
-            img[i - 8] = i < got && (data != big || i < hdr) ? head[i] : data[i - hdr];
-        *imglen = end > 8 ? end - 8 : 0;
-    }
+    *hdr = ascii ? L->u_ascii_size : L->u_compact_size;
+    *keep = (uint64_t)length > UNW_MAX_NAME ? UNW_MAX_NAME : (uint64_t)length;
+    return REMORA_OK;
+}
+
+/* keep code points of 'kind' bytes each at data, as UTF-8 into out (cut at cap). */
+static size_t str_utf8(const unsigned char *data, unsigned kind, uint64_t keep, char *out, size_t cap)
+{
+    size_t o = 0, i;
+
     for (i = 0; i < keep; i++) {
         uint32_t c;
         char enc[4];
@@ -126,7 +99,85 @@ int pystr_read_img(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, si
         o += k;
     }
     out[o] = '\0';
-    *len = o;
+    return o;
+}
+
+int pystr_read_img(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t cap,
+                   size_t *len, unsigned char *img, size_t imgcap, size_t *imglen)
+{
+    unsigned char head[PYSTR_FIRST_READ];
+    unsigned char big[PYSTR_MAX_BYTES];
+    const unsigned char *data;
+    unsigned kind;
+    uint64_t hdr, nbytes, keep;
+    size_t i, got = sizeof head;
+    int err;
+
+    *len = 0;
+    if (imglen != NULL)
+        *imglen = 0;
+    if (cap == 0)
+        return REMORA_ENOMEM;
+    out[0] = '\0';
+    if (addr == 0 || addr % 8 != 0)
+        return REMORA_ECORRUPT;
+    if (L->u_length + 8 > sizeof head || L->u_state + 4 > sizeof head || L->u_compact_size > 128)
+        return REMORA_ECORRUPT;
+    err = proc_read(p, addr, head, sizeof head);
+    if (err == REMORA_EFAULT) { /* a short string near the end of a mapping */
+        got = L->u_compact_size;
+        err = proc_read(p, addr, head, got);
+    }
+    if (err)
+        return err;
+    if ((err = str_parse(L, head, got, &kind, &keep, &hdr)) != REMORA_OK)
+        return err;
+    nbytes = keep * kind;
+    if (hdr + nbytes <= got) {
+        data = head + hdr;
+    } else {
+        err = proc_read(p, addr + hdr, big, nbytes);
+        if (err)
+            return err;
+        data = big;
+    }
+    if (img != NULL) {
+        /* the object from its type on, as read: header, then data (no NUL) */
+        size_t end = (size_t)(hdr + nbytes) < imgcap + 8 ? (size_t)(hdr + nbytes) : imgcap + 8;
+        for (i = 8; i < end; i++)
+            img[i - 8] = i < got && (data != big || i < hdr) ? head[i] : data[i - hdr];
+        *imglen = end > 8 ? end - 8 : 0;
+    }
+    *len = str_utf8(data, kind, keep, out, cap);
+    return REMORA_OK;
+}
+
+int pystr_from_head(proc_t *p, const py_layout_t *L, uint64_t addr, const unsigned char *head,
+                    size_t got, char *out, size_t cap, size_t *len)
+{
+    unsigned char big[PYSTR_MAX_BYTES];
+    const unsigned char *data;
+    unsigned kind;
+    uint64_t hdr, nbytes, keep;
+    int err;
+
+    *len = 0;
+    if (cap == 0)
+        return REMORA_ENOMEM;
+    out[0] = '\0';
+    if ((err = str_parse(L, head, got, &kind, &keep, &hdr)) != REMORA_OK)
+        return err;
+    nbytes = keep * kind;
+    if (hdr + nbytes <= got) {
+        data = head + hdr;
+    } else if (p == NULL || addr == 0) {
+        return REMORA_ECORRUPT;
+    } else {
+        if ((err = proc_read(p, addr + hdr, big, nbytes)) != REMORA_OK)
+            return err;
+        data = big;
+    }
+    *len = str_utf8(data, kind, keep, out, cap);
     return REMORA_OK;
 }
 

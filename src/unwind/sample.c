@@ -103,6 +103,7 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
         tc->root = 0;
     }
     th->tstate = tc->tstate;
+    th->ident = get_u64(tc->ts, L->ts_thread_id);
     th->interp = fi->addr;
     th->interp_id = fi->id;
     th->native_id = tc->native_id;
@@ -669,6 +670,30 @@ static int any_incomplete(const unwinder_t *u)
     return 0;
 }
 
+/* Each thread's Python name, from the registry read again when due (pynames.c): the
+ * main interpreter's (id 0), whose threading module names every thread it started. */
+static int sample_names(unwinder_t *u, reader_t *r)
+{
+    uint64_t interp = 0;
+    size_t i;
+    int err;
+
+    if (u->pynames == NULL && (u->pynames = pyn_new()) == NULL)
+        return REMORA_ENOMEM;
+    if (remora_grow((void **)&u->idents, &u->cap_idents, u->nthreads, sizeof *u->idents))
+        return REMORA_ENOMEM;
+    for (i = 0; i < u->nthreads; i++)
+        u->idents[i] = u->threads[i].ident;
+    for (i = 0; i < r->ninterps; i++)
+        if (r->interps[i].id == 0)
+            interp = r->interps[i].addr;
+    if ((err = pyn_update(u, u->pynames, interp, u->idents, u->nthreads, 0)) != REMORA_OK)
+        return err;
+    for (i = 0; i < u->nthreads; i++)
+        u->threads[i].py_name = u->threads[i].ident ? pyn_lookup(u->pynames, u->threads[i].ident) : NULL;
+    return REMORA_OK;
+}
+
 static int reader_new(reader_t **out)
 {
     reader_t *r = calloc(1, sizeof *r);
@@ -715,6 +740,8 @@ int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n)
         return err;
     for (size_t i = 0; i < u->nthreads; i++)
         u->stats.partial += u->threads[i].partial != 0;
+    if ((u->want & UNW_WANT_PYNAMES) && (err = sample_names(u, u->reader)) != REMORA_OK)
+        return err;
     *threads = u->threads;
     *n = u->nthreads;
     return REMORA_OK;

@@ -60,6 +60,8 @@ void unw_free(unwinder_t *u)
     if (u == NULL)
         return;
     unw_reader_free(u->reader);
+    pyn_free(u->pynames);
+    free(u->idents);
     code_cache_free(u->codes);
     strtab_free(u->names);
     free(u->threads);

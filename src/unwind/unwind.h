@@ -5,6 +5,7 @@
  * decoders. How a sample is read, file by file, is in internal.h:
  *   linetable.c  line-number decoders for 3.9 lnotab, 3.10 linetable, 3.11+ locations
  *   pystr.c      reading str and bytes objects out of the target
+ *   pynames.c    Python thread names, from the threading module's registry
  *   code.c       the code-object cache (bounded, validated by a fingerprint)
  *   threads.c    the unwinder's handle; interpreter and thread-state lists; native ids
  *   sample.c ... the per-sample reader (internal.h lists its files)
@@ -59,6 +60,11 @@ typedef struct unw_thread {
                                  * there (it is inside an except block), 0 when not, -1
                                  * when that could not be read */
     char name[64];              /* the task's name (comm), only with UNW_WANT_NAMES */
+    uint64_t ident;             /* its pthread_t (threading.get_ident()), 0 if unknown */
+    const char *py_name;        /* UNW_WANT_PYNAMES: its threading.Thread's name (UTF-8,
+                                 * cut after UNW_MAX_NAME code points), NULL when the
+                                 * thread is not in threading's registry or that could not
+                                 * be read; valid until the next unw_sample() */
     int error;                  /* REMORA_E* if the stack could not be read at all */
     int partial;                /* its innermost frames moved while they were read: frames[]
                                  * holds the outer frames known (each the same function, and
@@ -79,7 +85,9 @@ typedef struct unwinder unwinder_t;
 #define UNW_WANT_GC 4u          /* gc, from the interpreter's GC state */
 #define UNW_WANT_EXC 8u         /* handling_exc, from the thread state (a read per generator
                                  * or coroutine whose exception slot is walked through) */
-#define UNW_WANT_ALL 15u
+#define UNW_WANT_PYNAMES 32u    /* py_name, from threading._active (read again at most
+                                 * every 20 ms when a thread appears, else every 0.5 s) */
+#define UNW_WANT_ALL 47u
 #define UNW_WANT_ANCHOR 16u     /* 3.15, record --frame-anchor: keep the thread state's
                                  * last_profiled_frame at a frame (writes 8 bytes into the
                                  * target) and copy only the frames above it; not in ALL */

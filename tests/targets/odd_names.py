@@ -1,6 +1,10 @@
 # Target for the record convert/speedscope/hostile tests (runs on CPython 3.9-3.15): names
 # that collapsed stacks must escape, JSON must encode and HTML must keep as text.
 #
+# Both odd threads are started with _thread.start_new_thread, outside threading's
+# registry, so that remora names them as the kernel does (the Python names of
+# threading.Threads are tests/targets/thread_names.py's).
+#
 # One thread renames itself (prctl PR_SET_NAME: what /proc/PID/task/TID/comm shows) to
 # "odd;th\r\nead" -- a ';', a backslash and a newline -- and calls a chain of functions
 # with hostile names (HOSTILE: quotes, backslashes, newlines, semicolons, </script> and
@@ -22,6 +26,7 @@ import os
 import sys
 import threading
 import types
+import _thread
 
 FUNC_NAME = "odd;fn\\name\ncafé"
 FILE_NAME = "<odd;file\\name>"
@@ -117,11 +122,10 @@ def main():
 
     chain = make_chain(spin)
     parked, forever = threading.Event(), threading.Event()
-    threading.Thread(target=park, daemon=True).start()
+    _thread.start_new_thread(park, ())
     if not parked.wait(20) or "error" in info:
         sys.exit("odd_names: parked thread never named: %s" % info.get("error", "timeout"))
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
+    _thread.start_new_thread(run, ())
     if not named.wait(20) or "error" in info or not started.wait(20):
         sys.exit("odd_names: spinner never started: %s" % info.get("error", "timeout"))
     code = spin.__code__
