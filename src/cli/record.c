@@ -63,6 +63,18 @@ static const char record_usage[] =
 static const char out_accepts[] = "a file name (its ending picks the format, else -f), or - for stdout";
 static const char diff_accepts[] = "a baseline profile: a .remora recording or collapsed stacks";
 
+/* A binary format (pstats: Python's marshal) is not written to a terminal: one line
+ * saying what to do instead. Returns 0, or -1 when refused. */
+static int binary_to_terminal(const char *cmd, const out_format_t *fmt, const char *path)
+{
+    if (strcmp(fmt->name, "pstats") == 0 && strcmp(path, "-") == 0 && isatty(1)) {
+        cli_error("%s: the pstats format is binary (Python's marshal), not for a terminal: add "
+                  "-o FILE.pstats, or -f table for the table", cmd);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_record(int argc, char **argv, record_args_t *a)
 {
     const char *fname = NULL, *fflag = "-f";
@@ -130,13 +142,13 @@ static int parse_record(int argc, char **argv, record_args_t *a)
     if (a->nout == 0) {
         /* no -o: the format asked for (the table by default) on stdout */
         a->out_path[0] = NULL;
-        a->fmt[0] = out_format_by_name(fname ? fname : "pstats");
+        a->fmt[0] = out_format_by_name(fname ? fname : "table");
         a->nout = 1;
         if (a->fmt[0]->write == NULL) {
             cli_error("the raw format needs a file: add -o FILE.remora");
             return -1;
         }
-        return 0;
+        return binary_to_terminal("record", a->fmt[0], "-");
     }
     for (i = 0; i < a->nout; i++) {
         /* the name's ending decides; -f covers names that say nothing */
@@ -148,6 +160,8 @@ static int parse_record(int argc, char **argv, record_args_t *a)
                       out_format_names(0));
             return -1;
         }
+        if (binary_to_terminal("record", a->fmt[i], a->out_path[i]))
+            return -1;
         if (a->fmt[i]->write == NULL && strcmp(a->out_path[i], "-") == 0) {
             cli_error("the raw format cannot go to stdout: add -o FILE.remora");
             return -1;
@@ -642,7 +656,7 @@ int cmd_convert(int argc, char **argv)
                   "[--diff BASELINE]");
         return REMORA_EXIT_USAGE;
     }
-    fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("pstats");
+    fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("table");
     if (fmt == NULL || fmt->write == NULL) {
         /* every message lists the formats convert writes: all of the table but raw */
         if (fname != NULL && fmt == NULL)
@@ -659,6 +673,8 @@ int cmd_convert(int argc, char **argv)
                       out_format_names(1));
         return REMORA_EXIT_USAGE;
     }
+    if (binary_to_terminal("convert", fmt, out_path ? out_path : "-"))
+        return REMORA_EXIT_USAGE;
     if (diff != NULL && strcmp(fmt->name, "flamegraph") != 0) {
         cli_error("--diff draws a differential flamegraph: use -f flamegraph or an .html output");
         return REMORA_EXIT_USAGE;

@@ -204,7 +204,7 @@ static int draw(top_t *tp, size_t limit)
             break;
         fprintf(f, "%7.2f%% %7.2f%% %8.2fs %9.2fs  ", pct * (double)v->self, pct * (double)v->total,
                 per_round * (double)r->self, per_round * (double)r->total);
-        out_text_frame(f, r->function, r->file, r->line);
+        out_text_frame(f, r->function, r->file, r->hot_line);
         fputc('\n', f);
     }
     if (fclose(f) != 0)

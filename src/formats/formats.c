@@ -1,6 +1,8 @@
-/* formats/formats.c — the table of output formats, inference from file names, and
- * writing a profile atomically (temporary file in the same directory, then rename). */
+/* formats/formats.c — the table of output formats, inference from file names, writing a
+ * profile atomically (temporary file in the same directory, then rename), and the time a
+ * sample stands for. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,8 @@ static const out_format_t formats[] = {
     { "firefox", ".gecko.json .firefox.json", out_firefox_write, 1 },   /* before .json */
     { "speedscope", ".json .speedscope", out_speedscope_write },
     { "collapsed", ".collapsed .txt .folded", out_collapsed_write },
-    { "pstats", ".pstats .table", out_pstats_write },
+    { "table", ".table", out_table_write },
+    { "pstats", ".pstats .prof", out_pstats_write },
     { "pprof", ".pb.gz .pprof", out_pprof_write },
     { "raw", ".remora", NULL },
 };
@@ -83,6 +86,15 @@ const char *out_format_names(int writers_only)
     }
     buf[n] = '\0';
     return buf;
+}
+
+double out_sample_seconds(const profile_meta_t *m)
+{
+    if (m->duration_s > 0 && m->samples > 0 && isfinite(m->duration_s))
+        return m->duration_s / (double)m->samples;
+    if (m->rate_hz > 0 && isfinite(m->rate_hz))
+        return 1.0 / m->rate_hz;
+    return 0.001;
 }
 
 int out_write_file(const out_format_t *fmt, const profile_t *p, const out_options_t *o, const char *path)

@@ -3,10 +3,13 @@
  * process.
  *
  *   json.c        JSON string escaping shared by the JSON-based writers
- *   text.c        escaping of names in text for a terminal (pstats, remora dump)
- *   formats.c     the format table, inference from a file name, atomic file writing
+ *   text.c        escaping of names in text for a terminal (the table, remora dump)
+ *   formats.c     the format table, inference from a file name, atomic file writing,
+ *                 the time a sample stands for
  *   collapsed.c   Brendan Gregg's collapsed stacks (write and read)
- *   pstats.c      the table printed when no -o is given
+ *   table.c       the table printed when no -o is given
+ *   pstats.c      Python's pstats file (cProfile's), through marshal.c
+ *   marshal.c     the objects of Python's marshal format that a pstats file holds
  *   speedscope.c  speedscope JSON
  *   flamegraph.c  the self-contained HTML flamegraph (template in flamegraph.html)
  *   pprof.c       pprof's profile.proto, gzipped (zlib)
@@ -53,9 +56,27 @@ typedef struct out_strs {
 uint32_t out_strs_index(out_strs_t *s, const char *str);
 void out_strs_free(out_strs_t *s);
 
+/* marshal.c: Python's marshal format (version 4, no references), little-endian.
+ * An int: TYPE_INT, or TYPE_LONG outside 32 bits. A float: TYPE_BINARY_FLOAT. A string:
+ * TYPE_SHORT_ASCII, TYPE_ASCII or TYPE_UNICODE, always valid UTF-8 (each byte that is not
+ * part of valid UTF-8 becomes U+FFFD). A tuple of n objects: its header, then write the
+ * n objects. A dict: out_marshal_dict(), keys and values in turn, out_marshal_dict_end().
+ * Errors are the stream's (ferror). */
+void out_marshal_int(FILE *f, int64_t v);
+void out_marshal_float(FILE *f, double v);
+void out_marshal_str(FILE *f, const char *s);
+void out_marshal_tuple(FILE *f, uint32_t n);
+void out_marshal_dict(FILE *f);
+void out_marshal_dict_end(FILE *f);
+
+/* The time one thread sample stands for, in seconds: the recording's duration over its
+ * rounds when both are known (the interval achieved), else the period of the rate asked,
+ * else 1 ms (remora's default rate: collapsed stacks carry neither). */
+double out_sample_seconds(const profile_meta_t *m);
+
 /* Options shared by writers. */
 typedef struct out_options {
-    int limit;              /* pstats: rows to print (0 = default 25) */
+    int limit;              /* table: rows to print (0 = default 25) */
     int no_threads;         /* collapsed: omit the leading "thread NAME (TID)" element */
 } out_options_t;
 
@@ -84,6 +105,7 @@ const char *out_format_names(int writers_only);
 int out_write_file(const out_format_t *fmt, const profile_t *p, const out_options_t *o, const char *path);
 
 int out_collapsed_write(const profile_t *p, FILE *f, const out_options_t *o);
+int out_table_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o);

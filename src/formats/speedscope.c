@@ -1,6 +1,7 @@
 /* formats/speedscope.c — speedscope's file format: shared frames, one "sampled" profile
  * per thread whose samples are the distinct stacks (outermost frame first) and whose
- * weights are their counts. */
+ * weights are the time they stand for, in seconds: their counts x the sampling interval
+ * (out_sample_seconds), so that speedscope's durations read as time. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@ struct sctx {
     const stk_thread_t *thread;     /* the thread being written */
     int first;
     int pass;                       /* 0: samples, 1: weights */
+    double dt;                      /* seconds a sample stands for */
 };
 
 static void put_stack(void *ctx, const stk_thread_t *th, const uint32_t *frames, size_t n, uint64_t count)
@@ -25,7 +27,7 @@ static void put_stack(void *ctx, const stk_thread_t *th, const uint32_t *frames,
         fputc(',', c->f);
     c->first = 0;
     if (c->pass == 1) {
-        fprintf(c->f, "%llu", (unsigned long long)count);
+        fprintf(c->f, "%.12g", (double)count * c->dt);
         return;
     }
     fputc('[', c->f);
@@ -43,6 +45,7 @@ int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o)
     char name[160];
 
     (void)o;
+    c.dt = out_sample_seconds(&p->meta);
     fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"remora "
           REMORA_VERSION "\",\"name\":", f);
     snprintf(name, sizeof name, "remora pid %d (Python %s)", (int)p->meta.pid, p->meta.python);
@@ -71,8 +74,8 @@ int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o)
         fputs(i ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", f);
         out_json_str(f, tname);
         free(tname);
-        fprintf(f, ",\"unit\":\"none\",\"startValue\":0,\"endValue\":%llu,\"samples\":[",
-                (unsigned long long)th->samples);
+        fprintf(f, ",\"unit\":\"seconds\",\"startValue\":0,\"endValue\":%.12g,\"samples\":[",
+                (double)th->samples * c.dt);
         c.f = f;
         c.thread = th;
         for (c.pass = 0; c.pass < 2; c.pass++) {
@@ -86,7 +89,7 @@ int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o)
         fputs("]}", f);
     }
     if (nthreads == 0)
-        fputs("{\"type\":\"sampled\",\"name\":\"no samples\",\"unit\":\"none\",\"startValue\":0,"
+        fputs("{\"type\":\"sampled\",\"name\":\"no samples\",\"unit\":\"seconds\",\"startValue\":0,"
               "\"endValue\":0,\"samples\":[],\"weights\":[]}", f);
     fputs("]}\n", f);
     return ferror(f) ? REMORA_EIO : REMORA_OK;

@@ -1,5 +1,6 @@
-/* sample/functions.c — per-function totals of a stack table (the pstats table and
- * `remora top`): one row per (function, file), self and total samples. */
+/* sample/functions.c — per-function totals of a stack table (the table, pstats files and
+ * `remora top`): one row per (function, file), self and total samples, its lowest line
+ * and the line seen in most samples. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@ struct fctx {
     stk_fn_row_t *rows;
     const uint32_t *row_of_frame;
     uint64_t *stamp;            /* per row: the last stack counted in its total */
+    uint64_t *fstamp, *ftotal;  /* per frame: the same, and its samples (once per sample) */
     uint64_t now;
 };
 
@@ -23,6 +25,10 @@ static void count_stack(void *ctx, const stk_thread_t *th, const uint32_t *frame
     c->now++;
     for (i = 0; i < n; i++) {
         uint32_t r = c->row_of_frame[frames[i]];
+        if (c->fstamp[frames[i]] != c->now) {
+            c->fstamp[frames[i]] = c->now;
+            c->ftotal[frames[i]] += count;
+        }
         if (c->stamp[r] != c->now) {
             c->stamp[r] = c->now;
             c->rows[r].total += count;
@@ -47,7 +53,7 @@ int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows_out, size_t *n_out, ui
     size_t nf = stk_nframes(t), nrows = 0, cap = 16, i;
     uint32_t *row_of_frame, *slots;
     stk_fn_row_t *rows;
-    uint64_t *stamp;
+    uint64_t *stamp, *fstamp = NULL, *ftotal = NULL;
     struct fctx c;
     int err = REMORA_ENOMEM;
 
@@ -57,7 +63,10 @@ int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows_out, size_t *n_out, ui
     rows = calloc(nf ? nf : 1, sizeof *rows);
     stamp = calloc(nf ? nf : 1, sizeof *stamp);
     slots = calloc(cap, sizeof *slots);     /* row index + 1; 0 is empty */
-    if (row_of_frame == NULL || rows == NULL || stamp == NULL || slots == NULL)
+    fstamp = calloc(nf ? nf : 1, sizeof *fstamp);
+    ftotal = calloc(nf ? nf : 1, sizeof *ftotal);
+    if (row_of_frame == NULL || rows == NULL || stamp == NULL || slots == NULL || fstamp == NULL ||
+        ftotal == NULL)
         goto fail;
     /* strings are interned, so (function, file) compare as pointers; rows come in the
      * order of their first frame, and frames are only ever appended: a row keeps its
@@ -84,16 +93,35 @@ int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows_out, size_t *n_out, ui
     c.rows = rows;
     c.row_of_frame = row_of_frame;
     c.stamp = stamp;
+    c.fstamp = fstamp;
+    c.ftotal = ftotal;
     c.now = 0;
     err = stk_foreach_stack(t, count_stack, &c);
     if (err)
         goto fail;
+    /* each row's hot line: its frame in most samples (the lowest line of a tie); reuses
+     * stamp as the samples of the hot frame so far */
+    for (i = 0; i < nrows; i++) {
+        rows[i].hot_line = rows[i].line;
+        stamp[i] = 0;
+    }
+    for (i = 0; i < nf; i++) {
+        stk_fn_row_t *r = &rows[row_of_frame[i]];
+        int line = stk_frame_at(t, (uint32_t)i)->line;
+        uint64_t *best = &stamp[row_of_frame[i]];
+        if (ftotal[i] > *best || (ftotal[i] == *best && ftotal[i] > 0 && line < r->hot_line)) {
+            *best = ftotal[i];
+            r->hot_line = line;
+        }
+    }
     if (row_of_frame_out != NULL)
         *row_of_frame_out = row_of_frame;
     else
         free(row_of_frame);
     free(stamp);
     free(slots);
+    free(fstamp);
+    free(ftotal);
     *rows_out = rows;
     *n_out = nrows;
     return REMORA_OK;
@@ -102,5 +130,7 @@ fail:
     free(rows);
     free(stamp);
     free(slots);
+    free(fstamp);
+    free(ftotal);
     return err;
 }

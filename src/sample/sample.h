@@ -91,6 +91,8 @@ int stk_foreach_stack(const stk_table_t *t, stk_visit_fn fn, void *ctx);
 typedef struct stk_fn_row {
     const char *function, *file;
     int line;               /* the lowest line seen: near the definition */
+    int hot_line;           /* the line seen in most samples (counted once per sample;
+                             * the lowest of a tie) */
     uint64_t self, total;
 } stk_fn_row_t;
 

@@ -25,7 +25,8 @@ import time
 from harness import (INTERPRETERS, READY_TIMEOUT, SUMMARY, Fail, Recording, Role, Source, Target,
                      depth_note, interp_missing, judge_profile, one_line, record, recurse_roles,
                      script, summary, tail, wait_state, workdir)
-from formats import by_thread, first_difference, parse_collapsed, speedscope_stacks, total
+from formats import (by_thread, first_difference, parse_collapsed, read_pstats, speedscope_counts,
+                     speedscope_stacks, total)
 
 CHAOS_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
 SEED = int(os.environ.get("REMORA_CHAOS_SEED", "0")) or random.SystemRandom().randrange(1, 1 << 30)
@@ -45,7 +46,7 @@ MIN_SAMPLED = 20               # rounds after which a profile of a live target m
 def check_outputs(remora, d, names, summ, need_stacks):
     """Every output of one recording is there and valid: collapsed parses, speedscope JSON
     parses and holds the same stacks, .remora converts to the same stacks, .html and
-    .pstats are complete files. Returns the collapsed stacks."""
+    .pstats (Python's marshal) loads. Returns the collapsed stacks."""
     paths = {os.path.splitext(n)[1]: os.path.join(d, n) for n in names}
     for p in paths.values():
         if not os.path.isfile(p):
@@ -60,6 +61,7 @@ def check_outputs(remora, d, names, summ, need_stacks):
             raise Fail("%s is not JSON: %s" % (os.path.basename(paths[".json"]), e))
         got, _ = speedscope_stacks(doc)
         got = {tid: c for tid, c in got.items() if sum(c.values())}
+        got, _ = speedscope_counts(got, want)       # weights in seconds: back to samples
         # speedscope has no "no line": remora writes 0 there for the -1 of collapsed
         flat = {}
         for tid, c in want.items():
@@ -85,8 +87,8 @@ def check_outputs(remora, d, names, summ, need_stacks):
             html = f.read()
         if not html.rstrip().endswith(b"</html>"):
             raise Fail("the flamegraph does not end with </html> (%d bytes)" % len(html))
-    if ".pstats" in paths and os.path.getsize(paths[".pstats"]) == 0:
-        raise Fail("the .pstats table is empty")
+    if ".pstats" in paths:
+        read_pstats(os.path.basename(paths[".pstats"]), paths[".pstats"])
     if need_stacks and summ.samples >= MIN_SAMPLED and total(stacks) == 0:
         raise Fail("%d rounds taken but no stack written (%s)" % (summ.samples, summ))
     return stacks

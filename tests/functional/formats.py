@@ -9,6 +9,7 @@
 import collections
 import gzip
 import json
+import math
 import os
 import re
 
@@ -135,7 +136,9 @@ def total(stacks, tid=None, has=None):
 
 def speedscope_stacks(doc):
     """{tid: Counter((function, file, line) tuples -> weight)} and profile names, from a
-    speedscope file as remora writes it (sampled profiles named `thread NAME (TID)`)."""
+    speedscope file as remora writes it (sampled profiles named `thread NAME (TID)`, unit
+    "seconds": a weight is the stack's samples x the sampling interval; see
+    speedscope_counts)."""
     frames = doc["shared"]["frames"]
     out, names = {}, {}
     for prof in doc["profiles"]:
@@ -149,8 +152,11 @@ def speedscope_stacks(doc):
         if prof.get("type") != "sampled" or len(prof["samples"]) != len(prof["weights"]):
             raise Fail("profile %r: not a sampled profile with one weight per sample"
                        % prof["name"])
-        if sum(prof["weights"]) != prof["endValue"]:
-            raise Fail("profile %r: weights add up to %d, endValue is %r"
+        if prof.get("unit") != "seconds" or prof.get("startValue") != 0:
+            raise Fail("profile %r: unit %r from %r, want seconds from 0"
+                       % (prof["name"], prof.get("unit"), prof.get("startValue")))
+        if not math.isclose(sum(prof["weights"]), prof["endValue"], rel_tol=1e-9, abs_tol=1e-12):
+            raise Fail("profile %r: weights add up to %r, endValue is %r"
                        % (prof["name"], sum(prof["weights"]), prof["endValue"]))
         c = out.setdefault(tid, collections.Counter())
         for stack, w in zip(prof["samples"], prof["weights"]):
@@ -159,6 +165,24 @@ def speedscope_stacks(doc):
             c[tuple((frames[i]["name"], frames[i].get("file"), frames[i].get("line"))
                     for i in stack)] += w
     return out, names
+
+
+def speedscope_counts(got, counts):
+    """The weights of speedscope_stacks() (seconds) as sample counts, given the counts of
+    the same recording ({tid: Counter(stack -> samples)}, e.g. its collapsed file): with
+    one interval dt, total seconds / total samples, every weight must be a whole number of
+    samples (within 1e-6 of one). Returns ({tid: Counter(stack -> count)}, dt); a weight
+    that is no whole count stays a float, so a comparison with counts fails."""
+    seconds = sum(sum(c.values()) for c in got.values())
+    n = sum(sum(c.values()) for c in counts.values())
+    dt = seconds / n if n else 0.0
+    out = {}
+    for tid, c in got.items():
+        o = out.setdefault(tid, collections.Counter())
+        for st, w in c.items():
+            k = w / dt if dt else w
+            o[st] = round(k) if abs(k - round(k)) < 1e-6 * max(1.0, k) else k
+    return out, dt
 
 
 # --- names as remora emits them, and strict reading of text and JSON ---------------------
@@ -305,10 +329,10 @@ def flamegraph_stacks(doc):
     return names, stacks
 
 
-# --- the pstats table (-o FILE.pstats, convert to stdout) ---------------------------------
+# --- the table (no -o, -f table, -o FILE.table) -------------------------------------------
 
 def table_rows(what, data):
-    """{(function, file)} of the pstats table's rows, unescaped; one row per line, names
+    """{(function, file)} of the table's rows, unescaped; one row per line, names
     escaped by out_text_str(); no raw control character anywhere."""
     text = utf8(what, data)
     no_raw_control(what, text.replace("\n", ""))
@@ -323,6 +347,49 @@ def table_rows(what, data):
         if fm:
             rows.add((untext(what, fm.group(1)), untext(what, fm.group(2))))
     return rows
+
+
+# --- the pstats file (-o FILE.pstats): Python's marshal, as cProfile writes it ----------
+
+def read_pstats(what, path):
+    """The dict of a pstats file, loaded by this Python's marshal, every entry checked:
+    {(file, line, function): (primitive calls, calls, tottime, cumtime, callers)}, callers
+    {(file, line, function): (calls, primitive calls, tottime, cumtime)}; strs, ints and
+    floats where cProfile puts them, no negative figure, tottime <= cumtime."""
+    import marshal
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        stats = marshal.loads(data)
+    except (ValueError, EOFError, TypeError) as e:
+        raise Fail("%s: marshal cannot load it: %s" % (what, e))
+
+    def key_ok(k):
+        return (isinstance(k, tuple) and len(k) == 3 and isinstance(k[0], str)
+                and type(k[1]) is int and k[1] >= 0 and isinstance(k[2], str))
+
+    if not isinstance(stats, dict):
+        raise Fail("%s: a %s, not a dict" % (what, type(stats).__name__))
+    for k, v in stats.items():
+        if not key_ok(k):
+            raise Fail("%s: key %r is not (file, line, function)" % (what, k))
+        if not (isinstance(v, tuple) and len(v) == 5 and type(v[0]) is int and type(v[1]) is int
+                and type(v[2]) is float and type(v[3]) is float and isinstance(v[4], dict)):
+            raise Fail("%s: %r: value %r is not (cc, nc, tt, ct, callers)" % (what, k, v))
+        if min(v[:4]) < 0 or v[2] > v[3] * (1 + 1e-9):
+            raise Fail("%s: %r: figures %r (negative, or tottime over cumtime)" % (what, k, v[:4]))
+        for ck, cv in v[4].items():
+            if not key_ok(ck) or ck not in stats:
+                raise Fail("%s: %r: caller %r is no entry of the file" % (what, k, ck))
+            if not (isinstance(cv, tuple) and len(cv) == 4 and type(cv[0]) is int
+                    and type(cv[1]) is int and type(cv[2]) is float and type(cv[3]) is float):
+                raise Fail("%s: %r: caller %r: %r is not (nc, cc, tt, ct)" % (what, k, ck, cv))
+    return stats
+
+
+def pstats_rows(stats):
+    """{(function, file)} of a pstats dict; cProfile's '~' (no file) is ''."""
+    return {(fn, "" if file == "~" else file) for file, _, fn in stats}
 
 
 # --- pprof (-o FILE.pb.gz): gzip, then profile.proto -------------------------------------

@@ -7,7 +7,7 @@
 #     NAME_BOUND code points (src/unwind/pystr.c, UNW_MAX_NAME);
 #   - a byte of a thread name (the kernel's comm) that is not part of valid UTF-8 becomes
 #     U+FFFD (src/formats/json.c, text.c).
-# Checked: record to collapsed, speedscope, flamegraph, pstats, pprof, the Firefox format
+# Checked: record to collapsed, speedscope, flamegraph, the table, pstats, pprof, the Firefox format
 # and raw in one run; dump as text and --json; `top`'s tables (no raw control character:
 # a name must not drive the terminal); convert of the raw recording to every format, and
 # to the table on stdout; and, in headless Chromium (tests/browser/run.mjs --recorded-hostile), that the
@@ -24,10 +24,10 @@ from harness import (INTERPRETERS, REPO, SHORT_SECONDS, TARGETS, Fail, Skip, Tar
                      record, speedscope_validator, summary, tail, workdir)
 from formats import (NAME_BOUND, dump_json_stacks, dump_text_stacks, emitted, emitted_bytes,
                      firefox_stacks, flamegraph_data, flamegraph_stacks, no_raw_control,
-                     parse_collapsed, pprof_stacks, read_pprof, short, speedscope_stacks,
-                     strict_json, table_rows, top_rows, utf8)
+                     parse_collapsed, pprof_stacks, pstats_rows, read_pprof, read_pstats, short,
+                     speedscope_stacks, strict_json, table_rows, top_rows, utf8)
 
-TABLE_ROWS = 1000              # -l for the pstats table: every function gets a row
+TABLE_ROWS = 1000              # -l for the table: every function gets a row
 TOP_SECONDS = 1.2              # one live table of `remora top`, then the whole run's
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
 
@@ -113,6 +113,12 @@ def check_table(what, data, want):
     check_rows(what, table_rows(what, data), want)
 
 
+def check_pstats(what, path, want):
+    """The pstats file (Python's marshal): loads, and has an entry for every hostile
+    (function, file), names as remora emits them."""
+    check_rows(what, pstats_rows(read_pstats(what, path)), want)
+
+
 def check_top(what, data, want):
     """`remora top`'s tables (stdout not a terminal): no raw control character anywhere
     (a name must not drive the terminal), every hostile function in the whole run's table."""
@@ -182,13 +188,14 @@ def test_hostile(remora, interp):
         validator, schema = None, "speedscope schema not checked: %s" % e
     d = workdir()
     try:
-        exts = [".collapsed", ".json", ".html", ".pstats", ".pb.gz", ".gecko.json", ".remora"]
+        exts = [".collapsed", ".json", ".html", ".table", ".pstats", ".pb.gz", ".gecko.json", ".remora"]
         want, paths, dumped = hostile_recording(remora, interp, d, exts, dumps=True)
         check_collapsed("recorded collapsed", paths[".collapsed"], want)
         check_speedscope("recorded speedscope", paths[".json"], want, validator)
         check_flamegraph("recorded flamegraph", paths[".html"], want)
-        with open(paths[".pstats"], "rb") as f:
-            check_table("recorded pstats", f.read(), want)
+        with open(paths[".table"], "rb") as f:
+            check_table("recorded table", f.read(), want)
+        check_pstats("recorded pstats", paths[".pstats"], want)
         check_pprof("recorded pprof", paths[".pb.gz"], want)
         check_firefox("recorded Firefox profile", paths[".gecko.json"], want)
         check_top("top", dumped["top"], want)
@@ -205,8 +212,9 @@ def test_hostile(remora, interp):
                 raise Fail("the collapsed file converted from rec.remora differs from the recorded one")
         check_speedscope("converted speedscope", conv[".json"], want, validator)
         check_flamegraph("converted flamegraph", conv[".html"], want)
-        with open(conv[".pstats"], "rb") as f:
-            check_table("converted pstats", f.read(), want)
+        with open(conv[".table"], "rb") as f:
+            check_table("converted table", f.read(), want)
+        check_pstats("converted pstats", conv[".pstats"], want)
         check_pprof("converted pprof", conv[".pb.gz"], want)
         check_firefox("converted Firefox profile", conv[".gecko.json"], want)
         out, _ = run_bytes(remora, ["convert", raw, "-l", TABLE_ROWS])
@@ -215,8 +223,8 @@ def test_hostile(remora, interp):
         back = os.path.join(d, "back.json")
         run_bytes(remora, ["convert", paths[".collapsed"], "-o", back])
         check_speedscope("speedscope converted from the collapsed file", back, want, validator)
-        return "%d hostile frames and 2 hostile thread names intact in 7 formats recorded, " \
-               "6 converted + stdout table, top, dump text and JSON; %s" % (len(want.chain), schema)
+        return "%d hostile frames and 2 hostile thread names intact in 8 formats recorded, " \
+               "7 converted + stdout table, top, dump text and JSON; %s" % (len(want.chain), schema)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

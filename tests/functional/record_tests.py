@@ -24,7 +24,7 @@ from harness import (HOST_PYTHON, INTERPRETERS, MOVING, SHORT_SECONDS, STATS, SU
                      TARGETS, Fail, Recording, Skip, Target, check_odd_names, free_pid,
                      interp_missing, mark, odd_recording, one_line, record, signame, speedscope_validator,
                      summary, tail, torn_kind, workdir)
-from formats import by_thread, parse_collapsed, speedscope_stacks, total
+from formats import by_thread, parse_collapsed, speedscope_counts, speedscope_stacks, total
 
 # 1. accuracy: 60/30/10 shares, wall and cpu mode
 ACCURACY_SECONDS = 1.5
@@ -325,9 +325,10 @@ def test_speedscope(remora, interp):
         # the same recording, in both formats: the same stacks and counts per thread
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-        got, names = speedscope_stacks(doc)
+        seconds, names = speedscope_stacks(doc)
         stacks = parse_collapsed(os.path.join(d, "rec.collapsed"))
         want = by_thread(stacks)
+        got, dt = speedscope_counts(seconds, want)
         if got != want:
             tids = sorted(set(got) | set(want))
             diffs = ["thread %d: %d samples in speedscope, %d in collapsed"
@@ -767,12 +768,12 @@ def test_errors(remora):
 
 
 # Every format remora writes, as the README documents them; convert writes all but raw.
-FORMATS = ["flamegraph", "firefox", "speedscope", "collapsed", "pstats", "pprof", "raw"]
+FORMATS = ["flamegraph", "firefox", "speedscope", "collapsed", "table", "pstats", "pprof", "raw"]
 FORMAT_LIST = re.compile(r"(?:use one of |add -f \()([a-z, ]+)")
 
 
 def test_format_lists(remora):
-    """A message that asks for a format names every one (record: all seven; convert: all
+    """A message that asks for a format names every one (record: all eight; convert: all
     but raw), and each name it gives is one record accepts."""
     d = tempfile.mkdtemp(prefix="remora-fmt-")
     missing_in = os.path.join(d, "in.remora")

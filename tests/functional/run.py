@@ -281,6 +281,8 @@ def main():
     tests += pprof_tests.tests(remora)
     import firefox_tests                # the Firefox Profiler output: firefox_tests.py
     tests += firefox_tests.tests(remora)
+    import format_tests                 # what pstats, the table, speedscope, --diff say: format_tests.py
+    tests += format_tests.tests(remora)
     import blocking_tests               # --blocking: tests/functional/blocking_tests.py
     tests += blocking_tests.tests(remora)
     import subproc_tests                # --subprocesses: tests/functional/subproc_tests.py

@@ -533,6 +533,240 @@ static void test_lived_walk(void)
           r.top_moved);
 }
 
+
+/* ---- marshal: the bytes Python's marshal format gives each object (version 4, no refs) ---- */
+
+static int bytes_are(const char *buf, size_t len, const char *want, size_t wlen)
+{
+    return len == wlen && memcmp(buf, want, wlen) == 0;
+}
+
+#define MARSHAL_CASE(stmt, want)                                                         \
+    do {                                                                                 \
+        char *buf_ = NULL;                                                               \
+        size_t len_ = 0;                                                                 \
+        FILE *f = open_memstream(&buf_, &len_);                                          \
+        stmt;                                                                            \
+        fclose(f);                                                                       \
+        CHECK(bytes_are(buf_, len_, want, sizeof want - 1), "%s: %zu bytes", #stmt, len_); \
+        free(buf_);                                                                      \
+    } while (0)
+
+static void test_marshal(void)
+{
+    char long_ascii[301], want_long[306];
+
+    MARSHAL_CASE(out_marshal_int(f, 5), "i\x05\0\0\0");
+    MARSHAL_CASE(out_marshal_int(f, -2), "i\xfe\xff\xff\xff");
+    MARSHAL_CASE(out_marshal_int(f, INT32_MAX), "i\xff\xff\xff\x7f");
+    /* 2^40: 15-bit digits 0, 0, 1024 */
+    MARSHAL_CASE(out_marshal_int(f, 1LL << 40), "l\x03\0\0\0\0\0\0\0\0\x04");
+    /* -(2^31 + 1): digits 1, 0, 2, the count negative */
+    MARSHAL_CASE(out_marshal_int(f, -2147483649LL), "l\xfd\xff\xff\xff\x01\0\0\0\x02\0");
+    MARSHAL_CASE(out_marshal_float(f, 1.5), "g\0\0\0\0\0\0\xf8\x3f");
+    MARSHAL_CASE(out_marshal_float(f, 0.001), "g\xfc\xa9\xf1\xd2\x4d\x62\x50\x3f");
+    MARSHAL_CASE(out_marshal_str(f, "ab"), "z\x02" "ab");
+    MARSHAL_CASE(out_marshal_str(f, ""), "z\x00");
+    MARSHAL_CASE(out_marshal_str(f, "caf\xc3\xa9"), "u\x05\0\0\0caf\xc3\xa9");
+    /* not UTF-8 (a lone byte, a surrogate's encoding): U+FFFD for each byte */
+    MARSHAL_CASE(out_marshal_str(f, "a\xff"), "u\x04\0\0\0a\xef\xbf\xbd");
+    MARSHAL_CASE(out_marshal_str(f, "\xed\xa0\x80"), "u\x09\0\0\0\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    MARSHAL_CASE(out_marshal_tuple(f, 3), ")\x03");
+    MARSHAL_CASE(out_marshal_tuple(f, 300), "(\x2c\x01\0\0");
+    MARSHAL_CASE((out_marshal_dict(f), out_marshal_str(f, "k"), out_marshal_int(f, 1), out_marshal_dict_end(f)),
+                 "{z\x01ki\x01\0\0\0" "0");
+    memset(long_ascii, 'x', 300);
+    long_ascii[300] = '\0';
+    memcpy(want_long, "a\x2c\x01\0\0", 5);
+    memcpy(want_long + 5, long_ascii, 301);
+    {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        out_marshal_str(f, long_ascii);
+        fclose(f);
+        CHECK(bytes_are(buf, len, want_long, 305), "300 ASCII characters: TYPE_ASCII, %zu bytes", len);
+        free(buf);
+    }
+}
+
+/* A reader of the marshal subset above, for the pstats test: a tree of values. */
+typedef struct mval {
+    char type;                  /* 'i' int, 'g' float, 's' string, 't' tuple, 'd' dict */
+    long long i;
+    double g;
+    char s[64];
+    struct mval *items;         /* tuple items; dict keys and values in turn */
+    size_t n;                   /* items */
+} mval_t;
+
+static void mval_free(mval_t *v)
+{
+    size_t i;
+
+    for (i = 0; i < v->n; i++)
+        mval_free(&v->items[i]);
+    free(v->items);
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Parses one object at *p (before end); 0 or -1 when malformed. */
+static int mval_read(const unsigned char **p, const unsigned char *end, mval_t *v, int depth)
+{
+    const unsigned char *q = *p;
+    size_t n, i;
+    char t;
+
+    memset(v, 0, sizeof *v);
+    if (q >= end || depth > 8)
+        return -1;
+    t = (char)*q++;
+    if (t == 'i') {
+        if (end - q < 4)
+            return -1;
+        v->type = 'i';
+        v->i = (int32_t)get_u32(q);
+        q += 4;
+    } else if (t == 'g') {
+        uint64_t bits;
+        if (end - q < 8)
+            return -1;
+        bits = get_u32(q) | (uint64_t)get_u32(q + 4) << 32;
+        memcpy(&v->g, &bits, 8);
+        v->type = 'g';
+        q += 8;
+    } else if (t == 'z' || t == 'u' || t == 'a') {
+        if (t == 'z')
+            n = q < end ? *q++ : 0;
+        else if (end - q >= 4)
+            n = get_u32(q), q += 4;
+        else
+            return -1;
+        if ((size_t)(end - q) < n)
+            return -1;
+        v->type = 's';
+        snprintf(v->s, sizeof v->s, "%.*s", (int)n, (const char *)q);
+        q += n;
+    } else if (t == ')' || t == '{') {
+        v->type = t == ')' ? 't' : 'd';
+        n = t == ')' ? (q < end ? *q++ : 0) : 0;
+        for (i = 0; t == ')' ? i < n : q < end && *q != '0'; i++) {
+            mval_t *items = realloc(v->items, (i + 1) * sizeof *items);
+            if (items == NULL)
+                return -1;
+            v->items = items;
+            v->n = i + 1;
+            if (mval_read(&q, end, &v->items[i], depth + 1))
+                return -1;
+        }
+        if (t == '{') {
+            if (q >= end || (v->n & 1))
+                return -1;
+            q++;
+        }
+    } else {
+        return -1;
+    }
+    *p = q;
+    return 0;
+}
+
+/* The value of the dict d under the (file, line, function) key, or NULL. */
+static const mval_t *pstats_entry(const mval_t *d, const char *file, int line, const char *fn)
+{
+    size_t i;
+
+    for (i = 0; d->type == 'd' && i + 1 < d->n; i += 2) {
+        const mval_t *k = &d->items[i];
+        if (k->type == 't' && k->n == 3 && strcmp(k->items[0].s, file) == 0 &&
+            k->items[1].i == line && strcmp(k->items[2].s, fn) == 0)
+            return &d->items[i + 1];
+    }
+    return NULL;
+}
+
+/* out_pstats_write of a small table: entries, times of samples x interval, callers with the
+ * edges' samples, no entry for a thread root or a frame never sampled, ('~', 0, name) for a
+ * frame without a file; and the table leaves the unsampled frame out and shows hot lines. */
+static void test_pstats(void)
+{
+    stk_table_t *t = stk_new();
+    uint32_t th, f_main, f_rec20, f_rec21, f_leaf, f_gc, f_moving;
+    profile_t prof;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+    mval_t d;
+    const unsigned char *p;
+    const mval_t *e;
+
+    f_main = stk_frame(t, "main", "a.py", 10);
+    f_rec20 = stk_frame(t, "rec", "a.py", 20);
+    f_rec21 = stk_frame(t, "rec", "a.py", 21);
+    f_leaf = stk_frame(t, "leaf", "b.py", 5);
+    f_gc = stk_frame(t, "<GC>", "", 0);          /* interned, never sampled */
+    f_moving = stk_frame(t, "<moving>", "", 0);
+    (void)f_gc;
+    th = stk_thread(t, 1, "MainThread");
+    {
+        uint32_t s1[] = { f_main, f_rec20, f_rec21, f_leaf };   /* rec recursing: line 21 twice as hot */
+        uint32_t s2[] = { f_main, f_rec21, f_leaf };
+        uint32_t s3[] = { f_main, f_moving };
+        stk_add(t, th, s1, 4, 3);
+        stk_add(t, th, s2, 3, 4);
+        stk_add(t, th, s3, 2, 1);
+    }
+    memset(&prof, 0, sizeof prof);
+    prof.stacks = t;
+    prof.meta.duration_s = 2.0;
+    prof.meta.samples = 8;                      /* 0.25 s a sample */
+    f = open_memstream(&buf, &len);
+    CHECK(out_pstats_write(&prof, f, NULL) == 0, "pstats written");
+    fclose(f);
+    p = (const unsigned char *)buf;
+    CHECK(mval_read(&p, p + len, &d, 0) == 0 && p == (const unsigned char *)buf + len && d.type == 'd',
+          "pstats: one dict, the whole file");
+    CHECK(d.n == 2 * 4, "4 entries (main, rec, leaf, <moving>), got %zu", d.n / 2);
+    e = pstats_entry(&d, "a.py", 21, "rec");
+    CHECK(e && e->n == 5 && e->items[0].i == 7 && e->items[1].i == 7 && e->items[2].g == 0.0 &&
+          e->items[3].g == 7 * 0.25, "rec at its hot line 21: 7 samples, cumtime 1.75");
+    if (e && e->n == 5) {
+        const mval_t *c = &e->items[4], *from_main = pstats_entry(c, "a.py", 10, "main"),
+                     *from_rec = pstats_entry(c, "a.py", 21, "rec");
+        CHECK(c->n == 4 && from_main && from_main->items[0].i == 7 && from_main->items[3].g == 7 * 0.25 &&
+              from_rec && from_rec->items[0].i == 3 && from_rec->items[2].g == 0.0,
+              "rec's callers: main (7 samples), rec (3)");
+    }
+    e = pstats_entry(&d, "b.py", 5, "leaf");
+    CHECK(e && e->items[0].i == 7 && e->items[2].g == 7 * 0.25 && e->items[3].g == 7 * 0.25,
+          "leaf: tottime = cumtime = 1.75");
+    if (e && e->n == 5) {
+        const mval_t *from = pstats_entry(&e->items[4], "a.py", 21, "rec");
+        CHECK(e->items[4].n == 2 && from && from->items[0].i == 7 && from->items[2].g == 7 * 0.25,
+              "leaf called by rec, 7 samples, all self");
+    }
+    e = pstats_entry(&d, "~", 0, "<moving>");
+    CHECK(e && e->items[0].i == 1 && e->items[2].g == 0.25, "<moving> keyed ('~', 0, name)");
+    e = pstats_entry(&d, "a.py", 10, "main");
+    CHECK(e && e->items[4].n == 0 && e->items[3].g == 8 * 0.25, "main: no callers (thread roots left out)");
+    mval_free(&d);
+    free(buf);
+
+    /* the table: no <GC> row, rec shown at line 21 */
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    out_table_write(&prof, f, NULL);
+    fclose(f);
+    CHECK(strstr(buf, "<GC>") == NULL, "table: no row for a frame never sampled:\n%s", buf);
+    CHECK(strstr(buf, "rec (a.py:21)") != NULL, "table: rec at its hot line:\n%s", buf);
+    free(buf);
+    stk_free(t);
+}
+
 static void test_fn_rows(void)
 {
     stk_table_t *t = stk_new();
@@ -589,6 +823,8 @@ int main(void)
     test_json();
     test_text();
     test_fn_rows();
+    test_marshal();
+    test_pstats();
     test_anchor_walk();
     test_objects_walk();
     test_lived_walk();

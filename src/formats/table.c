@@ -1,0 +1,55 @@
+/* formats/table.c — the table printed when no -o is given (-f table): per function (name
+ * and file), self and total samples with percentages (stk_fn_rows), sorted by self time.
+ * A function with no sample has no row; its file:line is the line seen in most samples.
+ * Names are escaped by out_text_str(): one row per line, whatever the target named its
+ * functions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "out.h"
+
+static int by_self(const void *a, const void *b)
+{
+    const stk_fn_row_t *x = a, *y = b;
+
+    if (x->self != y->self)
+        return x->self < y->self ? 1 : -1;
+    if (x->total != y->total)
+        return x->total < y->total ? 1 : -1;
+    return strcmp(x->function, y->function);
+}
+
+int out_table_write(const profile_t *p, FILE *f, const out_options_t *o)
+{
+    const stk_table_t *t = p->stacks;
+    size_t nrows, i, n, limit;
+    uint64_t total = stk_total_samples(t);
+    stk_fn_row_t *rows;
+    int err;
+
+    err = stk_fn_rows(t, &rows, &nrows, NULL);
+    if (!err) {
+        /* rows of no sample (a frame interned but never seen, such as <GC>) are left out */
+        for (i = n = 0; i < nrows; i++)
+            if (rows[i].total > 0)
+                rows[n++] = rows[i];
+        qsort(rows, n, sizeof *rows, by_self);
+        limit = o && o->limit > 0 ? (size_t)o->limit : 25;
+        fprintf(f, "%10s %7s %10s %7s  %s\n", "self", "self%", "total", "total%", "function (file:line)");
+        for (i = 0; i < n && i < limit; i++) {
+            const stk_fn_row_t *r = &rows[i];
+            fprintf(f, "%10llu %6.2f%% %10llu %6.2f%%  ", (unsigned long long)r->self,
+                    total ? 100.0 * (double)r->self / (double)total : 0.0, (unsigned long long)r->total,
+                    total ? 100.0 * (double)r->total / (double)total : 0.0);
+            out_text_frame(f, r->function, r->file, r->hot_line);
+            fputc('\n', f);
+        }
+        if (n > limit)
+            fprintf(f, "(%zu more functions; -l N shows more)\n", n - limit);
+    }
+    free(rows);
+    if (err)
+        return err;
+    return ferror(f) ? REMORA_EIO : REMORA_OK;
+}
