@@ -63,23 +63,38 @@ typedef struct top {
     size_t buflen;
 } top_t;
 
-static const char top_usage[] =
-    "usage: remora top (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [--mode MODE] [--no-gc]"
-    " [--subprocesses] [--blocking] [-l ROWS]";
+static const cli_opt_t top_opts[] = {
+    CLI_SAMPLING_OPTS,
+    { 0 }
+};
 
+static const char top_usage[] = "remora top (-p PID | -- CMD ARGS...) [options]";
+
+/* Returns 0, 1 after --help (printed), or -1 after one line. */
 static int parse_top(int argc, char **argv, cli_sampling_t *a)
 {
     int i;
 
     cli_sampling_init(a);
     for (i = 1; i < argc; i++) {
-        int took = cli_sampling_arg("top", argc, argv, &i, a);
-        if (took < 0)
+        const char *flag, *v;
+        int id = cli_opt_next("top", top_opts, argc, argv, &i, &flag, &v), took;
+        if (id == CLI_ARG_BAD)
             return -1;
-        if (!took) {
-            cli_error("top: unexpected argument '%s'; %s", argv[i], top_usage);
+        if (id == CLI_ARG_WORD) {
+            cli_error("top: unexpected argument '%s'; see 'remora top --help' for the options",
+                      flag);
             return -1;
         }
+        if (id == CLI_O_HELP) {
+            cli_opt_help(stdout, top_usage,
+                         "a live table of the functions a process spends its time in (1-4 "
+                         "sort, q quits)", top_opts);
+            return 1;
+        }
+        took = cli_sampling_take("top", id, flag, v, argc, argv, &i, a);
+        if (took < 0)
+            return -1;
     }
     if (a->limit == 0)
         a->limit = TOP_BATCH_ROWS;
@@ -343,8 +358,11 @@ int cmd_top(int argc, char **argv)
     struct sigaction sa;
     int err, rc, gone = 0;
 
-    if (parse_top(argc, argv, &a))
-        return REMORA_EXIT_USAGE;
+    switch (parse_top(argc, argv, &a)) {
+    case 0: break;
+    case 1: return REMORA_EXIT_OK;
+    default: return REMORA_EXIT_USAGE;
+    }
     memset(&tp, 0, sizeof tp);
     tp.a = &a;
     memset(&sa, 0, sizeof sa);
