@@ -35,6 +35,12 @@ const char *cli_mode_name(int mode)
     return mode >= 0 && mode < 4 ? mode_names[mode] : "wall";
 }
 
+void cli_modes_help(void)
+{
+    fputs("\nmodes: wall (every thread), cpu (threads on a CPU), gil (the GIL holder),\n"
+          "       exception (threads handling an exception)\n", stdout);
+}
+
 void cli_sampling_init(cli_sampling_t *c)
 {
     memset(c, 0, sizeof *c);
@@ -68,6 +74,21 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
     case CLI_O_IDLE:
         c->idle = 1;
         return 1;
+    case CLI_O_NONBLOCKING:
+        c->nonblocking = 1;
+        return 1;
+    case CLI_O_FUNCTION:
+        c->function = 1;
+        return 1;
+    case CLI_O_GIL:
+        if (c->mode_given && c->mode != SAMPLE_GIL) {
+            cli_error("%s: --gil is --mode gil: not with --mode %s; give one of them", what,
+                      cli_mode_name(c->mode));
+            return -1;
+        }
+        c->mode = SAMPLE_GIL;
+        c->mode_given = 2;
+        return 1;
     case CLI_O_PID:
         return cli_parse_pid(v, &c->pid) ? cli_bad_value(what, flag, v, cli_pid_accepts) : 1;
     case CLI_O_RATE:
@@ -86,6 +107,11 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
                 break;
         if (v == NULL || c->mode == 4)
             return cli_bad_value(what, flag, v, "a mode: wall, cpu, gil or exception");
+        if (c->mode_given == 2 && c->mode != SAMPLE_GIL) {
+            cli_error("%s: --gil is --mode gil: not with --mode %s; give one of them", what, v);
+            return -1;
+        }
+        c->mode_given = 1;
         return 1;
     default:
         return 0;
@@ -94,6 +120,11 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
 
 int cli_sampling_check(const char *what, const cli_sampling_t *c)
 {
+    if (c->blocking && c->nonblocking) {
+        cli_error("%s: --blocking and --nonblocking ask for opposites: give one (without "
+                  "either, remora never stops the target)", what);
+        return -1;
+    }
     if ((c->pid != 0) == (c->cmd != NULL)) {
         cli_error("%s needs one target: -p PID or -- CMD ARGS... (see remora %s --help)", what, what);
         return -1;

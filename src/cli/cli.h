@@ -115,9 +115,15 @@ typedef struct cli_sampling {
     int subprocesses;       /* --subprocesses */
     int blocking;           /* --blocking */
     int idle;               /* --idle: idle threads' samples kept (today the default) */
+    int nonblocking;        /* --nonblocking (py-spy's; the default): not with --blocking */
+    int function;           /* --function, --nolineno: one frame per function */
+    int mode_given;         /* --mode or --gil given: which, for the line refusing both */
 } cli_sampling_t;
 
 void cli_sampling_init(cli_sampling_t *c);
+
+/* The lines after the options of record's and top's --help: the modes. */
+void cli_modes_help(void);
 
 /* "wall", "cpu", "gil" or "exception". */
 const char *cli_mode_name(int mode);
@@ -126,7 +132,8 @@ const char *cli_mode_name(int mode);
  * own options number from CLI_O_OWN). */
 enum cli_sampling_opt {
     CLI_O_HELP = 1, CLI_O_PID, CLI_O_CMD, CLI_O_RATE, CLI_O_DURATION, CLI_O_MODE, CLI_O_IDLE,
-    CLI_O_NO_GC, CLI_O_SUBPROCESSES, CLI_O_BLOCKING, CLI_O_LIMIT, CLI_O_OWN
+    CLI_O_NO_GC, CLI_O_SUBPROCESSES, CLI_O_BLOCKING, CLI_O_NONBLOCKING, CLI_O_GIL,
+    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_OWN
 };
 #define CLI_OPT_HELP { CLI_O_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 }
 #define CLI_SAMPLING_OPTS \
@@ -140,6 +147,7 @@ enum cli_sampling_opt {
       "stop after it: 30, 0.5, 250ms, 2m (default: never)", 0 }, \
     { CLI_O_MODE, NULL, "--mode", NULL, "MODE", \
       "wall (default), cpu, gil or exception (below)", 0 }, \
+    { CLI_O_GIL, NULL, "--gil", NULL, NULL, "the same as --mode gil (py-spy's flag)", 0 }, \
     { CLI_O_IDLE, NULL, "--idle", NULL, NULL, \
       "keep idle threads' samples (today the default)", 0 }, \
     { CLI_O_NO_GC, NULL, "--no-gc", NULL, NULL, "no <GC> frame while the interpreter collects", 0 }, \
@@ -147,6 +155,10 @@ enum cli_sampling_opt {
       "sample the target's child processes too", 0 }, \
     { CLI_O_BLOCKING, NULL, "--blocking", NULL, NULL, \
       "stop the target (ptrace) while a sample is read", 0 }, \
+    { CLI_O_NONBLOCKING, NULL, "--nonblocking", NULL, NULL, \
+      "never stop the target (the default; py-spy's flag)", 0 }, \
+    { CLI_O_FUNCTION, NULL, "--function", "--nolineno", NULL, \
+      "one frame per function, at its first line", 0 }, \
     { CLI_O_LIMIT, "-l", "--limit", NULL, "ROWS", "rows of a table (pstats; top: 20 by default)", 0 }
 
 /* Takes option 'id' (from a table holding CLI_SAMPLING_OPTS) given as 'flag' with 'value'

@@ -118,8 +118,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         switch (id) {
         case CLI_O_HELP:
             cli_opt_help(stdout, record_usage, "sample a process and write a profile", record_opts);
-            fputs("\nmodes: wall (every thread), cpu (threads on a CPU), gil (the GIL holder),\n"
-                  "       exception (threads handling an exception)\n", stdout);
+            cli_modes_help();
             formats_help(0);
             return 1;
         case R_OUTPUT:
@@ -357,6 +356,7 @@ int cmd_record(int argc, char **argv)
     so.max_rounds = a.max_samples;
     so.subprocesses = a.c.subprocesses;
     so.blocking = a.c.blocking;
+    so.function = a.c.function;
     sink.ctx = raw;
     sink.sample = raw != NULL ? raw_sink_sample : NULL;
     if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {

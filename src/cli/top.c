@@ -90,6 +90,7 @@ static int parse_top(int argc, char **argv, cli_sampling_t *a)
             cli_opt_help(stdout, top_usage,
                          "a live table of the functions a process spends its time in (1-4 "
                          "sort, q quits)", top_opts);
+            cli_modes_help();
             return 1;
         }
         took = cli_sampling_take("top", id, flag, v, argc, argv, &i, a);
@@ -396,6 +397,7 @@ int cmd_top(int argc, char **argv)
     so.child = ct.child;
     so.subprocesses = a.subprocesses;
     so.blocking = a.blocking;
+    so.function = a.function;
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, a.pid, a.blocking);
         goto out;

@@ -112,7 +112,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
     for (i = 0; i < s->fmap_cap; i++)
         s->fmap[i].frame = STK_NONE;
     s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
-              (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0);
+              (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
+              (o->function ? UNW_WANT_FIRSTLINE : 0);
     if (u != NULL)
         unw_set_want(u, s->want);
     if (o->blocking && u != NULL) {

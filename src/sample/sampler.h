@@ -22,6 +22,7 @@ typedef struct sampler_opts {
     uint64_t max_rounds;    /* stop after this many rounds (0 = no limit) */
     int subprocesses;       /* also sample the target's descendants */
     int blocking;           /* --blocking: the target stopped (ptrace) while it is read */
+    int function;           /* --function: one frame per function, at its first line */
 } sampler_opts_t;
 
 typedef struct sampler_stats {
