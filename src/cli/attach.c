@@ -120,6 +120,11 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
 
 int cli_sampling_check(const char *what, const cli_sampling_t *c)
 {
+    if (c->idle && c->mode == SAMPLE_CPU) {
+        cli_error("%s: --mode cpu keeps only threads on a CPU: --idle would keep the others; "
+                  "give one of them (--mode wall --idle keeps every thread)", what);
+        return -1;
+    }
     if (c->blocking && c->nonblocking) {
         cli_error("%s: --blocking and --nonblocking ask for opposites: give one (without "
                   "either, remora never stops the target)", what);

@@ -114,7 +114,7 @@ typedef struct cli_sampling {
     int limit;              /* -l: rows of a table (0: the default) */
     int subprocesses;       /* --subprocesses */
     int blocking;           /* --blocking */
-    int idle;               /* --idle: idle threads' samples kept (today the default) */
+    int idle;               /* --idle: idle threads' samples kept (left out by default) */
     int nonblocking;        /* --nonblocking (py-spy's; the default): not with --blocking */
     int function;           /* --function, --nolineno: one frame per function */
     int mode_given;         /* --mode or --gil given: which, for the line refusing both */
@@ -149,7 +149,7 @@ enum cli_sampling_opt {
       "wall (default), cpu, gil or exception (below)", 0 }, \
     { CLI_O_GIL, NULL, "--gil", NULL, NULL, "the same as --mode gil (py-spy's flag)", 0 }, \
     { CLI_O_IDLE, NULL, "--idle", NULL, NULL, \
-      "keep idle threads' samples (today the default)", 0 }, \
+      "keep idle threads' samples (default: left out)", 0 }, \
     { CLI_O_NO_GC, NULL, "--no-gc", NULL, NULL, "no <GC> frame while the interpreter collects", 0 }, \
     { CLI_O_SUBPROCESSES, NULL, "--subprocesses", NULL, NULL, \
       "sample the target's child processes too", 0 }, \

@@ -357,6 +357,7 @@ int cmd_record(int argc, char **argv)
     so.subprocesses = a.c.subprocesses;
     so.blocking = a.c.blocking;
     so.function = a.c.function;
+    so.idle = a.c.idle;
     sink.ctx = raw;
     sink.sample = raw != NULL ? raw_sink_sample : NULL;
     if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {

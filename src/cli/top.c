@@ -398,6 +398,7 @@ int cmd_top(int argc, char **argv)
     so.subprocesses = a.subprocesses;
     so.blocking = a.blocking;
     so.function = a.function;
+    so.idle = a.idle;
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, a.pid, a.blocking);
         goto out;

@@ -15,6 +15,15 @@
 #                         function at one line, the target's at the first line their own
 #                         code objects give, busy_loop one frame (without it: at two of
 #                         its three calling lines at least, or the test proves nothing).
+#   server/idle/INTERP    the default leaves idle threads out: the busy thread in >= 80% of
+#                         rounds, the hasher (on a CPU, no GIL) in >= 30%, each waiting
+#                         one (and main) in at most 2%; with `--blocking` (each thread's
+#                         state read before it is stopped) the same but waiting threads in
+#                         at most 30% (a stop wakes them: see IDLE_MOST_BLOCKING); `--idle` and
+#                         `--mode wall --idle` keep every thread, each in >= 90% of rounds
+#                         inside its own wait function; `--mode cpu --idle` is one line,
+#                         exit 1; `top` (batch) names no wait function in its whole-run
+#                         table by default, and every one of them with `--idle`.
 
 import ast
 import os
@@ -22,7 +31,7 @@ import re
 import shutil
 import time
 
-from formats import parse_collapsed
+from formats import parse_collapsed, parse_top_tables
 from harness import (HOST_PYTHON, TARGETS, Fail, Target,
                      interp_missing, interpreter, one_line, record, summary, tail, tracer_of,
                      workdir)
@@ -34,8 +43,10 @@ WAITING = ("locked", "sleeper", "selector", "waiter", "stdin")
 FUTEX_WAITS = ("locked", "waiter")      # a futex, as the main thread's join
 PARK_TIMEOUT = 10.0
 DURATION_MARGIN_S = 0.05                # the summary's duration against -d (0.01 s printed)
-GIL_SHARE = 0.8                         # of rounds: the busy thread holds the GIL but while
-                                        # it is switched out (nobody else asks for it)
+GIL_SHARE = 0.6                         # of rounds: the busy thread holds the GIL but while
+                                        # the hasher takes it between two digests
+HASHER_GIL_MOST = 0.2                   # of rounds: the hasher holds the GIL between digests
+                                        # (microseconds of Python every ~20 ms)
 
 
 def task_state(pid, tid):
@@ -132,6 +143,7 @@ def test_pyspy(remora, interp):
             truth = t.wait_ready()
             wait_parked(t, truth)
             pid, busy = t.pid, truth["threads"]["busy"]["tid"]
+            hasher = truth["threads"]["hasher"]["tid"]
             problems, notes = [], []
             # joined short options
             out = os.path.join(d, "joined.collapsed")
@@ -161,12 +173,16 @@ def test_pyspy(remora, interp):
                 if rc != 1 or one_line(err) or want not in err:
                     problems.append("%s: exit %d, want 1 and one line naming %s: %s"
                                     % (" ".join(args), rc, want, tail(err)))
-            # --gil: the GIL holder alone
+            # --gil: the GIL holder alone: never a waiting thread, the hasher only between
+            # its digests
             gil, s = collapsed(remora, ["-p", pid, "-d", "1", "--gil"], d, "gil.collapsed")
             seen = threads_seen(gil)
-            if set(seen) - {busy}:
-                problems.append("--gil: samples of threads %s, not the GIL holder"
-                                % sorted(set(seen) - {busy}))
+            if set(seen) - {busy, hasher}:
+                problems.append("--gil: samples of threads %s, which never hold the GIL"
+                                % sorted(set(seen) - {busy, hasher}))
+            if seen.get(hasher, 0) > HASHER_GIL_MOST * s.samples:
+                problems.append("--gil: the hasher in %d of %d rounds: it holds the GIL only "
+                                "between digests" % (seen[hasher], s.samples))
             if seen.get(busy, 0) < GIL_SHARE * s.samples:
                 problems.append("--gil: the busy thread in %d of %d rounds, want %d%% at least"
                                 % (seen.get(busy, 0), s.samples, 100 * GIL_SHARE))
@@ -188,7 +204,106 @@ def test_pyspy(remora, interp):
         shutil.rmtree(d, ignore_errors=True)
 
 
+WAIT_FUNCTIONS = {"locked": "locked_wait", "sleeper": "sleeper_wait",
+                  "selector": "selector_wait", "waiter": "waiter_wait", "stdin": "stdin_wait",
+                  "main": "main"}
+BUSY_SHARE = 0.8        # of rounds: the busy thread is on a CPU or runnable all the time
+IDLE_MOST = 0.02        # of rounds, a waiting thread by default: none of them ever wakes
+IDLE_MOST_BLOCKING = 0.3    # ... with --blocking: each stop wakes every waiting thread, and
+                            # one still on its way back into its wait when the next round
+                            # looks reads as runnable (seen 0.5-20% of rounds at 200 Hz)
+IDLE_KEPT = 0.9         # of rounds, a waiting thread with --idle: in every round but errors
+HASHER_SHARE = 0.3      # of rounds: digesting 16 MB (~20 ms) on a CPU, then waiting up to
+                        # the switch interval (5 ms) for the GIL; a busy machine only adds
+                        # time runnable, which counts as on a CPU
+
+
+def roles(truth):
+    """{tid: role} of the waiting threads and main."""
+    got = {truth["threads"][r]["tid"]: r for r in WAITING}
+    got[truth["main"]["tid"]] = "main"
+    return got
+
+
+def test_idle(remora, interp):
+    d = workdir()
+    try:
+        with start(interp) as t:
+            truth = t.wait_ready()
+            wait_parked(t, truth)
+            pid, busy = t.pid, truth["threads"]["busy"]["tid"]
+            hasher = truth["threads"]["hasher"]["tid"]
+            waiting = roles(truth)
+            problems, notes = [], []
+            # the default, and with --blocking (each thread's state from before the stop)
+            for args in ([], ["--blocking"]):
+                what = " ".join(["default"] + args)
+                st, s = collapsed(remora, ["-p", pid, "-r", "200", "-d", "1"] + args, d,
+                                  "default.collapsed")
+                seen = threads_seen(st)
+                if seen.get(busy, 0) < BUSY_SHARE * s.samples:
+                    problems.append("%s: the busy thread in %d of %d rounds, want %d%%"
+                                    % (what, seen.get(busy, 0), s.samples, 100 * BUSY_SHARE))
+                if seen.get(hasher, 0) < HASHER_SHARE * s.samples:
+                    problems.append("%s: the hasher (on a CPU, no GIL) in %d of %d rounds, want "
+                                    "%d%%" % (what, seen.get(hasher, 0), s.samples,
+                                              100 * HASHER_SHARE))
+                most = IDLE_MOST_BLOCKING if args else IDLE_MOST
+                for tid, role in sorted(waiting.items()):
+                    if seen.get(tid, 0) > most * s.samples:
+                        problems.append("%s: %s (%d), waiting, in %d of %d rounds"
+                                        % (what, role, tid, seen[tid], s.samples))
+                notes.append("%s: busy %d, hasher %d, waiting %d of %d" % (
+                    what, seen.get(busy, 0), seen.get(hasher, 0),
+                    sum(seen.get(x, 0) for x in waiting), s.samples))
+            for args in (["--idle"], ["--mode", "wall", "--idle"]):
+                st, s = collapsed(remora, ["-p", pid, "-r", "200", "-d", "1"] + args, d,
+                                  "idle.collapsed")
+                inside = {}
+                for x in st:
+                    role = waiting.get(x.tid)
+                    if role and (WAIT_FUNCTIONS[role], truth["file"]) in \
+                            [(f[0], f[1]) for f in x.frames]:
+                        inside[x.tid] = inside.get(x.tid, 0) + x.count
+                for tid, role in sorted(waiting.items()):
+                    if inside.get(tid, 0) < IDLE_KEPT * s.samples:
+                        problems.append("%s: %s (%d) in %s in %d of %d rounds, want %d%%"
+                                        % (" ".join(args), role, tid, WAIT_FUNCTIONS[role],
+                                           inside.get(tid, 0), s.samples, 100 * IDLE_KEPT))
+                if threads_seen(st).get(busy, 0) < BUSY_SHARE * s.samples:
+                    problems.append("%s: the busy thread in %d of %d rounds"
+                                    % (" ".join(args), threads_seen(st).get(busy, 0), s.samples))
+            rc, _, err = remora.run(["record", "-p", pid, "-d", "0.2", "--mode", "cpu", "--idle"])
+            if rc != 1 or one_line(err) or "--idle" not in err:
+                problems.append("--mode cpu --idle: exit %d, want 1 and one line: %s"
+                                % (rc, tail(err)))
+            # top: the whole run's table
+            for args, want in (([], False), (["--idle"], True)):
+                rc, out, err = remora.run(["top", "-p", pid, "-d", "1.2", "-l", "100"] + args)
+                if rc != 0:
+                    problems.append("top %s: exit %d: %s" % (" ".join(args), rc, tail(err)))
+                    continue
+                tables = parse_top_tables(out)
+                rows = tables[-1][1] if tables else {}
+                named = {fn for fn, fi in rows if fi == truth["file"]}
+                waits = set(WAIT_FUNCTIONS.values())
+                if "busy_loop" not in named:
+                    problems.append("top %s: busy_loop not in the table" % " ".join(args))
+                if want and not waits <= named:
+                    problems.append("top --idle: %s not in the table" % ", ".join(sorted(waits - named)))
+                if not want and waits & named:
+                    problems.append("top: waiting functions in the table: %s"
+                                    % ", ".join(sorted(waits & named)))
+        if problems:
+            raise Fail("; ".join(problems[:6]))
+        return "; ".join(notes)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     return [("server/pyspy/%s" % i[0], lambda i=i: test_pyspy(remora, i), interp_missing(i))
+            for i in SERVER_INTERPS] + \
+           [("server/idle/%s" % i[0], lambda i=i: test_idle(remora, i), interp_missing(i))
             for i in SERVER_INTERPS]

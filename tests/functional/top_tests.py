@@ -71,7 +71,7 @@ def test_batch(remora, interp):
     with known_target(interp) as t:
         truth = t.wait_ready()
         t.wait_main_in_read()
-        rc, out, err = remora.run(["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", 100])
+        rc, out, err = remora.run(["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", 100, "--idle"])
         if rc != 0:
             raise Fail("`remora top -d %s` exited %d: %s" % (TOP_SECONDS, rc, tail(err)))
         tables = parse_top_tables(out)
@@ -99,7 +99,7 @@ def test_tty(remora, interp):
         pid, fd = pty.fork()
         if pid == 0:
             os.environ["TERM"] = "xterm"
-            argv = remora.argv(["top", "-p", t.pid, "-l", 100])
+            argv = remora.argv(["top", "-p", t.pid, "-l", 100, "--idle"])
             try:
                 os.execvp(argv[0], argv)
             finally:

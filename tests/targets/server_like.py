@@ -1,6 +1,8 @@
 # Target for the server-like tests (runs on CPython 3.9-3.15): what a first profile of a
 # server looks like. One thread works, calling short functions from several lines of
-# busy_loop(); the others wait as a server's threads do, each in its own kind of wait:
+# busy_loop(); one hashes 16 MB at a time (hashlib lets the GIL go while it digests: on
+# a CPU without the GIL, as a server's compression or TLS would be); the others wait as
+# a server's threads do, each in its own kind of wait:
 #   locked    lock.acquire() on a lock the main thread holds and never releases
 #   sleeper   time.sleep(3600)
 #   selector  select.select() on a pipe nobody writes to
@@ -15,6 +17,7 @@
 #    busy_loop that call out]}
 # The test waits, through /proc, for each waiting thread to be in its system call.
 
+import hashlib
 import json
 import os
 import select
@@ -28,7 +31,8 @@ never = threading.Event()
 started = {}
 started_lock = threading.Lock()
 all_started = threading.Event()
-ROLES = ("busy", "locked", "sleeper", "selector", "waiter", "stdin")
+ROLES = ("busy", "hasher", "locked", "sleeper", "selector", "waiter", "stdin")
+BLOB = bytes(16 << 20)
 
 
 def note(role, does):
@@ -55,6 +59,12 @@ def busy_loop():
         n += short_a(n)          # BUSY-LINE
         n -= short_b(n)          # BUSY-LINE
         n ^= short_a(n + 1)      # BUSY-LINE
+
+
+def hash_loop():
+    note("hasher", "hashlib.sha256 of 16 MB, forever (no GIL while it digests)")
+    while True:
+        hashlib.sha256(BLOB).digest()
 
 
 def locked_wait():
@@ -89,7 +99,7 @@ def stdin_wait():
 def main():
     lock.acquire()
     threads = [threading.Thread(target=f, name=name, daemon=True)
-               for f, name in ((busy_loop, "busy"), (locked_wait, "locked"),
+               for f, name in ((busy_loop, "busy"), (hash_loop, "hasher"), (locked_wait, "locked"),
                                (sleeper_wait, "sleeper"), (selector_wait, "selector"),
                                (waiter_wait, "waiter"))]
     reader = threading.Thread(target=stdin_wait, name="stdin", daemon=True)
@@ -105,7 +115,7 @@ def main():
         "main": {"tid": threading.get_native_id(), "does": "join() on the stdin thread"},
         "threads": started,
         "first_lines": {f.__name__: f.__code__.co_firstlineno
-                        for f in (short_a, short_b, busy_loop, locked_wait, sleeper_wait,
+                        for f in (short_a, short_b, busy_loop, hash_loop, locked_wait, sleeper_wait,
                                   selector_wait, waiter_wait, stdin_wait, main)},
         "busy_lines": busy_lines,
     }
