@@ -70,13 +70,21 @@ int proc_stat_parse_state(const char *text, size_t len, char *state)
     return REMORA_OK;
 }
 
+/* Stat files kept open by every handle together (with --subprocesses there is one
+ * handle a child): past this, a task's stat file is opened, read and closed each time,
+ * so remora's descriptors stay far below the usual limit of 1024. */
+#define PROC_STAT_FDS_ALL 256
+static int stat_fds_open;
+
 void proc_close_stats(proc_t *p)
 {
     size_t i;
 
     for (i = 0; i < PROC_STAT_FDS; i++) {
-        if (p->stat_fd[i].tid != 0)
+        if (p->stat_fd[i].tid != 0) {
             close(p->stat_fd[i].fd);
+            stat_fds_open--;
+        }
         p->stat_fd[i].tid = 0;
     }
 }
@@ -100,9 +108,22 @@ static ssize_t read_stat(proc_t *p, pid_t tid, char *buf, size_t cap)
             fd = open(path, O_RDONLY | O_CLOEXEC);
             if (fd < 0)
                 return -1;
-            i = p->stat_next++ % PROC_STAT_FDS;
+            i = p->stat_next % PROC_STAT_FDS;
+            if (p->stat_fd[i].tid == 0 && stat_fds_open >= PROC_STAT_FDS_ALL) {
+                /* enough kept open: read this one and close it */
+                n = pread(fd, buf, cap - 1, 0);
+                close(fd);
+                if (n == 0)
+                    errno = ESRCH;
+                if (n > 0)
+                    buf[n] = '\0';
+                return n;
+            }
+            p->stat_next++;
             if (p->stat_fd[i].tid != 0)
                 close(p->stat_fd[i].fd);
+            else
+                stat_fds_open++;
             p->stat_fd[i].tid = tid;
             p->stat_fd[i].fd = fd;
         }
@@ -110,6 +131,7 @@ static ssize_t read_stat(proc_t *p, pid_t tid, char *buf, size_t cap)
         if (n > 0)
             break;
         close(p->stat_fd[i].fd);
+        stat_fds_open--;
         p->stat_fd[i].tid = 0;
         i = PROC_STAT_FDS;
         if (n == 0)
