@@ -35,6 +35,13 @@ const char *cli_mode_name(int mode)
     return mode >= 0 && mode < 4 ? mode_names[mode] : "wall";
 }
 
+void cli_modes_help(void)
+{
+    fputs("\nmodes: wall (every thread), cpu (threads on a CPU), gil (the GIL holder),\n"
+          "       exception (threads handling an exception); in each, without --idle,\n"
+          "       a thread neither on a CPU nor holding the GIL is left out\n", stdout);
+}
+
 void cli_sampling_init(cli_sampling_t *c)
 {
     memset(c, 0, sizeof *c);
@@ -42,12 +49,13 @@ void cli_sampling_init(cli_sampling_t *c)
     c->gc = 1;
 }
 
-int cli_sampling_arg(const char *what, int argc, char **argv, int *i, cli_sampling_t *c)
+int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
+                      int argc, char **argv, int *i, cli_sampling_t *c)
 {
-    const char *s = argv[*i];
-    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    unsigned long long rows;
 
-    if (strcmp(s, "--") == 0) {
+    switch (id) {
+    case CLI_O_CMD:
         if (*i + 1 >= argc) {
             cli_error("%s: nothing to run after '--'", what);
             return -1;
@@ -55,54 +63,76 @@ int cli_sampling_arg(const char *what, int argc, char **argv, int *i, cli_sampli
         c->cmd = argv + *i + 1;
         *i = argc;
         return 1;
-    }
-    if (strcmp(s, "--no-gc") == 0) {
+    case CLI_O_NO_GC:
         c->gc = 0;
         return 1;
-    }
-    if (strcmp(s, "--subprocesses") == 0) {
+    case CLI_O_SUBPROCESSES:
         c->subprocesses = 1;
         return 1;
-    }
-    if (strcmp(s, "--blocking") == 0) {
+    case CLI_O_BLOCKING:
         c->blocking = 1;
         return 1;
-    }
-    if (strcmp(s, "--idle") == 0) {
+    case CLI_O_IDLE:
         c->idle = 1;
         return 1;
-    }
-    if (strcmp(s, "-p") == 0 || strcmp(s, "--pid") == 0) {
-        if (cli_parse_pid(v, &c->pid))
-            return cli_bad_value(what, s, v, cli_pid_accepts);
-    } else if (strcmp(s, "-r") == 0 || strcmp(s, "--rate") == 0) {
-        if (cli_parse_rate(v, &c->rate))
-            return cli_bad_value(what, s, v, cli_rate_accepts);
-    } else if (strcmp(s, "-d") == 0 || strcmp(s, "--duration") == 0) {
-        if (cli_parse_duration(v, &c->duration))
-            return cli_bad_value(what, s, v, cli_duration_accepts);
-    } else if (strcmp(s, "-l") == 0 || strcmp(s, "--limit") == 0) {
-        unsigned long long rows;
+    case CLI_O_NONBLOCKING:
+        c->nonblocking = 1;
+        return 1;
+    case CLI_O_FUNCTION:
+        c->function = 1;
+        return 1;
+    case CLI_O_GIL:
+        if (c->mode_given && c->mode != SAMPLE_GIL) {
+            cli_error("%s: --gil is --mode gil: not with --mode %s; give one of them", what,
+                      cli_mode_name(c->mode));
+            return -1;
+        }
+        c->mode = SAMPLE_GIL;
+        c->mode_given = 2;
+        return 1;
+    case CLI_O_PID:
+        return cli_parse_pid(v, &c->pid) ? cli_bad_value(what, flag, v, cli_pid_accepts) : 1;
+    case CLI_O_RATE:
+        return cli_parse_rate(v, &c->rate) ? cli_bad_value(what, flag, v, cli_rate_accepts) : 1;
+    case CLI_O_DURATION:
+        return cli_parse_duration(v, &c->duration) ?
+               cli_bad_value(what, flag, v, cli_duration_accepts) : 1;
+    case CLI_O_LIMIT:
         if (cli_parse_uint(v, 1, CLI_ROWS_MAX, &rows))
-            return cli_bad_value(what, s, v, cli_rows_accepts);
+            return cli_bad_value(what, flag, v, cli_rows_accepts);
         c->limit = (int)rows;
-    } else if (strcmp(s, "--mode") == 0) {
+        return 1;
+    case CLI_O_MODE:
         for (c->mode = 0; v != NULL && c->mode < 4; c->mode++)
             if (strcmp(v, mode_names[c->mode]) == 0)
                 break;
         if (v == NULL || c->mode == 4)
-            return cli_bad_value(what, s, v, "a mode: wall, cpu, gil or exception");
-    } else {
+            return cli_bad_value(what, flag, v, "a mode: wall, cpu, gil or exception");
+        if (c->mode_given == 2 && c->mode != SAMPLE_GIL) {
+            cli_error("%s: --gil is --mode gil: not with --mode %s; give one of them", what, v);
+            return -1;
+        }
+        c->mode_given = 1;
+        return 1;
+    default:
         return 0;
     }
-    (*i)++;
-    return 1;
 }
 
 int cli_sampling_check(const char *what, const cli_sampling_t *c)
 {
+    if (c->idle && c->mode == SAMPLE_CPU) {
+        cli_error("%s: --mode cpu keeps only threads on a CPU: --idle would keep the others; "
+                  "give one of them (--mode wall --idle keeps every thread)", what);
+        return -1;
+    }
+    if (c->blocking && c->nonblocking) {
+        cli_error("%s: --blocking and --nonblocking ask for opposites: give one (without "
+                  "either, remora never stops the target)", what);
+        return -1;
+    }
     if ((c->pid != 0) == (c->cmd != NULL)) {
-        cli_error("%s needs one target: -p PID or -- CMD ARGS... (see remora --help)", what);
+        cli_error("%s needs one target: -p PID or -- CMD ARGS... (see remora %s --help)", what, what);
         return -1;
     }
     return 0;

@@ -1,6 +1,7 @@
 /* cli/ — the remora command: argument parsing, messages, subcommands.
  *
  *   main.c    the entry point: usage, dispatch to the subcommands; one-line messages
+ *   opts.c    the option tables: the walker each command's parser uses, and --help
  *   args.c    option values parsed strictly (pids, counts, rates, durations), and the
  *             one line for a bad one
  *   attach.c  what record and top share: their options, attaching to a pid or launching
@@ -15,6 +16,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "../proc/proc.h"
@@ -34,6 +36,34 @@ int cmd_dump(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+
+/* opts.c: the option tables. A command's options are one table, ended by an entry of
+ * id 0: its parser walks it (cli_opt_next) and its --help prints it (cli_opt_help), so
+ * what the help lists is what the parser takes. */
+typedef struct cli_opt {
+    int id;                 /* the command's code for it, > 0 */
+    const char *shrt;       /* "-p", or NULL */
+    const char *lng;        /* "--pid", or NULL */
+    const char *alias;      /* another long name ("--nolineno"), or NULL */
+    const char *value;      /* what it takes ("PID"); NULL: a flag */
+    const char *help;       /* its one line in --help; NULL: a name planned but not available
+                             * yet (refused with one line, not in the help) */
+    int rest;               /* "--": what follows is the command to run */
+} cli_opt_t;
+
+#define CLI_ARG_BAD (-1)    /* an unknown option or a value given to a flag: one line printed */
+#define CLI_ARG_WORD (-2)   /* not an option (an INPUT, a stray word) */
+
+/* Reads argv[*i] against opts. Returns the option's id, with *flag the name as given (for
+ * messages) and *value its value (joined "-r100", "--rate=100", or the next argument,
+ * *i moved past it), NULL for a flag or a value missing at the end; for a 'rest' entry
+ * *value is the next argument (NULL if none) and *i stays. CLI_ARG_WORD for a word (*flag
+ * is it); CLI_ARG_BAD after one line naming 'cmd'. */
+int cli_opt_next(const char *cmd, const cli_opt_t *opts, int argc, char **argv, int *i,
+                 const char **flag, const char **value);
+
+/* Prints "usage: USAGE", the one-line ABOUT, then each option on one line. */
+void cli_opt_help(FILE *f, const char *usage, const char *about, const cli_opt_t *opts);
 
 /* args.c: option values. Each parser returns 0, or -1 (nothing stored) for anything but
  * the form and range its cli_*_accepts text describes. */
@@ -84,18 +114,59 @@ typedef struct cli_sampling {
     int limit;              /* -l: rows of a table (0: the default) */
     int subprocesses;       /* --subprocesses */
     int blocking;           /* --blocking */
-    int idle;               /* --idle: idle threads' samples kept (today the default) */
+    int idle;               /* --idle: idle threads' samples kept (left out by default) */
+    int nonblocking;        /* --nonblocking (py-spy's; the default): not with --blocking */
+    int function;           /* --function, --nolineno: one frame per function */
+    int mode_given;         /* --mode or --gil given: which, for the line refusing both */
 } cli_sampling_t;
 
 void cli_sampling_init(cli_sampling_t *c);
 
+/* The lines after the options of record's and top's --help: the modes. */
+void cli_modes_help(void);
+
 /* "wall", "cpu", "gil" or "exception". */
 const char *cli_mode_name(int mode);
 
-/* If argv[*i] is one of the shared options, takes it (and its value: *i moves past it;
- * "--" takes the rest) and returns 1; returns 0 if it is not one, -1 after one line on a
- * bad value. 'what' names the command in messages. */
-int cli_sampling_arg(const char *what, int argc, char **argv, int *i, cli_sampling_t *c);
+/* The options record and top share, for their tables (ids below CLI_O_OWN; a command's
+ * own options number from CLI_O_OWN). */
+enum cli_sampling_opt {
+    CLI_O_HELP = 1, CLI_O_PID, CLI_O_CMD, CLI_O_RATE, CLI_O_DURATION, CLI_O_MODE, CLI_O_IDLE,
+    CLI_O_NO_GC, CLI_O_SUBPROCESSES, CLI_O_BLOCKING, CLI_O_NONBLOCKING, CLI_O_GIL,
+    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_OWN
+};
+#define CLI_OPT_HELP { CLI_O_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 }
+#define CLI_SAMPLING_OPTS \
+    CLI_OPT_HELP, \
+    { CLI_O_PID, "-p", "--pid", NULL, "PID", "the process to sample", 0 }, \
+    { CLI_O_CMD, NULL, "--", NULL, "CMD ARGS...", \
+      "run CMD, sample it to its end, exit with its code", 1 }, \
+    { CLI_O_RATE, "-r", "--rate", NULL, "RATE", \
+      "samples a second: 1000 (default), 10k, 2.5khz, 1mhz", 0 }, \
+    { CLI_O_DURATION, "-d", "--duration", NULL, "SECONDS", \
+      "stop after it: 30, 0.5, 250ms, 2m (default: never)", 0 }, \
+    { CLI_O_MODE, NULL, "--mode", NULL, "MODE", \
+      "wall (default), cpu, gil or exception (below)", 0 }, \
+    { CLI_O_GIL, NULL, "--gil", NULL, NULL, "the same as --mode gil (py-spy's flag)", 0 }, \
+    { CLI_O_IDLE, NULL, "--idle", NULL, NULL, \
+      "keep idle threads' samples (default: left out)", 0 }, \
+    { CLI_O_NO_GC, NULL, "--no-gc", NULL, NULL, "no <GC> frame while the interpreter collects", 0 }, \
+    { CLI_O_SUBPROCESSES, NULL, "--subprocesses", NULL, NULL, \
+      "sample the target's child processes too", 0 }, \
+    { CLI_O_BLOCKING, NULL, "--blocking", NULL, NULL, \
+      "stop the target (ptrace) while a sample is read", 0 }, \
+    { CLI_O_NONBLOCKING, NULL, "--nonblocking", NULL, NULL, \
+      "never stop the target (the default; py-spy's flag)", 0 }, \
+    { CLI_O_FUNCTION, NULL, "--function", "--nolineno", NULL, \
+      "one frame per function, at its first line", 0 }, \
+    { CLI_O_LIMIT, "-l", "--limit", NULL, "ROWS", "rows of the table (top: 20 by default)", 0 }
+
+/* Takes option 'id' (from a table holding CLI_SAMPLING_OPTS) given as 'flag' with 'value'
+ * into c: returns 1; "--" takes argv[*i + 1...] as the command and moves *i to argc.
+ * Returns 0 if id is not a shared option, -1 after one line on a bad value. 'what' names
+ * the command in messages. */
+int cli_sampling_take(const char *what, int id, const char *flag, const char *value,
+                      int argc, char **argv, int *i, cli_sampling_t *c);
 
 /* 0 if exactly one of -p and -- CMD was given, else one line and -1. */
 int cli_sampling_check(const char *what, const cli_sampling_t *c);

@@ -102,9 +102,25 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
     fputs("]}\n", stdout);
 }
 
+enum { D_HELP = 1, D_PID, D_CORE, D_EXE, D_ROOT, D_JSON, D_SUBPROCESSES, D_NATIVE, D_LOCALS };
+
+static const cli_opt_t dump_opts[] = {
+    { D_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 },
+    { D_PID, "-p", "--pid", NULL, "PID", "the process to read (it is not stopped)", 0 },
+    { D_CORE, NULL, "--core", NULL, "FILE", "read a core dump of a Python process instead", 0 },
+    { D_EXE, NULL, "--exe", NULL, "PYTHON", "with --core: the executable the core is of", 0 },
+    { D_ROOT, NULL, "--root", NULL, "DIR",
+      "with --core: the process's / (a chroot, a container)", 0 },
+    { D_JSON, NULL, "--json", NULL, NULL, "print JSON instead of text", 0 },
+    { D_SUBPROCESSES, NULL, "--subprocesses", NULL, NULL,
+      "also each descendant process running Python", 0 },
+    { D_NATIVE, NULL, "--native", NULL, NULL, NULL, 0 },
+    { D_LOCALS, NULL, "--locals", NULL, NULL, NULL, 0 },
+    { 0 }
+};
+
 static const char dump_usage[] =
-    "usage: remora dump -p PID [--json] [--subprocesses] | remora dump --core FILE [--exe PYTHON] "
-    "[--root DIR] [--json]";
+    "remora dump (-p PID | --core FILE [--exe PYTHON] [--root DIR]) [options]";
 
 /* The one-line explanation of a failure on a core file; returns the exit code. */
 static int core_fail(int err, const char *core, const proc_t *p, const char *why)
@@ -223,39 +239,45 @@ int cmd_dump(int argc, char **argv)
     char why[512] = "";
 
     for (i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(argv[i], "-p") == 0 || strcmp(argv[i], "--pid") == 0) {
+        const char *flag, *v;
+        switch (cli_opt_next("dump", dump_opts, argc, argv, &i, &flag, &v)) {
+        case CLI_ARG_BAD:
+            return REMORA_EXIT_USAGE;
+        case CLI_ARG_WORD:
+            cli_error("dump: unexpected argument '%s'; usage: %s", flag, dump_usage);
+            return REMORA_EXIT_USAGE;
+        case D_HELP:
+            cli_opt_help(stdout, dump_usage, "print every thread's Python stack, of a live "
+                         "process or of a core dump", dump_opts);
+            return REMORA_EXIT_OK;
+        case D_PID:
             if (cli_parse_pid(v, &pid) != 0) {
-                cli_bad_value("dump", argv[i], v, cli_pid_accepts);
+                cli_bad_value("dump", flag, v, cli_pid_accepts);
                 return REMORA_EXIT_USAGE;
             }
-            i++;
-        } else if (strcmp(argv[i], "--core") == 0) {
-            if (path_arg(argv[i], v, "a core file", &core))
+            break;
+        case D_CORE:
+            if (path_arg(flag, v, "a core file", &core))
                 return REMORA_EXIT_USAGE;
-            i++;
-        } else if (strcmp(argv[i], "--exe") == 0) {
-            if (path_arg(argv[i], v, "the Python executable the core is of", &exe))
+            break;
+        case D_EXE:
+            if (path_arg(flag, v, "the Python executable the core is of", &exe))
                 return REMORA_EXIT_USAGE;
-            i++;
-        } else if (strcmp(argv[i], "--root") == 0) {
-            if (path_arg(argv[i], v, "the directory the core's process saw as /", &root))
+            break;
+        case D_ROOT:
+            if (path_arg(flag, v, "the directory the core's process saw as /", &root))
                 return REMORA_EXIT_USAGE;
-            i++;
-        } else if (strcmp(argv[i], "--json") == 0) {
+            break;
+        case D_JSON:
             json = 1;
-        } else if (strcmp(argv[i], "--subprocesses") == 0) {
+            break;
+        case D_SUBPROCESSES:
             subprocesses = 1;
-        } else if (strcmp(argv[i], "--native") == 0 || strcmp(argv[i], "--locals") == 0) {
-            cli_error("dump %s is not available in this version yet", argv[i]);
-            return REMORA_EXIT_USAGE;
-        } else {
-            cli_error("dump: unexpected argument '%s'; %s", argv[i], dump_usage);
-            return REMORA_EXIT_USAGE;
+            break;
         }
     }
     if ((pid == 0) == (core == NULL)) {
-        cli_error("dump needs one target, a pid or a core file: %s", dump_usage);
+        cli_error("dump needs one target, a pid or a core file: usage: %s", dump_usage);
         return REMORA_EXIT_USAGE;
     }
     if (core != NULL && subprocesses) {
@@ -263,7 +285,7 @@ int cmd_dump(int argc, char **argv)
         return REMORA_EXIT_USAGE;
     }
     if (core == NULL && (exe != NULL || root != NULL)) {
-        cli_error("dump: --exe and --root go with --core; %s", dump_usage);
+        cli_error("dump: --exe and --root go with --core; usage: %s", dump_usage);
         return REMORA_EXIT_USAGE;
     }
 

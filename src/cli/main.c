@@ -9,26 +9,13 @@
 #include "../util/util.h"
 
 static const char usage[] =
-    "usage: remora <command> [options]\n"
+    "usage: remora <command> [options]   (remora <command> --help: its options)\n"
     "\n"
     "commands:\n"
-    "  dump -p PID [--json] [--subprocesses]\n"
-    "                           print every thread's Python stack\n"
-    "  dump --core FILE [--exe PYTHON] [--root DIR] [--json]\n"
-    "                           the same from a core dump of a Python process\n"
-    "  record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]\n"
-    "         [--mode wall|cpu|gil|exception] [--no-gc] [--subprocesses] [--blocking]\n"
-    "         [--stats] [-l ROWS] [--max-samples N] [--diff BASELINE] [--frame-anchor]\n"
-    "                           sample a process and write a profile\n"
-    "  top (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [--mode MODE] [--no-gc]\n"
-    "      [--subprocesses] [--blocking] [-l ROWS]\n"
-    "                           a live table of the functions it spends its time in\n"
-    "  convert INPUT [-f FORMAT] [-o FILE] [--diff BASELINE]\n"
-    "                           turn a .remora recording or collapsed stacks into a format\n"
-    "\n"
-    "formats: flamegraph (.html), speedscope (.json), firefox (.gecko.json), pprof (.pb.gz),\n"
-    "         collapsed (.collapsed .txt), pstats (.pstats; the default table on stdout),\n"
-    "         raw (.remora)\n"
+    "  dump      print every thread's Python stack, of a live process or a core dump\n"
+    "  record    sample a process (-p PID or -- CMD ARGS...) and write a profile\n"
+    "  top       a live table of the functions a process spends its time in\n"
+    "  convert   turn a .remora recording or collapsed stacks into another format\n"
     "\n"
     "  remora --version | --help\n"
     "\n"
@@ -82,13 +69,6 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("remora %s\n", REMORA_VERSION);
-        return REMORA_EXIT_OK;
-    }
-    if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) &&
-        (strcmp(argv[1], "dump") == 0 || strcmp(argv[1], "record") == 0 ||
-         strcmp(argv[1], "top") == 0 || strcmp(argv[1], "convert") == 0)) {
-        /* remora COMMAND --help: the one page that describes every command */
-        fputs(usage, stdout);
         return REMORA_EXIT_OK;
     }
     if (strcmp(argv[1], "dump") == 0)

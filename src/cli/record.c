@@ -53,10 +53,38 @@ typedef struct record_args {
     const char *diff;       /* a baseline for a differential flamegraph */
 } record_args_t;
 
+enum { R_OUTPUT = CLI_O_OWN, R_FORMAT, R_MAX_SAMPLES, R_DIFF, R_FRAME_ANCHOR, R_STATS,
+       R_NATIVE, R_ASYNC };
+
+static const cli_opt_t record_opts[] = {
+    CLI_SAMPLING_OPTS,
+    { R_OUTPUT, "-o", "--output", NULL, "FILE",
+      "the output; its ending names the format (repeatable)", 0 },
+    { R_FORMAT, "-f", "--format", NULL, "FORMAT",
+      "the format, if -o's ending does not say (below)", 0 },
+    { R_STATS, NULL, "--stats", NULL, NULL, "print reads and CPU per sample at the end", 0 },
+    { R_MAX_SAMPLES, NULL, "--max-samples", NULL, "N", "stop after N rounds", 0 },
+    { R_DIFF, NULL, "--diff", NULL, "BASELINE",
+      "a differential flamegraph against BASELINE", 0 },
+    { R_FRAME_ANCHOR, NULL, "--frame-anchor", NULL, NULL,
+      "3.15: anchor frames (writes 8 bytes a thread)", 0 },
+    { R_NATIVE, NULL, "--native", NULL, NULL, NULL, 0 },
+    { R_ASYNC, NULL, "--async", NULL, NULL, NULL, 0 },
+    { 0 }
+};
+
 static const char record_usage[] =
-    "usage: remora record (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [-o FILE] [-f FORMAT]"
-    " [--mode wall|cpu|gil|exception] [--no-gc] [--subprocesses] [--blocking] [--stats] [-l ROWS]"
-    " [--max-samples N] [--diff BASELINE] [--frame-anchor]";
+    "remora record (-p PID | -- CMD ARGS...) [options]";
+
+/* The lines after the options of `record --help` and `convert --help`. */
+static void formats_help(int writers_only)
+{
+    printf("\nformats: %s\n"
+           "  by -o's ending: .html flamegraph, .json speedscope, .gecko.json firefox,\n"
+           "  .pb.gz pprof, .collapsed or .txt collapsed, .pstats pstats%s\n"
+           "  without -o: the table on stdout\n",
+           out_format_names(writers_only), writers_only ? "" : ", .remora raw");
+}
 
 #define RECORD_MAX_SAMPLES 1000000000000ULL
 
@@ -75,6 +103,7 @@ static int binary_to_terminal(const char *cmd, const out_format_t *fmt, const ch
     return 0;
 }
 
+/* Returns 0, 1 after --help (printed), or -1 after one line. */
 static int parse_record(int argc, char **argv, record_args_t *a)
 {
     const char *fname = NULL, *fflag = "-f";
@@ -83,14 +112,28 @@ static int parse_record(int argc, char **argv, record_args_t *a)
     memset(a, 0, sizeof *a);
     cli_sampling_init(&a->c);
     for (i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int took = cli_sampling_arg("record", argc, argv, &i, &a->c);
+        const char *s, *v;
+        int id = cli_opt_next("record", record_opts, argc, argv, &i, &s, &v), took;
+        unsigned long long n;
+        if (id == CLI_ARG_BAD)
+            return -1;
+        if (id == CLI_ARG_WORD) {
+            cli_error("record: unexpected argument '%s'; see 'remora record --help' for the "
+                      "options (a command to run goes after --)", s);
+            return -1;
+        }
+        took = cli_sampling_take("record", id, s, v, argc, argv, &i, &a->c);
         if (took < 0)
             return -1;
         if (took)
             continue;
-        if (strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) {
+        switch (id) {
+        case CLI_O_HELP:
+            cli_opt_help(stdout, record_usage, "sample a process and write a profile", record_opts);
+            cli_modes_help();
+            formats_help(0);
+            return 1;
+        case R_OUTPUT:
             if (v == NULL || *v == '\0')
                 return cli_bad_value("record", s, v ? "" : NULL, out_accepts);
             if (a->nout == RECORD_MAX_OUT) {
@@ -98,8 +141,8 @@ static int parse_record(int argc, char **argv, record_args_t *a)
                 return -1;
             }
             a->out_path[a->nout++] = v;
-            i++;
-        } else if (strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) {
+            break;
+        case R_FORMAT:
             if (v == NULL) {
                 cli_error("record: %s takes a format: none given; use one of %s", s,
                           out_format_names(0));
@@ -107,29 +150,24 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             }
             fname = v;
             fflag = s;
-            i++;
-        } else if (strcmp(s, "--max-samples") == 0) {
-            unsigned long long n;
+            break;
+        case R_MAX_SAMPLES:
             if (cli_parse_uint(v, 1, RECORD_MAX_SAMPLES, &n))
                 return cli_bad_value("record", s, v,
                                      "a number of samples, a whole number from 1 to 1000000000000");
             a->max_samples = n;
-            i++;
-        } else if (strcmp(s, "--diff") == 0) {
+            break;
+        case R_DIFF:
             if (v == NULL || *v == '\0')
                 return cli_bad_value("record", s, v ? "" : NULL, diff_accepts);
             a->diff = v;
-            i++;
-        } else if (strcmp(s, "--frame-anchor") == 0) {
+            break;
+        case R_FRAME_ANCHOR:
             a->anchor = 1;
-        } else if (strcmp(s, "--stats") == 0) {
+            break;
+        case R_STATS:
             a->stats = 1;
-        } else if (strcmp(s, "--native") == 0 || strcmp(s, "--async") == 0) {
-            cli_error("record %s is not available in this version yet", s);
-            return -1;
-        } else {
-            cli_error("record: unexpected argument '%s'; %s", s, record_usage);
-            return -1;
+            break;
         }
     }
     if (cli_sampling_check("record", &a->c))
@@ -235,8 +273,9 @@ int cmd_record(int argc, char **argv)
     struct sigaction sa;
     struct timespec wall;
 
-    if (parse_record(argc, argv, &a))
-        return REMORA_EXIT_USAGE;
+    rc = parse_record(argc, argv, &a);
+    if (rc != 0)
+        return rc > 0 ? REMORA_EXIT_OK : REMORA_EXIT_USAGE;
     for (i = 0; i < a.nout; i++)
         if (check_writable(a.out_path[i]))
             return REMORA_EXIT_USAGE;
@@ -331,6 +370,8 @@ int cmd_record(int argc, char **argv)
     so.max_rounds = a.max_samples;
     so.subprocesses = a.c.subprocesses;
     so.blocking = a.c.blocking;
+    so.function = a.c.function;
+    so.idle = a.c.idle;
     sink.ctx = raw;
     sink.sample = raw != NULL ? raw_sink_sample : NULL;
     if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {
@@ -599,6 +640,21 @@ static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, pro
     return REMORA_OK;
 }
 
+enum { C_OUTPUT = CLI_O_OWN, C_FORMAT, C_LIMIT, C_DIFF };
+
+static const cli_opt_t convert_opts[] = {
+    CLI_OPT_HELP,
+    { C_OUTPUT, "-o", "--output", NULL, "FILE",
+      "the output; its ending names the format", 0 },
+    { C_FORMAT, "-f", "--format", NULL, "FORMAT", "the format, if -o's ending does not say", 0 },
+    { C_LIMIT, "-l", "--limit", NULL, "ROWS", "rows of the table", 0 },
+    { C_DIFF, NULL, "--diff", NULL, "BASELINE",
+      "a differential flamegraph against BASELINE", 0 },
+    { 0 }
+};
+
+static const char convert_usage[] = "remora convert INPUT [options]";
+
 int cmd_convert(int argc, char **argv)
 {
     const char *in = NULL, *out_path = NULL, *fname = NULL, *fflag = "-f", *diff = NULL;
@@ -608,15 +664,32 @@ int cmd_convert(int argc, char **argv)
     int i, rc, limit = 0;
 
     for (i = 1; i < argc; i++) {
-        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) {
+        const char *s, *v;
+        unsigned long long rows;
+        switch (cli_opt_next("convert", convert_opts, argc, argv, &i, &s, &v)) {
+        case CLI_ARG_BAD:
+            return REMORA_EXIT_USAGE;
+        case CLI_ARG_WORD:
+            if (in != NULL) {
+                cli_error("convert: one INPUT at a time: '%s' is a second one", s);
+                return REMORA_EXIT_USAGE;
+            }
+            in = s;
+            break;
+        case CLI_O_HELP:
+            cli_opt_help(stdout, convert_usage,
+                         "turn a .remora recording or collapsed stacks (INPUT) into a format",
+                         convert_opts);
+            formats_help(1);
+            return REMORA_EXIT_OK;
+        case C_OUTPUT:
             if (v == NULL || *v == '\0') {
                 cli_bad_value("convert", s, v ? "" : NULL, out_accepts);
                 return REMORA_EXIT_USAGE;
             }
             out_path = v;
-            i++;
-        } else if (strcmp(s, "-f") == 0 || strcmp(s, "--format") == 0) {
+            break;
+        case C_FORMAT:
             if (v == NULL) {
                 cli_error("convert: %s takes a format: none given; use one of %s", s,
                           out_format_names(1));
@@ -624,36 +697,26 @@ int cmd_convert(int argc, char **argv)
             }
             fname = v;
             fflag = s;
-            i++;
-        } else if (strcmp(s, "-l") == 0 || strcmp(s, "--limit") == 0) {
-            unsigned long long rows;
+            break;
+        case C_LIMIT:
             if (cli_parse_uint(v, 1, CLI_ROWS_MAX, &rows)) {
                 cli_bad_value("convert", s, v, cli_rows_accepts);
                 return REMORA_EXIT_USAGE;
             }
             limit = (int)rows;
-            i++;
-        } else if (strcmp(s, "--diff") == 0) {
+            break;
+        case C_DIFF:
             if (v == NULL || *v == '\0') {
                 cli_bad_value("convert", s, v ? "" : NULL, diff_accepts);
                 return REMORA_EXIT_USAGE;
             }
             diff = v;
-            i++;
-        } else if (s[0] != '-' && in == NULL) {
-            in = s;
-        } else if (s[0] != '-') {
-            cli_error("convert: one INPUT at a time: '%s' is a second one", s);
-            return REMORA_EXIT_USAGE;
-        } else {
-            cli_error("convert: unexpected argument '%s'; usage: remora convert INPUT [-f FORMAT] "
-                      "[-o FILE] [-l ROWS] [--diff BASELINE]", s);
-            return REMORA_EXIT_USAGE;
+            break;
         }
     }
     if (in == NULL) {
-        cli_error("convert needs an input: remora convert INPUT [-f FORMAT] [-o FILE] [-l ROWS] "
-                  "[--diff BASELINE]");
+        cli_error("convert needs an input: remora convert INPUT [options] (see 'remora convert "
+                  "--help')");
         return REMORA_EXIT_USAGE;
     }
     fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("table");

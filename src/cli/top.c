@@ -63,23 +63,39 @@ typedef struct top {
     size_t buflen;
 } top_t;
 
-static const char top_usage[] =
-    "usage: remora top (-p PID | -- CMD ARGS...) [-r RATE] [-d SECONDS] [--mode MODE] [--no-gc]"
-    " [--subprocesses] [--blocking] [-l ROWS]";
+static const cli_opt_t top_opts[] = {
+    CLI_SAMPLING_OPTS,
+    { 0 }
+};
 
+static const char top_usage[] = "remora top (-p PID | -- CMD ARGS...) [options]";
+
+/* Returns 0, 1 after --help (printed), or -1 after one line. */
 static int parse_top(int argc, char **argv, cli_sampling_t *a)
 {
     int i;
 
     cli_sampling_init(a);
     for (i = 1; i < argc; i++) {
-        int took = cli_sampling_arg("top", argc, argv, &i, a);
-        if (took < 0)
+        const char *flag, *v;
+        int id = cli_opt_next("top", top_opts, argc, argv, &i, &flag, &v), took;
+        if (id == CLI_ARG_BAD)
             return -1;
-        if (!took) {
-            cli_error("top: unexpected argument '%s'; %s", argv[i], top_usage);
+        if (id == CLI_ARG_WORD) {
+            cli_error("top: unexpected argument '%s'; see 'remora top --help' for the options",
+                      flag);
             return -1;
         }
+        if (id == CLI_O_HELP) {
+            cli_opt_help(stdout, top_usage,
+                         "a live table of the functions a process spends its time in (1-4 "
+                         "sort, q quits)", top_opts);
+            cli_modes_help();
+            return 1;
+        }
+        took = cli_sampling_take("top", id, flag, v, argc, argv, &i, a);
+        if (took < 0)
+            return -1;
     }
     if (a->limit == 0)
         a->limit = TOP_BATCH_ROWS;
@@ -181,8 +197,119 @@ static void draw_header(const top_t *tp, FILE *f)
             "Function (file:line)");
 }
 
-/* Draws the header and up to 'limit' rows into tp->buf. */
-static int draw(top_t *tp, size_t limit)
+#define TOP_ROW_PREFIX 40        /* the columns before a row's function: "%7.2f%% %7.2f%% ..." */
+#define TOP_ELLIPSIS "\xe2\x80\xa6"    /* U+2026, one column */
+
+/* Columns of s[0..n): UTF-8 lead bytes (a wide character counts one, as paint() does). */
+static size_t ncols(const char *s, size_t n)
+{
+    size_t i, c = 0;
+
+    for (i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return c;
+}
+
+/* The byte offset in s[0..n) where its last 'keep' columns start. */
+static size_t last_cols(const char *s, size_t n, size_t keep)
+{
+    size_t i = n, c = 0;
+
+    while (i > 0 && c < keep) {
+        i--;
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    }
+    while (i < n && ((unsigned char)s[i] & 0xc0) == 0x80)
+        i++;
+    return i;
+}
+
+/* The byte length of s's first 'keep' columns. */
+static size_t first_cols(const char *s, size_t n, size_t keep)
+{
+    size_t i = 0, c = 0;
+
+    while (i < n && (c < keep || ((unsigned char)s[i] & 0xc0) == 0x80)) {
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+        i++;
+    }
+    return i;
+}
+
+#define TOP_FILE_MIN 16          /* columns of a path's end kept before a function is cut */
+
+/* Where the last 'keep' columns of the path p[0..n) start: at the first '/' in them if
+ * there is one ("/threading.py", not "ng/threading.py"). */
+static size_t path_end(const char *p, size_t n, size_t keep)
+{
+    size_t start = last_cols(p, n, keep);
+    const char *slash = memchr(p + start, '/', n - start);
+
+    return slash != NULL ? (size_t)(slash - p) : start;
+}
+
+/* "function (file:line)" in at most 'room' columns, names escaped (out_text_str): what
+ * does not fit goes from the left of the path ("...lib/python3.12/threading.py:1010",
+ * "...module_with_long_name.py:5"), so the line number and the file's name stay; when
+ * fewer than TOP_FILE_MIN columns would be left for the path, the function is cut at its
+ * end instead. Returns 0 or REMORA_ENOMEM. */
+static int fit_frame(FILE *f, const char *function, const char *file, int line, size_t room)
+{
+    char *fn = NULL, *fi = NULL, tail[32];
+    size_t fnlen = 0, filen = 0, fnc, fic, tailc, start, room_all = room;
+    const char *slash;
+    FILE *m;
+
+    if ((m = open_memstream(&fn, &fnlen)) == NULL)
+        return REMORA_ENOMEM;
+    out_text_str(m, function, 0);
+    if (fclose(m) != 0)
+        return REMORA_ENOMEM;
+    if (file != NULL && file[0] != '\0') {
+        if ((m = open_memstream(&fi, &filen)) == NULL) {
+            free(fn);
+            return REMORA_ENOMEM;
+        }
+        out_text_str(m, file, 0);
+        if (fclose(m) != 0) {
+            free(fn);
+            return REMORA_ENOMEM;
+        }
+    }
+    snprintf(tail, sizeof tail, ":%d)", line);
+    fnc = ncols(fn, fnlen);
+    fic = ncols(fi ? fi : "", filen);
+    tailc = strlen(tail);
+    if (fi == NULL || fnc + 2 + fic + tailc <= room) {
+        fputs(fn, f);                       /* fits, or no file: paint() cuts a long name */
+        if (fi != NULL)
+            fprintf(f, " (%s%s", fi, tail);
+        goto done;
+    }
+    room = room > fnc + 3 + tailc ? room - fnc - 3 - tailc : 0;    /* for the path */
+    slash = memrchr(fi, '/', filen);
+    if (room >= TOP_FILE_MIN ||
+        room >= ncols(slash ? slash : fi, filen - (size_t)(slash ? slash - fi : 0))) {
+        start = path_end(fi, filen, room);
+        fprintf(f, "%s (" TOP_ELLIPSIS "%s%s", fn, fi + start, tail);
+    } else {
+        /* the function's start, then " (...end of the path:line)" */
+        size_t right, keep;
+        start = path_end(fi, filen, TOP_FILE_MIN);
+        right = 2 + 1 + ncols(fi + start, filen - start) + tailc;
+        keep = room_all > right + 1 ? room_all - right - 1 : 0;
+        fwrite(fn, 1, first_cols(fn, fnlen, keep), f);
+        fprintf(f, TOP_ELLIPSIS " (" TOP_ELLIPSIS "%s%s", fi + start, tail);
+    }
+done:
+    free(fn);
+    free(fi);
+    return REMORA_OK;
+}
+
+/* Draws the header and up to 'limit' rows into tp->buf; with width > 0 each row's
+ * function, file and line are fitted to it (fit_frame). */
+static int draw(top_t *tp, size_t limit, size_t width)
 {
     const sampler_stats_t *st = sampler_stats(tp->s);
     double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
@@ -204,7 +331,13 @@ static int draw(top_t *tp, size_t limit)
             break;
         fprintf(f, "%7.2f%% %7.2f%% %8.2fs %9.2fs  ", pct * (double)v->self, pct * (double)v->total,
                 per_round * (double)r->self, per_round * (double)r->total);
-        out_text_frame(f, r->function, r->file, r->hot_line);
+        if (width == 0)
+            out_text_frame(f, r->function, r->file, r->hot_line);
+        else if (fit_frame(f, r->function, r->file, r->hot_line,
+                           width > TOP_ROW_PREFIX ? width - TOP_ROW_PREFIX : 1)) {
+            fclose(f);
+            return REMORA_ENOMEM;
+        }
         fputc('\n', f);
     }
     if (fclose(f) != 0)
@@ -232,7 +365,7 @@ static void paint(top_t *tp)
     const char *line;
 
     screen_size(&rows, &cols);
-    if (draw(tp, rows > 5 ? (size_t)(rows - 5) : 1))
+    if (draw(tp, rows > 5 ? (size_t)(rows - 5) : 1, (size_t)cols))
         return;
     line = tp->buf;
     fputs("\033[H", stdout);
@@ -254,7 +387,7 @@ static void paint(top_t *tp)
 
 static void print_frame(top_t *tp, size_t limit)
 {
-    if (draw(tp, limit) == REMORA_OK) {
+    if (draw(tp, limit, 0) == REMORA_OK) {
         fputs(tp->buf, stdout);
         fputc('\n', stdout);
         fflush(stdout);
@@ -343,8 +476,11 @@ int cmd_top(int argc, char **argv)
     struct sigaction sa;
     int err, rc, gone = 0;
 
-    if (parse_top(argc, argv, &a))
-        return REMORA_EXIT_USAGE;
+    switch (parse_top(argc, argv, &a)) {
+    case 0: break;
+    case 1: return REMORA_EXIT_OK;
+    default: return REMORA_EXIT_USAGE;
+    }
     memset(&tp, 0, sizeof tp);
     tp.a = &a;
     memset(&sa, 0, sizeof sa);
@@ -378,6 +514,8 @@ int cmd_top(int argc, char **argv)
     so.child = ct.child;
     so.subprocesses = a.subprocesses;
     so.blocking = a.blocking;
+    so.function = a.function;
+    so.idle = a.idle;
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, a.pid, a.blocking);
         goto out;

@@ -41,6 +41,7 @@ struct freezer {
     int exit_status;                    /* the main thread's wait status once it ended */
     int started;                        /* past freeze_new: a thread we may not seize is
                                          * one exiting (a zombie), not a refusal */
+    int want_states;                    /* freeze_want_states() */
 };
 
 static int seize(freezer_t *f, pid_t tid)
@@ -154,6 +155,13 @@ int freeze_stop(freezer_t *f)
         return REMORA_ENOPROC;
     if (err)
         return err;
+    if (f->want_states) {
+        /* stopped, every thread reads 't': keep what each was doing before */
+        for (k = 0; k < f->n; k++)
+            f->tids[k] = f->t[k].tid;
+        if ((err = proc_hold_states(f->p, f->tids, f->n)) != REMORA_OK)
+            return err;
+    }
     for (k = 0; k < f->n; k++) {
         if (f->t[k].state != T_RUNNING)
             continue;
@@ -194,10 +202,16 @@ int freeze_stop(freezer_t *f)
     return REMORA_OK;
 }
 
+void freeze_want_states(freezer_t *f)
+{
+    f->want_states = 1;
+}
+
 void freeze_go(freezer_t *f)
 {
     size_t k;
 
+    proc_release_states(f->p);
     for (k = 0; k < f->n; k++) {
         fthread_t *t = &f->t[k];
         if (t->state == T_STOPPED) {

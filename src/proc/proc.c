@@ -107,6 +107,8 @@ void proc_free(proc_t *p)
         return;
     image_free(p->img);
     rec_free(p->rec);
+    proc_close_stats(p);
+    free(p->held);
     free(p);
 }
 

@@ -162,6 +162,13 @@ int proc_descendants(pid_t root, pid_t *out, size_t cap, size_t *n);
  * Returns 0 or REMORA_ENOPROC. */
 int proc_task_state(proc_t *p, pid_t tid, char *state);
 
+/* Reads the state of each of tids[0..n) now and keeps it: proc_task_state() answers for
+ * them from what was read until proc_release_states(). For --blocking, whose stopped
+ * threads all read 't': whether a thread was running is what it was before the stop.
+ * Returns 0 or REMORA_ENOMEM (nothing kept). */
+int proc_hold_states(proc_t *p, const pid_t *tids, size_t n);
+void proc_release_states(proc_t *p);
+
 /* The task's name (comm), NUL-terminated, at most 'len' - 1 bytes. Returns 0 or REMORA_ENOPROC. */
 int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len);
 
@@ -176,6 +183,10 @@ int freeze_new(proc_t *p, freezer_t **out);
 /* Stops every thread (seizing new ones) and waits for them, 100 ms at most. Returns 0,
  * REMORA_ENOPROC once every thread has ended, or an error. */
 int freeze_stop(freezer_t *f);
+
+/* From now on freeze_stop() reads each thread's state before it stops them, and
+ * proc_task_state() gives that state until freeze_go() (proc_hold_states). */
+void freeze_want_states(freezer_t *f);
 
 /* Resumes the threads freeze_stop stopped, each with a signal it was stopped for. */
 void freeze_go(freezer_t *f);

@@ -27,12 +27,27 @@
 typedef struct image image_t;
 typedef struct recorder recorder_t;
 
+/* Tasks whose /proc/PID/task/TID/stat stays open (proc_task_state, every sample of
+ * record's and top's default): one pread a task then, not an open, a read and a close. */
+#define PROC_STAT_FDS 32
+
 struct proc {
     int kind;               /* enum proc_kind */
     pid_t pid;
     proc_stats_t stats;
     image_t *img;           /* PROC_CORE, PROC_SNAPSHOT: the source's memory, maps, tasks */
     recorder_t *rec;        /* NULL unless proc_record_start() was called */
+    struct {
+        pid_t tid;          /* 0: the slot is free */
+        int fd;
+    } stat_fd[PROC_STAT_FDS];
+    unsigned stat_next;     /* the slot a new task takes (round robin) */
+    struct proc_held {
+        pid_t tid;
+        char state;
+    } *held;                /* proc_hold_states(): states read before a --blocking stop */
+    size_t nheld, cap_held;
+    int holding;
 };
 
 /* ---- file.c --------------------------------------------------------------- */
@@ -47,6 +62,11 @@ int proc_slurp(const char *path, size_t max, char **buf, size_t *len);
 /* Reads a whole regular file into a malloc'd buffer (at most 'max' bytes, else
  * REMORA_ENOMEM). Returns 0 or a REMORA_E* code. */
 int proc_read_file(const char *path, size_t max, unsigned char **buf, size_t *len);
+
+/* ---- task.c --------------------------------------------------------------- */
+
+/* Closes the stat files proc_task_state() keeps open. */
+void proc_close_stats(proc_t *p);
 
 /* ---- proc.c --------------------------------------------------------------- */
 

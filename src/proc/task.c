@@ -70,13 +70,93 @@ int proc_stat_parse_state(const char *text, size_t len, char *state)
     return REMORA_OK;
 }
 
-int proc_task_state(proc_t *p, pid_t tid, char *state)
+/* Stat files kept open by every handle together (with --subprocesses there is one
+ * handle a child): past this, a task's stat file is opened, read and closed each time,
+ * so remora's descriptors stay far below the usual limit of 1024. */
+#define PROC_STAT_FDS_ALL 256
+static int stat_fds_open;
+
+void proc_close_stats(proc_t *p)
+{
+    size_t i;
+
+    for (i = 0; i < PROC_STAT_FDS; i++) {
+        if (p->stat_fd[i].tid != 0) {
+            close(p->stat_fd[i].fd);
+            stat_fds_open--;
+        }
+        p->stat_fd[i].tid = 0;
+    }
+}
+
+/* The start of tid's stat file into buf (NUL-terminated), through the descriptor kept
+ * for it: opened on first use (taking the next slot, round robin, from whoever held it)
+ * and opened again once when a read through it fails (the task it was opened on has
+ * gone: a task of the same id now is another). Returns the length, or -1 (errno). */
+static ssize_t read_stat(proc_t *p, pid_t tid, char *buf, size_t cap)
 {
     char path[96];
-    char *text;
-    size_t len;
+    size_t i;
+    ssize_t n = -1;
+    int fd, tries;
+
+    for (i = 0; i < PROC_STAT_FDS && p->stat_fd[i].tid != tid; i++)
+        ;
+    for (tries = 0; tries < 2; tries++) {
+        if (i == PROC_STAT_FDS) {
+            snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)p->pid, (int)tid);
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                return -1;
+            i = p->stat_next % PROC_STAT_FDS;
+            if (p->stat_fd[i].tid == 0 && stat_fds_open >= PROC_STAT_FDS_ALL) {
+                /* enough kept open: read this one and close it */
+                n = pread(fd, buf, cap - 1, 0);
+                close(fd);
+                if (n == 0)
+                    errno = ESRCH;
+                if (n > 0)
+                    buf[n] = '\0';
+                return n;
+            }
+            p->stat_next++;
+            if (p->stat_fd[i].tid != 0)
+                close(p->stat_fd[i].fd);
+            else
+                stat_fds_open++;
+            p->stat_fd[i].tid = tid;
+            p->stat_fd[i].fd = fd;
+        }
+        n = pread(p->stat_fd[i].fd, buf, cap - 1, 0);
+        if (n > 0)
+            break;
+        close(p->stat_fd[i].fd);
+        stat_fds_open--;
+        p->stat_fd[i].tid = 0;
+        i = PROC_STAT_FDS;
+        if (n == 0)
+            errno = ESRCH;
+    }
+    if (n > 0)
+        buf[n] = '\0';
+    return n;
+}
+
+int proc_task_state(proc_t *p, pid_t tid, char *state)
+{
+    /* "pid (comm) S ...": comm is 15 bytes at most, every field after S a number */
+    char text[256];
+    ssize_t len;
     int err;
 
+    if (p->holding) {
+        size_t i;
+        for (i = 0; i < p->nheld; i++)
+            if (p->held[i].tid == tid) {
+                *state = p->held[i].state;
+                return REMORA_OK;
+            }
+    }
     if (p->img != NULL) {
         const img_task_t *t = image_task(p->img, tid);
         if (t == NULL || t->state == 0)
@@ -84,16 +164,40 @@ int proc_task_state(proc_t *p, pid_t tid, char *state)
         *state = t->state;
         err = REMORA_OK;
     } else {
-        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)p->pid, (int)tid);
-        err = proc_slurp(path, 4096, &text, &len);
-        if (err)
-            return err == REMORA_EPERM ? err : REMORA_ENOPROC;
-        err = proc_stat_parse_state(text, len, state);
-        free(text);
+        errno = ESRCH;
+        len = tid > 0 ? read_stat(p, tid, text, sizeof text) : -1;
+        if (len <= 0)
+            return errno == EACCES || errno == EPERM ? REMORA_EPERM : REMORA_ENOPROC;
+        err = proc_stat_parse_state(text, (size_t)len, state);
     }
     if (err == REMORA_OK && p->rec != NULL)
         rec_task_state(p->rec, tid, *state);
     return err;
+}
+
+int proc_hold_states(proc_t *p, const pid_t *tids, size_t n)
+{
+    size_t i;
+
+    p->holding = 0;
+    p->nheld = 0;
+    if (remora_grow((void **)&p->held, &p->cap_held, n, sizeof *p->held))
+        return REMORA_ENOMEM;
+    for (i = 0; i < n; i++) {
+        char st;
+        if (proc_task_state(p, tids[i], &st) == REMORA_OK) {
+            p->held[p->nheld].tid = tids[i];
+            p->held[p->nheld++].state = st;
+        }
+    }
+    p->holding = 1;
+    return REMORA_OK;
+}
+
+void proc_release_states(proc_t *p)
+{
+    p->holding = 0;
+    p->nheld = 0;
 }
 
 int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len)

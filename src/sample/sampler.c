@@ -114,9 +114,10 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
     }
     for (i = 0; i < s->fmap_cap; i++)
         s->fmap[i].frame = STK_NONE;
-    s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
+    /* without --idle every mode needs to know which threads are on a CPU */
+    s->want = (o->mode == SAMPLE_CPU || !o->idle ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
               (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
-              UNW_WANT_PYNAMES;
+              (o->function ? UNW_WANT_FIRSTLINE : 0) | UNW_WANT_PYNAMES;
     if (u != NULL)
         unw_set_want(u, s->want);
     if (o->blocking && u != NULL) {
@@ -125,6 +126,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
             sampler_free(s);
             return err;
         }
+        if (s->want & UNW_WANT_CPU)
+            freeze_want_states(s->frz);
     }
     *out = s;
     return REMORA_OK;
@@ -386,6 +389,10 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         unsigned flags = (th->on_cpu ? SAMPLE_F_ON_CPU : 0) | (th->holds_gil ? SAMPLE_F_GIL : 0);
         size_t ti;
 
+        /* idle: asleep in the kernel (not running or runnable) and not holding the GIL
+         * (a thread blocked while it holds it stops every other: never idle) */
+        if (!s->o.idle && !th->on_cpu && !th->holds_gil)
+            continue;
         if (s->o.mode == SAMPLE_CPU && !th->on_cpu)
             continue;
         if (s->o.mode == SAMPLE_GIL && !th->holds_gil)

@@ -22,6 +22,10 @@ typedef struct sampler_opts {
     uint64_t max_rounds;    /* stop after this many rounds (0 = no limit) */
     int subprocesses;       /* also sample the target's descendants */
     int blocking;           /* --blocking: the target stopped (ptrace) while it is read */
+    int function;           /* --function: one frame per function, at its first line */
+    int idle;               /* --idle: keep idle threads' samples (idle: not on a CPU and
+                             * not holding the GIL); without it they are left out, in
+                             * every mode */
 } sampler_opts_t;
 
 typedef struct sampler_stats {

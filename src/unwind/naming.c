@@ -162,7 +162,8 @@ void name_frames(unwinder_t *u, reader_t *r)
             }
             fr->function = e->function;
             fr->file = e->file;
-            fr->line = code_line(e, L, frame_addrq(L, raw[k].code, raw[k].instr));
+            fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno :
+                       code_line(e, L, frame_addrq(L, raw[k].code, raw[k].instr));
             callee_entry = raw[k].entry;
             last_code = raw[k].code;
             last_e = e;

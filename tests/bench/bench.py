@@ -70,8 +70,10 @@ def busy(interp, depth, nthreads, seconds, log=False):
 
 
 def remora_stats(remora, pid, rate, seconds, extra=()):
+    # --idle: every thread's sample kept (busy.py's main sleeps, its spinners take turns
+    # with the GIL), as every figure here was measured before idle threads were left out
     p = subprocess.run([remora, "record", "-p", str(pid), "-r", rate, "-d", str(seconds), "--stats",
-                        "-o", scratch_output(), "-f", "collapsed", *extra],
+                        "--idle", "-o", scratch_output(), "-f", "collapsed", *extra],
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
     m = STATS.search(p.stderr)
     if not m:
@@ -131,7 +133,7 @@ def slowdown(remora, t, rate, seconds):
     try:
         if rate:
             r = subprocess.Popen([remora, "record", "-p", str(t.pid), "-r", rate, "-d", str(seconds + 60),
-                                  "-o", scratch_output(), "-f", "collapsed"],
+                                  "--idle", "-o", scratch_output(), "-f", "collapsed"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             r.send_signal(signal.SIGSTOP)
         marks, on = [], False

@@ -17,6 +17,15 @@
 #                            bad line: exit 1, one line naming the file and what remora
 #                            reads, no output written. A recording cut after its samples
 #                            keeps them (exit 0, one line saying so).
+#   badinput/help            each command's --help lists its own options, one line each,
+#                            and what its parser takes is what its help lists: every
+#                            listed option is taken (probed), takes a value exactly when
+#                            the help shows one; no short option (-a..-Z, probed one by
+#                            one) and no long name found in src/cli/*.c, docs/cli.md, the
+#                            README or py-spy's own flags is taken unless listed; every
+#                            option docs/cli.md's and the README's synopsis give a command
+#                            is in its help; a bad -f or --mode lists every format or mode
+#                            the docs name.
 #   badinput/accepted        the forms the docs promise are taken (1000, 10k, 2.5khz,
 #                            1mhz, 250ms, 0.004m, ...) and -d is honoured exactly even
 #                            when the period is longer (-r 1 -d 0.5 takes 0.5 s).
@@ -30,7 +39,9 @@ import sys
 import tempfile
 import time
 
-from harness import HOST_PYTHON, SUMMARY, TARGETS, Fail, Skip, Target, one_line, tail
+import re
+
+from harness import HOST_PYTHON, REPO, SUMMARY, TARGETS, Fail, Skip, Target, one_line, tail
 
 QUICK_S = 2.0                   # a usage error is found before anything is sampled: far
                                 # under this (~5 ms); a slipped value samples for RUN_S
@@ -334,6 +345,126 @@ def test_convert_files(remora):
         shutil.rmtree(d, ignore_errors=True)
 
 
+# --- each command's help against what its parser takes ----------------------------------
+
+COMMANDS = ("dump", "record", "top", "convert")
+HELP_LINE = re.compile(r"^  (-[^ ,]+(?:, -[^ ,]+)*)(?: ([A-Z](?:[A-Z .]*[A-Z.])?))?  +\S")
+OPTION = re.compile(r"(?<![\w-])(--?[a-zA-Z][a-zA-Z0-9-]*)")
+PYSPY_FLAGS = ["--pid", "--rate", "--duration", "--output", "--format", "--gil", "--idle",
+               "--nonblocking", "--native", "--subprocesses", "--function", "--nolineno",
+               "--threads", "--full-filenames", "--json", "--locals", "--dump", "--help",
+               "--version", "--nogil", "--delay", "--core"]
+DOC_FORMATS = ["flamegraph", "speedscope", "firefox", "pprof", "collapsed", "pstats", "raw"]
+DOC_MODES = ["wall", "cpu", "gil", "exception"]
+REFUSED = ("unexpected argument", "not available")
+
+
+def help_options(remora, cmd):
+    """{name: takes a value} from `remora CMD --help`, and the problems with its form."""
+    rc, out, err = remora.run([cmd, "--help"])
+    problems, opts = [], {}
+    if rc != 0 or err:
+        problems.append("`%s --help`: exit %d, stderr %r" % (cmd, rc, tail(err)))
+    if not out.startswith("usage: remora %s" % cmd):
+        problems.append("`%s --help` does not start with its own usage: %r" % (cmd, out[:60]))
+    for line in out.splitlines():
+        if len(line) > 80:
+            problems.append("`%s --help`: a line of %d columns: %r" % (cmd, len(line), line))
+        m = HELP_LINE.match(line)
+        if m:
+            for name in m.group(1).split(", "):
+                if name in opts:
+                    problems.append("`%s --help` lists %s twice" % (cmd, name))
+                opts[name] = m.group(2) is not None
+    if not opts:
+        problems.append("`%s --help` lists no option" % cmd)
+    return opts, problems
+
+
+def refused(remora, args):
+    """Did remora's parser refuse the first option of args as one it does not know?"""
+    rc, _, err = remora.run(args)
+    return rc == 1 and any(r in err for r in REFUSED), rc, err
+
+
+def synopsis_options(path):
+    """{command: set of options} from the first code block of PATH's command synopsis."""
+    text = open(os.path.join(REPO, path), encoding="utf-8").read()
+    block = re.search(r"```\n(remora dump.*?)```", text, re.S)
+    got, cmd = {}, None
+    for line in block.group(1).splitlines():
+        m = re.match(r"remora (\w+)", line)
+        if m:
+            cmd = m.group(1)
+            line = line[m.end():]
+        for o in OPTION.findall(line):
+            got.setdefault(cmd, set()).add(o)
+    return got
+
+
+def test_help(remora):
+    problems, counts = [], []
+    sources = ""
+    for name in sorted(os.listdir(os.path.join(REPO, "src", "cli"))):
+        with open(os.path.join(REPO, "src", "cli", name), encoding="utf-8") as f:
+            sources += f.read()
+    candidates = set(re.findall(r'"(--?[a-zA-Z][a-zA-Z0-9-]*)', sources))
+    for doc in ("docs/cli.md", "README.md"):
+        with open(os.path.join(REPO, doc), encoding="utf-8") as f:
+            candidates |= set(OPTION.findall(f.read()))
+    candidates |= set(PYSPY_FLAGS)
+    # "-p1234" in the docs is -p with its value: short names are probed one letter each
+    candidates = {c for c in candidates if c.startswith("--") or len(c) == 2}
+    candidates |= {"-" + c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+    docs = [(d, synopsis_options(d)) for d in ("docs/cli.md", "README.md")]
+    for cmd in COMMANDS:
+        opts, p = help_options(remora, cmd)
+        problems += p
+        # every listed option is taken, with a value exactly when the help shows one
+        for name, takes in sorted(opts.items()):
+            no, rc, err = refused(remora, [cmd, name])
+            if no:
+                problems.append("`%s --help` lists %s, which it refuses: %s" % (cmd, name, tail(err)))
+                continue
+            if name.startswith("--") and name != "--":
+                _, rc, err = refused(remora, [cmd, name + "=x"])
+                said = "takes no value" in err
+                if said == takes:
+                    problems.append("`%s %s=x`: %s, but the help %s" % (
+                        cmd, name, "refused as a flag" if said else "taken",
+                        "shows a value" if takes else "shows none"))
+        # nothing else is taken
+        for name in sorted(candidates - set(opts)):
+            no, rc, err = refused(remora, [cmd, name])
+            if not no:
+                problems.append("`%s %s` is taken (exit %d: %s) but not in `%s --help`"
+                                % (cmd, name, rc, tail(err, 1), cmd))
+        for doc, synopsis in docs:
+            missing = sorted(synopsis.get(cmd, set()) - set(opts))
+            if missing:
+                problems.append("%s's synopsis gives %s %s, not in its --help"
+                                % (doc, cmd, ", ".join(missing)))
+        counts.append("%s %d" % (cmd, len(opts)))
+    # a bad value's line lists what is accepted
+    for args, names in ((["record", "-p", "1", "-f", "bogus"], DOC_FORMATS),
+                        (["convert", "x", "-f", "bogus"], DOC_FORMATS[:-1]),
+                        (["record", "-p", "1", "--mode", "bogus"], DOC_MODES),
+                        (["top", "-p", "1", "--mode", "bogus"], DOC_MODES)):
+        rc, _, err = remora.run(args)
+        missing = [n for n in names if n not in err]
+        if rc != 1 or one_line(err) or missing:
+            problems.append("`remora %s`: exit %d, the line misses %s: %s"
+                            % (" ".join(args), rc, ", ".join(missing) or "nothing", tail(err)))
+    rc, out, err = remora.run(["--help"])
+    missing = [c for c in COMMANDS if "\n  %s " % c not in out]
+    if rc != 0 or missing:
+        problems.append("`remora --help`: exit %d, commands missing: %s" % (rc, ", ".join(missing)))
+    if problems:
+        raise Fail("%d problems: %s" % (len(problems), "; ".join(problems[:8])))
+    return "options listed and taken: %s; %d other names probed on each" % (
+        ", ".join(counts), len(candidates))
+
+
 # --- what is accepted ------------------------------------------------------------------
 
 ACCEPTED = [   # (-r, -d, Hz asked, seconds)
@@ -383,4 +514,5 @@ def tests(remora):
         ("badinput/flags", lambda: test_flags(remora), None),
         ("badinput/convert-files", lambda: test_convert_files(remora), None),
         ("badinput/accepted", lambda: test_accepted(remora), None),
+        ("badinput/help", lambda: test_help(remora), None),
     ]

@@ -39,7 +39,9 @@ def test_blocking(remora, interp):
         with Target(interp, script("chaos_recurse.py"), "ready.json") as t:
             ready = t.wait_ready()
             path = os.path.join(d, "b.collapsed")
-            _, err = record(remora, ["-p", t.pid, "--blocking", "-r", 2000, "-d", 1, "-o", path])
+            # both threads, the one waiting for the GIL too (--idle), each read held still
+            _, err = record(remora, ["-p", t.pid, "--blocking", "--idle", "-r", 2000, "-d", 1,
+                                     "-o", path])
             summ = summary(err)
             stacks = parse_collapsed(path)
             by_role = judge_profile(stacks, recurse_roles(ready), src)

@@ -40,7 +40,9 @@ def test_call_kinds(remora, interp, extra=()):
             problems.append("dump differs from the truth in: " + ", ".join(sorted(bad)))
 
         path = os.path.join(t.dir, "kinds.collapsed")
-        _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SECONDS, "-o", path] + list(extra))
+        # every thread is parked: --idle keeps them
+        _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SECONDS, "--idle", "-o", path]
+                        + list(extra))
         summ = summary(err, RATE)
         if summ.errors:
             problems.append("record: %d of %d samples were errors (still stacks rejected)"

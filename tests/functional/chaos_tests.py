@@ -95,7 +95,9 @@ def check_outputs(remora, d, names, summ, need_stacks):
 
 
 def outputs_args(d, names):
-    args = []
+    """-o for each name, and --idle: every thread's every sample is judged, those waiting
+    for the GIL or parked too (the default leaves idle threads out)."""
+    args = ["--idle"]
     for n in names:
         args += ["-o", os.path.join(d, n)]
     return args

@@ -395,11 +395,12 @@ def test_async(remora, interp):
         ready = t.wait_ready()
         wall_path = os.path.join(t.dir, "wall.collapsed")
         exc_path = os.path.join(t.dir, "exception.collapsed")
-        _, err = record(remora, ["-p", t.pid, "-d", ASYNC_SECONDS, "--mode", "wall", "--stats",
-                                 "-o", wall_path])
+        # the loop sleeps 1 ms at a time (in epoll: idle): --idle keeps those rounds too
+        _, err = record(remora, ["-p", t.pid, "-d", ASYNC_SECONDS, "--mode", "wall", "--idle",
+                                 "--stats", "-o", wall_path])
         wall = Run(err, 1000)
-        _, err = record(remora, ["-p", t.pid, "-d", ASYNC_SECONDS, "--mode", "exception", "--stats",
-                                 "-o", exc_path])
+        _, err = record(remora, ["-p", t.pid, "-d", ASYNC_SECONDS, "--mode", "exception", "--idle",
+                                 "--stats", "-o", exc_path])
         exc = Run(err, 1000)
         wall_stacks, exc_stacks = parse_collapsed(wall_path), parse_collapsed(exc_path)
     if not ready["except"]:

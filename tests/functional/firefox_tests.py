@@ -98,7 +98,8 @@ def test_gil(remora, interp):
             t.wait_main_in_read()
             t.wait_thread_parked(ready["sleeper"])
             path = os.path.join(d, "gil.gecko.json")
-            record(remora, ["-p", t.pid, "-d", 1, "-o", path])
+            # every thread (--idle): the sleeper and main are read and must hold no GIL
+            record(remora, ["-p", t.pid, "-d", 1, "--idle", "-o", path])
         spans = gil_markers(load_json(path))
         notes, problems = [], []
         for tid in ready["spinners"]:

@@ -534,7 +534,7 @@ def odd_recording(remora, interp, outputs):
     try:
         with Target(interp, os.path.join(TARGETS, "odd_names.py"), "ready.json") as t:
             ready = t.wait_ready()
-            args = ["-p", t.pid, "-d", SHORT_SECONDS]
+            args = ["-p", t.pid, "-d", SHORT_SECONDS, "--idle"]    # its parked thread too
             for name in outputs:
                 args += ["-o", os.path.join(d, name)]
             _, err = record(remora, args)

@@ -165,7 +165,7 @@ def hostile_recording(remora, interp, d, exts, dumps=False):
     with Target(interp, os.path.join(TARGETS, "odd_names.py"), "ready.json") as t:
         ready = t.wait_ready()
         paths = {ext: os.path.join(d, "rec" + ext) for ext in exts}
-        args = ["-p", t.pid, "-d", SHORT_SECONDS, "-l", TABLE_ROWS]
+        args = ["-p", t.pid, "-d", SHORT_SECONDS, "-l", TABLE_ROWS, "--idle"]  # parked thread too
         for p in paths.values():
             args += ["-o", p]
         _, err = record(remora, args)
@@ -174,7 +174,8 @@ def hostile_recording(remora, interp, d, exts, dumps=False):
         if dumps:
             dumped["text"] = run_bytes(remora, ["dump", "-p", t.pid])[0]
             dumped["json"] = run_bytes(remora, ["dump", "-p", t.pid, "--json"])[0]
-            dumped["top"] = run_bytes(remora, ["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", TABLE_ROWS])[0]
+            dumped["top"] = run_bytes(remora, ["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", TABLE_ROWS,
+                                               "--idle"])[0]
     return Want(ready), paths, dumped
 
 

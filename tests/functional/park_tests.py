@@ -83,7 +83,9 @@ def test_park_shift(remora, interp):
         while True:
             attempt += 1
             path = os.path.join(t.dir, "park-%d.remora" % attempt)
-            _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", seconds, "--stats", "-o", path])
+            # parked threads are the point: --idle keeps their samples
+            _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", seconds, "--idle", "--stats",
+                                     "-o", path])
             summ = summary(err, RATE_HZ)
             m = PARKED.search(err)
             if m is None:

@@ -114,8 +114,10 @@ def test_accuracy(remora, interp, extra=()):
         for mode in ("wall", "cpu"):
             for attempt in range(1, ACCURACY_TRIES + 1):
                 path = os.path.join(t.dir, "%s-%d.collapsed" % (mode, attempt))
+                # wall: every thread's every moment, the sleeping one's too (--idle)
                 _, err = record(remora, ["-p", t.pid, "-d", ACCURACY_SECONDS, "--mode", mode,
-                                         "-o", path] + list(extra))
+                                         "-o", path] + (["--idle"] if mode == "wall" else [])
+                                + list(extra))
                 summ, stacks = summary(err, 1000), parse_collapsed(path)
                 n += 1
                 after = mark(t, n)
@@ -867,10 +869,12 @@ def test_exception_mode(remora, interp):
         t.wait_main_in_read()
         exc_path = os.path.join(t.dir, "exception.collapsed")
         wall_path = os.path.join(t.dir, "wall.collapsed")
+        # three spinners take turns with the GIL (those waiting for it are idle) and main
+        # reads stdin: --idle keeps every thread's every round, as the shares below need
         _, err = record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "--mode", "exception",
-                                 "-o", exc_path])
+                                 "--idle", "-o", exc_path])
         summ = summary(err, 1000)
-        _, werr = record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "-o", wall_path])
+        _, werr = record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "--idle", "-o", wall_path])
         wsumm = summary(werr, 1000)
         rc, out, derr = remora.run(["dump", "-p", t.pid, "--json"])
         exc_stacks, wall_stacks = parse_collapsed(exc_path), parse_collapsed(wall_path)

@@ -11,12 +11,18 @@
 #                      the live frame names every parked function, key 2 sorts by %Total,
 #                      q quits (exit 0), the terminal's modes are restored, and the whole
 #                      run's table is printed after the screen is given back.
+#   top/narrow         on an 80-column pseudo-terminal, deep_path.py's functions in a file
+#                      at the end of a 160-character path: every row of the live frame fits
+#                      in 80 columns and ends with ":LINE)"; each deep function's row shows
+#                      its name whole and its path's end after "…" (the file's name whole);
+#                      the parked one's names the line the target says it waits on.
 #   top/launch         `top -- CMD`: a command that spins in one function and exits 3:
 #                      top exits 3 and the whole run's table names that function.
 #   top/errors         bad flags and targets: one line and the documented exit code.
 
 import os
 import pty
+import re
 import fcntl
 import select
 import signal
@@ -27,7 +33,7 @@ import time
 
 from harness import (INTERPRETERS, TARGETS, Fail, Target, expect_failure, free_pid, interp_command,
                      interp_missing, interpreter, tail)
-from formats import parse_top_tables
+from formats import CSI, parse_top_tables
 
 TOP_MARGIN = 5.0            # percentage points per thread; parked threads read with no errors
 TOP_SECONDS = 2.5           # two live tables, then the whole run's
@@ -71,7 +77,7 @@ def test_batch(remora, interp):
     with known_target(interp) as t:
         truth = t.wait_ready()
         t.wait_main_in_read()
-        rc, out, err = remora.run(["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", 100])
+        rc, out, err = remora.run(["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", 100, "--idle"])
         if rc != 0:
             raise Fail("`remora top -d %s` exited %d: %s" % (TOP_SECONDS, rc, tail(err)))
         tables = parse_top_tables(out)
@@ -99,7 +105,7 @@ def test_tty(remora, interp):
         pid, fd = pty.fork()
         if pid == 0:
             os.environ["TERM"] = "xterm"
-            argv = remora.argv(["top", "-p", t.pid, "-l", 100])
+            argv = remora.argv(["top", "-p", t.pid, "-l", 100, "--idle"])
             try:
                 os.execvp(argv[0], argv)
             finally:
@@ -164,6 +170,103 @@ def test_tty(remora, interp):
     return "%d bytes drawn, %d functions in the final table" % (len(buf), len(final[0][1]))
 
 
+NARROW_ROWS, NARROW_COLS = 24, 80
+ELLIPSIS = "\u2026"
+SCREEN_ROW = re.compile(r"^\s*[\d.]+%\s+[\d.]+%\s+[\d.]+s\s+[\d.]+s  (.*)$")
+
+
+def pty_session(argv, rows, cols, done, timeout=TTY_TIMEOUT):
+    """Runs argv on a rows x cols pseudo-terminal until done(text so far) says the key to
+    send (then sends it and waits for the exit); returns (everything read, exit code)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["TERM"] = "xterm"
+        try:
+            os.execvp(argv[0], argv)
+        finally:
+            os._exit(127)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    buf, sent, status = b"", False, None
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], 0.05)
+            if r:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:             # EIO: the other side closed
+                    data = b""
+                if not data:
+                    break
+                buf += data
+            if not sent and done(buf.decode("utf-8", "replace")):
+                os.write(fd, b"q")
+                sent = True
+        else:
+            raise Fail("no exit %.0fs into the session (q sent: %s): %r" % (timeout, sent, buf[-300:]))
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    return buf.decode("utf-8", "replace"), os.waitstatus_to_exitcode(status)
+
+
+def live_frame(text):
+    """The lines of the last whole frame drawn on the screen (between two cursor homes),
+    control sequences dropped."""
+    frames = text.split("\x1b[H")
+    if len(frames) < 3:
+        return []
+    return [CSI.sub("", l).rstrip("\r") for l in frames[-2].split("\n")]
+
+
+def test_narrow(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "deep_path.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        leaf = os.path.basename(truth["file"])
+        want = "%s:%d)" % (leaf, truth["wait_line"])
+
+        def ready(text):
+            lines = live_frame(text)
+            return any("deep_wait" in l for l in lines) and any("deep_spin" in l for l in lines)
+
+        text, code = pty_session(remora.argv(["top", "-p", t.pid, "--idle"]), NARROW_ROWS,
+                                 NARROW_COLS, ready)
+    if code != 0:
+        raise Fail("exit %d after q, want 0: %r" % (code, text[-300:]))
+    frame = live_frame(text[:text.rindex("\x1b[?1049l")])
+    rows = [m.group(1) for m in map(SCREEN_ROW.match, frame) if m]
+    problems = []
+    for line in frame:
+        if len(line) > NARROW_COLS:
+            problems.append("a line of %d columns: %r" % (len(line), line))
+    for fn in ("deep_wait", "deep_spin"):
+        mine = [r for r in rows if r.startswith(fn + " (")]
+        if not mine:
+            problems.append("no row of %s in the live frame: %r" % (fn, rows))
+            continue
+        row = mine[0]
+        shown = row[len(fn) + 2:row.rindex(":") if ":" in row else len(row)]
+        if not shown.startswith(ELLIPSIS) or not truth["file"].endswith(shown[1:]) \
+                or not shown.endswith(leaf):
+            problems.append("%s's row shows the file as %r: want the end of %s, its name "
+                            "whole, after %r" % (fn, shown, truth["file"], ELLIPSIS))
+        if not re.search(r":\d+\)$", row):
+            problems.append("%s's row lost its line: %r" % (fn, row))
+        if fn == "deep_wait" and not row.endswith(want):
+            problems.append("deep_wait's row is %r, want it to end %r" % (row, want))
+    for row in rows:
+        if "(" in row and not re.search(r":\d+\)$", row):
+            problems.append("a row without its line: %r" % row)
+    if problems:
+        raise Fail("; ".join(problems[:6]))
+    return "%d rows in 80 columns, e.g. %r" % (len(rows), next(r for r in rows if r.startswith("deep_wait")))
+
+
 SPIN_EXIT = """
 import sys, time
 def spin_here(end):
@@ -219,6 +322,7 @@ def tests(remora):
     return [("top/batch/%s" % interp[0], lambda i=interp: test_batch(remora, i), interp_missing(interp))
             for interp in INTERPRETERS] + [
         ("top/tty", lambda: test_tty(remora, tty), interp_missing(tty)),
+        ("top/narrow", lambda: test_narrow(remora, tty), interp_missing(tty)),
         ("top/launch", lambda: test_launch(remora, tty), interp_missing(tty)),
         ("top/errors", lambda: test_errors(remora), None),
     ]

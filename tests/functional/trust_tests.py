@@ -69,7 +69,7 @@ def test_never_writes(remora, interp):
         rc, out, err = remora.run(["dump", "-p", t.pid, "--json"])
         if rc != 0:
             raise Fail("dump exited %d: %s" % (rc, tail(err)))
-        rc, out, err = remora.run(["record", "-p", t.pid, "-d", "0.3", "-r", "2k",
+        rc, out, err = remora.run(["record", "-p", t.pid, "-d", "0.3", "-r", "2k", "--idle",
                                    "-o", os.path.join(t.dir, "x.collapsed")])
         if rc != 0:
             raise Fail("record exited %d: %s" % (rc, tail(err)))
@@ -104,7 +104,7 @@ def test_anchor_writes(remora, interp):
     with stopped_target(interp) as (t, truth):
         before = list(writable_memory(t.pid))
         rc, out, err = remora.run(["record", "-p", t.pid, "-d", "0.3", "-r", "2k", "--frame-anchor",
-                                   "-o", os.path.join(t.dir, "x.collapsed")])
+                                   "--idle", "-o", os.path.join(t.dir, "x.collapsed")])
         if rc != 0:
             raise Fail("record --frame-anchor exited %d: %s" % (rc, tail(err)))
         after = list(writable_memory(t.pid))
@@ -154,7 +154,7 @@ def test_valgrind(remora, interp):
         t.wait_ready()
         t.wait_main_in_read()
         for args in (["dump", "-p", t.pid, "--json"],
-                     ["record", "-p", t.pid, "-d", "0.5", "-o", os.path.join(t.dir, "x.html")]):
+                     ["record", "-p", t.pid, "-d", "0.5", "--idle", "-o", os.path.join(t.dir, "x.html")]):
             p = subprocess.run(vg + [remora.path] + [str(a) for a in args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, timeout=600)
             errors = VALGRIND_ERRORS.search(p.stderr)
