@@ -178,6 +178,32 @@ static int refresh(top_t *tp, int whole)
 
 /* --- drawing ------------------------------------------------------------------------- */
 
+static int cmp_tid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Threads of the target seen: the table's threads by tid (a thread renamed while sampled,
+ * or with a state in two interpreters, is several threads of the table, one of the
+ * target's). */
+static size_t seen_threads(const stk_table_t *t)
+{
+    size_t n = stk_nthreads(t), i, k = 0;
+    pid_t *tids = malloc(n * sizeof *tids + 1);
+
+    if (tids == NULL)
+        return n;
+    for (i = 0; i < n; i++)
+        tids[i] = stk_thread_at(t, i)->tid;
+    qsort(tids, n, sizeof *tids, cmp_tid);
+    for (i = 0; i < n; i++)
+        k += i == 0 || tids[i] != tids[i - 1];
+    free(tids);
+    return k;
+}
+
 static void draw_header(const top_t *tp, FILE *f)
 {
     const sampler_stats_t *st = sampler_stats(tp->s);
@@ -191,7 +217,7 @@ static void draw_header(const top_t *tp, FILE *f)
             "%s, sorted by %s%s\n", secs, (unsigned long long)st->rounds,
             secs > 0 ? (double)st->rounds / secs : 0.0,
             (unsigned long long)st->errors, tried ? 100.0 * (double)st->errors / (double)tried : 0.0,
-            stk_nthreads(tp->table), tp->title, sort_names[tp->sort],
+            seen_threads(tp->table), tp->title, sort_names[tp->sort],
             tp->keys ? "  (keys 1-4 sort, q quits)" : "");
     fprintf(f, "%8s %8s %9s %10s  %s\n", "%Own", "%Total", "OwnTime", "TotalTime",
             "Function (file:line)");
