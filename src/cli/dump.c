@@ -14,21 +14,9 @@
 #include "../unwind/unwind.h"
 #include "../util/util.h"
 
-/* Whether the threads belong to more than one interpreter. */
-static int several_interps(const unw_thread_t *th, size_t n)
-{
-    size_t i;
-
-    for (i = 1; i < n; i++)
-        if (th[i].interp_id != th[0].interp_id)
-            return 1;
-    return 0;
-}
-
 static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n)
 {
     size_t i, k;
-    int interps = several_interps(th, n);
 
     printf("Process %d: Python %s (", (int)pid, t->version);
     out_text_str(stdout, t->binary, 0);
@@ -37,8 +25,7 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
         printf("\nThread %d \"", (int)th[i].native_id);
         out_text_str(stdout, th[i].py_name ? th[i].py_name : th[i].name, '"');
         fputc('"', stdout);
-        if (interps)
-            printf(" interpreter %lld", (long long)th[i].interp_id);
+        printf(" interpreter %lld", (long long)th[i].interp_id);
         if (th[i].is_main || th[i].holds_gil || th[i].on_cpu || th[i].handling_exc == 1) {
             const char *sep = "";
             fputs(" [", stdout);

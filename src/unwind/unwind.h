@@ -91,8 +91,10 @@ typedef struct unwinder unwinder_t;
 #define UNW_WANT_ANCHOR 16u     /* 3.15, record --frame-anchor: keep the thread state's
                                  * last_profiled_frame at a frame (writes 8 bytes into the
                                  * target) and copy only the frames above it; not in ALL */
-#define UNW_WANT_FIRSTLINE 32u  /* record --function: each frame's line is its function's
+#define UNW_WANT_FIRSTLINE 64u  /* record --function: each frame's line is its function's
                                  * first (co_firstlineno), no line table decoded; not in ALL */
+_Static_assert(((UNW_WANT_ALL | UNW_WANT_ANCHOR) & UNW_WANT_FIRSTLINE) == 0 &&
+               (UNW_WANT_ALL & UNW_WANT_ANCHOR) == 0, "UNW_WANT_* flags share a bit");
 
 /* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t; it reads everything
  * (UNW_WANT_ALL) until unw_set_want() says otherwise. */

@@ -803,7 +803,7 @@ def top_rows(what, data):
 
 # --- `remora dump`: text and --json -------------------------------------------------------
 
-DUMP_THREAD = re.compile(r'^Thread (\d+) "((?:[^"\\]|\\.)*)"(?: \[[a-z, -]+\])?$')
+DUMP_THREAD = re.compile(r'^Thread (\d+) "((?:[^"\\]|\\.)*)" interpreter \d+(?: \[[a-z, -]+\])?$')
 
 
 def dump_text_stacks(what, data):
