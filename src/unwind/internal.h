@@ -72,6 +72,7 @@ typedef struct pyn_stats {
     uint64_t scans;             /* scans of _active (more than one in a reading: it moved) */
     uint64_t torn;              /* threads left unread after PYN_TRIES scans, in all */
     uint64_t unscanned;         /* _active entries past PYN_MAX_ENTRIES at the last scan */
+    uint64_t ns;                /* time those readings took, in all */
 } pyn_stats_t;
 
 void pyn_get_stats(const pynames_t *pn, pyn_stats_t *out);

@@ -37,6 +37,7 @@
 #define PYN_CHUNK 4096                      /* _active entries read at once (96 KB) */
 #define PYN_ESZ 24                          /* an _active entry: hash, key, value */
 #define PYN_TRIES 4                         /* scans of a registry that moved, per reading */
+#define PYN_NAME_ROUNDS 16                  /* a name's slot followed as the thread is renamed */
 #define PYN_M61 ((UINT64_C(1) << 61) - 1)   /* an int's hash: its value modulo 2^61 - 1 */
 
 typedef struct pyn_name {
@@ -82,7 +83,6 @@ typedef struct pyn_item {
     int idx;                        /* "_name" at vbase[idx] */
     uint64_t name;                  /* the str */
     uint64_t slot;                  /* where 'name' was read (0: not known) */
-    size_t row;                     /* its row in the table being filled */
     uint64_t a;                     /* the address read for it in the current step */
 } pyn_item_t;
 
@@ -445,7 +445,7 @@ static pyn_item_t *item_of(pynames_t *pn, uint64_t h)
     pyn_item_t key;
 
     key.hash = h;
-    return bsearch(&key, pn->items, pn->nitems, sizeof *pn->items, cmp_item);
+    return pn->nitems ? bsearch(&key, pn->items, pn->nitems, sizeof *pn->items, cmp_item) : NULL;
 }
 
 /* The name of 'ident' in table t, read from Thread 'thread' (0: any), or NULL. */
@@ -574,9 +574,19 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int *moved
             it->value = value;
         }
     }
-    if ((err = proc_read_u64(u->p, active + L->dict_keys, &again)) != REMORA_OK)
-        return err;
-    *moved = again != keys;
+    /* the dict's table now, and (read just after it) that table's header: the same
+     * table, the same size, no fewer entries (a table only gains entries; one freed and
+     * its memory given to a later table, same address, would show fewer) */
+    {
+        unsigned char h2[48];
+        proc_iov_t v[2] = { { .addr = active + L->dict_keys, .buf = &again, .len = 8 },
+                            { .addr = keys, .buf = h2, .len = sizeof h2 } };
+        int64_t nent2;
+        if ((err = proc_readv(u->p, v, 2)) == REMORA_ENOPROC)
+            return err;
+        memcpy(&nent2, h2 + L->dk_nentries, 8);
+        *moved = err != REMORA_OK || again != keys || memcmp(h2 + 8, h + 8, L->dk_layout == PY_DK_SIZED ? 8 : 3) != 0 || nent2 < nent;
+    }
     return REMORA_OK;
 }
 
@@ -600,7 +610,6 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
     const py_target_t *T = u->target;
     const size_t stride = sizeof *pn->items / 8;
     const size_t vlen = 8 + 8 * PYN_SLOTS;
-    const size_t first = t->n;
     pyn_item_t *it;
     size_t i, k;
     int err;
@@ -636,7 +645,7 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
         it = &pn->items[i];
         if (it->state != IT_FOUND)
             continue;
-        if ((ty = thread_type(u, pn, it->type)) == NULL || ty->keys == 0) {
+        if ((ty = thread_type(u, pn, it->type)) == NULL) {
             it->state = IT_TORN;
             continue;
         }
@@ -733,64 +742,79 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
         if (it->name == 0 || it->name % 8 != 0)
             it->state = IT_TORN;
     }
-    /* the names, then each chain read again: the int, the Thread's type, the slot the
-     * name came from (and the values' 'valid' byte) must not have moved */
-    ITEMS_AT(pn, IT_FOUND, it->name);
-    if ((err = read_heads(u->p, pn, &pn->items[0].a, stride, pn->nitems, PYN_STR_HEAD)))
-        return err;
+    /* the names: each str's first bytes read between two readings of the slot it was
+     * read from, in one vectored read (the kernel reads the segments in order), with the
+     * int, the Thread's type and the values' 'valid' byte. Both readings of the slot
+     * must point to the str: it was the thread's name then, so what lay between is its
+     * text, unless the thread was renamed twice within one system call (the allocator
+     * gives a freed name's memory to the next name: a name read once, the slot checked
+     * once after, can catch the next-but-one name being built there). A slot that moved
+     * (the thread renamed meanwhile) is followed to the new str, at most PYN_NAME_ROUNDS
+     * times. */
     {
+        /* per item: str head, slot before, slot after, int head, type, values' header */
+        enum { C_BEFORE = 0, C_AFTER = 8, C_INT = 16, C_TYPE = 16 + PYN_HEAD, C_VALID = 24 + PYN_HEAD,
+               C_LEN = 32 + PYN_HEAD };
+        const size_t clen = PYN_STR_HEAD + C_LEN;
         char name[PYN_NAME_BYTES];
-        const size_t clen = PYN_HEAD + 24;      /* int head, type, slot, values' header */
-        size_t base = pn->nitems * PYN_STR_HEAD;
-        for (i = 0; i < pn->nitems; i++) {
-            const unsigned char *h = pn->buf + i * PYN_STR_HEAD;
-            size_t len;
-            it = &pn->items[i];
-            if (it->state != IT_FOUND)
-                continue;
-            if (get_u64(h, L->ob_type) != T->str_type ||
-                pystr_from_head(u->p, L, it->name, h, PYN_STR_HEAD, name, sizeof name, &len) != REMORA_OK) {
-                it->state = IT_TORN;
-                continue;
-            }
-            /* kept in the table now, withdrawn below if the chain moved */
-            if ((err = tab_add(t, it->ident, it->value, name, len)) != REMORA_OK)
-                return err;
-            it->row = t->n - 1;
-        }
-        if (buf_need(pn, base + pn->nitems * clen) ||
-            remora_grow((void **)&pn->iov, &pn->cap_iov, 4 * pn->nitems, sizeof *pn->iov))
+        int round, pending = 1;
+
+        if (buf_need(pn, pn->nitems * clen) ||
+            remora_grow((void **)&pn->iov, &pn->cap_iov, 6 * pn->nitems, sizeof *pn->iov))
             return REMORA_ENOMEM;
-        for (i = 0, k = 0; i < pn->nitems; i++) {
-            unsigned char *b = pn->buf + base + i * clen;
-            it = &pn->items[i];
-            if (it->state != IT_FOUND)
-                continue;
-            memset(b, 0, clen);
-            pn->iov[k++] = (proc_iov_t){ .addr = it->key, .buf = b, .len = PYN_HEAD };
-            pn->iov[k++] = (proc_iov_t){ .addr = it->value + L->ob_type, .buf = b + PYN_HEAD, .len = 8 };
-            pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = b + PYN_HEAD + 8, .len = 8 };
-            if (it->vbase != 0 && it->dict == 0 && L->dv_values >= 8)
-                pn->iov[k++] = (proc_iov_t){ .addr = it->vbase, .buf = b + PYN_HEAD + 16, .len = 8 };
-            else
-                b[PYN_HEAD + 16 + 3] = 1;
-        }
-        if ((err = readv_split(u->p, pn->iov, k)))
-            return err;
-        for (i = 0, k = first; i < pn->nitems; i++) {
-            const unsigned char *b = pn->buf + base + i * clen;
-            it = &pn->items[i];
-            if (it->state != IT_FOUND)
-                continue;
-            if (long_value(u, b) == it->ident && get_u64(b, PYN_HEAD) == it->type &&
-                get_u64(b, PYN_HEAD + 8) == it->name && b[PYN_HEAD + 16 + 3] != 0) {
-                it->state = IT_NAMED;
-                t->tab[k++] = t->tab[it->row];  /* rows of named ones kept, in order */
-            } else {
-                it->state = IT_TORN;
+        for (round = 0; round < PYN_NAME_ROUNDS && pending; round++) {
+            pending = 0;
+            for (i = 0, k = 0; i < pn->nitems; i++) {
+                unsigned char *b = pn->buf + i * clen, *c = b + PYN_STR_HEAD;
+                it = &pn->items[i];
+                if (it->state != IT_FOUND)
+                    continue;
+                memset(b, 0, clen);
+                pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = c + C_BEFORE, .len = 8 };
+                pn->iov[k++] = (proc_iov_t){ .addr = it->name, .buf = b, .len = PYN_STR_HEAD };
+                pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = c + C_AFTER, .len = 8 };
+                pn->iov[k++] = (proc_iov_t){ .addr = it->key, .buf = c + C_INT, .len = PYN_HEAD };
+                pn->iov[k++] = (proc_iov_t){ .addr = it->value + L->ob_type, .buf = c + C_TYPE, .len = 8 };
+                if (it->vbase != 0 && it->dict == 0 && L->dv_values >= 8)
+                    pn->iov[k++] = (proc_iov_t){ .addr = it->vbase, .buf = c + C_VALID, .len = 8 };
+                else
+                    c[C_VALID + 3] = 1;
+            }
+            if ((err = readv_split(u->p, pn->iov, k)))
+                return err;
+            for (i = 0; i < pn->nitems; i++) {
+                const unsigned char *b = pn->buf + i * clen, *c = b + PYN_STR_HEAD;
+                uint64_t before, after, now;
+                size_t len;
+                it = &pn->items[i];
+                if (it->state != IT_FOUND)
+                    continue;
+                if (long_value(u, c + C_INT) != it->ident || get_u64(c, C_TYPE) != it->type ||
+                    c[C_VALID + 3] == 0) {
+                    it->state = IT_TORN;    /* not the entry read: the scan again */
+                    continue;
+                }
+                before = get_u64(c, C_BEFORE);
+                after = get_u64(c, C_AFTER);
+                if (before == it->name && after == it->name && get_u64(b, L->ob_type) == T->str_type &&
+                    (pystr_from_head(NULL, L, it->name, b, PYN_STR_HEAD, name, sizeof name, &len) == REMORA_OK ||
+                     /* longer than its head: the rest read, then the slot again */
+                     (pystr_from_head(u->p, L, it->name, b, PYN_STR_HEAD, name, sizeof name, &len) == REMORA_OK &&
+                      proc_read_u64(u->p, it->slot, &now) == REMORA_OK && now == it->name))) {
+                    if ((err = tab_add(t, it->ident, it->value, name, len)) != REMORA_OK)
+                        return err;
+                    it->state = IT_NAMED;
+                } else if (after != 0 && after % 8 == 0 && (after != it->name || before != it->name)) {
+                    it->name = after;       /* renamed: the new str */
+                    pending = 1;
+                } else {
+                    it->state = IT_TORN;
+                }
             }
         }
-        t->n = k;       /* their text stays: a few bytes, until the next reading */
+        for (i = 0; i < pn->nitems; i++)
+            if (pn->items[i].state == IT_FOUND)
+                pn->items[i].state = IT_TORN;
     }
     return REMORA_OK;
 }
@@ -858,7 +882,8 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
         pn->cur = !pn->cur;
         return err;
     }
-    qsort(t->tab, t->n, sizeof *t->tab, cmp_name);
+    if (t->n > 1)
+        qsort(t->tab, t->n, sizeof *t->tab, cmp_name);
     pn->cur = !pn->cur;
     return REMORA_OK;
 }
@@ -879,7 +904,8 @@ static int items_set(pynames_t *pn, const uint64_t *idents, size_t n)
         pn->items[k].hash = idents[i] % PYN_M61;
         k++;
     }
-    qsort(pn->items, k, sizeof *pn->items, cmp_item);
+    if (k > 1)
+        qsort(pn->items, k, sizeof *pn->items, cmp_item);
     for (i = 0, pn->nitems = 0; i < k; i++)
         if (pn->nitems == 0 || pn->items[pn->nitems - 1].hash != pn->items[i].hash)
             pn->items[pn->nitems++] = pn->items[i];
@@ -893,7 +919,7 @@ const char *pyn_lookup(const pynames_t *pn, uint64_t ident)
 
 static int seen_has(const pynames_t *pn, uint64_t ident)
 {
-    return bsearch(&ident, pn->seen, pn->nseen, sizeof *pn->seen, cmp_u64) != NULL;
+    return pn->nseen != 0 && bsearch(&ident, pn->seen, pn->nseen, sizeof *pn->seen, cmp_u64) != NULL;
 }
 
 int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *idents, size_t n,
@@ -928,6 +954,7 @@ int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *id
     if (err == REMORA_OK)
         err = pyn_read(u, pn, interp);
     pn->st.reads += proc_stats(u->p)->reads - reads0;
+    pn->st.ns += (uint64_t)(now_ns() - now);
     if (err) {
         pn->t[pn->cur].n = 0;       /* nothing known: the kernel's names */
         if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
@@ -935,9 +962,11 @@ int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *id
     }
     if (remora_grow((void **)&pn->seen, &pn->cap_seen, n, sizeof *pn->seen))
         return REMORA_ENOMEM;
-    memcpy(pn->seen, idents, n * sizeof *idents);
+    if (n > 0) {
+        memcpy(pn->seen, idents, n * sizeof *idents);
+        qsort(pn->seen, n, sizeof *pn->seen, cmp_u64);
+    }
     pn->nseen = n;
-    qsort(pn->seen, pn->nseen, sizeof *pn->seen, cmp_u64);
     return REMORA_OK;
 }
 

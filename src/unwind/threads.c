@@ -61,6 +61,7 @@ void unw_get_stats(const unwinder_t *u, unw_stats_t *out)
         out->name_scans = ps.scans;
         out->name_torn = ps.torn;
         out->name_unscanned = ps.unscanned;
+        out->name_ns = ps.ns;
     }
 }
 

@@ -124,6 +124,7 @@ typedef struct unw_stats {
     uint64_t name_scans;        /* ... scans of threading._active (> readings: it moved) */
     uint64_t name_torn;         /* threads it moved under every time (their last name kept) */
     uint64_t name_unscanned;    /* _active entries past the bound at the last reading */
+    uint64_t name_ns;           /* ... the time the readings took, in all */
 } unw_stats_t;
 
 void unw_get_stats(const unwinder_t *u, unw_stats_t *out);
