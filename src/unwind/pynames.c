@@ -12,14 +12,17 @@
  * the reads after the scan depend on the threads sampled, not on the registry's size,
  * and are vectored. Entries past PYN_MAX_ENTRIES are not looked at (counted: those
  * threads keep the kernel's names). PYN_MAX_SCAN entries of any other dict, names cut
- * at PYN_NAME_BYTES. Every object read has its type checked (str, dict, int and module
- * types from the symbols); a registry that fails a check names nothing, and the caller
- * keeps the kernel's names.
+ * at PYN_NAME_BYTES. Memory: the chunk buffer (allocated once), per-thread arrays that
+ * grow with the threads sampled, two name tables. Every object read has its type
+ * checked (str, dict, int and module types from the symbols); a registry that fails a
+ * check names nothing, and the caller keeps the kernel's names.
  *
- * A registry that changes while it is read: each thread's chain (its int, its Thread's
- * type, the slot its name was read from) is read again after its name; a thread whose
- * chain moved, or a scan during which the dict's table was replaced, is read again, at
- * most PYN_TRIES times in one reading. A thread still not read then keeps the name of
+ * A registry that changes while it is read: each name is read between two readings of
+ * the slot it hangs from, with the thread's int and its Thread's type, in one vectored
+ * read (follow()); a slot that moved (a rename) is followed to the new name, at most
+ * PYN_NAME_ROUNDS times. A thread whose chain moved otherwise, or a scan during which
+ * the dict's table was replaced (its address or header changed), is read again, at
+ * most PYN_TRIES scans in one reading. A thread still not read then keeps the name of
  * the last reading if its Thread object is the same one; otherwise the kernel's.
  */
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* tests/unit/unit.c — unit tests of remora's pure parts: line tables, /proc parsers,
- * ELF reader, interned strings, JSON escaping. Ends with "unit: N passed, N failed". */
+ * ELF reader, interned strings, JSON escaping, frame walks, and the reading of thread
+ * names over synthetic memory (a snapshot source). Ends with "unit: N passed, N failed". */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -803,6 +804,36 @@ static void test_pynames(void)
         pyn_get_stats(pn, &st);
         CHECK(st.readings == 1 && st.unscanned == 0 && st.scans <= 4, "stats: %llu readings, %llu scans",
               (unsigned long long)st.readings, (unsigned long long)st.scans);
+    }
+    pn_end(pn, p);
+
+    /* a reading whose chains fail where the last reading's held: a thread read through
+     * the same Thread object keeps its last name (counted torn), one whose Thread object
+     * is another gets none */
+    pn_begin();
+    reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
+    reg[1][0] = B, reg[1][1] = pn_int(B), reg[1][2] = pn_thread(pn_str("beta"));
+    interp = pn_registry(reg, 2, 8, 2);
+    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) != NULL && pyn_lookup(pn, B) != NULL,
+          "before: err %d", err);
+    if (err == 0 && pn != NULL) {
+        proc_t *p2;
+        uint64_t keys, ents;
+        memcpy(&keys, pn_mem + (pn_active + 32 - PN_BASE), 8);
+        ents = keys + 40 + 8;
+        pn_put(ents + 8, pn_str("A's int gone"));       /* A: its key no longer its int */
+        pn_put(ents + 24 + 16, pn_thread(pn_int(7)));   /* B: another Thread, no str name */
+        p2 = pn_source();
+        u.p = p2;
+        err = p2 != NULL ? pyn_update(&u, pn, interp, idents, 2, 1) : -1;
+        pyn_get_stats(pn, &st);
+        CHECK(err == 0 && pyn_lookup(pn, A) != NULL && strcmp(pyn_lookup(pn, A), "alpha") == 0 &&
+              pyn_lookup(pn, B) == NULL && st.torn == 2 && st.scans == 1 + 4,
+              "after: err %d, A %s, B %s, torn %llu, scans %llu", err,
+              pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)", pyn_lookup(pn, B) ? pyn_lookup(pn, B) : "(none)",
+              (unsigned long long)st.torn, (unsigned long long)st.scans);
+        proc_free(p2);
     }
     pn_end(pn, p);
 
