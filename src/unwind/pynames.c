@@ -6,8 +6,8 @@
  * often (pyn_update: a thread ident not there at the last reading appears, at most every
  * PYN_NEW_NS; otherwise every PYN_REFRESH_NS), never per sample.
  *
- * Bounded whatever the registry holds: _active's entries are scanned in chunks of
- * PYN_CHUNK (one read each, at most PYN_MAX_ENTRIES entries), and only those whose
+ * Bounded whatever the registry holds: _active's entries (the table's whole room) are
+ * scanned in chunks of PYN_CHUNK (one read each, at most PYN_MAX_ENTRIES), only those whose
  * stored hash is that of a thread asked for (an int's hash is its value) are followed:
  * the reads after the scan depend on the threads sampled, not on the registry's size,
  * and are vectored. Entries past PYN_MAX_ENTRIES are not looked at (counted: those
@@ -21,8 +21,9 @@
  * the slot it hangs from, with the thread's int and its Thread's type, in one vectored
  * read (follow()); a slot that moved (a rename) is followed to the new name, at most
  * PYN_NAME_ROUNDS times. A thread whose chain moved otherwise, or a scan during which
- * the dict's table was replaced (its address or header changed), is read again, at
- * most PYN_TRIES scans in one reading. A thread still not read then keeps the name of
+ * the dict's table was replaced or grew (its address or header changed), or that found
+ * none of the threads (a table being built), is read again, at most PYN_TRIES scans in
+ * one reading (and the whole reading once more if it failed). A thread still not read then keeps the name of
  * the last reading if its Thread object is the same one; otherwise the kernel's.
  */
 #include <stdlib.h>
@@ -514,15 +515,17 @@ static int find_active(unwinder_t *u, pynames_t *pn, uint64_t interp, uint64_t *
 }
 
 /* One scan of the _active dict at 'active': each item not read yet whose hash an entry
- * holds becomes IT_FOUND (its int and Thread). *moved: the dict's table was replaced
- * meanwhile, or part of it could not be read (an item not found may be there). 0, or a
+ * holds becomes IT_FOUND (its int and Thread). *moved: the dict's table was replaced or
+ * gained entries meanwhile, or part of it could not be read, or nothing was found in it
+ * while nothing is named yet (any_named 0): an item not found may be there. 0, or a
  * code: REMORA_ECORRUPT when the dict fails a check. */
-static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int *moved)
+static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_named, int *moved)
 {
     const py_layout_t *L = &u->target->layout;
     unsigned char h[48];
-    uint64_t keys, entries, nscan, off, again;
+    uint64_t keys, entries, room, nscan, off, again;
     int64_t nent;
+    size_t found = 0;
     int err;
 
     *moved = 0;
@@ -542,6 +545,7 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int *moved
             return REMORA_ECORRUPT;
         width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
         entries = keys + L->dk_indices + size * width;
+        room = (size << 1) / 3;
         if (nent < 0 || (uint64_t)nent > size)
             return REMORA_ECORRUPT;
     } else {
@@ -550,11 +554,16 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int *moved
             kind != 0)              /* DICT_KEYS_GENERAL: entries hold their hash */
             return REMORA_ECORRUPT;
         entries = keys + L->dk_indices + ((uint64_t)1 << log2_ib);
+        room = ((uint64_t)1 << (log2_size + 1)) / 3;
         if (nent < 0 || (uint64_t)nent > ((uint64_t)1 << log2_size))
             return REMORA_ECORRUPT;
     }
-    nscan = (uint64_t)nent < PYN_MAX_ENTRIES ? (uint64_t)nent : PYN_MAX_ENTRIES;
-    pn->st.unscanned = (uint64_t)nent - nscan;
+    /* The whole room of entries the table has (CPython allocates USABLE_FRACTION of its
+     * size, zeroed), not only dk_nentries: a table being built (3.9-3.11 point the dict
+     * to it first, copy the entries, then set dk_nentries) says 0 while its entries are
+     * there, and an entry added as it is read is seen. */
+    nscan = room < PYN_MAX_ENTRIES ? room : PYN_MAX_ENTRIES;
+    pn->st.unscanned = (uint64_t)nent > nscan ? (uint64_t)nent - nscan : 0;
     for (off = 0; off < nscan; off += PYN_CHUNK) {
         size_t k = nscan - off < PYN_CHUNK ? (size_t)(nscan - off) : PYN_CHUNK, i;
         err = proc_read(u->p, entries + off * PYN_ESZ, pn->ents, k * PYN_ESZ);
@@ -575,11 +584,13 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int *moved
             it->state = IT_FOUND;
             it->key = key;
             it->value = value;
+            found++;
         }
     }
     /* the dict's table now, and (read just after it) that table's header: the same
-     * table, the same size, no fewer entries (a table only gains entries; one freed and
-     * its memory given to a later table, same address, would show fewer) */
+     * table, the same size, as many entries. A table that gained entries meanwhile may
+     * be another one at the same address (a freed table's memory goes to the next one
+     * at once): the threads not found are looked for again */
     {
         unsigned char h2[48];
         proc_iov_t v[2] = { { .addr = active + L->dict_keys, .buf = &again, .len = 8 },
@@ -588,9 +599,41 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int *moved
         if ((err = proc_readv(u->p, v, 2)) == REMORA_ENOPROC)
             return err;
         memcpy(&nent2, h2 + L->dk_nentries, 8);
-        *moved = err != REMORA_OK || again != keys || memcmp(h2 + 8, h + 8, L->dk_layout == PY_DK_SIZED ? 8 : 3) != 0 || nent2 < nent;
+        *moved = err != REMORA_OK || again != keys || memcmp(h2 + 8, h + 8, L->dk_layout == PY_DK_SIZED ? 8 : 3) != 0 || nent2 != nent;
     }
+    /* an empty table, or none of the threads asked for in it while none is named yet:
+     * the main thread is there as soon as threading is imported, so more likely a table
+     * read as it was being built (3.9/3.10 point the dict to its new table first, copy
+     * the entries, then set dk_nentries) than a true answer. Looked for again */
+    if (nent == 0 || (found == 0 && !any_named))
+        *moved = 1;
     return REMORA_OK;
+}
+
+/* Does the str whose first bytes are head[0..got) keep CPython's rules for a finished
+ * str, where they can be seen in those bytes: its code points followed by a zero one,
+ * an ASCII one's all below 0x80? (A str read while it was being built, over-allocated,
+ * breaks them most of the time.) A longer str: 1, nothing seen. */
+static int str_whole(const py_layout_t *L, const unsigned char *head, size_t got)
+{
+    uint32_t state;
+    int64_t length;
+    uint64_t kind, hdr, i;
+
+    memcpy(&state, head + L->u_state, 4);
+    memcpy(&length, head + L->u_length, 8);
+    kind = (state >> 2) & 7;
+    hdr = (state >> 6) & 1 ? L->u_ascii_size : L->u_compact_size;
+    if (length < 0 || kind == 0 || kind > 4 || hdr + ((uint64_t)length + 1) * kind > got)
+        return 1;
+    for (i = 0; i < kind; i++)
+        if (head[hdr + (uint64_t)length * kind + i] != 0)
+            return 0;
+    if ((state >> 6) & 1)
+        for (i = 0; i < (uint64_t)length; i++)
+            if (head[hdr + i] >= 0x80)
+                return 0;
+    return 1;
 }
 
 /* Each item in state 'from' gets it->a = expr (of 'it', the caller's pointer, set to
@@ -800,6 +843,7 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
                 before = get_u64(c, C_BEFORE);
                 after = get_u64(c, C_AFTER);
                 if (before == it->name && after == it->name && get_u64(b, L->ob_type) == T->str_type &&
+                    str_whole(L, b, PYN_STR_HEAD) &&
                     (pystr_from_head(NULL, L, it->name, b, PYN_STR_HEAD, name, sizeof name, &len) == REMORA_OK ||
                      /* longer than its head: the rest read, then the slot again */
                      (pystr_from_head(u->p, L, it->name, b, PYN_STR_HEAD, name, sizeof name, &len) == REMORA_OK &&
@@ -850,7 +894,7 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
         for (i = 0; i < pn->nitems; i++)
             if (pn->items[i].state == IT_FOUND || pn->items[i].state == IT_TORN)
                 pn->items[i].state = IT_WANTED;
-        err = scan_active(u, pn, active, &moved);
+        err = scan_active(u, pn, active, t->n > 0, &moved);
         if (err == REMORA_OK)
             err = follow(u, pn, t);
         else if (err != REMORA_ENOPROC && err != REMORA_ENOMEM)
@@ -956,6 +1000,8 @@ int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *id
     err = items_set(pn, idents, n);
     if (err == REMORA_OK)
         err = pyn_read(u, pn, interp);
+    if (err != REMORA_OK && err != REMORA_ENOPROC && err != REMORA_ENOMEM && err != REMORA_EVERSION)
+        err = pyn_read(u, pn, interp);      /* once more: read as it changed, maybe */
     pn->st.reads += proc_stats(u->p)->reads - reads0;
     pn->st.ns += (uint64_t)(now_ns() - now);
     if (err) {

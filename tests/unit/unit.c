@@ -636,12 +636,13 @@ static uint64_t pn_int(uint64_t v)
     return a;
 }
 
-/* A dict of n entries (hash, key, value), its table of 'size' (>= n) entries, saying
- * it holds 'nentries' (normally n). */
+/* A dict of n entries (hash, key, value), its table of 'size' entries (room for 2/3 of
+ * them, n at most), saying it holds 'nentries' (normally n). */
 static uint64_t pn_dict(const uint64_t (*e)[3], size_t n, uint64_t size, uint64_t nentries)
 {
-    uint64_t width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
-    uint64_t keys = pn_alloc(40 + size * width + n * 24), d = pn_alloc(48), ents = keys + 40 + size * width;
+    uint64_t width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4, room = (size << 1) / 3;
+    uint64_t keys = pn_alloc(40 + size * width + (room > n ? room : n) * 24), d = pn_alloc(48),
+             ents = keys + 40 + size * width;
     size_t i;
     pn_put(keys, 1);
     pn_put(keys + 8, size);
@@ -765,8 +766,8 @@ static void pn_end(pynames_t *pn, proc_t *p)
 static void test_pynames(void)
 {
     const uint64_t A = 0x7f0000001000, B = 0x7f0000002000, C = 0x7f0000003000, D = 0x7f0000004000,
-                   E = 0x7f0000005000, F = 0x7f0000006000;
-    uint64_t reg[8][3], interp, idents[6] = { A, B, D, E, F, C };
+                   E = 0x7f0000005000, F = 0x7f0000006000, G = 0x7f0000007000, H = 0x7f0000008000;
+    uint64_t reg[10][3], interp, idents[8] = { A, B, D, E, F, C, G, H }, s1, s2;
     py_target_t T;
     unwinder_t u;
     pynames_t *pn;
@@ -789,8 +790,14 @@ static void test_pynames(void)
     reg[4][0] = F, reg[4][1] = pn_int(F), reg[4][2] = pn_thread(pn_int(99));
     reg[5][0] = C, reg[5][1] = pn_int(C), reg[5][2] = pn_int(3);        /* no Thread */
     reg[6][0] = 9, reg[6][1] = pn_int(9), reg[6][2] = pn_thread(pn_str("dummy"));
-    interp = pn_registry(reg, 7, 8, 7);
-    err = pn_read(interp, idents, 6, &pn, &p, &u, &T);
+    /* names as a str being built can look: no zero after its code points; a byte of
+     * 0x80 or more in an ASCII one */
+    s1 = pn_str("gammaX"), pn_put(s1 + 16, 5);
+    s2 = pn_str("et\xe1"), pn_put(s2 + 16, 3);
+    reg[7][0] = G, reg[7][1] = pn_int(G), reg[7][2] = pn_thread(s1);
+    reg[8][0] = H, reg[8][1] = pn_int(H), reg[8][2] = pn_thread(s2);
+    interp = pn_registry(reg, 9, 16, 9);
+    err = pn_read(interp, idents, 8, &pn, &p, &u, &T);
     CHECK(err == 0 && pn != NULL, "read: %d", err);
     if (err == 0) {
         const char *a = pyn_lookup(pn, A), *b = pyn_lookup(pn, B);
@@ -801,6 +808,8 @@ static void test_pynames(void)
         CHECK(pyn_lookup(pn, F) == NULL, "F (an int name) named %s", pyn_lookup(pn, F));
         CHECK(pyn_lookup(pn, C) == NULL, "C (an int, not a Thread) named %s", pyn_lookup(pn, C));
         CHECK(pyn_lookup(pn, 9) == NULL, "an ident not asked for named");
+        CHECK(pyn_lookup(pn, G) == NULL, "G (no terminating zero) named %s", pyn_lookup(pn, G));
+        CHECK(pyn_lookup(pn, H) == NULL, "H (ASCII with a high byte) named %s", pyn_lookup(pn, H));
         pyn_get_stats(pn, &st);
         CHECK(st.readings == 1 && st.unscanned == 0 && st.scans <= 4, "stats: %llu readings, %llu scans",
               (unsigned long long)st.readings, (unsigned long long)st.scans);
@@ -835,6 +844,16 @@ static void test_pynames(void)
               (unsigned long long)st.torn, (unsigned long long)st.scans);
         proc_free(p2);
     }
+    pn_end(pn, p);
+
+    /* a table as 3.9-3.11 build it: the dict points to it, its entries copied, its
+     * dk_nentries still 0: read all the same */
+    pn_begin();
+    reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
+    interp = pn_registry(reg, 1, 8, 0);
+    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) != NULL && strcmp(pyn_lookup(pn, A), "alpha") == 0,
+          "dk_nentries 0: err %d, A %s", err, pn && pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)");
     pn_end(pn, p);
 
     /* nentries lies: more than its table holds; then within the table, past the memory */
