@@ -23,8 +23,9 @@
  * PYN_NAME_ROUNDS times. A thread whose chain moved otherwise, or a scan during which
  * the dict's table was replaced or grew (its address or header changed), or that found
  * none of the threads (a table being built), is read again, at most PYN_TRIES scans in
- * one reading (and the whole reading once more if it failed). A thread still not read then keeps the name of
- * the last reading if its Thread object is the same one; otherwise the kernel's.
+ * one reading (and the whole reading once more if it failed). A thread still not read
+ * then keeps the name of the last reading if its Thread object is the same one;
+ * otherwise the kernel's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -559,9 +560,9 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
             return REMORA_ECORRUPT;
     }
     /* The whole room of entries the table has (CPython allocates USABLE_FRACTION of its
-     * size, zeroed), not only dk_nentries: a table being built (3.9-3.11 point the dict
-     * to it first, copy the entries, then set dk_nentries) says 0 while its entries are
-     * there, and an entry added as it is read is seen. */
+     * size, zeroed), not only dk_nentries: a table being built (3.9 and 3.10 point the
+     * dict to it first, copy the entries, then set dk_nentries) says 0 while its entries
+     * are there, and an entry added as it is read is seen. */
     nscan = room < PYN_MAX_ENTRIES ? room : PYN_MAX_ENTRIES;
     pn->st.unscanned = (uint64_t)nent > nscan ? (uint64_t)nent - nscan : 0;
     for (off = 0; off < nscan; off += PYN_CHUNK) {
@@ -599,12 +600,13 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
         if ((err = proc_readv(u->p, v, 2)) == REMORA_ENOPROC)
             return err;
         memcpy(&nent2, h2 + L->dk_nentries, 8);
-        *moved = err != REMORA_OK || again != keys || memcmp(h2 + 8, h + 8, L->dk_layout == PY_DK_SIZED ? 8 : 3) != 0 || nent2 != nent;
+        *moved = err != REMORA_OK || again != keys || nent2 != nent ||
+                 memcmp(h2 + 8, h + 8, L->dk_layout == PY_DK_SIZED ? 8 : 3) != 0;
     }
     /* an empty table, or none of the threads asked for in it while none is named yet:
      * the main thread is there as soon as threading is imported, so more likely a table
-     * read as it was being built (3.9/3.10 point the dict to its new table first, copy
-     * the entries, then set dk_nentries) than a true answer. Looked for again */
+     * read as it was being built (3.9 and 3.10 point the dict to its new table first,
+     * copy the entries, then set dk_nentries) than a true answer. Looked for again */
     if (nent == 0 || (found == 0 && !any_named))
         *moved = 1;
     return REMORA_OK;
@@ -844,9 +846,11 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
                 after = get_u64(c, C_AFTER);
                 if (before == it->name && after == it->name && get_u64(b, L->ob_type) == T->str_type &&
                     str_whole(L, b, PYN_STR_HEAD) &&
-                    (pystr_from_head(NULL, L, it->name, b, PYN_STR_HEAD, name, sizeof name, &len) == REMORA_OK ||
+                    (pystr_from_head(NULL, L, it->name, b, PYN_STR_HEAD, name, sizeof name,
+                                     &len) == REMORA_OK ||
                      /* longer than its head: the rest read, then the slot again */
-                     (pystr_from_head(u->p, L, it->name, b, PYN_STR_HEAD, name, sizeof name, &len) == REMORA_OK &&
+                     (pystr_from_head(u->p, L, it->name, b, PYN_STR_HEAD, name, sizeof name,
+                                      &len) == REMORA_OK &&
                       proc_read_u64(u->p, it->slot, &now) == REMORA_OK && now == it->name))) {
                     if ((err = tab_add(t, it->ident, it->value, name, len)) != REMORA_OK)
                         return err;

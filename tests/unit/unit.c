@@ -846,7 +846,7 @@ static void test_pynames(void)
     }
     pn_end(pn, p);
 
-    /* a table as 3.9-3.11 build it: the dict points to it, its entries copied, its
+    /* a table as 3.9 and 3.10 build it: the dict points to it, its entries copied, its
      * dk_nentries still 0: read all the same */
     pn_begin();
     reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
