@@ -479,6 +479,10 @@ int cmd_record(int argc, char **argv)
             unw_get_stats(u, &us);
         fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
                 (unsigned long long)us.thread_samples);
+        fprintf(stderr, "names: readings=%llu reads=%llu scans=%llu torn=%llu unscanned=%llu us=%llu\n",
+                (unsigned long long)us.name_readings, (unsigned long long)us.name_reads,
+                (unsigned long long)us.name_scans, (unsigned long long)us.name_torn,
+                (unsigned long long)us.name_unscanned, (unsigned long long)(us.name_ns / 1000));
     }
     if (rc == REMORA_EXIT_OK && gone && a.c.cmd == NULL && a.c.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */

@@ -42,7 +42,9 @@ int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
 
 /* ---- pynames.c -------------------------------------------------------------- */
 
-#define PYN_MAX_ENTRIES 1024    /* threading._active entries read */
+#define PYN_MAX_ENTRIES 65536   /* threading._active entries scanned (1.5 MB, 16 reads): all of
+                                 * a registry that held at most 21,845 threads when its table
+                                 * was last resized (CPython sizes it to 3 x the count then) */
 #define PYN_MAX_SCAN 8192       /* entries of sys.modules or a module's dict scanned */
 #define PYN_REFRESH_NS 500000000 /* the registry is read again this often ... */
 #define PYN_NEW_NS 20000000     /* ... or, when a thread not named before appears, this */
@@ -63,8 +65,17 @@ int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *id
  * pyn_update), or NULL. */
 const char *pyn_lookup(const pynames_t *pn, uint64_t ident);
 
-/* How many times the registry was read. */
-uint64_t pyn_readings(const pynames_t *pn);
+/* What the readings cost and found. */
+typedef struct pyn_stats {
+    uint64_t readings;          /* times the registry was read */
+    uint64_t reads;             /* system calls those readings made */
+    uint64_t scans;             /* scans of _active (more than one in a reading: it moved) */
+    uint64_t torn;              /* threads left unread after PYN_TRIES scans, in all */
+    uint64_t unscanned;         /* _active entries past PYN_MAX_ENTRIES at the last scan */
+    uint64_t ns;                /* time those readings took, in all */
+} pyn_stats_t;
+
+void pyn_get_stats(const pynames_t *pn, pyn_stats_t *out);
 
 /* ---- code.c --------------------------------------------------------------- */
 

@@ -4,10 +4,28 @@
  * there ({ident: Thread}, ident the thread state's thread_id) and each Thread's "_name"
  * attribute: a table ident -> name kept between samples. It is read again only every so
  * often (pyn_update: a thread ident not there at the last reading appears, at most every
- * PYN_NEW_NS; otherwise every PYN_REFRESH_NS), never per sample. Bounded: PYN_MAX_ENTRIES
- * threads, PYN_MAX_SCAN entries of any other dict, names cut at PYN_NAME_BYTES. Every
- * object read has its type checked (str, dict, int and module types from the symbols);
- * a registry that fails a check names nothing, and the caller keeps the kernel's names.
+ * PYN_NEW_NS; otherwise every PYN_REFRESH_NS), never per sample.
+ *
+ * Bounded whatever the registry holds: _active's entries (the table's whole room) are
+ * scanned in chunks of PYN_CHUNK (one read each, at most PYN_MAX_ENTRIES), only those whose
+ * stored hash is that of a thread asked for (an int's hash is its value) are followed:
+ * the reads after the scan depend on the threads sampled, not on the registry's size,
+ * and are vectored. Entries past PYN_MAX_ENTRIES are not looked at (counted: those
+ * threads keep the kernel's names). PYN_MAX_SCAN entries of any other dict, names cut
+ * at PYN_NAME_BYTES. Memory: the chunk buffer (allocated once), per-thread arrays that
+ * grow with the threads sampled, two name tables. Every object read has its type
+ * checked (str, dict, int and module types from the symbols); a registry that fails a
+ * check names nothing, and the caller keeps the kernel's names.
+ *
+ * A registry that changes while it is read: each name is read between two readings of
+ * the slot it hangs from, with the thread's int and its Thread's type, in one vectored
+ * read (follow()); a slot that moved (a rename) is followed to the new name, at most
+ * PYN_NAME_ROUNDS times. A thread whose chain moved otherwise, or a scan during which
+ * the dict's table was replaced or grew (its address or header changed), or that found
+ * none of the threads (a table being built), is read again, at most PYN_TRIES scans in
+ * one reading (and the whole reading once more if it failed). A thread still not read
+ * then keeps the name of the last reading if its Thread object is the same one;
+ * otherwise the kernel's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +39,25 @@
 #define PYN_STR_HEAD 192                    /* ... of each name (most fit whole) */
 #define PYN_RETRIES 3                       /* readings for a thread not named yet */
 #define PYN_SLOTS 64                        /* attributes of a Thread looked through */
+#define PYN_CHUNK 4096                      /* _active entries read at once (96 KB) */
+#define PYN_ESZ 24                          /* an _active entry: hash, key, value */
+#define PYN_TRIES 4                         /* scans of a registry that moved, per reading */
+#define PYN_NAME_ROUNDS 16                  /* a name's slot followed as the thread is renamed */
+#define PYN_M61 ((UINT64_C(1) << 61) - 1)   /* an int's hash: its value modulo 2^61 - 1 */
 
 typedef struct pyn_name {
     uint64_t ident;
+    uint64_t thread;                /* the Thread object it was read from */
     size_t off;                     /* its name: text + off */
 } pyn_name_t;
+
+/* Where a reading's names are kept (two: the last reading's, kept for torn threads). */
+typedef struct pyn_table {
+    pyn_name_t *tab;                /* sorted by ident */
+    size_t n, cap;
+    char *text;
+    size_t used, cap_text;
+} pyn_table_t;
 
 /* A Thread's type, as this reading found it. */
 typedef struct pyn_type {
@@ -36,30 +68,42 @@ typedef struct pyn_type {
 
 #define PYN_TYPES 8
 
-/* One _active entry while it is read. */
+/* A dict entry: key, value, the address the value was read from, its index. */
+typedef struct pyn_kv {
+    uint64_t key, value, slot;
+    size_t index;
+} pyn_kv_t;
+
+/* A thread asked for, and its _active entry while it is read (one per ident). */
+enum { IT_WANTED = 0, IT_FOUND, IT_NAMED, IT_TORN, IT_DONE };
+
 typedef struct pyn_item {
+    uint64_t hash, ident;           /* sorted by hash */
+    int state;                      /* IT_*: IT_NAMED and IT_DONE (no name) are final */
     uint64_t key, value;            /* the int and the Thread */
-    uint64_t ident;
+    uint64_t type;                  /* the Thread's type */
+    unsigned char pre[24];          /* its words at -32, -24 and +16 */
     uint64_t dict;                  /* its attribute dict (0: none) */
     uint64_t vbase;                 /* its values[] (0: not known) */
     int idx;                        /* "_name" at vbase[idx] */
     uint64_t name;                  /* the str */
-    int ok;
+    uint64_t slot;                  /* where 'name' was read (0: not known) */
+    uint64_t a;                     /* the address read for it in the current step */
 } pyn_item_t;
 
 struct pynames {
-    pyn_name_t *tab;                /* sorted by ident */
-    size_t n, cap;
-    char *text;
-    size_t used, cap_text;
+    pyn_table_t t[2];               /* t[cur]: the names now; the other, the last reading's */
+    int cur;
     uint64_t *seen;                 /* idents asked for at the last reading (sorted) */
     size_t nseen, cap_seen;
     int64_t last_ns;
     int done;                       /* read at least once */
     int retries;                    /* readings since the last new ident, for unnamed ones */
     uint64_t k_threading, k_active, k_name;   /* key str objects matched before */
-    pyn_item_t *items;              /* PYN_MAX_ENTRIES */
-    uint64_t (*kv)[3];              /* a dict's (key, value, index) */
+    pyn_item_t *items;              /* one per ident asked for */
+    size_t nitems, cap_items;
+    unsigned char *ents;            /* PYN_CHUNK entries of _active */
+    pyn_kv_t *kv;                   /* a dict's entries */
     size_t cap_kv;
     unsigned char *buf;             /* reads land here */
     size_t cap_buf;
@@ -67,7 +111,7 @@ struct pynames {
     size_t cap_iov;
     pyn_type_t types[PYN_TYPES];
     size_t ntypes;
-    uint64_t readings;
+    pyn_stats_t st;
 };
 
 static int64_t now_ns(void)
@@ -84,8 +128,8 @@ pynames_t *pyn_new(void)
 
     if (pn == NULL)
         return NULL;
-    pn->items = malloc(PYN_MAX_ENTRIES * sizeof *pn->items);
-    if (pn->items == NULL) {
+    pn->ents = malloc(PYN_CHUNK * PYN_ESZ);
+    if (pn->ents == NULL) {
         free(pn);
         return NULL;
     }
@@ -94,12 +138,17 @@ pynames_t *pyn_new(void)
 
 void pyn_free(pynames_t *pn)
 {
+    int i;
+
     if (pn == NULL)
         return;
-    free(pn->tab);
-    free(pn->text);
+    for (i = 0; i < 2; i++) {
+        free(pn->t[i].tab);
+        free(pn->t[i].text);
+    }
     free(pn->seen);
     free(pn->items);
+    free(pn->ents);
     free(pn->kv);
     free(pn->buf);
     free(pn->iov);
@@ -111,14 +160,35 @@ static int buf_need(pynames_t *pn, size_t len)
     return remora_grow((void **)&pn->buf, &pn->cap_buf, len, 1) ? REMORA_ENOMEM : REMORA_OK;
 }
 
+/* Reads iov[0..n) in one vectored read; when that fails, each half again, down to
+ * single segments, a segment that fails zeroed (its type then matches nothing): a bad
+ * address among n costs about 2 log2(n) reads more, not n. 0, REMORA_ENOPROC or
+ * REMORA_ENOMEM. */
+static int readv_split(proc_t *p, const proc_iov_t *iov, size_t n)
+{
+    int err;
+
+    if (n == 0)
+        return REMORA_OK;
+    err = proc_readv(p, iov, n);
+    if (err == REMORA_OK || err == REMORA_ENOPROC || err == REMORA_ENOMEM)
+        return err;
+    if (n == 1) {
+        memset(iov[0].buf, 0, iov[0].len);
+        return REMORA_OK;
+    }
+    if ((err = readv_split(p, iov, n / 2)) != REMORA_OK)
+        return err;
+    return readv_split(p, iov + n / 2, n - n / 2);
+}
+
 /* Reads n objects' first 'len' bytes (addrs[i * stride], as uint64_t) into pn->buf,
- * len apart, in one vectored read; when that fails, one by one, a failed one zeroed
- * (its type then matches nothing). Returns 0 or REMORA_ENOMEM / REMORA_ENOPROC. */
+ * len apart, in one vectored read (readv_split); an address that is 0 or not aligned
+ * is not read, its bytes zeroed. Returns 0 or REMORA_ENOMEM / REMORA_ENOPROC. */
 static int read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t stride, size_t n,
                       size_t len)
 {
-    size_t i;
-    int err;
+    size_t i, k = 0;
 
     if (n == 0)
         return REMORA_OK;
@@ -126,24 +196,17 @@ static int read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t st
         remora_grow((void **)&pn->iov, &pn->cap_iov, n, sizeof *pn->iov))
         return REMORA_ENOMEM;
     for (i = 0; i < n; i++) {
-        pn->iov[i].addr = addrs[i * stride];
-        pn->iov[i].buf = pn->buf + i * len;
-        pn->iov[i].len = len;
+        uint64_t a = addrs[i * stride];
+        if (a == 0 || a % 8 != 0 || a + len < a) {
+            memset(pn->buf + i * len, 0, len);
+            continue;
+        }
+        pn->iov[k].addr = a;
+        pn->iov[k].buf = pn->buf + i * len;
+        pn->iov[k].len = len;
+        k++;
     }
-    err = proc_readv(p, pn->iov, n);
-    if (err == REMORA_OK)
-        return REMORA_OK;
-    if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
-        return err;
-    for (i = 0; i < n; i++) {
-        err = pn->iov[i].addr != 0 && pn->iov[i].addr % 8 == 0 ?
-              proc_read(p, pn->iov[i].addr, pn->iov[i].buf, len) : REMORA_EFAULT;
-        if (err == REMORA_ENOPROC)
-            return err;
-        if (err)
-            memset(pn->iov[i].buf, 0, len);
-    }
-    return REMORA_OK;
+    return readv_split(p, pn->iov, k);
 }
 
 /* Is the str object whose first bytes are head[0..got) the ASCII string 'want'? */
@@ -167,7 +230,7 @@ static int head_is(const unwinder_t *u, const unsigned char *head, size_t got, c
 }
 
 /* The entries of the keys object at 'keys' (values from 'values', a values[] array, when
- * not 0): pn->kv[0..*n) = (key, value, index), empty ones left out, at most 'max'
+ * not 0): pn->kv[0..*n) = (key, value, slot, index), empty ones left out, at most 'max'
  * entries scanned. 0, REMORA_ECORRUPT, a read error or REMORA_ENOMEM. */
 static int keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t values, size_t max,
                       size_t *n)
@@ -224,9 +287,10 @@ static int keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t valu
                        get_u64(pn->buf, i * esz + voff);
         if (key == 0 || key % 8 != 0)
             continue;
-        pn->kv[k][0] = key;
-        pn->kv[k][1] = val;
-        pn->kv[k][2] = i;
+        pn->kv[k].key = key;
+        pn->kv[k].value = val;
+        pn->kv[k].slot = values != 0 ? values + i * 8 : keys + entries + i * esz + voff;
+        pn->kv[k].index = i;
         k++;
     }
     *n = k;
@@ -253,25 +317,28 @@ static int dict_items(unwinder_t *u, pynames_t *pn, uint64_t dict, size_t max, s
 }
 
 /* The value under the str key 'want' in pn->kv[0..n) (cache: the key object matched
- * last time, tried first), or 0. *idx: its entry's index. */
+ * last time, tried first), or 0. *idx: its entry's index, *slot: where its value was read
+ * (either may be NULL). */
 static uint64_t kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want, uint64_t *cache,
-                        int *idx)
+                        int *idx, uint64_t *slot)
 {
     size_t i, len = u->target->layout.u_ascii_size + strlen(want);
     uint64_t *addrs;
 
     for (i = 0; i < n; i++)
-        if (*cache != 0 && pn->kv[i][0] == *cache) {
+        if (*cache != 0 && pn->kv[i].key == *cache) {
             if (idx)
-                *idx = (int)pn->kv[i][2];
-            return pn->kv[i][1];
+                *idx = (int)pn->kv[i].index;
+            if (slot)
+                *slot = pn->kv[i].slot;
+            return pn->kv[i].value;
         }
     /* read each key's head (pn->buf is overwritten: copy the keys out first) */
     addrs = malloc(n * sizeof *addrs);
     if (addrs == NULL)
         return 0;
     for (i = 0; i < n; i++)
-        addrs[i] = pn->kv[i][0];
+        addrs[i] = pn->kv[i].key;
     if (read_heads(u->p, pn, addrs, 1, n, len) != REMORA_OK) {
         free(addrs);
         return 0;
@@ -279,10 +346,12 @@ static uint64_t kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want
     free(addrs);
     for (i = 0; i < n; i++)
         if (head_is(u, pn->buf + i * len, len, want)) {
-            *cache = pn->kv[i][0];
+            *cache = pn->kv[i].key;
             if (idx)
-                *idx = (int)pn->kv[i][2];
-            return pn->kv[i][1];
+                *idx = (int)pn->kv[i].index;
+            if (slot)
+                *slot = pn->kv[i].slot;
+            return pn->kv[i].value;
         }
     return 0;
 }
@@ -346,20 +415,21 @@ static pyn_type_t *thread_type(unwinder_t *u, pynames_t *pn, uint64_t addr)
         return NULL;                /* no dict where one is looked for */
     ty->keys = get_u64(h, L->ht_cached_keys);
     if (ty->keys != 0 && keys_items(u, pn, ty->keys, 0, PYN_SLOTS, &n) == REMORA_OK)
-        kv_find(u, pn, n, "_name", &pn->k_name, &idx);
+        kv_find(u, pn, n, "_name", &pn->k_name, &idx, NULL);
     ty->name_idx = idx;
     pn->ntypes++;
     return ty;
 }
 
-/* The name str of Thread 'it' found through its attribute dict (the slow way). */
-static uint64_t name_in_dict(unwinder_t *u, pynames_t *pn, uint64_t dict)
+/* The name str of a Thread found through its attribute dict (the slow way); *slot:
+ * where it was read. */
+static uint64_t name_in_dict(unwinder_t *u, pynames_t *pn, uint64_t dict, uint64_t *slot)
 {
     size_t n;
 
     if (dict_items(u, pn, dict, PYN_SLOTS, &n) != REMORA_OK)
         return 0;
-    return kv_find(u, pn, n, "_name", &pn->k_name, NULL);
+    return kv_find(u, pn, n, "_name", &pn->k_name, NULL, slot);
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -368,188 +438,31 @@ static int cmp_name(const void *a, const void *b)
     return x->ident < y->ident ? -1 : x->ident > y->ident;
 }
 
-/* Reads the registry into pn->tab. 0, or a code: the table is then empty. */
-static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
+static int cmp_item(const void *a, const void *b)
 {
-    const py_layout_t *L = &u->target->layout;
-    const py_target_t *t = u->target;
-    uint64_t modules, threading, md, active;
-    size_t n, i, k, ni;
-    int err;
-
-    pn->n = 0;
-    pn->used = 0;
-    pn->ntypes = 0;
-    if (L->dk_layout == 0 || t->str_type == 0 || t->dict_type == 0 || t->long_type == 0 ||
-        t->module_type == 0 || interp == 0)
-        return REMORA_EVERSION;
-    if ((err = proc_read_u64(u->p, interp + L->is_modules, &modules)) != REMORA_OK)
-        return err;
-    if ((err = dict_items(u, pn, modules, PYN_MAX_SCAN, &n)) != REMORA_OK)
-        return err;
-    threading = kv_find(u, pn, n, "threading", &pn->k_threading, NULL);
-    if (threading == 0 || threading % 8 != 0)
-        return REMORA_ECORRUPT;     /* not imported (yet) */
-    {
-        unsigned char h[32];
-        if ((err = proc_read(u->p, threading, h, sizeof h)) != REMORA_OK)
-            return err;
-        if (get_u64(h, L->ob_type) != t->module_type)
-            return REMORA_ECORRUPT;
-        md = get_u64(h, L->md_dict);
-    }
-    if ((err = dict_items(u, pn, md, PYN_MAX_SCAN, &n)) != REMORA_OK)
-        return err;
-    active = kv_find(u, pn, n, "_active", &pn->k_active, NULL);
-    if ((err = dict_items(u, pn, active, PYN_MAX_ENTRIES, &n)) != REMORA_OK)
-        return err;
-    for (i = 0; i < n; i++) {
-        pyn_item_t *it = &pn->items[i];
-        memset(it, 0, sizeof *it);
-        it->key = pn->kv[i][0];
-        it->value = pn->kv[i][1];
-    }
-    ni = n;
-    /* the idents */
-    if ((err = read_heads(u->p, pn, &pn->items[0].key, sizeof *pn->items / 8, ni, PYN_HEAD)))
-        return err;
-    for (i = 0; i < ni; i++)
-        pn->items[i].ident = long_value(u, pn->buf + i * PYN_HEAD);
-    /* the Thread objects, from 32 bytes before (the managed dict's pointers) */
-    for (i = 0; i < ni; i++)
-        pn->items[i].vbase = pn->items[i].value % 8 == 0 && pn->items[i].value > 32 ?
-                             pn->items[i].value - 32 : 0;
-    if ((err = read_heads(u->p, pn, &pn->items[0].vbase, sizeof *pn->items / 8, ni, PYN_HEAD + 32)))
-        return err;
-    {
-        /* the types first: thread_type() reads into pn->buf */
-        uint64_t tys[PYN_MAX_ENTRIES];
-        unsigned char pre[PYN_MAX_ENTRIES][24];
-        for (i = 0; i < ni; i++) {
-            const unsigned char *h = pn->buf + i * (PYN_HEAD + 32);
-            tys[i] = pn->items[i].ident ? get_u64(h, 32 + L->ob_type) : 0;
-            memcpy(pre[i], h, 16);      /* -32, -24 */
-            memcpy(pre[i] + 16, h + 32 + 16, 8);   /* +16: 3.9/3.10's usual dict */
-        }
-        for (i = 0; i < ni; i++) {
-            pyn_item_t *it = &pn->items[i];
-            pyn_type_t *ty = tys[i] ? thread_type(u, pn, tys[i]) : NULL;
-            uint64_t vals = 0, dict = 0;
-            it->vbase = 0;
-            it->idx = -1;
-            if (ty == NULL)
-                continue;
-            switch (L->inst_dict) {
-            case PY_INST_DICTOFFSET:
-                if (ty->dictoffset == 16)
-                    dict = get_u64(pre[i], 16);
-                else if (proc_read_u64(u->p, it->value + (uint64_t)ty->dictoffset, &dict))
-                    dict = 0;
-                break;
-            case PY_INST_MANAGED:
-                vals = get_u64(pre[i], 0);
-                dict = get_u64(pre[i], 8);
-                break;
-            case PY_INST_TAGGED: {
-                uint64_t dv = get_u64(pre[i], 8);
-                if (dv & 1)
-                    vals = dv + 1;      /* stored as the values' address - 1 */
-                else
-                    dict = dv;
-                break;
-            }
-            case PY_INST_INLINE:
-                dict = get_u64(pre[i], 8);
-                if (dict == 0 && (ty->flags & (1u << 2)))
-                    vals = it->value + ty->basicsize;
-                break;
-            }
-            it->dict = dict;
-            if (dict == 0 && vals != 0 && ty->name_idx >= 0) {
-                it->vbase = vals;
-                it->idx = ty->name_idx;
-            }
-            it->ok = ty->keys != 0;
-        }
-        /* a dict of the type's shared keys: its values[] names it too */
-        for (i = 0; i < ni; i++) {
-            pyn_item_t *it = &pn->items[i];
-            unsigned char h[48];
-            pyn_type_t *ty = NULL;
-            size_t j;
-            if (it->dict == 0 || it->ident == 0)
-                continue;
-            for (j = 0; j < pn->ntypes; j++)
-                if (pn->types[j].addr == tys[i])
-                    ty = &pn->types[j];
-            if (ty != NULL && ty->name_idx >= 0 && proc_read(u->p, it->dict, h, sizeof h) == REMORA_OK &&
-                get_u64(h, L->ob_type) == t->dict_type && get_u64(h, L->dict_keys) == ty->keys &&
-                get_u64(h, L->dict_values) != 0) {
-                it->vbase = get_u64(h, L->dict_values);
-                it->idx = ty->name_idx;
-                it->dict = 0;
-            }
-        }
-    }
-    /* the name str pointers: values[idx] (3.13+: after the header, and 'valid') */
-    for (i = 0; i < ni; i++) {
-        pyn_item_t *it = &pn->items[i];
-        if (it->dict != 0 && it->ident != 0)
-            it->name = name_in_dict(u, pn, it->dict);
-        else if (it->vbase == 0 || it->idx < 0 || it->idx >= PYN_SLOTS)
-            it->ident = 0;
-    }
-    for (i = 0; i < ni; i++) {
-        pyn_item_t *it = &pn->items[i];
-        unsigned char v[8 + 8 * PYN_SLOTS];
-        size_t len = L->dv_values + 8 * (size_t)(it->idx + 1);
-        if (it->ident == 0 || it->dict != 0 || it->name != 0)
-            continue;
-        if (proc_read(u->p, it->vbase, v, len) != REMORA_OK ||
-            (L->dv_values >= 8 && v[3] == 0)) {   /* values no longer valid: a dict now */
-            it->ident = 0;
-            continue;
-        }
-        it->name = get_u64(v, L->dv_values + 8 * (size_t)it->idx);
-    }
-    /* the names */
-    for (i = 0; i < ni; i++)
-        if (pn->items[i].name % 8 != 0)
-            pn->items[i].name = 0;
-    if ((err = read_heads(u->p, pn, &pn->items[0].name, sizeof *pn->items / 8, ni, PYN_STR_HEAD)))
-        return err;
-    if (remora_grow((void **)&pn->tab, &pn->cap, ni, sizeof *pn->tab))
-        return REMORA_ENOMEM;
-    for (i = 0, k = 0; i < ni; i++) {
-        pyn_item_t *it = &pn->items[i];
-        const unsigned char *h = pn->buf + i * PYN_STR_HEAD;
-        char name[PYN_NAME_BYTES];
-        size_t len;
-        if (it->ident == 0 || it->name == 0 || get_u64(h, L->ob_type) != t->str_type ||
-            pystr_from_head(u->p, L, it->name, h, PYN_STR_HEAD, name, sizeof name, &len) != REMORA_OK)
-            continue;
-        if (remora_grow((void **)&pn->text, &pn->cap_text, pn->used + len + 1, 1))
-            return REMORA_ENOMEM;
-        memcpy(pn->text + pn->used, name, len + 1);
-        pn->tab[k].ident = it->ident;
-        pn->tab[k].off = pn->used;
-        pn->used += len + 1;
-        k++;
-    }
-    pn->n = k;
-    qsort(pn->tab, pn->n, sizeof *pn->tab, cmp_name);
-    return REMORA_OK;
+    const pyn_item_t *x = a, *y = b;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
 }
 
-const char *pyn_lookup(const pynames_t *pn, uint64_t ident)
+/* The item asked for whose ident's hash is h, or NULL. */
+static pyn_item_t *item_of(pynames_t *pn, uint64_t h)
 {
-    size_t lo = 0, hi = pn->n;
+    pyn_item_t key;
+
+    key.hash = h;
+    return pn->nitems ? bsearch(&key, pn->items, pn->nitems, sizeof *pn->items, cmp_item) : NULL;
+}
+
+/* The name of 'ident' in table t, read from Thread 'thread' (0: any), or NULL. */
+static const char *tab_find(const pyn_table_t *t, uint64_t ident, uint64_t thread)
+{
+    size_t lo = 0, hi = t->n;
 
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (pn->tab[mid].ident == ident)
-            return pn->text + pn->tab[mid].off;
-        if (pn->tab[mid].ident < ident)
+        if (t->tab[mid].ident == ident)
+            return thread == 0 || t->tab[mid].thread == thread ? t->text + t->tab[mid].off : NULL;
+        if (t->tab[mid].ident < ident)
             lo = mid + 1;
         else
             hi = mid;
@@ -557,9 +470,507 @@ const char *pyn_lookup(const pynames_t *pn, uint64_t ident)
     return NULL;
 }
 
+/* Appends (ident, thread, name[0..len)) to t. 0 or REMORA_ENOMEM. */
+static int tab_add(pyn_table_t *t, uint64_t ident, uint64_t thread, const char *name, size_t len)
+{
+    if (remora_grow((void **)&t->tab, &t->cap, t->n + 1, sizeof *t->tab) ||
+        remora_grow((void **)&t->text, &t->cap_text, t->used + len + 1, 1))
+        return REMORA_ENOMEM;
+    memcpy(t->text + t->used, name, len);
+    t->text[t->used + len] = '\0';
+    t->tab[t->n].ident = ident;
+    t->tab[t->n].thread = thread;
+    t->tab[t->n].off = t->used;
+    t->used += len + 1;
+    t->n++;
+    return REMORA_OK;
+}
+
+/* The address of the "_active" dict: sys.modules["threading"].__dict__["_active"].
+ * 0, or a code (REMORA_ECORRUPT: threading not imported, or a check failed). */
+static int find_active(unwinder_t *u, pynames_t *pn, uint64_t interp, uint64_t *active)
+{
+    const py_layout_t *L = &u->target->layout;
+    const py_target_t *t = u->target;
+    uint64_t modules, threading, md;
+    unsigned char h[32];
+    size_t n;
+    int err;
+
+    if ((err = proc_read_u64(u->p, interp + L->is_modules, &modules)) != REMORA_OK)
+        return err;
+    if ((err = dict_items(u, pn, modules, PYN_MAX_SCAN, &n)) != REMORA_OK)
+        return err;
+    threading = kv_find(u, pn, n, "threading", &pn->k_threading, NULL, NULL);
+    if (threading == 0 || threading % 8 != 0)
+        return REMORA_ECORRUPT;     /* not imported (yet) */
+    if ((err = proc_read(u->p, threading, h, sizeof h)) != REMORA_OK)
+        return err;
+    if (get_u64(h, L->ob_type) != t->module_type)
+        return REMORA_ECORRUPT;
+    md = get_u64(h, L->md_dict);
+    if ((err = dict_items(u, pn, md, PYN_MAX_SCAN, &n)) != REMORA_OK)
+        return err;
+    *active = kv_find(u, pn, n, "_active", &pn->k_active, NULL, NULL);
+    return *active != 0 && *active % 8 == 0 ? REMORA_OK : REMORA_ECORRUPT;
+}
+
+/* One scan of the _active dict at 'active': each item not read yet whose hash an entry
+ * holds becomes IT_FOUND (its int and Thread). *moved: the dict's table was replaced or
+ * gained entries meanwhile, or part of it could not be read, or nothing was found in it
+ * while nothing is named yet (any_named 0): an item not found may be there. 0, or a
+ * code: REMORA_ECORRUPT when the dict fails a check. */
+static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_named, int *moved)
+{
+    const py_layout_t *L = &u->target->layout;
+    unsigned char h[48];
+    uint64_t keys, entries, room, nscan, off, again;
+    int64_t nent;
+    size_t found = 0;
+    int err;
+
+    *moved = 0;
+    if ((err = proc_read(u->p, active, h, sizeof h)) != REMORA_OK)
+        return err;
+    if (get_u64(h, L->ob_type) != u->target->dict_type || get_u64(h, L->dict_values) != 0)
+        return REMORA_ECORRUPT;     /* int keys: never a split table */
+    keys = get_u64(h, L->dict_keys);
+    if (keys == 0 || keys % 8 != 0)
+        return REMORA_ECORRUPT;
+    if ((err = proc_read(u->p, keys, h, sizeof h)) != REMORA_OK)
+        return err;
+    memcpy(&nent, h + L->dk_nentries, 8);
+    if (L->dk_layout == PY_DK_SIZED) {
+        uint64_t size = get_u64(h, 8), width;
+        if (size < 8 || size > (1u << 26) || (size & (size - 1)) != 0)
+            return REMORA_ECORRUPT;
+        width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
+        entries = keys + L->dk_indices + size * width;
+        room = (size << 1) / 3;
+        if (nent < 0 || (uint64_t)nent > size)
+            return REMORA_ECORRUPT;
+    } else {
+        unsigned log2_size = h[8], log2_ib = h[9], kind = h[10];
+        if (log2_size < 3 || log2_size > 26 || log2_ib < log2_size || log2_ib > log2_size + 3 ||
+            kind != 0)              /* DICT_KEYS_GENERAL: entries hold their hash */
+            return REMORA_ECORRUPT;
+        entries = keys + L->dk_indices + ((uint64_t)1 << log2_ib);
+        room = ((uint64_t)1 << (log2_size + 1)) / 3;
+        if (nent < 0 || (uint64_t)nent > ((uint64_t)1 << log2_size))
+            return REMORA_ECORRUPT;
+    }
+    /* The whole room of entries the table has (CPython allocates USABLE_FRACTION of its
+     * size, zeroed), not only dk_nentries: a table being built (3.9 and 3.10 point the
+     * dict to it first, copy the entries, then set dk_nentries) says 0 while its entries
+     * are there, and an entry added as it is read is seen. */
+    nscan = room < PYN_MAX_ENTRIES ? room : PYN_MAX_ENTRIES;
+    pn->st.unscanned = (uint64_t)nent > nscan ? (uint64_t)nent - nscan : 0;
+    for (off = 0; off < nscan; off += PYN_CHUNK) {
+        size_t k = nscan - off < PYN_CHUNK ? (size_t)(nscan - off) : PYN_CHUNK, i;
+        err = proc_read(u->p, entries + off * PYN_ESZ, pn->ents, k * PYN_ESZ);
+        if (err == REMORA_ENOPROC)
+            return err;
+        if (err) {
+            *moved = 1;             /* freed (the table was replaced): scan it again */
+            return REMORA_OK;
+        }
+        for (i = 0; i < k; i++) {
+            uint64_t hash = get_u64(pn->ents, i * PYN_ESZ);
+            uint64_t key = get_u64(pn->ents, i * PYN_ESZ + 8);
+            uint64_t value = get_u64(pn->ents, i * PYN_ESZ + 16);
+            pyn_item_t *it;
+            if (key == 0 || key % 8 != 0 || value == 0 || value % 8 != 0 || hash >= PYN_M61 ||
+                (it = item_of(pn, hash)) == NULL || it->state != IT_WANTED)
+                continue;           /* a deleted entry, a thread not asked for */
+            it->state = IT_FOUND;
+            it->key = key;
+            it->value = value;
+            found++;
+        }
+    }
+    /* the dict's table now, and (read just after it) that table's header: the same
+     * table, the same size, as many entries. A table that gained entries meanwhile may
+     * be another one at the same address (a freed table's memory goes to the next one
+     * at once): the threads not found are looked for again */
+    {
+        unsigned char h2[48];
+        proc_iov_t v[2] = { { .addr = active + L->dict_keys, .buf = &again, .len = 8 },
+                            { .addr = keys, .buf = h2, .len = sizeof h2 } };
+        int64_t nent2;
+        if ((err = proc_readv(u->p, v, 2)) == REMORA_ENOPROC)
+            return err;
+        memcpy(&nent2, h2 + L->dk_nentries, 8);
+        *moved = err != REMORA_OK || again != keys || nent2 != nent ||
+                 memcmp(h2 + 8, h + 8, L->dk_layout == PY_DK_SIZED ? 8 : 3) != 0;
+    }
+    /* an empty table, or none of the threads asked for in it while none is named yet:
+     * the main thread is there as soon as threading is imported, so more likely a table
+     * read as it was being built (3.9 and 3.10 point the dict to its new table first,
+     * copy the entries, then set dk_nentries) than a true answer. Looked for again */
+    if (nent == 0 || (found == 0 && !any_named))
+        *moved = 1;
+    return REMORA_OK;
+}
+
+/* Does the str whose first bytes are head[0..got) keep CPython's rules for a finished
+ * str, where they can be seen in those bytes: its code points followed by a zero one,
+ * an ASCII one's all below 0x80? (A str read while it was being built, over-allocated,
+ * breaks them most of the time.) A longer str: 1, nothing seen. */
+static int str_whole(const py_layout_t *L, const unsigned char *head, size_t got)
+{
+    uint32_t state;
+    int64_t length;
+    uint64_t kind, hdr, i;
+
+    memcpy(&state, head + L->u_state, 4);
+    memcpy(&length, head + L->u_length, 8);
+    kind = (state >> 2) & 7;
+    hdr = (state >> 6) & 1 ? L->u_ascii_size : L->u_compact_size;
+    if (length < 0 || kind == 0 || kind > 4 || hdr + ((uint64_t)length + 1) * kind > got)
+        return 1;
+    for (i = 0; i < kind; i++)
+        if (head[hdr + (uint64_t)length * kind + i] != 0)
+            return 0;
+    if ((state >> 6) & 1)
+        for (i = 0; i < (uint64_t)length; i++)
+            if (head[hdr + i] >= 0x80)
+                return 0;
+    return 1;
+}
+
+/* Each item in state 'from' gets it->a = expr (of 'it', the caller's pointer, set to
+ * each item in turn), the others 0. */
+#define ITEMS_AT(pn, from, expr)                                          \
+    do {                                                                  \
+        size_t i_;                                                        \
+        for (i_ = 0; i_ < (pn)->nitems; i_++) {                           \
+            it = &(pn)->items[i_];                                        \
+            it->a = it->state == (from) ? (expr) : 0;                     \
+        }                                                                 \
+    } while (0)
+
+/* Follows each IT_FOUND item from its entry to its name, checks that what it went
+ * through still holds, and adds its name to t: IT_NAMED. An item whose chain fails a
+ * check or moved: IT_TORN. 0, REMORA_ENOPROC or REMORA_ENOMEM. */
+static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
+{
+    const py_layout_t *L = &u->target->layout;
+    const py_target_t *T = u->target;
+    const size_t stride = sizeof *pn->items / 8;
+    const size_t vlen = 8 + 8 * PYN_SLOTS;
+    pyn_item_t *it;
+    size_t i, k;
+    int err;
+
+    /* the ints: the ident each holds */
+    ITEMS_AT(pn, IT_FOUND, it->key);
+    if ((err = read_heads(u->p, pn, &pn->items[0].a, stride, pn->nitems, PYN_HEAD)))
+        return err;
+    for (i = 0; i < pn->nitems; i++) {
+        it = &pn->items[i];
+        if (it->state == IT_FOUND && long_value(u, pn->buf + i * PYN_HEAD) != it->ident)
+            it->state = IT_TORN;
+    }
+    /* the Thread objects, from 32 bytes before (the managed dict's pointers) */
+    ITEMS_AT(pn, IT_FOUND, it->value > 32 ? it->value - 32 : 0);
+    if ((err = read_heads(u->p, pn, &pn->items[0].a, stride, pn->nitems, PYN_HEAD + 32)))
+        return err;
+    for (i = 0; i < pn->nitems; i++) {
+        const unsigned char *h = pn->buf + i * (PYN_HEAD + 32);
+        it = &pn->items[i];
+        if (it->state != IT_FOUND)
+            continue;
+        it->type = get_u64(h, 32 + L->ob_type);
+        memcpy(it->pre, h, 16);                 /* -32, -24 */
+        memcpy(it->pre + 16, h + 32 + 16, 8);   /* +16: 3.9/3.10's usual dict */
+        it->dict = it->vbase = it->name = it->slot = 0;
+        it->idx = -1;
+    }
+    /* their types (thread_type() reads into pn->buf), where each keeps its attributes */
+    for (i = 0; i < pn->nitems; i++) {
+        pyn_type_t *ty;
+        uint64_t vals = 0, dict = 0;
+        it = &pn->items[i];
+        if (it->state != IT_FOUND)
+            continue;
+        if ((ty = thread_type(u, pn, it->type)) == NULL) {
+            it->state = IT_TORN;
+            continue;
+        }
+        switch (L->inst_dict) {
+        case PY_INST_DICTOFFSET:
+            if (ty->dictoffset == 16)
+                dict = get_u64(it->pre, 16);
+            else if (proc_read_u64(u->p, it->value + (uint64_t)ty->dictoffset, &dict))
+                dict = 0;
+            break;
+        case PY_INST_MANAGED:
+            vals = get_u64(it->pre, 0);
+            dict = get_u64(it->pre, 8);
+            break;
+        case PY_INST_TAGGED: {
+            uint64_t dv = get_u64(it->pre, 8);
+            if (dv & 1)
+                vals = dv + 1;      /* stored as the values' address - 1 */
+            else
+                dict = dv;
+            break;
+        }
+        case PY_INST_INLINE:
+            dict = get_u64(it->pre, 8);
+            if (dict == 0 && (ty->flags & (1u << 2)))
+                vals = it->value + ty->basicsize;
+            break;
+        }
+        it->dict = dict;
+        if (dict == 0 && vals != 0 && ty->name_idx >= 0) {
+            it->vbase = vals;
+            it->idx = ty->name_idx;
+        }
+    }
+    /* a dict of the type's shared keys: its values[] names it too */
+    ITEMS_AT(pn, IT_FOUND, it->dict);
+    if ((err = read_heads(u->p, pn, &pn->items[0].a, stride, pn->nitems, 48)))
+        return err;
+    for (i = 0; i < pn->nitems; i++) {
+        const unsigned char *h = pn->buf + i * 48;
+        pyn_type_t *ty = NULL;
+        size_t j;
+        it = &pn->items[i];
+        if (it->state != IT_FOUND || it->dict == 0)
+            continue;
+        for (j = 0; j < pn->ntypes; j++)
+            if (pn->types[j].addr == it->type)
+                ty = &pn->types[j];
+        if (ty != NULL && ty->name_idx >= 0 && get_u64(h, L->ob_type) == T->dict_type &&
+            get_u64(h, L->dict_keys) == ty->keys && get_u64(h, L->dict_values) != 0) {
+            it->vbase = get_u64(h, L->dict_values);
+            it->idx = ty->name_idx;
+            it->dict = 0;
+        }
+    }
+    /* the name str pointers: through the dict (the slow way), or values[idx] (3.13+:
+     * after the header, and 'valid'), in one vectored read */
+    for (i = 0; i < pn->nitems; i++) {
+        it = &pn->items[i];
+        if (it->state != IT_FOUND)
+            continue;
+        if (it->dict != 0) {
+            if ((it->name = name_in_dict(u, pn, it->dict, &it->slot)) == 0)
+                it->state = IT_TORN;
+        } else if (it->vbase == 0 || it->vbase % 8 != 0 || it->idx < 0 || it->idx >= PYN_SLOTS) {
+            it->state = IT_TORN;
+        }
+    }
+    if (buf_need(pn, pn->nitems * vlen) ||
+        remora_grow((void **)&pn->iov, &pn->cap_iov, pn->nitems, sizeof *pn->iov))
+        return REMORA_ENOMEM;
+    for (i = 0, k = 0; i < pn->nitems; i++) {
+        it = &pn->items[i];
+        if (it->state != IT_FOUND || it->dict != 0)
+            continue;
+        pn->iov[k].addr = it->vbase;
+        pn->iov[k].buf = pn->buf + i * vlen;
+        pn->iov[k].len = L->dv_values + 8 * (size_t)(it->idx + 1);
+        k++;
+    }
+    if ((err = readv_split(u->p, pn->iov, k)))
+        return err;
+    for (i = 0; i < pn->nitems; i++) {
+        const unsigned char *v = pn->buf + i * vlen;
+        it = &pn->items[i];
+        if (it->state != IT_FOUND || it->dict != 0)
+            continue;
+        if (L->dv_values >= 8 && v[3] == 0) {   /* values no longer valid: a dict now */
+            it->state = IT_TORN;
+            continue;
+        }
+        it->slot = it->vbase + L->dv_values + 8 * (size_t)it->idx;
+        it->name = get_u64(v, L->dv_values + 8 * (size_t)it->idx);
+        if (it->name == 0 || it->name % 8 != 0)
+            it->state = IT_TORN;
+    }
+    /* the names: each str's first bytes read between two readings of the slot it was
+     * read from, in one vectored read (the kernel reads the segments in order), with the
+     * int, the Thread's type and the values' 'valid' byte. Both readings of the slot
+     * must point to the str: it was the thread's name then, so what lay between is its
+     * text, unless the thread was renamed twice within one system call (the allocator
+     * gives a freed name's memory to the next name: a name read once, the slot checked
+     * once after, can catch the next-but-one name being built there). A slot that moved
+     * (the thread renamed meanwhile) is followed to the new str, at most PYN_NAME_ROUNDS
+     * times. */
+    {
+        /* per item: str head, slot before, slot after, int head, type, values' header */
+        enum { C_BEFORE = 0, C_AFTER = 8, C_INT = 16, C_TYPE = 16 + PYN_HEAD, C_VALID = 24 + PYN_HEAD,
+               C_LEN = 32 + PYN_HEAD };
+        const size_t clen = PYN_STR_HEAD + C_LEN;
+        char name[PYN_NAME_BYTES];
+        int round, pending = 1;
+
+        if (buf_need(pn, pn->nitems * clen) ||
+            remora_grow((void **)&pn->iov, &pn->cap_iov, 6 * pn->nitems, sizeof *pn->iov))
+            return REMORA_ENOMEM;
+        for (round = 0; round < PYN_NAME_ROUNDS && pending; round++) {
+            pending = 0;
+            for (i = 0, k = 0; i < pn->nitems; i++) {
+                unsigned char *b = pn->buf + i * clen, *c = b + PYN_STR_HEAD;
+                it = &pn->items[i];
+                if (it->state != IT_FOUND)
+                    continue;
+                memset(b, 0, clen);
+                pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = c + C_BEFORE, .len = 8 };
+                pn->iov[k++] = (proc_iov_t){ .addr = it->name, .buf = b, .len = PYN_STR_HEAD };
+                pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = c + C_AFTER, .len = 8 };
+                pn->iov[k++] = (proc_iov_t){ .addr = it->key, .buf = c + C_INT, .len = PYN_HEAD };
+                pn->iov[k++] = (proc_iov_t){ .addr = it->value + L->ob_type, .buf = c + C_TYPE, .len = 8 };
+                if (it->vbase != 0 && it->dict == 0 && L->dv_values >= 8)
+                    pn->iov[k++] = (proc_iov_t){ .addr = it->vbase, .buf = c + C_VALID, .len = 8 };
+                else
+                    c[C_VALID + 3] = 1;
+            }
+            if ((err = readv_split(u->p, pn->iov, k)))
+                return err;
+            for (i = 0; i < pn->nitems; i++) {
+                const unsigned char *b = pn->buf + i * clen, *c = b + PYN_STR_HEAD;
+                uint64_t before, after, now;
+                size_t len;
+                it = &pn->items[i];
+                if (it->state != IT_FOUND)
+                    continue;
+                if (long_value(u, c + C_INT) != it->ident || get_u64(c, C_TYPE) != it->type ||
+                    c[C_VALID + 3] == 0) {
+                    it->state = IT_TORN;    /* not the entry read: the scan again */
+                    continue;
+                }
+                before = get_u64(c, C_BEFORE);
+                after = get_u64(c, C_AFTER);
+                if (before == it->name && after == it->name && get_u64(b, L->ob_type) == T->str_type &&
+                    str_whole(L, b, PYN_STR_HEAD) &&
+                    (pystr_from_head(NULL, L, it->name, b, PYN_STR_HEAD, name, sizeof name,
+                                     &len) == REMORA_OK ||
+                     /* longer than its head: the rest read, then the slot again */
+                     (pystr_from_head(u->p, L, it->name, b, PYN_STR_HEAD, name, sizeof name,
+                                      &len) == REMORA_OK &&
+                      proc_read_u64(u->p, it->slot, &now) == REMORA_OK && now == it->name))) {
+                    if ((err = tab_add(t, it->ident, it->value, name, len)) != REMORA_OK)
+                        return err;
+                    it->state = IT_NAMED;
+                } else if (after != 0 && after % 8 == 0 && (after != it->name || before != it->name)) {
+                    it->name = after;       /* renamed: the new str */
+                    pending = 1;
+                } else {
+                    it->state = IT_TORN;
+                }
+            }
+        }
+        for (i = 0; i < pn->nitems; i++)
+            if (pn->items[i].state == IT_FOUND)
+                pn->items[i].state = IT_TORN;
+    }
+    return REMORA_OK;
+}
+
+/* Reads the registry into the table not current, then makes it current. 0, or a code:
+ * the current table is then empty. */
+static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
+{
+    const py_layout_t *L = &u->target->layout;
+    const py_target_t *T = u->target;
+    pyn_table_t *t = &pn->t[!pn->cur], *old = &pn->t[pn->cur];
+    uint64_t active = 0;
+    size_t i;
+    int err = REMORA_OK, tries, left = 0;
+
+    t->n = 0;
+    t->used = 0;
+    pn->ntypes = 0;
+    pn->st.unscanned = 0;
+    for (i = 0; i < pn->nitems; i++)
+        pn->items[i].state = IT_WANTED;
+    if (L->dk_layout == 0 || T->str_type == 0 || T->dict_type == 0 || T->long_type == 0 ||
+        T->module_type == 0 || interp == 0)
+        err = REMORA_EVERSION;
+    else
+        err = find_active(u, pn, interp, &active);
+    for (tries = 0; err == REMORA_OK && tries < PYN_TRIES; tries++) {
+        int moved = 0;
+        pn->st.scans++;
+        for (i = 0; i < pn->nitems; i++)
+            if (pn->items[i].state == IT_FOUND || pn->items[i].state == IT_TORN)
+                pn->items[i].state = IT_WANTED;
+        err = scan_active(u, pn, active, t->n > 0, &moved);
+        if (err == REMORA_OK)
+            err = follow(u, pn, t);
+        else if (err != REMORA_ENOPROC && err != REMORA_ENOMEM)
+            err = REMORA_OK, moved = 1;     /* a table read as it was replaced: again */
+        if (err)
+            break;
+        left = 0;
+        for (i = 0; i < pn->nitems; i++) {
+            pyn_item_t *it = &pn->items[i];
+            if (it->state == IT_WANTED && !moved)
+                it->state = IT_DONE;        /* not in the registry */
+            left += it->state == IT_WANTED || it->state == IT_TORN;
+        }
+        if (left == 0)
+            break;
+    }
+    if (err == REMORA_OK && left > 0) {
+        /* read as the registry moved every time: the last reading's name, if it was read
+         * from the same Thread */
+        pn->st.torn += (uint64_t)left;
+        for (i = 0; i < pn->nitems; i++) {
+            pyn_item_t *it = &pn->items[i];
+            const char *name;
+            if ((it->state == IT_TORN || it->state == IT_WANTED) && it->value != 0 &&
+                (name = tab_find(old, it->ident, it->value)) != NULL &&
+                (err = tab_add(t, it->ident, it->value, name, strlen(name))) != REMORA_OK)
+                break;
+        }
+    }
+    if (err) {
+        t->n = 0;
+        pn->cur = !pn->cur;
+        return err;
+    }
+    if (t->n > 1)
+        qsort(t->tab, t->n, sizeof *t->tab, cmp_name);
+    pn->cur = !pn->cur;
+    return REMORA_OK;
+}
+
+/* Makes pn->items the idents asked for (nonzero, once each), sorted by their hash.
+ * 0 or REMORA_ENOMEM. */
+static int items_set(pynames_t *pn, const uint64_t *idents, size_t n)
+{
+    size_t i, k = 0;
+
+    if (remora_grow((void **)&pn->items, &pn->cap_items, n, sizeof *pn->items))
+        return REMORA_ENOMEM;
+    for (i = 0; i < n; i++) {
+        if (idents[i] == 0)
+            continue;
+        memset(&pn->items[k], 0, sizeof pn->items[k]);
+        pn->items[k].ident = idents[i];
+        pn->items[k].hash = idents[i] % PYN_M61;
+        k++;
+    }
+    if (k > 1)
+        qsort(pn->items, k, sizeof *pn->items, cmp_item);
+    for (i = 0, pn->nitems = 0; i < k; i++)
+        if (pn->nitems == 0 || pn->items[pn->nitems - 1].hash != pn->items[i].hash)
+            pn->items[pn->nitems++] = pn->items[i];
+    return REMORA_OK;
+}
+
+const char *pyn_lookup(const pynames_t *pn, uint64_t ident)
+{
+    return tab_find(&pn->t[pn->cur], ident, 0);
+}
+
 static int seen_has(const pynames_t *pn, uint64_t ident)
 {
-    return bsearch(&ident, pn->seen, pn->nseen, sizeof *pn->seen, cmp_u64) != NULL;
+    return pn->nseen != 0 && bsearch(&ident, pn->seen, pn->nseen, sizeof *pn->seen, cmp_u64) != NULL;
 }
 
 int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *idents, size_t n,
@@ -567,6 +978,7 @@ int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *id
 {
     int64_t now = now_ns();
     int fresh = force || !pn->done || now - pn->last_ns >= PYN_REFRESH_NS;
+    uint64_t reads0;
     size_t i;
     int err;
 
@@ -587,22 +999,31 @@ int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *id
         return REMORA_OK;
     pn->done = 1;
     pn->last_ns = now;
-    pn->readings++;
-    err = pyn_read(u, pn, interp);
+    pn->st.readings++;
+    reads0 = proc_stats(u->p)->reads;
+    err = items_set(pn, idents, n);
+    if (err == REMORA_OK)
+        err = pyn_read(u, pn, interp);
+    if (err != REMORA_OK && err != REMORA_ENOPROC && err != REMORA_ENOMEM && err != REMORA_EVERSION)
+        err = pyn_read(u, pn, interp);      /* once more: read as it changed, maybe */
+    pn->st.reads += proc_stats(u->p)->reads - reads0;
+    pn->st.ns += (uint64_t)(now_ns() - now);
     if (err) {
-        pn->n = 0;                  /* nothing known: the kernel's names */
+        pn->t[pn->cur].n = 0;       /* nothing known: the kernel's names */
         if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
             return err;
     }
     if (remora_grow((void **)&pn->seen, &pn->cap_seen, n, sizeof *pn->seen))
         return REMORA_ENOMEM;
-    memcpy(pn->seen, idents, n * sizeof *idents);
+    if (n > 0) {
+        memcpy(pn->seen, idents, n * sizeof *idents);
+        qsort(pn->seen, n, sizeof *pn->seen, cmp_u64);
+    }
     pn->nseen = n;
-    qsort(pn->seen, pn->nseen, sizeof *pn->seen, cmp_u64);
     return REMORA_OK;
 }
 
-uint64_t pyn_readings(const pynames_t *pn)
+void pyn_get_stats(const pynames_t *pn, pyn_stats_t *out)
 {
-    return pn->readings;
+    *out = pn->st;
 }

@@ -53,6 +53,16 @@ void unw_set_tries(unwinder_t *u, unsigned tries)
 void unw_get_stats(const unwinder_t *u, unw_stats_t *out)
 {
     *out = u->stats;
+    if (u->pynames != NULL) {
+        pyn_stats_t ps;
+        pyn_get_stats(u->pynames, &ps);
+        out->name_readings = ps.readings;
+        out->name_reads = ps.reads;
+        out->name_scans = ps.scans;
+        out->name_torn = ps.torn;
+        out->name_unscanned = ps.unscanned;
+        out->name_ns = ps.ns;
+    }
 }
 
 void unw_free(unwinder_t *u)

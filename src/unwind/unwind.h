@@ -123,6 +123,12 @@ typedef struct unw_stats {
     uint64_t thread_samples;    /* threads read by unw_sample(), in all */
     uint64_t parked;            /* ... served from a parked thread's saved walk */
     uint64_t partial;           /* ... whose innermost frames moved (unw_thread_t.partial) */
+    uint64_t name_readings;     /* readings of the thread-name registry (never per sample) */
+    uint64_t name_reads;        /* ... the system calls they made */
+    uint64_t name_scans;        /* ... scans of threading._active (> readings: it moved) */
+    uint64_t name_torn;         /* threads it moved under every time (their last name kept) */
+    uint64_t name_unscanned;    /* _active entries past the bound at the last reading */
+    uint64_t name_ns;           /* ... the time the readings took, in all */
 } unw_stats_t;
 
 void unw_get_stats(const unwinder_t *u, unw_stats_t *out);

@@ -14,9 +14,12 @@
 import collections
 import json
 import os
+import re
 import shutil
+import time
 
-from harness import (INTERPRETERS, TARGETS, Fail, Target, interp_missing, record, tail, workdir)
+from harness import (INTERPRETERS, TARGETS, Fail, Target, interp_missing, record, summary, tail,
+                     workdir)
 from formats import (dump_json_stacks, dump_text_stacks, firefox_stacks, load_json,
                      parse_collapsed, parse_dump, read_pprof, pprof_stacks)
 
@@ -148,9 +151,136 @@ def test_record(remora, interp):
         shutil.rmtree(d, ignore_errors=True)
 
 
+REGISTRY = os.path.join(TARGETS, "thread_registry.py")
+BIG = 10000                 # dummy entries in threading._active
+CHURN_DUMPS = 20
+CHURN_RECORD = "1.5"        # seconds: three periodic readings of the registry at least
+NAMES_LINE = re.compile(r"^names: readings=(\d+) reads=(\d+) scans=(\d+) torn=(\d+) "
+                        r"unscanned=(\d+) us=(\d+)$", re.M)
+# Reads one registry reading may make with BIG dummies and a handful of threads: the scan
+# (16 chunks at most), sys.modules and threading's dict, a few vectored reads per step,
+# four scans if it moved. A reading that followed every entry would make ~BIG.
+MAX_READS_PER_READING = 400
+
+
+def allowed(ready):
+    """{tid: set of names} the target gave each real thread."""
+    return {int(k): set(v) for k, v in ready["names"].items()}
+
+
+def check_allowed(what, got, names):
+    """got {tid: name or set of names}: every real thread there, each under names it had,
+    and no other thread."""
+    bad = []
+    for tid, ok in sorted(names.items()):
+        g = got.get(tid)
+        gs = g if isinstance(g, set) else {g}
+        if g is None or not gs <= ok:
+            bad.append("thread %d: %r, want one of %r" % (tid, g if not isinstance(g, set) else
+                                                          sorted(g), sorted(ok)[:4]))
+    extra = sorted(set(got) - set(names))
+    if extra:
+        bad.append("threads %r not in the target" % extra)
+    if bad:
+        raise Fail("%s: %s" % (what, "; ".join(bad)))
+
+
+def dump_json_names(remora, pid):
+    """{tid: name} of `dump --json -p PID`, and the seconds it took."""
+    t0 = time.monotonic()
+    rc, out, err = remora.run(["dump", "--json", "-p", str(pid)])
+    took = time.monotonic() - t0
+    if rc != 0:
+        raise Fail("dump --json exited %d: %s" % (rc, tail(err)))
+    names, _ = dump_json_stacks(parse_dump(out))
+    return names, took
+
+
+def record_names(remora, pid, d, secs="0.5"):
+    """{tid: set of names} of `record --idle -d SECS --stats -o x.collapsed -p PID`, with
+    its summary and the numbers of its names: line."""
+    out = os.path.join(d, "x.collapsed")
+    _, err = record(remora, ["-p", pid, "--idle", "-d", secs, "--stats", "-o", out])
+    s = summary(err)
+    m = NAMES_LINE.search(err)
+    if m is None:
+        raise Fail("no `names: readings=...` line with --stats: %s" % tail(err))
+    return names_of((st.tid, st.name) for st in parse_collapsed(out)), s, [int(x) for x in m.groups()]
+
+
+def test_big_registry(remora, interp):
+    """BIG dummy entries ahead of the real threads in threading._active: every real
+    thread named as the target names it, by dump --json and by record; the cost of one
+    dump and of one registry reading against the same target with an empty registry
+    (measured, not asserted)."""
+    d = workdir()
+    try:
+        times, cost = {}, {}
+        for n in (0, BIG):
+            with Target(interp, REGISTRY, "ready.json", ["hold", n]) as t:
+                ready = t.wait_ready()
+                want = want_of(ready)
+                got, took = dump_json_names(remora, t.pid)
+                compare("dump --json, %d dummies" % n, got, want)
+                times[n] = [took] + [dump_json_names(remora, t.pid)[1] for _ in range(4)]
+                rec, s, (readings, reads, scans, torn, unscanned, us) = record_names(remora, t.pid, d)
+                compare("record, %d dummies" % n,
+                        {k: (v.pop() if len(v) == 1 else v) for k, v in rec.items() if k in want},
+                        want)
+                if s.errors:
+                    raise Fail("record, %d dummies: %s" % (n, s))
+                if readings == 0 or reads > MAX_READS_PER_READING * readings or unscanned:
+                    raise Fail("record: %d registry readings made %d reads (%d unscanned)"
+                               % (readings, reads, unscanned))
+                # never per sample: the first reading, one every 0.5 s, and the three
+                # re-readings a thread not named yet may cause
+                if readings > 1 + 1 + 3 or s.samples < 10 * readings:
+                    raise Fail("record: %d registry readings for %d samples in 0.5 s"
+                               % (readings, s.samples))
+                cost[n] = (reads / readings, us / readings, readings, s.samples)
+        med = {n: sorted(v)[len(v) // 2] for n, v in times.items()}
+        return ("%d threads named among %d dummies; dump %.1f ms vs %.1f ms with none (median "
+                "of 5); a reading %.0f reads %.0f us vs %.0f reads %.0f us; record: %d samples, "
+                "%d readings" % (len(want), BIG, med[BIG] * 1e3, med[0] * 1e3, cost[BIG][0],
+                                 cost[BIG][1], cost[0][0], cost[0][1], cost[BIG][3], cost[BIG][2]))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def want_of(ready):
+    """{tid: name} of the target's real threads (threading.enumerate() with a native_id)."""
+    return {t["native_id"]: t["name"] for t in ready["threads"]}
+
+
+def test_churn(remora, interp):
+    """threading._active changing all the time (entries added and removed, the table
+    rebuilt, dummies freed, a real thread renamed): every name dump and record show is
+    one the target gave that thread."""
+    d = workdir()
+    try:
+        with Target(interp, REGISTRY, "ready.json", ["churn", 0]) as t:
+            ready = t.wait_ready()
+            names = allowed(ready)
+            for i in range(CHURN_DUMPS):
+                got, _ = dump_json_names(remora, t.pid)
+                check_allowed("dump --json %d of %d" % (i + 1, CHURN_DUMPS), got, names)
+            rec, s, (readings, reads, scans, torn, unscanned, us) = record_names(remora, t.pid, d,
+                                                                            CHURN_RECORD)
+            check_allowed("record", {k: v for k, v in rec.items() if k in names}, names)
+            # (errors, if any, are the churner's stack moving as it was read: not names')
+            return "%d dumps, each thread named as the target did; record: %d readings, %d scans, " \
+                   "%d threads torn, %d sampling errors" % (CHURN_DUMPS, readings, scans, torn, s.errors)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     return [("names/dump/%s" % i[0], lambda i=i: test_dump(remora, i), interp_missing(i))
             for i in INTERPRETERS] + [
         ("names/record/%s" % i[0], lambda i=i: test_record(remora, i), interp_missing(i))
+        for i in INTERPRETERS] + [
+        ("names/big-registry/%s" % i[0], lambda i=i: test_big_registry(remora, i), interp_missing(i))
+        for i in INTERPRETERS] + [
+        ("names/churn/%s" % i[0], lambda i=i: test_churn(remora, i), interp_missing(i))
         for i in INTERPRETERS]

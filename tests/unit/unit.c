@@ -1,5 +1,6 @@
 /* tests/unit/unit.c — unit tests of remora's pure parts: line tables, /proc parsers,
- * ELF reader, interned strings, JSON escaping. Ends with "unit: N passed, N failed". */
+ * ELF reader, interned strings, JSON escaping, frame walks, and the reading of thread
+ * names over synthetic memory (a snapshot source). Ends with "unit: N passed, N failed". */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -813,6 +814,336 @@ static void test_fn_rows(void)
     stk_free(t);
 }
 
+/* ---- thread names (unwind/pynames.c) over synthetic memory: a snapshot holding a
+ * sys.modules, a threading module, its _active dict and Thread objects laid out as a
+ * 3.9-like target (sized dict keys, a Thread's dict at +16) with offsets of our own ---- */
+
+enum { PN_BASE = 0x100000, PN_SIZE = 4 << 20 };
+static unsigned char *pn_mem;           /* the target's memory from PN_BASE */
+static uint64_t pn_top;                 /* bump allocator */
+
+static void pn_put(uint64_t addr, uint64_t v)
+{
+    memcpy(pn_mem + (addr - PN_BASE), &v, 8);
+}
+
+static uint64_t pn_alloc(size_t len)
+{
+    uint64_t a = pn_top;
+    pn_top += (len + 15) & ~(size_t)15;
+    if (pn_top > PN_BASE + PN_SIZE) {
+        fprintf(stderr, "unit: the synthetic target's memory is too small\n");
+        exit(1);
+    }
+    return a;
+}
+
+/* the layout and types of the synthetic target */
+enum { PN_STR_T = 0x1010, PN_DICT_T = 0x1020, PN_LONG_T = 0x1030, PN_MOD_T = 0x1040,
+       PN_TP_FLAGS = 168, PN_TP_BASIC = 32, PN_TP_DICTOFF = 288, PN_HT_KEYS = 864 };
+
+static uint64_t pn_str(const char *text)
+{
+    size_t n = strlen(text);
+    uint64_t a = pn_alloc(48 + n + 1);
+    pn_put(a, 1);
+    pn_put(a + 8, PN_STR_T);
+    pn_put(a + 16, n);
+    pn_put(a + 32, (1u << 2) | (1u << 5) | (1u << 6));     /* kind 1, compact, ascii */
+    memcpy(pn_mem + (a + 48 - PN_BASE), text, n + 1);
+    return a;
+}
+
+static uint64_t pn_int(uint64_t v)
+{
+    uint64_t a = pn_alloc(40);
+    int nd = 0;
+    pn_put(a, 1);
+    pn_put(a + 8, PN_LONG_T);
+    while (v != 0) {
+        uint32_t d = (uint32_t)(v & ((1u << 30) - 1));
+        memcpy(pn_mem + (a + 24 + 4 * (uint64_t)nd - PN_BASE), &d, 4);
+        v >>= 30;
+        nd++;
+    }
+    pn_put(a + 16, (uint64_t)nd);
+    return a;
+}
+
+/* A dict of n entries (hash, key, value), its table of 'size' entries (room for 2/3 of
+ * them, n at most), saying it holds 'nentries' (normally n). */
+static uint64_t pn_dict(const uint64_t (*e)[3], size_t n, uint64_t size, uint64_t nentries)
+{
+    uint64_t width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4, room = (size << 1) / 3;
+    uint64_t keys = pn_alloc(40 + size * width + (room > n ? room : n) * 24), d = pn_alloc(48),
+             ents = keys + 40 + size * width;
+    size_t i;
+    pn_put(keys, 1);
+    pn_put(keys + 8, size);
+    pn_put(keys + 32, nentries);
+    for (i = 0; i < n; i++) {
+        pn_put(ents + 24 * i, e[i][0]);
+        pn_put(ents + 24 * i + 8, e[i][1]);
+        pn_put(ents + 24 * i + 16, e[i][2]);
+    }
+    pn_put(d, 1);
+    pn_put(d + 8, PN_DICT_T);
+    pn_put(d + 32, keys);
+    pn_put(d + 40, 0);
+    return d;
+}
+
+static uint64_t pn_thread_type;
+
+/* A Thread whose attribute dict holds "_name": name (any object). */
+static uint64_t pn_thread(uint64_t name)
+{
+    uint64_t t = pn_alloc(32), kv[2][3] = { { 11, pn_str("_name"), name }, { 12, pn_str("_ident"), 0 } };
+    kv[1][2] = pn_int(5);
+    pn_put(t, 1);
+    pn_put(t + 8, pn_thread_type);
+    pn_put(t + 16, pn_dict(kv, 2, 8, 2));
+    return t;
+}
+
+/* The snapshot of pn_mem[0..pn_top - PN_BASE) (one MEM record): a source to read. */
+static proc_t *pn_source(void)
+{
+    size_t len = pn_top - PN_BASE, tot = 16 + 16 + 8 + 16 + 8 + ((len + 7) & ~(size_t)7);
+    unsigned char *b = calloc(1, tot);
+    uint64_t v;
+    uint32_t w;
+    proc_t *p = NULL;
+    memcpy(b, "RMRSNAP", 8);
+    w = 1, memcpy(b + 8, &w, 4);
+    w = 1, memcpy(b + 16, &w, 4);             /* META */
+    v = 8, memcpy(b + 24, &v, 8);
+    w = 4242, memcpy(b + 32, &w, 4);
+    w = 5, memcpy(b + 40, &w, 4);             /* MEM */
+    v = 8 + len, memcpy(b + 48, &v, 8);
+    v = PN_BASE, memcpy(b + 56, &v, 8);
+    memcpy(b + 64, pn_mem, len);
+    if (proc_open_snapshot_mem(b, tot, &p) != 0)
+        p = NULL;
+    free(b);
+    return p;
+}
+
+/* The registry: _active's entries given; the rest (sys.modules, threading, types) built
+ * here. Returns the interpreter state's address. */
+static uint64_t pn_active;             /* the last registry's _active dict */
+
+static uint64_t pn_registry(const uint64_t (*active)[3], size_t n, uint64_t size, uint64_t nentries)
+{
+    uint64_t act = pn_dict(active, n, size, nentries), md, mod, mods, interp;
+    pn_active = act;
+    uint64_t mkv[1][3], tkv[1][3];
+    tkv[0][0] = 21, tkv[0][1] = pn_str("_active"), tkv[0][2] = act;
+    md = pn_dict(tkv, 1, 8, 1);
+    mod = pn_alloc(32);
+    pn_put(mod, 1);
+    pn_put(mod + 8, PN_MOD_T);
+    pn_put(mod + 16, md);
+    mkv[0][0] = 22, mkv[0][1] = pn_str("threading"), mkv[0][2] = mod;
+    mods = pn_dict(mkv, 1, 8, 1);
+    interp = pn_alloc(64);
+    pn_put(interp + 40, mods);
+    return interp;
+}
+
+static void pn_begin(void)
+{
+    memset(pn_mem, 0, PN_SIZE);
+    pn_top = PN_BASE + 4096;
+    /* a heap type (flags bit 9) with a dict at +16 and no shared keys */
+    pn_thread_type = pn_alloc(1024);
+    pn_put(pn_thread_type + 8, 0x1050);
+    pn_put(pn_thread_type + PN_TP_FLAGS, 1u << 9);
+    pn_put(pn_thread_type + PN_TP_BASIC, 32);
+    pn_put(pn_thread_type + PN_TP_DICTOFF, 16);
+    pn_put(pn_thread_type + PN_HT_KEYS, 0);
+}
+
+/* Reads the names of idents[0..n) from the registry at 'interp'; pyn_update's code. */
+static int pn_read(uint64_t interp, const uint64_t *idents, size_t n, pynames_t **pn, proc_t **p,
+                   unwinder_t *u, py_target_t *T)
+{
+    py_layout_t *L = &T->layout;
+    memset(T, 0, sizeof *T);
+    memset(u, 0, sizeof *u);
+    T->str_type = PN_STR_T, T->dict_type = PN_DICT_T, T->long_type = PN_LONG_T, T->module_type = PN_MOD_T;
+    L->ob_type = 8;
+    L->u_length = 16, L->u_state = 32, L->u_ascii_size = 48, L->u_compact_size = 72;
+    L->dk_layout = PY_DK_SIZED;
+    L->dict_keys = 32, L->dict_values = 40, L->dk_nentries = 32, L->dk_indices = 40, L->dv_values = 0;
+    L->tp_flags = PN_TP_FLAGS, L->tp_basicsize = PN_TP_BASIC, L->tp_dictoffset = PN_TP_DICTOFF;
+    L->ht_cached_keys = PN_HT_KEYS;
+    L->inst_dict = PY_INST_DICTOFFSET;
+    L->long_tagged = 0, L->long_digits = 24;
+    L->md_dict = 16;
+    L->is_modules = 40;
+    *p = pn_source();
+    *pn = pyn_new();
+    if (*p == NULL || *pn == NULL)
+        return -1;
+    u->p = *p;
+    u->target = T;
+    return pyn_update(u, *pn, interp, idents, n, 1);
+}
+
+static void pn_end(pynames_t *pn, proc_t *p)
+{
+    pyn_free(pn);
+    proc_free(p);
+}
+
+static void test_pynames(void)
+{
+    const uint64_t A = 0x7f0000001000, B = 0x7f0000002000, C = 0x7f0000003000, D = 0x7f0000004000,
+                   E = 0x7f0000005000, F = 0x7f0000006000, G = 0x7f0000007000, H = 0x7f0000008000;
+    uint64_t reg[10][3], interp, idents[8] = { A, B, D, E, F, C, G, H }, s1, s2;
+    py_target_t T;
+    unwinder_t u;
+    pynames_t *pn;
+    proc_t *p;
+    pyn_stats_t st;
+    int err;
+
+    pn_mem = calloc(1, PN_SIZE);
+    if (pn_mem == NULL) {
+        CHECK(0, "no memory");
+        return;
+    }
+    /* a few entries (a deleted one among them), a key that is not an int, a name that
+     * is not a str, a Thread that is not one (its type not a heap type) */
+    pn_begin();
+    reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
+    reg[1][0] = 7, reg[1][1] = 0, reg[1][2] = 0;                          /* deleted */
+    reg[2][0] = B, reg[2][1] = pn_int(B), reg[2][2] = pn_thread(pn_str("beta"));
+    reg[3][0] = E, reg[3][1] = pn_str("not an int"), reg[3][2] = pn_thread(pn_str("eps"));
+    reg[4][0] = F, reg[4][1] = pn_int(F), reg[4][2] = pn_thread(pn_int(99));
+    reg[5][0] = C, reg[5][1] = pn_int(C), reg[5][2] = pn_int(3);        /* no Thread */
+    reg[6][0] = 9, reg[6][1] = pn_int(9), reg[6][2] = pn_thread(pn_str("dummy"));
+    /* names as a str being built can look: no zero after its code points; a byte of
+     * 0x80 or more in an ASCII one */
+    s1 = pn_str("gammaX"), pn_put(s1 + 16, 5);
+    s2 = pn_str("et\xe1"), pn_put(s2 + 16, 3);
+    reg[7][0] = G, reg[7][1] = pn_int(G), reg[7][2] = pn_thread(s1);
+    reg[8][0] = H, reg[8][1] = pn_int(H), reg[8][2] = pn_thread(s2);
+    interp = pn_registry(reg, 9, 16, 9);
+    err = pn_read(interp, idents, 8, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL, "read: %d", err);
+    if (err == 0) {
+        const char *a = pyn_lookup(pn, A), *b = pyn_lookup(pn, B);
+        CHECK(a != NULL && strcmp(a, "alpha") == 0, "A named %s", a ? a : "(none)");
+        CHECK(b != NULL && strcmp(b, "beta") == 0, "B named %s", b ? b : "(none)");
+        CHECK(pyn_lookup(pn, D) == NULL, "D (not in the registry) named");
+        CHECK(pyn_lookup(pn, E) == NULL, "E (a str key) named %s", pyn_lookup(pn, E));
+        CHECK(pyn_lookup(pn, F) == NULL, "F (an int name) named %s", pyn_lookup(pn, F));
+        CHECK(pyn_lookup(pn, C) == NULL, "C (an int, not a Thread) named %s", pyn_lookup(pn, C));
+        CHECK(pyn_lookup(pn, 9) == NULL, "an ident not asked for named");
+        CHECK(pyn_lookup(pn, G) == NULL, "G (no terminating zero) named %s", pyn_lookup(pn, G));
+        CHECK(pyn_lookup(pn, H) == NULL, "H (ASCII with a high byte) named %s", pyn_lookup(pn, H));
+        pyn_get_stats(pn, &st);
+        CHECK(st.readings == 1 && st.unscanned == 0 && st.scans <= 4, "stats: %llu readings, %llu scans",
+              (unsigned long long)st.readings, (unsigned long long)st.scans);
+    }
+    pn_end(pn, p);
+
+    /* a reading whose chains fail where the last reading's held: a thread read through
+     * the same Thread object keeps its last name (counted torn), one whose Thread object
+     * is another gets none */
+    pn_begin();
+    reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
+    reg[1][0] = B, reg[1][1] = pn_int(B), reg[1][2] = pn_thread(pn_str("beta"));
+    interp = pn_registry(reg, 2, 8, 2);
+    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) != NULL && pyn_lookup(pn, B) != NULL,
+          "before: err %d", err);
+    if (err == 0 && pn != NULL) {
+        proc_t *p2;
+        uint64_t keys, ents;
+        memcpy(&keys, pn_mem + (pn_active + 32 - PN_BASE), 8);
+        ents = keys + 40 + 8;
+        pn_put(ents + 8, pn_str("A's int gone"));       /* A: its key no longer its int */
+        pn_put(ents + 24 + 16, pn_thread(pn_int(7)));   /* B: another Thread, no str name */
+        p2 = pn_source();
+        u.p = p2;
+        err = p2 != NULL ? pyn_update(&u, pn, interp, idents, 2, 1) : -1;
+        pyn_get_stats(pn, &st);
+        CHECK(err == 0 && pyn_lookup(pn, A) != NULL && strcmp(pyn_lookup(pn, A), "alpha") == 0 &&
+              pyn_lookup(pn, B) == NULL && st.torn == 2 && st.scans == 1 + 4,
+              "after: err %d, A %s, B %s, torn %llu, scans %llu", err,
+              pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)", pyn_lookup(pn, B) ? pyn_lookup(pn, B) : "(none)",
+              (unsigned long long)st.torn, (unsigned long long)st.scans);
+        proc_free(p2);
+    }
+    pn_end(pn, p);
+
+    /* a table as 3.9 and 3.10 build it: the dict points to it, its entries copied, its
+     * dk_nentries still 0: read all the same */
+    pn_begin();
+    reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
+    interp = pn_registry(reg, 1, 8, 0);
+    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) != NULL && strcmp(pyn_lookup(pn, A), "alpha") == 0,
+          "dk_nentries 0: err %d, A %s", err, pn && pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)");
+    pn_end(pn, p);
+
+    /* nentries lies: more than its table holds; then within the table, past the memory */
+    pn_begin();
+    reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
+    interp = pn_registry(reg, 1, 8, 9);
+    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) == NULL, "nentries > size: err %d, A %s", err,
+          pn && pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)");
+    pn_end(pn, p);
+    pn_begin();
+    reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
+    interp = pn_registry(reg, 1, 8, 1);
+    {
+        uint64_t keys;
+        memcpy(&keys, pn_mem + (pn_active + 32 - PN_BASE), 8);
+        pn_put(keys + 8, 1u << 26);         /* a table of 2^26, its entries far away */
+        pn_put(keys + 32, 1u << 26);
+    }
+    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) == NULL, "nentries past the memory: err %d", err);
+    if (pn != NULL) {
+        pyn_get_stats(pn, &st);
+        CHECK(st.scans == 4 && st.reads < 100, "past the memory: %llu scans, %llu reads",
+              (unsigned long long)st.scans, (unsigned long long)st.reads);
+    }
+    pn_end(pn, p);
+
+    /* the bound: 70,000 entries, A at entry 100, B at entry 69,000 (past 65,536: the
+     * kernel's name, counted) */
+    pn_begin();
+    {
+        enum { N = 70000 };
+        static uint64_t big[N][3];
+        uint64_t dummy = pn_thread(pn_str("dummy")), one = pn_int(1);
+        size_t i;
+        for (i = 0; i < N; i++)
+            big[i][0] = 2 * i + 1, big[i][1] = one, big[i][2] = dummy;
+        big[100][0] = A, big[100][1] = pn_int(A), big[100][2] = pn_thread(pn_str("alpha"));
+        big[69000][0] = B, big[69000][1] = pn_int(B), big[69000][2] = pn_thread(pn_str("beta"));
+        interp = pn_registry((const uint64_t (*)[3])big, N, 1u << 17, N);
+        err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
+        CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) != NULL && strcmp(pyn_lookup(pn, A), "alpha") == 0,
+              "70,000 entries: err %d, A %s", err, pn && pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)");
+        if (err == 0 && pn != NULL) {
+            pyn_get_stats(pn, &st);
+            CHECK(pyn_lookup(pn, B) == NULL && st.unscanned == N - PYN_MAX_ENTRIES && st.scans == 1 &&
+                  st.reads < 40, "past the bound: B %s, %llu unscanned, %llu scans, %llu reads",
+                  pyn_lookup(pn, B) ? pyn_lookup(pn, B) : "(none)", (unsigned long long)st.unscanned,
+                  (unsigned long long)st.scans, (unsigned long long)st.reads);
+        }
+        pn_end(pn, p);
+    }
+    free(pn_mem);
+}
+
 int main(void)
 {
     test_linetables();
@@ -828,6 +1159,7 @@ int main(void)
     test_anchor_walk();
     test_objects_walk();
     test_lived_walk();
+    test_pynames();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
