@@ -11,7 +11,7 @@ CFLAGS  ?= -O2 -g $(LTO)
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-missing-field-initializers $(if $(WERROR),-Werror)
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
-LDLIBS  += -lz
+LDLIBS  += -lz -ldw -lelf
 
 SRC := $(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c src/sample/*.c src/formats/*.c)
 CLI := $(wildcard src/cli/*.c)

@@ -138,8 +138,22 @@ struct unwinder {
     unsigned want;              /* UNW_WANT_* */
     unsigned tries;             /* unw_set_tries() */
     struct reader *reader;      /* the per-sample reader's state (sample.c) */
+    struct unw_native *native;  /* --native (native.c), or NULL */
     unw_stats_t stats;
 };
+
+/* ---- --native (native.c) ---------------------------------------------------- */
+
+typedef struct unw_native unw_native_t;
+
+/* Reports the target's ELF files to libdwfl. Returns 0 or as unw_native_enable(). Names
+ * are interned in 'names'. */
+int native_new(proc_t *p, strtab_t *names, unw_native_t **out);
+void native_free(unw_native_t *n);
+/* Each of th[0..nth): its C stack unwound and merged with its frames, which then point
+ * into n's buffer (valid until the next call). Out of memory: left as they were. */
+void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, size_t nth);
+void native_get_stats(const unw_native_t *n, unw_native_stats_t *out);
 
 /* 3.11: a function object and the code object it ran when last read (walk.c). */
 typedef struct unw_func {
@@ -268,6 +282,8 @@ typedef struct fast_thread {
 typedef struct rd_raw {
     uint64_t code, instr;
     int entry;                      /* 3.11: the first frame of an eval loop */
+    int eval_entry;                 /* unw_frame_t.entry */
+    uint64_t below;                 /* unw_frame_t.below */
 } rd_raw_t;
 
 enum { ANC_NONE, ANC_WRITTEN, ANC_CACHED, ANC_OFF };

@@ -1,0 +1,137 @@
+# Functional tests of --native (run by run.py): each thread's C stack merged with its
+# Python stack, in true call order. Target: tests/targets/native_parks.py, four threads
+# parked in C at known points; its own sys._current_frames() gives each thread's Python
+# frames, and the C functions between them are the ones its source calls.
+#
+#   native/dump/INTERP   `dump --native --json` of the live target: per thread, the Python
+#       frames (native false) are exactly the target's own, innermost first, and the C
+#       frames (native true) sit between the right ones:
+#         pauser    pause inner of every Python frame, py_pause next outside it
+#         qsorter   C frames inner of py_cmp; qsort (or glibc's qsort_r/msort) between
+#                   py_cmp and py_qsort
+#         keysorter C frames between py_key and py_sorted (named ...sort... where the
+#                   interpreter's ELF file has a .symtab: not Debian's builds, whose
+#                   static functions have no names)
+#         sleeper   the libc call time.sleep makes (clock_nanosleep, select) inner of py_sleep
+#       Every frame says "native"; the target is left running, traced by no one, and its
+#       parent (this test) saw no stop (waitpid WUNTRACED). The text dump shows the same
+#       order (pause above py_pause).
+import json
+import os
+import re
+import struct
+
+from harness import (INTERPRETERS, Fail, Target, interp_missing, proc_state, script,
+                     tail, tracer_of)
+
+SLEEP_CALLS = ("clock_nanosleep", "__clock_nanosleep", "select", "__select", "nanosleep")
+QSORT_CALLS = re.compile(r"^(qsort|qsort_r|__qsort_r|msort_with_tmp.*)$")
+
+
+def has_symtab(path):
+    """Whether the ELF file at path has a .symtab (else only .dynsym names its functions:
+    Debian's builds, whose static functions, list_sort among them, have no names)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3a)
+    return any(struct.unpack_from("<I", data, shoff + k * shentsize + 4)[0] == 2  # SHT_SYMTAB
+               for k in range(shnum))
+
+
+def short(fn):
+    """A Python frame's name as co_name gives it (remora shows co_qualname on 3.11+)."""
+    return fn.rsplit(".", 1)[-1]
+
+
+def index(frames, pred, what, name):
+    for i, f in enumerate(frames):
+        if pred(f):
+            return i
+    raise Fail("thread %s: no %s in %s" % (name, what, describe(frames)))
+
+
+def describe(frames):
+    return " | ".join("%s%s" % (f["function"], "[C]" if f.get("native") else "") for f in frames)
+
+
+def py(fn):
+    return lambda f: not f["native"] and short(f["function"]) == fn
+
+
+def check_thread(name, frames, truth, stripped):
+    for f in frames:
+        if not isinstance(f.get("native"), bool):
+            raise Fail("thread %s: frame %r has no native flag" % (name, f))
+    got = [short(f["function"]) for f in frames if not f["native"]]
+    if got != truth["python"]:
+        raise Fail("thread %s: Python frames %s, the target's own are %s"
+                   % (name, got, truth["python"]))
+    first_py = index(frames, lambda f: not f["native"], "Python frame", name)
+    c = lambda f: f["native"]
+    if name == "pauser":
+        i = index(frames, lambda f: c(f) and f["function"] in ("pause", "__libc_pause"), "pause", name)
+        if i > first_py or short(frames[first_py]["function"]) != "py_pause":
+            raise Fail("thread pauser: pause is not inner of py_pause: %s" % describe(frames))
+    elif name == "qsorter":
+        i_cmp, i_q = index(frames, py("py_cmp"), "py_cmp", name), index(frames, py("py_qsort"), "py_qsort", name)
+        i_sort = index(frames, lambda f: c(f) and QSORT_CALLS.match(f["function"]), "qsort", name)
+        if not (i_cmp < i_sort < i_q) or i_cmp == 0 or not frames[0]["native"]:
+            raise Fail("thread qsorter: want C frames, py_cmp, qsort, py_qsort in that order: %s"
+                       % describe(frames))
+    elif name == "keysorter":
+        i_key, i_s = index(frames, py("py_key"), "py_key", name), index(frames, py("py_sorted"), "py_sorted", name)
+        between = [f for f in frames[i_key + 1:i_s] if f["native"]]
+        if not between or (not stripped and not any("sort" in f["function"] for f in between)):
+            raise Fail("thread keysorter: want the C sort between py_key and py_sorted: %s"
+                       % describe(frames))
+        if not frames[0]["native"]:
+            raise Fail("thread keysorter: no C frame inner of py_key: %s" % describe(frames))
+    elif name == "sleeper":
+        i = index(frames, lambda f: c(f) and f["function"] in SLEEP_CALLS, "sleep's libc call", name)
+        if i > first_py or short(frames[first_py]["function"]) != "py_sleep":
+            raise Fail("thread sleeper: the libc call is not inner of py_sleep: %s" % describe(frames))
+
+
+def test_dump(remora, interp):
+    with Target(interp, script("native_parks.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        for th in ready["threads"].values():
+            t.wait_thread_parked(th["tid"])
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--native", "--json"])
+        if rc != 0:
+            raise Fail("dump --native exited %d: %s" % (rc, tail(err)))
+        doc = json.loads(out)
+        rc, text, err = remora.run(["dump", "-p", t.pid, "--native"])
+        m = re.match(r"Process \d+: Python \S+ \((.*)\)\n", text)
+        if rc != 0 or not m:
+            raise Fail("text dump --native exited %d: %s" % (rc, tail(text + err)))
+        stripped = not has_symtab(m.group(1))
+        by_tid = {th["native_id"]: th for th in doc["threads"]}
+        notes = []
+        for name, truth in sorted(ready["threads"].items()):
+            th = by_tid.get(truth["tid"])
+            if th is None:
+                raise Fail("thread %s (%d) not in the dump" % (name, truth["tid"]))
+            check_thread(name, th["frames"], truth, stripped)
+            notes.append("%s %d" % (name, sum(f["native"] for f in th["frames"])))
+        lines = text.splitlines()
+        where = [k for k, l in enumerate(lines) if re.match(r"\s+(pause|__libc_pause) \(.*\[C\]$", l)]
+        if rc != 0 or not where or not lines[where[0] + 1:] or \
+                not any(l.strip().startswith("py_pause (") for l in lines[where[0] + 1:]):
+            raise Fail("text dump --native: no 'pause ... [C]' line above py_pause (exit %d): %s"
+                       % (rc, tail(text + err)))
+        if tracer_of(t.pid) != 0 or proc_state(t.pid) in ("T", "t"):
+            raise Fail("the target is left traced (%s) or stopped (%s)" % (tracer_of(t.pid), proc_state(t.pid)))
+        pid, status = os.waitpid(t.pid, os.WUNTRACED | os.WNOHANG)
+        if pid != 0:
+            raise Fail("the target's parent saw a change of state: status %#x" % status)
+        if t.finish() != 0:
+            raise Fail("the target failed: %s" % t.log_tail())
+    return "%sC frames: %s" % ("no .symtab; " if stripped else "", ", ".join(notes))
+
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    return [("native/dump/%s" % i[0], lambda i=i: test_dump(remora, i), interp_missing(i))
+            for i in INTERPRETERS]
