@@ -80,6 +80,9 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
     case CLI_O_FUNCTION:
         c->function = 1;
         return 1;
+    case CLI_O_NATIVE:
+        c->native = 1;
+        return 1;
     case CLI_O_GIL:
         if (c->mode_given && c->mode != SAMPLE_GIL) {
             cli_error("%s: --gil is --mode gil: not with --mode %s; give one of them", what,
@@ -128,6 +131,16 @@ int cli_sampling_check(const char *what, const cli_sampling_t *c)
     if (c->blocking && c->nonblocking) {
         cli_error("%s: --blocking and --nonblocking ask for opposites: give one (without "
                   "either, remora never stops the target)", what);
+        return -1;
+    }
+    if (c->native && c->nonblocking) {
+        cli_error("%s: --native holds each thread still while its C stack is read: not with "
+                  "--nonblocking; give one of them", what);
+        return -1;
+    }
+    if (c->native && c->subprocesses) {
+        cli_error("%s: --native reads one process's C stacks: not with --subprocesses; give "
+                  "one of them", what);
         return -1;
     }
     if ((c->pid != 0) == (c->cmd != NULL)) {
@@ -474,4 +487,18 @@ int cli_finish_child(cli_target_t *ct)
         ct->child = 0;
     }
     return ct->child_status;
+}
+
+int cli_native_enable(unwinder_t *u, pid_t pid)
+{
+    int err;
+
+    if (u == NULL || (err = unw_native_enable(u)) == REMORA_OK)
+        return REMORA_EXIT_OK;
+    if (err == REMORA_EUSAGE)
+        cli_error("--native: C stacks are read on x86_64 only; sample without --native");
+    else
+        cli_error("--native: cannot read the ELF files mapped in pid %d (%s); sample without "
+                  "--native", (int)pid, remora_strerror(err));
+    return err == REMORA_EUSAGE ? REMORA_EXIT_NOTPY : remora_exit_code(err);
 }

@@ -203,7 +203,7 @@ static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
 
     if (s->fmap[i].frame != STK_NONE)
         return s->fmap[i].frame;
-    id = stk_frame(s->t, f->function, f->file, f->line);
+    id = stk_frame_kind(s->t, f->function, f->file, f->line, f->native);
     if (id == STK_NONE)
         return STK_NONE;
     s->fmap[i].function = f->function;

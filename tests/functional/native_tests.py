@@ -16,13 +16,25 @@
 #       Every frame says "native"; the target is left running, traced by no one, and its
 #       parent (this test) saw no stop (waitpid WUNTRACED). The text dump shows the same
 #       order (pause above py_pause).
+#   native/record/INTERP   `record --native --idle` of the same target, 1 s, to collapsed
+#       stacks and a .remora recording converted to a flamegraph: in the flamegraph each
+#       thread's deepest stack passes the same checks (its "native" list gives which frames
+#       are C frames), and the collapsed stacks hold the C frames as frames (pause after
+#       py_pause, outermost first); the target is left untraced.
+#   native/top/INTERP   `top --native --idle -d 1`: the last table has rows for pause,
+#       py_pause, py_cmp and py_key (C functions are rows as Python ones are).
 import json
 import os
 import re
+import shutil
 import struct
 
 from harness import (INTERPRETERS, Fail, Target, interp_missing, proc_state, script,
-                     tail, tracer_of)
+                     tail, tracer_of, workdir)
+from formats import flamegraph_data, parse_collapsed, parse_top_tables
+
+RECORD_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "debian-3.11-static",
+                       "sid-3.13-pie", "sid-3.15")
 
 SLEEP_CALLS = ("clock_nanosleep", "__clock_nanosleep", "select", "__select", "nanosleep")
 QSORT_CALLS = re.compile(r"^(qsort|qsort_r|__qsort_r|msort_with_tmp.*)$")
@@ -131,7 +143,101 @@ def test_dump(remora, interp):
     return "%sC frames: %s" % ("no .symtab; " if stripped else "", ", ".join(notes))
 
 
+def parked(interp):
+    """The target started, every thread parked in its system call; its ready document."""
+    t = Target(interp, script("native_parks.py"), "ready.json")
+    return t
+
+
+def wait_parked(t):
+    ready = t.wait_ready()
+    for th in ready["threads"].values():
+        t.wait_thread_parked(th["tid"])
+    return ready
+
+
+def interp_stripped(remora, t):
+    rc, text, err = remora.run(["dump", "-p", t.pid])
+    m = re.match(r"Process \d+: Python \S+ \((.*)\)\n", text)
+    if rc != 0 or not m:
+        raise Fail("dump exited %d: %s" % (rc, tail(text + err)))
+    return not has_symtab(m.group(1))
+
+
+def flamegraph_native_stacks(doc):
+    """{tid: [stacks, each a frame list innermost first: {function, file, line, native}]}"""
+    P = doc["current"]
+    S, F, native = P["strings"], P["frames"], set(P.get("native", []))
+    stacks, ti, path_ = {}, -1, []
+    for depth, frame in zip(P["depth"], P["frame"]):
+        if depth == 0:
+            ti += 1
+            path_ = []
+            continue
+        del path_[depth - 1:]
+        path_.append({"function": S[F[3 * frame]], "file": S[F[3 * frame + 1]],
+                      "line": F[3 * frame + 2], "native": frame in native})
+        stacks.setdefault(P["threads"][ti][0], []).append(list(reversed(path_)))
+    return stacks
+
+
+def test_record(remora, interp):
+    d = workdir()
+    try:
+        with parked(interp) as t:
+            ready = wait_parked(t)
+            stripped = interp_stripped(remora, t)
+            col, raw, html = (os.path.join(d, n) for n in ("n.collapsed", "n.remora", "n.html"))
+            rc, out, err = remora.run(["record", "-p", t.pid, "--native", "--idle", "-d", 1,
+                                       "-r", 50, "-o", col, "-o", raw])
+            if rc != 0:
+                raise Fail("record --native exited %d: %s" % (rc, tail(err)))
+            rc, out, err2 = remora.run(["convert", raw, "-o", html])
+            if rc != 0:
+                raise Fail("convert of the recording exited %d: %s" % (rc, tail(err2)))
+            fg = flamegraph_native_stacks(flamegraph_data("n.html", html))
+            by_tid = {}
+            for st in parse_collapsed(col):
+                by_tid.setdefault(st.tid, []).append(st)
+            for name, truth in sorted(ready["threads"].items()):
+                stacks = fg.get(truth["tid"])
+                if not stacks:
+                    raise Fail("thread %s: no stacks in the flamegraph" % name)
+                check_thread(name, max(stacks, key=len), truth, stripped)
+                if name == "pauser":
+                    deep = max(by_tid.get(truth["tid"], []), key=lambda s: len(s.frames), default=None)
+                    fns = [f[0] for f in deep.frames] if deep else []
+                    if "py_pause" not in fns or "pause" not in fns[fns.index("py_pause"):]:
+                        raise Fail("collapsed: pauser's stack has no pause after py_pause: %s"
+                                   % ";".join(fns))
+            if tracer_of(t.pid) != 0 or proc_state(t.pid) in ("T", "t"):
+                raise Fail("the target is left traced or stopped")
+        return "%s%s" % ("no .symtab; " if stripped else "", err.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_top(remora, interp):
+    with parked(interp) as t:
+        wait_parked(t)
+        rc, out, err = remora.run(["top", "-p", t.pid, "--native", "--idle", "-d", 1, "-l", 500])
+        if rc != 0:
+            raise Fail("top --native exited %d: %s" % (rc, tail(err)))
+        tables = parse_top_tables(out)
+        if not tables:
+            raise Fail("top --native printed no table: %s" % tail(out))
+        fns = {k[0] for k in tables[-1][1]}
+        missing = [f for f in ("pause", "py_pause", "py_cmp", "py_key") if f not in fns]
+        if missing:
+            raise Fail("top --native: no rows for %s in %s" % (missing, sorted(fns)[:40]))
+    return "%d rows" % len(tables[-1][1])
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     return [("native/dump/%s" % i[0], lambda i=i: test_dump(remora, i), interp_missing(i))
-            for i in INTERPRETERS]
+            for i in INTERPRETERS] + [
+        ("native/record/%s" % i[0], lambda i=i: test_record(remora, i), interp_missing(i))
+        for i in INTERPRETERS if i[0] in RECORD_INTERPRETERS] + [
+        ("native/top/%s" % i[0], lambda i=i: test_top(remora, i), interp_missing(i))
+        for i in INTERPRETERS if i[0] in ("pyenv-3.12.1", "sid-3.15")]

@@ -11,6 +11,7 @@
 #include "unwind/unwind.h"
 #include "unwind/internal.h"
 #include "formats/out.h"
+#include "formats/raw.h"
 
 static int passed, failed;
 
@@ -579,6 +580,45 @@ static void test_fn_rows(void)
     stk_free(t);
 }
 
+/* --native: a C frame and a Python frame of the same name, file and line are two frames,
+ * and a recording keeps which is which. */
+static void test_native_frames(void)
+{
+    stk_table_t *t = stk_new(), *back = stk_new();
+    uint32_t py = stk_frame(t, "f", "x", 1), c = stk_frame_kind(t, "f", "x", 1, 1), th, n;
+    char path[] = "/tmp/remora-unit-XXXXXX";
+    raw_writer_t *w = NULL;
+    profile_meta_t m;
+    FILE *f;
+    int fd = mkstemp(path), natives = 0;
+    size_t i;
+
+    CHECK(py != c && !stk_frame_at(t, py)->native && stk_frame_at(t, c)->native,
+          "C and Python frames apart: %u %u", py, c);
+    CHECK(stk_frame_kind(t, "f", "x", 1, 1) == c, "a C frame interned once");
+    th = stk_thread(t, 1, "main");
+    {
+        uint32_t s[] = { py, c };
+        n = stk_add(t, th, s, 2, 1);
+    }
+    memset(&m, 0, sizeof m);
+    if (fd >= 0)
+        close(fd);
+    CHECK(fd >= 0 && raw_open(path, &w) == 0 && raw_sample(w, t, th, n, 0, 0) == 0 &&
+          raw_close(w, &m, 1) == 0, "recording written");
+    f = fopen(path, "rb");
+    CHECK(f != NULL && raw_read(f, back, &m, NULL, NULL) == 0, "recording read back");
+    for (i = 0; i < stk_nframes(back); i++)
+        natives += stk_frame_at(back, (uint32_t)i)->native;
+    CHECK(stk_nframes(back) == 2 && natives == 1, "%zu frames, %d C frames read back",
+          stk_nframes(back), natives);
+    if (f != NULL)
+        fclose(f);
+    unlink(path);
+    stk_free(t);
+    stk_free(back);
+}
+
 int main(void)
 {
     test_linetables();
@@ -589,6 +629,7 @@ int main(void)
     test_json();
     test_text();
     test_fn_rows();
+    test_native_frames();
     test_anchor_walk();
     test_objects_walk();
     test_lived_walk();
