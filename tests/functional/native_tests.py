@@ -21,17 +21,25 @@
 #       thread's deepest stack passes the same checks (its "native" list gives which frames
 #       are C frames), and the collapsed stacks hold the C frames as frames (pause after
 #       py_pause, outermost first); the target is left untraced.
+#   native/core/INTERP   the same checks on `dump --core FILE --native --json` of a gcore
+#       of the parked target (host interpreters: gdb loses the chroot's thread stacks, see
+#       core_test.LOST), and native/crash/INTERP on the kernel's core of it (SIGABRT,
+#       RLIMIT_CORE raised; chroot interpreters and pyenv 3.12, with --root): the registers
+#       are the core's NT_PRSTATUS, the memory the core's.
 #   native/top/INTERP   `top --native --idle -d 1`: the last table has rows for pause,
 #       py_pause, py_cmp and py_key (C functions are rows as Python ones are).
 import json
 import os
 import re
 import shutil
+import signal
 import struct
+import subprocess
 
-from harness import (INTERPRETERS, Fail, Target, interp_missing, proc_state, script,
+from harness import (INTERPRETERS, Fail, Skip, Target, interp_missing, proc_state, script,
                      tail, tracer_of, workdir)
 from formats import flamegraph_data, parse_collapsed, parse_top_tables
+import core_test
 
 RECORD_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "debian-3.11-static",
                        "sid-3.13-pie", "sid-3.15")
@@ -217,6 +225,58 @@ def test_record(remora, interp):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def check_core(remora, t, core, ready, stripped):
+    args = ["dump", "--core", core, "--native", "--json"] + (["--root", t.root] if t.root else [])
+    rc, out, err = remora.run(args)
+    if rc != 0:
+        raise Fail("`remora %s` exited %d: %s" % (" ".join(args), rc, tail(err)))
+    by_tid = {th["native_id"]: th for th in json.loads(out)["threads"]}
+    notes = []
+    for name, truth in sorted(ready["threads"].items()):
+        th = by_tid.get(truth["tid"])
+        if th is None:
+            raise Fail("thread %s (%d) not in the core's dump" % (name, truth["tid"]))
+        check_thread(name, th["frames"], truth, stripped)
+        notes.append("%s %d" % (name, sum(f["native"] for f in th["frames"])))
+    return "%sC frames: %s" % ("no .symtab; " if stripped else "", ", ".join(notes))
+
+
+def test_core(remora, interp):
+    with parked(interp) as t:
+        ready = wait_parked(t)
+        stripped = interp_stripped(remora, t)
+        core = core_test.gcore(t)
+        try:
+            note = check_core(remora, t, core, ready, stripped)
+        finally:
+            os.unlink(core)
+    return "gcore; " + note
+
+
+def test_crash(remora, interp):
+    why = core_test.kernel_cores_usable()
+    if why:
+        raise Skip(why)
+    ct = core_test.CrashTarget(interp, script("native_parks.py"), "ready.json")
+    with ct.t as t:
+        ready = wait_parked(t)
+        stripped = interp_stripped(remora, t)
+        os.kill(t.pid, signal.SIGABRT)
+        try:
+            t.proc.wait(timeout=core_test.CRASH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Fail("target did not die of SIGABRT within %ds" % core_test.CRASH_TIMEOUT)
+        cores = [n for n in os.listdir(t.dir) if n == "core" or n.startswith("core.")]
+        if not cores:
+            raise Skip("the kernel wrote no core")
+        core = os.path.join(t.dir, cores[0])
+        try:
+            note = check_core(remora, t, core, ready, stripped)
+        finally:
+            os.unlink(core)
+    return "kernel core; " + note
+
+
 def test_top(remora, interp):
     with parked(interp) as t:
         wait_parked(t)
@@ -239,5 +299,9 @@ def tests(remora):
             for i in INTERPRETERS] + [
         ("native/record/%s" % i[0], lambda i=i: test_record(remora, i), interp_missing(i))
         for i in INTERPRETERS if i[0] in RECORD_INTERPRETERS] + [
+        ("native/core/%s" % i[0], lambda i=i: test_core(remora, i), interp_missing(i))
+        for i in INTERPRETERS if not i[2]] + [
+        ("native/crash/%s" % i[0], lambda i=i: test_crash(remora, i), interp_missing(i))
+        for i in INTERPRETERS if i[2] or i[0] == "pyenv-3.12.1"] + [
         ("native/top/%s" % i[0], lambda i=i: test_top(remora, i), interp_missing(i))
         for i in INTERPRETERS if i[0] in ("pyenv-3.12.1", "sid-3.15")]
