@@ -154,6 +154,12 @@ void native_free(unw_native_t *n);
  * into n's buffer (valid until the next call). Out of memory: left as they were. */
 void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, size_t nth);
 void native_get_stats(const unw_native_t *n, unw_native_stats_t *out);
+/* Fuzzing: th's C stack unwound from regs (PROC_NREGS) over the bytes of its stack at
+ * [stack_lo, stack_lo + len) alone (no other memory is read; at most NAT_STACK_MAX
+ * bytes), with n's modules, and merged with th's frames by layout L's rules; th's
+ * frames then point into n's buffer. Returns 0 or REMORA_ENOMEM. */
+int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *regs,
+                        uint64_t stack_lo, const void *stack, size_t len, unw_thread_t *th);
 
 /* 3.11: a function object and the code object it ran when last read (walk.c). */
 typedef struct unw_func {

@@ -62,7 +62,7 @@ struct unw_native {
     unsigned char *stack;
     uint64_t stack_lo;
     size_t stack_len;
-    unsigned words;
+    unsigned words, words_max;      /* words read outside the copy; at most */
     nat_raw_t raw[NAT_MAX_FRAMES];
     size_t nraw;
     int end;
@@ -111,7 +111,7 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
         memcpy(result, n->stack + (addr - n->stack_lo), 8);
         return true;
     }
-    if (n->words >= NAT_WORD_READS)
+    if (n->words >= n->words_max)
         return false;
     n->words++;
     return proc_read(n->p, addr, result, 8) == REMORA_OK;
@@ -335,20 +335,27 @@ static void copy_stack(unw_native_t *n, uint64_t sp)
     }
 }
 
+/* Unwinds from n->regs over n->stack. */
+static int unwind_regs(unw_native_t *n, pid_t tid)
+{
+    n->nraw = 0;
+    n->end = NAT_END_OK;
+    n->words = 0;
+    if (n->dwfl == NULL)
+        return REMORA_ENOTPY;
+    dwfl_getthread_frames(n->dwfl, tid, cb_frame, n);
+    return REMORA_OK;
+}
+
 static int walk_native(unw_native_t *n, pid_t tid)
 {
     int err = proc_task_regs(n->p, tid, n->regs);
 
     n->nraw = 0;
-    n->end = NAT_END_OK;
-    n->words = 0;
     if (err)
         return err;
     copy_stack(n, n->regs[PROC_REG_SP]);
-    if (n->dwfl == NULL)
-        return REMORA_ENOTPY;
-    dwfl_getthread_frames(n->dwfl, tid, cb_frame, n);
-    return REMORA_OK;
+    return unwind_regs(n, tid);
 }
 
 /* ---- names ---------------------------------------------------------------------- */
@@ -443,9 +450,8 @@ static int put_group(unw_native_t *n, size_t *k, const unw_thread_t *th, const s
 }
 
 /* Merges thread th's Python frames with its C stack (n->raw) into out from *k. */
-static int merge(unw_native_t *n, const unwinder_t *u, const unw_thread_t *th, size_t *k)
+static int merge(unw_native_t *n, const py_layout_t *L, const unw_thread_t *th, size_t *k)
 {
-    const py_layout_t *L = &u->target->layout;
     size_t gs[UNW_MAX_DEPTH + 1], ng = 0, g = 0, i, c = 0;
     int err;
 
@@ -464,7 +470,7 @@ static int merge(unw_native_t *n, const unwinder_t *u, const unw_thread_t *th, s
     /* 3.11: the eval loops' _PyCFrame chain, innermost first, one per group */
     if (L->walk_root == PY_ROOT_ENTRY && L->frames_kind == PY_FRAMES_CFRAME) {
         uint64_t cf = 0;
-        if (proc_read_u64(n->p, th->tstate + L->ts_frame, &cf) == REMORA_OK) {
+        if (cb_memory_read(NULL, th->tstate + L->ts_frame, &cf, n)) {
             for (g = 0; g < ng && cf != 0 && in_stack(n, cf); g++) {
                 n->marks[g] = cf;
                 if (cb_memory_read(NULL, cf + L->cframe_current_frame + 8, &cf, n) == false)
@@ -524,6 +530,7 @@ int native_new(proc_t *p, strtab_t *names, unw_native_t **out)
         return REMORA_ENOMEM;
     n->p = p;
     n->names = names;
+    n->words_max = NAT_WORD_READS;
     n->stack = malloc(NAT_STACK_MAX);
     n->syms = calloc(NAT_SYMS, sizeof *n->syms);
     if (n->stack == NULL || n->syms == NULL) {
@@ -589,7 +596,7 @@ void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, si
             n->st.frames += n->nraw;
             n->st.cut += n->end == NAT_END_CUT;
         }
-        if ((err = merge(n, u, &th[i], &k)) != REMORA_OK) {
+        if ((err = merge(n, &u->target->layout, &th[i], &k)) != REMORA_OK) {
             k = start;
             return;
         }
@@ -599,6 +606,26 @@ void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, si
         th[i].frames = n->out + n->first[i];
         th[i].nframes = n->first[i + 1] - n->first[i];
     }
+}
+
+int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *regs,
+                        uint64_t stack_lo, const void *stack, size_t len, unw_thread_t *th)
+{
+    size_t k = 0;
+    int err;
+
+    n->words_max = 0;
+    memcpy(n->regs, regs, sizeof n->regs);
+    n->stack_lo = stack_lo;
+    n->stack_len = len < NAT_STACK_MAX ? len : NAT_STACK_MAX;
+    if (n->stack_len)
+        memcpy(n->stack, stack, n->stack_len);
+    unwind_regs(n, proc_pid(n->p));
+    if ((err = merge(n, L, th, &k)) != REMORA_OK)
+        return err;
+    th->frames = n->out;
+    th->nframes = k;
+    return REMORA_OK;
 }
 
 void native_get_stats(const unw_native_t *n, unw_native_stats_t *out)
