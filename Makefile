@@ -142,6 +142,12 @@ $(BUILD)/vmread: tests/bench/vmread.c
 	@mkdir -p $(BUILD)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -o $@ $<
 
+# --native's unwinder against libunwind-ptrace and libdw's own ptrace attach (docs/native.md;
+# needs libunwind-dev, for this measurement only): $(BUILD)/unwind_ab PID [ROUNDS]
+$(BUILD)/unwind_ab: tests/bench/unwind_ab.c $(OBJ) $(HDR)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu $(LDFLAGS) -o $@ \
+	    tests/bench/unwind_ab.c $(OBJ) -lunwind-ptrace -lunwind-generic -lunwind $(LDLIBS)
+
 bench: remora $(BUILD)/vmread
 	python3 tests/bench/bench.py --remora ./remora --vmread $(BUILD)/vmread
 

@@ -466,6 +466,14 @@ int cmd_record(int argc, char **argv)
             unw_get_stats(u, &us);
         fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
                 (unsigned long long)us.thread_samples);
+        if (a.c.native && u != NULL) {
+            unw_native_stats_t ns;
+            unw_native_get_stats(u, &ns);
+            fprintf(stderr, "native: threads=%llu frames=%llu unreadable=%llu cut=%llu "
+                    "unplaced=%llu\n", (unsigned long long)ns.threads,
+                    (unsigned long long)ns.frames, (unsigned long long)ns.unreadable,
+                    (unsigned long long)ns.cut, (unsigned long long)ns.unplaced);
+        }
     }
     if (rc == REMORA_EXIT_OK && gone && a.c.cmd == NULL && a.c.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */

@@ -154,6 +154,9 @@ void native_free(unw_native_t *n);
  * into n's buffer (valid until the next call). Out of memory: left as they were. */
 void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, size_t nth);
 void native_get_stats(const unw_native_t *n, unw_native_stats_t *out);
+/* The benchmark (tests/bench/unwind_ab.c): thread tid's C stack unwound as
+ * native_merge_all() does, nothing named; the frames found (0 when none). */
+int native_count_frames(unw_native_t *n, pid_t tid);
 /* Fuzzing: th's C stack unwound from regs (PROC_NREGS) over the bytes of its stack at
  * [stack_lo, stack_lo + len) alone (no other memory is read; at most NAT_STACK_MAX
  * bytes), with n's modules, and merged with th's frames by layout L's rules; th's

@@ -628,6 +628,12 @@ int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *r
     return REMORA_OK;
 }
 
+int native_count_frames(unw_native_t *n, pid_t tid)
+{
+    n->maps_again = 0;
+    return walk_native(n, tid) == REMORA_OK ? (int)n->nraw : 0;
+}
+
 void native_get_stats(const unw_native_t *n, unw_native_stats_t *out)
 {
     *out = n->st;

@@ -13,6 +13,9 @@
 #                   interpreter's ELF file has a .symtab: not Debian's builds, whose
 #                   static functions have no names)
 #         sleeper   the libc call time.sleep makes (clock_nanosleep, select) inner of py_sleep
+#         jitter    pause, then a `?? (0xADDRESS)` frame (code in no file: unwound by its
+#                   frame pointer), then C frames, then py_jit: unknown memory does not
+#                   end the walk
 #       Every frame says "native"; the target is left running, traced by no one, and its
 #       parent (this test) saw no stop (waitpid WUNTRACED). The text dump shows the same
 #       order (pause above py_pause).
@@ -107,6 +110,13 @@ def check_thread(name, frames, truth, stripped):
                        % describe(frames))
         if not frames[0]["native"]:
             raise Fail("thread keysorter: no C frame inner of py_key: %s" % describe(frames))
+    elif name == "jitter":
+        i_p = index(frames, lambda f: c(f) and f["function"] in ("pause", "__libc_pause"), "pause", name)
+        i_j = index(frames, lambda f: c(f) and f["function"] == "??" and f["file"].startswith("0x"),
+                    "frame in unknown memory", name)
+        i_py = index(frames, py("py_jit"), "py_jit", name)
+        if not (i_p < i_j < i_py) or first_py != i_py:
+            raise Fail("thread jitter: want pause, the unknown frame, then py_jit: %s" % describe(frames))
     elif name == "sleeper":
         i = index(frames, lambda f: c(f) and f["function"] in SLEEP_CALLS, "sleep's libc call", name)
         if i > first_py or short(frames[first_py]["function"]) != "py_sleep":

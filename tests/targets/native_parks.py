@@ -5,6 +5,8 @@
 #   qsorter   py_qsort -> libc qsort() -> (ctypes callback) py_cmp -> os.read on a pipe
 #   keysorter py_sorted -> sorted() (the C sort) -> py_key -> os.read on a pipe
 #   sleeper   py_sleep -> time.sleep
+#   jitter    py_jit -> code in an anonymous executable mapping (as a JIT's: no file, no
+#             CFI; it keeps a frame pointer) -> libc pause() (x86_64 only)
 #
 # Each thread says it is about to park (an Event) just before its blocking call. Then
 # argv[1] is written (temp + rename): {"pid", "threads": {NAME: {"tid", "python": [the
@@ -14,7 +16,9 @@
 import ctypes
 import ctypes.util
 import json
+import mmap
 import os
+import platform
 import sys
 import threading
 import time
@@ -27,7 +31,9 @@ libc.pause.argtypes = []
 
 rd, wr = os.pipe()                  # never written: readers park there
 tids = {}
-ready = {name: threading.Event() for name in ("pauser", "qsorter", "keysorter", "sleeper")}
+JIT = platform.machine() == "x86_64"
+ready = {name: threading.Event() for name in ("pauser", "qsorter", "keysorter", "sleeper") +
+         (("jitter",) if JIT else ())}
 
 
 def arrive(name):
@@ -70,8 +76,20 @@ def py_sleep():
     time.sleep(3600)
 
 
+def py_jit():
+    # push rbp; mov rbp, rsp; call rdi; pop rbp; ret: calls its argument, in memory that
+    # no file backs
+    code = bytes([0x55, 0x48, 0x89, 0xE5, 0xFF, 0xD7, 0x5D, 0xC3])
+    m = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    m.write(code)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    stub = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(addr)
+    arrive("jitter")
+    stub(ctypes.cast(libc.pause, ctypes.c_void_p).value)
+
+
 for name, fn in (("pauser", py_outer), ("qsorter", py_qsort), ("keysorter", py_sorted),
-                 ("sleeper", py_sleep)):
+                 ("sleeper", py_sleep)) + ((("jitter", py_jit),) if JIT else ()):
     threading.Thread(target=fn, name=name, daemon=True).start()
 for e in ready.values():
     e.wait()
