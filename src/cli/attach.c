@@ -150,9 +150,9 @@ int cli_sampling_check(const char *what, const cli_sampling_t *c)
     return 0;
 }
 
-int cli_sampler_fail(int err, pid_t pid, int blocking)
+int cli_sampler_fail(int err, pid_t pid, const char *holder)
 {
-    if (blocking && err == REMORA_EPERM) {
+    if (holder != NULL && err == REMORA_EPERM) {
         char path[64], line[256];
         long tracer = 0;
         FILE *f;
@@ -164,12 +164,12 @@ int cli_sampler_fail(int err, pid_t pid, int blocking)
         if (f != NULL)
             fclose(f);
         if (tracer > 0)
-            cli_error("--blocking: pid %d is already traced by pid %ld (a debugger or strace?): "
-                      "detach it, or record without --blocking", (int)pid, tracer);
+            cli_error("%s: pid %d is already traced by pid %ld (a debugger or strace?): "
+                      "detach it, or go without %s", holder, (int)pid, tracer, holder);
         else
-            cli_error("--blocking: not allowed to ptrace pid %d: run as root or with "
-                      "CAP_SYS_PTRACE (kernel.yama.ptrace_scope), or record without --blocking",
-                      (int)pid);
+            cli_error("%s: not allowed to ptrace pid %d: run as root or with "
+                      "CAP_SYS_PTRACE (kernel.yama.ptrace_scope), or go without %s",
+                      holder, (int)pid, holder);
         return REMORA_EXIT_PERM;
     }
     if (err == REMORA_ENOPROC)

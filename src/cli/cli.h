@@ -96,9 +96,10 @@ int cli_bad_value(const char *cmd, const char *flag, const char *value, const ch
 
 /* attach.c: what record and top share. */
 
-/* The one line for a sampler that could not start (with --blocking: ptrace refused);
- * returns the exit code. */
-int cli_sampler_fail(int err, pid_t pid, int blocking);
+/* The one line for a sampler that could not start (holder: the option that holds the
+ * target with ptrace, "--blocking" or "--native", whose refusal it explains; NULL if
+ * none); returns the exit code. */
+int cli_sampler_fail(int err, pid_t pid, const char *holder);
 
 /* 0 if the target's layout supports the mode, else one line and -1. */
 int cli_check_mode(int mode, const py_target_t *t);

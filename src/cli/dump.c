@@ -333,8 +333,8 @@ int cmd_dump(int argc, char **argv)
         if (core == NULL) {
             /* its threads held still while their C stacks are read */
             if ((err = freeze_new(p, &frz)) != REMORA_OK) {
-                snprintf(why, sizeof why, "--native holds the threads with ptrace");
-                goto fail;
+                err = cli_sampler_fail(err, pid, "--native");
+                goto out;
             }
             freeze_want_states(frz);
             if ((err = freeze_stop(frz)) != REMORA_OK)

@@ -362,7 +362,7 @@ int cmd_record(int argc, char **argv)
     if (a.c.native && (rc = cli_native_enable(u, pid)) != REMORA_EXIT_OK)
         goto out;
     if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {
-        rc = cli_sampler_fail(err, pid, so.blocking);
+        rc = cli_sampler_fail(err, pid, a.c.native ? "--native" : a.c.blocking ? "--blocking" : NULL);
         goto out;
     }
     memset(&prof, 0, sizeof prof);

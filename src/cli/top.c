@@ -519,7 +519,7 @@ int cmd_top(int argc, char **argv)
     if (a.native && (rc = cli_native_enable(u, a.pid)) != REMORA_EXIT_OK)
         goto out;
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
-        rc = cli_sampler_fail(err, a.pid, so.blocking);
+        rc = cli_sampler_fail(err, a.pid, a.native ? "--native" : a.blocking ? "--blocking" : NULL);
         goto out;
     }
     tp.last_ns = sampler_now_ns();

@@ -73,6 +73,7 @@ struct unw_native {
     size_t neval;
     nat_sym_t *syms;
     uint64_t marks[UNW_MAX_DEPTH];  /* one per Python group */
+    size_t gs[UNW_MAX_DEPTH + 1];   /* where each group's frames begin */
     unw_frame_t *out;               /* every thread's merged frames, back to back */
     size_t cap_out;
     size_t *first;                  /* each thread's first frame in out */
@@ -343,7 +344,10 @@ static int unwind_regs(unw_native_t *n, pid_t tid)
     n->words = 0;
     if (n->dwfl == NULL)
         return REMORA_ENOTPY;
-    dwfl_getthread_frames(n->dwfl, tid, cb_frame, n);
+    /* 0: the stack's end (the outermost frame's CFI says so); -1 after frames: a frame
+     * neither its CFI nor its frame pointer could unwind (or a loop libdwfl saw) */
+    if (dwfl_getthread_frames(n->dwfl, tid, cb_frame, n) < 0 && n->nraw > 0)
+        n->end = NAT_END_CUT;
     return REMORA_OK;
 }
 
@@ -452,17 +456,17 @@ static int put_group(unw_native_t *n, size_t *k, const unw_thread_t *th, const s
 /* Merges thread th's Python frames with its C stack (n->raw) into out from *k. */
 static int merge(unw_native_t *n, const py_layout_t *L, const unw_thread_t *th, size_t *k)
 {
-    size_t gs[UNW_MAX_DEPTH + 1], ng = 0, g = 0, i, c = 0;
+    size_t *gs = n->gs, ng = 0, g = 0, i, c = 0, nf = th->nframes < UNW_MAX_DEPTH ? th->nframes : UNW_MAX_DEPTH;
     int err;
 
     /* the groups, innermost first: each ends at a frame one call of the eval loop began
      * with; 3.12+: one whose C-owned frame is not on the C stack (an interpreter
      * trampoline on the data stack) ends none */
     gs[0] = 0;
-    for (i = 0; i < th->nframes; i++) {
+    for (i = 0; i < nf; i++) {
         const unw_frame_t *f = &th->frames[i];
         int ends = f->entry && (L->walk_root != PY_ROOT_SHIM || in_stack(n, f->below));
-        if (ends || i + 1 == th->nframes) {
+        if (ends || i + 1 == nf) {
             n->marks[ng] = L->walk_root == PY_ROOT_SHIM ? f->below : 0;
             gs[++ng] = i + 1;
         }

@@ -129,7 +129,8 @@ void unw_get_stats(const unwinder_t *u, unw_stats_t *out);
 
 /* Marker frames (native, no file) of a merged stack: no C stack could be read for the
  * thread (no registers: a live thread not held still, or no native id); the C stack
- * ended by remora's bounds (too deep, or a frame not above its callee: corrupt). */
+ * ended before its end: remora's bounds (too deep, or a frame not above its callee:
+ * corrupt), or a frame libdwfl could not unwind (neither CFI nor a frame pointer). */
 #define UNW_NATIVE_NONE "<no native stack>"
 #define UNW_NATIVE_CUT "<native stack cut>"
 

@@ -29,6 +29,8 @@
 #       core_test.LOST), and native/crash/INTERP on the kernel's core of it (SIGABRT,
 #       RLIMIT_CORE raised; chroot interpreters and pyenv 3.12, with --root): the registers
 #       are the core's NT_PRSTATUS, the memory the core's.
+#   native/traced   a target strace traces: `dump --native` and `record --native` are
+#       refused, exit 3, one line naming the tracer (skipped without strace).
 #   native/top/INTERP   `top --native --idle -d 1`: the last table has rows for pause,
 #       py_pause, py_cmp and py_key (C functions are rows as Python ones are).
 import json
@@ -38,9 +40,10 @@ import shutil
 import signal
 import struct
 import subprocess
+import time
 
-from harness import (INTERPRETERS, Fail, Skip, Target, interp_missing, proc_state, script,
-                     tail, tracer_of, workdir)
+from harness import (INTERPRETERS, READY_TIMEOUT, Fail, Skip, Target, expect_failure,
+                     interp_missing, interpreter, proc_state, script, tail, tracer_of, workdir)
 from formats import flamegraph_data, parse_collapsed, parse_top_tables
 import core_test
 
@@ -287,6 +290,35 @@ def test_crash(remora, interp):
     return "kernel core; " + note
 
 
+def test_traced(remora, interp):
+    strace = shutil.which("strace")
+    if strace is None:
+        raise Skip("strace not installed (apt-get install strace)")
+    with parked(interp) as t:
+        wait_parked(t)
+        tr = subprocess.Popen([strace, "-qq", "-o", "/dev/null", "-p", str(t.pid)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+        notes = []
+        try:
+            deadline = time.monotonic() + READY_TIMEOUT
+            while tracer_of(t.pid) != tr.pid:
+                if time.monotonic() > deadline or tr.poll() is not None:
+                    raise Fail("strace never traced the target")
+                time.sleep(0.01)
+            for args in (["dump", "-p", t.pid, "--native"],
+                         ["record", "-p", t.pid, "--native", "-d", 0.2, "-o", "-", "-f", "collapsed"]):
+                err = expect_failure(remora, args, 3, "%s --native on a traced target" % args[0])
+                if str(tr.pid) not in err or "--native" not in err:
+                    raise Fail("the message does not name the tracer %d and --native: %s"
+                               % (tr.pid, err.strip()))
+                notes.append(err.strip())
+        finally:
+            tr.send_signal(signal.SIGINT)
+            tr.wait()
+    return notes[0][:140]
+
+
 def test_top(remora, interp):
     with parked(interp) as t:
         wait_parked(t)
@@ -314,4 +346,6 @@ def tests(remora):
         ("native/crash/%s" % i[0], lambda i=i: test_crash(remora, i), interp_missing(i))
         for i in INTERPRETERS if i[2] or i[0] == "pyenv-3.12.1"] + [
         ("native/top/%s" % i[0], lambda i=i: test_top(remora, i), interp_missing(i))
-        for i in INTERPRETERS if i[0] in ("pyenv-3.12.1", "sid-3.15")]
+        for i in INTERPRETERS if i[0] in ("pyenv-3.12.1", "sid-3.15")] + [
+        ("native/traced", lambda: test_traced(remora, interpreter("pyenv-3.12.1")),
+         interp_missing(interpreter("pyenv-3.12.1")))]

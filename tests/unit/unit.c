@@ -619,6 +619,52 @@ static void test_native_frames(void)
     stk_free(back);
 }
 
+/* --native's bounds: a C stack whose frame pointers loop, and one 600 frames deep (both
+ * in memory no module covers: libdwfl's frame-pointer rule), end with UNW_NATIVE_CUT. */
+static void test_native_bounds(void)
+{
+    static uint64_t stack[600 * 2 + 2];
+    uint64_t regs[PROC_NREGS] = { 0 }, lo = 0x7f0000000000ull;
+    strtab_t *names = strtab_new();
+    proc_t *self = NULL;
+    unw_native_t *n = NULL;
+    unw_thread_t th;
+    py_layout_t L;
+    size_t k;
+    int round;
+
+    CHECK(names && proc_open(getpid(), &self) == 0 && native_new(self, names, &n) == 0,
+          "native unwinder on this process");
+    if (n == NULL)
+        goto out;
+    memset(&L, 0, sizeof L);
+    for (round = 0; round < 2; round++) {
+        memset(stack, 0, sizeof stack);
+        if (round == 0) {           /* rbp -> itself */
+            stack[0] = lo;
+            stack[1] = 0x1008;
+        } else {                    /* 600 frames, each 16 bytes above the last */
+            for (k = 0; k < 600; k++) {
+                stack[2 * k] = lo + 16 * (k + 1);
+                stack[2 * k + 1] = 0x1000 + k;
+            }
+        }
+        regs[6] = regs[7] = lo;     /* rbp, rsp */
+        regs[PROC_REG_PC] = 0x2000;
+        memset(&th, 0, sizeof th);
+        CHECK(native_merge_buffer(n, &L, regs, lo, stack, sizeof stack, &th) == 0,
+              "merged (%s)", round ? "deep" : "loop");
+        CHECK(th.nframes >= 2 && th.nframes <= 513 &&
+              strcmp(th.frames[th.nframes - 1].function, UNW_NATIVE_CUT) == 0,
+              "%s: %zu frames, the last %s", round ? "deep" : "loop", th.nframes,
+              th.nframes ? th.frames[th.nframes - 1].function : "none");
+    }
+out:
+    native_free(n);
+    proc_free(self);
+    strtab_free(names);
+}
+
 int main(void)
 {
     test_linetables();
@@ -630,6 +676,7 @@ int main(void)
     test_text();
     test_fn_rows();
     test_native_frames();
+    test_native_bounds();
     test_anchor_walk();
     test_objects_walk();
     test_lived_walk();
