@@ -8,6 +8,7 @@
  *   anchor.c       --frame-anchor (3.15)
  *   parked.c       threads that have not held the GIL since their last walk
  *   naming.c       validating the sample's code objects
+ *   native.c       --native: C stacks (elfutils libdwfl) merged with the Python frames
  *
  * Not for use outside src/unwind/.
  */

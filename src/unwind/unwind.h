@@ -7,6 +7,7 @@
  *   pystr.c      reading str and bytes objects out of the target
  *   code.c       the code-object cache (bounded, validated by a fingerprint)
  *   threads.c    the unwinder's handle; interpreter and thread-state lists; native ids
+ *   native.c     --native: each thread's C stack merged with its Python frames
  *   sample.c ... the per-sample reader (internal.h lists its files)
  */
 #ifndef REMORA_UNWIND_H
