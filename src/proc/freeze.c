@@ -1,7 +1,8 @@
 /* proc/freeze.c — --blocking and --native: every thread of the target held still while a
  * sample is read, through ptrace (PTRACE_SEIZE once, then PTRACE_INTERRUPT and PTRACE_CONT
- * each round); and, for --native, a thread's registers (proc_task_regs). Unlike SIGSTOP it is invisible to the target's parent and shell, and the
- * target's own signals are passed on: a thread stopped to deliver a signal is resumed
+ * each round); and, for --native, a thread's registers (proc_task_regs). Unlike SIGSTOP
+ * it is invisible to the target's parent and shell, and the target's own signals are
+ * passed on: a thread stopped to deliver a signal is resumed
  * with it. A group-stop (someone SIGSTOPped the target) is left in place (PTRACE_LISTEN).
  *
  * A thread that does not stop within FREEZE_WAIT_NS (in the kernel, uninterruptible) is
