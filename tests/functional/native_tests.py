@@ -23,7 +23,9 @@
 #       stacks and a .remora recording converted to a flamegraph: in the flamegraph each
 #       thread's deepest stack passes the same checks (its "native" list gives which frames
 #       are C frames), and the collapsed stacks hold the C frames as frames (pause after
-#       py_pause, outermost first); the target is left untraced.
+#       py_pause, outermost first), and the recording converted to the Firefox Profiler's
+#       format puts pause in the "Native" category, py_pause not; the target is left
+#       untraced.
 #   native/core/INTERP   the same checks on `dump --core FILE --native --json` of a gcore
 #       of the parked target (host interpreters: gdb loses the chroot's thread stacks, see
 #       core_test.LOST), and native/crash/INTERP on the kernel's core of it (SIGABRT,
@@ -202,6 +204,27 @@ def flamegraph_native_stacks(doc):
     return stacks
 
 
+def check_firefox(path, ready):
+    """The Firefox Profiler file: C frames in the "Native" category, Python frames not."""
+    with open(path) as f:
+        doc = json.load(f)
+    cats = [c["name"] for c in doc["meta"]["categories"]]
+    if "Native" not in cats:
+        raise Fail("firefox: no Native category in %s" % cats)
+    native, strings = cats.index("Native"), doc["shared"]["stringArray"]
+    seen = set()
+    for th in doc["threads"]:
+        ft, fn = th["frameTable"], th["funcTable"]
+        for i, u in enumerate(ft["func"]):
+            name = strings[fn["name"][u]]
+            if name in ("pause", "py_pause"):
+                if (ft["category"][i] == native) != (name == "pause"):
+                    raise Fail("firefox: frame %s in category %s" % (name, cats[ft["category"][i]]))
+                seen.add(name)
+    if seen != {"pause", "py_pause"}:
+        raise Fail("firefox: frames pause and py_pause not both there (%s)" % sorted(seen))
+
+
 def test_record(remora, interp):
     d = workdir()
     try:
@@ -217,6 +240,11 @@ def test_record(remora, interp):
             if rc != 0:
                 raise Fail("convert of the recording exited %d: %s" % (rc, tail(err2)))
             fg = flamegraph_native_stacks(flamegraph_data("n.html", html))
+            ffx = os.path.join(d, "n.json")
+            rc, out, err3 = remora.run(["convert", raw, "-f", "firefox", "-o", ffx])
+            if rc != 0:
+                raise Fail("convert -f firefox exited %d: %s" % (rc, tail(err3)))
+            check_firefox(ffx, ready)
             by_tid = {}
             for st in parse_collapsed(col):
                 by_tid.setdefault(st.tid, []).append(st)
