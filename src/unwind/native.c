@@ -56,7 +56,8 @@ struct unw_native {
     strtab_t *names;
     Dwfl *dwfl;
     Dwfl_Callbacks cb;
-    int64_t mapped_ns;              /* when the modules were last reported */
+    int64_t mapped_ns;              /* when the maps were last read for the modules */
+    uint64_t files_hash;            /* files_hash() of the maps the modules came from */
     /* the thread being unwound */
     uint64_t regs[PROC_NREGS];
     unsigned char *stack;
@@ -180,23 +181,52 @@ static int eval_pc(const unw_native_t *n, uint64_t pc)
 
 /* Reports every ELF file mapped in the target (through /proc/PID/root, or a core's
  * files) at the address its first page is mapped at. Returns 0 or a REMORA_E* code. */
+/* A hash of the files mapped at offset 0 (where, which inode, which path). */
+static uint64_t files_hash(const proc_maps_t *m)
+{
+    uint64_t h = 1469598103934665603ull;
+    size_t i;
+    const unsigned char *s;
+
+    for (i = 0; i < m->n; i++) {
+        if (m->v[i].path == NULL || m->v[i].path[0] != '/' || m->v[i].offset != 0)
+            continue;
+        h = (h ^ m->v[i].start) * 1099511628211ull;
+        h = (h ^ m->v[i].inode) * 1099511628211ull;
+        for (s = (const unsigned char *)m->v[i].path; *s; s++)
+            h = (h ^ *s) * 1099511628211ull;
+    }
+    return h;
+}
+
 static int report_modules(unw_native_t *n)
 {
     proc_maps_t m;
     size_t i, reported = 0;
+    uint64_t h;
     int err;
 
+    n->mapped_ns = now_ns();
+    if ((err = proc_maps_read(n->p, &m)) != REMORA_OK)
+        return err;
+    keep_ranges(n, &m);
+    h = files_hash(&m);
+    if (n->dwfl != NULL && h == n->files_hash) {
+        /* the same files at the same places: a pc in none is in memory no file backs
+         * (JIT code), and reporting them again would not name it */
+        proc_maps_fini(&m);
+        return REMORA_OK;
+    }
+    n->files_hash = h;
     if (n->dwfl != NULL)
         dwfl_end(n->dwfl);
     n->dwfl = dwfl_begin(&n->cb);
     n->neval = 0;
-    n->mapped_ns = now_ns();
     memset(n->syms, 0, NAT_SYMS * sizeof *n->syms);
-    if (n->dwfl == NULL)
+    if (n->dwfl == NULL) {
+        proc_maps_fini(&m);
         return REMORA_ENOMEM;
-    if ((err = proc_maps_read(n->p, &m)) != REMORA_OK)
-        return err;
-    keep_ranges(n, &m);
+    }
     dwfl_report_begin(n->dwfl);
     for (i = 0; i < m.n && reported < NAT_MODULES; i++) {
         const proc_map_t *mp = &m.v[i];
@@ -592,8 +622,9 @@ void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, si
             for (c = 0; c < n->nraw && n->dwfl && dwfl_addrmodule(n->dwfl, n->raw[c].pc) != NULL; c++)
                 ;
             if (c < n->nraw && !remapped && now_ns() - n->mapped_ns > NAT_REMAP_NS) {
+                uint64_t before = n->files_hash;
                 remapped = 1;
-                if (report_modules(n) == REMORA_OK)
+                if (report_modules(n) == REMORA_OK && n->files_hash != before)
                     walk_native(n, th[i].native_id);
             }
             n->st.threads++;
