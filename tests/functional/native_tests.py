@@ -31,6 +31,11 @@
 #       core_test.LOST), and native/crash/INTERP on the kernel's core of it (SIGABRT,
 #       RLIMIT_CORE raised; chroot interpreters and pyenv 3.12, with --root): the registers
 #       are the core's NT_PRSTATUS, the memory the core's.
+#   native/dlopen/INTERP   a library built now (cc) and loaded by the target after
+#       `record --native` attached (its TracerPid says when), its block() parked in pause()
+#       under py_block: the recording has a stack with pause, block (named from the new
+#       file's symbols once its modules are reported again, within a second) and py_block
+#       in that order (skipped without cc).
 #   native/traced   a target strace traces: `dump --native` and `record --native` are
 #       refused, exit 3, one line naming the tracer (skipped without strace).
 #   native/top/INTERP   `top --native --idle -d 1`: the last table has rows for pause,
@@ -347,6 +352,61 @@ def test_traced(remora, interp):
     return notes[0][:140]
 
 
+BLOCK_C = "#include <unistd.h>\nvoid block(void) { for (;;) pause(); }\n"
+
+
+def test_dlopen(remora, interp):
+    cc = shutil.which("cc")
+    if cc is None:
+        raise Skip("no C compiler (cc) to build the library")
+    with Target(interp, script("native_dlopen.py"), "ready.json") as t:
+        t.wait_ready()
+        src, so = t.host_path(t.visible_dir + "/block.c"), t.visible_dir + "/libblock.so"
+        with open(src, "w") as f:
+            f.write(BLOCK_C)
+        r = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", t.host_path(so), src],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            raise Fail("cc failed: %s" % r.stdout.decode(errors="replace")[-300:])
+        raw = t.host_path(t.visible_dir + "/n.remora")
+        rec = subprocess.Popen(remora.argv(["record", "-p", t.pid, "--native", "--idle", "-d", 3,
+                                            "-r", 50, "-o", raw]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + READY_TIMEOUT
+            while tracer_of(t.pid) != rec.pid:
+                if time.monotonic() > deadline or rec.poll() is not None:
+                    raise Fail("remora never held the target")
+                time.sleep(0.01)
+            t.proc.stdin.write((so + "\n").encode())
+            t.proc.stdin.flush()
+            tid = t.wait_file(".parked")["tid"]
+            t.wait_thread_parked(tid)
+            _, err = rec.communicate(timeout=READY_TIMEOUT)
+        finally:
+            if rec.poll() is None:
+                rec.kill()
+                rec.wait()
+        if rec.returncode != 0:
+            raise Fail("record --native exited %d: %s" % (rec.returncode, tail(err.decode())))
+        html = t.host_path(t.visible_dir + "/n.html")
+        rc, out, err2 = remora.run(["convert", raw, "-o", html])
+        if rc != 0:
+            raise Fail("convert exited %d: %s" % (rc, tail(err2)))
+        stacks = flamegraph_native_stacks(flamegraph_data("n.html", html)).get(tid, [])
+        for st in stacks:
+            fns = [f["function"] for f in st]
+            if "block" in fns and "py_block" in fns and \
+                    any(f in fns[:fns.index("block")] for f in ("pause", "__libc_pause")) and \
+                    fns.index("block") < fns.index("py_block") and st[fns.index("block")]["native"]:
+                unnamed = sum(1 for s in stacks if any(f["function"] == "??" and f["file"].startswith("0x")
+                                                       for f in s))
+                return ("%d stacks of the thread, %d with a frame in no file known (before the "
+                        "modules were reported again)" % (len(stacks), unnamed))
+        raise Fail("no stack with pause, block, py_block in order; the deepest: %s"
+                   % (describe(max(stacks, key=len)) if stacks else "none"))
+
+
 def test_top(remora, interp):
     with parked(interp) as t:
         wait_parked(t)
@@ -375,5 +435,7 @@ def tests(remora):
         for i in INTERPRETERS if i[2] or i[0] == "pyenv-3.12.1"] + [
         ("native/top/%s" % i[0], lambda i=i: test_top(remora, i), interp_missing(i))
         for i in INTERPRETERS if i[0] in ("pyenv-3.12.1", "sid-3.15")] + [
+        ("native/dlopen/%s" % i[0], lambda i=i: test_dlopen(remora, i), interp_missing(i))
+        for i in INTERPRETERS if i[0] in ("pyenv-3.12.1", "debian-3.11-static", "sid-3.15")] + [
         ("native/traced", lambda: test_traced(remora, interpreter("pyenv-3.12.1")),
          interp_missing(interpreter("pyenv-3.12.1")))]
