@@ -41,13 +41,13 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
         fputc('\n', stdout);
         if (th[i].error)
             printf("    <stack unreadable: %s>\n", remora_strerror(th[i].error));
-        if (th[i].partial)
+        if (th[i].partial && !th[i].moving_in_frames)
             puts("    " UNW_MOVING);     /* the frames above those known moved while read */
         for (k = 0; k < th[i].nframes; k++) {
             const unw_frame_t *f = &th[i].frames[k];
             fputs("    ", stdout);
             out_text_str(stdout, f->function, 0);
-            if (f->native && *f->file == '\0') {
+            if (*f->file == '\0' && f->line == 0 && (f->native || th[i].moving_in_frames)) {
                 fputc('\n', stdout);   /* a marker */
                 continue;
             }
@@ -82,11 +82,12 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
         if (th[i].partial)
             fputs(",\"partial\":true", stdout);
         fputs(",\"frames\":[", stdout);
-        if (th[i].partial)
+        if (th[i].partial && !th[i].moving_in_frames)
             printf("{\"function\":\"" UNW_MOVING "\",\"file\":\"\",\"line\":0%s}",
                    native ? ",\"native\":false" : "");
         for (k = 0; k < th[i].nframes; k++) {
-            fputs(k || th[i].partial ? ",{\"function\":" : "{\"function\":", stdout);
+            fputs(k || (th[i].partial && !th[i].moving_in_frames) ? ",{\"function\":" :
+                  "{\"function\":", stdout);
             out_json_str(stdout, th[i].frames[k].function);
             fputs(",\"file\":", stdout);
             out_json_str(stdout, th[i].frames[k].file);

@@ -363,7 +363,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         if (th->partial) {
             /* the innermost frames moved while they were read: marked, never guessed */
             s->st.partial++;
-            if ((node = stk_child(s->t, node, s->moving_frame)) == STK_NONE)
+            if (!th->moving_in_frames && (node = stk_child(s->t, node, s->moving_frame)) == STK_NONE)
                 return REMORA_ENOMEM;
         }
         /* a partial stack moved after the GC state was read: no <GC> above its marker */

@@ -134,6 +134,7 @@ void name_frames(unwinder_t *u, reader_t *r)
         th->frames = u->frames + tc->raw_first;
         th->nframes = 0;
         th->partial = th->error ? 0 : tc->partial;
+        th->moving_in_frames = 0;
         if (th->error)
             continue;
         for (k = 0; k < tc->raw_n; k++) {

@@ -483,8 +483,26 @@ static int put_group(unw_native_t *n, size_t *k, const unw_thread_t *th, const s
     return REMORA_OK;
 }
 
+/* Group g of th's Python frames; above the first, a partial stack's UNW_MOVING frame
+ * (where the frames that moved were: inner of those known, under the C frames). */
+static int put_python(unw_native_t *n, size_t *k, unw_thread_t *th, const size_t *gs, size_t g)
+{
+    if (g == 0 && th->partial) {
+        unw_frame_t *f = out_frame(n, k);
+        if (f == NULL)
+            return REMORA_ENOMEM;
+        memset(f, 0, sizeof *f);
+        f->function = strtab_intern(n->names, UNW_MOVING, strlen(UNW_MOVING));
+        f->file = strtab_intern(n->names, "", 0);
+        if (f->function == NULL || f->file == NULL)
+            return REMORA_ENOMEM;
+        th->moving_in_frames = 1;
+    }
+    return put_group(n, k, th, gs, g);
+}
+
 /* Merges thread th's Python frames with its C stack (n->raw) into out from *k. */
-static int merge(unw_native_t *n, const py_layout_t *L, const unw_thread_t *th, size_t *k)
+static int merge(unw_native_t *n, const py_layout_t *L, unw_thread_t *th, size_t *k)
 {
     size_t *gs = n->gs, ng = 0, g = 0, i, c = 0, nf = th->nframes < UNW_MAX_DEPTH ? th->nframes : UNW_MAX_DEPTH;
     int err;
@@ -519,12 +537,12 @@ static int merge(unw_native_t *n, const py_layout_t *L, const unw_thread_t *th, 
         unw_frame_t *f;
         /* groups whose eval loop's frame lies below this one: placed before it */
         while (g < ng && n->marks[g] != 0 && in_stack(n, n->marks[g]) && lo != 0 && n->marks[g] < lo)
-            if ((err = put_group(n, k, th, gs, g++)) != REMORA_OK)
+            if ((err = put_python(n, k, th, gs, g++)) != REMORA_OK)
                 return err;
         if (g < ng && ((n->marks[g] != 0 && in_stack(n, n->marks[g]) && lo != 0 && hi != 0 &&
                         n->marks[g] >= lo && n->marks[g] < hi) ||
                        ((n->marks[g] == 0 || !in_stack(n, n->marks[g])) && eval_pc(n, n->raw[c].pc)))) {
-            if ((err = put_group(n, k, th, gs, g++)) != REMORA_OK)
+            if ((err = put_python(n, k, th, gs, g++)) != REMORA_OK)
                 return err;
             continue;
         }
@@ -541,7 +559,7 @@ static int merge(unw_native_t *n, const py_layout_t *L, const unw_thread_t *th, 
     if (g < ng)
         n->st.unplaced++;
     while (g < ng)
-        if ((err = put_group(n, k, th, gs, g++)) != REMORA_OK)
+        if ((err = put_python(n, k, th, gs, g++)) != REMORA_OK)
             return err;
     return REMORA_OK;
 }

@@ -71,6 +71,9 @@ typedef struct unw_thread {
                                  * holds the outer frames known (each the same function, and
                                  * a caller at the same call, at both ends of the read); the
                                  * caller marks where the rest was (UNW_MOVING) */
+    int moving_in_frames;       /* partial, and the UNW_MOVING frame is already in frames[]
+                                 * (--native: inner of the Python frames known, between
+                                 * the C frames): the caller adds none above */
     size_t nframes;
     unw_frame_t *frames;        /* innermost first; owned by the unwinder */
 } unw_thread_t;

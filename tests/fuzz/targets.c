@@ -297,7 +297,8 @@ int fuzz_unwind(const uint8_t *data, size_t size)
 
 /* ---- native ----------------------------------------------------------------------
  * Input (little-endian):
- *   u8 root (py_walk_root, mod 3), u8 n (Python frames, at most NATIVE_PY)
+ *   u8 root (py_walk_root: low bits mod 3; bit 7: a partial stack), u8 n (Python frames,
+ *   at most NATIVE_PY)
  *   n x { u8 entry, u32 below: an offset into the stack bytes, 0xffffffff for none }
  *   17 x u64 registers (DWARF order), u64 stack_lo, then the stack's bytes
  * A register or an aligned stack word whose top 16 bits are FUZZ_EXE is this program's
@@ -360,7 +361,7 @@ int fuzz_native(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     memset(&L, 0, sizeof L);
-    L.walk_root = data[0] % 3;
+    L.walk_root = (data[0] & 0x7f) % 3;
     L.frames_kind = L.walk_root == PY_ROOT_ENTRY ? PY_FRAMES_CFRAME : PY_FRAMES_OBJECTS;
     L.ts_frame = 8;
     L.cframe_current_frame = 8;
@@ -386,6 +387,7 @@ int fuzz_native(const uint8_t *data, size_t size)
     memset(&th, 0, sizeof th);
     th.frames = py;
     th.nframes = n;
+    th.partial = (data[0] & 0x80) != 0;
     for (i = 0; i < n; i++) {
         uint32_t below;
         memcpy(&below, data + 2 + i * 5 + 1, 4);
@@ -398,15 +400,21 @@ int fuzz_native(const uint8_t *data, size_t size)
         for (i = 0; i < th.nframes; i++)
             fprintf(stderr, "  %s (%s:%d)%s\n", th.frames[i].function, th.frames[i].file,
                     th.frames[i].line, th.frames[i].native ? " [C]" : "");
-    /* every Python frame once, in its order; every frame named */
+    /* every Python frame once, in its order; every frame named; a partial stack's marker
+     * once, inner of every Python frame */
+    CHECK(th.moving_in_frames == (th.partial && n > 0));
     for (i = 0, k = 0; i < th.nframes; i++) {
         CHECK(th.frames[i].function != NULL && th.frames[i].file != NULL);
+        if (!th.frames[i].native && strcmp(th.frames[i].function, UNW_MOVING) == 0) {
+            CHECK(th.partial && k == 0);
+            continue;
+        }
         if (!th.frames[i].native) {
             CHECK(k < n && th.frames[i].function == py[k].function);
             k++;
         }
     }
-    CHECK(k == n && th.nframes <= n + 512 + 1);
+    CHECK(k == n && th.nframes <= n + 512 + 2);
     free(stack);
     return 0;
 }
