@@ -11,7 +11,7 @@ CFLAGS  ?= -O2 -g $(LTO)
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-missing-field-initializers $(if $(WERROR),-Werror)
 CPPFLAGS += -Iinclude -D_GNU_SOURCE
-LDLIBS  += -lz -lm
+LDLIBS  += -lz -lm -ldw -lelf
 
 SRC := $(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c src/sample/*.c src/formats/*.c)
 CLI := $(wildcard src/cli/*.c)
@@ -111,7 +111,7 @@ browser-deps:
 # fuzz_tool replays the committed corpora and crash inputs (make test, make asan) and
 # records snapshots; `make fuzz` builds one libFuzzer binary per target with clang
 # (ASan + UBSan) and runs each for FUZZ_SECONDS.
-FUZZ_TARGETS := maps elf lnotab lt310 locations core unwind
+FUZZ_TARGETS := maps elf lnotab lt310 locations core unwind native
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
@@ -141,6 +141,12 @@ fuzz-seeds: $(BUILD)/fuzz_tool
 $(BUILD)/vmread: tests/bench/vmread.c
 	@mkdir -p $(BUILD)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -o $@ $<
+
+# --native's unwinder against libunwind-ptrace and libdw's own ptrace attach (docs/native.md;
+# needs libunwind-dev, for this measurement only): $(BUILD)/unwind_ab PID [ROUNDS]
+$(BUILD)/unwind_ab: tests/bench/unwind_ab.c $(OBJ) $(HDR)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu $(LDFLAGS) -o $@ \
+	    tests/bench/unwind_ab.c $(OBJ) -lunwind-ptrace -lunwind-generic -lunwind $(LDLIBS)
 
 bench: remora $(BUILD)/vmread
 	python3 tests/bench/bench.py --remora ./remora --vmread $(BUILD)/vmread

@@ -81,6 +81,9 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
     case CLI_O_FUNCTION:
         c->function = 1;
         return 1;
+    case CLI_O_NATIVE:
+        c->native = 1;
+        return 1;
     case CLI_O_GIL:
         if (c->mode_given && c->mode != SAMPLE_GIL) {
             cli_error("%s: --gil is --mode gil: not with --mode %s; give one of them", what,
@@ -131,6 +134,16 @@ int cli_sampling_check(const char *what, const cli_sampling_t *c)
                   "either, remora never stops the target)", what);
         return -1;
     }
+    if (c->native && c->nonblocking) {
+        cli_error("%s: --native holds each thread still while its C stack is read: not with "
+                  "--nonblocking; give one of them", what);
+        return -1;
+    }
+    if (c->native && c->subprocesses) {
+        cli_error("%s: --native reads one process's C stacks: not with --subprocesses; give "
+                  "one of them", what);
+        return -1;
+    }
     if ((c->pid != 0) == (c->cmd != NULL)) {
         cli_error("%s needs one target: -p PID or -- CMD ARGS... (see remora %s --help)", what, what);
         return -1;
@@ -138,9 +151,9 @@ int cli_sampling_check(const char *what, const cli_sampling_t *c)
     return 0;
 }
 
-int cli_sampler_fail(int err, pid_t pid, int blocking)
+int cli_sampler_fail(int err, pid_t pid, const char *holder)
 {
-    if (blocking && err == REMORA_EPERM) {
+    if (holder != NULL && err == REMORA_EPERM) {
         char path[64], line[256];
         long tracer = 0;
         FILE *f;
@@ -152,12 +165,12 @@ int cli_sampler_fail(int err, pid_t pid, int blocking)
         if (f != NULL)
             fclose(f);
         if (tracer > 0)
-            cli_error("--blocking: pid %d is already traced by pid %ld (a debugger or strace?): "
-                      "detach it, or record without --blocking", (int)pid, tracer);
+            cli_error("%s: pid %d is already traced by pid %ld (a debugger or strace?): "
+                      "detach it, or go without %s", holder, (int)pid, tracer, holder);
         else
-            cli_error("--blocking: not allowed to ptrace pid %d: run as root or with "
-                      "CAP_SYS_PTRACE (kernel.yama.ptrace_scope), or record without --blocking",
-                      (int)pid);
+            cli_error("%s: not allowed to ptrace pid %d: run as root or with "
+                      "CAP_SYS_PTRACE (kernel.yama.ptrace_scope), or go without %s",
+                      holder, (int)pid, holder);
         return REMORA_EXIT_PERM;
     }
     if (err == REMORA_ENOPROC)
@@ -475,4 +488,18 @@ int cli_finish_child(cli_target_t *ct)
         ct->child = 0;
     }
     return ct->child_status;
+}
+
+int cli_native_enable(unwinder_t *u, pid_t pid)
+{
+    int err;
+
+    if (u == NULL || (err = unw_native_enable(u)) == REMORA_OK)
+        return REMORA_EXIT_OK;
+    if (err == REMORA_EUSAGE)
+        cli_error("--native: C stacks are read on x86_64 only; sample without --native");
+    else
+        cli_error("--native: cannot read the ELF files mapped in pid %d (%s); sample without "
+                  "--native", (int)pid, remora_strerror(err));
+    return err == REMORA_EUSAGE ? REMORA_EXIT_NOTPY : remora_exit_code(err);
 }

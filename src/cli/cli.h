@@ -96,9 +96,10 @@ int cli_bad_value(const char *cmd, const char *flag, const char *value, const ch
 
 /* attach.c: what record and top share. */
 
-/* The one line for a sampler that could not start (with --blocking: ptrace refused);
- * returns the exit code. */
-int cli_sampler_fail(int err, pid_t pid, int blocking);
+/* The one line for a sampler that could not start (holder: the option that holds the
+ * target with ptrace, "--blocking" or "--native", whose refusal it explains; NULL if
+ * none); returns the exit code. */
+int cli_sampler_fail(int err, pid_t pid, const char *holder);
 
 /* 0 if the target's layout supports the mode, else one line and -1. */
 int cli_check_mode(int mode, const py_target_t *t);
@@ -117,6 +118,7 @@ typedef struct cli_sampling {
     int idle;               /* --idle: idle threads' samples kept (left out by default) */
     int nonblocking;        /* --nonblocking (py-spy's; the default): not with --blocking */
     int function;           /* --function, --nolineno: one frame per function */
+    int native;             /* --native: C frames merged in (holds the target, as --blocking) */
     int mode_given;         /* --mode or --gil given: which, for the line refusing both */
 } cli_sampling_t;
 
@@ -133,7 +135,7 @@ const char *cli_mode_name(int mode);
 enum cli_sampling_opt {
     CLI_O_HELP = 1, CLI_O_PID, CLI_O_CMD, CLI_O_RATE, CLI_O_DURATION, CLI_O_MODE, CLI_O_IDLE,
     CLI_O_NO_GC, CLI_O_SUBPROCESSES, CLI_O_BLOCKING, CLI_O_NONBLOCKING, CLI_O_GIL,
-    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_OWN
+    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_NATIVE, CLI_O_OWN
 };
 #define CLI_OPT_HELP { CLI_O_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 }
 #define CLI_SAMPLING_OPTS \
@@ -157,6 +159,8 @@ enum cli_sampling_opt {
       "stop the target (ptrace) while a sample is read", 0 }, \
     { CLI_O_NONBLOCKING, NULL, "--nonblocking", NULL, NULL, \
       "never stop the target (the default; py-spy's flag)", 0 }, \
+    { CLI_O_NATIVE, NULL, "--native", NULL, NULL, \
+      "C frames too, merged with the Python frames (ptrace)", 0 }, \
     { CLI_O_FUNCTION, NULL, "--function", "--nolineno", NULL, \
       "one frame per function, at its first line", 0 }, \
     { CLI_O_LIMIT, "-l", "--limit", NULL, "ROWS", "rows of the table (top: 20 by default)", 0 }
@@ -167,6 +171,11 @@ enum cli_sampling_opt {
  * the command in messages. */
 int cli_sampling_take(const char *what, int id, const char *flag, const char *value,
                       int argc, char **argv, int *i, cli_sampling_t *c);
+
+/* --native: makes u merge C stacks in. Returns REMORA_EXIT_OK, or prints one line and
+ * returns the exit code. u may be NULL (nothing to do). */
+struct unwinder;
+int cli_native_enable(struct unwinder *u, pid_t pid);
 
 /* 0 if exactly one of -p and -- CMD was given, else one line and -1. */
 int cli_sampling_check(const char *what, const cli_sampling_t *c);

@@ -42,19 +42,28 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
         fputc('\n', stdout);
         if (th[i].error)
             printf("    <stack unreadable: %s>\n", remora_strerror(th[i].error));
-        if (th[i].partial)
+        if (th[i].partial && !th[i].moving_in_frames)
             puts("    " UNW_MOVING);     /* the frames above those known moved while read */
         for (k = 0; k < th[i].nframes; k++) {
+            const unw_frame_t *f = &th[i].frames[k];
             fputs("    ", stdout);
-            out_text_str(stdout, th[i].frames[k].function, 0);
+            out_text_str(stdout, f->function, 0);
+            if (*f->file == '\0' && f->line == 0 && (f->native || th[i].moving_in_frames)) {
+                fputc('\n', stdout);   /* a marker */
+                continue;
+            }
             fputs(" (", stdout);
-            out_text_str(stdout, th[i].frames[k].file, 0);
-            printf(":%d)\n", th[i].frames[k].line);
+            out_text_str(stdout, f->file, 0);
+            if (f->native && f->line == 0)
+                fputs(") [C]\n", stdout);
+            else
+                printf(":%d)%s\n", f->line, f->native ? " [C]" : "");
         }
     }
 }
 
-static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n)
+static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
+                       int native)
 {
     size_t i, k;
 
@@ -75,14 +84,19 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
         if (th[i].partial)
             fputs(",\"partial\":true", stdout);
         fputs(",\"frames\":[", stdout);
-        if (th[i].partial)
-            fputs("{\"function\":\"" UNW_MOVING "\",\"file\":\"\",\"line\":0}", stdout);
+        if (th[i].partial && !th[i].moving_in_frames)
+            printf("{\"function\":\"" UNW_MOVING "\",\"file\":\"\",\"line\":0%s}",
+                   native ? ",\"native\":false" : "");
         for (k = 0; k < th[i].nframes; k++) {
-            fputs(k || th[i].partial ? ",{\"function\":" : "{\"function\":", stdout);
+            fputs(k || (th[i].partial && !th[i].moving_in_frames) ? ",{\"function\":" :
+                  "{\"function\":", stdout);
             out_json_str(stdout, th[i].frames[k].function);
             fputs(",\"file\":", stdout);
             out_json_str(stdout, th[i].frames[k].file);
-            printf(",\"line\":%d}", th[i].frames[k].line);
+            printf(",\"line\":%d", th[i].frames[k].line);
+            if (native)
+                printf(",\"native\":%s", th[i].frames[k].native ? "true" : "false");
+            fputc('}', stdout);
         }
         fputs("]}", stdout);
     }
@@ -101,7 +115,8 @@ static const cli_opt_t dump_opts[] = {
     { D_JSON, NULL, "--json", NULL, NULL, "print JSON instead of text", 0 },
     { D_SUBPROCESSES, NULL, "--subprocesses", NULL, NULL,
       "also each descendant process running Python", 0 },
-    { D_NATIVE, NULL, "--native", NULL, NULL, NULL, 0 },
+    { D_NATIVE, NULL, "--native", NULL, NULL,
+      "C frames too, merged with the Python frames (ptrace)", 0 },
     { D_LOCALS, NULL, "--locals", NULL, NULL, NULL, 0 },
     { 0 }
 };
@@ -174,7 +189,7 @@ static void dump_descendants(pid_t pid, int json)
             unw_new(p, &t, &u) == REMORA_OK && read_live(u, &th, &n) == REMORA_OK) {
             if (json) {
                 fputc(',', stdout);
-                print_json(kids[k], &t, th, n);
+                print_json(kids[k], &t, th, n, 0);
             } else {
                 fputc('\n', stdout);
                 print_text(kids[k], &t, th, n);
@@ -216,7 +231,8 @@ static int path_problem(const char *path, int want_dir, char *why, size_t cap)
 int cmd_dump(int argc, char **argv)
 {
     pid_t pid = 0;
-    int json = 0, subprocesses = 0, i, err;
+    int json = 0, subprocesses = 0, native = 0, i, err;
+    freezer_t *frz = NULL;
     const char *core = NULL, *exe = NULL, *root = NULL;
     proc_t *p = NULL;
     py_target_t t;
@@ -261,10 +277,17 @@ int cmd_dump(int argc, char **argv)
         case D_SUBPROCESSES:
             subprocesses = 1;
             break;
+        case D_NATIVE:
+            native = 1;
+            break;
         }
     }
     if ((pid == 0) == (core == NULL)) {
         cli_error("dump needs one target, a pid or a core file: usage: %s", dump_usage);
+        return REMORA_EXIT_USAGE;
+    }
+    if (native && subprocesses) {
+        cli_error("dump: --native reads one process; leave out --subprocesses");
         return REMORA_EXIT_USAGE;
     }
     if (core != NULL && subprocesses) {
@@ -303,7 +326,30 @@ int cmd_dump(int argc, char **argv)
     err = unw_new(p, &t, &u);
     if (err)
         goto fail;
+    if (native) {
+        err = unw_native_enable(u);
+        if (err) {
+            snprintf(why, sizeof why, "--native: %s", err == REMORA_EUSAGE ?
+                     "C stacks are read on x86_64 only" : "no ELF file of the target could be read");
+            goto fail;
+        }
+        if (core == NULL) {
+            /* its threads held still while their C stacks are read */
+            if ((err = freeze_new(p, &frz)) != REMORA_OK) {
+                err = cli_sampler_fail(err, pid, "--native");
+                goto out;
+            }
+            freeze_want_states(frz);
+            if ((err = freeze_stop(frz)) != REMORA_OK)
+                goto fail;
+        }
+    }
     err = read_live(u, &th, &n);
+    if (frz != NULL) {
+        freeze_go(frz);
+        freeze_free(frz);
+        frz = NULL;
+    }
     if (err) {
         if (err == REMORA_ENOPROC && core == NULL) {
             cli_error("pid %d exited during the dump", (int)pid);
@@ -316,7 +362,7 @@ int cmd_dump(int argc, char **argv)
     if (subprocesses)
         fputs(json ? "{\"processes\":[" : "", stdout);
     if (json)
-        print_json(pid, &t, th, n);
+        print_json(pid, &t, th, n, native);
     else
         print_text(pid, &t, th, n);
     if (subprocesses)
@@ -332,6 +378,10 @@ fail:
         err = cli_fail(err, pid, why);
     }
 out:
+    if (frz != NULL) {
+        freeze_go(frz);
+        freeze_free(frz);
+    }
     unw_free(u);
     proc_free(p);
     return err;

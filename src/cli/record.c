@@ -54,7 +54,7 @@ typedef struct record_args {
 } record_args_t;
 
 enum { R_OUTPUT = CLI_O_OWN, R_FORMAT, R_MAX_SAMPLES, R_DIFF, R_FRAME_ANCHOR, R_STATS,
-       R_NATIVE, R_ASYNC };
+       R_ASYNC };
 
 static const cli_opt_t record_opts[] = {
     CLI_SAMPLING_OPTS,
@@ -68,7 +68,6 @@ static const cli_opt_t record_opts[] = {
       "a differential flamegraph against BASELINE", 0 },
     { R_FRAME_ANCHOR, NULL, "--frame-anchor", NULL, NULL,
       "3.15: anchor frames (writes 8 bytes a thread)", 0 },
-    { R_NATIVE, NULL, "--native", NULL, NULL, NULL, 0 },
     { R_ASYNC, NULL, "--async", NULL, NULL, NULL, 0 },
     { 0 }
 };
@@ -369,13 +368,15 @@ int cmd_record(int argc, char **argv)
     so.child = ct.child;
     so.max_rounds = a.max_samples;
     so.subprocesses = a.c.subprocesses;
-    so.blocking = a.c.blocking;
+    so.blocking = a.c.blocking || a.c.native;
     so.function = a.c.function;
     so.idle = a.c.idle;
     sink.ctx = raw;
     sink.sample = raw != NULL ? raw_sink_sample : NULL;
+    if (a.c.native && (rc = cli_native_enable(u, pid)) != REMORA_EXIT_OK)
+        goto out;
     if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {
-        rc = cli_sampler_fail(err, pid, a.c.blocking);
+        rc = cli_sampler_fail(err, pid, a.c.native ? "--native" : a.c.blocking ? "--blocking" : NULL);
         goto out;
     }
     memset(&prof, 0, sizeof prof);
@@ -483,6 +484,14 @@ int cmd_record(int argc, char **argv)
                 (unsigned long long)us.name_readings, (unsigned long long)us.name_reads,
                 (unsigned long long)us.name_scans, (unsigned long long)us.name_torn,
                 (unsigned long long)us.name_unscanned, (unsigned long long)(us.name_ns / 1000));
+        if (a.c.native && u != NULL) {
+            unw_native_stats_t ns;
+            unw_native_get_stats(u, &ns);
+            fprintf(stderr, "native: threads=%llu frames=%llu unreadable=%llu cut=%llu "
+                    "unplaced=%llu\n", (unsigned long long)ns.threads,
+                    (unsigned long long)ns.frames, (unsigned long long)ns.unreadable,
+                    (unsigned long long)ns.cut, (unsigned long long)ns.unplaced);
+        }
     }
     if (rc == REMORA_EXIT_OK && gone && a.c.cmd == NULL && a.c.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */

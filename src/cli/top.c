@@ -539,11 +539,13 @@ int cmd_top(int argc, char **argv)
     so.gc = a.gc;
     so.child = ct.child;
     so.subprocesses = a.subprocesses;
-    so.blocking = a.blocking;
+    so.blocking = a.blocking || a.native;
     so.function = a.function;
     so.idle = a.idle;
+    if (a.native && (rc = cli_native_enable(u, a.pid)) != REMORA_EXIT_OK)
+        goto out;
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
-        rc = cli_sampler_fail(err, a.pid, a.blocking);
+        rc = cli_sampler_fail(err, a.pid, a.native ? "--native" : a.blocking ? "--blocking" : NULL);
         goto out;
     }
     tp.last_ns = sampler_now_ns();

@@ -18,7 +18,7 @@
 #include "remora.h"
 #include "out.h"
 
-enum { CAT_OTHER, CAT_PYTHON, CAT_GC, CAT_GIL };
+enum { CAT_OTHER, CAT_PYTHON, CAT_GC, CAT_GIL, CAT_NATIVE };
 
 /* Columns of a table, written as "name":[v,v,...]. */
 static void col_begin(FILE *f, const char *name, int first)
@@ -72,6 +72,8 @@ typedef struct ffx {
 
 static int frame_category(const stk_frame_t *fr)
 {
+    if (fr->native)
+        return CAT_NATIVE;          /* a C frame (--native) */
     return strcmp(fr->function, "<GC>") == 0 && fr->file[0] == '\0' ? CAT_GC : CAT_PYTHON;
 }
 
@@ -412,7 +414,8 @@ int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o)
     fputs(",\"categories\":[{\"name\":\"Other\",\"color\":\"grey\",\"subcategories\":[\"Other\"]},"
           "{\"name\":\"Python\",\"color\":\"yellow\",\"subcategories\":[\"Other\"]},"
           "{\"name\":\"GC\",\"color\":\"orange\",\"subcategories\":[\"Other\"]},"
-          "{\"name\":\"GIL\",\"color\":\"green\",\"subcategories\":[\"Other\"]}],"
+          "{\"name\":\"GIL\",\"color\":\"green\",\"subcategories\":[\"Other\"]},"
+          "{\"name\":\"Native\",\"color\":\"blue\",\"subcategories\":[\"Other\"]}],"
           "\"extensions\":{\"id\":[],\"name\":[],\"baseURL\":[],\"length\":0}},"
           "\"libs\":[],\"pages\":[],\"threads\":[", f);
     for (i = 0; i < nth; i++) {

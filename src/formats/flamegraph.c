@@ -9,9 +9,10 @@
  *   {"version":1, "current":PROFILE, "baseline":PROFILE|null}
  *   PROFILE = {"meta":{...}, "total":N, "strings":[...], "frames":[fn,file,line,...],
  *              "threads":[[tid,name,samples],...], "depth":[...], "frame":[...],
- *              "self":[...]}
+ *              "self":[...], "native":[...]}
  * strings holds each distinct function and file name once; frames are triples of
- * string indexes and a line. The nodes of every thread's trie follow in depth-first
+ * string indexes and a line; "native" lists the C frames' indexes (--native; absent when
+ * there are none). The nodes of every thread's trie follow in depth-first
  * pre-order, thread by thread: depth 0 is a thread's root (frame -1), and a node's
  * parent is the nearest earlier node one level up, so the tree needs no parent links.
  *
@@ -500,7 +501,13 @@ static int write_profile(FILE *f, const profile_t *p, const profile_t *base)
     write_nodes(f, t, COL_SELF);
     if (base != NULL && (rc = write_diff(f, p, base)) != 0)
         goto error;
-    fputs("}", f);
+    for (i = 0, rc = 0; i < nf; i++) {
+        if (!stk_frame_at(t, (uint32_t)i)->native)
+            continue;
+        fprintf(f, "%s%zu", rc ? "," : ",\n\"native\":[", i);
+        rc = 1;
+    }
+    fputs(rc ? "]}" : "}", f);
     rc = 0;
 error:
     free(s.list);

@@ -148,7 +148,7 @@ static int catch_up(raw_writer_t *w, const stk_table_t *t)
         uint32_t fn = string_id(w, fr->function), file = string_id(w, fr->file);
         if (fn == UINT32_MAX || file == UINT32_MAX)
             return REMORA_ENOMEM;
-        fputc('F', w->f);
+        fputc(fr->native ? 'C' : 'F', w->f);
         put_varint(w->f, fn);
         put_varint(w->f, file);
         put_svarint(w->f, fr->line);
@@ -376,13 +376,13 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, 
             }
             strings[nstrings++] = stk_intern(t, s);
             free(s);
-        } else if (c == 'F') {
+        } else if (c == 'F' || c == 'C') {
             uint64_t fn = get_varint(&r), file = get_varint(&r);
             int64_t line = get_svarint(&r);
             uint32_t id;
             if (r.bad || fn >= nstrings || file >= nstrings)
                 break;
-            id = stk_frame(t, strings[fn], strings[file], (int)line);
+            id = stk_frame_kind(t, strings[fn], strings[file], (int)line, c == 'C');
             if (id == STK_NONE || vec_put(&frames, frames.n, id))
                 break;
         } else if (c == 'T') {

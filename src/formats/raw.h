@@ -5,6 +5,9 @@
  * LEB128 varints (zigzag for signed values):
  *   'S' len bytes               a string (ids count up from 0)
  *   'F' fn file line            a frame (ids count up from 0), strings by id
+ *   'C' fn file line            a C frame (--native), numbered with the 'F' frames; only
+ *                               recordings with C frames have it (a reader older than it
+ *                               stops there, as at a corrupt record)
  *   'T' idx tid name root       a thread (or a new name for one), its root node
  *   'N' id parent frame         a stack-trie node (child of 'parent')
  *   'X' dt_ns thread node flags a sample: time since the previous one (the first: since

@@ -33,6 +33,8 @@
 
 /* x86_64 and aarch64 (the layouts agree on these fields) */
 #define PRSTATUS_PID_OFF 32
+#define PRSTATUS_REG_OFF 112
+#define PRSTATUS_REG_LEN (27 * 8)
 #define PRPSINFO_PID_OFF 24
 #define PRPSINFO_FNAME_OFF 40
 #define PRPSINFO_FNAME_LEN 16
@@ -115,6 +117,14 @@ static int parse_notes(image_t *img, uint64_t off, uint64_t len, core_notes_t *c
             err = add_task(img, (pid_t)tid, task_cap);
             if (err)
                 return err;
+            /* x86_64: pr_reg (struct user_regs_struct, 27 words) at 112 */
+            if (descsz >= PRSTATUS_REG_OFF + PRSTATUS_REG_LEN) {
+                img_task_t *t = (img_task_t *)image_task(img, (pid_t)tid);
+                if (t != NULL) {
+                    memcpy(t->regs, desc + PRSTATUS_REG_OFF, PRSTATUS_REG_LEN);
+                    t->has_regs = 1;
+                }
+            }
         } else if (core_name && type == NT_PRPSINFO &&
                    descsz >= PRPSINFO_FNAME_OFF + PRPSINFO_FNAME_LEN) {
             int32_t pid;

@@ -1,7 +1,8 @@
-/* proc/freeze.c — --blocking: every thread of the target held still while a sample is
- * read, through ptrace (PTRACE_SEIZE once, then PTRACE_INTERRUPT and PTRACE_CONT each
- * round). Unlike SIGSTOP it is invisible to the target's parent and shell, and the
- * target's own signals are passed on: a thread stopped to deliver a signal is resumed
+/* proc/freeze.c — --blocking and --native: every thread of the target held still while a
+ * sample is read, through ptrace (PTRACE_SEIZE once, then PTRACE_INTERRUPT and PTRACE_CONT
+ * each round); and, for --native, a thread's registers (proc_task_regs). Unlike SIGSTOP
+ * it is invisible to the target's parent and shell, and the target's own signals are
+ * passed on: a thread stopped to deliver a signal is resumed
  * with it. A group-stop (someone SIGSTOPped the target) is left in place (PTRACE_LISTEN).
  *
  * A thread that does not stop within FREEZE_WAIT_NS (in the kernel, uninterruptible) is
@@ -13,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "remora.h"
 #include "proc.h"
+#include "proc_internal.h"
 #include "../util/util.h"
 
 #define FREEZE_MAX 4096                 /* threads followed */
@@ -262,4 +265,43 @@ void freeze_free(freezer_t *f)
     free(f->t);
     free(f->tids);
     free(f);
+}
+
+/* user_regs_struct's order (r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi
+ * orig_rax rip cs eflags rsp ...) into DWARF's (rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip). */
+static void regs_to_dwarf(const uint64_t *u, uint64_t *regs)
+{
+    static const unsigned char from[PROC_NREGS] = {
+        10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0, 16
+    };
+    size_t i;
+
+    for (i = 0; i < PROC_NREGS; i++)
+        regs[i] = u[from[i]];
+}
+
+int proc_task_regs(proc_t *p, pid_t tid, uint64_t *regs)
+{
+#if defined(__x86_64__)
+    if (p->kind == PROC_LIVE) {
+        struct user_regs_struct ur;
+        uint64_t u[27];
+        _Static_assert(sizeof ur == sizeof u, "user_regs_struct is 27 words");
+        if (ptrace(PTRACE_GETREGS, tid, NULL, &ur) != 0)
+            return REMORA_ENOPROC;
+        memcpy(u, &ur, sizeof u);
+        regs_to_dwarf(u, regs);
+        return REMORA_OK;
+    }
+    if (p->kind == PROC_CORE) {
+        const img_task_t *t = image_task(p->img, tid);
+        if (t == NULL || !t->has_regs)
+            return REMORA_ENOPROC;
+        regs_to_dwarf(t->regs, regs);
+        return REMORA_OK;
+    }
+#else
+    (void)p, (void)tid, (void)regs, (void)regs_to_dwarf;
+#endif
+    return REMORA_EUSAGE;
 }

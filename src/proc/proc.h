@@ -197,6 +197,19 @@ int freeze_exit_status(const freezer_t *f);
 /* Lets go of every thread. */
 void freeze_free(freezer_t *f);
 
+/* ---- --native: a thread's registers (freeze.c) ------------------------------ */
+
+/* x86_64 registers in DWARF's numbering: rax rdx rcx rbx rsi rdi rbp rsp r8-r15, rip. */
+#define PROC_NREGS 17
+#define PROC_REG_SP 7
+#define PROC_REG_PC 16
+
+/* Thread tid's registers into regs[0..PROC_NREGS): live, a thread that freeze_stop()
+ * stopped (PTRACE_GETREGS); a core, NT_PRSTATUS's. Returns 0, REMORA_ENOPROC (no such
+ * thread, or a live one not stopped by us), REMORA_EUSAGE (a snapshot, which keeps no
+ * registers; or not x86_64). */
+int proc_task_regs(proc_t *p, pid_t tid, uint64_t *regs);
+
 /* Parses the state letter out of the text of a stat file. Returns 0 or REMORA_ECORRUPT. */
 int proc_stat_parse_state(const char *text, size_t len, char *state);
 

@@ -107,6 +107,8 @@ typedef struct img_task {
     char state;                     /* 0: unknown (proc_task_state fails) */
     int has_name;
     char name[64];
+    int has_regs;                   /* core: NT_PRSTATUS's registers (x86_64 user_regs) */
+    uint64_t regs[27];
 } img_task_t;
 
 struct image {

@@ -21,6 +21,7 @@ typedef struct stk_frame {
     const char *function;
     const char *file;
     int line;
+    int native;             /* a C frame (--native): writers show it apart */
 } stk_frame_t;
 
 /* A node of a thread's trie: the stack from the thread's root down to this frame. */
@@ -49,6 +50,10 @@ const char *stk_intern(stk_table_t *t, const char *s);
 
 /* Interns a frame; returns its index or STK_NONE when out of memory. */
 uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int line);
+/* The same for a C frame (native 1) or a Python one (0): a C frame and a Python frame of
+ * the same function, file and line are two frames. */
+uint32_t stk_frame_kind(stk_table_t *t, const char *function, const char *file, int line,
+                        int native);
 
 /* The thread with this tid and name (any name when 'name' is NULL), created on first
  * use: a thread renamed while recorded is two threads of the table, each with the

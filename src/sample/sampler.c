@@ -208,7 +208,7 @@ static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
 
     if (s->fmap[i].frame != STK_NONE)
         return s->fmap[i].frame;
-    id = stk_frame(s->t, f->function, f->file, f->line);
+    id = stk_frame_kind(s->t, f->function, f->file, f->line, f->native);
     if (id == STK_NONE)
         return STK_NONE;
     s->fmap[i].function = f->function;
@@ -420,7 +420,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         if (th->partial) {
             /* the innermost frames moved while they were read: marked, never guessed */
             s->st.partial++;
-            if ((node = stk_child(s->t, node, s->moving_frame)) == STK_NONE)
+            if (!th->moving_in_frames && (node = stk_child(s->t, node, s->moving_frame)) == STK_NONE)
                 return REMORA_ENOMEM;
         }
         /* a partial stack moved after the GC state was read: no <GC> above its marker */

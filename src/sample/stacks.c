@@ -105,6 +105,12 @@ static int rehash_frames(stk_table_t *t)
 
 uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int line)
 {
+    return stk_frame_kind(t, function, file, line, 0);
+}
+
+uint32_t stk_frame_kind(stk_table_t *t, const char *function, const char *file, int line,
+                        int native)
+{
     const char *fn = stk_intern(t, function), *fl = stk_intern(t, file);
     size_t j;
 
@@ -113,7 +119,7 @@ uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int l
     for (j = frame_hash(fn, fl, line) & (t->frame_slots_cap - 1); t->frame_slots[j];
          j = (j + 1) & (t->frame_slots_cap - 1)) {
         const stk_frame_t *f = &t->frames[t->frame_slots[j] - 1];
-        if (f->function == fn && f->file == fl && f->line == line)
+        if (f->function == fn && f->file == fl && f->line == line && f->native == (native != 0))
             return t->frame_slots[j] - 1;
     }
     if (t->nframes >= STK_NONE - 1 || remora_grow((void **)&t->frames, &t->cap_frames, t->nframes + 1, sizeof *t->frames))
@@ -121,6 +127,7 @@ uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int l
     t->frames[t->nframes].function = fn;
     t->frames[t->nframes].file = fl;
     t->frames[t->nframes].line = line;
+    t->frames[t->nframes].native = native != 0;
     t->frame_slots[j] = (uint32_t)++t->nframes;
     if (t->nframes * 4 > t->frame_slots_cap * 3 && rehash_frames(t))
         return STK_NONE;

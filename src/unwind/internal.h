@@ -8,6 +8,7 @@
  *   anchor.c       --frame-anchor (3.15)
  *   parked.c       threads that have not held the GIL since their last walk
  *   naming.c       validating the sample's code objects
+ *   native.c       --native: C stacks (elfutils libdwfl) merged with the Python frames
  *
  * Not for use outside src/unwind/.
  */
@@ -183,8 +184,31 @@ struct unwinder {
     pynames_t *pynames;         /* UNW_WANT_PYNAMES: the registry of thread names */
     uint64_t *idents;           /* scratch: this sample's pthread ids */
     size_t cap_idents;
+    struct unw_native *native;  /* --native (native.c), or NULL */
     unw_stats_t stats;
 };
+
+/* ---- --native (native.c) ---------------------------------------------------- */
+
+typedef struct unw_native unw_native_t;
+
+/* Reports the target's ELF files to libdwfl. Returns 0 or as unw_native_enable(). Names
+ * are interned in 'names'. */
+int native_new(proc_t *p, strtab_t *names, unw_native_t **out);
+void native_free(unw_native_t *n);
+/* Each of th[0..nth): its C stack unwound and merged with its frames, which then point
+ * into n's buffer (valid until the next call). Out of memory: left as they were. */
+void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, size_t nth);
+void native_get_stats(const unw_native_t *n, unw_native_stats_t *out);
+/* The benchmark (tests/bench/unwind_ab.c): thread tid's C stack unwound as
+ * native_merge_all() does, nothing named; the frames found (0 when none). */
+int native_count_frames(unw_native_t *n, pid_t tid);
+/* Fuzzing: th's C stack unwound from regs (PROC_NREGS) over the bytes of its stack at
+ * [stack_lo, stack_lo + len) alone (no other memory is read; at most NAT_STACK_MAX
+ * bytes), with n's modules, and merged with th's frames by layout L's rules; th's
+ * frames then point into n's buffer. Returns 0 or REMORA_ENOMEM. */
+int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *regs,
+                        uint64_t stack_lo, const void *stack, size_t len, unw_thread_t *th);
 
 /* 3.11: a function object and the code object it ran when last read (walk.c). */
 typedef struct unw_func {
@@ -313,6 +337,8 @@ typedef struct fast_thread {
 typedef struct rd_raw {
     uint64_t code, instr;
     int entry;                      /* 3.11: the first frame of an eval loop */
+    int eval_entry;                 /* unw_frame_t.entry */
+    uint64_t below;                 /* unw_frame_t.below */
 } rd_raw_t;
 
 enum { ANC_NONE, ANC_WRITTEN, ANC_CACHED, ANC_OFF };

@@ -134,6 +134,7 @@ void name_frames(unwinder_t *u, reader_t *r)
         th->frames = u->frames + tc->raw_first;
         th->nframes = 0;
         th->partial = th->error ? 0 : tc->partial;
+        th->moving_in_frames = 0;
         if (th->error)
             continue;
         for (k = 0; k < tc->raw_n; k++) {
@@ -162,6 +163,9 @@ void name_frames(unwinder_t *u, reader_t *r)
             }
             fr->function = e->function;
             fr->file = e->file;
+            fr->native = 0;
+            fr->entry = (unsigned char)raw[k].eval_entry;
+            fr->below = raw[k].below;
             fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno :
                        code_line(e, L, frame_addrq(L, raw[k].code, raw[k].instr));
             callee_entry = raw[k].entry;

@@ -265,6 +265,17 @@ static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, si
         fr->code = r->walk[k].code;
         fr->instr = r->walk[k].instr;
         fr->entry = r->walk[k].entry;
+        /* where one C call of the eval loop began (--native merges the stacks there) */
+        fr->below = 0;
+        if (u->target->layout.walk_root == PY_ROOT_ANY) {
+            fr->eval_entry = 1;
+        } else if (u->target->layout.walk_root == PY_ROOT_ENTRY) {
+            fr->eval_entry = r->walk[k].entry;
+        } else {
+            fr->eval_entry = k + 1 < nw && r->walk[k + 1].shim;
+            if (fr->eval_entry)
+                fr->below = r->walk[k + 1].addr;
+        }
         if (name_note_code(r, u->codes, fr->code))
             return REMORA_ENOMEM;
     }
@@ -742,6 +753,8 @@ int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n)
         u->stats.partial += u->threads[i].partial != 0;
     if ((u->want & UNW_WANT_PYNAMES) && (err = sample_names(u, u->reader)) != REMORA_OK)
         return err;
+    if (u->native != NULL && (u->want & UNW_WANT_NATIVE))
+        native_merge_all(u->native, u, u->threads, u->nthreads);
     *threads = u->threads;
     *n = u->nthreads;
     return REMORA_OK;

@@ -42,7 +42,7 @@ int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
 
 void unw_set_want(unwinder_t *u, unsigned want)
 {
-    u->want = want;
+    u->want = want | (u->native != NULL ? UNW_WANT_NATIVE : 0);
 }
 
 void unw_set_tries(unwinder_t *u, unsigned tries)
@@ -65,10 +65,31 @@ void unw_get_stats(const unwinder_t *u, unw_stats_t *out)
     }
 }
 
+int unw_native_enable(unwinder_t *u)
+{
+    int err;
+
+    if (u->native != NULL)
+        return REMORA_OK;
+    if ((err = native_new(u->p, u->names, &u->native)) != REMORA_OK)
+        return err;
+    u->want |= UNW_WANT_NATIVE;
+    return REMORA_OK;
+}
+
+void unw_native_get_stats(const unwinder_t *u, unw_native_stats_t *out)
+{
+    if (u->native == NULL)
+        memset(out, 0, sizeof *out);
+    else
+        native_get_stats(u->native, out);
+}
+
 void unw_free(unwinder_t *u)
 {
     if (u == NULL)
         return;
+    native_free(u->native);
     unw_reader_free(u->reader);
     pyn_free(u->pynames);
     free(u->idents);

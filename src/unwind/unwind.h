@@ -8,6 +8,7 @@
  *   pynames.c    Python thread names, from the threading module's registry
  *   code.c       the code-object cache (bounded, validated by a fingerprint)
  *   threads.c    the unwinder's handle; interpreter and thread-state lists; native ids
+ *   native.c     --native: each thread's C stack merged with its Python frames
  *   sample.c ... the per-sample reader (internal.h lists its files)
  */
 #ifndef REMORA_UNWIND_H
@@ -43,8 +44,14 @@ int lt_locations_line(const unsigned char *tab, size_t len, int firstlineno, int
 
 typedef struct unw_frame {
     const char *function;       /* interned */
-    const char *file;           /* interned */
-    int line;
+    const char *file;           /* interned (a C frame: its source file, else its module) */
+    int line;                   /* a C frame without line information: 0 */
+    unsigned char native;       /* a C frame (UNW_WANT_NATIVE, native.c) */
+    unsigned char entry;        /* a Python frame that one C call of the eval loop began
+                                 * with (its outermost): 3.9/3.10 every frame; 3.11 a frame
+                                 * marked is_entry; 3.12+ one whose previous is C-owned */
+    uint64_t below;             /* 3.12+, an entry frame: the address of that C-owned frame
+                                 * (a local of the eval loop, on the C stack), else 0 */
 } unw_frame_t;
 
 typedef struct unw_thread {
@@ -70,6 +77,9 @@ typedef struct unw_thread {
                                  * holds the outer frames known (each the same function, and
                                  * a caller at the same call, at both ends of the read); the
                                  * caller marks where the rest was (UNW_MOVING) */
+    int moving_in_frames;       /* partial, and the UNW_MOVING frame is already in frames[]
+                                 * (--native: inner of the Python frames known, between
+                                 * the C frames): the caller adds none above */
     size_t nframes;
     unw_frame_t *frames;        /* innermost first; owned by the unwinder */
 } unw_thread_t;
@@ -93,7 +103,9 @@ typedef struct unwinder unwinder_t;
                                  * target) and copy only the frames above it; not in ALL */
 #define UNW_WANT_FIRSTLINE 64u  /* record --function: each frame's line is its function's
                                  * first (co_firstlineno), no line table decoded; not in ALL */
-_Static_assert(((UNW_WANT_ALL | UNW_WANT_ANCHOR) & UNW_WANT_FIRSTLINE) == 0 &&
+#define UNW_WANT_NATIVE 128u    /* each thread's C stack merged in (unw_native_enable) */
+_Static_assert(((UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE) & UNW_WANT_NATIVE) == 0 &&
+               ((UNW_WANT_ALL | UNW_WANT_ANCHOR) & UNW_WANT_FIRSTLINE) == 0 &&
                (UNW_WANT_ALL & UNW_WANT_ANCHOR) == 0, "UNW_WANT_* flags share a bit");
 
 /* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t; it reads everything
@@ -132,5 +144,36 @@ typedef struct unw_stats {
 } unw_stats_t;
 
 void unw_get_stats(const unwinder_t *u, unw_stats_t *out);
+
+/* ---- --native (native.c) ------------------------------------------------------ */
+
+/* Marker frames (native, no file) of a merged stack: no C stack could be read for the
+ * thread (no registers: a live thread not held still, or no native id); the C stack
+ * ended before its end: remora's bounds (too deep, or a frame not above its callee:
+ * corrupt), or a frame libdwfl could not unwind (neither CFI nor a frame pointer). */
+#define UNW_NATIVE_NONE "<no native stack>"
+#define UNW_NATIVE_CUT "<native stack cut>"
+
+/* From now on unw_sample() merges each thread's C stack into its frames, innermost first
+ * as always: each call of the eval loop replaced by the Python frames it ran, C frames
+ * (unw_frame_t.native) named from symbol tables, "??" with "MODULE+0xOFFSET" as the file
+ * where none names them. A live target's threads must be held still while unw_sample()
+ * reads them (freeze_stop): their registers are read with ptrace. Works on live processes
+ * and cores (x86_64). Returns 0, REMORA_EUSAGE (a snapshot, or not x86_64),
+ * REMORA_ENOTPY (no ELF file of the target could be opened), REMORA_ENOMEM, or what
+ * reading the maps returns. */
+int unw_native_enable(unwinder_t *u);
+
+typedef struct unw_native_stats {
+    uint64_t threads;           /* thread samples whose C stack was unwound */
+    uint64_t frames;            /* C frames unwound, in all */
+    uint64_t unreadable;        /* thread samples with no C stack (UNW_NATIVE_NONE) */
+    uint64_t cut;               /* ... whose C stack was cut (UNW_NATIVE_CUT) */
+    uint64_t unplaced;          /* ... with Python frames no eval loop's C frame was found
+                                 * for (placed outermost) */
+} unw_native_stats_t;
+
+/* All zero unless unw_native_enable() was called. */
+void unw_native_get_stats(const unwinder_t *u, unw_native_stats_t *out);
 
 #endif

@@ -4,7 +4,7 @@ First the floor under all of them: what one process_vm_readv costs here, per cal
 range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
-                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,tachyon,memory,fidelity]
+                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,fidelity]
                                  [--slowdown-seconds S]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
@@ -208,7 +208,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,tachyon,memory",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -232,6 +232,9 @@ def main():
         stitch_table(remora, interps)
     if "blocking" in sections:
         blocking_table(remora, [i for i in interps if i[0] in ("pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")])
+    if "native" in sections:
+        blocking_table(remora, [i for i in interps if i[0] in ("pyenv-3.12.1", "debian-3.11-static", "sid-3.15")],
+                       native=True)
     if "tachyon" in sections:
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
@@ -325,8 +328,11 @@ def blocking_cell(remora, t, rate, extra):
             sum(x["errors"] for x in stats) / max(1.0, sum(x["samples"] for x in stats)))
 
 
-def blocking_table(remora, interps):
-    print("\n## --blocking: what holding the target costs (depth 50, one thread)\n")
+def blocking_table(remora, interps, native=False):
+    if native:
+        print("\n## --native: what the C stacks cost (depth 50, one thread)\n")
+    else:
+        print("\n## --blocking: what holding the target costs (depth 50, one thread)\n")
     print("busy.py on CPU 0 logs its own iteration count; %d windows of %.0f s recorded by one "
           "remora run each (on CPU 1), each against the unrecorded windows beside it. "
           "'slowdown' is the median change of the target's rate (negative: slower); CPU and "
@@ -342,7 +348,7 @@ def blocking_table(remora, interps):
                 pin(t.pid, 0)
                 os.sched_setaffinity(0, {1})
             for rate in ("100", "1k"):
-                for extra in ((), ("--blocking",)):
+                for extra in ((), ("--blocking",)) + ((("--native",),) if native else ()):
                     slow, cpu, got, errs = blocking_cell(remora, t, rate, extra)
                     print("| %s | %s Hz | %s | %+.1f%% | %.1f | %.0f | %.2f%% |" % (
                         it[0], rate, " ".join(extra) or "(none)", 100 * slow, cpu, got, 100 * errs),

@@ -112,7 +112,9 @@ def flag_cases(pid, d):
     c += value_cases(["-f", "--format"], BAD_FORMATS, head, ["-o", out])
     c += value_cases(["-o", "--output"], [""], head)
     c += value_cases(["--diff"], [""], head + ["-o", os.path.join(d, "d.html")])
-    c += [(head + [f], f) for f in ("--native", "--async")]
+    c += [(head + [f], f) for f in ("--async",)]
+    c += [(head + ["--native", "--nonblocking"], "--nonblocking"),
+          (head + ["--native", "--subprocesses"], "--subprocesses")]
     c += [(head + ["-o", os.path.join(d, "out.unknown")], "-f"),
           (head + ["-o", "-", "-f", "raw"], "raw"),
           (head + ["-o", os.path.join(d, "a.remora"), "-o", os.path.join(d, "b.remora")], "raw")]
@@ -137,7 +139,8 @@ def flag_cases(pid, d):
     c += value_cases(["--core"], [""], ["dump"])
     c += value_cases(["--exe"], ["", "/nonexistent/python", d], ["dump", "--core", core])
     c += value_cases(["--root"], ["", "/nonexistent/root", "/etc/passwd"], ["dump", "--core", core])
-    c += [(["dump", "-p", pid, f], f) for f in ("--native", "--locals", "--bogus", "--json=1")]
+    c += [(["dump", "-p", pid, f], f) for f in ("--locals", "--bogus", "--json=1")]
+    c += [(["dump", "-p", pid, "--native", "--subprocesses"], "--subprocesses")]
     c += [(["dump", "-p", pid, "--core", core], "core"),
           (["dump", "-p", pid, "--exe", "/bin/true"], "--exe"),
           (["dump", "--core", core, "--subprocesses"], "--subprocesses"),

@@ -641,6 +641,7 @@ def gil_markers(doc):
 # LEB128 varints (signed ones zigzag-encoded):
 #   'S' len bytes                    a string; ids count up from 0
 #   'F' fn file line(signed)         a frame; ids count up from 0; strings by id
+#   'C' fn file line(signed)         a C frame (--native), numbered with the 'F' frames
 #   'T' idx tid name root            a thread; 'root' is the node id of its empty stack
 #   'N' id parent frame              a node of the stack trie; 'frame' is its innermost frame
 #   'X' dt_ns thread node flags(byte)  a sample: dt_ns since the previous sample (the first:
@@ -702,7 +703,7 @@ def read_remora(path):
         pos += 1
         if tag == "S":
             r.strings.append(string())
-        elif tag == "F":
+        elif tag in ("F", "C"):
             fn, file, line = varint(), varint(), svarint()
             r.frames.append((r.strings[fn], r.strings[file], line))
         elif tag == "T":

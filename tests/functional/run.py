@@ -285,6 +285,8 @@ def main():
     tests += format_tests.tests(remora)
     import blocking_tests               # --blocking: tests/functional/blocking_tests.py
     tests += blocking_tests.tests(remora)
+    import native_tests                 # --native: tests/functional/native_tests.py
+    tests += native_tests.tests(remora)
     import subproc_tests                # --subprocesses: tests/functional/subproc_tests.py
     tests += subproc_tests.tests(remora)
     import top_tests                    # remora top: tests/functional/top_tests.py

@@ -20,5 +20,13 @@ int fuzz_lt310(const uint8_t *data, size_t size);
 int fuzz_locations(const uint8_t *data, size_t size);
 int fuzz_core(const uint8_t *data, size_t size);
 int fuzz_unwind(const uint8_t *data, size_t size);
+int fuzz_native(const uint8_t *data, size_t size);
+
+/* fuzz_native's relocations (its input format, targets.c): a word whose top 16 bits are
+ * FUZZ_EXE or FUZZ_LIBC is an address in this program or in libc. */
+#define FUZZ_EXE 0xFEEDu
+#define FUZZ_LIBC 0xFEECu
+uint64_t fuzz_reloc(uint64_t v);
+uint64_t fuzz_libc_base(void);
 
 #endif

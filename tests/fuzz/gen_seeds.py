@@ -13,6 +13,8 @@ machine. Run by `make fuzz-seeds`; the output is committed (keep it small: a few
              line tables of a few functions as each interpreter built them
              (input: i32 firstlineno, i32 instruction offset, then the table)
   core       a small synthetic ELF core (notes, NT_FILE, segments held and not)
+  native     fuzz_tool's own registers and stack captured inside a qsort comparison
+             (fuzz_tool native-seed), under each Python walk rule
 Standard library only. Needs root for the chroot interpreters (REMORA_CHROOT).
 """
 import argparse
@@ -272,6 +274,12 @@ def main():
             print("seeds from %s: snapshot %d bytes (maps cut from %d)"
                   % (name, len(pruned), len(snap)))
         put("core", "synthetic", synthetic_core())
+        # the native target: fuzz_tool's own registers and stack inside a qsort comparison
+        os.makedirs(os.path.join(args.out, "native"), exist_ok=True)
+        subprocess.run([tool, "native-seed", os.path.join(args.out, "native")], check=True)
+        with open(os.path.join(args.out, "native", "qsort-root2"), "rb") as f:
+            seed = f.read()
+        put("native", "qsort-root2-partial", bytes([seed[0] | 0x80]) + seed[1:])
         so = tiny_elf(work)
         if so is not None:
             put("elf", "tiny.so", so)

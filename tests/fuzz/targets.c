@@ -11,18 +11,25 @@
  *   core       a core file: maps, tasks, reads, py_target_find, a recorded snapshot of it
  *   unwind     a snapshot: py_target_find + unw_sample (the per-sample reader) five times
  *              (from the second on, the code cache's and the thread cache's hit paths)
+ *   native     --native's C-stack unwinder and merge (unwind/native.c) over a thread's
+ *              registers and stack bytes, with this process's own modules (format at
+ *              fuzz_native)
  *
  * A target returns 0; a broken invariant aborts (the fuzzer reports it as a crash).
  */
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "remora.h"
 #include "proc/proc.h"
 #include "proc/proc_internal.h"
 #include "py/py.h"
 #include "unwind/unwind.h"
+#include "unwind/internal.h"
+#include "util/util.h"
 #include "fuzz.h"
 
 #define CHECK(cond)                                                                 \
@@ -288,6 +295,130 @@ int fuzz_unwind(const uint8_t *data, size_t size)
     return 0;
 }
 
+/* ---- native ----------------------------------------------------------------------
+ * Input (little-endian):
+ *   u8 root (py_walk_root: low bits mod 3; bit 7: a partial stack), u8 n (Python frames,
+ *   at most NATIVE_PY)
+ *   n x { u8 entry, u32 below: an offset into the stack bytes, 0xffffffff for none }
+ *   17 x u64 registers (DWARF order), u64 stack_lo, then the stack's bytes
+ * A register or an aligned stack word whose top 16 bits are FUZZ_EXE is this program's
+ * address fuzz_native + (int32_t)low 32 bits; FUZZ_LIBC, libc's base + low 32 bits: so a
+ * stack captured once (fuzz_tool native-seed) unwinds the same in every run. */
+#define NATIVE_PY 64
+
+static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    if (info->dlpi_name != NULL && strstr(info->dlpi_name, "/libc.so") != NULL) {
+        *(uint64_t *)arg = info->dlpi_addr;
+        return 1;
+    }
+    return 0;
+}
+
+uint64_t fuzz_libc_base(void)
+{
+    static uint64_t base;
+
+    if (base == 0)
+        dl_iterate_phdr(find_libc, &base);
+    return base;
+}
+
+uint64_t fuzz_reloc(uint64_t v)
+{
+    if ((v >> 48) == FUZZ_EXE)
+        return (uint64_t)(uintptr_t)fuzz_native + (uint64_t)(int64_t)(int32_t)(uint32_t)v;
+    if ((v >> 48) == FUZZ_LIBC)
+        return fuzz_libc_base() + (uint32_t)v;
+    return v;
+}
+
+int fuzz_native(const uint8_t *data, size_t size)
+{
+    static proc_t *self;
+    static unw_native_t *nat;
+    static strtab_t *names;
+    static unw_frame_t py[NATIVE_PY];
+    py_layout_t L;
+    unw_thread_t th;
+    uint64_t regs[PROC_NREGS], lo;
+    size_t n, i, pos, k, len;
+    unsigned char *stack;
+
+    if (nat == NULL) {
+        names = strtab_new();
+        CHECK(names != NULL && proc_open(getpid(), &self) == REMORA_OK &&
+              native_new(self, names, &nat) == REMORA_OK);
+        for (i = 0; i < NATIVE_PY; i++) {
+            char name[16];
+            int w = snprintf(name, sizeof name, "py%zu", i);
+            py[i].function = strtab_intern(names, name, (size_t)w);
+            py[i].file = strtab_intern(names, "f.py", 4);
+            py[i].line = (int)i + 1;
+        }
+    }
+    if (size < 2)
+        return 0;
+    memset(&L, 0, sizeof L);
+    L.walk_root = (data[0] & 0x7f) % 3;
+    L.frames_kind = L.walk_root == PY_ROOT_ENTRY ? PY_FRAMES_CFRAME : PY_FRAMES_OBJECTS;
+    L.ts_frame = 8;
+    L.cframe_current_frame = 8;
+    n = data[1] < NATIVE_PY ? data[1] : NATIVE_PY;
+    pos = 2 + n * 5;
+    if (size < pos + (PROC_NREGS + 1) * 8)
+        return 0;
+    for (i = 0; i < PROC_NREGS; i++) {
+        memcpy(&regs[i], data + pos + i * 8, 8);
+        regs[i] = fuzz_reloc(regs[i]);
+    }
+    memcpy(&lo, data + pos + PROC_NREGS * 8, 8);
+    pos += (PROC_NREGS + 1) * 8;
+    len = size - pos;
+    if ((stack = copy(data + pos, len)) == NULL)
+        return 0;
+    for (k = 0; k + 8 <= len; k += 8) {
+        uint64_t w;
+        memcpy(&w, stack + k, 8);
+        w = fuzz_reloc(w);
+        memcpy(stack + k, &w, 8);
+    }
+    memset(&th, 0, sizeof th);
+    th.frames = py;
+    th.nframes = n;
+    th.partial = (data[0] & 0x80) != 0;
+    for (i = 0; i < n; i++) {
+        uint32_t below;
+        memcpy(&below, data + 2 + i * 5 + 1, 4);
+        py[i].entry = data[2 + i * 5] & 1;
+        py[i].below = below == 0xffffffffu ? 0 : lo + below;
+        py[i].native = 0;
+    }
+    CHECK(native_merge_buffer(nat, &L, regs, lo, stack, len, &th) == REMORA_OK);
+    if (getenv("REMORA_FUZZ_VERBOSE") != NULL)
+        for (i = 0; i < th.nframes; i++)
+            fprintf(stderr, "  %s (%s:%d)%s\n", th.frames[i].function, th.frames[i].file,
+                    th.frames[i].line, th.frames[i].native ? " [C]" : "");
+    /* every Python frame once, in its order; every frame named; a partial stack's marker
+     * once, inner of every Python frame */
+    CHECK(th.moving_in_frames == (th.partial && n > 0));
+    for (i = 0, k = 0; i < th.nframes; i++) {
+        CHECK(th.frames[i].function != NULL && th.frames[i].file != NULL);
+        if (!th.frames[i].native && strcmp(th.frames[i].function, UNW_MOVING) == 0) {
+            CHECK(th.partial && k == 0);
+            continue;
+        }
+        if (!th.frames[i].native) {
+            CHECK(k < n && th.frames[i].function == py[k].function);
+            k++;
+        }
+    }
+    CHECK(k == n && th.nframes <= n + 512 + 2);
+    free(stack);
+    return 0;
+}
+
 const fuzz_target_t fuzz_targets[] = {
     { "maps", fuzz_maps },
     { "elf", fuzz_elf },
@@ -296,5 +427,6 @@ const fuzz_target_t fuzz_targets[] = {
     { "locations", fuzz_locations },
     { "core", fuzz_core },
     { "unwind", fuzz_unwind },
+    { "native", fuzz_native },
     { NULL, NULL },
 };

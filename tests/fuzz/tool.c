@@ -8,10 +8,15 @@
  *                                   its interpreter and reading every thread; prints the
  *                                   threads as `remora dump --json` does
  *   fuzz_tool snap-dump FILE        the same, read back from a snapshot alone
+ *   fuzz_tool native-seed DIR       seeds of the native target: this thread's registers
+ *                                   and stack, captured inside a qsort comparison, in
+ *                                   DIR/qsort-root0..2 (each Python walk rule)
  *   fuzz_tool list                  the target names
  */
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <ucontext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -277,6 +282,129 @@ static int cmd_snap_dump(const char *file)
     return rc;
 }
 
+/* ---- native-seed ---------------------------------------------------------------- */
+
+#define SEED_STACK (64u << 10)
+
+static unsigned char seed_stack[SEED_STACK];
+static size_t seed_len;
+static uint64_t seed_regs[17], seed_lo;
+
+/* The mapping [start, end) of maps holding a, or 0. With a path filter, any mapping of a
+ * file whose path has 'name' in it: the first start and last end. */
+static int self_range(uint64_t a, const char *name, uint64_t *start, uint64_t *end)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4300];
+    int found = 0;
+
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long s, e;
+        char *path = strchr(line, '/');
+        if (sscanf(line, "%llx-%llx", &s, &e) != 2)
+            continue;
+        if (name == NULL ? (a >= s && a < e) : (path != NULL && strstr(path, name) != NULL)) {
+            if (!found || s < *start)
+                *start = s;
+            if (!found || e > *end)
+                *end = e;
+            found = 1;
+            if (name == NULL)
+                break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static uint64_t exe_lo, exe_hi, libc_lo, libc_hi;
+
+static uint64_t seed_word(uint64_t w)
+{
+    if (w >= exe_lo && w < exe_hi) {
+        int64_t off = (int64_t)(w - (uint64_t)(uintptr_t)fuzz_native);
+        if (off >= INT32_MIN && off <= INT32_MAX)
+            return ((uint64_t)FUZZ_EXE << 48) | (uint32_t)(int32_t)off;
+    }
+    if (w >= libc_lo && w < libc_hi && w - fuzz_libc_base() <= UINT32_MAX)
+        return ((uint64_t)FUZZ_LIBC << 48) | (uint32_t)(w - fuzz_libc_base());
+    return w;
+}
+
+static int seed_cmp(const void *a, const void *b)
+{
+    ucontext_t uc;
+    uint64_t s = 0, e = 0;
+    /* DWARF order: rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */
+    static const int gr[17] = { REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP,
+                                REG_RSP, REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13,
+                                REG_R14, REG_R15, REG_RIP };
+    size_t i;
+
+    if (seed_len == 0 && getcontext(&uc) == 0) {
+        for (i = 0; i < 17; i++)
+            seed_regs[i] = (uint64_t)uc.uc_mcontext.gregs[gr[i]];
+        seed_lo = seed_regs[7];
+        if (self_range(seed_lo, NULL, &s, &e)) {
+            seed_len = e - seed_lo < SEED_STACK ? (size_t)(e - seed_lo) : SEED_STACK;
+            seed_len &= ~(size_t)7;
+            memcpy(seed_stack, (const void *)(uintptr_t)seed_lo, seed_len);
+        }
+    }
+    return *(const int *)a - *(const int *)b;
+}
+
+static int cmd_native_seed(const char *dir)
+{
+    int v[2] = { 2, 1 }, root;
+    char exe[4200], path[4300];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    size_t i;
+
+    if (n <= 0)
+        return 1;
+    exe[n] = '\0';
+    if (!self_range(0, exe, &exe_lo, &exe_hi) || !self_range(0, "/libc.so", &libc_lo, &libc_hi))
+        return 1;
+    qsort(v, 2, sizeof v[0], seed_cmp);
+    if (seed_len == 0)
+        return 1;
+    for (root = 0; root < 3; root++) {
+        /* three Python frames: the innermost in no eval call of its own, the other two
+         * each beginning one, their C-owned frames a third and two thirds up the stack */
+        uint8_t py[3 * 5] = { 0 };
+        uint32_t below[3] = { 0xffffffffu, (uint32_t)(seed_len / 3) & ~7u,
+                              (uint32_t)(2 * seed_len / 3) & ~7u };
+        uint8_t head[2] = { (uint8_t)root, 3 };
+        FILE *f;
+        snprintf(path, sizeof path, "%s/qsort-root%d", dir, root);
+        if ((f = fopen(path, "wb")) == NULL)
+            return 1;
+        for (i = 0; i < 3; i++) {
+            py[i * 5] = i > 0;
+            memcpy(py + i * 5 + 1, &below[i], 4);
+        }
+        fwrite(head, 1, 2, f);
+        fwrite(py, 1, sizeof py, f);
+        for (i = 0; i < 17; i++) {
+            uint64_t w = seed_word(seed_regs[i]);
+            fwrite(&w, 8, 1, f);
+        }
+        fwrite(&seed_lo, 8, 1, f);
+        for (i = 0; i + 8 <= seed_len; i += 8) {
+            uint64_t w;
+            memcpy(&w, seed_stack + i, 8);
+            w = seed_word(w);
+            fwrite(&w, 8, 1, f);
+        }
+        if (fclose(f) != 0)
+            return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const fuzz_target_t *t;
@@ -298,12 +426,14 @@ int main(int argc, char **argv)
         return cmd_snap_record(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "snap-dump") == 0)
         return cmd_snap_dump(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "native-seed") == 0)
+        return cmd_native_seed(argv[2]);
     if (argc == 2 && strcmp(argv[1], "list") == 0) {
         for (t = fuzz_targets; t->name != NULL; t++)
             puts(t->name);
         return 0;
     }
     fputs("usage: fuzz_tool replay DIR | run TARGET FILE... | snap-record PID OUT | "
-          "snap-dump FILE | list\n", stderr);
+          "snap-dump FILE | native-seed DIR | list\n", stderr);
     return 1;
 }

@@ -12,6 +12,7 @@
 #include "unwind/unwind.h"
 #include "unwind/internal.h"
 #include "formats/out.h"
+#include "formats/raw.h"
 
 static int passed, failed;
 
@@ -1144,6 +1145,91 @@ static void test_pynames(void)
     free(pn_mem);
 }
 
+/* --native: a C frame and a Python frame of the same name, file and line are two frames,
+ * and a recording keeps which is which. */
+static void test_native_frames(void)
+{
+    stk_table_t *t = stk_new(), *back = stk_new();
+    uint32_t py = stk_frame(t, "f", "x", 1), c = stk_frame_kind(t, "f", "x", 1, 1), th, n;
+    char path[] = "/tmp/remora-unit-XXXXXX";
+    raw_writer_t *w = NULL;
+    profile_meta_t m;
+    FILE *f;
+    int fd = mkstemp(path), natives = 0;
+    size_t i;
+
+    CHECK(py != c && !stk_frame_at(t, py)->native && stk_frame_at(t, c)->native,
+          "C and Python frames apart: %u %u", py, c);
+    CHECK(stk_frame_kind(t, "f", "x", 1, 1) == c, "a C frame interned once");
+    th = stk_thread(t, 1, "main");
+    {
+        uint32_t s[] = { py, c };
+        n = stk_add(t, th, s, 2, 1);
+    }
+    memset(&m, 0, sizeof m);
+    if (fd >= 0)
+        close(fd);
+    CHECK(fd >= 0 && raw_open(path, &w) == 0 && raw_sample(w, t, th, n, 0, 0) == 0 &&
+          raw_close(w, &m, 1) == 0, "recording written");
+    f = fopen(path, "rb");
+    CHECK(f != NULL && raw_read(f, back, &m, NULL, NULL) == 0, "recording read back");
+    for (i = 0; i < stk_nframes(back); i++)
+        natives += stk_frame_at(back, (uint32_t)i)->native;
+    CHECK(stk_nframes(back) == 2 && natives == 1, "%zu frames, %d C frames read back",
+          stk_nframes(back), natives);
+    if (f != NULL)
+        fclose(f);
+    unlink(path);
+    stk_free(t);
+    stk_free(back);
+}
+
+/* --native's bounds: a C stack whose frame pointers loop, and one 600 frames deep (both
+ * in memory no module covers: libdwfl's frame-pointer rule), end with UNW_NATIVE_CUT. */
+static void test_native_bounds(void)
+{
+    static uint64_t stack[600 * 2 + 2];
+    uint64_t regs[PROC_NREGS] = { 0 }, lo = 0x7f0000000000ull;
+    strtab_t *names = strtab_new();
+    proc_t *self = NULL;
+    unw_native_t *n = NULL;
+    unw_thread_t th;
+    py_layout_t L;
+    size_t k;
+    int round;
+
+    CHECK(names && proc_open(getpid(), &self) == 0 && native_new(self, names, &n) == 0,
+          "native unwinder on this process");
+    if (n == NULL)
+        goto out;
+    memset(&L, 0, sizeof L);
+    for (round = 0; round < 2; round++) {
+        memset(stack, 0, sizeof stack);
+        if (round == 0) {           /* rbp -> itself */
+            stack[0] = lo;
+            stack[1] = 0x1008;
+        } else {                    /* 600 frames, each 16 bytes above the last */
+            for (k = 0; k < 600; k++) {
+                stack[2 * k] = lo + 16 * (k + 1);
+                stack[2 * k + 1] = 0x1000 + k;
+            }
+        }
+        regs[6] = regs[7] = lo;     /* rbp, rsp */
+        regs[PROC_REG_PC] = 0x2000;
+        memset(&th, 0, sizeof th);
+        CHECK(native_merge_buffer(n, &L, regs, lo, stack, sizeof stack, &th) == 0,
+              "merged (%s)", round ? "deep" : "loop");
+        CHECK(th.nframes >= 2 && th.nframes <= 513 &&
+              strcmp(th.frames[th.nframes - 1].function, UNW_NATIVE_CUT) == 0,
+              "%s: %zu frames, the last %s", round ? "deep" : "loop", th.nframes,
+              th.nframes ? th.frames[th.nframes - 1].function : "none");
+    }
+out:
+    native_free(n);
+    proc_free(self);
+    strtab_free(names);
+}
+
 int main(void)
 {
     test_linetables();
@@ -1156,6 +1242,8 @@ int main(void)
     test_fn_rows();
     test_marshal();
     test_pstats();
+    test_native_frames();
+    test_native_bounds();
     test_anchor_walk();
     test_objects_walk();
     test_lived_walk();

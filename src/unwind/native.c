@@ -1,0 +1,693 @@
+/* unwind/native.c — --native: each thread's C stack merged with its Python stack.
+ *
+ * The C stack is unwound by elfutils' libdwfl (CFI from .eh_frame/.debug_frame, the
+ * x86_64 frame-pointer rule where a frame has none) over remora's own memory source: the
+ * thread's registers (a live thread held still by freeze.c, or a core's NT_PRSTATUS) and
+ * its stack, copied in one read from the stack pointer to the end of its mapping (at most
+ * NAT_STACK_MAX); any other word is read alone, NAT_WORD_READS at most per thread. Frames
+ * are named from the files' symbol tables (file:line where debug information is found),
+ * "??" with the module and offset where nothing names them.
+ *
+ * Merging: each call of the interpreter's eval loop on the C stack is replaced by the
+ * Python frames it ran (unw_frame_t.entry marks where each call's frames begin). Which C
+ * frame is an eval loop's is found, in order of preference, by an address the eval loop
+ * keeps in its own C frame: 3.12+ the C-owned shim frame it pushes (a local variable),
+ * 3.11 its _PyCFrame (a local, linked from tstate->cframe); else (3.9/3.10) by the address
+ * range of _PyEval_EvalFrameDefault (and its .cold parts) in the symbol tables. When
+ * neither is known, the Python frames not placed go outermost, after the C frames.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <elfutils/libdwfl.h>
+#include <dwarf.h>
+
+#include "remora.h"
+#include "internal.h"
+
+#define NAT_MAX_FRAMES 512          /* C frames per thread */
+#define NAT_STACK_MAX (1u << 20)    /* bytes of a thread's stack copied */
+#define NAT_WORD_READS 64           /* words read outside that copy, per thread */
+#define NAT_SYMS 4096               /* pc -> name cache (a power of two) */
+#define NAT_EVAL_RANGES 8
+#define NAT_CFRAMES 1024            /* 3.11: _PyCFrame links followed */
+#define NAT_REMAP_NS 1000000000LL   /* modules reported again at most once a second */
+#define NAT_MODULES 4096
+
+typedef struct nat_sym {
+    uint64_t pc;                    /* 0: empty */
+    const char *function, *file;
+    int line;
+} nat_sym_t;
+
+typedef struct nat_raw {
+    uint64_t pc;                    /* the address looked up (a return address less 1) */
+    uint64_t sp;                    /* the frame's stack pointer (0: not known) */
+} nat_raw_t;
+
+enum { NAT_END_OK, NAT_END_CUT };
+
+struct unw_native {
+    proc_t *p;
+    strtab_t *names;
+    Dwfl *dwfl;
+    Dwfl_Callbacks cb;
+    int64_t mapped_ns;              /* when the maps were last read for the modules */
+    uint64_t files_hash;            /* files_hash() of the maps the modules came from */
+    /* the thread being unwound */
+    uint64_t regs[PROC_NREGS];
+    unsigned char *stack;
+    uint64_t stack_lo;
+    size_t stack_len;
+    unsigned words, words_max;      /* words read outside the copy; at most */
+    nat_raw_t raw[NAT_MAX_FRAMES];
+    size_t nraw;
+    int end;
+    struct nat_range { uint64_t start, end; } *ranges;  /* writable mappings */
+    size_t nranges, cap_ranges;
+    int maps_again;                 /* the maps were read again this round */
+    uint64_t eval_lo[NAT_EVAL_RANGES], eval_hi[NAT_EVAL_RANGES];
+    size_t neval;
+    nat_sym_t *syms;
+    uint64_t marks[UNW_MAX_DEPTH];  /* one per Python group */
+    size_t gs[UNW_MAX_DEPTH + 1];   /* where each group's frames begin */
+    unw_frame_t *out;               /* every thread's merged frames, back to back */
+    size_t cap_out;
+    size_t *first;                  /* each thread's first frame in out */
+    size_t cap_first;
+    unw_native_stats_t st;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- libdwfl's view of the thread: registers and memory ---------------------- */
+
+static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_arg)
+{
+    (void)dwfl, (void)arg, (void)thread_arg;
+    return 0;                       /* threads are asked for by id only */
+}
+
+static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_arg)
+{
+    (void)dwfl, (void)tid;
+    *thread_arg = arg;
+    return true;
+}
+
+static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+    unw_native_t *n = arg;
+
+    (void)dwfl;
+    if (addr >= n->stack_lo && n->stack_len >= 8 && addr - n->stack_lo <= n->stack_len - 8) {
+        memcpy(result, n->stack + (addr - n->stack_lo), 8);
+        return true;
+    }
+    if (n->words >= n->words_max)
+        return false;
+    n->words++;
+    return proc_read(n->p, addr, result, 8) == REMORA_OK;
+}
+
+static bool cb_set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+    unw_native_t *n = arg;
+
+    if (!dwfl_thread_state_registers(thread, 0, PROC_NREGS, (const Dwarf_Word *)n->regs))
+        return false;
+    dwfl_thread_state_register_pc(thread, n->regs[PROC_REG_PC]);
+    return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_cb = {
+    .next_thread = cb_next_thread,
+    .get_thread = cb_get_thread,
+    .memory_read = cb_memory_read,
+    .set_initial_registers = cb_set_initial_registers,
+};
+
+static void keep_ranges(unw_native_t *n, const proc_maps_t *m);
+
+/* ---- modules ------------------------------------------------------------------ */
+
+/* The ranges of _PyEval_EvalFrameDefault (and parts of it, "...cold") in mod. */
+static void find_eval(unw_native_t *n, Dwfl_Module *mod)
+{
+    int k, nsym = dwfl_module_getsymtab(mod);
+    static const char want[] = "_PyEval_EvalFrameDefault";
+
+    for (k = 1; k < nsym && n->neval < NAT_EVAL_RANGES; k++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        const char *name = dwfl_module_getsym_info(mod, k, &sym, &addr, NULL, NULL, NULL);
+        if (name == NULL || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_size == 0 ||
+            strncmp(name, want, sizeof want - 1) != 0 ||
+            (name[sizeof want - 1] != '\0' && name[sizeof want - 1] != '.'))
+            continue;
+        n->eval_lo[n->neval] = addr;
+        n->eval_hi[n->neval] = addr + sym.st_size;
+        n->neval++;
+    }
+}
+
+static int eval_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                       void *arg)
+{
+    (void)userdata, (void)start;
+    if (name != NULL && strstr(name, "python") != NULL)
+        find_eval(arg, mod);
+    return DWARF_CB_OK;
+}
+
+static int eval_pc(const unw_native_t *n, uint64_t pc)
+{
+    size_t i;
+
+    for (i = 0; i < n->neval; i++)
+        if (pc >= n->eval_lo[i] && pc < n->eval_hi[i])
+            return 1;
+    return 0;
+}
+
+/* Reports every ELF file mapped in the target (through /proc/PID/root, or a core's
+ * files) at the address its first page is mapped at. Returns 0 or a REMORA_E* code. */
+/* A hash of the files mapped at offset 0 (where, which inode, which path). */
+static uint64_t files_hash(const proc_maps_t *m)
+{
+    uint64_t h = 1469598103934665603ull;
+    size_t i;
+    const unsigned char *s;
+
+    for (i = 0; i < m->n; i++) {
+        if (m->v[i].path == NULL || m->v[i].path[0] != '/' || m->v[i].offset != 0)
+            continue;
+        h = (h ^ m->v[i].start) * 1099511628211ull;
+        h = (h ^ m->v[i].inode) * 1099511628211ull;
+        for (s = (const unsigned char *)m->v[i].path; *s; s++)
+            h = (h ^ *s) * 1099511628211ull;
+    }
+    return h;
+}
+
+static int report_modules(unw_native_t *n)
+{
+    proc_maps_t m;
+    size_t i, reported = 0;
+    uint64_t h;
+    int err;
+
+    n->mapped_ns = now_ns();
+    if ((err = proc_maps_read(n->p, &m)) != REMORA_OK)
+        return err;
+    keep_ranges(n, &m);
+    h = files_hash(&m);
+    if (n->dwfl != NULL && h == n->files_hash) {
+        /* the same files at the same places: a pc in none is in memory no file backs
+         * (JIT code), and reporting them again would not name it */
+        proc_maps_fini(&m);
+        return REMORA_OK;
+    }
+    n->files_hash = h;
+    if (n->dwfl != NULL)
+        dwfl_end(n->dwfl);
+    n->dwfl = dwfl_begin(&n->cb);
+    n->neval = 0;
+    memset(n->syms, 0, NAT_SYMS * sizeof *n->syms);
+    if (n->dwfl == NULL) {
+        proc_maps_fini(&m);
+        return REMORA_ENOMEM;
+    }
+    dwfl_report_begin(n->dwfl);
+    for (i = 0; i < m.n && reported < NAT_MODULES; i++) {
+        const proc_map_t *mp = &m.v[i];
+        const char *base;
+        Dwfl_Module *mod;
+        size_t j;
+        int fd;
+        if (mp->path == NULL || mp->path[0] != '/' || mp->offset != 0)
+            continue;
+        /* once per file: its first mapping at offset 0 */
+        for (j = 0; j < i; j++)
+            if (m.v[j].offset == 0 && m.v[j].path != NULL && m.v[j].inode == mp->inode &&
+                strcmp(m.v[j].path, mp->path) == 0)
+                break;
+        if (j < i)
+            continue;
+        fd = proc_open_mapped_file(n->p, mp->path, mp->inode);
+        if (fd < 0)
+            continue;
+        base = strrchr(mp->path, '/');
+        base = base ? base + 1 : mp->path;
+        mod = dwfl_report_elf(n->dwfl, base, mp->path, fd, mp->start, false);
+        if (mod == NULL) {
+            close(fd);
+            continue;
+        }
+        reported++;
+    }
+    proc_maps_fini(&m);
+    if (dwfl_report_end(n->dwfl, NULL, NULL) != 0 || reported == 0)
+        return REMORA_ENOTPY;
+    /* the eval loop's symbols, in the modules that hold the interpreter */
+    dwfl_getmodules(n->dwfl, eval_module, n, 0);
+    if (!dwfl_attach_state(n->dwfl, NULL, proc_pid(n->p), &thread_cb, n))
+        return REMORA_ENOTPY;
+    return REMORA_OK;
+}
+
+/* ---- one thread's C stack ----------------------------------------------------- */
+
+static int cb_frame(Dwfl_Frame *state, void *arg)
+{
+    unw_native_t *n = arg;
+    Dwarf_Addr pc;
+    Dwarf_Word sp = 0;
+    bool activation;
+
+    if (!dwfl_frame_pc(state, &pc, &activation))
+        return DWARF_CB_ABORT;          /* ends here (libdwfl knows no more) */
+    if (n->nraw == NAT_MAX_FRAMES) {
+        n->end = NAT_END_CUT;
+        return DWARF_CB_ABORT;
+    }
+    if (dwfl_frame_reg(state, PROC_REG_SP, &sp) != 0)
+        sp = 0;
+    /* each caller's frame lies above its callee's: a stack that does not climb loops */
+    if (n->nraw > 0 && sp != 0 && n->raw[n->nraw - 1].sp != 0 && sp <= n->raw[n->nraw - 1].sp) {
+        n->end = NAT_END_CUT;
+        return DWARF_CB_ABORT;
+    }
+    if (pc == 0)
+        return DWARF_CB_ABORT;
+    n->raw[n->nraw].pc = activation || pc == 0 ? pc : pc - 1;
+    n->raw[n->nraw].sp = sp;
+    n->nraw++;
+    return DWARF_CB_OK;
+}
+
+/* Keeps the writable mappings' ranges of m (where stacks are), sorted as maps lists
+ * them. */
+static void keep_ranges(unw_native_t *n, const proc_maps_t *m)
+{
+    size_t i;
+
+    n->nranges = 0;
+    for (i = 0; i < m->n; i++) {
+        if (m->v[i].perms[1] != 'w')
+            continue;
+        if (remora_grow((void **)&n->ranges, &n->cap_ranges, n->nranges + 1, sizeof *n->ranges))
+            return;
+        n->ranges[n->nranges].start = m->v[i].start;
+        n->ranges[n->nranges].end = m->v[i].end;
+        n->nranges++;
+    }
+}
+
+/* The end of the writable mapping holding a, or 0. */
+static uint64_t range_end(const unw_native_t *n, uint64_t a)
+{
+    size_t lo = 0, hi = n->nranges;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a < n->ranges[mid].start)
+            hi = mid;
+        else if (a >= n->ranges[mid].end)
+            lo = mid + 1;
+        else
+            return n->ranges[mid].end;
+    }
+    return 0;
+}
+
+/* Copies the stack from sp up to the end of its mapping (NAT_STACK_MAX at most); a stack
+ * in no mapping known (a thread born since the maps were read: read again, once a round)
+ * is copied to a page end, halving what is asked until a read succeeds. */
+static void copy_stack(unw_native_t *n, uint64_t sp)
+{
+    uint64_t lo = sp >= 128 ? sp - 128 : 0, end = range_end(n, sp), first;
+
+    n->stack_lo = lo;
+    n->stack_len = 0;
+    if (end == 0 && !n->maps_again) {
+        proc_maps_t m;
+        n->maps_again = 1;
+        if (proc_maps_read(n->p, &m) == REMORA_OK) {
+            keep_ranges(n, &m);
+            proc_maps_fini(&m);
+            end = range_end(n, sp);
+        }
+    }
+    if (end != 0 && end > lo && end - lo <= NAT_STACK_MAX &&
+        proc_read(n->p, lo, n->stack, (size_t)(end - lo)) == REMORA_OK) {
+        n->stack_len = (size_t)(end - lo);
+        return;
+    }
+    end = (lo + NAT_STACK_MAX) & ~(uint64_t)4095;
+    first = (lo + 4096) & ~(uint64_t)4095;
+    while (end > lo) {
+        if (proc_read(n->p, lo, n->stack, (size_t)(end - lo)) == REMORA_OK) {
+            n->stack_len = (size_t)(end - lo);
+            return;
+        }
+        if (end <= first)
+            return;
+        end = first + (((end - first) / 2) & ~(uint64_t)4095);
+    }
+}
+
+/* Unwinds from n->regs over n->stack. */
+static int unwind_regs(unw_native_t *n, pid_t tid)
+{
+    n->nraw = 0;
+    n->end = NAT_END_OK;
+    n->words = 0;
+    if (n->dwfl == NULL)
+        return REMORA_ENOTPY;
+    /* 0: the stack's end (the outermost frame's CFI says so); -1 after frames: a frame
+     * neither its CFI nor its frame pointer could unwind (or a loop libdwfl saw) */
+    if (dwfl_getthread_frames(n->dwfl, tid, cb_frame, n) < 0 && n->nraw > 0)
+        n->end = NAT_END_CUT;
+    return REMORA_OK;
+}
+
+static int walk_native(unw_native_t *n, pid_t tid)
+{
+    int err = proc_task_regs(n->p, tid, n->regs);
+
+    n->nraw = 0;
+    if (err)
+        return err;
+    copy_stack(n, n->regs[PROC_REG_SP]);
+    return unwind_regs(n, tid);
+}
+
+/* ---- names ---------------------------------------------------------------------- */
+
+static const nat_sym_t *name_pc(unw_native_t *n, uint64_t pc)
+{
+    nat_sym_t *e = &n->syms[(pc * 0x9E3779B97F4A7C15ull) >> (64 - 12) & (NAT_SYMS - 1)];
+    Dwfl_Module *mod;
+    char buf[4200];
+    const char *fn = NULL, *file = NULL;
+    int line = 0;
+
+    if (e->pc == pc && e->function != NULL)
+        return e;
+    mod = n->dwfl ? dwfl_addrmodule(n->dwfl, pc) : NULL;
+    if (mod != NULL) {
+        Dwarf_Addr start = 0;
+        const char *mainfile = NULL;
+        const char *modname = dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, &mainfile, NULL);
+        GElf_Off off;
+        GElf_Sym sym;
+        const char *s = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+        if (s != NULL && *s) {
+            Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
+            const char *src = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
+            /* "clock_nanosleep@GLIBC_2.2.5": the name without its symbol version */
+            fn = strtab_intern(n->names, s, strcspn(s, "@") < UNW_MAX_NAME ? strcspn(s, "@") : UNW_MAX_NAME);
+            if (src == NULL || line <= 0) {
+                line = 0;
+                src = mainfile ? mainfile : modname ? modname : "";
+            }
+            file = strtab_intern(n->names, src, strnlen(src, UNW_MAX_NAME));
+        } else {
+            int k = snprintf(buf, sizeof buf, "%s+0x%llx", modname ? modname : "?",
+                             (unsigned long long)(pc - start));
+            fn = strtab_intern(n->names, "??", 2);
+            file = strtab_intern(n->names, buf, k > 0 && (size_t)k < sizeof buf ? (size_t)k : 0);
+        }
+    } else {
+        int k = snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)pc);
+        fn = strtab_intern(n->names, "??", 2);
+        file = strtab_intern(n->names, buf, (size_t)k);
+    }
+    if (fn == NULL || file == NULL)
+        return NULL;
+    e->pc = pc;
+    e->function = fn;
+    e->file = file;
+    e->line = line;
+    return e;
+}
+
+/* ---- the merge ------------------------------------------------------------------- */
+
+static int in_stack(const unw_native_t *n, uint64_t a)
+{
+    return a >= n->stack_lo && a - n->stack_lo < n->stack_len;
+}
+
+static unw_frame_t *out_frame(unw_native_t *n, size_t *k)
+{
+    if (remora_grow((void **)&n->out, &n->cap_out, *k + 1, sizeof *n->out))
+        return NULL;
+    return &n->out[(*k)++];
+}
+
+static int put_marker(unw_native_t *n, size_t *k, const char *what)
+{
+    unw_frame_t *f = out_frame(n, k);
+
+    if (f == NULL)
+        return REMORA_ENOMEM;
+    memset(f, 0, sizeof *f);
+    f->function = strtab_intern(n->names, what, strlen(what));
+    f->file = strtab_intern(n->names, "", 0);
+    f->native = 1;
+    return f->function && f->file ? REMORA_OK : REMORA_ENOMEM;
+}
+
+/* Python group g (frames [gs[g], gs[g+1])) into out. */
+static int put_group(unw_native_t *n, size_t *k, const unw_thread_t *th, const size_t *gs, size_t g)
+{
+    size_t i;
+
+    for (i = gs[g]; i < gs[g + 1]; i++) {
+        unw_frame_t *f = out_frame(n, k);
+        if (f == NULL)
+            return REMORA_ENOMEM;
+        *f = th->frames[i];
+    }
+    return REMORA_OK;
+}
+
+/* Group g of th's Python frames; above the first, a partial stack's UNW_MOVING frame
+ * (where the frames that moved were: inner of those known, under the C frames). */
+static int put_python(unw_native_t *n, size_t *k, unw_thread_t *th, const size_t *gs, size_t g)
+{
+    if (g == 0 && th->partial) {
+        unw_frame_t *f = out_frame(n, k);
+        if (f == NULL)
+            return REMORA_ENOMEM;
+        memset(f, 0, sizeof *f);
+        f->function = strtab_intern(n->names, UNW_MOVING, strlen(UNW_MOVING));
+        f->file = strtab_intern(n->names, "", 0);
+        if (f->function == NULL || f->file == NULL)
+            return REMORA_ENOMEM;
+        th->moving_in_frames = 1;
+    }
+    return put_group(n, k, th, gs, g);
+}
+
+/* Merges thread th's Python frames with its C stack (n->raw) into out from *k. */
+static int merge(unw_native_t *n, const py_layout_t *L, unw_thread_t *th, size_t *k)
+{
+    size_t *gs = n->gs, ng = 0, g = 0, i, c = 0, nf = th->nframes < UNW_MAX_DEPTH ? th->nframes : UNW_MAX_DEPTH;
+    int err;
+
+    /* the groups, innermost first: each ends at a frame one call of the eval loop began
+     * with; 3.12+: one whose C-owned frame is not on the C stack (an interpreter
+     * trampoline on the data stack) ends none */
+    gs[0] = 0;
+    for (i = 0; i < nf; i++) {
+        const unw_frame_t *f = &th->frames[i];
+        int ends = f->entry && (L->walk_root != PY_ROOT_SHIM || in_stack(n, f->below));
+        if (ends || i + 1 == nf) {
+            n->marks[ng] = L->walk_root == PY_ROOT_SHIM ? f->below : 0;
+            gs[++ng] = i + 1;
+        }
+    }
+    /* 3.11: the eval loops' _PyCFrame chain, innermost first, one per group */
+    if (L->walk_root == PY_ROOT_ENTRY && L->frames_kind == PY_FRAMES_CFRAME) {
+        uint64_t cf = 0;
+        if (cb_memory_read(NULL, th->tstate + L->ts_frame, &cf, n)) {
+            for (g = 0; g < ng && cf != 0 && in_stack(n, cf); g++) {
+                n->marks[g] = cf;
+                if (cb_memory_read(NULL, cf + L->cframe_current_frame + 8, &cf, n) == false)
+                    break;
+            }
+            g = 0;
+        }
+    }
+    for (c = 0; c < n->nraw; c++) {
+        uint64_t lo = n->raw[c].sp, hi = c + 1 < n->nraw ? n->raw[c + 1].sp : UINT64_MAX;
+        const nat_sym_t *s;
+        unw_frame_t *f;
+        /* groups whose eval loop's frame lies below this one: placed before it */
+        while (g < ng && n->marks[g] != 0 && in_stack(n, n->marks[g]) && lo != 0 && n->marks[g] < lo)
+            if ((err = put_python(n, k, th, gs, g++)) != REMORA_OK)
+                return err;
+        if (g < ng && ((n->marks[g] != 0 && in_stack(n, n->marks[g]) && lo != 0 && hi != 0 &&
+                        n->marks[g] >= lo && n->marks[g] < hi) ||
+                       ((n->marks[g] == 0 || !in_stack(n, n->marks[g])) && eval_pc(n, n->raw[c].pc)))) {
+            if ((err = put_python(n, k, th, gs, g++)) != REMORA_OK)
+                return err;
+            continue;
+        }
+        if ((s = name_pc(n, n->raw[c].pc)) == NULL || (f = out_frame(n, k)) == NULL)
+            return REMORA_ENOMEM;
+        memset(f, 0, sizeof *f);
+        f->function = s->function;
+        f->file = s->file;
+        f->line = s->line;
+        f->native = 1;
+    }
+    if (n->end == NAT_END_CUT && (err = put_marker(n, k, UNW_NATIVE_CUT)) != REMORA_OK)
+        return err;
+    if (g < ng)
+        n->st.unplaced++;
+    while (g < ng)
+        if ((err = put_python(n, k, th, gs, g++)) != REMORA_OK)
+            return err;
+    return REMORA_OK;
+}
+
+/* ---- the handle -------------------------------------------------------------------- */
+
+int native_new(proc_t *p, strtab_t *names, unw_native_t **out)
+{
+    unw_native_t *n;
+    int err;
+
+    *out = NULL;
+#if !defined(__x86_64__)
+    (void)p, (void)names;
+    return REMORA_EUSAGE;
+#else
+    if (proc_kind(p) == PROC_SNAPSHOT)
+        return REMORA_EUSAGE;
+    if ((n = calloc(1, sizeof *n)) == NULL)
+        return REMORA_ENOMEM;
+    n->p = p;
+    n->names = names;
+    n->words_max = NAT_WORD_READS;
+    n->stack = malloc(NAT_STACK_MAX);
+    n->syms = calloc(NAT_SYMS, sizeof *n->syms);
+    if (n->stack == NULL || n->syms == NULL) {
+        native_free(n);
+        return REMORA_ENOMEM;
+    }
+    /* debug information from the files and /usr/lib/debug only: never a debuginfod
+     * server (a network fetch in a sample) */
+    unsetenv("DEBUGINFOD_URLS");
+    n->cb.find_elf = dwfl_linux_proc_find_elf;
+    n->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+    if ((err = report_modules(n)) != REMORA_OK) {
+        native_free(n);
+        return err;
+    }
+    *out = n;
+    return REMORA_OK;
+#endif
+}
+
+void native_free(unw_native_t *n)
+{
+    if (n == NULL)
+        return;
+    if (n->dwfl != NULL)
+        dwfl_end(n->dwfl);
+    free(n->stack);
+    free(n->syms);
+    free(n->out);
+    free(n->first);
+    free(n->ranges);
+    free(n);
+}
+
+void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, size_t nth)
+{
+    size_t i, k = 0;
+    int remapped = 0;
+
+    n->maps_again = 0;
+    if (remora_grow((void **)&n->first, &n->cap_first, nth + 1, sizeof *n->first))
+        return;
+    for (i = 0; i < nth; i++) {
+        size_t start = k, c;
+        int err;
+        n->first[i] = k;
+        if (th[i].error || th[i].native_id <= 0 || walk_native(n, th[i].native_id) != REMORA_OK) {
+            n->nraw = 0;
+            n->st.unreadable++;
+            if (!th[i].error && put_marker(n, &k, UNW_NATIVE_NONE) != REMORA_OK)
+                return;
+        } else {
+            /* a pc in no module: a library loaded since, report them again (once a
+             * second at most), then unwind again */
+            for (c = 0; c < n->nraw && n->dwfl && dwfl_addrmodule(n->dwfl, n->raw[c].pc) != NULL; c++)
+                ;
+            if (c < n->nraw && !remapped && now_ns() - n->mapped_ns > NAT_REMAP_NS) {
+                uint64_t before = n->files_hash;
+                remapped = 1;
+                if (report_modules(n) == REMORA_OK && n->files_hash != before)
+                    walk_native(n, th[i].native_id);
+            }
+            n->st.threads++;
+            n->st.frames += n->nraw;
+            n->st.cut += n->end == NAT_END_CUT;
+        }
+        if ((err = merge(n, &u->target->layout, &th[i], &k)) != REMORA_OK) {
+            k = start;
+            return;
+        }
+    }
+    n->first[nth] = k;
+    for (i = 0; i < nth; i++) {
+        th[i].frames = n->out + n->first[i];
+        th[i].nframes = n->first[i + 1] - n->first[i];
+    }
+}
+
+int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *regs,
+                        uint64_t stack_lo, const void *stack, size_t len, unw_thread_t *th)
+{
+    size_t k = 0;
+    int err;
+
+    n->words_max = 0;
+    memcpy(n->regs, regs, sizeof n->regs);
+    n->stack_lo = stack_lo;
+    n->stack_len = len < NAT_STACK_MAX ? len : NAT_STACK_MAX;
+    if (n->stack_len)
+        memcpy(n->stack, stack, n->stack_len);
+    unwind_regs(n, proc_pid(n->p));
+    if ((err = merge(n, L, th, &k)) != REMORA_OK)
+        return err;
+    th->frames = n->out;
+    th->nframes = k;
+    return REMORA_OK;
+}
+
+int native_count_frames(unw_native_t *n, pid_t tid)
+{
+    n->maps_again = 0;
+    return walk_native(n, tid) == REMORA_OK ? (int)n->nraw : 0;
+}
+
+void native_get_stats(const unw_native_t *n, unw_native_stats_t *out)
+{
+    *out = n->st;
+}
