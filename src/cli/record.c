@@ -466,6 +466,10 @@ int cmd_record(int argc, char **argv)
             unw_get_stats(u, &us);
         fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
                 (unsigned long long)us.thread_samples);
+        if (so.blocking)
+            fprintf(stderr, "held: us_per_sample=%.2f share_of_run=%.4f\n",
+                    (double)st->held_ns / 1e3 / n,
+                    st->end_ns > st->start_ns ? (double)st->held_ns / (double)(st->end_ns - st->start_ns) : 0.0);
         if (a.c.native && u != NULL) {
             unw_native_stats_t ns;
             unw_native_get_stats(u, &ns);
