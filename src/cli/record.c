@@ -484,6 +484,10 @@ int cmd_record(int argc, char **argv)
                 (unsigned long long)us.name_readings, (unsigned long long)us.name_reads,
                 (unsigned long long)us.name_scans, (unsigned long long)us.name_torn,
                 (unsigned long long)us.name_unscanned, (unsigned long long)(us.name_ns / 1000));
+        if (so.blocking)
+            fprintf(stderr, "held: us_per_sample=%.2f share_of_run=%.4f\n",
+                    (double)st->held_ns / 1e3 / n,
+                    st->end_ns > st->start_ns ? (double)st->held_ns / (double)(st->end_ns - st->start_ns) : 0.0);
         if (a.c.native && u != NULL) {
             unw_native_stats_t ns;
             unw_native_get_stats(u, &ns);

@@ -364,9 +364,11 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
 {
     unw_thread_t *threads;
     size_t n, i;
+    int64_t held = 0;
     int err;
 
     if (frz != NULL) {
+        held = sampler_now_ns();
         err = freeze_stop(frz);
         if (err) {
             if (err == REMORA_ENOPROC && s->o.child > 0 && freeze_exit_status(frz) != -1)
@@ -375,8 +377,10 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         }
     }
     err = unw_sample(u, &threads, &n);
-    if (frz != NULL)
+    if (frz != NULL) {
         freeze_go(frz);             /* read: let it run while the table is updated */
+        s->st.held_ns += (uint64_t)(sampler_now_ns() - held);
+    }
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT) {
         s->st.errors++;
         return err;

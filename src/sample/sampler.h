@@ -36,6 +36,8 @@ typedef struct sampler_stats {
                              * the outer frames known, then a UNW_MOVING frame */
     uint64_t late;          /* rounds skipped because remora fell behind */
     uint64_t subprocesses;  /* descendants whose interpreter was found (--subprocesses) */
+    uint64_t held_ns;       /* --blocking, --native: time the target was held, in all (from
+                             * asking its threads to stop to letting them go) */
     int64_t start_ns, end_ns;   /* CLOCK_MONOTONIC */
 } sampler_stats_t;
 

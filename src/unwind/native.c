@@ -631,6 +631,7 @@ void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, si
         n->first[i] = k;
         if (th[i].error || th[i].native_id <= 0 || walk_native(n, th[i].native_id) != REMORA_OK) {
             n->nraw = 0;
+            n->stack_len = 0;           /* no other thread's copy for this one's merge */
             n->st.unreadable++;
             if (!th[i].error && put_marker(n, &k, UNW_NATIVE_NONE) != REMORA_OK)
                 return;
