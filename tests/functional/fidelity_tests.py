@@ -399,10 +399,16 @@ def test_async(remora, interp):
         _, err = record(remora, ["-p", t.pid, "-d", ASYNC_SECONDS, "--mode", "wall", "--idle",
                                  "--stats", "-o", wall_path])
         wall = Run(err, 1000)
-        _, err = record(remora, ["-p", t.pid, "-d", ASYNC_SECONDS, "--mode", "exception", "--idle",
-                                 "--stats", "-o", exc_path])
-        exc = Run(err, 1000)
-        wall_stacks, exc_stacks = parse_collapsed(wall_path), parse_collapsed(exc_path)
+        # the target's share of time in except blocks falls under load (seen 0.4% of rounds
+        # where 4-8% is usual): too few samples to judge is recorded once more, not failed
+        for attempt in range(2):
+            _, err = record(remora, ["-p", t.pid, "-d", ASYNC_SECONDS, "--mode", "exception",
+                                     "--idle", "--stats", "-o", exc_path])
+            exc = Run(err, 1000)
+            exc_stacks = parse_collapsed(exc_path)
+            if sum(s.count for s in exc_stacks) >= ASYNC_EXC_MIN:
+                break
+        wall_stacks = parse_collapsed(wall_path)
     if not ready["except"]:
         raise Fail("the target found no except block in its own source")
     problems += ["wall: " + p for p in wall.problems] + ["exception: " + p for p in exc.problems]
