@@ -10,7 +10,9 @@ CFLAGS  ?= -O2 -g $(LTO)
 # -Werror only where asked (CI: make WERROR=1): a user's newer compiler may warn anew
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-missing-field-initializers $(if $(WERROR),-Werror)
-CPPFLAGS += -Iinclude -D_GNU_SOURCE
+# the version: one source, the VERSION file (debian/changelog names the same)
+VERSION := $(shell cat VERSION)
+CPPFLAGS += -Iinclude -D_GNU_SOURCE -DREMORA_VERSION='"$(VERSION)"'
 LDLIBS  += -lz -lm -ldw -lelf
 
 SRC := $(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c src/sample/*.c src/formats/*.c)
@@ -27,7 +29,7 @@ remora: $(OBJ) $(CLI_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # each object depends on the headers it includes (-MMD writes them into a .d beside it)
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -MMD -MP -c -o $@ $<
 

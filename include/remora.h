@@ -5,7 +5,11 @@
 #ifndef REMORA_H
 #define REMORA_H
 
-#define REMORA_VERSION "0.1.0"
+/* The version comes from the file VERSION at the top of the tree, through the Makefile
+ * (-DREMORA_VERSION); debian/changelog names the same one (install_tests.py checks). */
+#ifndef REMORA_VERSION
+#error "REMORA_VERSION is defined by the Makefile, from the VERSION file"
+#endif
 
 /* Error codes used by every layer. errno is mapped to these once, in proc/. */
 enum remora_err {

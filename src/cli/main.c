@@ -68,7 +68,11 @@ int main(int argc, char **argv)
         return REMORA_EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("remora %s\n", REMORA_VERSION);
+        int minor;
+        printf("remora %s\nreads CPython", REMORA_VERSION);
+        for (minor = PY_MINOR_FIRST; minor <= PY_MINOR_LAST; minor++)
+            printf(" 3.%d", minor);
+        putchar('\n');
         return REMORA_EXIT_OK;
     }
     if (strcmp(argv[1], "dump") == 0)

@@ -210,6 +210,12 @@ const py_layout_t *py_layout_for_minor(int minor);
  * (REMORA_EVERSION for a layout remora does not know or offsets that fail checks). */
 int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *out, char *why, size_t whylen);
 
+/* The CPython versions remora reads: 3.PY_MINOR_FIRST to 3.PY_MINOR_LAST, the first
+ * through py_layout_for_minor(), the rest through _Py_DebugOffsets (remora --version
+ * lists them; py_target_find() refuses the others). */
+#define PY_MINOR_FIRST 9
+#define PY_MINOR_LAST 15
+
 /* Where the interpreter lives in a target and what version it is. */
 typedef struct py_target {
     uint64_t runtime;        /* address of _PyRuntime */

@@ -166,7 +166,7 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
     version_string((uint32_t)vers, t->version, sizeof t->version);
     major = (int)(vers >> 24);
     minor = (int)((vers >> 16) & 0xff);
-    if (major != 3 || minor < 9 || minor > 15) {
+    if (major != 3 || minor < PY_MINOR_FIRST || minor > PY_MINOR_LAST) {
         snprintf(why, whylen, "Python %s (%s) is not supported: remora reads CPython 3.9 to 3.15",
                  t->version, t->binary);
         return REMORA_EVERSION;
