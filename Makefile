@@ -69,6 +69,34 @@ clean:
 
 .PHONY: all unit test asan offsets clean
 
+# ---- install (issue 21): docs/install.md ----------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=/staging]: the binary, remora(1), the bash and
+# zsh completions; make uninstall removes exactly those four files (directories are left:
+# they may hold others' files, as GNU's uninstall does). BIN: which build's binary (the
+# tests install the one they run).
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+BIN     ?= remora
+INSTALL ?= install
+INSTALLED := $(DESTDIR)$(BINDIR)/remora $(DESTDIR)$(MANDIR)/man1/remora.1 \
+             $(DESTDIR)$(BASHCOMPDIR)/remora $(DESTDIR)$(ZSHCOMPDIR)/_remora
+
+install: $(BIN)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) \
+	    $(DESTDIR)$(ZSHCOMPDIR)
+	$(INSTALL) -m 755 $(BIN) $(DESTDIR)$(BINDIR)/remora
+	$(INSTALL) -m 644 docs/remora.1 $(DESTDIR)$(MANDIR)/man1/remora.1
+	$(INSTALL) -m 644 completions/remora.bash $(DESTDIR)$(BASHCOMPDIR)/remora
+	$(INSTALL) -m 644 completions/_remora $(DESTDIR)$(ZSHCOMPDIR)/_remora
+
+uninstall:
+	rm -f $(INSTALLED)
+
+.PHONY: install uninstall
+
 # build, then dump the bundled demo program's threads
 demo: remora
 	tools/demo.sh
