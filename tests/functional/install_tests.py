@@ -60,7 +60,10 @@ CMD_TIMEOUT = 120                        # s for make, dpkg-buildpackage, apt-ge
 
 
 def run(argv, cwd=None, env=None, timeout=CMD_TIMEOUT, input=None):
-    """(rc, stdout, stderr) of argv, text."""
+    """(rc, stdout, stderr) of argv, text. make's variables of an enclosing `make test`
+    (its jobserver, WERROR=1) are not passed on: the package is built as a user would."""
+    env = {k: v for k, v in (env or os.environ).items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     try:
         p = subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True,
                            text=True, errors="replace", timeout=timeout)
