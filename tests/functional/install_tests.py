@@ -2,9 +2,9 @@
 # installed binary against a live target, the manual page, the bash and zsh completions,
 # and the Debian package built, linted and installed into a chroot.
 #
-#   install/version          VERSION, debian/changelog and `remora --version` agree; the
-#                            versions it says it reads are 3.9-3.15, every interpreter the
-#                            tests know among them
+#   install/version          VERSION, debian/changelog, remora.1's .TH and `remora --version`
+#                            agree; the versions it says it reads are 3.9-3.15, every
+#                            interpreter the tests know among them
 #   install/make-install     make install PREFIX=/opt/prefix-test DESTDIR=TMP BIN=<remora
 #                            under test>: exactly the four files, each equal to the tree's;
 #                            the installed remora's --version, and its `dump --json` of
@@ -115,6 +115,11 @@ def test_version(remora):
     deb = m.group(1) if m else None
     if deb is None or re.sub(r"-[^-]+$", "", deb) != version:
         problems.append("debian/changelog's version %r is not VERSION's %r" % (deb, version))
+    with open(os.path.join(REPO, "docs", "remora.1")) as f:
+        th = re.search(r'^\.TH REMORA 1 "[^"]*" "remora ([^"]+)"', f.read(), re.M)
+    if th is None or th.group(1) != version:
+        problems.append("remora.1's .TH names version %r, not VERSION's %r"
+                        % (th and th.group(1), version))
     rc, out, err = remora.run(["--version"])
     lines = out.splitlines()
     if rc != 0 or len(lines) != 2 or lines[0] != "remora " + version:
