@@ -20,7 +20,9 @@
 #                            --help, `-f ` the formats its --help names, `--mode ` the modes,
 #                            `dump -p ` the pid of a live Python and not that of a sleep(1)
 #   install/zsh-completion   zsh -n parses it; each command's block names every option of
-#                            its --help, the formats and the modes (SKIP without zsh)
+#                            its --help, the formats and the modes; an interactive zsh on a
+#                            pty (zsh/zpty), TAB after `remora CMD -`, `-f `, `--mode `,
+#                            `dump -p ` offers the same as for bash (SKIP without zsh)
 #   install/deb              dpkg-buildpackage -us -uc -b in a copy of the tree (outside it),
 #                            lintian clean (or each tag explained in docs/install.md), the
 #                            package's version and Depends; dpkg -i in an overlay of the test
@@ -335,6 +337,45 @@ def test_bash_completion(remora):
 
 # --- zsh completion ---------------------------------------------------------------------
 
+# An interactive zsh on a pseudo-terminal (zsh/zpty) with compinit and _remora on fpath;
+# compadd wrapped to append every match it is given to OUT; then LINE and a TAB typed, the
+# line killed, and OUT.end written once the completion is over (zle reads keys in order).
+# Readiness by files, polled. $1 the completions directory, $2 OUT, $3 LINE.
+ZSH_CALL = r'''
+zmodload zsh/zpty || exit 3
+fdir=$1 out=$2 line=$3
+: > $out
+zpty z zsh -f -i
+zpty -w z "PS1='' PROMPT='' RPROMPT=''; fpath=(${(q)fdir} \$fpath); autoload -Uz compinit; compinit -u -D"
+zpty -w z "compadd() { if [[ \${@[1,(i)(-|--)]} == *-(O|A|D)\\ * ]]; then builtin compadd \"\$@\"; return; fi; local -a __h; builtin compadd -A __h \"\$@\"; (( \$#__h )) && print -rl -- \"\${__h[@]}\" >> ${(q)out}; builtin compadd \"\$@\"; }"
+zpty -w z "zstyle ':completion:*' menu no; LISTMAX=100000; bindkey '^I' complete-word"
+zpty -w z "print ready > ${(q)out}.ready"
+for i in {1..600}; do [[ -s $out.ready ]] && break; sleep 0.05; done
+zpty -w -n z "$line"$'\t'$'\C-u'
+zpty -w z "print done > ${(q)out}.end"
+for i in {1..600}; do [[ -s $out.end ]] && break; sleep 0.05; done
+zpty -d z
+[[ -s $out.end ]]
+'''
+
+
+def zsh_complete(zsh, line):
+    """The matches zsh's completion system offers at the end of LINE with _remora."""
+    d = tempfile.mkdtemp(prefix="remora-zsh-")
+    try:
+        out = os.path.join(d, "matches")
+        rc, _, err = run([zsh, "-f", "-c", ZSH_CALL, "zsh", os.path.join(REPO, "completions"),
+                          out, line], timeout=60)
+        if rc == 3:
+            raise Skip("zsh has no zsh/zpty module: cannot drive its completion")
+        if rc != 0:
+            raise Fail("zsh completing %r: exit %d: %s" % (line, rc, tail(err)))
+        with open(out) as f:
+            return sorted({l for l in f.read().splitlines() if l})
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_zsh_completion(remora):
     zsh = shutil.which("zsh")
     if zsh is None:
@@ -364,9 +405,40 @@ def test_zsh_completion(remora):
                 problems.append("%s not offered" % name)
     if "_remora_pids" not in text or "/proc/" not in text:
         problems.append("-p does not complete pids")
+    # the completion system itself, as a user's TAB drives it
+    got = zsh_complete(zsh, "remora ")
+    if set(COMMANDS) - set(got):
+        problems.append("zsh: `remora ` offers %s" % got)
+    for cmd in COMMANDS:
+        opts, help_text = help_of(remora, cmd)
+        got = zsh_complete(zsh, "remora %s -" % cmd)
+        missing = sorted(set(opts) - set(got) - {"--"})
+        if missing:
+            problems.append("zsh: `remora %s -` lacks %s" % (cmd, ", ".join(missing)))
+        if "-f" in opts and formats_of(help_text):
+            got = zsh_complete(zsh, "remora %s -f " % cmd)
+            if got != sorted(formats_of(help_text)):
+                problems.append("zsh: `remora %s -f ` offers %s, --help names %s"
+                                % (cmd, got, formats_of(help_text)))
+        if cmd == "record":
+            got = zsh_complete(zsh, "remora record --mode ")
+            if got != sorted(modes_of(help_text)):
+                problems.append("zsh: `remora record --mode ` offers %s" % got)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        with Target(("host", HOST_PYTHON, None), os.path.join(TARGETS, "idle.py"), "ready") as t:
+            t.wait_ready()
+            got = zsh_complete(zsh, "remora dump -p ")
+            if str(t.pid) not in got or str(sleeper.pid) in got:
+                problems.append("zsh: `remora dump -p ` offers %s: want the Python target %d, "
+                                "not sleep(1)'s %d" % (got[:10], t.pid, sleeper.pid))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
     if problems:
         raise Fail("; ".join(problems[:8]))
-    return "zsh -n parses it; every --help option in its command's block"
+    return "zsh -n parses it; every --help option in its command's block and offered by " \
+           "zsh's completion (zpty), -f the formats, --mode the modes, -p the Python pid"
 
 
 # --- the Debian package -----------------------------------------------------------------
