@@ -338,9 +338,9 @@ def test_bash_completion(remora):
 # --- zsh completion ---------------------------------------------------------------------
 
 # An interactive zsh on a pseudo-terminal (zsh/zpty) with compinit and _remora on fpath;
-# compadd wrapped to append every match it is given to OUT; then LINE and a TAB typed, the
-# line killed, and OUT.end written once the completion is over (zle reads keys in order).
-# Readiness by files, polled. $1 the completions directory, $2 OUT, $3 LINE.
+# compadd wrapped to append every match it is given to OUT; TAB bound to a completion
+# widget whose last step (comppostfuncs, run once every match is in) writes OUT.end; then
+# LINE and a TAB typed. Readiness by files, polled. $1 completions dir, $2 OUT, $3 LINE.
 ZSH_CALL = r'''
 zmodload zsh/zpty || exit 3
 fdir=$1 out=$2 line=$3
@@ -348,11 +348,11 @@ fdir=$1 out=$2 line=$3
 zpty z zsh -f -i
 zpty -w z "PS1='' PROMPT='' RPROMPT=''; fpath=(${(q)fdir} \$fpath); autoload -Uz compinit; compinit -u -D"
 zpty -w z "compadd() { if [[ \${@[1,(i)(-|--)]} == *-(O|A|D)\\ * ]]; then builtin compadd \"\$@\"; return; fi; local -a __h; builtin compadd -A __h \"\$@\"; (( \$#__h )) && print -rl -- \"\${__h[@]}\" >> ${(q)out}; builtin compadd \"\$@\"; }"
-zpty -w z "zstyle ':completion:*' menu no; LISTMAX=100000; bindkey '^I' complete-word"
+zpty -w z "_cap_end() { print done > ${(q)out}.end; }; _cap() { comppostfuncs=(_cap_end); _main_complete; }"
+zpty -w z "zle -C cap-complete complete-word _cap; bindkey '^I' cap-complete; zstyle ':completion:*' menu no; LISTMAX=100000"
 zpty -w z "print ready > ${(q)out}.ready"
 for i in {1..600}; do [[ -s $out.ready ]] && break; sleep 0.05; done
-zpty -w -n z "$line"$'\t'$'\C-u'
-zpty -w z "print done > ${(q)out}.end"
+zpty -w -n z "$line"$'\t'
 for i in {1..600}; do [[ -s $out.end ]] && break; sleep 0.05; done
 zpty -d z
 [[ -s $out.end ]]
