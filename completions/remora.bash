@@ -26,6 +26,12 @@ _remora()
     COMPREPLY=()
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD-1]}
+    # --mode=VALUE: bash splits the word at '=' (COMP_WORDBREAKS)
+    if [ "$cur" = "=" ]; then
+        cur=
+    elif [ "$prev" = "=" ] && [ "$COMP_CWORD" -ge 2 ]; then
+        prev=${COMP_WORDS[COMP_CWORD-2]}
+    fi
 
     local commands="dump record top convert"
     local formats="flamegraph firefox speedscope collapsed table pstats pprof raw"
