@@ -125,12 +125,12 @@ def churn_thread(ready):
         await asyncio.sleep(0)
 
     async def churn_main():
+        asyncio.current_task().set_name("churn-main")
         ready.set()
         k = 0
         while True:
-            ts = [asyncio.ensure_future(short(k + j)) for j in range(50)]
-            for j, t in enumerate(ts):
-                t.set_name("churn-%d" % (k + j))
+            loop = asyncio.get_running_loop()
+            ts = [loop.create_task(short(k + j), name="churn-%d" % (k + j)) for j in range(50)]
             k += 50
             await asyncio.gather(*ts)
 
@@ -143,8 +143,15 @@ def named(coro, name):
     return t
 
 
+PYTASK = "--pytask" in ARGS
+current_task = getattr(asyncio.tasks, "_py_current_task", asyncio.current_task) if PYTASK \
+    else asyncio.current_task
+all_tasks = asyncio.tasks._py_all_tasks if PYTASK and hasattr(asyncio.tasks, "_py_all_tasks") \
+    else asyncio.all_tasks
+
+
 async def main():
-    me = asyncio.current_task()
+    me = current_task()
     me.set_name("main")
     ev = asyncio.Event()
     keep = [named(gather_parent(ev), "gather-parent"), named(outer(), "outer"),
@@ -155,10 +162,10 @@ async def main():
     # every task reaches the await it stays in (each needs a few steps of the loop)
     for _ in range(20):
         await asyncio.sleep(0)
-    tasks = [t for t in asyncio.all_tasks() if t is not me and not t.get_name().startswith("churn-")]
+    tasks = [t for t in all_tasks() if t is not me and not t.get_name().startswith("churn-")]
     by_name = {t.get_name(): t for t in tasks}
     truth = {"native_id": threading.get_native_id(), "python": sys.version.split()[0],
-             "ctask": type(me).__module__ == "_asyncio", "tasks": []}
+             "ctask": type(me).__module__ == "_asyncio" and not PYTASK, "tasks": []}
     for t in tasks:
         truth["tasks"].append({
             "id": id(t), "name": t.get_name(), "state": "pending", "frames": chain(t),
@@ -183,7 +190,7 @@ if __name__ == "__main__":
         started = threading.Event()
         threading.Thread(target=churn_thread, args=(started,), daemon=True, name="churner").start()
         started.wait()
-    if "--pytask" in ARGS:
+    if PYTASK:
         loop = asyncio.new_event_loop()
         asyncio.tasks.Task = asyncio.tasks._PyTask
         loop.set_task_factory(lambda lp, coro, **kw: asyncio.tasks._PyTask(coro, loop=lp, **kw))
