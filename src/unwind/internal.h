@@ -260,6 +260,8 @@ int pyo_attr(unwinder_t *u, uint64_t obj, const char *name, uint64_t *val);
 int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t *n);
 /* The items of the list at 'list', at most max. 0 or a code. */
 int pyo_list_items(unwinder_t *u, uint64_t list, uint64_t *items, size_t max, size_t *n);
+/* Is the object at addr the ASCII str 'want'? 1 or 0. */
+int pyo_str_is(unwinder_t *u, uint64_t addr, const char *want);
 /* A non-negative int below 2^64 whose first 40 bytes are h. 0 or REMORA_ECORRUPT. */
 int pyo_long(const unwinder_t *u, const unsigned char *h, uint64_t *v);
 

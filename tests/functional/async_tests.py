@@ -114,8 +114,6 @@ def refused(remora, t, interp, why):
 def run_dump(remora, interp, args=(), idle=0):
     with Target(interp, SCRIPT, "truth.json", list(args) + (["--idle", idle] if idle else [])) as t:
         truth = t.wait_ready()
-        if minor(interp) < 14:
-            refused(remora, t, interp, "Python %s" % truth["python"])
         if not truth["ctask"]:
             rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
             if rc != 0:
@@ -145,8 +143,6 @@ def run_dump(remora, interp, args=(), idle=0):
 def test_churn(remora, interp):
     with Target(interp, SCRIPT, "truth.json", ["--churn"]) as t:
         truth = t.wait_ready()
-        if minor(interp) < 14:
-            refused(remora, t, interp, "Python %s" % truth["python"])
         moved = churned = 0
         for k in range(CHURN_DUMPS):
             rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
@@ -170,10 +166,6 @@ def test_none(remora, interp):
     with Target(interp, os.path.join(TARGETS, "idle.py"), "ready.json") as t:
         t.wait_ready()
         rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
-        if minor(interp) < 14:
-            if rc == 4 and not one_line(err):
-                raise Skip("Python before 3.14: remora does not read tasks yet (exit 4: %s)" % err.strip())
-            raise Fail("dump --async before 3.14: exit %d, stderr %r" % (rc, err))
         if rc != 0 or json.loads(out).get("tasks") != []:
             raise Fail("dump --async --json without asyncio: exit %d, %s %s" % (rc, out[:200], tail(err)))
         rc, text, err = remora.run(["dump", "-p", t.pid, "--async"])
