@@ -40,6 +40,7 @@
                                      * embedded frame read (3.11: gen_iframe 80 + 80) */
 #define TK_SET_MAX (1u << 16)       /* set entries scanned (awaiters) */
 #define TK_RELOOK_NS 500000000      /* _asyncio not loaded: looked for again this often */
+#define TK_SETS 4                   /* registry sets checked for change after a reading */
 #define TK_MAX_LOOPS 256            /* event loops whose threads are looked up */
 #define TK_FRAME_READ 128           /* bytes read of a 3.9/3.10 frame object */
 
@@ -87,6 +88,9 @@ struct unw_tasks_state {
     size_t cap_lists;
     uint64_t *tsv;                  /* per thread: running loop, running task, list head */
     uint64_t gfut_type;             /* registry: asyncio.tasks._GatheringFuture */
+    uint64_t sets[TK_SETS];         /* registry: the sets read, and their headers (fill, */
+    unsigned char set_head[TK_SETS][48]; /* used, mask, table) as first read */
+    size_t nsets;
     size_t nkeys;                   /* tasks in keys[] */
     size_t cap_tsv;
     const unw_task_t **chain;       /* unw_task_chain(): UNW_MAX_CHAIN pointers */
@@ -628,6 +632,28 @@ static int add_addr(struct unw_tasks_state *tk, size_t *n, uint64_t a)
     return REMORA_OK;
 }
 
+/* Remembers the header of the set at 'set' (to see that it did not change while it was
+ * read: set_moved()). */
+static void set_note(unwinder_t *u, struct unw_tasks_state *tk, uint64_t set)
+{
+    if (tk->nsets < TK_SETS &&
+        proc_read(u->p, set, tk->set_head[tk->nsets], sizeof tk->set_head[0]) == REMORA_OK)
+        tk->sets[tk->nsets++] = set;
+}
+
+/* Did a set noted changed (an entry added or removed, its table replaced)? */
+static int set_moved(unwinder_t *u, struct unw_tasks_state *tk)
+{
+    unsigned char h[48];
+    size_t i;
+
+    for (i = 0; i < tk->nsets; i++)
+        if (proc_read(u->p, tk->sets[i], h, sizeof h) != REMORA_OK ||
+            memcmp(h + 16, tk->set_head[i] + 16, 32) != 0)
+            return 1;
+    return 0;
+}
+
 /* The objects of the WeakSet at 'ws' (each weak reference's wr_object, at 16) added to
  * tk->addrs. A WeakSet that cannot be read adds nothing (the caller finds no task). */
 static int weakset_objects(unwinder_t *u, struct unw_tasks_state *tk, uint64_t ws, size_t *n)
@@ -641,6 +667,7 @@ static int weakset_objects(unwinder_t *u, struct unw_tasks_state *tk, uint64_t w
         return REMORA_OK;
     if ((refs = malloc(UNW_MAX_TASKS * sizeof *refs)) == NULL)
         return REMORA_ENOMEM;
+    set_note(u, tk, data);
     err = pyo_set_keys(u, data, refs, UNW_MAX_TASKS, &nref);
     if (err == REMORA_OK) {
         for (i = 0; i < nref; i++)
@@ -685,6 +712,7 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
 
     *nout = 0;
     tk->gfut_type = 0;
+    tk->nsets = 0;
     if (remora_grow((void **)&tk->tsv, &tk->cap_tsv, nth * 3 + 1, sizeof *tk->tsv))
         return REMORA_ENOMEM;
     memset(tk->tsv, 0, (nth * 3 + 1) * sizeof *tk->tsv);
@@ -714,6 +742,7 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
         size_t ne = 0;
         if (eager == NULL)
             return REMORA_ENOMEM;
+        set_note(u, tk, reg);
         if (pyo_set_keys(u, reg, eager, UNW_MAX_TASKS, &ne) == REMORA_OK)
             for (i = 0; i < ne && err == REMORA_OK; i++)
                 err = add_addr(tk, &n, eager[i]);
@@ -760,6 +789,11 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
             r->waiter = get_u64(h, a->task_fut_waiter);
         }
         k++;
+    }
+    /* a registry that changed while its tasks were read: read again */
+    if (set_moved(u, tk)) {
+        err = REMORA_ECORRUPT;
+        goto out;
     }
     /* the running tasks: _current_tasks {loop: task}; each loop's thread: its _thread_id */
     if (pyo_dict_get(u, md, "_current_tasks", &cur) == REMORA_OK && cur != 0) {
