@@ -688,8 +688,10 @@ static int weakset_objects(unwinder_t *u, struct unw_tasks_state *tk, uint64_t w
 static int py_task(unwinder_t *u, tk_raw_t *r)
 {
     uint64_t state = 0;
+    int err = pyo_attr(u, r->id, "_state", &state);
 
-    if (pyo_attr(u, r->id, "_state", &state) != REMORA_OK || !pyo_str_is(u, state, "PENDING"))
+    /* _state is a class attribute ("PENDING") until the future is done */
+    if ((err != REMORA_OK && err != REMORA_EFAULT) || (err == REMORA_OK && !pyo_str_is(u, state, "PENDING")))
         return 0;
     pyo_attr(u, r->id, "_loop", &r->loop);
     pyo_attr(u, r->id, "_coro", &r->coro);
