@@ -539,32 +539,39 @@ out:
     return err;
 }
 
-/* Each task's awaiters that are tasks (a single object, or a set's keys). */
+static int add_link(struct unw_tasks_state *tk, uint64_t child, uint64_t parent)
+{
+    if (tk->nlinks >= (size_t)UNW_MAX_TASKS * 4)
+        return REMORA_OK;               /* bounded: more links are left out */
+    if (remora_grow((void **)&tk->links, &tk->cap_links, tk->nlinks + 1, sizeof *tk->links))
+        return REMORA_ENOMEM;
+    tk->links[tk->nlinks].child = child;
+    tk->links[tk->nlinks].parent = parent;
+    tk->nlinks++;
+    return REMORA_OK;
+}
+
+/* 3.14+: each task's awaiters that are tasks (task_awaited_by: one object, or a set's
+ * keys), as links. */
 static int read_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
 {
     const py_asyncio_t *a = &tk->a;
     size_t i;
     int err;
 
-    tk->naw = 0;
     for (i = 0; i < n; i++) {
         tk_raw_t *r = &tk->raw[i];
-        r->first_aw = tk->naw;
-        r->naw = 0;
         if (r->awaited_by == 0 || r->awaited_by % 8 != 0)
             continue;
         if (!r->is_set) {
-            if (find_task(tk, n, r->awaited_by) < 0)
-                continue;
-            if (remora_grow((void **)&tk->aw, &tk->cap_aw, tk->naw + 1, sizeof *tk->aw))
-                return REMORA_ENOMEM;
-            tk->aw[tk->naw++] = r->awaited_by;
-            r->naw = 1;
+            if (find_task(tk, n, r->awaited_by) >= 0 && (err = add_link(tk, r->id, r->awaited_by)))
+                return err;
             continue;
         }
         {
             unsigned char h[64];
             uint64_t mask, table, j;
+            size_t added = 0;
             if ((err = proc_read(u->p, r->awaited_by, h, sizeof h)) != REMORA_OK) {
                 if (err == REMORA_EFAULT)
                     continue;
@@ -581,16 +588,52 @@ static int read_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
                     continue;
                 return err;
             }
-            for (j = 0; j <= mask && r->naw < UNW_MAX_AWAITERS; j++) {
+            for (j = 0; j <= mask && added < UNW_MAX_AWAITERS; j++) {
                 uint64_t key = get_u64(tk->buf, j * 16);
                 if (key == 0 || find_task(tk, n, key) < 0)
                     continue;
-                if (remora_grow((void **)&tk->aw, &tk->cap_aw, tk->naw + 1, sizeof *tk->aw))
-                    return REMORA_ENOMEM;
-                tk->aw[tk->naw++] = key;
-                r->naw++;
+                if ((err = add_link(tk, r->id, key)) != REMORA_OK)
+                    return err;
+                added++;
             }
         }
+    }
+    return REMORA_OK;
+}
+
+static int cmp_link(const void *x, const void *y)
+{
+    const tk_link_t *a = x, *b = y;
+    if (a->child != b->child)
+        return a->child < b->child ? -1 : 1;
+    return a->parent < b->parent ? -1 : a->parent > b->parent;
+}
+
+/* The links sorted by task, once each, as tk->aw and each raw's first_aw / naw (at most
+ * UNW_MAX_AWAITERS a task). */
+static int links_fill(struct unw_tasks_state *tk, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        tk->raw[i].first_aw = tk->raw[i].naw = 0;
+    tk->naw = 0;
+    if (remora_grow((void **)&tk->aw, &tk->cap_aw, tk->nlinks + 1, sizeof *tk->aw))
+        return REMORA_ENOMEM;
+    qsort(tk->links, tk->nlinks, sizeof *tk->links, cmp_link);
+    for (i = 0; i < tk->nlinks; i++) {
+        ssize_t idx;
+        if (i > 0 && tk->links[i].child == tk->links[i - 1].child &&
+            tk->links[i].parent == tk->links[i - 1].parent)
+            continue;
+        if ((idx = find_task(tk, n, tk->links[i].child)) < 0)
+            continue;
+        if (tk->raw[idx].naw == 0)
+            tk->raw[idx].first_aw = tk->naw;
+        else if (tk->raw[idx].naw >= UNW_MAX_AWAITERS)
+            continue;
+        tk->aw[tk->naw++] = tk->links[i].parent;
+        tk->raw[idx].naw++;
     }
     return REMORA_OK;
 }
@@ -700,39 +743,43 @@ static int py_task(unwinder_t *u, tk_raw_t *r)
     return 1;
 }
 
-/* Before 3.14: the tasks of asyncio.tasks' registries into tk->raw[0..*nout); each thread's
- * running loop and task into tk->tsv as tasks_once() fills it. */
+/* Before 3.14: the tasks of asyncio.tasks' registries into tk->raw[first..*nout); each
+ * thread's running loop and task into tk->tsv as tasks_once() fills it. py_only (3.14+,
+ * after tasks_once()): only pure-Python tasks (the C ones are on the lists), and only a
+ * thread's running task where the lists named none. */
 static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th, size_t nth,
-                         size_t *nout)
+                         size_t first, int py_only, size_t *nout)
 {
     const py_asyncio_t *a = &tk->a;
     uint64_t interp = 0, md, ctype = 0, pytype = 0, reg = 0, cur = 0;
     uint64_t *keys = NULL, *vals = NULL;
     unsigned char *heads = NULL;
-    size_t i, j, n = 0, k = 0, ncur = 0;
+    size_t i, j, n = 0, k = first, ncur = 0;
     int err;
 
-    *nout = 0;
+    *nout = first;
     tk->gfut_type = 0;
     tk->nsets = 0;
     if (remora_grow((void **)&tk->tsv, &tk->cap_tsv, nth * 3 + 1, sizeof *tk->tsv))
         return REMORA_ENOMEM;
-    memset(tk->tsv, 0, (nth * 3 + 1) * sizeof *tk->tsv);
+    if (!py_only)
+        memset(tk->tsv, 0, (nth * 3 + 1) * sizeof *tk->tsv);
     for (i = 0; i < nth; i++)
         if (interp == 0 || th[i].interp_id == 0)
             interp = th[i].interp;
     if (interp == 0)
         return REMORA_OK;
     err = pyo_module_dict(u, interp, "asyncio.tasks", &md);
-    if (err == REMORA_EFAULT)
+    if (err == REMORA_EFAULT || (py_only && err != REMORA_ENOPROC && err != REMORA_ENOMEM))
         return REMORA_OK;               /* asyncio not imported: no task */
     if (err != REMORA_OK)
         return err;
-    pyo_dict_get(u, md, "_CTask", &ctype);
+    if (!py_only)
+        pyo_dict_get(u, md, "_CTask", &ctype);
     pyo_dict_get(u, md, "_PyTask", &pytype);
     pyo_dict_get(u, md, "_GatheringFuture", &tk->gfut_type);
     if (ctype == 0 && pytype == 0)
-        return REMORA_ECORRUPT;
+        return py_only ? REMORA_OK : REMORA_ECORRUPT;
     if (pyo_dict_get(u, md, "_all_tasks", &reg) == REMORA_OK &&
         (err = weakset_objects(u, tk, reg, &n)) != REMORA_OK)
         return err;
@@ -814,7 +861,7 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
         size_t nl = 0, l;
         for (i = 0; i < ncur && nl < TK_MAX_LOOPS; i++)
             loops[nl++] = keys[i];
-        for (i = 0; i < k && nl < TK_MAX_LOOPS; i++) {
+        for (i = first; i < k && nl < TK_MAX_LOOPS; i++) {
             int seen = 0;
             for (l = 0; l < nl; l++)
                 seen |= loops[l] == tk->raw[i].loop;
@@ -828,7 +875,7 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
                 proc_read(u->p, tid, h, sizeof h) != REMORA_OK || pyo_long(u, h, &ident) != REMORA_OK)
                 continue;
             for (i = 0; i < nth; i++)
-                if (ident != 0 && th[i].ident == ident) {
+                if (ident != 0 && th[i].ident == ident && (!py_only || tk->tsv[3 * i + 1] == 0)) {
                     tk->tsv[3 * i] = loops[l];
                     for (j = 0; j < ncur; j++)
                         if (keys[j] == loops[l])
@@ -889,7 +936,6 @@ static int registry_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n
     size_t i, j, m;
     int err;
 
-    tk->nlinks = 0;
     for (i = 0; i < n; i++) {
         tk_raw_t *r = &tk->raw[i];
         uint64_t from[2] = { 0, 0 };
@@ -919,36 +965,11 @@ static int registry_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n
         for (j = 0; j < m; j++) {
             if (find_task(tk, n, items[j]) < 0 || items[j] == r->id)
                 continue;
-            if (remora_grow((void **)&tk->links, &tk->cap_links, tk->nlinks + 1, sizeof *tk->links))
-                return REMORA_ENOMEM;
-            tk->links[tk->nlinks].child = items[j];
-            tk->links[tk->nlinks].parent = r->id;
-            tk->nlinks++;
+            if ((err = add_link(tk, items[j], r->id)) != REMORA_OK)
+                return err;
         }
     }
-    /* each task's awaiters, in the order of the tasks */
-    tk->naw = 0;
-    for (i = 0; i < n; i++) {
-        tk->raw[i].first_aw = tk->naw;
-        tk->raw[i].naw = 0;
-    }
-    err = REMORA_OK;
-    if (remora_grow((void **)&tk->aw, &tk->cap_aw, tk->nlinks + 1, sizeof *tk->aw))
-        return REMORA_ENOMEM;
-    for (i = 0; i < n; i++) {
-        tk->raw[i].first_aw = tk->naw;
-        for (j = 0; j < tk->nlinks; j++)
-            if (tk->links[j].child == tk->raw[i].id && tk->raw[i].naw < UNW_MAX_AWAITERS) {
-                size_t d, dup = 0;
-                for (d = tk->raw[i].first_aw; d < tk->naw; d++)
-                    dup |= tk->aw[d] == tk->links[j].parent;
-                if (!dup) {
-                    tk->aw[tk->naw++] = tk->links[j].parent;
-                    tk->raw[i].naw++;
-                }
-            }
-    }
-    return err;
+    return REMORA_OK;
 }
 
 /* One reading of every list; 0, REMORA_ECORRUPT (it moved), or an error. */
@@ -1031,8 +1052,14 @@ int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n)
     for (tries = 0;; tries++) {
         if ((err = unw_sample(u, &th, &nth)) != REMORA_OK)
             return err;
-        err = tk->a.kind == PY_ASYNC_LISTS ? tasks_once(u, tk, th, nth, &cnt) :
-              registry_once(u, tk, th, nth, &cnt);
+        if (tk->a.kind == PY_ASYNC_LISTS) {
+            /* the C module's tasks on their lists, then pure-Python ones in the registry */
+            err = tasks_once(u, tk, th, nth, &cnt);
+            if (err == REMORA_OK)
+                err = registry_once(u, tk, th, nth, cnt, 1, &cnt);
+        } else {
+            err = registry_once(u, tk, th, nth, 0, 0, &cnt);
+        }
         if (err != REMORA_ECORRUPT || tries + 1 >= UNW_TASK_TRIES + u->tries)
             break;
     }
@@ -1057,8 +1084,10 @@ int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n)
     tk->nframes = 0;
     if ((err = read_chains(u, tk, cnt)) != REMORA_OK)
         return err;
-    if ((err = tk->a.kind == PY_ASYNC_LISTS ? read_awaiters(u, tk, cnt) :
-               registry_awaiters(u, tk, cnt)) != REMORA_OK)
+    tk->nlinks = 0;
+    if (tk->a.kind == PY_ASYNC_LISTS && (err = read_awaiters(u, tk, cnt)) != REMORA_OK)
+        return err;
+    if ((err = registry_awaiters(u, tk, cnt)) != REMORA_OK || (err = links_fill(tk, cnt)) != REMORA_OK)
         return err;
     /* running tasks take their thread's frames: make room for them after the chains */
     total_frames = tk->nframes;

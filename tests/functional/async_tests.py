@@ -21,8 +21,6 @@
 #       line "no asyncio tasks" in text, exit 0.
 #   asyncio/pytask/INTERP    the pure-Python asyncio.Task (a task factory making _PyTask):
 #       the same checks as async/dump.
-# Before 3.14 (and for pure-Python tasks) remora does not read tasks yet: those tests check
-# that dump --async says so in one line with exit 4, then report SKIP naming that.
 import json
 import os
 import re
@@ -102,25 +100,9 @@ def check_text(text, truth):
     return problems
 
 
-def refused(remora, t, interp, why):
-    """Before 3.14 / pure-Python tasks: one line, exit 4; then SKIP saying so."""
-    rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
-    if rc != 4 or one_line(err) or out:
-        raise Fail("dump --async on %s: exit %d (want 4), stderr %r, stdout %r"
-                   % (interp[0], rc, tail(err), out[:200]))
-    raise Skip("%s: remora does not read these tasks yet (exit 4: %s)" % (why, err.strip()))
-
-
 def run_dump(remora, interp, args=(), idle=0):
     with Target(interp, SCRIPT, "truth.json", list(args) + (["--idle", idle] if idle else [])) as t:
         truth = t.wait_ready()
-        if not truth["ctask"]:
-            rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
-            if rc != 0:
-                raise Fail("dump --async --json of pure-Python tasks exited %d: %s" % (rc, tail(err)))
-            found = set(tk["id"] for tk in json.loads(out)["tasks"]) & set(tk["id"] for tk in truth["tasks"])
-            raise Skip("pure-Python asyncio.Task objects are not read yet: %d of the target's %d "
-                       "tasks listed" % (len(found), len(truth["tasks"])))
         start = time.monotonic()
         rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
         took = time.monotonic() - start
