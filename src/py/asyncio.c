@@ -132,6 +132,7 @@ static int registry_layout(const py_layout_t *L, py_asyncio_t *a, const char *ve
     a->fut_callback0 = 24;
     a->func_code = L->minor == 9 ? 16 : 48;
     a->func_closure = L->minor == 9 ? 48 : 72;
+    a->tuple_items = 24;
     a->set_mask = 32;
     a->set_table = 40;
     a->found = 1;
@@ -220,6 +221,12 @@ int py_asyncio_find(proc_t *p, const py_target_t *t, py_asyncio_t *a, char *why,
      * FRAME_CREATED 0); 3.15 leaves a NULL pushed above the awaited object (GET_AWAITABLE,
      * PUSH_NULL), so it lies 16 bytes below the stack pointer, 8 in 3.14. */
     a->kind = PY_ASYNC_LISTS;
+    /* as before 3.14 (for pure-Python tasks, whose shield links asyncio does not keep):
+     * FutureObj's fut_callback0, PyFunctionObject's func_code and func_closure */
+    a->fut_callback0 = 24;
+    a->func_code = 48;
+    a->func_closure = 72;
+    a->tuple_items = 32;
     a->coro_frame = PY_CORO_EMBEDDED_SP;
     a->gen_iframe = 72;
     a->gen_frame_state = 67;

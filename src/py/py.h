@@ -276,7 +276,8 @@ typedef struct py_asyncio {
     uint64_t fr_stacktop_at, fr_localsplus, fr_state_at;
     uint64_t fut_callback0;         /* FutureObj: fut_callback0 (3.9-3.13: a shield's outer
                                      * future holds its _outer_done_callback there) */
-    uint64_t func_code, func_closure;   /* PyFunctionObject (3.9-3.13) */
+    uint64_t func_code, func_closure;   /* PyFunctionObject */
+    uint64_t tuple_items;           /* PyTupleObject's ob_item: 24, 32 from 3.14 (ob_hash) */
     uint64_t task_size;             /* sizeof(TaskObj): bytes read of each task */
     uint64_t task_loop;             /* fut_loop */
     uint64_t task_state;            /* fut_state (int): 0 pending */

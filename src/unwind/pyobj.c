@@ -292,7 +292,9 @@ int pyo_attr(unwinder_t *u, uint64_t obj, const char *name, uint64_t *val)
                 if (vh[3] == 0)
                     return REMORA_EFAULT;
             }
-            return proc_read_u64(u->p, vals + L->dv_values + 8 * (uint64_t)at, val);
+            if ((err = proc_read_u64(u->p, vals + L->dv_values + 8 * (uint64_t)at, val)) != REMORA_OK)
+                return err;
+            return *val != 0 ? REMORA_OK : REMORA_EFAULT;   /* a shared key this one lacks */
         }
     }
 }

@@ -740,6 +740,9 @@ static int py_task(unwinder_t *u, tk_raw_t *r)
     pyo_attr(u, r->id, "_coro", &r->coro);
     pyo_attr(u, r->id, "_name", &r->name);
     pyo_attr(u, r->id, "_fut_waiter", &r->waiter);
+    /* 3.14+: the set of its awaiters asyncio keeps for pure-Python futures */
+    if (pyo_attr(u, r->id, "_asyncio_awaited_by", &r->awaited_by) == REMORA_OK)
+        r->is_set = 1;
     return 1;
 }
 
@@ -770,7 +773,7 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
     if (interp == 0)
         return REMORA_OK;
     err = pyo_module_dict(u, interp, "asyncio.tasks", &md);
-    if (err == REMORA_EFAULT || (py_only && err != REMORA_ENOPROC && err != REMORA_ENOMEM))
+    if (err == REMORA_EFAULT || (py_only && err != REMORA_OK && err != REMORA_ENOPROC && err != REMORA_ENOMEM))
         return REMORA_OK;               /* asyncio not imported: no task */
     if (err != REMORA_OK)
         return err;
@@ -898,11 +901,11 @@ static size_t shield_inner(unwinder_t *u, struct unw_tasks_state *tk, uint64_t f
     const py_asyncio_t *a = &tk->a;
     uint64_t cb = 0, code = 0, closure = 0, cells[8], obj;
     unw_code_t *e;
-    unsigned char th[24 + 8 * 8];
+    unsigned char th[32 + 8 * 8];
     int64_t size;
     size_t fl, i;
 
-    if (a->fut_callback0 == 0 || proc_read_u64(u->p, fut + a->fut_callback0, &cb) != REMORA_OK ||
+    if (a->fut_callback0 == 0 || a->tuple_items + 64 > sizeof th || proc_read_u64(u->p, fut + a->fut_callback0, &cb) != REMORA_OK ||
         cb == 0 || cb % 8 != 0 || proc_read_u64(u->p, cb + a->func_code, &code) != REMORA_OK ||
         code == 0 || code % 8 != 0 || code_cache_get(u->codes, u->p, u->target, code, &e) != REMORA_OK)
         return 0;
@@ -917,7 +920,7 @@ static size_t shield_inner(unwinder_t *u, struct unw_tasks_state *tk, uint64_t f
     if (size < 1 || size > 8)
         return 0;
     for (i = 0; i < (size_t)size; i++) {
-        cells[i] = get_u64(th, 24 + 8 * i);
+        cells[i] = get_u64(th, a->tuple_items + 8 * i);
         if (cells[i] == 0 || cells[i] % 8 != 0 || proc_read_u64(u->p, cells[i] + 16, &obj) != REMORA_OK)
             continue;
         if (find_task(tk, tk->nkeys, obj) >= 0) {
