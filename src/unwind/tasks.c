@@ -42,6 +42,9 @@
 #define TK_RELOOK_NS 500000000      /* _asyncio not loaded: looked for again this often */
 #define TK_SETS 4                   /* registry sets checked for change after a reading */
 #define TK_MAX_LOOPS 256            /* event loops whose threads are looked up */
+#define TK_CUR_READ 1024            /* bytes of _current_tasks' keys read per sample */
+#define TK_LOOP_NS 1000000000       /* a loop's thread is looked up again this often */
+#define TK_PY_CODES 16              /* pure-Python running tasks whose code is cached */
 #define TK_FRAME_READ 128           /* bytes read of a 3.9/3.10 frame object */
 
 typedef struct tk_raw {
@@ -98,8 +101,19 @@ struct unw_tasks_state {
     size_t nlinks, cap_links;
     uint64_t *addrs;                /* registry: scratch addresses */
     size_t cap_addrs;
+    /* per sample before 3.14 (UNW_WANT_TASKS): the _current_tasks dict, the loops' threads,
+     * pure-Python tasks' outermost code */
+    uint64_t cur_dict, cur_ctype, cur_pytype;
+    int64_t cur_looked_ns;
+    struct { uint64_t loop, ident; int64_t ns; } loops[TK_MAX_LOOPS];
+    size_t nloops;
+    struct { uint64_t task; const char *function, *file; } pyc[TK_PY_CODES];
+    size_t npyc;
+    unsigned char curbuf[TK_CUR_READ];
     /* per sample (UNW_WANT_TASKS) */
-    uint64_t *run, *coro, *code;    /* coro and code point into run */
+    uint64_t *run, *coro, *code, *had;  /* coro, code and had point into run */
+    int py_seen;                    /* 3.14+: the last reading found pure-Python tasks */
+    const char *unnamed;            /* "?": a name that could not be read */
     size_t cap_run;
 };
 
@@ -260,7 +274,10 @@ static int walk_lists(unwinder_t *u, struct unw_tasks_state *tk, size_t nlists, 
                 r->name = get_u64(tk->buf, a->task_name);
                 r->awaited_by = get_u64(tk->buf, a->task_awaited_by);
                 r->is_set = tk->buf[a->task_awaited_by_is_set] != 0;
-                if (state == 0)     /* pending: asyncio.all_tasks() leaves out done ones */
+                /* pending (asyncio.all_tasks() leaves out done ones), and whole: a task
+                 * still being made (linked before its coroutine or name is set) is not
+                 * one yet */
+                if (state == 0 && r->coro != 0 && r->name != 0)
                     k++;
             }
             prev = node;
@@ -316,10 +333,11 @@ static int read_names(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
                 tk->tasks[i].name = strtab_intern(u->names, name, len);
             }
         }
-        if (tk->tasks[i].name == NULL)
-            tk->tasks[i].name = strtab_intern(u->names, "?", 1);
-        if (tk->tasks[i].name == NULL)
-            return REMORA_ENOMEM;
+        if (tk->tasks[i].name == NULL) {
+            if (tk->unnamed == NULL && (tk->unnamed = strtab_intern(u->names, "?", 1)) == NULL)
+                return REMORA_ENOMEM;
+            tk->tasks[i].name = tk->unnamed;
+        }
     }
     return REMORA_OK;
 }
@@ -848,7 +866,14 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
         goto out;
     }
     /* the running tasks: _current_tasks {loop: task}; each loop's thread: its _thread_id */
+    if (!py_only) {
+        tk->cur_ctype = ctype;
+        tk->cur_pytype = pytype;
+    } else {
+        tk->cur_pytype = pytype;
+    }
     if (pyo_dict_get(u, md, "_current_tasks", &cur) == REMORA_OK && cur != 0) {
+        tk->cur_dict = cur;
         keys = malloc(TK_MAX_LOOPS * sizeof *keys);
         vals = malloc(TK_MAX_LOOPS * sizeof *vals);
         if (keys == NULL || vals == NULL) {
@@ -887,6 +912,8 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
         }
     }
     *nout = k;
+    if (py_only)
+        tk->py_seen = k > first;
 out:
     free(heads);
     free(keys);
@@ -1037,6 +1064,35 @@ static size_t running_frames(const unw_thread_t *th, const unw_frame_t *outer)
     return found;
 }
 
+/* The tasks read, sorted by id in tk->keys, and named. REMORA_ECORRUPT when a task is
+ * there twice (a list moved between two heads) or a name cannot be read (a task freed
+ * after its list or registry was read): the reading is made again. */
+static int index_and_name(unwinder_t *u, struct unw_tasks_state *tk, size_t cnt)
+{
+    size_t i;
+    int err;
+
+    if (remora_grow((void **)&tk->tasks, &tk->cap_tasks, cnt + 1, sizeof *tk->tasks) ||
+        remora_grow((void **)&tk->keys, &tk->cap_keys, cnt + 1, sizeof *tk->keys))
+        return REMORA_ENOMEM;
+    memset(tk->tasks, 0, (cnt + 1) * sizeof *tk->tasks);
+    for (i = 0; i < cnt; i++) {
+        tk->keys[i].id = tk->raw[i].id;
+        tk->keys[i].idx = i;
+    }
+    qsort(tk->keys, cnt, sizeof *tk->keys, cmp_key);
+    tk->nkeys = cnt;
+    for (i = 1; i < cnt; i++)
+        if (tk->keys[i].id == tk->keys[i - 1].id)
+            return REMORA_ECORRUPT;
+    if ((err = read_names(u, tk, cnt)) != REMORA_OK)
+        return err;
+    for (i = 0; i < cnt; i++)
+        if (tk->tasks[i].name == tk->unnamed)
+            return REMORA_ECORRUPT;
+    return REMORA_OK;
+}
+
 int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n)
 {
     struct unw_tasks_state *tk;
@@ -1063,26 +1119,12 @@ int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n)
         } else {
             err = registry_once(u, tk, th, nth, 0, 0, &cnt);
         }
+        if (err == REMORA_OK)
+            err = index_and_name(u, tk, cnt);
         if (err != REMORA_ECORRUPT || tries + 1 >= UNW_TASK_TRIES + u->tries)
             break;
     }
     if (err != REMORA_OK)
-        return err;
-    if (remora_grow((void **)&tk->tasks, &tk->cap_tasks, cnt + 1, sizeof *tk->tasks) ||
-        remora_grow((void **)&tk->keys, &tk->cap_keys, cnt + 1, sizeof *tk->keys))
-        return REMORA_ENOMEM;
-    memset(tk->tasks, 0, (cnt + 1) * sizeof *tk->tasks);
-    for (i = 0; i < cnt; i++) {
-        tk->keys[i].id = tk->raw[i].id;
-        tk->keys[i].idx = i;
-    }
-    qsort(tk->keys, cnt, sizeof *tk->keys, cmp_key);
-    tk->nkeys = cnt;
-    /* the same task twice (a list that moved between two heads): read again */
-    for (i = 1; i < cnt; i++)
-        if (tk->keys[i].id == tk->keys[i - 1].id)
-            return REMORA_ECORRUPT;
-    if ((err = read_names(u, tk, cnt)) != REMORA_OK)
         return err;
     tk->nframes = 0;
     if ((err = read_chains(u, tk, cnt)) != REMORA_OK)
@@ -1168,6 +1210,169 @@ int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, 
     return REMORA_OK;
 }
 
+/* The thread (pthread id) running 'loop' now: its _thread_id, looked up once a second at
+ * most per loop (the slow way: a new loop costs reads and allocations once). */
+static uint64_t loop_ident(unwinder_t *u, struct unw_tasks_state *tk, uint64_t loop, int64_t now)
+{
+    uint64_t tid = 0, ident = 0;
+    unsigned char h[48];
+    size_t i;
+
+    for (i = 0; i < tk->nloops; i++)
+        if (tk->loops[i].loop == loop && now - tk->loops[i].ns < TK_LOOP_NS)
+            return tk->loops[i].ident;
+    if (pyo_attr(u, loop, "_thread_id", &tid) == REMORA_OK && tid != 0 &&
+        proc_read(u->p, tid, h, sizeof h) == REMORA_OK)
+        pyo_long(u, h, &ident);
+    for (i = 0; i < tk->nloops; i++)
+        if (tk->loops[i].loop == loop)
+            break;
+    if (i == tk->nloops) {
+        if (tk->nloops == TK_MAX_LOOPS)
+            tk->nloops = 0;             /* bounded: start over */
+        i = tk->nloops++;
+    }
+    tk->loops[i].loop = loop;
+    tk->loops[i].ident = ident;
+    tk->loops[i].ns = now;
+    return ident;
+}
+
+/* Before 3.14, per sample: the _current_tasks dict {loop: task} (its header, then its keys
+ * object, TK_CUR_READ bytes: two reads), each loop's thread (cached), and for each running
+ * C task its coroutine's code (a vectored read of the tasks' coroutines, one of their
+ * frames' code; 3.9/3.10 one more for the frame objects). A pure-Python task's code is
+ * looked up the slow way once per task (TK_PY_CODES cached). */
+static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th, size_t n,
+                           int py_only)
+{
+    const py_layout_t *L = &u->target->layout;
+    const py_asyncio_t *a = &tk->a;
+    int64_t now = now_ns();
+    unsigned char h[48];
+    uint64_t keys, entries, esz = 24;
+    int64_t nent;
+    size_t i, j, k;
+    int err;
+
+    if (tk->cur_dict == 0) {
+        /* found by a reading of the registry (unw_tasks(), or this one: at most every
+         * TK_RELOOK_NS until asyncio is imported) */
+        size_t cnt = 0;
+        if (now - tk->cur_looked_ns < TK_RELOOK_NS)
+            return REMORA_OK;
+        tk->cur_looked_ns = now;
+        if ((err = registry_once(u, tk, th, n, 0, py_only, &cnt)) != REMORA_OK && err != REMORA_ECORRUPT)
+            return err;
+        if (tk->cur_dict == 0)
+            return REMORA_OK;
+    }
+    /* py_only (3.14+): threads whose running task the lists named keep it */
+    for (i = 0; i < n; i++)
+        tk->had[i] = th[i].task != 0;
+    if ((err = proc_read(u->p, tk->cur_dict, h, sizeof h)) != REMORA_OK)
+        goto gone;
+    if (get_u64(h, L->ob_type) != u->target->dict_type || get_u64(h, L->dict_values) != 0)
+        goto gone;
+    keys = get_u64(h, L->dict_keys);
+    if (keys == 0 || keys % 8 != 0 || (err = proc_read(u->p, keys, tk->curbuf, 64)) != REMORA_OK)
+        goto gone;
+    memcpy(&nent, tk->curbuf + L->dk_nentries, 8);
+    if (L->dk_layout == PY_DK_SIZED) {
+        uint64_t size = get_u64(tk->curbuf, 8), width;
+        if (size < 8 || size > 64 || (size & (size - 1)) != 0)
+            return REMORA_OK;
+        width = 1;
+        entries = L->dk_indices + size * width;
+    } else {
+        unsigned log2_size = tk->curbuf[8], log2_ib = tk->curbuf[9], kind = tk->curbuf[10];
+        if (log2_size < 3 || log2_size > 6 || log2_ib < log2_size || log2_ib > log2_size + 3 || kind != 0)
+            return REMORA_OK;
+        entries = L->dk_indices + ((uint64_t)1 << log2_ib);
+    }
+    if (nent < 0 || entries + (uint64_t)nent * esz > TK_CUR_READ)
+        return REMORA_OK;               /* more loops than a sample reads: none named */
+    if ((err = proc_read(u->p, keys + entries, tk->curbuf, (size_t)nent * esz)) != REMORA_OK)
+        goto gone;
+    for (j = 0; j < (size_t)nent; j++) {
+        uint64_t loop = get_u64(tk->curbuf, j * esz + 8), task = get_u64(tk->curbuf, j * esz + 16);
+        uint64_t ident;
+        if (loop == 0 || task == 0 || task % 8 != 0)
+            continue;
+        ident = loop_ident(u, tk, loop, now);
+        for (i = 0; i < n && ident != 0; i++)
+            if (th[i].ident == ident && !tk->had[i])
+                th[i].task = task;
+    }
+    /* the running tasks' coroutines and their types, then their frames' code */
+    for (i = k = 0; i < n; i++) {
+        tk->run[i] = tk->coro[i] = tk->code[i] = 0;
+        if (th[i].task == 0 || tk->had[i])
+            continue;
+        tk->iov[k++] = (proc_iov_t){ th[i].task + L->ob_type, &tk->run[i], 8 };
+        tk->iov[k++] = (proc_iov_t){ th[i].task + a->task_coro, &tk->coro[i], 8 };
+    }
+    if (k == 0 || (err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+        return err;
+    for (i = k = 0; i < n; i++) {
+        if (th[i].task == 0 || tk->run[i] != tk->cur_ctype || tk->coro[i] == 0 || tk->coro[i] % 8 != 0)
+            continue;
+        if (a->gen_frame_ptr != 0)      /* 3.9/3.10: the frame object first */
+            tk->iov[k++] = (proc_iov_t){ tk->coro[i] + a->gen_frame_ptr, &tk->code[i], 8 };
+        else
+            tk->iov[k++] = (proc_iov_t){ tk->coro[i] + a->gen_iframe + L->fr_code, &tk->code[i], 8 };
+    }
+    if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+        return err;
+    if (a->gen_frame_ptr != 0) {
+        for (i = k = 0; i < n; i++)
+            if (tk->code[i] != 0 && tk->code[i] % 8 == 0)
+                tk->iov[k++] = (proc_iov_t){ tk->code[i] + L->fr_code, &tk->code[i], 8 };
+        if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+            return err;
+    }
+    for (i = 0; i < n; i++) {
+        unw_frame_t outer;
+        unw_code_t *e;
+        if (th[i].task == 0 || tk->had[i])
+            continue;
+        outer.function = NULL;
+        if (tk->run[i] == tk->cur_ctype && tk->code[i] != 0 &&
+            code_cache_get(u->codes, u->p, u->target, tk->code[i], &e) == REMORA_OK) {
+            outer.function = e->function;
+            outer.file = e->file;
+        } else if (tk->run[i] != 0 && tk->run[i] == tk->cur_pytype) {
+            for (j = 0; j < tk->npyc; j++)
+                if (tk->pyc[j].task == th[i].task) {
+                    outer.function = tk->pyc[j].function;
+                    outer.file = tk->pyc[j].file;
+                }
+            if (outer.function == NULL) {
+                uint64_t coro = 0, f = 0, code = 0;
+                if (pyo_attr(u, th[i].task, "_coro", &coro) == REMORA_OK && coro % 8 == 0 &&
+                    (a->gen_frame_ptr != 0 ?
+                     proc_read_u64(u->p, coro + a->gen_frame_ptr, &f) == REMORA_OK && f % 8 == 0 && f != 0 &&
+                     proc_read_u64(u->p, f + L->fr_code, &code) == REMORA_OK :
+                     proc_read_u64(u->p, coro + a->gen_iframe + L->fr_code, &code) == REMORA_OK) &&
+                    code != 0 && code_cache_get(u->codes, u->p, u->target, code & ~(uint64_t)7, &e) == REMORA_OK) {
+                    if (tk->npyc == TK_PY_CODES)
+                        tk->npyc = 0;
+                    tk->pyc[tk->npyc].task = th[i].task;
+                    tk->pyc[tk->npyc].function = outer.function = e->function;
+                    tk->pyc[tk->npyc].file = outer.file = e->file;
+                    tk->npyc++;
+                }
+            }
+        }
+        th[i].task_frames = outer.function != NULL ? running_frames(&th[i], &outer) : 0;
+    }
+    return REMORA_OK;
+gone:
+    /* the dict is gone or replaced: found again by the next reading */
+    tk->cur_dict = 0;
+    return err == REMORA_ENOPROC ? err : REMORA_OK;
+}
+
 /* Per sample (UNW_WANT_TASKS), 3.14+: every thread's asyncio_running_task in one vectored
  * read; for the threads running one, its coroutine (one more) and that coroutine's frame's
  * code object (one more; named through the code cache): task_frames counts the thread's
@@ -1185,12 +1390,15 @@ int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n)
         th[i].task_frames = 0;
     }
     err = tk_layout(u, &tk);
-    if (err != REMORA_OK || !tk->a.found || n == 0 || tk->a.kind != PY_ASYNC_LISTS)
+    if (err != REMORA_OK || !tk->a.found || n == 0)
         return err == REMORA_EVERSION ? REMORA_OK : err;
-    if (remora_grow((void **)&tk->run, &tk->cap_run, 3 * n, sizeof *tk->run) || need_iov(tk, n))
+    if (remora_grow((void **)&tk->run, &tk->cap_run, 4 * n, sizeof *tk->run) || need_iov(tk, 2 * n))
         return REMORA_ENOMEM;
-    tk->coro = tk->run + n;         /* one array: running task, coroutine, code per thread */
-    tk->code = tk->run + 2 * n;
+    tk->coro = tk->run + n;         /* one array: running task, coroutine, code, and whether */
+    tk->code = tk->run + 2 * n;     /* the lists named a task, per thread */
+    tk->had = tk->run + 3 * n;
+    if (tk->a.kind != PY_ASYNC_LISTS)
+        return registry_sample(u, tk, th, n, 0);
     for (i = 0; i < n; i++) {
         tk->run[i] = tk->coro[i] = tk->code[i] = 0;
         tk->iov[i] = (proc_iov_t){ th[i].tstate + tk->a.ts_running_task, &tk->run[i], 8 };
@@ -1201,7 +1409,7 @@ int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n)
         if (tk->run[i] != 0 && tk->run[i] % 8 == 0)
             tk->iov[k++] = (proc_iov_t){ tk->run[i] + tk->a.task_coro, &tk->coro[i], 8 };
     if (k == 0)
-        return REMORA_OK;
+        goto py;
     if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     for (i = k = 0; i < n; i++)
@@ -1222,5 +1430,10 @@ int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n)
         outer.file = e->file;
         th[i].task_frames = running_frames(&th[i], &outer);
     }
+py:
+    /* pure-Python tasks run outside the lists: asyncio.tasks' _current_tasks names them */
+    for (i = 0; i < n && tk->py_seen; i++)
+        if (th[i].task == 0)
+            return registry_sample(u, tk, th, n, 1);
     return REMORA_OK;
 }

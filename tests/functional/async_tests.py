@@ -9,8 +9,11 @@
 #       each its name, state, thread (the loop's thread) and awaited_by exact; a pending
 #       task's frames exact (function, file, line); the running task's frames judged
 #       loosely (it moves): innermost first, only the functions it runs (burn, spin, main),
-#       main outermost. The text dump: a "(T) NAME [state]" line per task, each awaited
-#       task indented under its awaiter.
+#       main outermost. Each thread's running task (the per-sample UNW_WANT_TASKS reading
+#       that record --async uses): the loop's thread runs main, its task_frames are its
+#       innermost frames down to main's coroutine; the other thread runs none. The text
+#       dump: a "(T) NAME [state]" line per task, each awaited task indented under its
+#       awaiter.
 #   asyncio/idle/INTERP      the same with 10,000 more idle tasks (each awaiting one Event):
 #       all exact; the PASS line gives one dump's time (measured, not asserted).
 #   asyncio/churn/INTERP     a second thread runs its own loop making and finishing 50 tasks
@@ -80,6 +83,26 @@ def check_doc(doc, truth, stable_only=False):
     return problems
 
 
+def check_threads(doc, truth):
+    """Each thread's running task (what record --async reads per sample): the loop's
+    thread runs main, its task_frames the frames down to main's coroutine; no other
+    thread of the stable part runs a task."""
+    problems = []
+    main = next(t for t in truth["tasks"] if t["state"] == "running")
+    for th in doc["threads"]:
+        if th["native_id"] == truth["native_id"]:
+            fns = [f["function"] for f in th["frames"][:th.get("task_frames", 0)]]
+            if th.get("task") != main["id"]:
+                problems.append("thread %d: task %s, it runs main (%#x)" % (th["native_id"], th.get("task"), main["id"]))
+            elif not fns or fns[-1] != truth["running_functions"][0] or \
+                    any(fn not in truth["running_functions"] for fn in fns):
+                problems.append("thread %d: task_frames %d (%s), want the frames down to main"
+                                % (th["native_id"], th.get("task_frames", 0), fns))
+        elif th["name"] != "churner" and th.get("task"):
+            problems.append("thread %s runs no task, remora says %#x" % (th["name"], th["task"]))
+    return problems
+
+
 def check_text(text, truth):
     lines = text.splitlines()
     at = {}
@@ -109,7 +132,7 @@ def run_dump(remora, interp, args=(), idle=0):
         if rc != 0:
             raise Fail("dump --async --json exited %d: %s" % (rc, tail(err)))
         doc = json.loads(out)
-        problems = check_doc(doc, truth)
+        problems = check_doc(doc, truth) + check_threads(doc, truth)
         rc, text, err = remora.run(["dump", "-p", t.pid, "--async"])
         if rc != 0:
             raise Fail("dump --async exited %d: %s" % (rc, tail(err)))
