@@ -548,7 +548,8 @@ static int read_chains(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
             sorted[--pos[t]] = tk->frames[j];
             sorted[pos[t]].below = 0;
         }
-        memcpy(tk->frames, sorted, total * sizeof *sorted);
+        if (total > 0)
+            memcpy(tk->frames, sorted, total * sizeof *sorted);
         free(sorted);
         free(count);
         free(pos);
@@ -638,7 +639,8 @@ static int links_fill(struct unw_tasks_state *tk, size_t n)
     tk->naw = 0;
     if (remora_grow((void **)&tk->aw, &tk->cap_aw, tk->nlinks + 1, sizeof *tk->aw))
         return REMORA_ENOMEM;
-    qsort(tk->links, tk->nlinks, sizeof *tk->links, cmp_link);
+    if (tk->nlinks > 0)
+        qsort(tk->links, tk->nlinks, sizeof *tk->links, cmp_link);
     for (i = 0; i < tk->nlinks; i++) {
         ssize_t idx;
         if (i > 0 && tk->links[i].child == tk->links[i - 1].child &&
@@ -820,7 +822,8 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
         if (err != REMORA_OK)
             return err;
     }
-    qsort(tk->addrs, n, sizeof *tk->addrs, cmp_u64);
+    if (n > 0)
+        qsort(tk->addrs, n, sizeof *tk->addrs, cmp_u64);
     for (i = j = 0; i < n; i++)         /* once each (a task in two registries) */
         if (tk->addrs[i] != 0 && (j == 0 || tk->addrs[j - 1] != tk->addrs[i]))
             tk->addrs[j++] = tk->addrs[i];
