@@ -263,7 +263,7 @@ static const cli_opt_t dump_opts[] = {
     { D_NATIVE, NULL, "--native", NULL, NULL,
       "C frames too, merged with the Python frames (ptrace)", 0 },
     { D_ASYNC, NULL, "--async", NULL, NULL,
-      "every asyncio task instead: name, state, coroutine stack, awaiters (3.14+)", 0 },
+      "every asyncio task instead: its stack, who awaits it", 0 },
     { D_LOCALS, NULL, "--locals", NULL, NULL, NULL, 0 },
     { 0 }
 };
