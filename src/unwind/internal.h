@@ -271,6 +271,11 @@ void tasks_free(struct unw_tasks_state *tk);
 /* UNW_WANT_TASKS: each thread's running task and how many of its frames are the task's
  * (unw_thread_t.task, task_frames), after a sample's frames are named. 0 or an error. */
 int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n);
+/* Unit tests: walks the 3.14+ task lists lists[0..2*nlists) (each a head's address and
+ * its first node) with layout a, as unw_tasks() does: 0 with *n pending tasks (*moved: a
+ * back link did not hold), REMORA_ENOMEM past UNW_MAX_TASKS, or a read error. */
+int tasks_walk_test(unwinder_t *u, const py_asyncio_t *a, const uint64_t *lists, size_t nlists,
+                    size_t *n, int *moved);
 
 /* ---- naming.c ---- */
 

@@ -288,6 +288,25 @@ static int walk_lists(unwinder_t *u, struct unw_tasks_state *tk, size_t nlists, 
     return REMORA_OK;
 }
 
+int tasks_walk_test(unwinder_t *u, const py_asyncio_t *a, const uint64_t *lists, size_t nlists,
+                    size_t *n, int *moved)
+{
+    struct unw_tasks_state *tk = calloc(1, sizeof *tk);
+    int err;
+
+    *n = 0;
+    *moved = 0;
+    if (tk == NULL || (tk->lists = malloc(2 * nlists * sizeof *tk->lists + 8)) == NULL) {
+        tasks_free(tk);
+        return REMORA_ENOMEM;
+    }
+    tk->a = *a;
+    memcpy(tk->lists, lists, 2 * nlists * sizeof *tk->lists);
+    err = walk_lists(u, tk, nlists, n, moved);
+    tasks_free(tk);
+    return err;
+}
+
 /* Each task's name: a str, or an int N ("Task-N", named lazily). */
 static int read_names(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
 {
