@@ -20,6 +20,8 @@
 #       at a time: 20 dumps each exit 0 with the stable tasks exact (churn-K tasks may be
 #       there or not) or exit 5 with one line saying the list kept changing (counted,
 #       at most 10 of 20); none hangs or crashes.
+#   asyncio/core/INTERP      (host interpreters 3.9, 3.12, Debian's static 3.11) the same
+#       checks on `dump --core CORE --async --json` of a gcore of the target.
 #   asyncio/none/INTERP      a program that never imports asyncio: "tasks": [] in JSON, the
 #       line "no asyncio tasks" in text, exit 0.
 #   asyncio/pytask/INTERP    the pure-Python asyncio.Task (a task factory making _PyTask):
@@ -30,6 +32,7 @@ import re
 import time
 
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, one_line, tail
+import core_test
 
 SCRIPT = os.path.join(TARGETS, "async_tasks.py")
 RUNNING = None                      # set from the truth: the running task's functions
@@ -167,6 +170,21 @@ def test_churn(remora, interp):
         CHURN_DUMPS - moved, CHURN_DUMPS, churned, moved)
 
 
+def test_core(remora, interp):
+    """The same checks on a core (gcore) of the target: the tasks as they were when the
+    core was made."""
+    with Target(interp, SCRIPT, "truth.json") as t:
+        truth = t.wait_ready()
+        core = core_test.gcore(t)
+        rc, out, err = remora.run(["dump", "--core", core, "--async", "--json"])
+        if rc != 0:
+            raise Fail("dump --core --async --json exited %d: %s" % (rc, tail(err)))
+        problems = check_doc(json.loads(out), truth)
+        if problems:
+            raise Fail("; ".join(problems[:8]))
+    return "%d tasks exact from the core" % len(truth["tasks"])
+
+
 def test_none(remora, interp):
     with Target(interp, os.path.join(TARGETS, "idle.py"), "ready.json") as t:
         t.wait_ready()
@@ -191,4 +209,6 @@ def tests(remora):
             out.append(("asyncio/idle/%s" % i[0], lambda i=i: run_dump(remora, i, idle=IDLE_TASKS), miss))
         if i[0] in ("pyenv-3.12.1", "sid-3.14-pie", "sid-3.15"):
             out.append(("asyncio/churn/%s" % i[0], lambda i=i: test_churn(remora, i), miss))
+        if i[0] in ("pyenv-3.9.18", "pyenv-3.12.1", "debian-3.11-static"):
+            out.append(("asyncio/core/%s" % i[0], lambda i=i: test_core(remora, i), miss))
     return out
