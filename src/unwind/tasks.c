@@ -481,7 +481,8 @@ static int read_chains(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
                 if (err == REMORA_OK) {
                     tk->frames[before].below = i;   /* the task it is for, until grouped */
                     /* a TaskGroup's exit: its self (the first local) names the group */
-                    if (!objects && tk->raw[i].group == 0 && is_group_exit(&tk->frames[before]))
+                    if (!objects && a->fr_localsplus != 0 && tk->raw[i].group == 0 &&
+                        is_group_exit(&tk->frames[before]))
                         tk->raw[i].group = get_u64(fr, a->fr_localsplus);
                 } else if (err != REMORA_EFAULT && err != REMORA_ECORRUPT) {
                     goto out;
