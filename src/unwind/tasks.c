@@ -995,7 +995,6 @@ static int registry_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n
 
     for (i = 0; i < n; i++) {
         tk_raw_t *r = &tk->raw[i];
-        uint64_t from[2] = { 0, 0 };
         m = 0;
         if (r->waiter != 0 && r->waiter % 8 == 0) {
             if (find_task(tk, n, r->waiter) >= 0) {
@@ -1011,7 +1010,6 @@ static int registry_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n
                 }
             }
         }
-        (void)from;
         if (r->group != 0) {
             uint64_t set = 0;
             size_t more = 0;
