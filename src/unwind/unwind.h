@@ -9,6 +9,7 @@
  *   code.c       the code-object cache (bounded, validated by a fingerprint)
  *   threads.c    the unwinder's handle; interpreter and thread-state lists; native ids
  *   native.c     --native: each thread's C stack merged with its Python frames
+ *   tasks.c      asyncio: every task of every event loop, its coroutine stack and awaiters
  *   sample.c ... the per-sample reader (internal.h lists its files)
  */
 #ifndef REMORA_UNWIND_H
@@ -82,6 +83,11 @@ typedef struct unw_thread {
                                  * the C frames): the caller adds none above */
     size_t nframes;
     unw_frame_t *frames;        /* innermost first; owned by the unwinder */
+    uint64_t task;              /* UNW_WANT_TASKS: the task the thread's event loop is running
+                                 * now (its object's address, = unw_task_t.id), 0 when none */
+    size_t task_frames;         /* how many of frames[] (innermost first) are that task's own
+                                 * coroutine frames (the frames above the loop's machinery
+                                 * that steps the task); 0 when task is 0 */
 } unw_thread_t;
 
 typedef struct unwinder unwinder_t;
@@ -104,7 +110,12 @@ typedef struct unwinder unwinder_t;
 #define UNW_WANT_FIRSTLINE 64u  /* record --function: each frame's line is its function's
                                  * first (co_firstlineno), no line table decoded; not in ALL */
 #define UNW_WANT_NATIVE 128u    /* each thread's C stack merged in (unw_native_enable) */
-_Static_assert(((UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE) & UNW_WANT_NATIVE) == 0 &&
+#define UNW_WANT_TASKS 256u    /* per sample: each thread's running asyncio task (task,
+                                 * task_frames): 3 system calls a sample on 3.14+, 4-5
+                                 * before (docs/async.md); not in ALL */
+_Static_assert((UNW_WANT_TASKS & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
+                                  UNW_WANT_NATIVE)) == 0 &&
+               ((UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE) & UNW_WANT_NATIVE) == 0 &&
                ((UNW_WANT_ALL | UNW_WANT_ANCHOR) & UNW_WANT_FIRSTLINE) == 0 &&
                (UNW_WANT_ALL & UNW_WANT_ANCHOR) == 0, "UNW_WANT_* flags share a bit");
 
@@ -175,5 +186,56 @@ typedef struct unw_native_stats {
 
 /* All zero unless unw_native_enable() was called. */
 void unw_native_get_stats(const unwinder_t *u, unw_native_stats_t *out);
+
+/* ---- asyncio tasks (tasks.c) ------------------------------------------------- */
+
+#define UNW_MAX_TASKS 100000        /* tasks read per call, at most */
+#define UNW_MAX_TASK_DEPTH 1024     /* coroutine frames per task, at most */
+#define UNW_MAX_AWAITERS 1024       /* awaiters kept per task, at most */
+
+typedef struct unw_task {
+    uint64_t id;                /* the task object's address */
+    const char *name;           /* interned UTF-8: Task.get_name() */
+    pid_t thread;               /* native id of the thread whose running loop is the task's
+                                 * loop; 0 when no thread runs that loop now */
+    int running;                /* it is that thread's current task (asyncio.current_task()) */
+    size_t nframes;
+    unw_frame_t *frames;        /* its coroutine stack, innermost first, through coroutines
+                                 * awaiting coroutines (cr_await / yield-from); a running task:
+                                 * its frames as the thread's stack has them */
+    size_t nawaited_by;
+    const uint64_t *awaited_by; /* ids of the tasks awaiting it (direct awaiters) */
+} unw_task_t;
+
+/* Reads every asyncio task of every thread's event loop in the target: returns 0 with the
+ * array (owned by the unwinder, valid until the next call), or a REMORA_E* code. Bounded:
+ * at most UNW_MAX_TASKS (100,000) tasks; a task list that keeps moving while read gives
+ * REMORA_ECORRUPT (after the unwinder's tries), never a crash or a hang. A target without
+ * asyncio (no task, no loop): 0 with *n = 0. It calls unw_sample() itself (a running task's
+ * frames are its thread's): an array from an earlier unw_sample() is invalid after it.
+ * Cost: one unw_sample(); 3.14+: a vectored read of every thread state's asyncio fields and
+ * one read per task (its list node); before 3.14 (and pure-Python tasks): the registries
+ * through sys.modules (a few dozen reads), the tasks in vectored reads of 512; then per
+ * coroutine-chain level one vectored read for all tasks (two on 3.9/3.10), and the awaiter
+ * sets. About 0.01 s for a dozen tasks, 0.15 s for 10,000 (docs/async.md). A call every
+ * few hundred ms at most from a sampler. REMORA_EVERSION: layout facts that fail their
+ * checks (unw_tasks_problem() says why). */
+int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n);
+
+/* The awaiter chain of the task 'id' for the record side, per sample: the chain is taken
+ * from the last unw_tasks() result, kept by the unwinder, and costs NO system call.
+ * *chain is an array of *n pointers (owned by the unwinder), root first, ending with the
+ * task itself; each points into that result (valid until the next unw_tasks()). Each
+ * task's frames there are its coroutine stack, innermost first (a task running then: its
+ * thread's frames at that unw_tasks()). Each step follows the task's first awaiter
+ * (awaited_by[0]); the chain stops at a task with none, at a cycle (the task seen again is
+ * not repeated) or after UNW_MAX_CHAIN tasks. Returns 0, or REMORA_EFAULT when 'id' is not
+ * in the last result (a task made since: call unw_tasks() again, at the cost above). Per
+ * sample, the thread's own running task's frames are th->frames[0 .. th->task_frames). */
+#define UNW_MAX_CHAIN 256
+int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, size_t *n);
+
+/* Why unw_tasks() returned REMORA_EVERSION (one line), or "". */
+const char *unw_tasks_problem(const unwinder_t *u);
 
 #endif
