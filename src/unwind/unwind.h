@@ -52,6 +52,9 @@ typedef struct unw_frame {
                                  * marked is_entry; 3.12+ one whose previous is C-owned */
     uint64_t below;             /* 3.12+, an entry frame: the address of that C-owned frame
                                  * (a local of the eval loop, on the C stack), else 0 */
+    uint64_t addr;              /* a Python frame: the frame's address (a PyFrameObject on
+                                 * 3.9/3.10, else an _PyInterpreterFrame), else 0 */
+    uint64_t code;              /* ... and its code object's (dump --locals reads both) */
 } unw_frame_t;
 
 typedef struct unw_thread {
