@@ -14,7 +14,8 @@
 #include "../unwind/unwind.h"
 #include "../util/util.h"
 
-static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n)
+static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
+                       unw_locals_t *lr)
 {
     size_t i, k;
 
@@ -58,12 +59,13 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
                 fputs(") [C]\n", stdout);
             else
                 printf(":%d)%s\n", f->line, f->native ? " [C]" : "");
+            dump_locals_text(lr, f);
         }
     }
 }
 
 static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                       int native)
+                       int native, unw_locals_t *lr)
 {
     size_t i, k;
 
@@ -96,6 +98,7 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
             printf(",\"line\":%d", th[i].frames[k].line);
             if (native)
                 printf(",\"native\":%s", th[i].frames[k].native ? "true" : "false");
+            dump_locals_json(lr, &th[i].frames[k]);
             fputc('}', stdout);
         }
         fputs("]}", stdout);
@@ -117,7 +120,8 @@ static const cli_opt_t dump_opts[] = {
       "also each descendant process running Python", 0 },
     { D_NATIVE, NULL, "--native", NULL, NULL,
       "C frames too, merged with the Python frames (ptrace)", 0 },
-    { D_LOCALS, NULL, "--locals", NULL, NULL, NULL, 0 },
+    { D_LOCALS, NULL, "--locals", NULL, NULL,
+      "each Python frame's arguments and local variables (docs/locals.md)", 0 },
     { 0 }
 };
 
@@ -189,10 +193,10 @@ static void dump_descendants(pid_t pid, int json)
             unw_new(p, &t, &u) == REMORA_OK && read_live(u, &th, &n) == REMORA_OK) {
             if (json) {
                 fputc(',', stdout);
-                print_json(kids[k], &t, th, n, 0);
+                print_json(kids[k], &t, th, n, 0, NULL);
             } else {
                 fputc('\n', stdout);
-                print_text(kids[k], &t, th, n);
+                print_text(kids[k], &t, th, n, NULL);
             }
         }
         unw_free(u);
@@ -231,7 +235,8 @@ static int path_problem(const char *path, int want_dir, char *why, size_t cap)
 int cmd_dump(int argc, char **argv)
 {
     pid_t pid = 0;
-    int json = 0, subprocesses = 0, native = 0, i, err;
+    int json = 0, subprocesses = 0, native = 0, locals = 0, i, err;
+    unw_locals_t *lr = NULL;
     freezer_t *frz = NULL;
     const char *core = NULL, *exe = NULL, *root = NULL;
     proc_t *p = NULL;
@@ -280,6 +285,9 @@ int cmd_dump(int argc, char **argv)
         case D_NATIVE:
             native = 1;
             break;
+        case D_LOCALS:
+            locals = 1;
+            break;
         }
     }
     if ((pid == 0) == (core == NULL)) {
@@ -288,6 +296,10 @@ int cmd_dump(int argc, char **argv)
     }
     if (native && subprocesses) {
         cli_error("dump: --native reads one process; leave out --subprocesses");
+        return REMORA_EXIT_USAGE;
+    }
+    if (locals && subprocesses) {
+        cli_error("dump: --locals reads one process; leave out --subprocesses");
         return REMORA_EXIT_USAGE;
     }
     if (core != NULL && subprocesses) {
@@ -326,6 +338,8 @@ int cmd_dump(int argc, char **argv)
     err = unw_new(p, &t, &u);
     if (err)
         goto fail;
+    if (locals && (err = unw_locals_new(p, &t, &lr)) != REMORA_OK)
+        goto fail;
     if (native) {
         err = unw_native_enable(u);
         if (err) {
@@ -362,9 +376,9 @@ int cmd_dump(int argc, char **argv)
     if (subprocesses)
         fputs(json ? "{\"processes\":[" : "", stdout);
     if (json)
-        print_json(pid, &t, th, n, native);
+        print_json(pid, &t, th, n, native, lr);
     else
-        print_text(pid, &t, th, n);
+        print_text(pid, &t, th, n, lr);
     if (subprocesses)
         dump_descendants(pid, json);
     fflush(stdout);
@@ -382,6 +396,7 @@ out:
         freeze_go(frz);
         freeze_free(frz);
     }
+    unw_locals_free(lr);
     unw_free(u);
     proc_free(p);
     return err;

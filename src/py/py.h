@@ -238,6 +238,14 @@ typedef struct py_target {
     uint64_t dict_type;      /* the types of the objects read for thread names (0: symbol */
     uint64_t long_type;      /* not there, no names) */
     uint64_t module_type;
+    uint64_t float_type;     /* PyFloat_Type, PyBytes_Type, PyTuple_Type, PyList_Type, */
+    uint64_t bytes_type;     /* PySet_Type, PyFrozenSet_Type, PyBool_Type, PyCell_Type: */
+    uint64_t tuple_type;     /* the types dump --locals shows values of (0: symbol not */
+    uint64_t list_type;      /* there, such values shown as <TYPE object at 0x...>) */
+    uint64_t set_type;
+    uint64_t frozenset_type;
+    uint64_t bool_type;
+    uint64_t cell_type;
     char binary[4096];       /* the ELF file that holds _PyRuntime (path as seen by the target) */
     char version[32];        /* "3.12.1" */
     py_layout_t layout;

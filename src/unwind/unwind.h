@@ -179,4 +179,42 @@ typedef struct unw_native_stats {
 /* All zero unless unw_native_enable() was called. */
 void unw_native_get_stats(const unwinder_t *u, unw_native_stats_t *out);
 
+
+/* ---- dump --locals (locals.c) ---------------------------------------------------- */
+
+#define UNW_LOCALS_MAX 512      /* locals shown per frame (the rest counted) */
+#define UNW_LOCAL_VALUE 4096    /* bytes of one value's text, "..." included */
+#define UNW_LOCAL_STR 256       /* code points of a str, bytes of a bytes shown */
+#define UNW_LOCAL_ITEMS 16      /* items of a list, tuple, dict or set shown */
+#define UNW_LOCAL_DEPTH 4       /* containers nested in one value shown */
+#define UNW_LOCAL_READS 512     /* reads of the target for one value */
+
+#define UNW_LOCAL_ARG 1u        /* an argument (co_argcount, kw-only, *args, **kwargs) */
+#define UNW_LOCAL_CELL 2u       /* a cell: the value is what the cell holds */
+#define UNW_LOCAL_FREE 4u       /* a free variable (a cell of the enclosing function) */
+#define UNW_LOCAL_HIDDEN 8u     /* internal (3.12+ inlined comprehensions): not shown */
+
+typedef struct unw_local {
+    const char *name;           /* UTF-8 as the target has it: escape it to print */
+    unsigned kind;              /* UNW_LOCAL_* */
+    int has_value;              /* 0: unbound (value NULL) */
+    const char *value;          /* repr() text (no control characters), "<unreadable>",
+                                 * or UNW_MOVING; cut with "..." at the bounds above */
+} unw_local_t;
+
+typedef struct unw_locals unw_locals_t;
+
+/* A reader of frames' locals in p (borrowed, as t). Returns 0 or REMORA_ENOMEM. */
+int unw_locals_new(proc_t *p, const py_target_t *t, unw_locals_t **out);
+void unw_locals_free(unw_locals_t *lr);
+
+/* The arguments (first, in order) and locals of frame f (from unw_sample: f->addr and
+ * f->code), at most UNW_LOCALS_MAX, *more the rest. The array and its strings are owned
+ * by lr, valid until the next call. Returns 0; REMORA_EVERSION: the layout lacks the
+ * offsets; REMORA_EUSAGE: not a Python frame; REMORA_ECORRUPT: the frame no longer runs
+ * that code (it moved since it was walked) or its code object is implausible; or a
+ * read error. */
+int unw_locals_read(unw_locals_t *lr, const unw_frame_t *f, const unw_local_t **out,
+                    size_t *n, size_t *more);
+
 #endif
