@@ -14,8 +14,10 @@
 #                          hostile str: each shown cut as docs/locals.md says, text and
 #                          JSON well-formed (strict JSON, no raw control character, one
 #                          line per local), the whole dump within BOUND_S seconds
-#   locals/core/INTERP     (host interpreters: gcore) dump --core --locals --json of the
-#                          same target (light: small "big" values) gives the same values
+#   locals/core/INTERP     gcore of the same target (light: small "big" values), dump
+#                          --core --locals (--json and text) gives the same values (chroot
+#                          interpreters: gdb saves the main thread's stack alone; the
+#                          bounded thread is then checked only if its frames are there)
 import json
 import os
 import re
@@ -28,7 +30,8 @@ from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, t
 BOUND_S = 10.0              # a dump of the bounded values must take less (seen < 0.1 s)
 GCORE_TIMEOUT = 120
 CORE_INTERPS = ["pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "pyenv-3.12.1",
-                "pyenv-3.13.0", "debian-3.11-static"]
+                "pyenv-3.13.0", "debian-3.11-static", "sid-3.13", "sid-3.13-pie", "sid-3.14",
+                "sid-3.14-pie", "sid-3.15", "sid-3.15-pie"]
 ITEMS = 16                  # docs/locals.md: items shown of a container
 STR_SHOWN = 256             # code points of a str shown
 DEPTH = 4                   # containers nested in a value shown
@@ -228,10 +231,16 @@ def test_core(remora, interp):
     for tf in truth["frames"][:2]:
         p += frame_problems(find_frame(doc, tf["function"], t.pid), tf)
         p += text_problems(text, tf)
-    p += bounded_problems(doc, truth)
+    # gdb's cores of chroot targets hold no thread stack but the main one (glibc's guard
+    # pages inside the stack mapping, see core_test.LOST): the bounded thread may then
+    # say its stack is unreadable, but never show other locals
+    lost = t.root and find_frame(doc, "park_bounded", truth["bounded_native_id"]) is None
+    if not lost:
+        p += bounded_problems(doc, truth)
     if p:
         raise Fail("; ".join(p[:8]))
-    return "%d frames' locals exact" % len(truth["frames"])
+    return "%d frames' locals exact%s" % (2 if lost else len(truth["frames"]),
+                                          " (the core lost the bounded thread's stack)" if lost else "")
 
 
 def tests(remora):
