@@ -186,6 +186,51 @@ void pyr_bytes(pyr_buf_t *b, const unsigned char *s, size_t n, int cut)
         pyr_putn(b, &quote, 1);
 }
 
+/* tmp holds "-D.DDDe+XX" not reading back as x: if the same digits one unit up or down
+ * in the last place do, puts them in tmp and returns 1. */
+static int near_digits(char *tmp, double x)
+{
+    char d[24], alt[48], *e = strchr(tmp, 'e');
+    int nd = 0, exp10, delta, i, neg = tmp[0] == '-';
+    const char *p;
+
+    if (e == NULL)
+        return 0;
+    exp10 = atoi(e + 1);
+    for (p = tmp + neg; p < e; p++)
+        if (*p >= '0' && *p <= '9' && nd < (int)sizeof d - 1)
+            d[nd++] = *p;
+    for (delta = 1; delta >= -1; delta -= 2) {
+        char t[24];
+        int ex = exp10, carry = delta, start = 0;
+        memcpy(t, d, (size_t)nd);
+        for (i = nd - 1; i >= 0 && carry; i--) {
+            int v = t[i] - '0' + carry;
+            carry = v < 0 ? -1 : v > 9 ? 1 : 0;
+            t[i] = (char)('0' + (v + 10) % 10);
+        }
+        if (carry > 0) {            /* 9.99 + 0.01 = 10.00: one more digit in front */
+            memmove(t + 1, t, (size_t)nd);
+            t[0] = '1';
+            ex++;
+        } else if (carry < 0) {
+            continue;               /* below 0: not a neighbour */
+        } else if (t[0] == '0') {   /* 1.00 - 0.01 = 0.99 */
+            start = 1;
+            ex--;
+        }
+        if (nd - start < 1)
+            continue;
+        snprintf(alt, sizeof alt, "%s%c.%.*se%d", neg ? "-" : "", t[start], nd - start - 1,
+                 t + start + 1, ex);
+        if (strtod(alt, NULL) == x) {
+            snprintf(tmp, 48, "%s", alt);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void pyr_float(pyr_buf_t *b, double x)
 {
     char tmp[48], digits[24], out[64];
@@ -200,10 +245,12 @@ void pyr_float(pyr_buf_t *b, double x)
         pyr_puts(b, x < 0 ? "-inf" : "inf");
         return;
     }
-    /* the shortest digits that read back as x: correctly rounded to 1, 2, ... 17 */
+    /* the shortest digits that read back as x: correctly rounded to 1, 2, ... 17, or
+     * (next to a power of two, where the doubles below are closer together than those
+     * above) one unit of the last digit off it, towards the wider side */
     for (prec = 1; prec <= 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*e", prec - 1, x);
-        if (strtod(tmp, NULL) == x)
+        if (strtod(tmp, NULL) == x || (prec < 17 && near_digits(tmp, x)))
             break;
     }
     p = tmp;
