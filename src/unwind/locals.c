@@ -6,8 +6,9 @@
  * co_localsplusnames and co_localspluskinds from 3.11), cells, and each value's objects.
  * Types are told by comparing ob_type with the target's own type objects (py_target_t).
  * Every read is bounded (LOC_* below, UNW_LOCAL_* in unwind.h); a value that cannot be
- * read whole says <unreadable>, and one that changed while it was read is read again,
- * then shown as <moving>.
+ * read whole says <unreadable>. A live target runs on: each value is read twice and
+ * taken when both readings agree (and its slot held the same object), else read again,
+ * LOC_TRIES times, then shown as <moving>.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -43,11 +44,13 @@ struct unw_locals {
     unsigned budget;            /* reads left for this value */
     uint64_t open[UNW_LOCAL_DEPTH + 1];   /* containers being shown (recursion) */
     int nopen;
+    int torn;                   /* this reading met a freed object (reference count 0) */
     slot_t slots[UNW_LOCALS_MAX];
     unw_local_t out[UNW_LOCALS_MAX];
     char *text;                 /* names and values, back to back */
     size_t tlen, tcap;
     char val[UNW_LOCAL_VALUE];
+    char val2[UNW_LOCAL_VALUE];         /* the first of two readings of a value */
     uint32_t cps[UNW_LOCAL_STR];
     unsigned char raw[UNW_LOCAL_STR * 4];
 };
@@ -377,6 +380,15 @@ static int open_obj(unw_locals_t *lr, uint64_t obj)
     return 1;
 }
 
+/* An object's reference count, from the start of its header: 0 only once it is freed
+ * (a live object, or an immortal one, never has 0; a free list keeps it 0 until the
+ * memory is reused). */
+static uint64_t refcount(const py_layout_t *L, const unsigned char *h)
+{
+    uint64_t rc = get_u64(h, 0);
+    return L->rc_low_half ? (uint32_t)rc | (rc >> 32 ? 1 : 0) : rc;
+}
+
 /* The repr of the object at obj, depth containers deep. */
 static void value(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, int depth)
 {
@@ -409,7 +421,10 @@ static void value(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, int depth)
         return;
     }
     type = get_u64(h, L->ob_type);
-    if (type == 0 || type % 8 != 0) {
+    if (refcount(L, h) == 0) {
+        lr->torn = 1;               /* freed since its container was read: moving */
+        pyr_puts(b, "<unreadable>");
+    } else if (type == 0 || type % 8 != 0) {
         pyr_puts(b, "<unreadable>");
     } else if (type == t->long_type || type == t->bool_type) {
         show_long(lr, b, obj, h, type == t->bool_type);
@@ -476,6 +491,7 @@ static const char *slot_text(unw_locals_t *lr, const slot_t *s)
     pyr_init(&b, lr->val, sizeof lr->val);
     lr->budget = UNW_LOCAL_READS;
     lr->nopen = 0;
+    lr->torn = 0;
     if (tagged) {
         char tmp[32];
         snprintf(tmp, sizeof tmp, "%lld", (long long)((int64_t)s->bits >> 2));
@@ -492,6 +508,8 @@ static const char *slot_text(unw_locals_t *lr, const slot_t *s)
             return pyr_end(&b);
         }
         type = get_u64(h, lr->L->ob_type);
+        if (refcount(lr->L, h) == 0)
+            lr->torn = 1;
         if (type == lr->t->cell_type && lr->t->cell_type != 0) {
             obj = get_u64(h, lr->L->cell_ref);
             if (obj == 0)
@@ -670,12 +688,24 @@ int unw_locals_read(unw_locals_t *lr, const unw_frame_t *f, const unw_local_t **
         int tries;
         if (s->kind & UNW_LOCAL_HIDDEN)
             continue;
+        /* a value is taken when two readings in a row give the same text with the slot
+         * unchanged between them (freed objects come back at the same addresses: the
+         * slot alone proves nothing); else read again, then <moving> */
         for (tries = 0; tries < LOC_TRIES; tries++) {
             uint64_t again;
+            const char *first = slot_text(lr, s);
+            int same_slot, torn = lr->torn;
+            if (first != NULL)
+                snprintf(lr->val2, sizeof lr->val2, "%s", first);
             v = slot_text(lr, s);
-            if (s->at == 0 || proc_read(lr->p, s->at, &again, 8) != REMORA_OK || again == s->bits)
+            torn |= lr->torn;
+            same_slot = s->at == 0 || proc_read(lr->p, s->at, &again, 8) != REMORA_OK ||
+                        again == s->bits;
+            if (same_slot && !torn && (first == NULL) == (v == NULL) &&
+                (v == NULL || strcmp(v, lr->val2) == 0))
                 break;
-            s->bits = again;
+            if (!same_slot)
+                s->bits = again;
             v = UNW_MOVING;
         }
         if (v != NULL && (voff = text_add(lr, v, strlen(v))) < 0)

@@ -251,4 +251,60 @@ def tests(remora):
         out.append(("locals/bounded/" + interp[0], lambda i=interp: test_bounded(remora, i), missing))
         if interp[0] in CORE_INTERPS:
             out.append(("locals/core/" + interp[0], lambda i=interp: test_core(remora, i), missing))
-    return out
+    return out + moving_tests(remora)
+
+
+# locals/moving/INTERP: tests/targets/locals_churn.py's thread rebinds its locals (new
+# objects each time, the old ones freed) in a tight loop. MOVING_DUMPS dumps, text and
+# JSON: each exits 0, parses strictly, and every value of the churner's frame is one its
+# code can hold (each name's pattern below), or <moving> / <unreadable> (never a torn
+# line); at least one of them shows values.
+MOVING_INTERPS = ["pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "sid-3.15"]
+MOVING_DUMPS = 20
+CHURN_VALUES = {
+    "started": r"<Event object at 0x[0-9a-f]+>",
+    "i": r"\d+",
+    "num": r"\d+",
+    "text": r"'v\d+'",
+    "pair": r"\[\d+, 'v\d+'\]",
+    "table": r"\{\d+: 'v\d+', 'k': \[\d+\]\}",
+    "tup": r"\(\d+, \(\d+,\)\)",
+    "flt": r"\d+\.\d+(e[+-]\d+)?|\d+e[+-]\d+",
+}
+
+
+def test_moving(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "locals_churn.py"), "ready.json") as t:
+        ready = t.wait_ready()
+        seen = moving = 0
+        p = []
+        for k in range(MOVING_DUMPS):
+            json_too = k % 2 == 0
+            out = dump(remora, ["dump", "-p", t.pid, "--locals"] + (["--json"] if json_too else []))
+            if not json_too:
+                if CONTROL.search(out.replace("\n", "")):
+                    p.append("raw control character in the text dump")
+                continue
+            doc = strict_json(out)
+            f = find_frame(doc, "churn", ready["native_id"])
+            if f is None or "locals" not in f:
+                continue            # the stack moved past reading, or its frame did
+            seen += 1
+            for name, v in f["locals"].items():
+                if v in ("<moving>", "<unreadable>"):
+                    moving += 1
+                    continue
+                pat = CHURN_VALUES.get(name)
+                if pat is None or not re.fullmatch(pat, v):
+                    p.append("%s = %r" % (name, v[:80]))
+    if p:
+        raise Fail("values the churner never holds: " + "; ".join(p[:6]))
+    if seen == 0:
+        raise Fail("no dump of %d showed the churner's locals" % MOVING_DUMPS)
+    return "%d of %d JSON dumps showed the churner's locals; %d values <moving>/<unreadable>" % (
+        seen, MOVING_DUMPS // 2, moving)
+
+
+def moving_tests(remora):
+    return [("locals/moving/" + i[0], lambda i=i: test_moving(remora, i), interp_missing(i))
+            for i in INTERPRETERS if i[0] in MOVING_INTERPS]
