@@ -121,7 +121,7 @@ static const cli_opt_t dump_opts[] = {
     { D_NATIVE, NULL, "--native", NULL, NULL,
       "C frames too, merged with the Python frames (ptrace)", 0 },
     { D_LOCALS, NULL, "--locals", NULL, NULL,
-      "each Python frame's arguments and local variables (docs/locals.md)", 0 },
+      "each Python frame's arguments and local variables", 0 },
     { 0 }
 };
 
