@@ -402,6 +402,7 @@ static void value(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, int depth)
     if (b->full)
         return;
     if (obj == 0 || obj % 8 != 0) {
+        lr->torn |= obj == 0;       /* an item not set yet: a container being built */
         pyr_puts(b, "<unreadable>");
         return;
     }
@@ -693,7 +694,11 @@ int unw_locals_read(unw_locals_t *lr, const unw_frame_t *f, const unw_local_t **
          * slot alone proves nothing); else read again, then <moving> */
         for (tries = 0; tries < LOC_TRIES; tries++) {
             uint64_t again;
-            const char *first = slot_text(lr, s);
+            const char *first;
+            /* the slot as it is now (the frame's read may be some values old) */
+            if (s->at != 0 && proc_read(lr->p, s->at, &again, 8) == REMORA_OK)
+                s->bits = again;
+            first = slot_text(lr, s);
             int same_slot, torn = lr->torn;
             if (first != NULL)
                 snprintf(lr->val2, sizeof lr->val2, "%s", first);
@@ -704,8 +709,6 @@ int unw_locals_read(unw_locals_t *lr, const unw_frame_t *f, const unw_local_t **
             if (same_slot && !torn && (first == NULL) == (v == NULL) &&
                 (v == NULL || strcmp(v, lr->val2) == 0))
                 break;
-            if (!same_slot)
-                s->bits = again;
             v = UNW_MOVING;
         }
         if (v != NULL && (voff = text_add(lr, v, strlen(v))) < 0)
