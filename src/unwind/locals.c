@@ -222,6 +222,11 @@ static void show_other(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, uint64_t ty
         return;
     }
     name[LOC_TPNAME] = '\0';
+    if (name[0] == '\0') {
+        lr->torn = 1;               /* no type has an empty name: memory reused */
+        pyr_puts(b, "<unreadable>");
+        return;
+    }
     pyr_puts(b, "<");
     for (i = 0; name[i] != '\0'; i++) {
         unsigned char c = (unsigned char)name[i];
@@ -453,9 +458,14 @@ static void value(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, int depth)
             if (n < 0 || (is_list && n > 0 && (items == 0 || items % 8))) {
                 pyr_puts(b, "<unreadable>");
             } else {
+                unsigned char again[32];
                 pyr_puts(b, is_list ? "[" : "(");
                 show_items(lr, b, items, n, depth);
                 pyr_puts(b, is_list ? "]" : n == 1 ? ",)" : ")");
+                /* the same list (count, type, size, items) after its items were read */
+                if (is_list && (rd(lr, obj, again, sizeof again) != REMORA_OK ||
+                                refcount(L, again) == 0 || memcmp(again + 8, h + 8, 24) != 0))
+                    lr->torn = 1;
             }
         } else if (is_dict) {
             show_dict(lr, b, obj, h, depth);
