@@ -260,9 +260,9 @@ def tests(remora):
 # code can hold (each name's pattern below), or <moving> / <unreadable> (never a torn
 # line); at least one of them shows values. A value read from memory freed and reused
 # between (and through) both of remora's readings can still show something the variable
-# never held (docs/locals.md): seen once in about 300 dumps under the sanitizers before
-# the container and type-name checks, never since in 80; IMPOSSIBLE_MAX such values
-# per run (of about 80) are reported, not failed.
+# never held (docs/locals.md): seen once in about 160 dumps under the sanitizers before
+# the container and type-name checks, never in about 360 since; IMPOSSIBLE_MAX such
+# values per run (of about 80) are reported, not failed.
 MOVING_INTERPS = ["pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "sid-3.15"]
 MOVING_DUMPS = 20
 IMPOSSIBLE_MAX = 1
