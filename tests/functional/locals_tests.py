@@ -65,7 +65,9 @@ def want_value(tf, name):
     if name in tf["objects"]:
         tp, ident = tf["objects"][name]
         return "<%s object at 0x%x>" % (tp, ident)
-    return tf["locals"][name]
+    # inside a container: repr() names a class of the target's script __main__.NAME,
+    # remora its tp_name, NAME (docs/locals.md)
+    return tf["locals"][name].replace("<__main__.", "<")
 
 
 def frame_problems(got, tf, exact=True):

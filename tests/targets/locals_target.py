@@ -29,6 +29,12 @@ class Plain:
     pass
 
 
+class Point:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+
 def safe_repr(v):
     try:
         return repr(v)
@@ -152,6 +158,15 @@ def holder(pos, dflt=2, *args, kwo=4, **kwargs):
     int_set = {3, 1, 2}
     str_dict = {"a": 1, "b": [2.5, "c"]}
     obj = Plain()
+    pts = [Point(1, 2), Point(3, 4)]
+    pts[1].z = 5
+    inst_dict = pts[0].__dict__         # an instance's dict (split keys where it can be)
+    inst_dict2 = pts[1].__dict__
+    del_dict = {"gone": 1, "kept": 2}
+    del del_dict["gone"]
+    del_dict["new"] = 3
+    discard_set = {1, 2, 3}
+    discard_set.discard(2)
     shared = ["cell", 1]
 
     def closure(x):
