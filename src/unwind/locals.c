@@ -380,8 +380,9 @@ static int open_obj(unw_locals_t *lr, uint64_t obj)
     for (i = 0; i < lr->nopen; i++)
         if (lr->open[i] == obj)
             return 0;
-    if (lr->nopen < (int)(sizeof lr->open / sizeof lr->open[0]))
-        lr->open[lr->nopen++] = obj;
+    if (lr->nopen >= (int)(sizeof lr->open / sizeof lr->open[0]))
+        return 0;                   /* (the depth bound keeps it from filling) */
+    lr->open[lr->nopen++] = obj;
     return 1;
 }
 
