@@ -1,6 +1,7 @@
 /* cli/dump.c — `remora dump`: every thread's Python stack, as text or JSON, of a live
- * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]). Names
- * from the target are escaped: out_text_str() for text, out_json_str() for JSON. */
+ * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]); with
+ * --locals each frame's arguments and locals too (dump_locals.c). Names from the target
+ * are escaped: out_text_str() for text, out_json_str() for JSON. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -5,6 +5,7 @@
  * decoders. How a sample is read, file by file, is in internal.h:
  *   linetable.c  line-number decoders for 3.9 lnotab, 3.10 linetable, 3.11+ locations
  *   pystr.c      reading str and bytes objects out of the target
+ *   locals.c     dump --locals: a frame's arguments and locals as repr() text
  *   pynames.c    Python thread names, from the threading module's registry
  *   code.c       the code-object cache (bounded, validated by a fingerprint)
  *   threads.c    the unwinder's handle; interpreter and thread-state lists; native ids

@@ -5,6 +5,7 @@
  *   output.c  opening output files (a temporary name for regular files, devices in place,
  *             directories and /proc refused)
  *   strtab.c  interned strings (stable pointers, grow with distinct names only)
+ *   pyrepr.c  Python's repr() of int, float, str and bytes from their parts (dump --locals)
  */
 #ifndef REMORA_UTIL_H
 #define REMORA_UTIL_H
