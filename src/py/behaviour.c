@@ -70,7 +70,8 @@ void py_layout_derive(py_layout_t *L)
         L->set_mask = 32;
         L->set_table = 40;
     }
-    L->cell_ref = 16;
+    if (L->cell_ref == 0)
+        L->cell_ref = 16;
     L->rc_low_half = m >= 12;
 
     /* Objects read for thread names. PyDictObject: ob_refcnt, ob_type, ma_used,
