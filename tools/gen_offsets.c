@@ -214,6 +214,36 @@ int main(void)
     field("u_length", OFF(PyASCIIObject, length));
     field("u_ascii_size", SIZE(PyASCIIObject));
     field("u_compact_size", SIZE(PyCompactUnicodeObject));
+
+    printf("\n    /* locals (dump --locals, unwind/locals.c) */\n");
+#if PY_VERSION_HEX >= 0x030b0000
+    field("fr_localsplus", OFF(_PyInterpreterFrame, localsplus));
+    field("co_localsplusnames", OFF(PyCodeObject, co_localsplusnames));
+    field("co_localspluskinds", OFF(PyCodeObject, co_localspluskinds));
+    field("co_varnames", 0);
+    field("co_cellvars", 0);
+    field("co_freevars", 0);
+    field("co_nlocals", 0);
+#else
+    field("fr_localsplus", OFF(PyFrameObject, f_localsplus));
+    field("co_localsplusnames", 0);
+    field("co_localspluskinds", 0);
+    field("co_varnames", OFF(PyCodeObject, co_varnames));
+    field("co_cellvars", OFF(PyCodeObject, co_cellvars));
+    field("co_freevars", OFF(PyCodeObject, co_freevars));
+    field("co_nlocals", OFF(PyCodeObject, co_nlocals));
+#endif
+    field("co_argcount", OFF(PyCodeObject, co_argcount));
+    field("co_kwonlyargcount", OFF(PyCodeObject, co_kwonlyargcount));
+    field("co_flags", OFF(PyCodeObject, co_flags));
+    field("tp_name", OFF(PyTypeObject, tp_name));
+    field("float_fval", OFF(PyFloatObject, ob_fval));
+    field("tuple_items", OFF(PyTupleObject, ob_item));
+    field("list_items", OFF(PyListObject, ob_item));
+    field("set_used", OFF(PySetObject, used));
+    field("set_mask", OFF(PySetObject, mask));
+    field("set_table", OFF(PySetObject, table));
+    field("cell_ref", OFF(PyCellObject, ob_ref));
     printf("};\n");
     return 0;
 }

@@ -211,4 +211,14 @@ int cli_finish_child(cli_target_t *ct);
 /* A wait status as a shell's exit code (128 + N for signal N). */
 int cli_child_exit_code(int status);
 
+
+/* dump --locals (dump_locals.c): frame f's arguments and locals, read with lr, printed
+ * as text lines under the frame's line, or as the JSON members that follow the frame's
+ * "line" ("locals", "arguments", "cells", "free", "unbound", "locals_more" or
+ * "locals_error"). Nothing for a C frame, a marker or a NULL lr. */
+struct unw_locals;
+struct unw_frame;
+void dump_locals_text(struct unw_locals *lr, const struct unw_frame *f);
+void dump_locals_json(struct unw_locals *lr, const struct unw_frame *f);
+
 #endif

@@ -1,6 +1,7 @@
 /* cli/dump.c — `remora dump`: every thread's Python stack, as text or JSON, of a live
- * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]). Names
- * from the target are escaped: out_text_str() for text, out_json_str() for JSON.
+ * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]); with
+ * --locals each frame's arguments and locals too (dump_locals.c). Names from the target
+ * are escaped: out_text_str() for text, out_json_str() for JSON.
  * --async: every asyncio task instead (text: a tree of tasks under those awaiting them;
  * JSON: a "tasks" array in the process object). */
 #include <errno.h>
@@ -17,7 +18,8 @@
 #include "../unwind/unwind.h"
 #include "../util/util.h"
 
-static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n)
+static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
+                       unw_locals_t *lr)
 {
     size_t i, k;
 
@@ -61,13 +63,14 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
                 fputs(") [C]\n", stdout);
             else
                 printf(":%d)%s\n", f->line, f->native ? " [C]" : "");
+            dump_locals_text(lr, f);
         }
     }
 }
 
 /* The process object without its closing brace. */
 static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                            int native, int tasks)
+                            int native, int tasks, unw_locals_t *lr)
 {
     size_t i, k;
 
@@ -103,6 +106,7 @@ static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t 
             printf(",\"line\":%d", th[i].frames[k].line);
             if (native)
                 printf(",\"native\":%s", th[i].frames[k].native ? "true" : "false");
+            dump_locals_json(lr, &th[i].frames[k]);
             fputc('}', stdout);
         }
         fputs("]}", stdout);
@@ -111,9 +115,9 @@ static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t 
 }
 
 static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                       int native)
+                       int native, unw_locals_t *lr)
 {
-    print_json_open(pid, t, th, n, native, 0);
+    print_json_open(pid, t, th, n, native, 0, lr);
     fputs("}\n", stdout);
 }
 
@@ -242,7 +246,7 @@ static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, 
         snprintf(why, whylen, "could not read the thread list");
         return err;
     }
-    print_json_open(pid, t, th, nth, 0, 1);
+    print_json_open(pid, t, th, nth, 0, 1, NULL);
     print_tasks_json(tk, n);
     fputs("}\n", stdout);
     return REMORA_OK;
@@ -265,7 +269,8 @@ static const cli_opt_t dump_opts[] = {
       "C frames too, merged with the Python frames (ptrace)", 0 },
     { D_ASYNC, NULL, "--async", NULL, NULL,
       "every asyncio task instead: its stack, who awaits it", 0 },
-    { D_LOCALS, NULL, "--locals", NULL, NULL, NULL, 0 },
+    { D_LOCALS, NULL, "--locals", NULL, NULL,
+      "each Python frame's arguments and local variables", 0 },
     { 0 }
 };
 
@@ -351,10 +356,10 @@ static void dump_descendants(pid_t pid, int json, int async)
             unw_new(p, &t, &u) == REMORA_OK && read_live(u, &th, &n) == REMORA_OK) {
             if (json) {
                 fputc(',', stdout);
-                print_json(kids[k], &t, th, n, 0);
+                print_json(kids[k], &t, th, n, 0, NULL);
             } else {
                 fputc('\n', stdout);
-                print_text(kids[k], &t, th, n);
+                print_text(kids[k], &t, th, n, NULL);
             }
         }
         unw_free(u);
@@ -393,7 +398,8 @@ static int path_problem(const char *path, int want_dir, char *why, size_t cap)
 int cmd_dump(int argc, char **argv)
 {
     pid_t pid = 0;
-    int json = 0, subprocesses = 0, native = 0, async = 0, i, err;
+    int json = 0, subprocesses = 0, native = 0, async = 0, locals = 0, i, err;
+    unw_locals_t *lr = NULL;
     freezer_t *frz = NULL;
     const char *core = NULL, *exe = NULL, *root = NULL;
     proc_t *p = NULL;
@@ -445,6 +451,9 @@ int cmd_dump(int argc, char **argv)
         case D_ASYNC:
             async = 1;
             break;
+        case D_LOCALS:
+            locals = 1;
+            break;
         }
     }
     if ((pid == 0) == (core == NULL)) {
@@ -457,6 +466,14 @@ int cmd_dump(int argc, char **argv)
     }
     if (native && async) {
         cli_error("dump: --async shows tasks, --native C frames: one at a time");
+        return REMORA_EXIT_USAGE;
+    }
+    if (locals && async) {
+        cli_error("dump: --async shows tasks, --locals thread stacks' variables: one at a time");
+        return REMORA_EXIT_USAGE;
+    }
+    if (locals && subprocesses) {
+        cli_error("dump: --locals reads one process; leave out --subprocesses");
         return REMORA_EXIT_USAGE;
     }
     if (core != NULL && subprocesses) {
@@ -494,6 +511,8 @@ int cmd_dump(int argc, char **argv)
         goto fail;
     err = unw_new(p, &t, &u);
     if (err)
+        goto fail;
+    if (locals && (err = unw_locals_new(p, &t, &lr)) != REMORA_OK)
         goto fail;
     if (native) {
         err = unw_native_enable(u);
@@ -551,9 +570,9 @@ int cmd_dump(int argc, char **argv)
     if (subprocesses)
         fputs(json ? "{\"processes\":[" : "", stdout);
     if (json)
-        print_json(pid, &t, th, n, native);
+        print_json(pid, &t, th, n, native, lr);
     else
-        print_text(pid, &t, th, n);
+        print_text(pid, &t, th, n, lr);
     if (subprocesses)
         dump_descendants(pid, json, 0);
     fflush(stdout);
@@ -571,6 +590,7 @@ out:
         freeze_go(frz);
         freeze_free(frz);
     }
+    unw_locals_free(lr);
     unw_free(u);
     proc_free(p);
     return err;

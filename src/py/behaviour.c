@@ -55,6 +55,23 @@ void py_layout_derive(py_layout_t *L)
         L->co_qualname = L->co_name;
     L->co_version = m >= 12 && L->co_filename >= L->co_firstlineno + 24 ? L->co_filename - 20 : 0;
     L->ob_size = 16;
+
+    /* dump --locals. PyCodeObject 3.11-3.15: co_flags, co_argcount, co_posonlyargcount,
+     * co_kwonlyargcount, ints in a row (3.13+ publish only co_argcount). PySetObject:
+     * ob_refcnt, ob_type, fill, used, mask, table in every release (3.13 does not
+     * publish it). PyCellObject: PyObject_HEAD, then ob_ref. The slots hold _PyStackRefs
+     * from 3.14 (tagged_executable: the low bits masked). */
+    if (L->frames_kind == PY_FRAMES_DIRECT && L->co_argcount >= 4) {
+        L->co_flags = L->co_argcount - 4;
+        L->co_kwonlyargcount = L->co_argcount + 8;
+    }
+    if (L->set_table == 0) {
+        L->set_used = 24;
+        L->set_mask = 32;
+        L->set_table = 40;
+    }
+    if (L->cell_ref == 0)
+        L->cell_ref = 16;
     L->rc_low_half = m >= 12;
 
     /* Objects read for thread names. PyDictObject: ob_refcnt, ob_type, ma_used,

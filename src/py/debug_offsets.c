@@ -29,6 +29,8 @@ enum dbg_field {
     D_BYTES_SIZE, D_BYTES_OB_SIZE, D_BYTES_SVAL,
     D_U_SIZE, D_U_STATE, D_U_LENGTH, D_U_ASCII_SIZE, D_U_COMPACT_SIZE,
     D_GC_SIZE, D_GC_COLLECTING,
+    D_FR_LOCALSPLUS, D_CO_ARGCOUNT, D_CO_LP_NAMES, D_CO_LP_KINDS, D_TP_NAME,
+    D_TUPLE_ITEM, D_LIST_ITEM, D_FLOAT_FVAL, D_SET_USED, D_SET_TABLE, D_SET_MASK,
     D_NFIELDS
 };
 
@@ -42,15 +44,15 @@ static const unsigned char layout_313[] = {
     D_IS_GIL_LOCKED, D_IS_GIL_HOLDER,
     D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S,
-    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, S, D_FR_OWNER,
-    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, S, S, S,
+    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, D_FR_LOCALSPLUS, D_FR_OWNER,
+    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, D_CO_ARGCOUNT, D_CO_LP_NAMES, D_CO_LP_KINDS,
     D_CO_CODE_ADAPTIVE,
     S, D_OB_TYPE,                       /* pyobject */
-    S, S, S, S,                         /* type_object */
-    S, S, S,                            /* tuple_object */
-    S, S, S,                            /* list_object */
+    S, D_TP_NAME, S, S,                 /* type_object */
+    S, D_TUPLE_ITEM, S,                 /* tuple_object */
+    S, D_LIST_ITEM, S,                  /* list_object */
     S, S, S,                            /* dict_object */
-    S, S,                               /* float_object */
+    S, D_FLOAT_FVAL,                    /* float_object */
     S, S, S,                            /* long_object */
     D_BYTES_SIZE, D_BYTES_OB_SIZE, D_BYTES_SVAL,
     D_U_SIZE, D_U_STATE, D_U_LENGTH, D_U_ASCII_SIZE,
@@ -65,16 +67,16 @@ static const unsigned char layout_314[] = {
     D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN, S,
     D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S,
-    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, S, D_FR_OWNER, S, S,
-    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, S, S, S,
+    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, D_FR_LOCALSPLUS, D_FR_OWNER, S, S,
+    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, D_CO_ARGCOUNT, D_CO_LP_NAMES, D_CO_LP_KINDS,
     D_CO_CODE_ADAPTIVE, S,
     S, D_OB_TYPE,                       /* pyobject */
-    S, S, S, S,                         /* type_object */
-    S, S, S,                            /* tuple_object */
-    S, S, S,                            /* list_object */
-    S, S, S, S,                         /* set_object */
+    S, D_TP_NAME, S, S,                 /* type_object */
+    S, D_TUPLE_ITEM, S,                 /* tuple_object */
+    S, D_LIST_ITEM, S,                  /* list_object */
+    S, D_SET_USED, D_SET_TABLE, D_SET_MASK, /* set_object */
     S, S, S,                            /* dict_object */
-    S, S,                               /* float_object */
+    S, D_FLOAT_FVAL,                    /* float_object */
     S, S, S,                            /* long_object */
     D_BYTES_SIZE, D_BYTES_OB_SIZE, D_BYTES_SVAL,
     D_U_SIZE, D_U_STATE, D_U_LENGTH, D_U_ASCII_SIZE,
@@ -93,17 +95,17 @@ static const unsigned char layout_315[] = {
     D_TS_LAST_PROFILED_SEQ, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S, S, S, D_TS_CURRENT_EXC, D_TS_EXC_STATE,
     D_EI_EXC_VALUE,                     /* err_stackitem */
-    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, S, D_FR_OWNER, S, S,
-    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, S, S, S,
+    D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, D_FR_LOCALSPLUS, D_FR_OWNER, S, S,
+    D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, D_CO_ARGCOUNT, D_CO_LP_NAMES, D_CO_LP_KINDS,
     D_CO_CODE_ADAPTIVE, S,
     S, D_OB_TYPE,                       /* pyobject */
-    S, S, S, S, S, S,                   /* type_object (+ tp_basicsize, tp_dictoffset) */
+    S, D_TP_NAME, S, S, S, S,           /* type_object (+ tp_basicsize, tp_dictoffset) */
     S, S,                               /* heap_type_object */
-    S, S, S,                            /* tuple_object */
-    S, S, S,                            /* list_object */
-    S, S, S, S,                         /* set_object */
+    S, D_TUPLE_ITEM, S,                 /* tuple_object */
+    S, D_LIST_ITEM, S,                  /* list_object */
+    S, D_SET_USED, D_SET_TABLE, D_SET_MASK, /* set_object */
     S, S, S,                            /* dict_object */
-    S, S,                               /* float_object */
+    S, D_FLOAT_FVAL,                    /* float_object */
     S, S, S,                            /* long_object */
     D_BYTES_SIZE, D_BYTES_OB_SIZE, D_BYTES_SVAL,
     D_U_SIZE, D_U_STATE, D_U_LENGTH, D_U_ASCII_SIZE, D_U_COMPACT_SIZE,
@@ -151,6 +153,33 @@ static void exc_layout(py_layout_t *L, const uint64_t *f)
         L->ts_exc_info = L->ts_exc_state = 0;   /* does not fit: not this build's layout */
         L->ei_size = L->ei_exc = L->ei_previous = 0;
     }
+}
+
+/* dump --locals: the frame's slots and the code object's names and kinds, the objects
+ * whose values are shown. Offsets that do not fit their structs cost the locals only.
+ * PyCodeObject's co_flags and co_kwonlyargcount, PySetObject's fields (3.13) and the
+ * cell's ob_ref are not published: behaviour.c knows them. */
+static void locals_layout(py_layout_t *L, const uint64_t *f)
+{
+    L->fr_localsplus = f[D_FR_LOCALSPLUS];
+    L->co_argcount = f[D_CO_ARGCOUNT];
+    L->co_localsplusnames = f[D_CO_LP_NAMES];
+    L->co_localspluskinds = f[D_CO_LP_KINDS];
+    L->tp_name = f[D_TP_NAME];
+    L->tuple_items = f[D_TUPLE_ITEM];
+    L->list_items = f[D_LIST_ITEM];
+    L->float_fval = f[D_FLOAT_FVAL];
+    L->set_used = f[D_SET_USED];
+    L->set_table = f[D_SET_TABLE];
+    L->set_mask = f[D_SET_MASK];
+    if (L->fr_localsplus == 0 || L->fr_localsplus % 8 || L->fr_localsplus > L->fr_size ||
+        L->co_argcount == 0 || L->co_argcount + 12 > L->co_size ||
+        L->co_localsplusnames == 0 || L->co_localsplusnames % 8 || L->co_localsplusnames + 8 > L->co_size ||
+        L->co_localspluskinds == 0 || L->co_localspluskinds % 8 || L->co_localspluskinds + 8 > L->co_size ||
+        L->tp_name == 0 || L->tp_name > 64 || L->tuple_items == 0 || L->tuple_items > 64 ||
+        L->list_items == 0 || L->list_items > 64 || L->float_fval == 0 || L->float_fval > 64 ||
+        L->set_used > 64 || L->set_table > 64 || L->set_mask > 64)
+        L->fr_localsplus = 0;   /* not this build's layout: no locals */
 }
 
 int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, char *why, size_t whylen)
@@ -277,6 +306,7 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
     /* PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+) */
     L->u_compact_size = f[D_U_COMPACT_SIZE] ? f[D_U_COMPACT_SIZE] : f[D_U_ASCII_SIZE] + 16;
     exc_layout(L, f);
+    locals_layout(L, f);
 
     /* every offset used must fit the struct the same table declares */
     if ((err = check(L->rt_interpreters_head, 8, L->rt_size, "runtime.interpreters_head", why, whylen)) ||

@@ -82,6 +82,26 @@ static const py_layout_t py_layout_3_9 = {
     .u_length = 16,
     .u_ascii_size = 48,
     .u_compact_size = 72,
+
+    /* locals (dump --locals, unwind/locals.c) */
+    .fr_localsplus = 360,
+    .co_localsplusnames = 0,
+    .co_localspluskinds = 0,
+    .co_varnames = 72,
+    .co_cellvars = 88,
+    .co_freevars = 80,
+    .co_nlocals = 28,
+    .co_argcount = 16,
+    .co_kwonlyargcount = 24,
+    .co_flags = 36,
+    .tp_name = 24,
+    .float_fval = 16,
+    .tuple_items = 24,
+    .list_items = 24,
+    .set_used = 24,
+    .set_mask = 32,
+    .set_table = 40,
+    .cell_ref = 16,
 };
 
 /* CPython 3.10.13 (PY_VERSION_HEX 0x030a0df0) */
@@ -154,6 +174,26 @@ static const py_layout_t py_layout_3_10 = {
     .u_length = 16,
     .u_ascii_size = 48,
     .u_compact_size = 72,
+
+    /* locals (dump --locals, unwind/locals.c) */
+    .fr_localsplus = 352,
+    .co_localsplusnames = 0,
+    .co_localspluskinds = 0,
+    .co_varnames = 72,
+    .co_cellvars = 88,
+    .co_freevars = 80,
+    .co_nlocals = 28,
+    .co_argcount = 16,
+    .co_kwonlyargcount = 24,
+    .co_flags = 36,
+    .tp_name = 24,
+    .float_fval = 16,
+    .tuple_items = 24,
+    .list_items = 24,
+    .set_used = 24,
+    .set_mask = 32,
+    .set_table = 40,
+    .cell_ref = 16,
 };
 
 /* CPython 3.11.7 (PY_VERSION_HEX 0x030b07f0) */
@@ -226,6 +266,26 @@ static const py_layout_t py_layout_3_11 = {
     .u_length = 16,
     .u_ascii_size = 48,
     .u_compact_size = 72,
+
+    /* locals (dump --locals, unwind/locals.c) */
+    .fr_localsplus = 72,
+    .co_localsplusnames = 96,
+    .co_localspluskinds = 104,
+    .co_varnames = 0,
+    .co_cellvars = 0,
+    .co_freevars = 0,
+    .co_nlocals = 0,
+    .co_argcount = 56,
+    .co_kwonlyargcount = 64,
+    .co_flags = 48,
+    .tp_name = 24,
+    .float_fval = 16,
+    .tuple_items = 24,
+    .list_items = 24,
+    .set_used = 24,
+    .set_mask = 32,
+    .set_table = 40,
+    .cell_ref = 16,
 };
 
 /* CPython 3.12.1 (PY_VERSION_HEX 0x030c01f0) */
@@ -298,6 +358,26 @@ static const py_layout_t py_layout_3_12 = {
     .u_length = 16,
     .u_ascii_size = 40,
     .u_compact_size = 56,
+
+    /* locals (dump --locals, unwind/locals.c) */
+    .fr_localsplus = 72,
+    .co_localsplusnames = 96,
+    .co_localspluskinds = 104,
+    .co_varnames = 0,
+    .co_cellvars = 0,
+    .co_freevars = 0,
+    .co_nlocals = 0,
+    .co_argcount = 52,
+    .co_kwonlyargcount = 60,
+    .co_flags = 48,
+    .tp_name = 24,
+    .float_fval = 16,
+    .tuple_items = 24,
+    .list_items = 24,
+    .set_used = 24,
+    .set_mask = 32,
+    .set_table = 40,
+    .cell_ref = 16,
 };
 
 #endif

@@ -114,6 +114,23 @@ typedef struct py_layout {
     uint64_t u_compact_size;        /* sizeof(PyCompactUnicodeObject): data of compact non-ASCII */
     uint64_t ob_size;               /* PyVarObject.ob_size (a code object's code units, 3.11) */
 
+    /* Locals (dump --locals, unwind/locals.c): generated for 3.9-3.12, from
+     * _Py_DebugOffsets and behaviour.c for 3.13+. 0 = not known: no locals. */
+    uint64_t fr_localsplus;         /* f_localsplus (3.9/3.10), localsplus (3.11+): slots */
+    uint64_t co_localsplusnames;    /* 3.11+: tuple of every slot's name */
+    uint64_t co_localspluskinds;    /* 3.11+: bytes, a kind per slot (CO_FAST_*) */
+    uint64_t co_varnames;           /* 3.9/3.10: locals' names (the first co_nlocals slots), */
+    uint64_t co_cellvars;           /* then the cells', */
+    uint64_t co_freevars;           /* then the free variables' */
+    uint64_t co_nlocals;            /* 3.9/3.10 (int) */
+    uint64_t co_argcount, co_kwonlyargcount, co_flags;   /* ints */
+    uint64_t tp_name;               /* PyTypeObject.tp_name (char *) */
+    uint64_t float_fval;            /* PyFloatObject.ob_fval (double) */
+    uint64_t tuple_items;           /* PyTupleObject.ob_item[] (size: ob_size) */
+    uint64_t list_items;            /* PyListObject.ob_item (PyObject **, size: ob_size) */
+    uint64_t set_used, set_mask, set_table;  /* PySetObject: entries {key, hash} */
+    uint64_t cell_ref;              /* PyCellObject.ob_ref */
+
     /* How this version behaves, as the walker must know it: filled in by
      * py_layout_derive() (behaviour.c) from the version and the offsets above, so that
      * nothing under src/unwind/ checks a version number or computes an offset. An
@@ -231,6 +248,14 @@ typedef struct py_target {
     uint64_t module_type;
     uint64_t coro_type;      /* PyCoro_Type, PyGen_Type: a task's coroutine chain (0: symbol */
     uint64_t gen_type;       /* not there, no chain followed) */
+    uint64_t float_type;     /* PyFloat_Type, PyBytes_Type, PyTuple_Type, PyList_Type, */
+    uint64_t bytes_type;     /* PySet_Type, PyFrozenSet_Type, PyBool_Type, PyCell_Type: */
+    uint64_t tuple_type;     /* the types dump --locals shows values of (0: symbol not */
+    uint64_t list_type;      /* there, such values shown as <TYPE object at 0x...>) */
+    uint64_t set_type;
+    uint64_t frozenset_type;
+    uint64_t bool_type;
+    uint64_t cell_type;
     char binary[4096];       /* the ELF file that holds _PyRuntime (path as seen by the target) */
     char version[32];        /* "3.12.1" */
     py_layout_t layout;

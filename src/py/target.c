@@ -5,6 +5,7 @@
  * the version from _Py_DebugOffsets (3.13+), Py_Version (3.11+) or the file itself.
  */
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,22 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
         t->coro_type = sym + bias;
     if (elf_symbol(e, "PyGen_Type", &sym, NULL) == REMORA_OK)
         t->gen_type = sym + bias;
+    {
+        static const struct { const char *name; size_t off; } types[] = {
+            { "PyFloat_Type", offsetof(py_target_t, float_type) },
+            { "PyBytes_Type", offsetof(py_target_t, bytes_type) },
+            { "PyTuple_Type", offsetof(py_target_t, tuple_type) },
+            { "PyList_Type", offsetof(py_target_t, list_type) },
+            { "PySet_Type", offsetof(py_target_t, set_type) },
+            { "PyFrozenSet_Type", offsetof(py_target_t, frozenset_type) },
+            { "PyBool_Type", offsetof(py_target_t, bool_type) },
+            { "PyCell_Type", offsetof(py_target_t, cell_type) },
+        };
+        size_t i;
+        for (i = 0; i < sizeof types / sizeof types[0]; i++)
+            if (elf_symbol(e, types[i].name, &sym, NULL) == REMORA_OK)
+                *(uint64_t *)((char *)t + types[i].off) = sym + bias;
+    }
 
     err = proc_read(p, t->runtime, head, sizeof head);
     if (err) {

@@ -385,7 +385,7 @@ typedef struct fast_thread {
 
 /* A frame walked this sample, to be named once the code objects are validated. */
 typedef struct rd_raw {
-    uint64_t code, instr;
+    uint64_t addr, code, instr;
     int entry;                      /* 3.11: the first frame of an eval loop */
     int eval_entry;                 /* unw_frame_t.entry */
     uint64_t below;                 /* unw_frame_t.below */

@@ -166,6 +166,8 @@ void name_frames(unwinder_t *u, reader_t *r)
             fr->native = 0;
             fr->entry = (unsigned char)raw[k].eval_entry;
             fr->below = raw[k].below;
+            fr->addr = raw[k].addr;
+            fr->code = raw[k].code;
             fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno :
                        code_line(e, L, frame_addrq(L, raw[k].code, raw[k].instr));
             callee_entry = raw[k].entry;

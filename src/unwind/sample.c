@@ -262,6 +262,7 @@ static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, si
         if (r->walk[k].shim)
             continue;
         fr = &r->raw[r->nraw++];
+        fr->addr = r->walk[k].addr;
         fr->code = r->walk[k].code;
         fr->instr = r->walk[k].instr;
         fr->entry = r->walk[k].entry;

@@ -5,6 +5,7 @@
  * decoders. How a sample is read, file by file, is in internal.h:
  *   linetable.c  line-number decoders for 3.9 lnotab, 3.10 linetable, 3.11+ locations
  *   pystr.c      reading str and bytes objects out of the target
+ *   locals.c     dump --locals: a frame's arguments and locals as repr() text
  *   pynames.c    Python thread names, from the threading module's registry
  *   code.c       the code-object cache (bounded, validated by a fingerprint)
  *   threads.c    the unwinder's handle; interpreter and thread-state lists; native ids
@@ -53,6 +54,9 @@ typedef struct unw_frame {
                                  * marked is_entry; 3.12+ one whose previous is C-owned */
     uint64_t below;             /* 3.12+, an entry frame: the address of that C-owned frame
                                  * (a local of the eval loop, on the C stack), else 0 */
+    uint64_t addr;              /* a Python frame: the frame's address (a PyFrameObject on
+                                 * 3.9/3.10, else an _PyInterpreterFrame), else 0 */
+    uint64_t code;              /* ... and its code object's (dump --locals reads both) */
 } unw_frame_t;
 
 typedef struct unw_thread {
@@ -237,5 +241,42 @@ int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, 
 
 /* Why unw_tasks() returned REMORA_EVERSION (one line), or "". */
 const char *unw_tasks_problem(const unwinder_t *u);
+
+/* ---- dump --locals (locals.c) ---------------------------------------------------- */
+
+#define UNW_LOCALS_MAX 512      /* locals shown per frame (the rest counted) */
+#define UNW_LOCAL_VALUE 4096    /* bytes of one value's text, "..." included */
+#define UNW_LOCAL_STR 256       /* code points of a str, bytes of a bytes shown */
+#define UNW_LOCAL_ITEMS 16      /* items of a list, tuple, dict or set shown */
+#define UNW_LOCAL_DEPTH 4       /* containers nested in one value shown */
+#define UNW_LOCAL_READS 512     /* reads of the target for one value */
+
+#define UNW_LOCAL_ARG 1u        /* an argument (co_argcount, kw-only, *args, **kwargs) */
+#define UNW_LOCAL_CELL 2u       /* a cell: the value is what the cell holds */
+#define UNW_LOCAL_FREE 4u       /* a free variable (a cell of the enclosing function) */
+#define UNW_LOCAL_HIDDEN 8u     /* internal (3.12+ inlined comprehensions): not shown */
+
+typedef struct unw_local {
+    const char *name;           /* UTF-8 as the target has it: escape it to print */
+    unsigned kind;              /* UNW_LOCAL_* */
+    int has_value;              /* 0: unbound (value NULL) */
+    const char *value;          /* repr() text (no control characters), "<unreadable>",
+                                 * or UNW_MOVING; cut with "..." at the bounds above */
+} unw_local_t;
+
+typedef struct unw_locals unw_locals_t;
+
+/* A reader of frames' locals in p (borrowed, as t). Returns 0 or REMORA_ENOMEM. */
+int unw_locals_new(proc_t *p, const py_target_t *t, unw_locals_t **out);
+void unw_locals_free(unw_locals_t *lr);
+
+/* The arguments (first, in order) and locals of frame f (from unw_sample: f->addr and
+ * f->code), at most UNW_LOCALS_MAX, *more the rest. The array and its strings are owned
+ * by lr, valid until the next call. Returns 0; REMORA_EVERSION: the layout lacks the
+ * offsets; REMORA_EUSAGE: not a Python frame; REMORA_ECORRUPT: the frame no longer runs
+ * that code (it moved since it was walked) or its code object is implausible; or a
+ * read error. */
+int unw_locals_read(unw_locals_t *lr, const unw_frame_t *f, const unw_local_t **out,
+                    size_t *n, size_t *more);
 
 #endif

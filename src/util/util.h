@@ -5,11 +5,13 @@
  *   output.c  opening output files (a temporary name for regular files, devices in place,
  *             directories and /proc refused)
  *   strtab.c  interned strings (stable pointers, grow with distinct names only)
+ *   pyrepr.c  Python's repr() of int, float, str and bytes from their parts (dump --locals)
  */
 #ifndef REMORA_UTIL_H
 #define REMORA_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- grow.c --------------------------------------------------------------- */
 
@@ -63,5 +65,37 @@ void strtab_free(strtab_t *st);
  * bytes give the same pointer. NULL only when out of memory. */
 const char *strtab_intern(strtab_t *st, const char *s, size_t len);
 size_t strtab_bytes(const strtab_t *st);
+
+
+/* ---- pyrepr.c: Python's repr() of values, from their parts (pure) ------------- */
+
+/* A bounded output buffer: once a write does not fit it is full, drops every later
+ * write, and pyr_end() ends the text with "..." (room for it is always kept). */
+typedef struct pyr_buf {
+    char *s;
+    size_t len, cap;
+    int full;
+} pyr_buf_t;
+
+#define PYR_INT_DIGITS 128      /* 30-bit digits an int may have to be shown (3840 bits) */
+
+void pyr_init(pyr_buf_t *b, char *s, size_t cap);
+void pyr_putn(pyr_buf_t *b, const char *s, size_t n);
+void pyr_puts(pyr_buf_t *b, const char *s);
+/* The text, NUL-terminated, with "..." at the end if anything was dropped. */
+const char *pyr_end(pyr_buf_t *b);
+/* Is code point c one repr() shows as it is (str.isprintable())? Unicode database of
+ * tools/gen_printable.py's Python (PYR_UNIDATA). */
+int pyr_printable(uint32_t c);
+/* str: quoted (' unless the text holds ' and no "), escaped as repr() does; cut: the
+ * code points given are the first of a longer string: no closing quote, "..." follows. */
+void pyr_str(pyr_buf_t *b, const uint32_t *cp, size_t n, int cut);
+/* bytes: b'...' as repr() writes it; cut as for pyr_str. */
+void pyr_bytes(pyr_buf_t *b, const unsigned char *s, size_t n, int cut);
+/* float: Python's shortest repr ('short' style: 0.1, 1e+16, 1e-05, -0.0, inf, nan). */
+void pyr_float(pyr_buf_t *b, double x);
+/* int from n 30-bit digits, least significant first. Returns 0, or -1 (nothing
+ * written) for n > PYR_INT_DIGITS or a digit of 2^30 or more. */
+int pyr_int(pyr_buf_t *b, const uint32_t *digits, size_t n, int negative);
 
 #endif

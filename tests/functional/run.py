@@ -301,6 +301,8 @@ def main():
     tests += subinterp_tests.tests(remora)
     import badinput_tests               # bad options and inputs: tests/functional/badinput_tests.py
     tests += badinput_tests.tests(remora)
+    import locals_tests                 # dump --locals: tests/functional/locals_tests.py
+    tests += locals_tests.tests(remora)
     import server_tests                 # a server-like target: tests/functional/server_tests.py
     tests += server_tests.tests(remora)
     import install_tests                # make install, man page, completions, .deb: install_tests.py

@@ -21,6 +21,7 @@ int fuzz_locations(const uint8_t *data, size_t size);
 int fuzz_core(const uint8_t *data, size_t size);
 int fuzz_unwind(const uint8_t *data, size_t size);
 int fuzz_native(const uint8_t *data, size_t size);
+int fuzz_locals(const uint8_t *data, size_t size);
 
 /* fuzz_native's relocations (its input format, targets.c): a word whose top 16 bits are
  * FUZZ_EXE or FUZZ_LIBC is an address in this program or in libc. */

@@ -13,6 +13,8 @@ machine. Run by `make fuzz-seeds`; the output is committed (keep it small: a few
              line tables of a few functions as each interpreter built them
              (input: i32 firstlineno, i32 instruction offset, then the table)
   core       a small synthetic ELF core (notes, NT_FILE, segments held and not)
+  locals     snapshots of tests/targets/locals_target.py (light) on 3.9 and 3.15,
+             recorded while every frame's locals are read (snap-record-locals)
   native     fuzz_tool's own registers and stack captured inside a qsort comparison
              (fuzz_tool native-seed), under each Python walk rule
 Standard library only. Needs root for the chroot interpreters (REMORA_CHROOT).
@@ -120,14 +122,15 @@ def wait_main_in_read(pid, timeout=30):
     raise RuntimeError("main thread never parked in read(0)")
 
 
-def snapshot_of(tool, name, python, root, workdir):
+def snapshot_of(tool, name, python, root, workdir, script=None, args=(), record="snap-record"):
     base = os.path.join(root, "tmp") if root else None
     d = tempfile.mkdtemp(prefix="remora-seed-", dir=base)
     try:
         os.chmod(d, 0o755)
         visible = d[len(root):] if root else d
-        shutil.copy(os.path.join(HERE, "seed_target.py"), d)
-        argv = [python, "-I", visible + "/seed_target.py", visible + "/ready.json"]
+        script = script or os.path.join(HERE, "seed_target.py")
+        shutil.copy(script, d)
+        argv = [python, "-I", visible + "/" + os.path.basename(script), visible + "/ready.json"] + list(args)
         if root:
             argv = ["chroot", root] + argv
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE)
@@ -135,7 +138,7 @@ def snapshot_of(tool, name, python, root, workdir):
             wait_file(os.path.join(d, "ready.json"), proc)
             wait_main_in_read(proc.pid)
             raw = os.path.join(workdir, name + ".raw")
-            live = subprocess.run([tool, "snap-record", str(proc.pid), raw], check=True,
+            live = subprocess.run([tool, record, str(proc.pid), raw], check=True,
                                   stdout=subprocess.PIPE).stdout
         finally:
             proc.stdin.close()
@@ -152,6 +155,13 @@ def snapshot_of(tool, name, python, root, workdir):
     if json.loads(again) != json.loads(live):
         raise RuntimeError("%s: the pruned snapshot replays differently" % name)
     return snap, pruned
+
+
+# the locals target: tests/targets/locals_target.py (small "big" values), its every
+# frame's locals read while recording (fuzz_tool snap-record-locals)
+LOCALS_TARGET = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "targets",
+                             "locals_target.py")
+LOCALS_SEEDS = ("3.9", "3.15")
 
 
 LINETABLE_PROBE = r'''
@@ -273,6 +283,11 @@ def main():
                 put(target, "%s-%d" % (name, i), struct.pack("<ii", lt["first"], lt["last"]) + tab)
             print("seeds from %s: snapshot %d bytes (maps cut from %d)"
                   % (name, len(pruned), len(snap)))
+            if name in LOCALS_SEEDS:
+                _, lpruned = snapshot_of(tool, name + "-locals", python, root, work,
+                                         LOCALS_TARGET, ["light"], "snap-record-locals")
+                put("locals", name + ".snap", lpruned)
+                print("locals seed from %s: %d bytes" % (name, len(lpruned)))
         put("core", "synthetic", synthetic_core())
         # the native target: fuzz_tool's own registers and stack inside a qsort comparison
         os.makedirs(os.path.join(args.out, "native"), exist_ok=True)

@@ -10,6 +10,7 @@
  *   locations  3.11+ location table}
  *   core       a core file: maps, tasks, reads, py_target_find, a recorded snapshot of it
  *   unwind     a snapshot: py_target_find + unw_sample (the per-sample reader) five times
+ *   locals     a snapshot: every Python frame's locals (unwind/locals.c), as dump --locals
  *              (from the second on, the code cache's and the thread cache's hit paths)
  *   native     --native's C-stack unwinder and merge (unwind/native.c) over a thread's
  *              registers and stack bytes, with this process's own modules (format at
@@ -30,6 +31,7 @@
 #include "unwind/unwind.h"
 #include "unwind/internal.h"
 #include "util/util.h"
+#include "formats/out.h"
 #include "fuzz.h"
 
 #define CHECK(cond)                                                                 \
@@ -295,6 +297,67 @@ int fuzz_unwind(const uint8_t *data, size_t size)
     return 0;
 }
 
+/* ---- locals ----------------------------------------------------------------------
+ * Input: a snapshot (seeds: fuzz_tool snap-record-locals of tests/targets/
+ * locals_target.py). Every Python frame's locals read as dump --locals does: each value
+ * must be one line of valid UTF-8 within UNW_LOCAL_VALUE, without control characters. */
+
+static void locals_check(const unw_local_t *v, size_t n)
+{
+    size_t i;
+
+    CHECK(n <= UNW_LOCALS_MAX);
+    for (i = 0; i < n; i++) {
+        const unsigned char *s;
+        size_t len;
+        CHECK(v[i].name != NULL);
+        CHECK(v[i].has_value == (v[i].value != NULL));
+        if (v[i].value == NULL)
+            continue;
+        s = (const unsigned char *)v[i].value;
+        len = strlen(v[i].value);
+        CHECK(len < UNW_LOCAL_VALUE);
+        while (len > 0) {
+            size_t k = out_utf8_len(s, len);
+            CHECK(k > 0);
+            CHECK(*s >= 0x20 && *s != 0x7f);
+            s += k;
+            len -= k;
+        }
+    }
+}
+
+int fuzz_locals(const uint8_t *data, size_t size)
+{
+    proc_t *p = NULL;
+    py_target_t *t = malloc(sizeof *t);
+    unwinder_t *u = NULL;
+    unw_locals_t *lr = NULL;
+    unw_thread_t *th;
+    size_t n, i, k;
+    char why[512];
+
+    if (t == NULL || proc_open_snapshot_mem(data, size, &p) != REMORA_OK) {
+        free(t);
+        return 0;
+    }
+    if (py_target_find(p, t, why, sizeof why) == REMORA_OK && unw_new(p, t, &u) == REMORA_OK &&
+        unw_locals_new(p, t, &lr) == REMORA_OK && unw_sample(u, &th, &n) == REMORA_OK) {
+        for (i = 0; i < n; i++)
+            for (k = 0; k < th[i].nframes; k++) {
+                const unw_local_t *v;
+                size_t nv, more;
+                if (unw_locals_read(lr, &th[i].frames[k], &v, &nv, &more) == REMORA_OK)
+                    locals_check(v, nv);
+            }
+    }
+    unw_locals_free(lr);
+    unw_free(u);
+    proc_free(p);
+    free(t);
+    return 0;
+}
+
 /* ---- native ----------------------------------------------------------------------
  * Input (little-endian):
  *   u8 root (py_walk_root: low bits mod 3; bit 7: a partial stack), u8 n (Python frames,
@@ -428,5 +491,6 @@ const fuzz_target_t fuzz_targets[] = {
     { "core", fuzz_core },
     { "unwind", fuzz_unwind },
     { "native", fuzz_native },
+    { "locals", fuzz_locals },
     { NULL, NULL },
 };

@@ -7,6 +7,8 @@
  *   fuzz_tool snap-record PID OUT   records a snapshot of a live process while finding
  *                                   its interpreter and reading every thread; prints the
  *                                   threads as `remora dump --json` does
+ *   fuzz_tool snap-record-locals PID OUT   the same, also reading every frame's locals
+ *                                   (dump --locals; the JSON is the same, without them)
  *   fuzz_tool snap-dump FILE        the same, read back from a snapshot alone
  *   fuzz_tool native-seed DIR       seeds of the native target: this thread's registers
  *                                   and stack, captured inside a qsort comparison, in
@@ -204,6 +206,25 @@ static void print_json(FILE *out, pid_t pid, const py_target_t *t, const unw_thr
     fputs("]}\n", out);
 }
 
+static int with_locals;     /* snap-record-locals */
+
+/* Reads every Python frame's locals (into the snapshot being recorded). */
+static void read_locals(proc_t *p, const py_target_t *t, const unw_thread_t *th, size_t n)
+{
+    unw_locals_t *lr = NULL;
+    size_t i, k;
+
+    if (unw_locals_new(p, t, &lr) != REMORA_OK)
+        return;
+    for (i = 0; i < n; i++)
+        for (k = 0; k < th[i].nframes; k++) {
+            const unw_local_t *v;
+            size_t nv, more;
+            (void)unw_locals_read(lr, &th[i].frames[k], &v, &nv, &more);
+        }
+    unw_locals_free(lr);
+}
+
 /* Finds the interpreter in p and reads every thread, as remora dump does; writes JSON. */
 static int dump(proc_t *p, const char *what, FILE *out)
 {
@@ -229,6 +250,8 @@ static int dump(proc_t *p, const char *what, FILE *out)
         unw_free(u);
         return 1;
     }
+    if (with_locals)
+        read_locals(p, &t, th, n);
     print_json(out, proc_pid(p), &t, th, n);
     unw_free(u);
     return 0;
@@ -424,6 +447,10 @@ int main(int argc, char **argv)
     }
     if (argc == 4 && strcmp(argv[1], "snap-record") == 0)
         return cmd_snap_record(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "snap-record-locals") == 0) {
+        with_locals = 1;
+        return cmd_snap_record(argv[2], argv[3]);
+    }
     if (argc == 3 && strcmp(argv[1], "snap-dump") == 0)
         return cmd_snap_dump(argv[2]);
     if (argc == 3 && strcmp(argv[1], "native-seed") == 0)
@@ -433,7 +460,7 @@ int main(int argc, char **argv)
             puts(t->name);
         return 0;
     }
-    fputs("usage: fuzz_tool replay DIR | run TARGET FILE... | snap-record PID OUT | "
+    fputs("usage: fuzz_tool replay DIR | run TARGET FILE... | snap-record[-locals] PID OUT | "
           "snap-dump FILE | native-seed DIR | list\n", stderr);
     return 1;
 }

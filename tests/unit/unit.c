@@ -1359,6 +1359,74 @@ static void test_tasks(void)
     pn_mem = NULL;
 }
 
+/* ---- util/pyrepr.c: repr() of values, against what Python itself wrote ---- */
+
+#include "pyrepr_cases.h"
+
+static void test_pyrepr(void)
+{
+    char out[UNW_LOCAL_VALUE];
+    pyr_buf_t b;
+    size_t i;
+    uint32_t big[PYR_INT_DIGITS + 1];
+
+    for (i = 0; i < sizeof pyr_float_cases / sizeof pyr_float_cases[0]; i++) {
+        double d;
+        memcpy(&d, &pyr_float_cases[i].bits, 8);
+        pyr_init(&b, out, sizeof out);
+        pyr_float(&b, d);
+        CHECK(strcmp(pyr_end(&b), pyr_float_cases[i].repr) == 0, "float %016llx: %s, want %s",
+              (unsigned long long)pyr_float_cases[i].bits, out, pyr_float_cases[i].repr);
+    }
+    for (i = 0; i < sizeof pyr_int_cases / sizeof pyr_int_cases[0]; i++) {
+        pyr_init(&b, out, sizeof out);
+        CHECK(pyr_int(&b, pyr_int_cases[i].d, pyr_int_cases[i].n, pyr_int_cases[i].neg) == 0 &&
+              strcmp(pyr_end(&b), pyr_int_cases[i].repr) == 0, "int %zu: %.60s, want %.60s", i, out,
+              pyr_int_cases[i].repr);
+    }
+    for (i = 0; i < sizeof pyr_str_cases / sizeof pyr_str_cases[0]; i++) {
+        pyr_init(&b, out, sizeof out);
+        pyr_str(&b, pyr_str_cases[i].cp, pyr_str_cases[i].n, 0);
+        CHECK(strcmp(pyr_end(&b), pyr_str_cases[i].repr) == 0, "str %zu: %s, want %s", i, out,
+              pyr_str_cases[i].repr);
+    }
+    for (i = 0; i < sizeof pyr_bytes_cases / sizeof pyr_bytes_cases[0]; i++) {
+        pyr_init(&b, out, sizeof out);
+        pyr_bytes(&b, pyr_bytes_cases[i].b, pyr_bytes_cases[i].n, 0);
+        CHECK(strcmp(pyr_end(&b), pyr_bytes_cases[i].repr) == 0, "bytes %zu: %s, want %s", i, out,
+              pyr_bytes_cases[i].repr);
+    }
+    /* a str cut: no closing quote, "..." */
+    {
+        static const uint32_t abc[] = { 'a', 'b', 'c' };
+        pyr_init(&b, out, sizeof out);
+        pyr_str(&b, abc, 3, 1);
+        CHECK(strcmp(pyr_end(&b), "'abc...") == 0, "cut str: %s", out);
+        pyr_init(&b, out, sizeof out);
+        pyr_bytes(&b, (const unsigned char *)"ab", 2, 1);
+        CHECK(strcmp(pyr_end(&b), "b'ab...") == 0, "cut bytes: %s", out);
+    }
+    /* a full buffer keeps its bound and ends in "...", never in half a character */
+    {
+        static const uint32_t cps[] = { 0xe9, 0xe9, 0xe9, 0xe9, 0xe9, 0xe9, 0xe9, 0xe9, 0xe9, 0xe9 };
+        char small[12];
+        pyr_init(&b, small, sizeof small);
+        pyr_str(&b, cps, 10, 0);
+        CHECK(strcmp(pyr_end(&b), "'\xc3\xa9\xc3\xa9\xc3\xa9..." ) == 0 && strlen(small) < sizeof small,
+              "full buffer: %s", small);
+    }
+    /* ints past the bound, digits out of range: refused, nothing written */
+    memset(big, 0, sizeof big);
+    big[PYR_INT_DIGITS] = 1;
+    pyr_init(&b, out, sizeof out);
+    CHECK(pyr_int(&b, big, PYR_INT_DIGITS + 1, 0) == -1 && b.len == 0, "int of too many digits");
+    big[0] = 1u << 30;
+    CHECK(pyr_int(&b, big, 1, 0) == -1 && b.len == 0, "a digit of 2^30");
+    CHECK(pyr_printable('a') && !pyr_printable(0x7f) && !pyr_printable(0x2028) &&
+          pyr_printable(0xe9) && !pyr_printable(0xd800) && !pyr_printable(0x110000),
+          "printable");
+}
+
 int main(void)
 {
     test_linetables();
@@ -1378,6 +1446,7 @@ int main(void)
     test_lived_walk();
     test_pynames();
     test_tasks();
+    test_pyrepr();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
