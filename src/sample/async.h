@@ -1,0 +1,53 @@
+/* sample/async.h — --async (async.c): a thread running an asyncio task written as that
+ * task's awaiter chain, and with --async-mode all every waiting task's stack each round.
+ * Internal to sample/: the sampler is its only user. */
+#ifndef REMORA_ASYNC_H
+#define REMORA_ASYNC_H
+
+#include "sampler.h"
+
+/* The frame written for a task: function "task NAME", no file, line 0 (as <GC>). A
+ * thread's running task missing from the last task list read (made since, and the list
+ * not read again yet): this marker instead of its chain, above its own frames. */
+#define ASYNC_TASK_PREFIX "task "
+#define ASYNC_UNKNOWN "<task>"
+
+/* Task-list readings: at most one per ASYNC_MIN_GAP_NS when a thread runs a task the last
+ * list does not hold, at least one per ASYNC_PERIOD_NS while a thread runs a task (what a
+ * cached chain can miss, for this long: a renamed task, a new awaiter, a task freed and
+ * another made at its address); each gap at least ASYNC_COST_FACTOR times the last
+ * reading's cost, so reading the list takes at most 1/ASYNC_COST_FACTOR of the time. */
+#define ASYNC_MIN_GAP_NS 2000000
+#define ASYNC_PERIOD_NS 100000000
+#define ASYNC_COST_FACTOR 20
+#define ASYNC_MAX_FRAMES (2 * UNW_MAX_DEPTH)   /* frames of one written stack, at most */
+#define ASYNC_NAME_CACHE 1024                   /* task names kept as frames (power of two) */
+
+typedef struct async async_t;
+
+/* The table interns the task frames' names. Returns 0 or REMORA_ENOMEM. */
+int async_new(stk_table_t *t, async_t **out);
+void async_free(async_t *a);
+
+/* --async-mode all, once a round: reads the whole task list (bounded by the unwinder:
+ * UNW_MAX_TASKS). Returns 0 (a list that moved while read is counted in st and gives no
+ * waiting task this round), or a fatal REMORA_E* code (ENOPROC, EPERM, ENOMEM). */
+int async_read_all(async_t *a, unwinder_t *u, int64_t now, sampler_stats_t *st);
+
+/* The stack to write for a thread running a task (th->task != 0), innermost first: its
+ * own frames (th->frames[0 .. th->task_frames)), "task NAME", then each awaiter's
+ * suspended coroutine frames and "task NAME", up to the root task (ASYNC_UNKNOWN in
+ * place of the chain when the task is not known). Reads the task list again when due
+ * (above). *frames is scratch, valid until the next call. Returns 0, or a fatal code. */
+int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, int64_t now,
+                       sampler_stats_t *st, const unw_frame_t **frames, size_t *n);
+
+/* After async_read_all: how many tasks the list holds, and for the i-th, when it is
+ * waiting (not running), its stack (its coroutine frames, "task NAME", then its awaiters'
+ * as above) and the native id of the thread running its loop (0: none); *n = 0 for a
+ * running task (its thread's sample counts it). Returns 0 or REMORA_ENOMEM. */
+size_t async_ntasks(const async_t *a);
+int async_task_stack(async_t *a, unwinder_t *u, size_t i, pid_t *thread,
+                     const unw_frame_t **frames, size_t *n);
+
+#endif
