@@ -301,6 +301,8 @@ def main():
     tests += subinterp_tests.tests(remora)
     import badinput_tests               # bad options and inputs: tests/functional/badinput_tests.py
     tests += badinput_tests.tests(remora)
+    import async_record_tests           # record/top --async: tests/functional/async_record_tests.py
+    tests += async_record_tests.tests(remora)
     import server_tests                 # a server-like target: tests/functional/server_tests.py
     tests += server_tests.tests(remora)
     # no round dropped (issue 14): fidelity_tests.py. chains and async in every run;
