@@ -489,6 +489,12 @@ int cmd_record(int argc, char **argv)
             fprintf(stderr, "held: us_per_sample=%.2f share_of_run=%.4f\n",
                     (double)st->held_ns / 1e3 / n,
                     st->end_ns > st->start_ns ? (double)st->held_ns / (double)(st->end_ns - st->start_ns) : 0.0);
+        if (a.c.async)
+            fprintf(stderr, "async: task_samples=%llu waiting=%llu unknown=%llu list_reads=%llu "
+                    "list_errors=%llu us_per_list_read=%.1f\n", (unsigned long long)st->tasks,
+                    (unsigned long long)st->task_waiting, (unsigned long long)st->task_unknown,
+                    (unsigned long long)st->task_reads, (unsigned long long)st->task_read_errors,
+                    st->task_reads ? (double)st->task_read_ns / 1e3 / (double)st->task_reads : 0.0);
         if (a.c.native && u != NULL) {
             unw_native_stats_t ns;
             unw_native_get_stats(u, &ns);
