@@ -11,6 +11,8 @@
  *   opcodes311.h         3.11's opcodes: inline cache entries and family, generated
  *                        by tools/gen_opcodes.py (read by unwind/code.c)
  *   target.c             finding the interpreter in a process and its version
+ *   asyncio.c            where asyncio keeps its tasks (3.14+: the _asyncio module's
+ *                        AsyncioDebug section) and how a suspended coroutine awaits
  */
 #ifndef REMORA_PY_H
 #define REMORA_PY_H
@@ -221,6 +223,8 @@ typedef struct py_target {
     uint64_t dict_type;      /* the types of the objects read for thread names (0: symbol */
     uint64_t long_type;      /* not there, no names) */
     uint64_t module_type;
+    uint64_t coro_type;      /* PyCoro_Type, PyGen_Type: a task's coroutine chain (0: symbol */
+    uint64_t gen_type;       /* not there, no chain followed) */
     char binary[4096];       /* the ELF file that holds _PyRuntime (path as seen by the target) */
     char version[32];        /* "3.12.1" */
     py_layout_t layout;
@@ -230,5 +234,43 @@ typedef struct py_target {
  * REMORA_EVERSION (found, but a version remora cannot read; 'why' names it), or a proc error.
  * 'why' always receives a one-line explanation on failure. */
 int py_target_find(proc_t *p, py_target_t *t, char *why, size_t whylen);
+
+/* ---- asyncio (asyncio.c) ----------------------------------------------------- */
+
+/* Where asyncio's tasks are and how a coroutine chain is followed, for the target's
+ * version. 3.14+: from the _asyncio module's Py_AsyncioModuleDebugOffsets (the ELF section
+ * "AsyncioDebug" of the _asyncio shared module, or of the interpreter's binary when the
+ * module is built in): every native task is on a list (struct llist_node: next, prev)
+ * headed in its thread's state, or the interpreter's once that thread is gone. */
+typedef struct py_asyncio {
+    int found;                      /* 1: the offsets below are known (_asyncio loaded) */
+    uint64_t task_size;             /* sizeof(TaskObj): bytes read of each task */
+    uint64_t task_loop;             /* fut_loop */
+    uint64_t task_state;            /* fut_state (int): 0 pending */
+    uint64_t task_name;             /* a str, or (3.13+) an int N for "Task-N" */
+    uint64_t task_awaited_by;       /* a task, or a set of them (task_awaited_by_is_set) */
+    uint64_t task_is_task;          /* char, 1 in a task */
+    uint64_t task_awaited_by_is_set;/* char */
+    uint64_t task_coro;
+    uint64_t task_node;             /* struct llist_node in the task */
+    uint64_t is_tasks_head;         /* PyInterpreterState: tasks of threads gone */
+    uint64_t ts_impl_size;          /* sizeof(_PyThreadStateImpl) */
+    uint64_t ts_running_loop;       /* _PyThreadStateImpl: asyncio_running_loop */
+    uint64_t ts_running_task;       /* ... asyncio_running_task */
+    uint64_t ts_tasks_head;         /* ... asyncio_tasks_head (llist_node) */
+    /* a coroutine or generator object (PyCoro_Type, PyGen_Type) */
+    uint64_t gen_iframe;            /* its embedded _PyInterpreterFrame */
+    uint64_t gen_frame_state;       /* gi_frame_state (int8) */
+    int gen_yield_from;             /* the state while suspended in await / yield from */
+    uint64_t fr_stackpointer;       /* the frame's stack pointer (a _PyStackRef *) */
+    uint64_t fr_yf_back;            /* the awaited object lies this many bytes below it */
+    uint64_t set_table, set_mask;   /* PySetObject: table, mask (entries: key, hash) */
+} py_asyncio_t;
+
+/* Finds asyncio's layout in p for target t: 0 with a->found 1, or 0 with a->found 0 when
+ * the target has not loaded _asyncio (no tasks can exist), or REMORA_EVERSION with 'why'
+ * (a version whose tasks remora does not read yet, or offsets that fail checks), or a
+ * proc error. */
+int py_asyncio_find(proc_t *p, const py_target_t *t, py_asyncio_t *a, char *why, size_t whylen);
 
 #endif

@@ -128,6 +128,11 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
         t->long_type = sym + bias;
     if (elf_symbol(e, "PyModule_Type", &sym, NULL) == REMORA_OK)
         t->module_type = sym + bias;
+    /* what a task's coroutine chain is followed through (unwind/tasks.c) */
+    if (elf_symbol(e, "PyCoro_Type", &sym, NULL) == REMORA_OK)
+        t->coro_type = sym + bias;
+    if (elf_symbol(e, "PyGen_Type", &sym, NULL) == REMORA_OK)
+        t->gen_type = sym + bias;
 
     err = proc_read(p, t->runtime, head, sizeof head);
     if (err) {

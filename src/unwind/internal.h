@@ -9,6 +9,7 @@
  *   parked.c       threads that have not held the GIL since their last walk
  *   naming.c       validating the sample's code objects
  *   native.c       --native: C stacks (elfutils libdwfl) merged with the Python frames
+ *   tasks.c        asyncio tasks; per sample, each thread's running task
  *
  * Not for use outside src/unwind/.
  */
@@ -185,6 +186,7 @@ struct unwinder {
     uint64_t *idents;           /* scratch: this sample's pthread ids */
     size_t cap_idents;
     struct unw_native *native;  /* --native (native.c), or NULL */
+    struct unw_tasks_state *tasks; /* asyncio tasks (tasks.c), or NULL */
     unw_stats_t stats;
 };
 
@@ -232,6 +234,19 @@ int threads_list(unwinder_t *u, unw_thread_t **threads, size_t *n);
  * failed or the chain is longer than the bound. *at: the address of the item handling
  * one (0 if none). */
 int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts, uint64_t *at);
+
+/* ---- tasks.c ---- */
+
+void tasks_free(struct unw_tasks_state *tk);
+/* UNW_WANT_TASKS: each thread's running task and how many of its frames are the task's
+ * (unw_thread_t.task, task_frames), after a sample's frames are named. 0 or an error. */
+int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n);
+
+/* ---- naming.c ---- */
+
+/* The line-table offset of a frame's instruction (f_lasti, or instr from the first code
+ * unit), -1 when it has not started or is out of range. */
+int frame_addrq(const py_layout_t *L, uint64_t code, uint64_t instr);
 
 /* Frees the per-sample reader's state (sample.c). */
 void unw_reader_free(struct reader *r);

@@ -97,7 +97,7 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
 /* The line offset of a frame's instruction: f_lasti (3.9: bytes, 3.10: code units) or
  * the instruction pointer's distance from the first code unit (3.11+); -1 when it has not
  * started or is out of range. */
-static int frame_addrq(const py_layout_t *L, uint64_t code, uint64_t instr)
+int frame_addrq(const py_layout_t *L, uint64_t code, uint64_t instr)
 {
     if (L->frames_kind == PY_FRAMES_OBJECTS) {
         int32_t lasti = (int32_t)(uint32_t)instr;

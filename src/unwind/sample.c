@@ -755,6 +755,8 @@ int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n)
         return err;
     if (u->native != NULL && (u->want & UNW_WANT_NATIVE))
         native_merge_all(u->native, u, u->threads, u->nthreads);
+    if ((u->want & UNW_WANT_TASKS) && (err = tasks_sample(u, u->threads, u->nthreads)) != REMORA_OK)
+        return err;
     *threads = u->threads;
     *n = u->nthreads;
     return REMORA_OK;

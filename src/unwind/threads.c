@@ -90,6 +90,7 @@ void unw_free(unwinder_t *u)
     if (u == NULL)
         return;
     native_free(u->native);
+    tasks_free(u->tasks);
     unw_reader_free(u->reader);
     pyn_free(u->pynames);
     free(u->idents);
