@@ -196,8 +196,9 @@ int cli_async_check(struct unwinder *u, const py_target_t *t)
                   t->binary, remora_strerror(err));
         return remora_exit_code(err);
     }
-    cli_error("--async: remora cannot read the asyncio tasks of Python %s (%s) yet; record "
-              "without --async", t->version, t->binary);
+    cli_error("--async: remora cannot read the asyncio tasks of Python %s (%s)%s%s; record "
+              "without --async", t->version, t->binary, *unw_tasks_problem(u) ? ": " : " yet",
+              unw_tasks_problem(u));
     return REMORA_EXIT_NOTPY;
 }
 

@@ -4,9 +4,10 @@
  * The chain comes from the unwinder's last full reading of the task list (unw_tasks;
  * unw_task_chain looks a task up in it without a system call). An awaiter is suspended
  * while the task it awaits runs, so its coroutine frames hold as long as that task is the
- * one running: the list is read again only when a thread runs a task it does not hold, or
- * when it is older than ASYNC_PERIOD_NS (async.h). The running task's own frames always
- * come from the thread's sample. Warm, a sample allocates nothing: the stack is built in
+ * one running: the list is read again (before a round's unw_sample(): unw_tasks() samples
+ * the threads itself, which ends the validity of an earlier sample's array) only when a
+ * thread ran a task it does not hold, or when it is older than ASYNC_PERIOD_NS (async.h).
+ * The running task's own frames always come from the thread's sample. Warm, a sample allocates nothing: the stack is built in
  * a scratch array, the "task NAME" strings are cached by the unwinder's interned name.
  */
 #include <stdio.h>
@@ -34,6 +35,9 @@ struct async {
     int64_t cost_ns;            /* what it took */
     unw_task_t *tasks;          /* the last reading's list (the unwinder's) */
     size_t ntasks;
+    const unw_task_t *tasks_alone;  /* a chain of one */
+    int missed;                 /* a thread ran a task the list did not hold */
+    int ran;                    /* a thread ran a task since the last reading */
 };
 
 int async_new(stk_table_t *t, async_t **out)
@@ -91,11 +95,6 @@ static int due(const async_t *a, int64_t now, int64_t gap)
     int64_t min = a->cost_ns * ASYNC_COST_FACTOR;
 
     return !a->read || now - a->last_ns >= (gap > min ? gap : min);
-}
-
-int async_read_all(async_t *a, unwinder_t *u, int64_t now, sampler_stats_t *st)
-{
-    return read_list(a, u, now, st);
 }
 
 size_t async_ntasks(const async_t *a)
@@ -169,13 +168,13 @@ static void push_marker(async_t *a, const char *function)
  * task's coroutine frames and its "task NAME" frame; chain[from]'s coroutine frames are
  * left out when 'own' (the thread's frames were put there). Stops at ASYNC_MAX_FRAMES.
  * Returns 0 or REMORA_ENOMEM. */
-static int push_chain(async_t *a, const unw_task_t *chain, size_t from, int own)
+static int push_chain(async_t *a, const unw_task_t *const *chain, size_t from, int own)
 {
     size_t k = from + 1;
     int oom = 0;
 
     while (k-- > 0) {
-        const unw_task_t *tk = &chain[k];
+        const unw_task_t *tk = chain[k];
         size_t nf = own && k == from ? 0 : tk->nframes;
         const char *fn;
         if (nf > UNW_MAX_TASK_DEPTH)
@@ -191,27 +190,35 @@ static int push_chain(async_t *a, const unw_task_t *chain, size_t from, int own)
     return REMORA_OK;
 }
 
-int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, int64_t now,
-                       sampler_stats_t *st, const unw_frame_t **frames, size_t *n)
+int async_before(async_t *a, unwinder_t *u, int all, int64_t now, sampler_stats_t *st)
 {
-    const unw_task_t *chain = NULL;
+    int due_now = all || !a->read || (a->missed && due(a, now, ASYNC_MIN_GAP_NS)) ||
+                  (a->ran && due(a, now, ASYNC_PERIOD_NS));
+
+    if (!due_now)
+        return REMORA_OK;
+    a->missed = a->ran = 0;
+    return read_list(a, u, now, st);
+}
+
+/* The chain of task 'id' in the last list read, root first, ending with the task. */
+static int chain_of(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, size_t *n)
+{
+    return unw_task_chain(u, id, chain, n) == REMORA_OK && *n > 0 && (*chain)[*n - 1] != NULL &&
+           (*chain)[*n - 1]->id == id;
+}
+
+int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, sampler_stats_t *st,
+                       const unw_frame_t **frames, size_t *n)
+{
+    const unw_task_t *const *chain = NULL;
     size_t nchain = 0, own = th->task_frames < th->nframes ? th->task_frames : th->nframes;
-    int err, oom = 0, found;
+    int err, oom = 0, found = a->read && chain_of(u, th->task, &chain, &nchain);
 
     *frames = NULL;
     *n = 0;
     a->n = 0;
-    if (due(a, now, ASYNC_PERIOD_NS) && (err = read_list(a, u, now, st)))
-        return err;
-    found = unw_task_chain(u, th->task, &chain, &nchain) == REMORA_OK && nchain > 0 &&
-            chain[nchain - 1].id == th->task;
-    if (!found && due(a, now, ASYNC_MIN_GAP_NS)) {
-        /* a task made since the list was read */
-        if ((err = read_list(a, u, now, st)))
-            return err;
-        found = unw_task_chain(u, th->task, &chain, &nchain) == REMORA_OK && nchain > 0 &&
-                chain[nchain - 1].id == th->task;
-    }
+    a->ran = 1;
     if (room(a, own + 1, &oom))
         return oom ? REMORA_ENOMEM : REMORA_OK;
     push_frames(a, th->frames, own);
@@ -220,8 +227,10 @@ int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, int64_
             return err;
         st->tasks++;
     } else {
+        /* a task made since the list was read: read it again before the next round */
         push_marker(a, a->unknown);
         st->task_unknown++;
+        a->missed = 1;
     }
     *frames = a->buf;
     *n = a->n;
@@ -231,7 +240,7 @@ int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, int64_
 int async_task_stack(async_t *a, unwinder_t *u, size_t i, pid_t *thread,
                      const unw_frame_t **frames, size_t *n)
 {
-    const unw_task_t *tk, *chain = NULL;
+    const unw_task_t *tk, *const *chain = NULL;
     size_t nchain = 0;
     int err;
 
@@ -245,9 +254,9 @@ int async_task_stack(async_t *a, unwinder_t *u, size_t i, pid_t *thread,
     *thread = tk->thread;
     if (tk->running)
         return REMORA_OK;
-    if (unw_task_chain(u, tk->id, &chain, &nchain) != REMORA_OK || nchain == 0 ||
-        chain[nchain - 1].id != tk->id) {
-        chain = tk;                 /* no chain: the task alone */
+    if (!chain_of(u, tk->id, &chain, &nchain)) {
+        chain = &a->tasks_alone;    /* no chain: the task alone */
+        a->tasks_alone = tk;
         nchain = 1;
     }
     if ((err = push_chain(a, chain, nchain - 1, 0)))

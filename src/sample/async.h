@@ -29,20 +29,23 @@ typedef struct async async_t;
 int async_new(stk_table_t *t, async_t **out);
 void async_free(async_t *a);
 
-/* --async-mode all, once a round: reads the whole task list (bounded by the unwinder:
- * UNW_MAX_TASKS). Returns 0 (a list that moved while read is counted in st and gives no
- * waiting task this round), or a fatal REMORA_E* code (ENOPROC, EPERM, ENOMEM). */
-int async_read_all(async_t *a, unwinder_t *u, int64_t now, sampler_stats_t *st);
+/* Before a round's unw_sample() (unw_tasks() samples the threads itself: an array of an
+ * earlier unw_sample() is no longer valid after it): reads the whole task list (bounded by
+ * the unwinder: UNW_MAX_TASKS) when it is due: every round with 'all' (--async-mode all),
+ * else as above. Returns 0 (a list that moved while read is counted in st and leaves no
+ * list until the next reading), or a fatal REMORA_E* code (ENOPROC, EPERM, ENOMEM). */
+int async_before(async_t *a, unwinder_t *u, int all, int64_t now, sampler_stats_t *st);
 
 /* The stack to write for a thread running a task (th->task != 0), innermost first: its
  * own frames (th->frames[0 .. th->task_frames)), "task NAME", then each awaiter's
  * suspended coroutine frames and "task NAME", up to the root task (ASYNC_UNKNOWN in
- * place of the chain when the task is not known). Reads the task list again when due
- * (above). *frames is scratch, valid until the next call. Returns 0, or a fatal code. */
-int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, int64_t now,
-                       sampler_stats_t *st, const unw_frame_t **frames, size_t *n);
+ * place of the chain when the last list read does not hold the task: the list is read
+ * again before the next round). No system call. *frames is scratch, valid until the next
+ * call. Returns 0 or REMORA_ENOMEM. */
+int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, sampler_stats_t *st,
+                       const unw_frame_t **frames, size_t *n);
 
-/* After async_read_all: how many tasks the list holds, and for the i-th, when it is
+/* After a reading (async_before with 'all'): how many tasks the list holds, and for the i-th, when it is
  * waiting (not running), its stack (its coroutine frames, "task NAME", then its awaiters'
  * as above) and the native id of the thread running its loop (0: none); *n = 0 for a
  * running task (its thread's sample counts it). Returns 0 or REMORA_ENOMEM. */

@@ -430,10 +430,12 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
             return err;
         }
     }
-    err = unw_sample(u, &threads, &n);
-    /* --async-mode all: the task list read with the threads (held with them, --blocking) */
-    if (err == REMORA_OK && u == s->u && s->async != NULL && s->o.async == SAMPLE_ASYNC_ALL)
-        err = async_read_all(s->async, u, now_ns, &s->st);
+    /* --async: the task list, when due, read before the threads (unw_tasks() samples them
+     * itself) and held with them (--blocking) */
+    err = u == s->u && s->async != NULL ?
+          async_before(s->async, u, s->o.async == SAMPLE_ASYNC_ALL, now_ns, &s->st) : REMORA_OK;
+    if (err == REMORA_OK)
+        err = unw_sample(u, &threads, &n);
     if (frz != NULL) {
         freeze_go(frz);             /* read: let it run while the table is updated */
         s->st.held_ns += (uint64_t)(sampler_now_ns() - held);
@@ -479,7 +481,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
             /* a task's frames under its awaiter chain, in place of the loop's */
             unw_thread_t as = *th;
             const unw_frame_t *af;
-            err = async_thread_stack(s->async, u, th, now_ns, &s->st, &af, &as.nframes);
+            err = async_thread_stack(s->async, u, th, &s->st, &af, &as.nframes);
             if (err)
                 return err;
             as.frames = (unw_frame_t *)af;
