@@ -1,8 +1,11 @@
 /* cli/dump.c — `remora dump`: every thread's Python stack, as text or JSON, of a live
  * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]). Names
- * from the target are escaped: out_text_str() for text, out_json_str() for JSON. */
+ * from the target are escaped: out_text_str() for text, out_json_str() for JSON.
+ * --async: every asyncio task instead (text: a tree of tasks under those awaiting them;
+ * JSON: a "tasks" array in the process object). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -62,8 +65,9 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
     }
 }
 
-static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                       int native)
+/* The process object without its closing brace. */
+static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
+                            int native)
 {
     size_t i, k;
 
@@ -100,10 +104,146 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
         }
         fputs("]}", stdout);
     }
-    fputs("]}\n", stdout);
+    fputc(']', stdout);
 }
 
-enum { D_HELP = 1, D_PID, D_CORE, D_EXE, D_ROOT, D_JSON, D_SUBPROCESSES, D_NATIVE, D_LOCALS };
+static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
+                       int native)
+{
+    print_json_open(pid, t, th, n, native);
+    fputs("}\n", stdout);
+}
+
+#define DUMP_TRIES 64    /* rounds read again until every thread reads whole */
+
+/* ---- --async ---- */
+
+static void print_frame_json(const unw_frame_t *f, int first)
+{
+    fputs(first ? "{\"function\":" : ",{\"function\":", stdout);
+    out_json_str(stdout, f->function);
+    fputs(",\"file\":", stdout);
+    out_json_str(stdout, f->file);
+    printf(",\"line\":%d}", f->line);
+}
+
+static void print_tasks_json(const unw_task_t *tk, size_t n)
+{
+    size_t i, k;
+
+    fputs(",\"tasks\":[", stdout);
+    for (i = 0; i < n; i++) {
+        printf("%s{\"id\":%llu,\"name\":", i ? "," : "", (unsigned long long)tk[i].id);
+        out_json_str(stdout, tk[i].name);
+        printf(",\"thread\":%d,\"state\":\"%s\",\"frames\":[", (int)tk[i].thread,
+               tk[i].running ? "running" : "pending");
+        for (k = 0; k < tk[i].nframes; k++)
+            print_frame_json(&tk[i].frames[k], k == 0);
+        fputs("],\"awaited_by\":[", stdout);
+        for (k = 0; k < tk[i].nawaited_by; k++)
+            printf("%s%llu", k ? "," : "", (unsigned long long)tk[i].awaited_by[k]);
+        fputs("]}", stdout);
+    }
+    fputc(']', stdout);
+}
+
+#define TREE_MAX_DEPTH 256
+
+/* Task i and, indented under it, the tasks it awaits' awaiters... : the tasks whose
+ * awaited_by names it. 'done' marks tasks printed (a task under two awaiters is printed
+ * under the first; an await cycle is cut where it comes back). */
+static void print_task_tree(const unw_task_t *tk, size_t n, size_t i, unsigned char *done, int depth)
+{
+    size_t j, k;
+
+    done[i] = 1;
+    printf("%*s(T) ", 2 * depth, "");
+    out_text_str(stdout, tk[i].name, 0);
+    printf(" [%s] id 0x%llx", tk[i].running ? "running" : "pending", (unsigned long long)tk[i].id);
+    if (tk[i].thread)
+        printf(" thread %d", (int)tk[i].thread);
+    fputc('\n', stdout);
+    for (k = 0; k < tk[i].nframes; k++) {
+        const unw_frame_t *f = &tk[i].frames[k];
+        printf("%*s    ", 2 * depth, "");
+        out_text_str(stdout, f->function, 0);
+        fputs(" (", stdout);
+        out_text_str(stdout, f->file, 0);
+        printf(":%d)\n", f->line);
+    }
+    for (j = 0; j < n; j++)
+        for (k = 0; k < tk[j].nawaited_by; k++)
+            if (tk[j].awaited_by[k] == tk[i].id) {
+                if (done[j])
+                    printf("%*s  (T) 0x%llx: printed above (an await cycle or a second awaiter)\n",
+                           2 * depth, "", (unsigned long long)tk[j].id);
+                else if (depth + 1 >= TREE_MAX_DEPTH)
+                    printf("%*s  ... deeper than %d\n", 2 * depth, "", TREE_MAX_DEPTH);
+                else
+                    print_task_tree(tk, n, j, done, depth + 1);
+                break;
+            }
+}
+
+static void print_tasks_text(pid_t pid, const py_target_t *t, const unw_task_t *tk, size_t n)
+{
+    unsigned char *done = calloc(n + 1, 1);
+    size_t i;
+
+    printf("Process %d: Python %s (", (int)pid, t->version);
+    out_text_str(stdout, t->binary, 0);
+    fputs(")\n", stdout);
+    if (n == 0) {
+        puts("no asyncio tasks");
+        free(done);
+        return;
+    }
+    if (done == NULL)
+        return;
+    printf("%zu asyncio task%s; each under the tasks awaiting it\n", n, n == 1 ? "" : "s");
+    for (i = 0; i < n; i++)
+        if (tk[i].nawaited_by == 0 && !done[i])
+            print_task_tree(tk, n, i, done, 0);
+    for (i = 0; i < n; i++)
+        if (!done[i]) {
+            puts("(in an await cycle:)");
+            print_task_tree(tk, n, i, done, 0);
+        }
+    free(done);
+}
+
+/* One process's tasks: JSON (the process object, its threads and tasks) or text. */
+static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, char *why, size_t whylen)
+{
+    unw_task_t *tk = NULL;
+    unw_thread_t *th = NULL;
+    size_t n = 0, nth = 0;
+    int err;
+
+    unw_set_tries(u, DUMP_TRIES);
+    if ((err = unw_tasks(u, &tk, &n)) != REMORA_OK) {
+        snprintf(why, whylen, "%s", err == REMORA_EVERSION ? unw_tasks_problem(u) :
+                 err == REMORA_ECORRUPT ? "the task list kept changing while it was read" :
+                 "could not read the asyncio tasks");
+        return err;
+    }
+    if (!json) {
+        print_tasks_text(pid, t, tk, n);
+        return REMORA_OK;
+    }
+    /* the tasks are kept until the next unw_tasks(): a sample of the threads is fine */
+    if ((err = unw_sample(u, &th, &nth)) != REMORA_OK) {
+        snprintf(why, whylen, "could not read the thread list");
+        return err;
+    }
+    print_json_open(pid, t, th, nth, 0);
+    print_tasks_json(tk, n);
+    fputs("}\n", stdout);
+    return REMORA_OK;
+}
+
+enum { D_HELP = 1, D_PID, D_CORE, D_EXE, D_ROOT, D_JSON, D_SUBPROCESSES, D_NATIVE, D_LOCALS,
+       D_ASYNC };
 
 static const cli_opt_t dump_opts[] = {
     { D_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 },
@@ -117,6 +257,8 @@ static const cli_opt_t dump_opts[] = {
       "also each descendant process running Python", 0 },
     { D_NATIVE, NULL, "--native", NULL, NULL,
       "C frames too, merged with the Python frames (ptrace)", 0 },
+    { D_ASYNC, NULL, "--async", NULL, NULL,
+      "every asyncio task instead: name, state, coroutine stack, awaiters (3.14+)", 0 },
     { D_LOCALS, NULL, "--locals", NULL, NULL, NULL, 0 },
     { 0 }
 };
@@ -155,7 +297,6 @@ static int core_fail(int err, const char *core, const proc_t *p, const char *why
     return remora_exit_code(err);
 }
 
-#define DUMP_TRIES 64    /* rounds read again until every thread reads whole */
 
 /* A live target runs on while it is read: the per-sample reader checks that no stack
  * moved while it was read and that every code object is the one its frame ran from. A
@@ -172,7 +313,7 @@ static int read_live(unwinder_t *u, unw_thread_t **th, size_t *n)
 /* --subprocesses: every descendant of pid that runs Python, after pid itself (one JSON
  * object each, in the "processes" array the caller opened). One that is not Python or
  * exits meanwhile is left out: it has no Python stacks to show. */
-static void dump_descendants(pid_t pid, int json)
+static void dump_descendants(pid_t pid, int json, int async)
 {
     pid_t kids[DUMP_SUBPROCESSES];
     size_t nkids = 0, k;
@@ -185,7 +326,22 @@ static void dump_descendants(pid_t pid, int json)
         unw_thread_t *th = NULL;
         size_t n = 0;
         char why[256];
-        if (proc_open(kids[k], &p) == REMORA_OK && py_target_find(p, &t, why, sizeof why) == REMORA_OK &&
+        if (async) {
+            if (proc_open(kids[k], &p) == REMORA_OK &&
+                py_target_find(p, &t, why, sizeof why) == REMORA_OK && unw_new(p, &t, &u) == REMORA_OK) {
+                fputs(json ? "," : "\n", stdout);
+                if (dump_async(u, kids[k], &t, json, why, sizeof why) != REMORA_OK) {
+                    /* one line for the process in its place, in the same format */
+                    if (json) {
+                        printf("{\"pid\":%d,\"error\":", (int)kids[k]);
+                        out_json_str(stdout, why);
+                        fputs("}\n", stdout);
+                    } else {
+                        printf("Process %d: %s\n", (int)kids[k], why);
+                    }
+                }
+            }
+        } else if (proc_open(kids[k], &p) == REMORA_OK && py_target_find(p, &t, why, sizeof why) == REMORA_OK &&
             unw_new(p, &t, &u) == REMORA_OK && read_live(u, &th, &n) == REMORA_OK) {
             if (json) {
                 fputc(',', stdout);
@@ -231,7 +387,7 @@ static int path_problem(const char *path, int want_dir, char *why, size_t cap)
 int cmd_dump(int argc, char **argv)
 {
     pid_t pid = 0;
-    int json = 0, subprocesses = 0, native = 0, i, err;
+    int json = 0, subprocesses = 0, native = 0, async = 0, i, err;
     freezer_t *frz = NULL;
     const char *core = NULL, *exe = NULL, *root = NULL;
     proc_t *p = NULL;
@@ -280,6 +436,9 @@ int cmd_dump(int argc, char **argv)
         case D_NATIVE:
             native = 1;
             break;
+        case D_ASYNC:
+            async = 1;
+            break;
         }
     }
     if ((pid == 0) == (core == NULL)) {
@@ -288,6 +447,10 @@ int cmd_dump(int argc, char **argv)
     }
     if (native && subprocesses) {
         cli_error("dump: --native reads one process; leave out --subprocesses");
+        return REMORA_EXIT_USAGE;
+    }
+    if (native && async) {
+        cli_error("dump: --async shows tasks, --native C frames: one at a time");
         return REMORA_EXIT_USAGE;
     }
     if (core != NULL && subprocesses) {
@@ -344,6 +507,26 @@ int cmd_dump(int argc, char **argv)
                 goto fail;
         }
     }
+    if (async) {
+        if (subprocesses)
+            fputs(json ? "{\"processes\":[" : "", stdout);
+        err = dump_async(u, pid, &t, json, why, sizeof why);
+        if (err != REMORA_OK) {
+            if (subprocesses && json)
+                fputs("]}\n", stdout);
+            if (err == REMORA_ENOPROC && core == NULL) {
+                cli_error("pid %d exited during the dump", (int)pid);
+                err = REMORA_EXIT_NOPROC;
+                goto out;
+            }
+            goto fail;
+        }
+        if (subprocesses)
+            dump_descendants(pid, json, 1);
+        fflush(stdout);
+        err = REMORA_EXIT_OK;
+        goto out;
+    }
     err = read_live(u, &th, &n);
     if (frz != NULL) {
         freeze_go(frz);
@@ -366,7 +549,7 @@ int cmd_dump(int argc, char **argv)
     else
         print_text(pid, &t, th, n);
     if (subprocesses)
-        dump_descendants(pid, json);
+        dump_descendants(pid, json, 0);
     fflush(stdout);
     err = REMORA_EXIT_OK;
     goto out;

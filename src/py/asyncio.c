@@ -2,10 +2,10 @@
  * names what it awaits.
  *
  * 3.14+: the _asyncio module describes its task object and the thread and interpreter
- * fields that list tasks in Py_AsyncioModuleDebugOffsets (15 u64s: task object size,
+ * fields that list tasks in Py_AsyncioModuleDebugOffsets (13 u64s: task object size,
  * name, awaited_by, is_task, awaited_by_is_set, coro, node; interpreter state size,
  * tasks head; thread state size, running loop, running task, tasks head), in an ELF
- * section named "AsyncioDebug" of the module's shared object (pyenv, Debian's
+ * section named ".AsyncioDebug" (or "AsyncioDebug") of the module's shared object (pyenv, Debian's
  * lib-dynload) or of the interpreter's binary when the module is built in. It is read
  * from the target's memory at the section's loaded address. What the struct does not
  * give are facts of each release's Modules/_asynciomodule.c, Include/internal/
@@ -22,8 +22,16 @@
 #include "remora.h"
 #include "py.h"
 
-#define AD_FIELDS 15
+#define AD_FIELDS 13
 #define AD_MAX_STRUCT (1u << 20)
+
+/* The section GENERATE_DEBUG_SECTION makes: ".AsyncioDebug" on Linux builds. */
+static int debug_section(const elf_t *e, uint64_t *addr, uint64_t *size)
+{
+    if (elf_section(e, ".AsyncioDebug", addr, size) == REMORA_OK)
+        return REMORA_OK;
+    return elf_section(e, "AsyncioDebug", addr, size);
+}
 
 /* The AsyncioDebug section's loaded address in the first mapped file whose name starts
  * with want_base. 0 or REMORA_ENOTPY. */
@@ -44,7 +52,7 @@ static int find_section(proc_t *p, const proc_maps_t *maps, const char *want_bas
             continue;
         if (proc_elf_open(p, m->path, m->inode, &e) != REMORA_OK)
             continue;
-        if (elf_section(e, "AsyncioDebug", &addr, &size) == REMORA_OK &&
+        if (debug_section(e, &addr, &size) == REMORA_OK &&
             size >= AD_FIELDS * 8 && elf_base_vaddr(e, &vbase) == REMORA_OK) {
             *at = addr + (m->start - vbase);
             elf_free(e);
@@ -89,7 +97,7 @@ int py_asyncio_find(proc_t *p, const py_target_t *t, py_asyncio_t *a, char *why,
                 continue;
             if (proc_elf_open(p, m->path, m->inode, &e) != REMORA_OK)
                 continue;
-            if (elf_section(e, "AsyncioDebug", &addr, &size) == REMORA_OK &&
+            if (debug_section(e, &addr, &size) == REMORA_OK &&
                 size >= AD_FIELDS * 8 && elf_base_vaddr(e, &vbase) == REMORA_OK) {
                 at = addr + (m->start - vbase);
                 err = REMORA_OK;

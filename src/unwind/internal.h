@@ -10,6 +10,7 @@
  *   naming.c       validating the sample's code objects
  *   native.c       --native: C stacks (elfutils libdwfl) merged with the Python frames
  *   tasks.c        asyncio tasks; per sample, each thread's running task
+ *   pyobj.c        dicts, sets, lists, modules, instance attributes (for tasks.c)
  *
  * Not for use outside src/unwind/.
  */
@@ -234,6 +235,33 @@ int threads_list(unwinder_t *u, unw_thread_t **threads, size_t *n);
  * failed or the chain is longer than the bound. *at: the address of the item handling
  * one (0 if none). */
 int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts, uint64_t *at);
+
+/* ---- pyobj.c: Python objects read the slow way (unw_tasks(), never per sample) ---- */
+
+#define PYO_MAX_ITEMS 65536         /* entries of a dict read, at most */
+#define PYO_MAX_ATTRS 4096          /* keys a type's instances share, at most */
+#define PYO_MAX_SET (1u << 20)      /* slots of a set's table read, at most */
+
+/* The items of the dict at 'dict' (its keys and values, empty slots left out), at most
+ * max into keys[] and vals[]. 0, REMORA_ECORRUPT (not a dict, or a check failed),
+ * REMORA_ENOMEM (larger than PYO_MAX_ITEMS) or a read error. */
+int pyo_dict_items(unwinder_t *u, uint64_t dict, uint64_t *keys, uint64_t *vals, size_t max,
+                   size_t *n);
+/* The value under the ASCII str key 'key': 0, REMORA_EFAULT when there is none, or as
+ * pyo_dict_items. */
+int pyo_dict_get(unwinder_t *u, uint64_t dict, const char *key, uint64_t *val);
+/* sys.modules[name].__dict__ of the interpreter at 'interp'. As pyo_dict_get. */
+int pyo_module_dict(unwinder_t *u, uint64_t interp, const char *name, uint64_t *dict);
+/* An instance attribute of an object of a heap type: from its dict (at tp_dictoffset, or
+ * the managed one of 3.11+) or its values (the type's shared keys). As pyo_dict_get. */
+int pyo_attr(unwinder_t *u, uint64_t obj, const char *name, uint64_t *val);
+/* The keys of the set at 'set' (its table's non-empty slots, the dummy among them: type-
+ * check each), at most max. 0 or a code. */
+int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t *n);
+/* The items of the list at 'list', at most max. 0 or a code. */
+int pyo_list_items(unwinder_t *u, uint64_t list, uint64_t *items, size_t max, size_t *n);
+/* A non-negative int below 2^64 whose first 40 bytes are h. 0 or REMORA_ECORRUPT. */
+int pyo_long(const unwinder_t *u, const unsigned char *h, uint64_t *v);
 
 /* ---- tasks.c ---- */
 

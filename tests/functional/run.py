@@ -305,6 +305,8 @@ def main():
     tests += async_record_tests.tests(remora)
     import server_tests                 # a server-like target: tests/functional/server_tests.py
     tests += server_tests.tests(remora)
+    import async_tests                  # asyncio tasks: tests/functional/async_tests.py
+    tests += async_tests.tests(remora)
     # no round dropped (issue 14): fidelity_tests.py. chains and async in every run;
     # mix, a measurement of timing, only with --only naming "fidelity/mix" or
     # REMORA_FIDELITY=1 (make test sets it, make asan does not)

@@ -1,0 +1,388 @@
+/* unwind/pyobj.c — a few Python objects read from outside, the slow way, for readers that
+ * run now and then (unw_tasks(), never per sample): a module's dict through sys.modules,
+ * a dict's items and a str key's value, an instance's attribute (a dict at tp_dictoffset,
+ * or the managed dict or values of 3.11+ found by the facts py_layout_t names), a set's
+ * keys, a list's items, a non-negative int. Every object's type is checked against the
+ * target's own type objects where remora knows them (dict, str, int, module); every
+ * count is bounded (PYO_MAX_ITEMS) and every read checked.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "remora.h"
+#include "internal.h"
+
+#define PYO_KEY_HEAD 64             /* bytes of a key str read to compare it */
+
+static int aligned(uint64_t a)
+{
+    return a != 0 && a % 8 == 0;
+}
+
+int pyo_dict_items(unwinder_t *u, uint64_t dict, uint64_t *keys, uint64_t *vals, size_t max,
+                   size_t *n)
+{
+    const py_layout_t *L = &u->target->layout;
+    unsigned char h[48], kh[48];
+    uint64_t kobj, values, entries, esz, koff, voff;
+    int64_t nent;
+    unsigned char *buf;
+    size_t i, k = 0;
+    int err;
+
+    *n = 0;
+    if (!aligned(dict) || L->dk_layout == 0)
+        return REMORA_ECORRUPT;
+    if ((err = proc_read(u->p, dict, h, sizeof h)) != REMORA_OK)
+        return err;
+    if (u->target->dict_type == 0 || get_u64(h, L->ob_type) != u->target->dict_type)
+        return REMORA_ECORRUPT;
+    kobj = get_u64(h, L->dict_keys);
+    values = get_u64(h, L->dict_values);
+    if (!aligned(kobj))
+        return REMORA_ECORRUPT;
+    if ((err = proc_read(u->p, kobj, kh, sizeof kh)) != REMORA_OK)
+        return err;
+    memcpy(&nent, kh + L->dk_nentries, 8);
+    if (L->dk_layout == PY_DK_SIZED) {
+        uint64_t size = get_u64(kh, 8), width;
+        if (size < 8 || size > (1u << 26) || (size & (size - 1)) != 0 || nent < 0 || (uint64_t)nent > size)
+            return REMORA_ECORRUPT;
+        width = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffu ? 4 : 8;
+        entries = L->dk_indices + size * width;
+        esz = 24;
+    } else {
+        unsigned log2_size = kh[8], log2_ib = kh[9], kind = kh[10];
+        if (log2_size < 3 || log2_size > 26 || log2_ib < log2_size || log2_ib > log2_size + 3 ||
+            kind > 2 || nent < 0 || (uint64_t)nent > ((uint64_t)1 << log2_size))
+            return REMORA_ECORRUPT;
+        entries = L->dk_indices + ((uint64_t)1 << log2_ib);
+        esz = kind == 0 ? 24 : 16;
+    }
+    koff = esz == 24 ? 8 : 0;
+    voff = esz == 24 ? 16 : 8;
+    if ((size_t)nent > PYO_MAX_ITEMS)
+        return REMORA_ENOMEM;
+    if (nent == 0)
+        return REMORA_OK;
+    if ((buf = malloc((size_t)nent * (esz + 8))) == NULL)
+        return REMORA_ENOMEM;
+    err = proc_read(u->p, kobj + entries, buf, (size_t)nent * esz);
+    if (err == REMORA_OK && values != 0)
+        err = proc_read(u->p, values + L->dv_values, buf + (size_t)nent * esz, (size_t)nent * 8);
+    if (err != REMORA_OK) {
+        free(buf);
+        return err;
+    }
+    for (i = 0; i < (size_t)nent && k < max; i++) {
+        uint64_t key = get_u64(buf, i * esz + koff);
+        uint64_t val = values != 0 ? get_u64(buf, (size_t)nent * esz + i * 8) : get_u64(buf, i * esz + voff);
+        if (!aligned(key) || val == 0)
+            continue;
+        keys[k] = key;
+        vals[k] = val;
+        k++;
+    }
+    free(buf);
+    *n = k;
+    return REMORA_OK;
+}
+
+/* Is the object at 'at' (its first bytes in h) the compact ASCII str 'want'? */
+static int str_is(const unwinder_t *u, const unsigned char *h, size_t got, const char *want)
+{
+    const py_layout_t *L = &u->target->layout;
+    size_t wl = strlen(want);
+    uint32_t state;
+    int64_t length;
+
+    if (L->u_ascii_size + wl > got || get_u64(h, L->ob_type) != u->target->str_type)
+        return 0;
+    memcpy(&state, h + L->u_state, 4);
+    memcpy(&length, h + L->u_length, 8);
+    if (((state >> 2) & 7) != 1 || !((state >> 5) & 1) || !((state >> 6) & 1) || length != (int64_t)wl)
+        return 0;
+    return memcmp(h + L->u_ascii_size, want, wl) == 0;
+}
+
+/* The index among keys[0..n) of the str key 'want' (all keys' heads in one vectored
+ * read), or -1. */
+static ssize_t key_index(unwinder_t *u, const uint64_t *keys, size_t n, const char *want)
+{
+    size_t len = u->target->layout.u_ascii_size + strlen(want) + 1, i;
+    unsigned char *buf;
+    proc_iov_t *iov;
+    ssize_t found = -1;
+
+    if (n == 0 || len > PYO_KEY_HEAD)
+        return -1;
+    buf = calloc(n, PYO_KEY_HEAD);
+    iov = malloc(n * sizeof *iov);
+    if (buf == NULL || iov == NULL) {
+        free(buf);
+        free(iov);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        iov[i].addr = keys[i];
+        iov[i].buf = buf + i * PYO_KEY_HEAD;
+        iov[i].len = len;
+    }
+    if (proc_readv(u->p, iov, n) != REMORA_OK) {
+        /* one bad key: each alone */
+        for (i = 0; i < n; i++)
+            if (proc_read(u->p, keys[i], buf + i * PYO_KEY_HEAD, len) != REMORA_OK)
+                memset(buf + i * PYO_KEY_HEAD, 0, len);
+    }
+    for (i = 0; i < n && found < 0; i++)
+        if (str_is(u, buf + i * PYO_KEY_HEAD, len, want))
+            found = (ssize_t)i;
+    free(buf);
+    free(iov);
+    return found;
+}
+
+int pyo_dict_get(unwinder_t *u, uint64_t dict, const char *key, uint64_t *val)
+{
+    uint64_t *keys, *vals;
+    size_t n;
+    ssize_t at;
+    int err;
+
+    *val = 0;
+    keys = malloc(PYO_MAX_ITEMS * sizeof *keys);
+    vals = malloc(PYO_MAX_ITEMS * sizeof *vals);
+    if (keys == NULL || vals == NULL) {
+        free(keys);
+        free(vals);
+        return REMORA_ENOMEM;
+    }
+    err = pyo_dict_items(u, dict, keys, vals, PYO_MAX_ITEMS, &n);
+    if (err == REMORA_OK) {
+        at = key_index(u, keys, n, key);
+        if (at >= 0)
+            *val = vals[at];
+        else
+            err = REMORA_EFAULT;        /* no such key */
+    }
+    free(keys);
+    free(vals);
+    return err;
+}
+
+int pyo_module_dict(unwinder_t *u, uint64_t interp, const char *name, uint64_t *dict)
+{
+    const py_layout_t *L = &u->target->layout;
+    uint64_t modules, mod;
+    unsigned char h[32];
+    int err;
+
+    *dict = 0;
+    if (L->is_modules == 0 || u->target->module_type == 0)
+        return REMORA_ECORRUPT;
+    if ((err = proc_read_u64(u->p, interp + L->is_modules, &modules)) != REMORA_OK)
+        return err;
+    if ((err = pyo_dict_get(u, modules, name, &mod)) != REMORA_OK)
+        return err;
+    if (!aligned(mod) || (err = proc_read(u->p, mod, h, sizeof h)) != REMORA_OK)
+        return aligned(mod) ? err : REMORA_ECORRUPT;
+    if (get_u64(h, L->ob_type) != u->target->module_type)
+        return REMORA_ECORRUPT;
+    *dict = get_u64(h, L->md_dict);
+    return aligned(*dict) ? REMORA_OK : REMORA_ECORRUPT;
+}
+
+int pyo_attr(unwinder_t *u, uint64_t obj, const char *name, uint64_t *val)
+{
+    const py_layout_t *L = &u->target->layout;
+    unsigned char pre[32 + 16], th[1024];
+    uint64_t type, flags, basicsize, dict = 0, vals = 0, ckeys;
+    int64_t dictoffset;
+    int err;
+
+    *val = 0;
+    if (!aligned(obj) || obj < 32 || L->ht_cached_keys + 8 > sizeof th)
+        return REMORA_ECORRUPT;
+    if ((err = proc_read(u->p, obj - 32, pre, sizeof pre)) != REMORA_OK)
+        return err;
+    type = get_u64(pre, 32 + L->ob_type);
+    if (!aligned(type) || (err = proc_read(u->p, type, th, L->ht_cached_keys + 8)) != REMORA_OK)
+        return aligned(type) ? err : REMORA_ECORRUPT;
+    flags = get_u64(th, L->tp_flags);
+    basicsize = get_u64(th, L->tp_basicsize);
+    memcpy(&dictoffset, th + L->tp_dictoffset, 8);
+    if (!(flags & (1u << 9)) || basicsize < 16 || basicsize > 65536)
+        return REMORA_ECORRUPT;             /* not a heap type: no attributes of its own */
+    if (L->inst_dict != PY_INST_DICTOFFSET && (flags & (1u << 4))) {
+        switch (L->inst_dict) {
+        case PY_INST_MANAGED:
+            vals = get_u64(pre, 0);
+            dict = get_u64(pre, 8);
+            break;
+        case PY_INST_TAGGED: {
+            uint64_t dv = get_u64(pre, 8);
+            if (dv & 1)
+                vals = dv + 1;
+            else
+                dict = dv;
+            break;
+        }
+        default:
+            dict = get_u64(pre, 8);
+            if (dict == 0 && (flags & (1u << 2)))
+                vals = obj + basicsize;
+            break;
+        }
+    } else if (dictoffset > 0 && dictoffset < 65536) {
+        if ((err = proc_read_u64(u->p, obj + (uint64_t)dictoffset, &dict)) != REMORA_OK)
+            return err;
+    } else {
+        return REMORA_ECORRUPT;
+    }
+    if (dict != 0)
+        return pyo_dict_get(u, dict, name, val);
+    ckeys = get_u64(th, L->ht_cached_keys);
+    if (!aligned(vals) || !aligned(ckeys))
+        return REMORA_EFAULT;
+    {
+        /* the values of the type's shared keys: the key's index, then values[index] */
+        unsigned char kh[48];
+        uint64_t *keys = malloc(PYO_MAX_ATTRS * sizeof *keys), entries, esz;
+        size_t n = 0, i;
+        ssize_t at;
+        unsigned char *ent;
+        int64_t nent;
+
+        if (keys == NULL)
+            return REMORA_ENOMEM;
+        if ((err = proc_read(u->p, ckeys, kh, sizeof kh)) != REMORA_OK) {
+            free(keys);
+            return err;
+        }
+        memcpy(&nent, kh + L->dk_nentries, 8);
+        {
+            unsigned log2_size = kh[8], log2_ib = kh[9], kind = kh[10];
+            if (L->dk_layout != PY_DK_LOG2 || log2_size > 26 || log2_ib < log2_size ||
+                log2_ib > log2_size + 3 || kind > 2 || nent < 0 || nent > PYO_MAX_ATTRS) {
+                free(keys);
+                return REMORA_ECORRUPT;
+            }
+            entries = L->dk_indices + ((uint64_t)1 << log2_ib);
+            esz = kind == 0 ? 24 : 16;
+        }
+        ent = malloc((size_t)nent * esz + 1);
+        if (ent == NULL || (err = proc_read(u->p, ckeys + entries, ent, (size_t)nent * esz)) != REMORA_OK) {
+            free(ent);
+            free(keys);
+            return ent == NULL ? REMORA_ENOMEM : err;
+        }
+        for (i = 0; i < (size_t)nent; i++)
+            keys[n++] = get_u64(ent, i * esz + (esz == 24 ? 8 : 0));
+        free(ent);
+        at = key_index(u, keys, n, name);
+        free(keys);
+        if (at < 0)
+            return REMORA_EFAULT;
+        {
+            unsigned char vh[8];
+            if (L->dv_values >= 8) {            /* 3.13+: the header's 'valid' byte */
+                if ((err = proc_read(u->p, vals, vh, 8)) != REMORA_OK)
+                    return err;
+                if (vh[3] == 0)
+                    return REMORA_EFAULT;
+            }
+            return proc_read_u64(u->p, vals + L->dv_values + 8 * (uint64_t)at, val);
+        }
+    }
+}
+
+int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t *n)
+{
+    unsigned char h[48];
+    uint64_t mask, table, j;
+    unsigned char *buf;
+    size_t k = 0;
+    int err;
+
+    *n = 0;
+    if (!aligned(set))
+        return REMORA_ECORRUPT;
+    if ((err = proc_read(u->p, set, h, sizeof h)) != REMORA_OK)
+        return err;
+    /* PySetObject: ob_refcnt, ob_type, fill, used, mask, table (3.9-3.15) */
+    mask = get_u64(h, 32);
+    table = get_u64(h, 40);
+    if (mask + 1 > PYO_MAX_SET || ((mask + 1) & mask) != 0 || !aligned(table))
+        return REMORA_ECORRUPT;
+    if ((buf = malloc((mask + 1) * 16)) == NULL)
+        return REMORA_ENOMEM;
+    if ((err = proc_read(u->p, table, buf, (mask + 1) * 16)) != REMORA_OK) {
+        free(buf);
+        return err;
+    }
+    for (j = 0; j <= mask && k < max; j++) {
+        uint64_t key = get_u64(buf, j * 16);
+        if (aligned(key))
+            keys[k++] = key;            /* the dummy key too: callers type-check each */
+    }
+    free(buf);
+    *n = k;
+    return REMORA_OK;
+}
+
+int pyo_list_items(unwinder_t *u, uint64_t list, uint64_t *items, size_t max, size_t *n)
+{
+    unsigned char h[40];
+    int64_t size;
+    uint64_t at;
+    int err;
+
+    *n = 0;
+    if (!aligned(list))
+        return REMORA_ECORRUPT;
+    /* PyListObject: ob_refcnt, ob_type, ob_size, ob_item */
+    if ((err = proc_read(u->p, list, h, sizeof h)) != REMORA_OK)
+        return err;
+    memcpy(&size, h + 16, 8);
+    at = get_u64(h, 24);
+    if (size < 0 || (size > 0 && !aligned(at)))
+        return REMORA_ECORRUPT;
+    if ((uint64_t)size > max)
+        size = (int64_t)max;
+    if (size == 0)
+        return REMORA_OK;
+    if ((err = proc_read(u->p, at, items, (size_t)size * 8)) != REMORA_OK)
+        return err;
+    *n = (size_t)size;
+    return REMORA_OK;
+}
+
+int pyo_long(const unwinder_t *u, const unsigned char *h, uint64_t *v)
+{
+    const py_layout_t *L = &u->target->layout;
+    uint64_t tag = get_u64(h, 16), x = 0;
+    int64_t nd;
+    int i;
+
+    *v = 0;
+    if (u->target->long_type == 0 || get_u64(h, L->ob_type) != u->target->long_type)
+        return REMORA_ECORRUPT;
+    if (L->long_tagged) {
+        if ((tag & 3) == 2)             /* negative */
+            return REMORA_ECORRUPT;
+        nd = (int64_t)(tag >> 3);
+    } else {
+        nd = (int64_t)tag;
+    }
+    if (nd < 0 || nd > 3)
+        return REMORA_ECORRUPT;
+    for (i = (int)nd - 1; i >= 0; i--) {
+        uint32_t d;
+        memcpy(&d, h + L->long_digits + 4 * i, 4);
+        if (d >= (1u << 30) || (i == 2 && d >= 16))
+            return REMORA_ECORRUPT;
+        x = x << 30 | d;
+    }
+    *v = x;
+    return REMORA_OK;
+}

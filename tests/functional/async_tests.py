@@ -1,0 +1,197 @@
+# asyncio tests (issue 18): `remora dump --async` against the truth an asyncio program
+# writes about itself. Target: tests/targets/async_tasks.py (see its head): tasks under
+# gather, a TaskGroup, nested create_task, shield, a task awaiting a bare future, and the
+# loop's main task spinning on the CPU; its truth is asyncio.all_tasks(), each task's
+# get_name(), its coroutine stack (the task's coroutine and those it awaits, walked by
+# the target through cr_await, innermost first) and the awaiter links it recorded when it
+# made them.
+#   asyncio/dump/INTERP      `dump --async --json`: exactly the target's tasks (by id); for
+#       each its name, state, thread (the loop's thread) and awaited_by exact; a pending
+#       task's frames exact (function, file, line); the running task's frames judged
+#       loosely (it moves): innermost first, only the functions it runs (burn, spin, main),
+#       main outermost. The text dump: a "(T) NAME [state]" line per task, each awaited
+#       task indented under its awaiter.
+#   asyncio/idle/INTERP      the same with 10,000 more idle tasks (each awaiting one Event):
+#       all exact; the PASS line gives one dump's time (measured, not asserted).
+#   asyncio/churn/INTERP     a second thread runs its own loop making and finishing 50 tasks
+#       at a time: 20 dumps each exit 0 with the stable tasks exact (churn-K tasks may be
+#       there or not) or exit 5 with one line saying the list kept changing (counted,
+#       at most 10 of 20); none hangs or crashes.
+#   asyncio/none/INTERP      a program that never imports asyncio: "tasks": [] in JSON, the
+#       line "no asyncio tasks" in text, exit 0.
+#   asyncio/pytask/INTERP    the pure-Python asyncio.Task (a task factory making _PyTask):
+#       the same checks as async/dump.
+# Before 3.14 (and for pure-Python tasks) remora does not read tasks yet: those tests check
+# that dump --async says so in one line with exit 4, then report SKIP naming that.
+import json
+import os
+import re
+import time
+
+from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, one_line, tail
+
+SCRIPT = os.path.join(TARGETS, "async_tasks.py")
+RUNNING = None                      # set from the truth: the running task's functions
+IDLE_TASKS = 10000
+CHURN_DUMPS = 20
+
+
+def minor(interp):
+    m = re.search(r"3\.(\d+)", interp[0])
+    return int(m.group(1))
+
+
+def frame_text(f):
+    return "%s (%s:%s)" % (f["function"], f["file"], f["line"])
+
+
+def check_doc(doc, truth, stable_only=False):
+    """Problems of one dump --async --json document against the truth (list of lines)."""
+    problems = []
+    got = {t["id"]: t for t in doc.get("tasks", [])}
+    want = {t["id"]: t for t in truth["tasks"]}
+    extra = [t for i, t in got.items() if i not in want and
+             not (stable_only and t["name"].startswith("churn-"))]
+    for t in extra[:5]:
+        problems.append("task %s (%#x) is not one of the target's" % (t["name"], t["id"]))
+    for i, w in want.items():
+        g = got.get(i)
+        if g is None:
+            problems.append("task %s (%#x) missing" % (w["name"], i))
+            continue
+        for key in ("name", "state"):
+            if g[key] != w[key]:
+                problems.append("task %s: %s %r, the target says %r" % (w["name"], key, g[key], w[key]))
+        if g["thread"] != truth["native_id"]:
+            problems.append("task %s: thread %s, its loop runs in %d" % (w["name"], g["thread"], truth["native_id"]))
+        if sorted(g["awaited_by"]) != w["awaited_by"]:
+            problems.append("task %s: awaited_by %s, the target recorded %s"
+                            % (w["name"], [hex(x) for x in g["awaited_by"]], [hex(x) for x in w["awaited_by"]]))
+        if w["frames"] is not None:
+            gf = [{"function": f["function"], "file": f["file"], "line": f["line"]} for f in g["frames"]]
+            if gf != w["frames"]:
+                problems.append("task %s: frames [%s], the target's [%s]"
+                                % (w["name"], ", ".join(map(frame_text, gf)),
+                                   ", ".join(map(frame_text, w["frames"]))))
+        else:
+            fns = [f["function"] for f in g["frames"]]
+            if not fns or fns[-1] != truth["running_functions"][0] or \
+                    any(fn not in truth["running_functions"] for fn in fns):
+                problems.append("running task %s: frames %s, the target runs only %s, %s outermost"
+                                % (w["name"], fns, truth["running_functions"], truth["running_functions"][0]))
+    return problems
+
+
+def check_text(text, truth):
+    lines = text.splitlines()
+    at = {}
+    for k, line in enumerate(lines):
+        m = re.match(r"^( *)\(T\) (.*) \[(running|pending)\] id 0x([0-9a-f]+)", line)
+        if m:
+            at[int(m.group(4), 16)] = (k, len(m.group(1)), m.group(2), m.group(3))
+    problems = []
+    for w in truth["tasks"]:
+        g = at.get(w["id"])
+        if g is None or g[2] != w["name"] or g[3] != w["state"]:
+            problems.append("text: no line '(T) %s [%s] id %#x'" % (w["name"], w["state"], w["id"]))
+            continue
+        for parent in w["awaited_by"][:1]:
+            p = at.get(parent)
+            if p is None or not (p[0] < g[0] and p[1] < g[1]):
+                problems.append("text: %s not indented under its awaiter %#x" % (w["name"], parent))
+    return problems
+
+
+def refused(remora, t, interp, why):
+    """Before 3.14 / pure-Python tasks: one line, exit 4; then SKIP saying so."""
+    rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
+    if rc != 4 or one_line(err) or out:
+        raise Fail("dump --async on %s: exit %d (want 4), stderr %r, stdout %r"
+                   % (interp[0], rc, tail(err), out[:200]))
+    raise Skip("%s: remora does not read these tasks yet (exit 4: %s)" % (why, err.strip()))
+
+
+def run_dump(remora, interp, args=(), idle=0):
+    with Target(interp, SCRIPT, "truth.json", list(args) + (["--idle", idle] if idle else [])) as t:
+        truth = t.wait_ready()
+        if minor(interp) < 14:
+            refused(remora, t, interp, "Python %s" % truth["python"])
+        if not truth["ctask"]:
+            rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
+            if rc != 0:
+                raise Fail("dump --async --json of pure-Python tasks exited %d: %s" % (rc, tail(err)))
+            found = set(tk["id"] for tk in json.loads(out)["tasks"]) & set(tk["id"] for tk in truth["tasks"])
+            raise Skip("pure-Python asyncio.Task objects are not read yet: %d of the target's %d "
+                       "tasks listed" % (len(found), len(truth["tasks"])))
+        start = time.monotonic()
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
+        took = time.monotonic() - start
+        if rc != 0:
+            raise Fail("dump --async --json exited %d: %s" % (rc, tail(err)))
+        doc = json.loads(out)
+        problems = check_doc(doc, truth)
+        rc, text, err = remora.run(["dump", "-p", t.pid, "--async"])
+        if rc != 0:
+            raise Fail("dump --async exited %d: %s" % (rc, tail(err)))
+        if not idle:
+            problems += check_text(text, truth)
+        if problems:
+            raise Fail("; ".join(problems[:8]) + (" (+%d more)" % (len(problems) - 8) if len(problems) > 8 else ""))
+        if t.finish() != 0:
+            raise Fail("the target failed: %s" % t.log_tail())
+    return "%d tasks exact; one dump %.2fs" % (len(truth["tasks"]), took)
+
+
+def test_churn(remora, interp):
+    with Target(interp, SCRIPT, "truth.json", ["--churn"]) as t:
+        truth = t.wait_ready()
+        if minor(interp) < 14:
+            refused(remora, t, interp, "Python %s" % truth["python"])
+        moved = churned = 0
+        for k in range(CHURN_DUMPS):
+            rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
+            if rc == 5 and not one_line(err) and "kept changing" in err:
+                moved += 1
+                continue
+            if rc != 0:
+                raise Fail("dump %d exited %d: %s" % (k, rc, tail(err)))
+            doc = json.loads(out)
+            problems = check_doc(doc, truth, stable_only=True)
+            if problems:
+                raise Fail("dump %d: %s" % (k, "; ".join(problems[:6])))
+            churned += sum(tk["name"].startswith("churn-") for tk in doc["tasks"])
+        if moved > CHURN_DUMPS // 2:
+            raise Fail("%d of %d dumps gave up on a moving task list" % (moved, CHURN_DUMPS))
+    return "%d of %d dumps exact (%d churn tasks seen in all), %d counted as moving" % (
+        CHURN_DUMPS - moved, CHURN_DUMPS, churned, moved)
+
+
+def test_none(remora, interp):
+    with Target(interp, os.path.join(TARGETS, "idle.py"), "ready.json") as t:
+        t.wait_ready()
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
+        if minor(interp) < 14:
+            if rc == 4 and not one_line(err):
+                raise Skip("Python before 3.14: remora does not read tasks yet (exit 4: %s)" % err.strip())
+            raise Fail("dump --async before 3.14: exit %d, stderr %r" % (rc, err))
+        if rc != 0 or json.loads(out).get("tasks") != []:
+            raise Fail("dump --async --json without asyncio: exit %d, %s %s" % (rc, out[:200], tail(err)))
+        rc, text, err = remora.run(["dump", "-p", t.pid, "--async"])
+        if rc != 0 or "no asyncio tasks" not in text.splitlines():
+            raise Fail("dump --async without asyncio: exit %d, %r" % (rc, text[:300]))
+    return "empty"
+
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    out = []
+    for i in INTERPRETERS:
+        miss = interp_missing(i)
+        out.append(("asyncio/dump/%s" % i[0], lambda i=i: run_dump(remora, i), miss))
+        out.append(("asyncio/none/%s" % i[0], lambda i=i: test_none(remora, i), miss))
+        out.append(("asyncio/pytask/%s" % i[0], lambda i=i: run_dump(remora, i, ["--pytask"]), miss))
+        if i[0] in ("pyenv-3.12.1", "sid-3.14", "sid-3.15-pie"):
+            out.append(("asyncio/idle/%s" % i[0], lambda i=i: run_dump(remora, i, idle=IDLE_TASKS), miss))
+        if i[0] in ("pyenv-3.12.1", "sid-3.14-pie", "sid-3.15"):
+            out.append(("asyncio/churn/%s" % i[0], lambda i=i: test_churn(remora, i), miss))
+    return out
