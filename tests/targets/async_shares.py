@@ -12,7 +12,8 @@
 #
 # Once the cycle runs, it writes argv[1] (temp + rename):
 #   {"pid", "main": TID, "awaiters": {task: [awaiter chain, root first]},
-#    "coros": {task: [coroutine functions, outermost first, walked by cr_await now]},
+#    "coros": {task: [coroutine functions (co_qualname on 3.11+), outermost first,
+#               walked by cr_await now]},
 #    "waiting": [the tasks that only wait]}
 # The awaiter chains are the links the target made (who awaits whom); coros of a waiting
 # task are walked on its own coroutine through cr_await (gi_yieldfrom), as a debugger would.
@@ -118,7 +119,7 @@ def coro_functions(task):
         code = getattr(c, "cr_code", None) or getattr(c, "gi_code", None)
         if code is None:
             break
-        out.append(code.co_name)
+        out.append(getattr(code, "co_qualname", code.co_name))   # as remora names it
         c = getattr(c, "cr_await", None) if hasattr(c, "cr_await") else getattr(c, "gi_yieldfrom", None)
         if c is None:
             break
