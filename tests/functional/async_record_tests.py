@@ -9,7 +9,8 @@
 import json
 import os
 
-from harness import INTERPRETERS, Fail, Skip, Target, interp_missing, mark, summary, tail
+from harness import (INTERPRETERS, Fail, Skip, Target, interp_missing, mark, summary, tail,
+                     tracer_of)
 from formats import by_thread, parse_collapsed, speedscope_counts, speedscope_stacks
 
 TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "targets")
@@ -28,6 +29,7 @@ WAIT_MIN = 90.0                # % of rounds each waiting task must be in (it is
 UNKNOWN_MAX = 1.0              # % of task samples that may be the <task> marker (a task made
                                # since the list was read; none are made after ready)
 TOP_SECONDS = 1.2
+BLOCKING_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")   # --async with --blocking
 REFUSED = "cannot read the asyncio tasks"
 
 
@@ -184,14 +186,18 @@ def test_shares(remora, interp):
     return "; ".join(notes + [note, "speedscope and convert agree"])
 
 
-def test_all(remora, interp):
+def test_all(remora, interp, extra=()):
     """--async-mode all --idle: each waiting task in >= WAIT_MIN% of rounds, under the
-    awaiter chain the target made, with the coroutine chain it walked itself."""
+    awaiter chain the target made, with the coroutine chain it walked itself. With
+    --blocking (extra): the same, and the target left untraced."""
     with Target(interp, SCRIPT, "ready.json") as t:
         truth = t.wait_ready()
         path = os.path.join(t.dir, "all.collapsed")
         err = run_record(remora, ["-p", t.pid, "-d", WAIT_SECONDS, "--async-mode", "all",
-                                  "--idle", "--stats", "-o", path])
+                                  "--idle", "--stats", "-o", path] + list(extra))
+        if extra and tracer_of(t.pid) != 0:
+            raise Fail("the target is still traced (TracerPid %d) after --blocking"
+                       % tracer_of(t.pid))
         summ = summary(err, 1000)
         stacks = parse_collapsed(path)
         problems, leaves, _, _ = judge_stacks(stacks, truth, True)
@@ -231,4 +237,7 @@ def tests(remora):
         for kind, fn in (("shares", test_shares), ("all", test_all), ("top", test_top)):
             out.append(("async-record/%s/%s" % (kind, interp[0]),
                         lambda i=interp, f=fn: f(remora, i), missing))
+        if interp[0] in BLOCKING_INTERPRETERS:
+            out.append(("async-record/all-blocking/" + interp[0],
+                        lambda i=interp: test_all(remora, i, ["--blocking"]), missing))
     return out
