@@ -67,7 +67,7 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
 
 /* The process object without its closing brace. */
 static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                            int native)
+                            int native, int tasks)
 {
     size_t i, k;
 
@@ -87,6 +87,9 @@ static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t 
         }
         if (th[i].partial)
             fputs(",\"partial\":true", stdout);
+        if (tasks)
+            printf(",\"task\":%llu,\"task_frames\":%zu", (unsigned long long)th[i].task,
+                   th[i].task_frames);
         fputs(",\"frames\":[", stdout);
         if (th[i].partial && !th[i].moving_in_frames)
             printf("{\"function\":\"" UNW_MOVING "\",\"file\":\"\",\"line\":0%s}",
@@ -110,7 +113,7 @@ static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t 
 static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
                        int native)
 {
-    print_json_open(pid, t, th, n, native);
+    print_json_open(pid, t, th, n, native, 0);
     fputs("}\n", stdout);
 }
 
@@ -231,12 +234,14 @@ static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, 
         print_tasks_text(pid, t, tk, n);
         return REMORA_OK;
     }
-    /* the tasks are kept until the next unw_tasks(): a sample of the threads is fine */
+    /* the tasks are kept until the next unw_tasks(): a sample of the threads, each with
+     * its running task (what record --async reads per sample) */
+    unw_set_want(u, UNW_WANT_ALL | UNW_WANT_TASKS);
     if ((err = unw_sample(u, &th, &nth)) != REMORA_OK) {
         snprintf(why, whylen, "could not read the thread list");
         return err;
     }
-    print_json_open(pid, t, th, nth, 0);
+    print_json_open(pid, t, th, nth, 0, 1);
     print_tasks_json(tk, n);
     fputs("}\n", stdout);
     return REMORA_OK;
@@ -258,7 +263,7 @@ static const cli_opt_t dump_opts[] = {
     { D_NATIVE, NULL, "--native", NULL, NULL,
       "C frames too, merged with the Python frames (ptrace)", 0 },
     { D_ASYNC, NULL, "--async", NULL, NULL,
-      "every asyncio task instead: name, state, coroutine stack, awaiters (3.14+)", 0 },
+      "every asyncio task instead: its stack, who awaits it", 0 },
     { D_LOCALS, NULL, "--locals", NULL, NULL, NULL, 0 },
     { 0 }
 };

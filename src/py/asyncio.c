@@ -14,7 +14,10 @@
  * the int just before is_task, a coroutine's frame state 5 bytes before its embedded
  * frame, and where the awaited object lies below the frame's stack pointer.
  * 3.9-3.13 keep their tasks in Python-level registries (a WeakSet and a set in
- * asyncio.tasks) that remora does not read yet.
+ * asyncio.tasks, read by unwind/tasks.c through the objects themselves); what is known
+ * here is the C task object (task_size, fut_state, task_fut_waiter, task_coro, task_name:
+ * FutureObj_HEAD and TaskObj of each release) and how a coroutine's frame is found and
+ * names what it awaits.
  */
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +66,79 @@ static int find_section(proc_t *p, const proc_maps_t *maps, const char *want_bas
     return REMORA_ENOTPY;
 }
 
+/* The C TaskObj of 3.9-3.13: its size, fut_state, task_fut_waiter, task_coro, task_name
+ * (fut_loop is at 16 in all). */
+static const struct {
+    int minor;
+    uint64_t size, state, waiter, coro, name;
+} task_3x[] = {
+    /* 3.9: FutureObj_HEAD loop .. cancel_msg, then fut_state at 80 */
+    { 9, 184, 80, 144, 152, 160 },
+    /* 3.10, 3.11, 3.12: fut_exception_tb added before fut_result */
+    { 10, 192, 88, 152, 160, 168 },
+    { 11, 176, 88, 128, 136, 144 },
+    { 12, 176, 88, 128, 136, 144 },
+    /* 3.13: fut_awaited_by not yet, bit fields packed after fut_state */
+    { 13, 144, 96, 112, 120, 128 },
+};
+
+static int registry_layout(const py_layout_t *L, py_asyncio_t *a, const char *version, char *why,
+                           size_t whylen)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof task_3x / sizeof task_3x[0]; i++)
+        if (task_3x[i].minor == L->minor)
+            break;
+    if (i == sizeof task_3x / sizeof task_3x[0] || L->dk_layout == 0 || L->is_modules == 0) {
+        snprintf(why, whylen, "asyncio tasks of Python %s are not known to remora", version);
+        return REMORA_EVERSION;
+    }
+    a->kind = PY_ASYNC_REGISTRY;
+    a->task_size = task_3x[i].size;
+    a->task_loop = 16;
+    a->task_state = task_3x[i].state;
+    a->task_fut_waiter = task_3x[i].waiter;
+    a->task_coro = task_3x[i].coro;
+    a->task_name = task_3x[i].name;
+    if (L->minor >= 11) {
+        /* PyGenObject: the frame is embedded (gi_iframe: 80 in 3.11, which keeps
+         * gi_code; 72 in 3.12/3.13), gi_frame_state the int8 5 bytes before it;
+         * _PyInterpreterFrame: stacktop (int) at 64, localsplus at 72 */
+        a->coro_frame = PY_CORO_EMBEDDED_TOP;
+        a->gen_iframe = L->minor == 11 ? 80 : 72;
+        a->gen_frame_state = a->gen_iframe - 5;
+        a->gen_yield_from = -1;
+        a->fr_stacktop_at = 64;
+        a->fr_localsplus = 72;
+    } else {
+        /* PyGenObject: gi_frame at 16; PyFrameObject: f_valuestack at 64, then 3.9
+         * f_stacktop (pointer) at 72; 3.10 f_stackdepth (int) at 80, f_state at 108 */
+        a->gen_frame_ptr = 16;
+        a->fr_localsplus = 64;
+        if (L->minor == 9) {
+            a->coro_frame = PY_CORO_OBJECT_STACKTOP;
+            a->fr_stacktop_at = 72;
+        } else {
+            a->coro_frame = PY_CORO_OBJECT_DEPTH;
+            a->fr_stacktop_at = 80;
+            a->fr_state_at = 108;
+            a->gen_yield_from = -1;
+        }
+    }
+    /* FutureObj: fut_loop, fut_callback0; PyFunctionObject: 3.9 func_code at 16,
+     * func_closure at 48; 3.10+ (COMMON_FIELDS: globals, builtins, name, qualname first)
+     * func_code at 48, func_closure at 72; PyCellObject: ob_ref at 16 */
+    a->fut_callback0 = 24;
+    a->func_code = L->minor == 9 ? 16 : 48;
+    a->func_closure = L->minor == 9 ? 48 : 72;
+    a->tuple_items = 24;
+    a->set_mask = 32;
+    a->set_table = 40;
+    a->found = 1;
+    return REMORA_OK;
+}
+
 static int fits(uint64_t off, uint64_t width, uint64_t size)
 {
     return size != 0 && size <= AD_MAX_STRUCT && off <= size && width <= size - off;
@@ -77,11 +153,8 @@ int py_asyncio_find(proc_t *p, const py_target_t *t, py_asyncio_t *a, char *why,
     int err;
 
     memset(a, 0, sizeof *a);
-    if (L->minor < 14) {
-        snprintf(why, whylen, "asyncio tasks are read on CPython 3.14 and later so far; this target is %s",
-                 t->version);
-        return REMORA_EVERSION;
-    }
+    if (L->minor < 14)
+        return registry_layout(L, a, t->version, why, whylen);
     if ((err = proc_maps_read(p, &maps)) != REMORA_OK) {
         snprintf(why, whylen, "cannot read the memory map of pid %d", (int)proc_pid(p));
         return err;
@@ -147,6 +220,14 @@ int py_asyncio_find(proc_t *p, const py_target_t *t, py_asyncio_t *a, char *why,
      * FRAME_SUSPENDED_YIELD_FROM, -1 in 3.14, 2 in 3.15 (whose enum starts at
      * FRAME_CREATED 0); 3.15 leaves a NULL pushed above the awaited object (GET_AWAITABLE,
      * PUSH_NULL), so it lies 16 bytes below the stack pointer, 8 in 3.14. */
+    a->kind = PY_ASYNC_LISTS;
+    /* as before 3.14 (for pure-Python tasks, whose shield links asyncio does not keep):
+     * FutureObj's fut_callback0, PyFunctionObject's func_code and func_closure */
+    a->fut_callback0 = 24;
+    a->func_code = 48;
+    a->func_closure = 72;
+    a->tuple_items = 32;
+    a->coro_frame = PY_CORO_EMBEDDED_SP;
     a->gen_iframe = 72;
     a->gen_frame_state = 67;
     a->fr_stackpointer = 64;

@@ -242,8 +242,42 @@ int py_target_find(proc_t *p, py_target_t *t, char *why, size_t whylen);
  * "AsyncioDebug" of the _asyncio shared module, or of the interpreter's binary when the
  * module is built in): every native task is on a list (struct llist_node: next, prev)
  * headed in its thread's state, or the interpreter's once that thread is gone. */
+enum py_async_kind {
+    PY_ASYNC_LISTS = 1,    /* 3.14+: per-thread task lists (AsyncioDebug) */
+    PY_ASYNC_REGISTRY = 2, /* 3.9-3.13: asyncio.tasks' WeakSet (_all_tasks, 3.9-3.11;
+                            * _scheduled_tasks, 3.12/3.13) and set (_eager_tasks, 3.12+),
+                            * the running tasks in its _current_tasks dict {loop: task} */
+};
+
+/* How a coroutine's frame is found and what it awaits. */
+enum py_coro_frame {
+    PY_CORO_EMBEDDED_SP = 1,   /* 3.14+: frame inside the coroutine; awaited object at
+                                * *(stackpointer - fr_yf_back) while gi_frame_state says
+                                * gen_yield_from */
+    PY_CORO_EMBEDDED_TOP = 2,  /* 3.11-3.13: frame inside; while gi_frame_state is
+                                * gen_yield_from (FRAME_SUSPENDED, -1): localsplus[stacktop-1]
+                                * (stacktop an int at fr_stacktop_at, localsplus at
+                                * fr_localsplus) */
+    PY_CORO_OBJECT_STACKTOP = 3,/* 3.9: gi_frame (a frame object) at gen_frame_ptr;
+                                * f_stacktop (a pointer, NULL while running) at fr_stacktop_at:
+                                * the awaited object just below it */
+    PY_CORO_OBJECT_DEPTH = 4,  /* 3.10: gi_frame; f_valuestack at fr_localsplus, f_stackdepth
+                                * (int) at fr_stacktop_at, f_state (char) at fr_state_at,
+                                * FRAME_SUSPENDED -1: valuestack[depth-1] */
+};
+
 typedef struct py_asyncio {
-    int found;                      /* 1: the offsets below are known (_asyncio loaded) */
+    int found;                      /* 1: the offsets below are known (_asyncio loaded, or
+                                     * a registry version) */
+    int kind;                       /* enum py_async_kind */
+    int coro_frame;                 /* enum py_coro_frame */
+    uint64_t task_fut_waiter;       /* C TaskObj: task_fut_waiter (3.9-3.13) */
+    uint64_t gen_frame_ptr;         /* 3.9/3.10: gi_frame */
+    uint64_t fr_stacktop_at, fr_localsplus, fr_state_at;
+    uint64_t fut_callback0;         /* FutureObj: fut_callback0 (3.9-3.13: a shield's outer
+                                     * future holds its _outer_done_callback there) */
+    uint64_t func_code, func_closure;   /* PyFunctionObject */
+    uint64_t tuple_items;           /* PyTupleObject's ob_item: 24, 32 from 3.14 (ob_hash) */
     uint64_t task_size;             /* sizeof(TaskObj): bytes read of each task */
     uint64_t task_loop;             /* fut_loop */
     uint64_t task_state;            /* fut_state (int): 0 pending */
@@ -268,9 +302,11 @@ typedef struct py_asyncio {
 } py_asyncio_t;
 
 /* Finds asyncio's layout in p for target t: 0 with a->found 1, or 0 with a->found 0 when
- * the target has not loaded _asyncio (no tasks can exist), or REMORA_EVERSION with 'why'
- * (a version whose tasks remora does not read yet, or offsets that fail checks), or a
- * proc error. */
+ * a 3.14+ target has not loaded _asyncio (no tasks can exist), or REMORA_EVERSION with
+ * 'why' (offsets that fail checks), or a proc error. 3.9-3.13: the facts of the C task
+ * object and of coroutine frames, taken from each release's Modules/_asynciomodule.c and
+ * Include/internal/pycore_frame.h (Include/frameobject.h, 3.9/3.10) and checked against
+ * the running interpreters. */
 int py_asyncio_find(proc_t *p, const py_target_t *t, py_asyncio_t *a, char *why, size_t whylen);
 
 #endif

@@ -260,6 +260,8 @@ int pyo_attr(unwinder_t *u, uint64_t obj, const char *name, uint64_t *val);
 int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t *n);
 /* The items of the list at 'list', at most max. 0 or a code. */
 int pyo_list_items(unwinder_t *u, uint64_t list, uint64_t *items, size_t max, size_t *n);
+/* Is the object at addr the ASCII str 'want'? 1 or 0. */
+int pyo_str_is(unwinder_t *u, uint64_t addr, const char *want);
 /* A non-negative int below 2^64 whose first 40 bytes are h. 0 or REMORA_ECORRUPT. */
 int pyo_long(const unwinder_t *u, const unsigned char *h, uint64_t *v);
 
@@ -269,6 +271,11 @@ void tasks_free(struct unw_tasks_state *tk);
 /* UNW_WANT_TASKS: each thread's running task and how many of its frames are the task's
  * (unw_thread_t.task, task_frames), after a sample's frames are named. 0 or an error. */
 int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n);
+/* Unit tests: walks the 3.14+ task lists lists[0..2*nlists) (each a head's address and
+ * its first node) with layout a, as unw_tasks() does: 0 with *n pending tasks (*moved: a
+ * back link did not hold), REMORA_ENOMEM past UNW_MAX_TASKS, or a read error. */
+int tasks_walk_test(unwinder_t *u, const py_asyncio_t *a, const uint64_t *lists, size_t nlists,
+                    size_t *n, int *moved);
 
 /* ---- naming.c ---- */
 

@@ -12,7 +12,8 @@
 #include "remora.h"
 #include "internal.h"
 
-#define PYO_KEY_HEAD 64             /* bytes of a key str read to compare it */
+#define PYO_KEY_HEAD 128            /* bytes of a key str read to compare it (header and
+                                     * a name of up to 79 ASCII characters) */
 
 static int aligned(uint64_t a)
 {
@@ -291,9 +292,21 @@ int pyo_attr(unwinder_t *u, uint64_t obj, const char *name, uint64_t *val)
                 if (vh[3] == 0)
                     return REMORA_EFAULT;
             }
-            return proc_read_u64(u->p, vals + L->dv_values + 8 * (uint64_t)at, val);
+            if ((err = proc_read_u64(u->p, vals + L->dv_values + 8 * (uint64_t)at, val)) != REMORA_OK)
+                return err;
+            return *val != 0 ? REMORA_OK : REMORA_EFAULT;   /* a shared key this one lacks */
         }
     }
+}
+
+int pyo_str_is(unwinder_t *u, uint64_t addr, const char *want)
+{
+    unsigned char h[PYO_KEY_HEAD];
+    size_t len = u->target->layout.u_ascii_size + strlen(want) + 1;
+
+    if (!aligned(addr) || len > sizeof h || proc_read(u->p, addr, h, len) != REMORA_OK)
+        return 0;
+    return str_is(u, h, len, want);
 }
 
 int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t *n)

@@ -111,7 +111,8 @@ typedef struct unwinder unwinder_t;
                                  * first (co_firstlineno), no line table decoded; not in ALL */
 #define UNW_WANT_NATIVE 128u    /* each thread's C stack merged in (unw_native_enable) */
 #define UNW_WANT_TASKS 256u    /* per sample: each thread's running asyncio task (task,
-                                 * task_frames; tasks.c says what it costs); not in ALL */
+                                 * task_frames): 3 system calls a sample on 3.14+, 4-5
+                                 * before (docs/async.md); not in ALL */
 _Static_assert((UNW_WANT_TASKS & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
                                   UNW_WANT_NATIVE)) == 0 &&
                ((UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE) & UNW_WANT_NATIVE) == 0 &&

@@ -9,26 +9,30 @@
 #       each its name, state, thread (the loop's thread) and awaited_by exact; a pending
 #       task's frames exact (function, file, line); the running task's frames judged
 #       loosely (it moves): innermost first, only the functions it runs (burn, spin, main),
-#       main outermost. The text dump: a "(T) NAME [state]" line per task, each awaited
-#       task indented under its awaiter.
+#       main outermost. Each thread's running task (the per-sample UNW_WANT_TASKS reading
+#       that record --async uses): the loop's thread runs main, its task_frames are its
+#       innermost frames down to main's coroutine; the other thread runs none. The text
+#       dump: a "(T) NAME [state]" line per task, each awaited task indented under its
+#       awaiter.
 #   asyncio/idle/INTERP      the same with 10,000 more idle tasks (each awaiting one Event):
 #       all exact; the PASS line gives one dump's time (measured, not asserted).
 #   asyncio/churn/INTERP     a second thread runs its own loop making and finishing 50 tasks
 #       at a time: 20 dumps each exit 0 with the stable tasks exact (churn-K tasks may be
 #       there or not) or exit 5 with one line saying the list kept changing (counted,
 #       at most 10 of 20); none hangs or crashes.
+#   asyncio/core/INTERP      (host interpreters 3.9, 3.12, Debian's static 3.11) the same
+#       checks on `dump --core CORE --async --json` of a gcore of the target.
 #   asyncio/none/INTERP      a program that never imports asyncio: "tasks": [] in JSON, the
 #       line "no asyncio tasks" in text, exit 0.
 #   asyncio/pytask/INTERP    the pure-Python asyncio.Task (a task factory making _PyTask):
 #       the same checks as async/dump.
-# Before 3.14 (and for pure-Python tasks) remora does not read tasks yet: those tests check
-# that dump --async says so in one line with exit 4, then report SKIP naming that.
 import json
 import os
 import re
 import time
 
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, one_line, tail
+import core_test
 
 SCRIPT = os.path.join(TARGETS, "async_tasks.py")
 RUNNING = None                      # set from the truth: the running task's functions
@@ -82,6 +86,26 @@ def check_doc(doc, truth, stable_only=False):
     return problems
 
 
+def check_threads(doc, truth):
+    """Each thread's running task (what record --async reads per sample): the loop's
+    thread runs main, its task_frames the frames down to main's coroutine; no other
+    thread of the stable part runs a task."""
+    problems = []
+    main = next(t for t in truth["tasks"] if t["state"] == "running")
+    for th in doc["threads"]:
+        if th["native_id"] == truth["native_id"]:
+            fns = [f["function"] for f in th["frames"][:th.get("task_frames", 0)]]
+            if th.get("task") != main["id"]:
+                problems.append("thread %d: task %s, it runs main (%#x)" % (th["native_id"], th.get("task"), main["id"]))
+            elif not fns or fns[-1] != truth["running_functions"][0] or \
+                    any(fn not in truth["running_functions"] for fn in fns):
+                problems.append("thread %d: task_frames %d (%s), want the frames down to main"
+                                % (th["native_id"], th.get("task_frames", 0), fns))
+        elif th["name"] != "churner" and th.get("task"):
+            problems.append("thread %s runs no task, remora says %#x" % (th["name"], th["task"]))
+    return problems
+
+
 def check_text(text, truth):
     lines = text.splitlines()
     at = {}
@@ -102,34 +126,16 @@ def check_text(text, truth):
     return problems
 
 
-def refused(remora, t, interp, why):
-    """Before 3.14 / pure-Python tasks: one line, exit 4; then SKIP saying so."""
-    rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
-    if rc != 4 or one_line(err) or out:
-        raise Fail("dump --async on %s: exit %d (want 4), stderr %r, stdout %r"
-                   % (interp[0], rc, tail(err), out[:200]))
-    raise Skip("%s: remora does not read these tasks yet (exit 4: %s)" % (why, err.strip()))
-
-
 def run_dump(remora, interp, args=(), idle=0):
     with Target(interp, SCRIPT, "truth.json", list(args) + (["--idle", idle] if idle else [])) as t:
         truth = t.wait_ready()
-        if minor(interp) < 14:
-            refused(remora, t, interp, "Python %s" % truth["python"])
-        if not truth["ctask"]:
-            rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
-            if rc != 0:
-                raise Fail("dump --async --json of pure-Python tasks exited %d: %s" % (rc, tail(err)))
-            found = set(tk["id"] for tk in json.loads(out)["tasks"]) & set(tk["id"] for tk in truth["tasks"])
-            raise Skip("pure-Python asyncio.Task objects are not read yet: %d of the target's %d "
-                       "tasks listed" % (len(found), len(truth["tasks"])))
         start = time.monotonic()
         rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
         took = time.monotonic() - start
         if rc != 0:
             raise Fail("dump --async --json exited %d: %s" % (rc, tail(err)))
         doc = json.loads(out)
-        problems = check_doc(doc, truth)
+        problems = check_doc(doc, truth) + check_threads(doc, truth)
         rc, text, err = remora.run(["dump", "-p", t.pid, "--async"])
         if rc != 0:
             raise Fail("dump --async exited %d: %s" % (rc, tail(err)))
@@ -145,8 +151,6 @@ def run_dump(remora, interp, args=(), idle=0):
 def test_churn(remora, interp):
     with Target(interp, SCRIPT, "truth.json", ["--churn"]) as t:
         truth = t.wait_ready()
-        if minor(interp) < 14:
-            refused(remora, t, interp, "Python %s" % truth["python"])
         moved = churned = 0
         for k in range(CHURN_DUMPS):
             rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
@@ -166,14 +170,25 @@ def test_churn(remora, interp):
         CHURN_DUMPS - moved, CHURN_DUMPS, churned, moved)
 
 
+def test_core(remora, interp):
+    """The same checks on a core (gcore) of the target: the tasks as they were when the
+    core was made."""
+    with Target(interp, SCRIPT, "truth.json") as t:
+        truth = t.wait_ready()
+        core = core_test.gcore(t)
+        rc, out, err = remora.run(["dump", "--core", core, "--async", "--json"])
+        if rc != 0:
+            raise Fail("dump --core --async --json exited %d: %s" % (rc, tail(err)))
+        problems = check_doc(json.loads(out), truth)
+        if problems:
+            raise Fail("; ".join(problems[:8]))
+    return "%d tasks exact from the core" % len(truth["tasks"])
+
+
 def test_none(remora, interp):
     with Target(interp, os.path.join(TARGETS, "idle.py"), "ready.json") as t:
         t.wait_ready()
         rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
-        if minor(interp) < 14:
-            if rc == 4 and not one_line(err):
-                raise Skip("Python before 3.14: remora does not read tasks yet (exit 4: %s)" % err.strip())
-            raise Fail("dump --async before 3.14: exit %d, stderr %r" % (rc, err))
         if rc != 0 or json.loads(out).get("tasks") != []:
             raise Fail("dump --async --json without asyncio: exit %d, %s %s" % (rc, out[:200], tail(err)))
         rc, text, err = remora.run(["dump", "-p", t.pid, "--async"])
@@ -194,4 +209,6 @@ def tests(remora):
             out.append(("asyncio/idle/%s" % i[0], lambda i=i: run_dump(remora, i, idle=IDLE_TASKS), miss))
         if i[0] in ("pyenv-3.12.1", "sid-3.14-pie", "sid-3.15"):
             out.append(("asyncio/churn/%s" % i[0], lambda i=i: test_churn(remora, i), miss))
+        if i[0] in ("pyenv-3.9.18", "pyenv-3.12.1", "debian-3.11-static"):
+            out.append(("asyncio/core/%s" % i[0], lambda i=i: test_core(remora, i), miss))
     return out

@@ -144,6 +144,7 @@ def flag_cases(pid, d):
     c += value_cases(["--exe"], ["", "/nonexistent/python", d], ["dump", "--core", core])
     c += value_cases(["--root"], ["", "/nonexistent/root", "/etc/passwd"], ["dump", "--core", core])
     c += [(["dump", "-p", pid, f], f) for f in ("--locals", "--bogus", "--json=1")]
+    c += [(["dump", "-p", pid, "--async", "--native"], "--async")]
     c += [(["dump", "-p", pid, "--native", "--subprocesses"], "--subprocesses")]
     c += [(["dump", "-p", pid, "--core", core], "core"),
           (["dump", "-p", pid, "--exe", "/bin/true"], "--exe"),

@@ -1230,6 +1230,135 @@ out:
     strtab_free(names);
 }
 
+/* ---- asyncio (unwind/tasks.c, pyobj.c) over synthetic memory: 3.14-like task lists
+ * (a node at 64 in a task of 96 bytes: next, prev), a list that loops on itself, a node
+ * whose back link is wrong; sets, lists and dicts whose sizes lie ---- */
+
+enum { TK_NODE = 64, TK_SIZE = 96, TK_STATE = 48, TK_IS_TASK = 52 };
+
+static uint64_t tk_task(int pending)
+{
+    uint64_t t = pn_alloc(TK_SIZE);
+    pn_put(t, 1);
+    pn_put(t + TK_STATE, pending ? 0 : 2);
+    pn_mem[t + TK_IS_TASK - PN_BASE] = 1;
+    pn_put(t + 24, 0x5000);             /* name and coroutine: something */
+    pn_put(t + 32, 0x6000);
+    return t;
+}
+
+static void tk_link(uint64_t head, const uint64_t *tasks, size_t n)
+{
+    uint64_t prev = head;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        uint64_t node = tasks[i] + TK_NODE;
+        pn_put(prev, node);             /* prev's next */
+        pn_put(node + 8, prev);
+        prev = node;
+    }
+    pn_put(prev, head);
+    pn_put(head + 8, prev);
+}
+
+static void test_tasks(void)
+{
+    py_asyncio_t a;
+    py_target_t T;
+    unwinder_t u;
+    pynames_t *pn = NULL;
+    proc_t *p = NULL;
+    uint64_t head, tasks[5], lists[2], keys[16], items[4];
+    size_t n = 0, i;
+    int moved = 0, err;
+
+    pn_mem = calloc(1, PN_SIZE);
+    if (pn_mem == NULL)
+        return;
+    memset(&a, 0, sizeof a);
+    a.task_size = TK_SIZE, a.task_node = TK_NODE, a.task_state = TK_STATE, a.task_is_task = TK_IS_TASK;
+    a.task_name = 24, a.task_coro = 32, a.task_loop = 16, a.task_awaited_by = 40;
+
+    /* five tasks, one done: four pending, in order */
+    pn_begin();
+    head = pn_alloc(16);
+    for (i = 0; i < 5; i++)
+        tasks[i] = tk_task(i != 2);
+    tk_link(head, tasks, 5);
+    lists[0] = head, lists[1] = tasks[0] + TK_NODE;
+    CHECK(pn_read(0, NULL, 0, &pn, &p, &u, &T) == 0 || p != NULL, "synthetic source");
+    err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
+    CHECK(err == 0 && n == 4 && !moved, "a list of 5 tasks, one done: err %d, %zu tasks, moved %d", err, n, moved);
+    pn_end(pn, p);
+
+    /* the last node loops to itself (its back link holds): bounded, not a hang */
+    pn_put(tasks[4] + TK_NODE, tasks[4] + TK_NODE);
+    pn_put(tasks[4] + TK_NODE + 8, tasks[4] + TK_NODE);
+    pn_put(tasks[3] + TK_NODE, tasks[4] + TK_NODE);
+    pn_read(0, NULL, 0, &pn, &p, &u, &T);
+    err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
+    CHECK(moved == 1 || err == REMORA_ENOMEM, "a node looping to itself: err %d, moved %d", err, moved);
+    pn_end(pn, p);
+
+    /* a wrong back link (a list changing under the walk), an unaligned and an unmapped
+     * next: moved, every time */
+    tk_link(head, tasks, 5);
+    pn_put(tasks[2] + TK_NODE + 8, tasks[0] + TK_NODE);
+    pn_read(0, NULL, 0, &pn, &p, &u, &T);
+    err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
+    CHECK(err == 0 && moved == 1, "a wrong back link: err %d, moved %d", err, moved);
+    pn_end(pn, p);
+    tk_link(head, tasks, 5);
+    pn_put(tasks[1] + TK_NODE, tasks[2] + TK_NODE + 3);
+    pn_read(0, NULL, 0, &pn, &p, &u, &T);
+    err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
+    CHECK(err == 0 && moved == 1, "an unaligned next: err %d, moved %d", err, moved);
+    pn_end(pn, p);
+    tk_link(head, tasks, 5);
+    pn_put(tasks[1] + TK_NODE, 0x7f0000000000ull + TK_NODE);
+    pn_read(0, NULL, 0, &pn, &p, &u, &T);
+    err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
+    CHECK(err == 0 && moved == 1, "an unmapped next: err %d, moved %d", err, moved);
+    pn_end(pn, p);
+
+    /* a set whose mask is too large, one whose mask is not 2^k - 1, a good one; a list
+     * longer than asked for; a dict key that is not there */
+    {
+        uint64_t set = pn_alloc(64), tab = pn_alloc(8 * 16), lst = pn_alloc(40), arr = pn_alloc(64);
+        uint64_t kv[1][3], d;
+        pn_put(set + 8, 0x1060);
+        pn_put(set + 40, tab);
+        pn_put(tab, tasks[0]);
+        pn_put(tab + 16 * 5, tasks[1]);
+        pn_put(lst + 16, 1000000);
+        pn_put(lst + 24, arr);
+        for (i = 0; i < 8; i++)
+            pn_put(arr + 8 * i, tasks[i % 5]);
+        kv[0][0] = 1, kv[0][1] = pn_str("data"), kv[0][2] = set;
+        d = pn_dict(kv, 1, 8, 1);
+        pn_put(set + 32, (uint64_t)1 << 40);
+        pn_read(0, NULL, 0, &pn, &p, &u, &T);
+        CHECK(pyo_set_keys(&u, set, keys, 16, &n) == REMORA_ECORRUPT, "a set of 2^40 slots is refused");
+        pn_end(pn, p);
+        pn_put(set + 32, 6);
+        pn_read(0, NULL, 0, &pn, &p, &u, &T);
+        CHECK(pyo_set_keys(&u, set, keys, 16, &n) == REMORA_ECORRUPT, "a mask of 6 is refused");
+        pn_end(pn, p);
+        pn_put(set + 32, 7);
+        pn_read(0, NULL, 0, &pn, &p, &u, &T);
+        err = pyo_set_keys(&u, set, keys, 16, &n);
+        CHECK(err == 0 && n == 2 && keys[0] == tasks[0] && keys[1] == tasks[1], "a set's keys: err %d, %zu", err, n);
+        err = pyo_list_items(&u, lst, items, 4, &n);
+        CHECK(err == 0 && n == 4 && items[3] == tasks[3], "a list that says 10^6 items, 4 asked: err %d, %zu", err, n);
+        err = pyo_dict_get(&u, d, "data", &items[0]);
+        CHECK(err == 0 && items[0] == set, "dict['data']: err %d", err);
+        CHECK(pyo_dict_get(&u, d, "nothere", &items[0]) == REMORA_EFAULT, "dict['nothere']: EFAULT");
+        pn_end(pn, p);
+    }
+    free(pn_mem);
+    pn_mem = NULL;
+}
+
 int main(void)
 {
     test_linetables();
@@ -1248,6 +1377,7 @@ int main(void)
     test_objects_walk();
     test_lived_walk();
     test_pynames();
+    test_tasks();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
