@@ -83,12 +83,14 @@ def judge_stack(fns, truth, waiting_ok):
     if own and own[-1] == MOVING:
         own = own[:-1]
     if leaf in truth["own"]:
-        path = truth["own"][leaf]
-        if waiting_ok and own and own[0] == path[0] and own != path[:len(own)]:
+        paths = truth["own"][leaf]
+        if waiting_ok and own and own[0] == paths[0][0] and not any(
+                own == p[:len(own)] for p in paths):
             return None             # a worker waiting its turn (in asyncio.sleep(0))
         # no own frame: the task is current while the loop's C code steps it (Task.__step)
-        if own != path[:len(own)]:
-            return "%s's own frames %s, not a prefix of %s" % (leaf, own, path)
+        if not any(own == p[:len(own)] for p in paths):
+            return "%s's own frames %s, not a prefix of %s" % (leaf, own, " or ".join(
+                ";".join(p) for p in paths))
     elif waiting_ok and leaf in truth["waiting"]:
         if own != truth["coros"][leaf]:
             return "waiting %s's frames %s, the target's %s" % (leaf, own, truth["coros"][leaf])

@@ -14,6 +14,7 @@
 #   {"pid", "main": TID, "awaiters": {task: [awaiter chain, root first]},
 #    "coros": {task: [coroutine functions (co_qualname on 3.11+), outermost first,
 #               walked by cr_await now]},
+#    "own": {worker: [its possible own frame paths, outermost first]},
 #    "waiting": [the tasks that only wait]}
 # The awaiter chains are the links the target made (who awaits whom); coros of a waiting
 # task are walked on its own coroutine through cr_await (gi_yieldfrom), as a debugger would.
@@ -160,9 +161,9 @@ async def root_main(ready):
                      "waiter": ["waiter"], "waitee": ["waiter", "waitee"]},
         "coros": dict({n: coro_functions(t) for n, t in tasks.items()},
                       root=["root_main"]),
-        "own": {"w60": ["work_60", "account", "spin_60", "spin_until"],
-                "w30": ["work_30", "account", "spin_30", "spin_until"],
-                "w10": ["work_10", "account", "spin_10", "spin_until"]},
+        # a running worker's own frames: a prefix of one of these (its spin, or its yield)
+        "own": {w: [["work_" + w[1:], "account", "spin_" + w[1:], "spin_until"],
+                    ["work_" + w[1:], "sleep", "__sleep0"]] for w in NAMES},
         "waiting": ["root", "parent", "sleeper", "waiter", "waitee"],
         "names": sorted(t.get_name() for t in asyncio.all_tasks()),
     }
