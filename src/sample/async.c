@@ -102,6 +102,11 @@ size_t async_ntasks(const async_t *a)
     return a->ntasks;
 }
 
+uint64_t async_task_id(const async_t *a, size_t i)
+{
+    return i < a->ntasks && a->tasks != NULL ? a->tasks[i].id : 0;
+}
+
 /* Room for k more frames (grown up to ASYNC_MAX_FRAMES): 0, or -1 when there is none
  * (the stack is cut there: its outer tasks left out) or memory ran out (*oom set). */
 static int room(async_t *a, size_t k, int *oom)
@@ -192,7 +197,11 @@ static int push_chain(async_t *a, const unw_task_t *const *chain, size_t from, i
 
 int async_before(async_t *a, unwinder_t *u, int all, int64_t now, sampler_stats_t *st)
 {
-    int due_now = all || !a->read || (a->missed && due(a, now, ASYNC_MIN_GAP_NS)) ||
+    /* all: every round while a reading costs under 1/ASYNC_COST_FACTOR of the time
+     * between rounds, else as often as that allows (the waiting tasks of the last list
+     * counted meanwhile) */
+    int due_now = !a->read || (all && due(a, now, 0)) ||
+                  (a->missed && due(a, now, ASYNC_MIN_GAP_NS)) ||
                   (a->ran && due(a, now, ASYNC_PERIOD_NS));
 
     if (!due_now)

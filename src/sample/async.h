@@ -31,8 +31,9 @@ void async_free(async_t *a);
 
 /* Before a round's unw_sample() (unw_tasks() samples the threads itself: an array of an
  * earlier unw_sample() is no longer valid after it): reads the whole task list (bounded by
- * the unwinder: UNW_MAX_TASKS) when it is due: every round with 'all' (--async-mode all),
- * else as above. Returns 0 (a list that moved while read is counted in st and leaves no
+ * the unwinder: UNW_MAX_TASKS) when it is due: with 'all' (--async-mode all) every round
+ * while a reading costs under 1/ASYNC_COST_FACTOR of the time since the last one, else
+ * once that much time has passed; without, as above. Returns 0 (a list that moved while read is counted in st and leaves no
  * list until the next reading), or a fatal REMORA_E* code (ENOPROC, EPERM, ENOMEM). */
 int async_before(async_t *a, unwinder_t *u, int all, int64_t now, sampler_stats_t *st);
 
@@ -45,11 +46,13 @@ int async_before(async_t *a, unwinder_t *u, int all, int64_t now, sampler_stats_
 int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, sampler_stats_t *st,
                        const unw_frame_t **frames, size_t *n);
 
-/* After a reading (async_before with 'all'): how many tasks the list holds, and for the i-th, when it is
- * waiting (not running), its stack (its coroutine frames, "task NAME", then its awaiters'
- * as above) and the native id of the thread running its loop (0: none); *n = 0 for a
- * running task (its thread's sample counts it). Returns 0 or REMORA_ENOMEM. */
+/* After a reading (async_before with 'all'): how many tasks the last list holds, the
+ * i-th's id, and for the i-th, when it is waiting (not running when the list was read),
+ * its stack (its coroutine frames, "task NAME", then its awaiters' as above) and the
+ * native id of the thread running its loop (0: none); *n = 0 for a running task (its
+ * thread's sample counts it). Returns 0 or REMORA_ENOMEM. */
 size_t async_ntasks(const async_t *a);
+uint64_t async_task_id(const async_t *a, size_t i);
 int async_task_stack(async_t *a, unwinder_t *u, size_t i, pid_t *thread,
                      const unw_frame_t **frames, size_t *n);
 

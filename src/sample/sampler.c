@@ -388,6 +388,11 @@ static int waiting_tasks(sampler_t *s, unwinder_t *u, proc_t *p, const unw_threa
             return err;
         if (ts.nframes == 0)
             continue;               /* running: its thread's sample has it */
+        /* the list may be some rounds old: a task running now is its thread's sample */
+        for (k = 0; k < n && threads[k].task != async_task_id(s->async, i); k++)
+            ;
+        if (k < n)
+            continue;
         for (k = 0; tid != 0 && k < n && owner == NULL; k++)
             if (threads[k].native_id == tid)
                 owner = &threads[k];
