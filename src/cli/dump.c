@@ -227,7 +227,8 @@ static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, 
     if ((err = unw_tasks(u, &tk, &n)) != REMORA_OK) {
         snprintf(why, whylen, "%s", err == REMORA_EVERSION ? unw_tasks_problem(u) :
                  err == REMORA_ECORRUPT ? "the task list kept changing while it was read" :
-                 "could not read the asyncio tasks");
+                 err == REMORA_ENOMEM ? "more than 100,000 asyncio tasks (remora's bound), or "
+                 "out of memory" : "could not read the asyncio tasks");
         return err;
     }
     if (!json) {

@@ -748,10 +748,12 @@ static int weakset_objects(unwinder_t *u, struct unw_tasks_state *tk, uint64_t w
 
     if (pyo_attr(u, ws, "data", &data) != REMORA_OK)
         return REMORA_OK;
-    if ((refs = malloc(UNW_MAX_TASKS * sizeof *refs)) == NULL)
+    if ((refs = malloc((UNW_MAX_TASKS + 1) * sizeof *refs)) == NULL)
         return REMORA_ENOMEM;
     set_note(u, tk, data);
-    err = pyo_set_keys(u, data, refs, UNW_MAX_TASKS, &nref);
+    err = pyo_set_keys(u, data, refs, UNW_MAX_TASKS + 1, &nref);
+    if (err == REMORA_OK && nref > UNW_MAX_TASKS)
+        err = REMORA_ENOMEM;            /* more than the bound: refused, not cut */
     if (err == REMORA_OK) {
         for (i = 0; i < nref; i++)
             refs[i] += 16;          /* PyWeakReference: ob_refcnt, ob_type, wr_object */
@@ -830,14 +832,16 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
         (err = weakset_objects(u, tk, reg, &n)) != REMORA_OK)
         return err;
     if (pyo_dict_get(u, md, "_eager_tasks", &reg) == REMORA_OK) {
-        uint64_t *eager = malloc(UNW_MAX_TASKS * sizeof *eager);
+        uint64_t *eager = malloc((UNW_MAX_TASKS + 1) * sizeof *eager);
         size_t ne = 0;
         if (eager == NULL)
             return REMORA_ENOMEM;
         set_note(u, tk, reg);
-        if (pyo_set_keys(u, reg, eager, UNW_MAX_TASKS, &ne) == REMORA_OK)
+        if (pyo_set_keys(u, reg, eager, UNW_MAX_TASKS + 1, &ne) == REMORA_OK)
             for (i = 0; i < ne && err == REMORA_OK; i++)
                 err = add_addr(tk, &n, eager[i]);
+        if (ne > UNW_MAX_TASKS)
+            err = REMORA_ENOMEM;
         free(eager);
         if (err != REMORA_OK)
             return err;
@@ -991,7 +995,6 @@ static int registry_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n
 
     for (i = 0; i < n; i++) {
         tk_raw_t *r = &tk->raw[i];
-        uint64_t from[2] = { 0, 0 };
         m = 0;
         if (r->waiter != 0 && r->waiter % 8 == 0) {
             if (find_task(tk, n, r->waiter) >= 0) {
@@ -1007,7 +1010,6 @@ static int registry_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n
                 }
             }
         }
-        (void)from;
         if (r->group != 0) {
             uint64_t set = 0;
             size_t more = 0;

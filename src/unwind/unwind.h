@@ -213,22 +213,25 @@ typedef struct unw_task {
  * REMORA_ECORRUPT (after the unwinder's tries), never a crash or a hang. A target without
  * asyncio (no task, no loop): 0 with *n = 0. It calls unw_sample() itself (a running task's
  * frames are its thread's): an array from an earlier unw_sample() is invalid after it.
- * Cost: the thread list and stacks (one unw_sample()), a vectored read of every thread
- * state's asyncio fields, one read per task (its list node), and per chain level one
- * vectored read for all tasks plus the awaiter sets. REMORA_EVERSION: a version whose
- * tasks are not read (unw_tasks_problem() says why). */
+ * Cost: one unw_sample(); 3.14+: a vectored read of every thread state's asyncio fields and
+ * one read per task (its list node); before 3.14 (and pure-Python tasks): the registries
+ * through sys.modules (a few dozen reads), the tasks in vectored reads of 512; then per
+ * coroutine-chain level one vectored read for all tasks (two on 3.9/3.10), and the awaiter
+ * sets. About 0.01 s for a dozen tasks, 0.15 s for 10,000 (docs/async.md). A call every
+ * few hundred ms at most from a sampler. REMORA_EVERSION: layout facts that fail their
+ * checks (unw_tasks_problem() says why). */
 int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n);
 
 /* The awaiter chain of the task 'id' for the record side, per sample: the chain is taken
  * from the last unw_tasks() result, kept by the unwinder, and costs NO system call.
  * *chain is an array of *n pointers (owned by the unwinder), root first, ending with the
- * task itself; each points into that result (valid until the next unw_tasks()); each
- * task's frames are its suspended coroutine frames, innermost first. Each step follows the task's first awaiter (awaited_by[0]);
- * the chain stops at a task with none, at a cycle (the task seen again is not repeated)
- * or after UNW_MAX_CHAIN tasks. Returns 0, or REMORA_EFAULT when 'id' is not in the last
- * result (a task made since: call unw_tasks() again, which costs one vectored read per
- * ~64 tasks plus one read per task's coroutine chain; do it at most every few ms). The
- * thread's own running task's frames are th->frames[0 .. th->task_frames) of the sample. */
+ * task itself; each points into that result (valid until the next unw_tasks()). Each
+ * task's frames there are its coroutine stack, innermost first (a task running then: its
+ * thread's frames at that unw_tasks()). Each step follows the task's first awaiter
+ * (awaited_by[0]); the chain stops at a task with none, at a cycle (the task seen again is
+ * not repeated) or after UNW_MAX_CHAIN tasks. Returns 0, or REMORA_EFAULT when 'id' is not
+ * in the last result (a task made since: call unw_tasks() again, at the cost above). Per
+ * sample, the thread's own running task's frames are th->frames[0 .. th->task_frames). */
 #define UNW_MAX_CHAIN 256
 int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, size_t *n);
 

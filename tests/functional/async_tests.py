@@ -5,6 +5,8 @@
 # get_name(), its coroutine stack (the task's coroutine and those it awaits, walked by
 # the target through cr_await, innermost first) and the awaiter links it recorded when it
 # made them.
+#   (and cycle-a, cycle-b awaiting each other: an await cycle, reported in the text dump
+#   and not followed forever)
 #   asyncio/dump/INTERP      `dump --async --json`: exactly the target's tasks (by id); for
 #       each its name, state, thread (the loop's thread) and awaited_by exact; a pending
 #       task's frames exact (function, file, line); the running task's frames judged
@@ -22,6 +24,8 @@
 #       at most 10 of 20); none hangs or crashes.
 #   asyncio/core/INTERP      (host interpreters 3.9, 3.12, Debian's static 3.11) the same
 #       checks on `dump --core CORE --async --json` of a gcore of the target.
+#   asyncio/bound/INTERP     (3.12, sid 3.15) 100,001 idle tasks, one more than remora
+#       reads: one line naming the bound, exit 5 (measured: its time).
 #   asyncio/none/INTERP      a program that never imports asyncio: "tasks": [] in JSON, the
 #       line "no asyncio tasks" in text, exit 0.
 #   asyncio/pytask/INTERP    the pure-Python asyncio.Task (a task factory making _PyTask):
@@ -37,6 +41,7 @@ import core_test
 SCRIPT = os.path.join(TARGETS, "async_tasks.py")
 RUNNING = None                      # set from the truth: the running task's functions
 IDLE_TASKS = 10000
+BOUND_TASKS = 100001
 CHURN_DUMPS = 20
 
 
@@ -114,11 +119,15 @@ def check_text(text, truth):
         if m:
             at[int(m.group(4), 16)] = (k, len(m.group(1)), m.group(2), m.group(3))
     problems = []
+    if "(in an await cycle:)" not in lines:
+        problems.append("text: the cycle of cycle-a and cycle-b is not reported")
     for w in truth["tasks"]:
         g = at.get(w["id"])
         if g is None or g[2] != w["name"] or g[3] != w["state"]:
             problems.append("text: no line '(T) %s [%s] id %#x'" % (w["name"], w["state"], w["id"]))
             continue
+        if w["name"].startswith("cycle-"):
+            continue                # one of the two is printed under the other
         for parent in w["awaited_by"][:1]:
             p = at.get(parent)
             if p is None or not (p[0] < g[0] and p[1] < g[1]):
@@ -185,6 +194,19 @@ def test_core(remora, interp):
     return "%d tasks exact from the core" % len(truth["tasks"])
 
 
+def test_bound(remora, interp):
+    """More tasks than remora reads (100,000): one line, exit 5, in bounded time."""
+    with Target(interp, SCRIPT, "truth.json", ["--idle", BOUND_TASKS]) as t:
+        t.wait_ready()
+        start = time.monotonic()
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--async", "--json"])
+        took = time.monotonic() - start
+        if rc != 5 or one_line(err) or "100,000" not in err or out:
+            raise Fail("dump --async of %d tasks: exit %d, stderr %r, stdout %r"
+                       % (BOUND_TASKS, rc, tail(err), out[:100]))
+    return "refused in %.2fs: %s" % (took, err.strip())
+
+
 def test_none(remora, interp):
     with Target(interp, os.path.join(TARGETS, "idle.py"), "ready.json") as t:
         t.wait_ready()
@@ -209,6 +231,8 @@ def tests(remora):
             out.append(("asyncio/idle/%s" % i[0], lambda i=i: run_dump(remora, i, idle=IDLE_TASKS), miss))
         if i[0] in ("pyenv-3.12.1", "sid-3.14-pie", "sid-3.15"):
             out.append(("asyncio/churn/%s" % i[0], lambda i=i: test_churn(remora, i), miss))
+        if i[0] in ("pyenv-3.12.1", "sid-3.15"):
+            out.append(("asyncio/bound/%s" % i[0], lambda i=i: test_bound(remora, i), miss))
         if i[0] in ("pyenv-3.9.18", "pyenv-3.12.1", "debian-3.11-static"):
             out.append(("asyncio/core/%s" % i[0], lambda i=i: test_core(remora, i), miss))
     return out

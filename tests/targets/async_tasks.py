@@ -12,6 +12,7 @@
 #   shield-parent    awaits asyncio.shield(shielded)
 #   shielded         awaits an Event
 #   bare-future      awaits a Future no task completes
+#   cycle-a/-b       each awaits the other (an await cycle: both wait forever)
 #   idle-K           (--idle N) N tasks awaiting one Event
 #   main             writes the truth, then spins on the CPU in spin() -> burn() forever
 # --churn: a second thread runs its own loop, making and finishing tasks ("churn-K") as
@@ -108,6 +109,15 @@ async def idle(ev):
     await ev.wait()
 
 
+CYCLE = {}
+
+
+async def cycle(me, other):
+    await asyncio.sleep(0)          # both exist before either awaits the other
+    AWAITERS[other] = [me]
+    await CYCLE[other]
+
+
 def burn(n):
     x = 0
     for i in range(n):
@@ -159,6 +169,9 @@ async def main():
     if hasattr(asyncio, "TaskGroup"):
         keep.append(named(tg_parent(ev), "tg-parent"))
     keep += [named(idle(ev), "idle-%d" % k) for k in range(IDLE)]
+    # an await cycle: each awaits the other, forever
+    CYCLE["cycle-a"] = named(cycle("cycle-a", "cycle-b"), "cycle-a")
+    CYCLE["cycle-b"] = named(cycle("cycle-b", "cycle-a"), "cycle-b")
     # every task reaches the await it stays in (each needs a few steps of the loop)
     for _ in range(20):
         await asyncio.sleep(0)
