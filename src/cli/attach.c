@@ -84,6 +84,18 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
     case CLI_O_NATIVE:
         c->native = 1;
         return 1;
+    case CLI_O_ASYNC:
+        if (c->async == 0)
+            c->async = SAMPLE_ASYNC_RUNNING;
+        return 1;
+    case CLI_O_ASYNC_MODE:
+        if (v != NULL && strcmp(v, "running") == 0)
+            c->async = SAMPLE_ASYNC_RUNNING;
+        else if (v != NULL && strcmp(v, "all") == 0)
+            c->async = SAMPLE_ASYNC_ALL;
+        else
+            return cli_bad_value(what, flag, v, "an async mode: running or all");
+        return 1;
     case CLI_O_GIL:
         if (c->mode_given && c->mode != SAMPLE_GIL) {
             cli_error("%s: --gil is --mode gil: not with --mode %s; give one of them", what,
@@ -144,11 +156,50 @@ int cli_sampling_check(const char *what, const cli_sampling_t *c)
                   "one of them", what);
         return -1;
     }
+    if (c->async && c->native) {
+        cli_error("%s: --async writes a task's coroutine frames in place of the loop's, --native "
+                  "merges C frames into them: not both; give one of them", what);
+        return -1;
+    }
+    if (c->async && c->subprocesses) {
+        cli_error("%s: --async follows the tasks of one process: not with --subprocesses; give "
+                  "one of them", what);
+        return -1;
+    }
+    if (c->async == SAMPLE_ASYNC_ALL && c->mode != SAMPLE_WALL) {
+        cli_error("%s: --async-mode all counts waiting tasks' wall time: not with --mode %s; "
+                  "use --mode wall, or --async-mode running", what, cli_mode_name(c->mode));
+        return -1;
+    }
     if ((c->pid != 0) == (c->cmd != NULL)) {
         cli_error("%s needs one target: -p PID or -- CMD ARGS... (see remora %s --help)", what, what);
         return -1;
     }
     return 0;
+}
+
+int cli_async_check(struct unwinder *u, const py_target_t *t)
+{
+    unw_task_t *tasks;
+    size_t n;
+    int err;
+
+    if (u == NULL)
+        return REMORA_EXIT_OK;
+    /* one full read: a target whose tasks cannot be read is told now, not by an empty
+     * profile; a list that moved while read (ECORRUPT, EFAULT) is no refusal */
+    err = unw_tasks(u, &tasks, &n);
+    if (err == REMORA_OK || err == REMORA_ECORRUPT || err == REMORA_EFAULT)
+        return REMORA_EXIT_OK;
+    if (err == REMORA_ENOPROC || err == REMORA_EPERM || err == REMORA_ENOMEM) {
+        cli_error("--async: reading the asyncio tasks of Python %s (%s) failed: %s", t->version,
+                  t->binary, remora_strerror(err));
+        return remora_exit_code(err);
+    }
+    cli_error("--async: remora cannot read the asyncio tasks of Python %s (%s)%s%s; record "
+              "without --async", t->version, t->binary, *unw_tasks_problem(u) ? ": " : " yet",
+              unw_tasks_problem(u));
+    return REMORA_EXIT_NOTPY;
 }
 
 int cli_sampler_fail(int err, pid_t pid, const char *holder)

@@ -120,6 +120,8 @@ typedef struct cli_sampling {
     int function;           /* --function, --nolineno: one frame per function */
     int native;             /* --native: C frames merged in (holds the target, as --blocking) */
     int mode_given;         /* --mode or --gil given: which, for the line refusing both */
+    int async;              /* --async, --async-mode: 0, SAMPLE_ASYNC_RUNNING or SAMPLE_ASYNC_ALL
+                             * (--async-mode alone implies --async) */
 } cli_sampling_t;
 
 void cli_sampling_init(cli_sampling_t *c);
@@ -135,7 +137,7 @@ const char *cli_mode_name(int mode);
 enum cli_sampling_opt {
     CLI_O_HELP = 1, CLI_O_PID, CLI_O_CMD, CLI_O_RATE, CLI_O_DURATION, CLI_O_MODE, CLI_O_IDLE,
     CLI_O_NO_GC, CLI_O_SUBPROCESSES, CLI_O_BLOCKING, CLI_O_NONBLOCKING, CLI_O_GIL,
-    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_NATIVE, CLI_O_OWN
+    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_NATIVE, CLI_O_ASYNC, CLI_O_ASYNC_MODE, CLI_O_OWN
 };
 #define CLI_OPT_HELP { CLI_O_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 }
 #define CLI_SAMPLING_OPTS \
@@ -163,6 +165,10 @@ enum cli_sampling_opt {
       "C frames too, merged with the Python frames (ptrace)", 0 }, \
     { CLI_O_FUNCTION, NULL, "--function", "--nolineno", NULL, \
       "one frame per function, at its first line", 0 }, \
+    { CLI_O_ASYNC, NULL, "--async", NULL, NULL, \
+      "asyncio: a task's awaiter chain instead of the loop", 0 }, \
+    { CLI_O_ASYNC_MODE, NULL, "--async-mode", NULL, "MODE", \
+      "running (default), or all: waiting tasks too", 0 }, \
     { CLI_O_LIMIT, "-l", "--limit", NULL, "ROWS", "rows of the table (top: 20 by default)", 0 }
 
 /* Takes option 'id' (from a table holding CLI_SAMPLING_OPTS) given as 'flag' with 'value'
@@ -176,6 +182,10 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *va
  * returns the exit code. u may be NULL (nothing to do). */
 struct unwinder;
 int cli_native_enable(struct unwinder *u, pid_t pid);
+
+/* --async: 0 if u reads the target's asyncio tasks, else one line and the exit code (4:
+ * a version or build the task reader does not know). u may be NULL (nothing to check). */
+int cli_async_check(struct unwinder *u, const py_target_t *t);
 
 /* 0 if exactly one of -p and -- CMD was given, else one line and -1. */
 int cli_sampling_check(const char *what, const cli_sampling_t *c);

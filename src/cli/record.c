@@ -53,8 +53,7 @@ typedef struct record_args {
     const char *diff;       /* a baseline for a differential flamegraph */
 } record_args_t;
 
-enum { R_OUTPUT = CLI_O_OWN, R_FORMAT, R_MAX_SAMPLES, R_DIFF, R_FRAME_ANCHOR, R_STATS,
-       R_ASYNC };
+enum { R_OUTPUT = CLI_O_OWN, R_FORMAT, R_MAX_SAMPLES, R_DIFF, R_FRAME_ANCHOR, R_STATS };
 
 static const cli_opt_t record_opts[] = {
     CLI_SAMPLING_OPTS,
@@ -68,7 +67,6 @@ static const cli_opt_t record_opts[] = {
       "a differential flamegraph against BASELINE", 0 },
     { R_FRAME_ANCHOR, NULL, "--frame-anchor", NULL, NULL,
       "3.15: anchor frames (writes 8 bytes a thread)", 0 },
-    { R_ASYNC, NULL, "--async", NULL, NULL, NULL, 0 },
     { 0 }
 };
 
@@ -322,6 +320,8 @@ int cmd_record(int argc, char **argv)
         rc = REMORA_EXIT_FAIL;
         goto out;
     }
+    if (a.c.async && (rc = cli_async_check(u, &t)) != REMORA_EXIT_OK)
+        goto out;
     for (i = 0; i < a.nout; i++) {
         if (a.fmt[i]->write != NULL)
             continue;
@@ -371,6 +371,7 @@ int cmd_record(int argc, char **argv)
     so.blocking = a.c.blocking || a.c.native;
     so.function = a.c.function;
     so.idle = a.c.idle;
+    so.async = a.c.async;
     sink.ctx = raw;
     sink.sample = raw != NULL ? raw_sink_sample : NULL;
     if (a.c.native && (rc = cli_native_enable(u, pid)) != REMORA_EXIT_OK)
@@ -488,6 +489,12 @@ int cmd_record(int argc, char **argv)
             fprintf(stderr, "held: us_per_sample=%.2f share_of_run=%.4f\n",
                     (double)st->held_ns / 1e3 / n,
                     st->end_ns > st->start_ns ? (double)st->held_ns / (double)(st->end_ns - st->start_ns) : 0.0);
+        if (a.c.async)
+            fprintf(stderr, "async: task_samples=%llu waiting=%llu unknown=%llu list_reads=%llu "
+                    "list_errors=%llu us_per_list_read=%.1f\n", (unsigned long long)st->tasks,
+                    (unsigned long long)st->task_waiting, (unsigned long long)st->task_unknown,
+                    (unsigned long long)st->task_reads, (unsigned long long)st->task_read_errors,
+                    st->task_reads ? (double)st->task_read_ns / 1e3 / (double)st->task_reads : 0.0);
         if (a.c.native && u != NULL) {
             unw_native_stats_t ns;
             unw_native_get_stats(u, &ns);

@@ -532,6 +532,8 @@ int cmd_top(int argc, char **argv)
         rc = REMORA_EXIT_FAIL;
         goto out;
     }
+    if (a.async && (rc = cli_async_check(u, &ct.t)) != REMORA_EXIT_OK)
+        goto out;
     memset(&so, 0, sizeof so);
     so.rate_hz = a.rate;
     so.duration_s = a.duration;
@@ -542,6 +544,7 @@ int cmd_top(int argc, char **argv)
     so.blocking = a.blocking || a.native;
     so.function = a.function;
     so.idle = a.idle;
+    so.async = a.async;
     if (a.native && (rc = cli_native_enable(u, a.pid)) != REMORA_EXIT_OK)
         goto out;
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {

@@ -16,6 +16,7 @@
 
 #include "remora.h"
 #include "sampler.h"
+#include "async.h"
 #include "../py/py.h"
 #include "../util/util.h"
 
@@ -76,6 +77,7 @@ struct sampler {
     sub_t *subs;
     size_t nsubs, cap_subs;
     freezer_t *frz;                 /* --blocking */
+    async_t *async;                 /* --async (the target's tasks; never a descendant's) */
     pid_t found[SUB_MAX];           /* the last scan's descendants */
     int64_t next_scan;
 };
@@ -118,8 +120,15 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
     s->want = (o->mode == SAMPLE_CPU || !o->idle ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
               (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
               (o->function ? UNW_WANT_FIRSTLINE : 0) | UNW_WANT_PYNAMES;
+    if (o->async && u != NULL) {
+        int err = async_new(t, &s->async);
+        if (err) {
+            sampler_free(s);
+            return err;
+        }
+    }
     if (u != NULL)
-        unw_set_want(u, s->want);
+        unw_set_want(u, s->want | (s->async != NULL ? UNW_WANT_TASKS : 0));
     if (o->blocking && u != NULL) {
         int err = freeze_new(p, &s->frz);
         if (err) {
@@ -140,6 +149,7 @@ void sampler_free(sampler_t *s)
     if (s == NULL)
         return;
     freeze_free(s->frz);
+    async_free(s->async);
     free(s->fmap);
     free(s->tids);
     free(s->interps);
@@ -358,6 +368,55 @@ static uint32_t stack_node(sampler_t *s, size_t ti, const unw_thread_t *th)
     return node;
 }
 
+/* --async-mode all: every waiting task of the list read this round, once, under the
+ * thread that runs its loop (a task of a loop no thread runs: under a thread of its own,
+ * native id 0). Returns 0 or a fatal code. */
+static int waiting_tasks(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *threads,
+                         size_t n, int64_t now_ns)
+{
+    size_t i, k, nt = async_ntasks(s->async);
+
+    for (i = 0; i < nt; i++) {
+        unw_thread_t ts;
+        const unw_thread_t *owner = NULL;
+        const unw_frame_t *af;
+        pid_t tid;
+        size_t ti;
+        uint32_t node;
+        int err = async_task_stack(s->async, u, i, &tid, &af, &ts.nframes);
+        if (err)
+            return err;
+        if (ts.nframes == 0)
+            continue;               /* running: its thread's sample has it */
+        /* the list may be some rounds old: a task running now is its thread's sample */
+        for (k = 0; k < n && threads[k].task != async_task_id(s->async, i); k++)
+            ;
+        if (k < n)
+            continue;
+        for (k = 0; tid != 0 && k < n && owner == NULL; k++)
+            if (threads[k].native_id == tid)
+                owner = &threads[k];
+        if (owner == NULL) {
+            static const unw_thread_t none = { .py_name = "asyncio (no running loop)" };
+            owner = &none;
+        }
+        ti = map_thread(s, p, owner);
+        if (ti == (size_t)-1)
+            return REMORA_ENOMEM;
+        ts.frames = (unw_frame_t *)af;
+        node = stack_node(s, ti, &ts);
+        if (node == STK_NONE)
+            return REMORA_ENOMEM;
+        stk_add_at(s->t, s->tthreads[ti], node, 1);
+        s->st.task_waiting++;
+        if (s->sink.sample != NULL &&
+            (err = s->sink.sample(s->sink.ctx, s->t, s->tthreads[ti], node,
+                                  now_ns - s->st.start_ns, 0)))
+            return err;
+    }
+    return REMORA_OK;
+}
+
 /* One process's threads into the table. Returns 0, a transient REMORA_ECORRUPT or
  * REMORA_EFAULT (its thread list moved twice: counted as an error), or a fatal code. */
 static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz, int64_t now_ns)
@@ -376,7 +435,12 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
             return err;
         }
     }
-    err = unw_sample(u, &threads, &n);
+    /* --async: the task list, when due, read before the threads (unw_tasks() samples them
+     * itself) and held with them (--blocking) */
+    err = u == s->u && s->async != NULL ?
+          async_before(s->async, u, s->o.async == SAMPLE_ASYNC_ALL, now_ns, &s->st) : REMORA_OK;
+    if (err == REMORA_OK)
+        err = unw_sample(u, &threads, &n);
     if (frz != NULL) {
         freeze_go(frz);             /* read: let it run while the table is updated */
         s->st.held_ns += (uint64_t)(sampler_now_ns() - held);
@@ -418,7 +482,18 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         if (ti == (size_t)-1)
             return REMORA_ENOMEM;
         tt = s->tthreads[ti];
-        node = stack_node(s, ti, th);
+        if (th->task != 0 && u == s->u && s->async != NULL) {
+            /* a task's frames under its awaiter chain, in place of the loop's */
+            unw_thread_t as = *th;
+            const unw_frame_t *af;
+            err = async_thread_stack(s->async, u, th, &s->st, &af, &as.nframes);
+            if (err)
+                return err;
+            as.frames = (unw_frame_t *)af;
+            node = stack_node(s, ti, &as);
+        } else {
+            node = stack_node(s, ti, th);
+        }
         if (node == STK_NONE)
             return REMORA_ENOMEM;
         if (th->partial) {
@@ -439,6 +514,8 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
             (err = s->sink.sample(s->sink.ctx, s->t, tt, node, now_ns - s->st.start_ns, flags)))
             return err;
     }
+    if (u == s->u && s->async != NULL && s->o.async == SAMPLE_ASYNC_ALL)
+        return waiting_tasks(s, u, p, threads, n, now_ns);
     return REMORA_OK;
 }
 

@@ -12,6 +12,10 @@
 
 enum sample_mode { SAMPLE_WALL = 0, SAMPLE_CPU, SAMPLE_GIL, SAMPLE_EXCEPTION };
 
+/* --async-mode: a thread running an asyncio task written as the task's awaiter chain
+ * (async.c); ALL also counts every waiting task once a round. */
+enum sample_async { SAMPLE_ASYNC_OFF = 0, SAMPLE_ASYNC_RUNNING, SAMPLE_ASYNC_ALL };
+
 typedef struct sampler_opts {
     double rate_hz;         /* rounds per second */
     double duration_s;      /* 0: until the target exits or stop is set */
@@ -26,6 +30,7 @@ typedef struct sampler_opts {
     int idle;               /* --idle: keep idle threads' samples (idle: not on a CPU and
                              * not holding the GIL); without it they are left out, in
                              * every mode */
+    int async;              /* enum sample_async */
 } sampler_opts_t;
 
 typedef struct sampler_stats {
@@ -38,6 +43,13 @@ typedef struct sampler_stats {
     uint64_t subprocesses;  /* descendants whose interpreter was found (--subprocesses) */
     uint64_t held_ns;       /* --blocking, --native: time the target was held, in all (from
                              * asking its threads to stop to letting them go) */
+    uint64_t tasks;         /* --async: samples written as a task's awaiter chain */
+    uint64_t task_waiting;  /* --async-mode all: waiting tasks' samples (not in 'samples') */
+    uint64_t task_unknown;  /* --async: samples of a task not in the last task list read
+                             * (written under the <task> marker) */
+    uint64_t task_reads;    /* --async: full readings of the task list */
+    uint64_t task_read_errors;  /* ... that failed (a list that moved: the last one kept) */
+    uint64_t task_read_ns;  /* ... their time, in all */
     int64_t start_ns, end_ns;   /* CLOCK_MONOTONIC */
 } sampler_stats_t;
 

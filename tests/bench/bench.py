@@ -4,7 +4,7 @@ First the floor under all of them: what one process_vm_readv costs here, per cal
 range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
-                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,fidelity]
+                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,fidelity,async]
                                  [--slowdown-seconds S]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
@@ -20,7 +20,10 @@ Tachyon
 sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
 remora's peak resident memory. Fidelity (only when asked: --sections fidelity): each work
 function's share of tests/targets/work_mix.py on 3.15 by remora, remora --blocking and
-Tachyon, against the target's own clock over the same window.
+Tachyon, against the target's own clock over the same window. --async (--sections async):
+tests/targets/async_deep.py (4 worker tasks awaiting coroutines 50 deep, 10 waiting tasks)
+at 1 kHz and as fast as remora can, without --async, with --async and with --async-mode all:
+CPU us per sample, reads per sample, task-list reads and their cost.
 """
 import argparse
 import json
@@ -80,7 +83,7 @@ def remora_stats(remora, pid, rate, seconds, extra=()):
         raise RuntimeError("no stats line: " + p.stderr.strip()[-300:])
     samples, errors, partial, reads, nbytes, rps, cpu = (float(x or 0) for x in m.groups()[:7])
     return {"samples": samples, "rate": samples / seconds, "errors": errors, "partial": partial,
-            "rps": rps, "cpu": cpu,
+            "rps": rps, "cpu": cpu, "stderr": p.stderr,
             "maxrss_kb": int(MEMORY.search(p.stderr).group(1)) if MEMORY.search(p.stderr) else 0}
 
 
@@ -208,7 +211,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,async",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -241,6 +244,43 @@ def main():
         memory_table(remora, interps)
     if "fidelity" in sections:
         fidelity_table(remora, interps)
+    if "async" in sections:
+        async_table(remora, interps, secs)
+
+
+ASYNC = re.compile(r"async: task_samples=(\d+) waiting=(\d+) unknown=(\d+) list_reads=(\d+) "
+                   r"list_errors=(\d+) us_per_list_read=([\d.]+)")
+ASYNC_DEPTH, ASYNC_TASKS, ASYNC_IDLE = 50, 4, 10
+
+
+def async_table(remora, interps, secs):
+    print("\n## --async: CPU per sample (async_deep.py: %d worker tasks %d coroutines deep, "
+          "%d waiting tasks; %.0f s each)\n" % (ASYNC_TASKS, ASYNC_DEPTH, ASYNC_IDLE, secs))
+    print("| interpreter | rate asked | flags | samples/s | CPU us/sample | reads/sample | "
+          "task samples | task-list reads (us each) | errors |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for it in interps:
+        t = Target(it, os.path.join(TARGETS, "async_deep.py"), "ready",
+                   (ASYNC_DEPTH, ASYNC_TASKS, ASYNC_IDLE, 12 * secs + 30))
+        t.__enter__()
+        try:
+            t.wait_ready()
+            for rate in ("1k", "1M"):
+                for extra in ((), ("--async",), ("--async-mode", "all")):
+                    try:
+                        s = remora_stats(remora, t.pid, rate, secs, extra)
+                    except RuntimeError as e:
+                        print("| %s | %s Hz | %s | not measured: %s |||||||" % (
+                            it[0], rate, " ".join(extra) or "(none)", str(e)[-120:]), flush=True)
+                        continue
+                    a = ASYNC.search(s.get("stderr", ""))
+                    print("| %s | %s Hz | %s | %.0f | %.2f | %.2f | %s | %s | %d |" % (
+                        it[0], rate, " ".join(extra) or "(none)", s["rate"], s["cpu"], s["rps"],
+                        ("%s (+%s waiting)" % (a.group(1), a.group(2))) if a else "-",
+                        ("%s (%s)" % (a.group(4), a.group(6))) if a else "-", s["errors"]),
+                        flush=True)
+        finally:
+            t.__exit__()
 
 
 def floor_table(vmread):

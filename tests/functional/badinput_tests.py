@@ -60,6 +60,7 @@ BAD_DURATIONS = ["", "abc", "0", "-1", "inf", "nan", "1e300", "1e9999", "0.0001"
 BAD_ROWS = ["", "0", "-1", "1.5", "abc", "1000001", "1e3", "+3"]
 BAD_MAX_SAMPLES = ["", "0", "-1", "1e3", "abc", "1000000000001", "18446744073709551616"]
 BAD_MODES = ["", "idle", "WALL", "wall,cpu"]
+BAD_ASYNC_MODES = ["", "Running", "none", "running,all", "wall"]
 BAD_FORMATS = ["", "bogus", "HTML"]
 
 COLLAPSED = "thread main (1);main (app.py:1);work (app.py:5) 7\nthread main (1);main (app.py:1) 3\n"
@@ -86,6 +87,10 @@ def sampling_cases(cmd, pid):
     c += value_cases(["-d", "--duration"], BAD_DURATIONS, head)
     c += value_cases(["-l", "--limit"], BAD_ROWS, head, dur)
     c += value_cases(["--mode"], BAD_MODES, head, dur)
+    c += value_cases(["--async-mode"], BAD_ASYNC_MODES, head, dur)
+    c += [(head + dur + ["--async", "--native"], "--native"),
+          (head + dur + ["--async-mode", "all", "--subprocesses"], "--subprocesses"),
+          (head + dur + ["--async-mode", "all", "--mode", "cpu"], "--mode cpu")]
     c += [
         (head + dur + ["--bogus"], "--bogus"),
         (head + dur + ["--no-gc=1"], "--no-gc=1"),
@@ -112,7 +117,6 @@ def flag_cases(pid, d):
     c += value_cases(["-f", "--format"], BAD_FORMATS, head, ["-o", out])
     c += value_cases(["-o", "--output"], [""], head)
     c += value_cases(["--diff"], [""], head + ["-o", os.path.join(d, "d.html")])
-    c += [(head + [f], f) for f in ("--async",)]
     c += [(head + ["--native", "--nonblocking"], "--nonblocking"),
           (head + ["--native", "--subprocesses"], "--subprocesses")]
     c += [(head + ["-o", os.path.join(d, "out.unknown")], "-f"),
@@ -362,6 +366,7 @@ PYSPY_FLAGS = ["--pid", "--rate", "--duration", "--output", "--format", "--gil",
                "--version", "--nogil", "--delay", "--core"]
 DOC_FORMATS = ["flamegraph", "speedscope", "firefox", "pprof", "collapsed", "pstats", "raw"]
 DOC_MODES = ["wall", "cpu", "gil", "exception"]
+DOC_ASYNC_MODES = ["running", "all"]
 REFUSED = ("unexpected argument", "not available")
 
 
@@ -455,7 +460,9 @@ def test_help(remora):
     for args, names in ((["record", "-p", "1", "-f", "bogus"], DOC_FORMATS),
                         (["convert", "x", "-f", "bogus"], DOC_FORMATS[:-1]),
                         (["record", "-p", "1", "--mode", "bogus"], DOC_MODES),
-                        (["top", "-p", "1", "--mode", "bogus"], DOC_MODES)):
+                        (["top", "-p", "1", "--mode", "bogus"], DOC_MODES),
+                        (["record", "-p", "1", "--async-mode", "bogus"], DOC_ASYNC_MODES),
+                        (["top", "-p", "1", "--async-mode", "bogus"], DOC_ASYNC_MODES)):
         rc, _, err = remora.run(args)
         missing = [n for n in names if n not in err]
         if rc != 1 or one_line(err) or missing:

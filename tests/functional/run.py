@@ -303,6 +303,8 @@ def main():
     tests += badinput_tests.tests(remora)
     import locals_tests                 # dump --locals: tests/functional/locals_tests.py
     tests += locals_tests.tests(remora)
+    import async_record_tests           # record/top --async: tests/functional/async_record_tests.py
+    tests += async_record_tests.tests(remora)
     import server_tests                 # a server-like target: tests/functional/server_tests.py
     tests += server_tests.tests(remora)
     import install_tests                # make install, man page, completions, .deb: install_tests.py

@@ -1,0 +1,245 @@
+# Functional tests for `remora record --async`, `--async-mode all` and `top --async`
+# (issue 18). The target, tests/targets/async_shares.py, runs three worker tasks that take
+# 60/30/10% of the CPU under a gather in a task under the root task, and three tasks that
+# only wait; it reports its own truth: each task's awaiter chain (the links it made), each
+# waiting task's coroutine chain (walked through cr_await on its own objects), and on
+# "mark" the wall, CPU and stalled time each worker measured on its own clock.
+# See tests/functional/README.md for what each test checks.
+
+import json
+import os
+
+from harness import (INTERPRETERS, Fail, Skip, Target, interp_missing, mark, summary, tail,
+                     tracer_of)
+from formats import by_thread, parse_collapsed, speedscope_counts, speedscope_stacks
+
+TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "targets")
+SCRIPT = os.path.join(TARGETS, "async_shares.py")
+WORKERS = ("w60", "w30", "w10")
+TASK = "task "
+UNKNOWN = "<task>"              # a running task not in the last task list read (async.h)
+MOVING = "<moving>"
+
+SHARE_SECONDS = 2              # ~2000 rounds at 1 kHz
+SHARE_MARGIN = 2.0             # points of share, each worker (the issue's bound)
+STALL_LIMIT = 10.0             # % of the window the workers may lose off-CPU for it to judge
+WAIT_SECONDS = 1
+WAIT_MIN = 90.0                # % of rounds each waiting task must be in (it is in every
+                               # round; a task list that moved while read drops that round's)
+UNKNOWN_MAX = 1.0              # % of task samples that may be the <task> marker (a task made
+                               # since the list was read; none are made after ready)
+TOP_SECONDS = 1.2
+BLOCKING_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")   # --async with --blocking
+REFUSED = "cannot read the asyncio tasks"
+
+
+def run_record(remora, args):
+    """record ARGS; a target the task reader does not know yet is SKIP, with its line."""
+    rc, out, err = remora.run(["record"] + list(args))
+    if rc == 4 and REFUSED in err:
+        raise Skip("the task reader does not support this interpreter yet: %s" % tail(err, 1))
+    if rc != 0:
+        raise Fail("`remora record %s` exited %d: %s" % (" ".join(map(str, args)), rc, tail(err)))
+    return err
+
+
+def split_tasks(functions):
+    """[(task name, [coroutine functions after its frame])] of a stack (outermost first),
+    and the functions before the first task frame."""
+    head, out = [], []
+    for fn in functions:
+        if fn.startswith(TASK) or fn == UNKNOWN:
+            out.append((fn[len(TASK):] if fn != UNKNOWN else None, []))
+        elif out:
+            out[-1][1].append(fn)
+        else:
+            head.append(fn)
+    return out, head
+
+
+def judge_stack(fns, truth, waiting_ok):
+    """None when a stack's task frames are what the target says, else why not. A running
+    worker: root -> parent -> worker, each awaiter's suspended coroutine frames between,
+    then the worker's own frames (a prefix of its path; <moving> may end it). waiting_ok:
+    a waiting task's stack (--async-mode all): its own coroutine chain exactly."""
+    tasks, head = split_tasks(fns)
+    if not tasks:
+        return None                 # the loop between tasks: written as usual
+    if head:
+        return "frames %s above the root task" % head
+    names = [n for n, _ in tasks]
+    leaf = names[-1]
+    if leaf is None:
+        return None if len(names) == 1 else "<task> below a task"
+    chain = truth["awaiters"].get(leaf)
+    if chain is None:
+        return "a task the target does not have: %r" % leaf
+    if names != chain:
+        return "task chain %s, the target's %s" % (" > ".join(names), " > ".join(chain))
+    for name, coro in tasks[:-1]:
+        if coro != truth["coros"][name]:
+            return "awaiter %s's frames %s, the target's %s" % (name, coro, truth["coros"][name])
+    own = tasks[-1][1]
+    if own and own[-1] == MOVING:
+        own = own[:-1]
+    if leaf in truth["own"]:
+        paths = truth["own"][leaf]
+        if waiting_ok and own and own[0] == paths[0][0] and not any(
+                own == p[:len(own)] for p in paths):
+            return None             # a worker waiting its turn (in asyncio.sleep(0))
+        # no own frame: the task is current while the loop's C code steps it (Task.__step)
+        if not any(own == p[:len(own)] for p in paths):
+            return "%s's own frames %s, not a prefix of %s" % (leaf, own, " or ".join(
+                ";".join(p) for p in paths))
+    elif waiting_ok and leaf in truth["waiting"]:
+        if own != truth["coros"][leaf]:
+            return "waiting %s's frames %s, the target's %s" % (leaf, own, truth["coros"][leaf])
+    elif not waiting_ok or leaf not in truth["awaiters"]:
+        return "task %s should not run" % leaf
+    return None
+
+
+def judge_stacks(stacks, truth, waiting_ok):
+    """(problems, {leaf task: samples of the main thread}, unknown samples, task samples)."""
+    problems, leaves, unknown, tasks = [], {}, 0, 0
+    for s in stacks:
+        fns = s.functions()
+        why = judge_stack(fns, truth, waiting_ok)
+        if why is not None and len(problems) < 3:
+            problems.append("%s x%d: %s" % (why, s.count, ";".join(fns)[-300:]))
+        if s.tid != truth["main"]:
+            continue
+        names = [n for n, _ in split_tasks(fns)[0]]
+        if names:
+            tasks += s.count
+            if names[-1] is None:
+                unknown += s.count
+            else:
+                leaves[names[-1]] = leaves.get(names[-1], 0) + s.count
+    return problems, leaves, unknown, tasks
+
+
+def window(before, after):
+    """The target's own shares of the workers' wall time, and the % it stalled."""
+    wall = [after["wall"][w] - before["wall"][w] for w in WORKERS]
+    stalled = sum(after["stall"][w] - before["stall"][w] for w in WORKERS)
+    span = after["at"] - before["at"]
+    n = sum(wall)
+    return [100.0 * x / n if n else 0.0 for x in wall], 100.0 * stalled / span if span else 0.0
+
+
+def test_shares(remora, interp):
+    """record --async: each worker's share of the samples under its task frame within
+    SHARE_MARGIN points of the target's own; every stack the chain the target made; the
+    speedscope file the same stacks; the .remora converted back the same collapsed file.
+    A window where the target stalled over STALL_LIMIT% is recorded once more."""
+    with Target(interp, SCRIPT, "ready.json") as t:
+        truth = t.wait_ready()
+        n, notes = 1, []
+        before = mark(t, n)
+        for attempt in (1, 2):
+            base = os.path.join(t.dir, "rec%d" % attempt)
+            err = run_record(remora, ["-p", t.pid, "-d", SHARE_SECONDS, "--async",
+                                      "-o", base + ".collapsed", "-o", base + ".json",
+                                      "-o", base + ".remora"])
+            n += 1
+            after = mark(t, n)
+            summ = summary(err, 1000)
+            stacks = parse_collapsed(base + ".collapsed")
+            problems, leaves, unknown, tasks = judge_stacks(stacks, truth, False)
+            truth_sh, stalled = window(before, after)
+            before = after
+            counts = [leaves.get(w, 0) for w in WORKERS]
+            got = [100.0 * c / sum(counts) if sum(counts) else 0.0 for c in counts]
+            note = "%s (truth %s) of %d task samples, %d rounds, %d <task>, stalled %.0f%%" % (
+                "/".join("%.1f" % g for g in got), "/".join("%.1f" % w for w in truth_sh),
+                sum(counts), summ.samples, unknown, stalled)
+            if sum(counts) == 0:
+                problems.append("no sample under a worker's task frame")
+            for w, g, x in zip(WORKERS, got, truth_sh):
+                if abs(g - x) > SHARE_MARGIN:
+                    problems.append("%s got %.1f%% of the task samples, the target measured "
+                                    "%.1f%% (margin %.0f points)" % (w, g, x, SHARE_MARGIN))
+            if tasks and 100.0 * unknown / tasks > UNKNOWN_MAX:
+                problems.append("%d of %d task samples are <task> (max %.0f%%)"
+                                % (unknown, tasks, UNKNOWN_MAX))
+            if not problems or stalled <= STALL_LIMIT or attempt == 2:
+                break
+            notes.append("try 1 stalled: %s [%s]" % ("; ".join(problems), note))
+        if problems and stalled > STALL_LIMIT:
+            raise Skip("the target stalled %.0f%% of both windows: %s [%s]"
+                       % (stalled, "; ".join(problems), note))
+        if problems:
+            raise Fail("; ".join(problems) + " [" + note + "]")
+        # the same recording as speedscope, and the .remora converted back
+        with open(base + ".json", encoding="utf-8") as f:
+            seconds, _ = speedscope_stacks(json.load(f))
+        want = by_thread(stacks)
+        got_ss, _ = speedscope_counts(seconds, want)
+        if got_ss != want:
+            raise Fail("speedscope and collapsed files of one --async recording differ")
+        conv = base + "-converted.collapsed"
+        rc, _, err = remora.run(["convert", base + ".remora", "-o", conv])
+        if rc != 0:
+            raise Fail("convert of the .remora exited %d: %s" % (rc, tail(err)))
+        with open(base + ".collapsed", "rb") as a, open(conv, "rb") as b:
+            if a.read() != b.read():
+                raise Fail("convert's collapsed file differs from the recording's own")
+    return "; ".join(notes + [note, "speedscope and convert agree"])
+
+
+def test_all(remora, interp, extra=()):
+    """--async-mode all --idle: each waiting task in >= WAIT_MIN% of rounds, under the
+    awaiter chain the target made, with the coroutine chain it walked itself. With
+    --blocking (extra): the same, and the target left untraced."""
+    with Target(interp, SCRIPT, "ready.json") as t:
+        truth = t.wait_ready()
+        path = os.path.join(t.dir, "all.collapsed")
+        err = run_record(remora, ["-p", t.pid, "-d", WAIT_SECONDS, "--async-mode", "all",
+                                  "--idle", "--stats", "-o", path] + list(extra))
+        if extra and tracer_of(t.pid) != 0:
+            raise Fail("the target is still traced (TracerPid %d) after --blocking"
+                       % tracer_of(t.pid))
+        summ = summary(err, 1000)
+        stacks = parse_collapsed(path)
+        problems, leaves, _, _ = judge_stacks(stacks, truth, True)
+        seen = {}
+        for w in truth["waiting"]:
+            pct = 100.0 * leaves.get(w, 0) / summ.samples if summ.samples else 0.0
+            seen[w] = pct
+            if pct < WAIT_MIN:
+                problems.append("waiting task %s in %.1f%% of rounds (%d of %d), want >= %.0f%%"
+                                % (w, pct, leaves.get(w, 0), summ.samples, WAIT_MIN))
+        if problems:
+            raise Fail("; ".join(problems))
+    return "%d rounds; %s" % (summ.samples, ", ".join("%s %.1f%%" % kv for kv in sorted(seen.items())))
+
+
+def test_top(remora, interp):
+    """top --async: the whole run's table has a row for each worker's task frame."""
+    with Target(interp, SCRIPT, "ready.json") as t:
+        t.wait_ready()
+        rc, out, err = remora.run(["top", "-p", t.pid, "-d", TOP_SECONDS, "-l", 100, "--async"])
+        if rc == 4 and REFUSED in err:
+            raise Skip("the task reader does not support this interpreter yet: %s" % tail(err, 1))
+        if rc != 0:
+            raise Fail("`remora top --async` exited %d: %s" % (rc, tail(err)))
+        last = out.split("remora top ")[-1]
+        missing = [w for w in WORKERS if (TASK + w) not in last]
+        if missing:
+            raise Fail("the last table has no row for %s: %s"
+                       % (", ".join(TASK + w for w in missing), tail(last, 8)))
+    return "rows for %s" % ", ".join(TASK + w for w in WORKERS)
+
+
+def tests(remora):
+    out = []
+    for interp in INTERPRETERS:
+        missing = interp_missing(interp)
+        for kind, fn in (("shares", test_shares), ("all", test_all), ("top", test_top)):
+            out.append(("async-record/%s/%s" % (kind, interp[0]),
+                        lambda i=interp, f=fn: f(remora, i), missing))
+        if interp[0] in BLOCKING_INTERPRETERS:
+            out.append(("async-record/all-blocking/" + interp[0],
+                        lambda i=interp: test_all(remora, i, ["--blocking"]), missing))
+    return out
