@@ -373,30 +373,3 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
     return REMORA_OK;
 }
 
-int code_line(unw_code_t *code, const py_layout_t *L, int addrq)
-{
-    int line, i;
-
-    /* a frame that has not started (3.9/3.10 f_lasti -1, 3.11+ before the first
-     * instruction) is on its first line; -1 also marks an empty slot of the cache */
-    if (addrq < 0)
-        return code->firstlineno;
-    for (i = 0; i < 4; i++)
-        if (code->lc_addr[i] == addrq)
-            return code->lc_line[i];
-    switch (L->lines_kind) {
-    case PY_LINES_LNOTAB:
-        line = lt_lnotab_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
-        break;
-    case PY_LINES_310:
-        line = lt_310_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
-        break;
-    default:
-        line = lt_locations_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
-        break;
-    }
-    code->lc_addr[code->lc_next & 3] = addrq;
-    code->lc_line[code->lc_next & 3] = line;
-    code->lc_next++;
-    return line;
-}

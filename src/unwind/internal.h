@@ -164,7 +164,34 @@ size_t code_fp_iov(code_cache_t *c, const py_layout_t *L, uint64_t addr, unsigne
 int code_fp_same(const unw_code_t *e, const py_layout_t *L, const unsigned char *buf);
 
 /* The line of byte offset 'addrq' in this code object (cached per entry). */
-int code_line(unw_code_t *code, const py_layout_t *L, int addrq);
+static inline int code_line(unw_code_t *code, const py_layout_t *L, int addrq)
+{
+    int line, i;
+
+    /* a frame that has not started (3.9/3.10 f_lasti -1, 3.11+ before the first
+     * instruction) is on its first line; -1 also marks an empty slot of the cache */
+    if (addrq < 0)
+        return code->firstlineno;
+    for (i = 0; i < 4; i++)
+        if (code->lc_addr[i] == addrq)
+            return code->lc_line[i];
+    switch (L->lines_kind) {
+    case PY_LINES_LNOTAB:
+        line = lt_lnotab_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
+        break;
+    case PY_LINES_310:
+        line = lt_310_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
+        break;
+    default:
+        line = lt_locations_line(code->linetable, code->linetable_len, code->firstlineno, addrq);
+        break;
+    }
+    code->lc_addr[code->lc_next & 3] = addrq;
+    code->lc_line[code->lc_next & 3] = line;
+    code->lc_next++;
+    return line;
+}
+
 
 /* ---- the unwinder's handle (threads.c) -------------------------------------- */
 
@@ -279,9 +306,21 @@ int tasks_walk_test(unwinder_t *u, const py_asyncio_t *a, const uint64_t *lists,
 
 /* ---- naming.c ---- */
 
-/* The line-table offset of a frame's instruction (f_lasti, or instr from the first code
- * unit), -1 when it has not started or is out of range. */
-int frame_addrq(const py_layout_t *L, uint64_t code, uint64_t instr);
+/* The line offset of a frame's instruction: f_lasti (3.9: bytes, 3.10: code units) or
+ * the instruction pointer's distance from the first code unit (3.11+); -1 when it has not
+ * started or is out of range. Inline: naming.c calls it per frame, per sample. */
+static inline int frame_addrq(const py_layout_t *L, uint64_t code, uint64_t instr)
+{
+    if (L->frames_kind == PY_FRAMES_OBJECTS) {
+        int32_t lasti = (int32_t)(uint32_t)instr;
+        if (lasti < -1 || lasti > 1 << 29)      /* -1: not started */
+            lasti = -1;
+        return L->lines_kind == PY_LINES_310 ? lasti * 2 : lasti;
+    } else {
+        int64_t off = (int64_t)(instr - (code + L->co_code_adaptive));
+        return off < -2 || off > (int64_t)1 << 30 ? -1 : (int)(off / 2) * 2;
+    }
+}
 
 /* Frees the per-sample reader's state (sample.c). */
 void unw_reader_free(struct reader *r);

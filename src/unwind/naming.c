@@ -94,22 +94,6 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
     return REMORA_OK;
 }
 
-/* The line offset of a frame's instruction: f_lasti (3.9: bytes, 3.10: code units) or
- * the instruction pointer's distance from the first code unit (3.11+); -1 when it has not
- * started or is out of range. */
-int frame_addrq(const py_layout_t *L, uint64_t code, uint64_t instr)
-{
-    if (L->frames_kind == PY_FRAMES_OBJECTS) {
-        int32_t lasti = (int32_t)(uint32_t)instr;
-        if (lasti < -1 || lasti > 1 << 29)      /* -1: not started */
-            lasti = -1;
-        return L->lines_kind == PY_LINES_310 ? lasti * 2 : lasti;
-    } else {
-        int64_t off = (int64_t)(instr - (code + L->co_code_adaptive));
-        return off < -2 || off > (int64_t)1 << 30 ? -1 : (int)(off / 2) * 2;
-    }
-}
-
 void name_frames(unwinder_t *u, reader_t *r)
 {
     const py_layout_t *L = &u->target->layout;
