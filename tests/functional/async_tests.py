@@ -227,8 +227,7 @@ def tests(remora):
         out.append(("asyncio/dump/%s" % i[0], lambda i=i: run_dump(remora, i), miss))
         out.append(("asyncio/none/%s" % i[0], lambda i=i: test_none(remora, i), miss))
         out.append(("asyncio/pytask/%s" % i[0], lambda i=i: run_dump(remora, i, ["--pytask"]), miss))
-        if i[0] in ("pyenv-3.12.1", "sid-3.14", "sid-3.15-pie"):
-            out.append(("asyncio/idle/%s" % i[0], lambda i=i: run_dump(remora, i, idle=IDLE_TASKS), miss))
+        out.append(("asyncio/idle/%s" % i[0], lambda i=i: run_dump(remora, i, idle=IDLE_TASKS), miss))
         if i[0] in ("pyenv-3.12.1", "sid-3.14-pie", "sid-3.15"):
             out.append(("asyncio/churn/%s" % i[0], lambda i=i: test_churn(remora, i), miss))
         if i[0] in ("pyenv-3.12.1", "sid-3.15"):
