@@ -36,6 +36,18 @@ def comm(tid):
         return None
 
 
+def own_comm():
+    """The calling thread's kernel name by prctl(PR_GET_NAME): a chroot has no /proc."""
+    try:
+        import ctypes
+        buf = ctypes.create_string_buffer(16)
+        if ctypes.CDLL(None, use_errno=True).prctl(16, buf, 0, 0, 0) == 0:
+            return buf.value.decode("utf-8", "replace")
+    except (ImportError, OSError, AttributeError):
+        pass
+    return None
+
+
 def truth(info):
     info["threads"] = [{"native_id": t.native_id, "name": t.name} for t in threading.enumerate()]
     return info
@@ -66,6 +78,7 @@ def main():
 
     def raw():
         info["raw"] = _thread.get_native_id()
+        info["raw_comm"] = own_comm()
         started.wait()
         forever.wait()
 
@@ -76,7 +89,7 @@ def main():
     _thread.start_new_thread(raw, ())
     started.wait()
     info["renamed"] = renamed.native_id
-    info["raw_name"] = comm(info["raw"])
+    info["raw_name"] = comm(info["raw"]) or info["raw_comm"]
     write(path, info)
     if mode == "hold":
         for line in sys.stdin:
