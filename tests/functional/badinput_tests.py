@@ -404,9 +404,9 @@ def synopsis_options(path):
     block = re.search(r"```\n(remora dump.*?)```", text, re.S)
     got, cmd = {}, None
     for line in block.group(1).splitlines():
-        m = re.match(r"remora (\w+)", line)
+        m = re.match(r"remora (\w*)", line)
         if m:
-            cmd = m.group(1)
+            cmd = m.group(1) or "remora"    # "remora --version": the command's own options
             line = line[m.end():]
         for o in OPTION.findall(line):
             got.setdefault(cmd, set()).add(o)
