@@ -38,7 +38,8 @@ import os
 import re
 
 from formats import parse_collapsed
-from harness import (BASE, INTERPRETERS, TARGETS, Fail, Target, interp_missing, mark, record, tail, torn_kind)
+from harness import (BASE, INTERPRETERS, TARGETS, Fail, Target, interp_missing, mark, record, tail, torn_kind,
+                     torn_verdict)
 
 MARKER = "<moving>"
 BARE_MAX = 2.0               # % of the main thread's samples that may be the marker alone
@@ -322,9 +323,11 @@ def chains_recording(remora, t, ready, rate, hz, attempt):
     if bare_problem("", bare, main):
         problems.append("-r %s: %s" % (rate, bare_problem("", bare, main)))
     problems += ["-r %s: %s" % (rate, p) for p in run.problems]
-    if bad:
-        problems.append("-r %s: %d torn or wrong samples (%s); e.g. %s" % (
-            rate, sum(bad.values()), ", ".join("%s: %d" % kv for kv in bad.items()), " | ".join(examples)))
+    problem, known = torn_verdict(bad, examples, main)
+    if problem:
+        problems.append("-r %s: %s" % (rate, problem))
+    if known:
+        note += "; " + known
     short = 0.0
     if main > run.rounds:
         problems.append("-r %s: %d main-thread samples in %d rounds" % (rate, main, run.rounds))

@@ -20,7 +20,7 @@ import threading
 import time
 import tty
 
-from harness import (HOST_PYTHON, INTERPRETERS, MOVING, SHORT_SECONDS, STATS, SUMMARY,
+from harness import (HOST_PYTHON, INTERPRETERS, MOVING, SHORT_SECONDS, STATS, SUMMARY, torn_verdict,
                      TARGETS, Fail, Recording, Skip, Target, check_odd_names, free_pid,
                      interp_missing, mark, odd_recording, one_line, record, signame, speedscope_validator,
                      summary, tail, torn_kind, workdir)
@@ -185,10 +185,11 @@ def test_torn(remora, interp, extra=()):
             notes.append("-d %g: %s; %s" % (seconds, summ, "reads/sample %s, cpu us/sample %s"
                                             % (st.group(6), st.group(7)) if st else
                                             "no stats line"))
-            if bad:
-                problems.append("%d torn or wrong samples (%s); e.g. %s" % (
-                    sum(bad.values()), ", ".join("%s: %d" % kv for kv in bad.items()),
-                    " | ".join(examples)))
+            problem, known = torn_verdict(bad, examples, summ.samples)
+            if known:
+                notes.append(known)
+            if problem:
+                problems.append(problem)
                 break
             enough = summ.samples >= TORN_MIN_SAMPLES
             seen = depth["b"] + depth["c"] > 0 and depth["y"] + depth["z"] > 0
