@@ -229,8 +229,12 @@ static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, 
 
     unw_set_tries(u, DUMP_TRIES);
     if ((err = unw_tasks(u, &tk, &n)) != REMORA_OK) {
+        if (err == REMORA_ECORRUPT) {
+            snprintf(why, whylen, "the task list kept changing while it was read (last: %s)",
+                     *unw_tasks_problem(u) ? unw_tasks_problem(u) : "?");
+            return err;
+        }
         snprintf(why, whylen, "%s", err == REMORA_EVERSION ? unw_tasks_problem(u) :
-                 err == REMORA_ECORRUPT ? "the task list kept changing while it was read" :
                  err == REMORA_ENOMEM ? "more than 100,000 asyncio tasks (remora's bound), or "
                  "out of memory" : "could not read the asyncio tasks");
         return err;

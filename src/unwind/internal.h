@@ -269,6 +269,10 @@ int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts, uint6
 #define PYO_MAX_ATTRS 4096          /* keys a type's instances share, at most */
 #define PYO_MAX_SET (1u << 20)      /* slots of a set's table read, at most */
 
+/* Reads iov[0..n), a segment that cannot be read zeroed (after reading what of it lies
+ * in its first page: a small object just before an unmapped page); halves a failed batch
+ * down to single segments. 0, REMORA_ENOPROC, REMORA_ENOMEM or REMORA_EPERM. */
+int pyo_readv_zero(proc_t *p, const proc_iov_t *iov, size_t n);
 /* The items of the dict at 'dict' (its keys and values, empty slots left out), at most
  * max into keys[] and vals[]. 0, REMORA_ECORRUPT (not a dict, or a check failed),
  * REMORA_ENOMEM (larger than PYO_MAX_ITEMS) or a read error. */

@@ -160,30 +160,8 @@ static int buf_need(pynames_t *pn, size_t len)
     return remora_grow((void **)&pn->buf, &pn->cap_buf, len, 1) ? REMORA_ENOMEM : REMORA_OK;
 }
 
-/* Reads iov[0..n) in one vectored read; when that fails, each half again, down to
- * single segments, a segment that fails zeroed (its type then matches nothing): a bad
- * address among n costs about 2 log2(n) reads more, not n. 0, REMORA_ENOPROC or
- * REMORA_ENOMEM. */
-static int readv_split(proc_t *p, const proc_iov_t *iov, size_t n)
-{
-    int err;
-
-    if (n == 0)
-        return REMORA_OK;
-    err = proc_readv(p, iov, n);
-    if (err == REMORA_OK || err == REMORA_ENOPROC || err == REMORA_ENOMEM)
-        return err;
-    if (n == 1) {
-        memset(iov[0].buf, 0, iov[0].len);
-        return REMORA_OK;
-    }
-    if ((err = readv_split(p, iov, n / 2)) != REMORA_OK)
-        return err;
-    return readv_split(p, iov + n / 2, n - n / 2);
-}
-
 /* Reads n objects' first 'len' bytes (addrs[i * stride], as uint64_t) into pn->buf,
- * len apart, in one vectored read (readv_split); an address that is 0 or not aligned
+ * len apart, in one vectored read (pyo_readv_zero); an address that is 0 or not aligned
  * is not read, its bytes zeroed. Returns 0 or REMORA_ENOMEM / REMORA_ENOPROC. */
 static int read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t stride, size_t n,
                       size_t len)
@@ -206,7 +184,7 @@ static int read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t st
         pn->iov[k].len = len;
         k++;
     }
-    return readv_split(p, pn->iov, k);
+    return pyo_readv_zero(p, pn->iov, k);
 }
 
 /* Is the str object whose first bytes are head[0..got) the ASCII string 'want'? */
@@ -774,7 +752,7 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
         pn->iov[k].len = L->dv_values + 8 * (size_t)(it->idx + 1);
         k++;
     }
-    if ((err = readv_split(u->p, pn->iov, k)))
+    if ((err = pyo_readv_zero(u->p, pn->iov, k)))
         return err;
     for (i = 0; i < pn->nitems; i++) {
         const unsigned char *v = pn->buf + i * vlen;
@@ -828,7 +806,7 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
                 else
                     c[C_VALID + 3] = 1;
             }
-            if ((err = readv_split(u->p, pn->iov, k)))
+            if ((err = pyo_readv_zero(u->p, pn->iov, k)))
                 return err;
             for (i = 0; i < pn->nitems; i++) {
                 const unsigned char *b = pn->buf + i * clen, *c = b + PYN_STR_HEAD;

@@ -20,6 +20,39 @@ static int aligned(uint64_t a)
     return a != 0 && a % 8 == 0;
 }
 
+/* Reads iov[0..n) in one vectored read; when that fails, each half again, down to single
+ * segments: a bad address among n costs about 2 log2(n) reads more, not n. A segment
+ * that fails is read again up to the end of its first page (callers read more than a
+ * small object may hold: one that ends just before an unmapped page is read whole that
+ * way), the rest zeroed; one that fails there too is zeroed (its type then matches
+ * nothing). 0, REMORA_ENOPROC, REMORA_ENOMEM or REMORA_EPERM. */
+int pyo_readv_zero(proc_t *p, const proc_iov_t *iov, size_t n)
+{
+    int err;
+
+    if (n == 0)
+        return REMORA_OK;
+    err = proc_readv(p, iov, n);
+    if (err == REMORA_OK || err == REMORA_ENOPROC || err == REMORA_ENOMEM || err == REMORA_EPERM)
+        return err;
+    if (n == 1) {
+        size_t in_page = 4096 - (size_t)(iov[0].addr % 4096);
+        memset(iov[0].buf, 0, iov[0].len);
+        if (in_page < iov[0].len) {
+            proc_iov_t head = { iov[0].addr, iov[0].buf, in_page };
+            err = proc_readv(p, &head, 1);
+            if (err == REMORA_ENOPROC || err == REMORA_ENOMEM || err == REMORA_EPERM)
+                return err;
+            if (err != REMORA_OK)
+                memset(iov[0].buf, 0, in_page);
+        }
+        return REMORA_OK;
+    }
+    if ((err = pyo_readv_zero(p, iov, n / 2)) != REMORA_OK)
+        return err;
+    return pyo_readv_zero(p, iov + n / 2, n - n / 2);
+}
+
 int pyo_dict_items(unwinder_t *u, uint64_t dict, uint64_t *keys, uint64_t *vals, size_t max,
                    size_t *n)
 {

@@ -73,6 +73,8 @@ struct unw_tasks_state {
     int err;
     py_asyncio_t a;
     char why[256];
+    const char *moved;              /* why the last reading was made again (REMORA_ECORRUPT) */
+    int last_err;                   /* what the last unw_tasks() returned */
     unw_task_t *tasks;
     size_t ntasks, cap_tasks;
     tk_raw_t *raw;
@@ -116,6 +118,14 @@ struct unw_tasks_state {
     const char *unnamed;            /* "?": a name that could not be read */
     size_t cap_run;
 };
+
+/* REMORA_ECORRUPT, remembering why: the reading is made again, and the last reason is
+ * what unw_tasks_problem() says when every try met one. */
+static int tk_moved(struct unw_tasks_state *tk, const char *why)
+{
+    tk->moved = why;
+    return REMORA_ECORRUPT;
+}
 
 static int64_t now_ns(void)
 {
@@ -179,7 +189,11 @@ static int tk_layout(unwinder_t *u, struct unw_tasks_state **out)
 
 const char *unw_tasks_problem(const unwinder_t *u)
 {
-    return u->tasks != NULL ? u->tasks->why : "";
+    const struct unw_tasks_state *tk = u->tasks;
+
+    if (tk == NULL)
+        return "";
+    return tk->last_err == REMORA_ECORRUPT && tk->moved != NULL ? tk->moved : tk->why;
 }
 
 static int need_buf(struct unw_tasks_state *tk, size_t len)
@@ -190,26 +204,6 @@ static int need_buf(struct unw_tasks_state *tk, size_t len)
 static int need_iov(struct unw_tasks_state *tk, size_t n)
 {
     return remora_grow((void **)&tk->iov, &tk->cap_iov, n, sizeof *tk->iov) ? REMORA_ENOMEM : REMORA_OK;
-}
-
-/* Reads tk->iov[0..n); a segment that fails is zeroed (its object then matches no type
- * and is left out), halving the batch down to single segments. */
-static int readv_zero(proc_t *p, proc_iov_t *iov, size_t n)
-{
-    int err;
-
-    if (n == 0)
-        return REMORA_OK;
-    err = proc_readv(p, iov, n);
-    if (err == REMORA_OK || err == REMORA_ENOPROC || err == REMORA_ENOMEM || err == REMORA_EPERM)
-        return err;
-    if (n == 1) {
-        memset(iov[0].buf, 0, iov[0].len);
-        return REMORA_OK;
-    }
-    if ((err = readv_zero(p, iov, n / 2)) != REMORA_OK)
-        return err;
-    return readv_zero(p, iov + n / 2, n - n / 2);
 }
 
 static int cmp_key(const void *x, const void *y)
@@ -327,7 +321,7 @@ static int read_names(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
         tk->iov[k].len = TK_NAME_HEAD;
         k++;
     }
-    if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+    if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     for (i = 0; i < n; i++) {
         const unsigned char *h = tk->buf + i * TK_NAME_HEAD;
@@ -411,7 +405,7 @@ static int read_chains(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
                    a->gen_iframe + a->fr_stackpointer + 8 > TK_GEN_READ ||
                    a->gen_iframe + a->fr_stacktop_at + 4 > TK_GEN_READ ||
                    a->gen_iframe + a->fr_localsplus + 8 > TK_GEN_READ))
-        return REMORA_ECORRUPT;
+        return tk_moved(tk, "the coroutine layout does not fit remora's reads");
     for (i = 0; i < n; i++) {
         tk->raw[i].at = tk->raw[i].coro;
         tk->raw[i].group = 0;
@@ -436,7 +430,7 @@ static int read_chains(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
             }
             tk->iov[k++] = (proc_iov_t){ tk->raw[i].at, g, TK_GEN_READ };
         }
-        if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+        if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
             goto out;
         for (i = 0; i < n; i++) {
             uint64_t type = get_u64(tk->buf + i * stride, L->ob_type);
@@ -461,7 +455,7 @@ static int read_chains(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
                 }
                 tk->iov[k++] = (proc_iov_t){ f, g + TK_GEN_READ, TK_FRAME_READ };
             }
-            if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+            if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
                 goto out;
         }
         /* each frame named; where it awaits, the address of what it awaits */
@@ -528,7 +522,7 @@ static int read_chains(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
             }
             tk->iov[k++] = (proc_iov_t){ next, g + TK_GEN_READ + TK_FRAME_READ, 8 };
         }
-        if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+        if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
             goto out;
         for (i = 0; i < n; i++) {
             uint64_t next;
@@ -699,7 +693,7 @@ static int read_many(unwinder_t *u, struct unw_tasks_state *tk, const uint64_t *
             }
             tk->iov[m++] = (proc_iov_t){ a, b, len };
         }
-        if ((err = readv_zero(u->p, tk->iov, m)) != REMORA_OK)
+        if ((err = pyo_readv_zero(u->p, tk->iov, m)) != REMORA_OK)
             return err;
     }
     return REMORA_OK;
@@ -818,13 +812,13 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
     if (err == REMORA_EFAULT || (py_only && err != REMORA_OK && err != REMORA_ENOPROC && err != REMORA_ENOMEM))
         return REMORA_OK;               /* asyncio not imported: no task */
     if (err != REMORA_OK)
-        return err;
+        return err == REMORA_ECORRUPT ? tk_moved(tk, "sys.modules['asyncio.tasks'] could not be read") : err;
     if (!py_only)
         pyo_dict_get(u, md, "_CTask", &ctype);
     pyo_dict_get(u, md, "_PyTask", &pytype);
     pyo_dict_get(u, md, "_GatheringFuture", &tk->gfut_type);
     if (ctype == 0 && pytype == 0)
-        return py_only ? REMORA_OK : REMORA_ECORRUPT;
+        return py_only ? REMORA_OK : tk_moved(tk, "asyncio.tasks names neither _CTask nor _PyTask");
     if (pyo_dict_get(u, md, "_all_tasks", &reg) == REMORA_OK &&
         (err = weakset_objects(u, tk, reg, &n)) != REMORA_OK)
         return err;
@@ -889,7 +883,7 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
     }
     /* a registry that changed while its tasks were read: read again */
     if (set_moved(u, tk)) {
-        err = REMORA_ECORRUPT;
+        err = tk_moved(tk, "a task registry changed while its tasks were read");
         goto out;
     }
     /* the running tasks: _current_tasks {loop: task}; each loop's thread: its _thread_id */
@@ -1046,7 +1040,7 @@ static int tasks_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *t
         tk->iov[k++] = (proc_iov_t){ th[i].tstate + a->ts_running_task, &tk->tsv[3 * i + 1], 8 };
         tk->iov[k++] = (proc_iov_t){ th[i].tstate + a->ts_tasks_head, &tk->tsv[3 * i + 2], 8 };
     }
-    if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+    if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     for (i = 0; i < nth; i++) {
         tk->lists[2 * nl] = th[i].tstate + a->ts_tasks_head;
@@ -1061,7 +1055,7 @@ static int tasks_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *t
         if (dup || th[i].interp == 0)
             continue;
         if ((err = proc_read_u64(u->p, th[i].interp + a->is_tasks_head, &next)) != REMORA_OK)
-            return err == REMORA_EFAULT ? REMORA_ECORRUPT : err;
+            return err == REMORA_EFAULT ? tk_moved(tk, "an interpreter's task list could not be read") : err;
         tk->lists[2 * nl] = th[i].interp + a->is_tasks_head;
         tk->lists[2 * nl + 1] = next;
         nl++;
@@ -1069,7 +1063,7 @@ static int tasks_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *t
     if ((err = walk_lists(u, tk, nl, &n, &moved)) != REMORA_OK)
         return err;
     if (moved)
-        return REMORA_ECORRUPT;
+        return tk_moved(tk, "a task list changed while it was walked");
     *nout = n;
     return REMORA_OK;
 }
@@ -1109,16 +1103,16 @@ static int index_and_name(unwinder_t *u, struct unw_tasks_state *tk, size_t cnt)
     tk->nkeys = cnt;
     for (i = 1; i < cnt; i++)
         if (tk->keys[i].id == tk->keys[i - 1].id)
-            return REMORA_ECORRUPT;
+            return tk_moved(tk, "a task was on two lists (a list moved between two heads)");
     if ((err = read_names(u, tk, cnt)) != REMORA_OK)
         return err;
     for (i = 0; i < cnt; i++)
         if (tk->tasks[i].name == tk->unnamed)
-            return REMORA_ECORRUPT;
+            return tk_moved(tk, "a task's name could not be read (the task freed, or its name replaced)");
     return REMORA_OK;
 }
 
-int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n)
+static int tasks_read(unwinder_t *u, unw_task_t **tasks, size_t *n)
 {
     struct unw_tasks_state *tk;
     unw_thread_t *th;
@@ -1133,9 +1127,13 @@ int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n)
     tk->ntasks = 0;
     if (!tk->a.found)
         return REMORA_OK;
+    tk->moved = NULL;
     for (tries = 0;; tries++) {
-        if ((err = unw_sample(u, &th, &nth)) != REMORA_OK)
-            return err;
+        if ((err = unw_sample(u, &th, &nth)) != REMORA_OK) {
+            if (err != REMORA_ECORRUPT || tries + 1 >= UNW_TASK_TRIES + u->tries)
+                return err == REMORA_ECORRUPT ? tk_moved(tk, "the thread list changed while it was read") : err;
+            continue;
+        }
         if (tk->a.kind == PY_ASYNC_LISTS) {
             /* the C module's tasks on their lists, then pure-Python ones in the registry */
             err = tasks_once(u, tk, th, nth, &cnt);
@@ -1200,6 +1198,15 @@ int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n)
     *tasks = tk->tasks;
     *n = cnt;
     return REMORA_OK;
+}
+
+int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n)
+{
+    int err = tasks_read(u, tasks, n);
+
+    if (u->tasks != NULL)
+        u->tasks->last_err = err;
+    return err;
 }
 
 int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, size_t *n)
@@ -1337,7 +1344,7 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
         tk->iov[k++] = (proc_iov_t){ th[i].task + L->ob_type, &tk->run[i], 8 };
         tk->iov[k++] = (proc_iov_t){ th[i].task + a->task_coro, &tk->coro[i], 8 };
     }
-    if (k == 0 || (err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+    if (k == 0 || (err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     for (i = k = 0; i < n; i++) {
         if (th[i].task == 0 || tk->run[i] != tk->cur_ctype || tk->coro[i] == 0 || tk->coro[i] % 8 != 0)
@@ -1347,13 +1354,13 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
         else
             tk->iov[k++] = (proc_iov_t){ tk->coro[i] + a->gen_iframe + L->fr_code, &tk->code[i], 8 };
     }
-    if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+    if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     if (a->gen_frame_ptr != 0) {
         for (i = k = 0; i < n; i++)
             if (tk->code[i] != 0 && tk->code[i] % 8 == 0)
                 tk->iov[k++] = (proc_iov_t){ tk->code[i] + L->fr_code, &tk->code[i], 8 };
-        if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+        if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
             return err;
     }
     for (i = 0; i < n; i++) {
@@ -1428,19 +1435,19 @@ int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n)
         tk->run[i] = tk->coro[i] = tk->code[i] = 0;
         tk->iov[i] = (proc_iov_t){ th[i].tstate + tk->a.ts_running_task, &tk->run[i], 8 };
     }
-    if ((err = readv_zero(u->p, tk->iov, n)) != REMORA_OK)
+    if ((err = pyo_readv_zero(u->p, tk->iov, n)) != REMORA_OK)
         return err;
     for (i = k = 0; i < n; i++)
         if (tk->run[i] != 0 && tk->run[i] % 8 == 0)
             tk->iov[k++] = (proc_iov_t){ tk->run[i] + tk->a.task_coro, &tk->coro[i], 8 };
     if (k == 0)
         goto py;
-    if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+    if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     for (i = k = 0; i < n; i++)
         if (tk->coro[i] != 0 && tk->coro[i] % 8 == 0)
             tk->iov[k++] = (proc_iov_t){ tk->coro[i] + tk->a.gen_iframe + L->fr_code, &tk->code[i], 8 };
-    if ((err = readv_zero(u->p, tk->iov, k)) != REMORA_OK)
+    if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     for (i = 0; i < n; i++) {
         unw_code_t *e;

@@ -239,7 +239,8 @@ int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n);
 #define UNW_MAX_CHAIN 256
 int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, size_t *n);
 
-/* Why unw_tasks() returned REMORA_EVERSION (one line), or "". */
+/* Why unw_tasks() returned REMORA_EVERSION, or REMORA_ECORRUPT (what moved at the last
+ * try) (one line), or "". */
 const char *unw_tasks_problem(const unwinder_t *u);
 
 /* ---- dump --locals (locals.c) ---------------------------------------------------- */

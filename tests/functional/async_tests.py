@@ -18,6 +18,11 @@
 #       awaiter.
 #   asyncio/idle/INTERP      the same with 10,000 more idle tasks (each awaiting one Event):
 #       all exact; the PASS line gives one dump's time (measured, not asserted).
+#   asyncio/edge-name/INTERP  the dump's checks with one more task, edge-task, whose name
+#       object ends 8 bytes before a page the target cannot read (see the target): its
+#       name read exactly, not the dump refused as a task list that kept changing; and a
+#       thread named the same way ("edge-thread") named so in the dump, not by its kernel
+#       name.
 #   asyncio/churn/INTERP     a second thread runs its own loop making and finishing 50 tasks
 #       at a time: 20 dumps each exit 0 with the stable tasks exact (churn-K tasks may be
 #       there or not) or exit 5 with one line saying the list kept changing (counted,
@@ -108,6 +113,10 @@ def check_threads(doc, truth):
                                 % (th["native_id"], th.get("task_frames", 0), fns))
         elif th["name"] != "churner" and th.get("task"):
             problems.append("thread %s runs no task, remora says %#x" % (th["name"], th["task"]))
+        if th["native_id"] == truth.get("edge_thread") and th["name"] != "edge-thread":
+            problems.append("thread %d is named %r, not edge-thread" % (th["native_id"], th["name"]))
+    if truth.get("edge_thread") and not any(th["native_id"] == truth["edge_thread"] for th in doc["threads"]):
+        problems.append("thread edge-thread (%d) not in the dump" % truth["edge_thread"])
     return problems
 
 
@@ -228,6 +237,7 @@ def tests(remora):
         out.append(("asyncio/none/%s" % i[0], lambda i=i: test_none(remora, i), miss))
         out.append(("asyncio/pytask/%s" % i[0], lambda i=i: run_dump(remora, i, ["--pytask"]), miss))
         out.append(("asyncio/idle/%s" % i[0], lambda i=i: run_dump(remora, i, idle=IDLE_TASKS), miss))
+        out.append(("asyncio/edge-name/%s" % i[0], lambda i=i: run_dump(remora, i, ["--edge-name"]), miss))
         if i[0] in ("pyenv-3.12.1", "sid-3.14-pie", "sid-3.15"):
             out.append(("asyncio/churn/%s" % i[0], lambda i=i: test_churn(remora, i), miss))
         if i[0] in ("pyenv-3.12.1", "sid-3.15"):

@@ -1,7 +1,7 @@
 # Target of tests/functional/async_tests.py: an asyncio program whose tasks wait in every
 # way the asyncio tests check, and which writes its own truth once they all wait.
 #
-#   argv: OUT [--idle N] [--churn] [--pytask]
+#   argv: OUT [--idle N] [--churn] [--pytask] [--edge-name]
 #
 # Tasks (names set by the program; the running one is the loop's main task, "main"):
 #   gather-parent    awaits asyncio.gather(gather-a, gather-b)
@@ -14,6 +14,12 @@
 #   bare-future      awaits a Future no task completes
 #   cycle-a/-b       each awaits the other (an await cycle: both wait forever)
 #   idle-K           (--idle N) N tasks awaiting one Event
+#   edge-task        (--edge-name) awaits an Event; its name is a copy of the str
+#                    "edge-task" made to end 8 bytes before a page the process cannot
+#                    read (PROT_NONE), as a small object at the end of an arena can: a
+#                    reader that reads more than the object holds fails there; and a
+#                    thread named "edge-thread" the same way (truth: "edge_thread", its
+#                    native id), parked
 #   main             writes the truth, then spins on the CPU in spin() -> burn() forever
 # --churn: a second thread runs its own loop, making and finishing tasks ("churn-K") as
 # fast as it can (a task list changing while it is read). --pytask: tasks are the
@@ -147,6 +153,33 @@ def churn_thread(ready):
     asyncio.run(churn_main())
 
 
+def edge_str(text):
+    """A str equal to text whose object ends 8 bytes before a PROT_NONE page: a byte copy
+    of a fresh str (header, cached hash, characters) into an anonymous mapping, its
+    reference count set high so that it is never freed."""
+    import ctypes
+    import mmap
+    src = "".join(list(text))           # a new object, not an interned constant
+    hash(src)
+    size = sys.getsizeof(src)
+    m = mmap.mmap(-1, 2 * mmap.PAGESIZE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    if libc.mprotect(base + mmap.PAGESIZE, mmap.PAGESIZE, 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect")
+    at = (base + mmap.PAGESIZE - size - 8) & ~15
+    ctypes.memmove(at, id(src), size)
+    ctypes.c_ssize_t.from_address(at).value = 1 << 29
+    obj = ctypes.cast(at, ctypes.py_object).value
+    EDGE_KEEP.append(m)
+    assert obj == text and type(obj) is str and id(obj) + size <= base + mmap.PAGESIZE - 8
+    return obj
+
+
+EDGE_KEEP = []
+
+
 def named(coro, name):
     t = asyncio.ensure_future(coro)
     t.set_name(name)
@@ -169,6 +202,12 @@ async def main():
     if hasattr(asyncio, "TaskGroup"):
         keep.append(named(tg_parent(ev), "tg-parent"))
     keep += [named(idle(ev), "idle-%d" % k) for k in range(IDLE)]
+    edge_thread = None
+    if "--edge-name" in ARGS:
+        keep.append(named(idle(ev), edge_str("edge-task")))
+        edge_thread = threading.Thread(target=threading.Event().wait, daemon=True,
+                                       name=edge_str("edge-thread"))
+        edge_thread.start()
     # an await cycle: each awaits the other, forever
     CYCLE["cycle-a"] = named(cycle("cycle-a", "cycle-b"), "cycle-a")
     CYCLE["cycle-b"] = named(cycle("cycle-b", "cycle-a"), "cycle-b")
@@ -185,6 +224,8 @@ async def main():
             "awaited_by": sorted(id(by_name[n]) for n in AWAITERS.get(t.get_name(), []))})
     truth["tasks"].append({"id": id(me), "name": "main", "state": "running", "frames": None,
                            "awaited_by": []})
+    if edge_thread is not None:
+        truth["edge_thread"] = edge_thread.native_id
     truth["running_functions"] = [qual(main.__code__), qual(spin.__code__), qual(burn.__code__)]
     with open(OUT + ".tmp", "w") as f:
         json.dump(truth, f)
