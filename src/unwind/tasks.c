@@ -15,7 +15,8 @@
  * 3.9-3.13 (py_asyncio_t kind PY_ASYNC_REGISTRY): the tasks are those of asyncio.tasks'
  * registries (the WeakSet _all_tasks, or _scheduled_tasks and the set _eager_tasks: each
  * weak reference's object), kept when their type is the module's _CTask or _PyTask (the
- * pure-Python task, whose fields are its instance attributes); the running ones are the
+ * pure-Python task, whose fields are its instance attributes) or a subclass of either
+ * (its tp_base chain, remembered per type); the running ones are the
  * values of its _current_tasks dict {loop: task}, a loop's thread the one whose pthread id
  * is the loop's _thread_id. Awaiter links are found from each task's fut_waiter: a task
  * (plain `await task`), a _GatheringFuture (its _children: gather); and from a chain
@@ -46,6 +47,11 @@
 #define TK_LOOP_NS 1000000000       /* a loop's thread is looked up again this often */
 #define TK_PY_CODES 16              /* pure-Python running tasks whose code is cached */
 #define TK_FRAME_READ 128           /* bytes read of a 3.9/3.10 frame object */
+#define TK_TYPES 32                 /* task subclasses remembered (before 3.14) */
+#define TK_TYPE_DEPTH 16            /* tp_base links followed from a type */
+#define TK_TP_BASE 256              /* PyTypeObject.tp_base (3.9-3.15, 64-bit) */
+#define TK_C 1                      /* the C task class, or a subclass of it */
+#define TK_PY 2                     /* the pure-Python one, or a subclass of it */
 
 typedef struct tk_raw {
     uint64_t id, loop, coro, name, awaited_by;
@@ -106,6 +112,11 @@ struct unw_tasks_state {
     /* per sample before 3.14 (UNW_WANT_TASKS): the _current_tasks dict, the loops' threads,
      * pure-Python tasks' outermost code */
     uint64_t cur_dict, cur_ctype, cur_pytype;
+    /* registry: types learnt by their tp_base chains (kind TK_C, TK_PY or 0), for the
+     * task classes types_c and types_py */
+    struct { uint64_t type; int kind; } types[TK_TYPES];
+    size_t ntypes;
+    uint64_t types_c, types_py;
     int64_t cur_looked_ns;
     struct { uint64_t loop, ident; int64_t ns; } loops[TK_MAX_LOOPS];
     size_t nloops;
@@ -763,6 +774,65 @@ static int weakset_objects(unwinder_t *u, struct unw_tasks_state *tk, uint64_t w
     return err;
 }
 
+/* The kind of the objects of type 'type' (TK_C, TK_PY or 0) as the last reading learnt
+ * it: no read (per sample). */
+static int task_kind(const struct unw_tasks_state *tk, uint64_t type)
+{
+    size_t i;
+
+    if (type == 0)
+        return 0;
+    if (type == tk->cur_ctype)
+        return TK_C;
+    if (type == tk->cur_pytype)
+        return TK_PY;
+    if (tk->types_c != tk->cur_ctype || tk->types_py != tk->cur_pytype)
+        return 0;
+    for (i = 0; i < tk->ntypes; i++)
+        if (tk->types[i].type == type)
+            return tk->types[i].kind;
+    return 0;
+}
+
+/* As task_kind() for the task classes ctype and pytype, a type not seen yet learnt by its
+ * tp_base chain (TK_TYPE_DEPTH links at most): a subclass of asyncio.Task is a task too
+ * (a task factory's, a framework's), its C fields where the C class has them. */
+static int task_kind_learn(unwinder_t *u, struct unw_tasks_state *tk, uint64_t type, uint64_t ctype,
+                           uint64_t pytype)
+{
+    uint64_t t = type;
+    size_t i;
+    int kind = 0, d;
+
+    if (type == 0)
+        return 0;
+    if (type == ctype)
+        return TK_C;
+    if (type == pytype)
+        return TK_PY;
+    if (tk->types_c != ctype || tk->types_py != pytype) {
+        tk->ntypes = 0;
+        tk->types_c = ctype;
+        tk->types_py = pytype;
+    }
+    for (i = 0; i < tk->ntypes; i++)
+        if (tk->types[i].type == type)
+            return tk->types[i].kind;
+    for (d = 0; d < TK_TYPE_DEPTH && kind == 0; d++) {
+        if (t % 8 != 0 || proc_read_u64(u->p, t + TK_TP_BASE, &t) != REMORA_OK)
+            return 0;               /* not remembered: learnt again next reading */
+        if (t == 0)
+            break;
+        kind = t == ctype && ctype != 0 ? TK_C : t == pytype && pytype != 0 ? TK_PY : 0;
+    }
+    if (tk->ntypes < TK_TYPES) {
+        tk->types[tk->ntypes].type = type;
+        tk->types[tk->ntypes].kind = kind;
+        tk->ntypes++;
+    }
+    return kind;
+}
+
 /* A pure-Python task's fields, from its attributes. 1 if it is pending, else 0. */
 static int py_task(unwinder_t *u, tk_raw_t *r)
 {
@@ -858,7 +928,8 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
         uint64_t type = get_u64(h, u->target->layout.ob_type);
         tk_raw_t *r;
         int32_t state;
-        if (type == 0 || (type != ctype && type != pytype))
+        int kind = task_kind_learn(u, tk, type, ctype, pytype);
+        if (kind == 0)
             continue;
         if (remora_grow((void **)&tk->raw, &tk->cap_raw, k + 1, sizeof *tk->raw)) {
             err = REMORA_ENOMEM;
@@ -867,7 +938,7 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
         r = &tk->raw[k];
         memset(r, 0, sizeof *r);
         r->id = tk->addrs[i];
-        if (type == pytype) {
+        if (kind == TK_PY) {
             if (!py_task(u, r))
                 continue;
         } else {
@@ -1347,7 +1418,7 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
     if (k == 0 || (err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     for (i = k = 0; i < n; i++) {
-        if (th[i].task == 0 || tk->run[i] != tk->cur_ctype || tk->coro[i] == 0 || tk->coro[i] % 8 != 0)
+        if (th[i].task == 0 || task_kind(tk, tk->run[i]) != TK_C || tk->coro[i] == 0 || tk->coro[i] % 8 != 0)
             continue;
         if (a->gen_frame_ptr != 0)      /* 3.9/3.10: the frame object first */
             tk->iov[k++] = (proc_iov_t){ tk->coro[i] + a->gen_frame_ptr, &tk->code[i], 8 };
@@ -1369,11 +1440,11 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
         if (th[i].task == 0 || tk->had[i])
             continue;
         outer.function = NULL;
-        if (tk->run[i] == tk->cur_ctype && tk->code[i] != 0 &&
+        if (task_kind(tk, tk->run[i]) == TK_C && tk->code[i] != 0 &&
             code_cache_get(u->codes, u->p, u->target, tk->code[i], &e) == REMORA_OK) {
             outer.function = e->function;
             outer.file = e->file;
-        } else if (tk->run[i] != 0 && tk->run[i] == tk->cur_pytype) {
+        } else if (task_kind(tk, tk->run[i]) == TK_PY) {
             for (j = 0; j < tk->npyc; j++)
                 if (tk->pyc[j].task == th[i].task) {
                     outer.function = tk->pyc[j].function;

@@ -30,6 +30,8 @@ UNKNOWN_MAX = 1.0              # % of task samples that may be the <task> marker
                                # since the list was read; none are made after ready)
 TOP_SECONDS = 1.2
 BLOCKING_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")   # --async with --blocking
+SUBCLASS_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")  # tasks of a
+                                                   # subclass of asyncio.Task
 REFUSED = "cannot read the asyncio tasks"
 
 
@@ -128,12 +130,13 @@ def window(before, after):
     return [100.0 * x / n if n else 0.0 for x in wall], 100.0 * stalled / span if span else 0.0
 
 
-def test_shares(remora, interp):
+def test_shares(remora, interp, args=()):
     """record --async: each worker's share of the samples under its task frame within
     SHARE_MARGIN points of the target's own; every stack the chain the target made; the
     speedscope file the same stacks; the .remora converted back the same collapsed file.
-    A window where the target stalled over STALL_LIMIT% is recorded once more."""
-    with Target(interp, SCRIPT, "ready.json") as t:
+    A window where the target stalled over STALL_LIMIT% is recorded once more. args: the
+    target's (--subclass: every task of a subclass of asyncio.Task)."""
+    with Target(interp, SCRIPT, "ready.json", list(args)) as t:
         truth = t.wait_ready()
         n, notes = 1, []
         before = mark(t, n)
@@ -239,6 +242,9 @@ def tests(remora):
         for kind, fn in (("shares", test_shares), ("all", test_all), ("top", test_top)):
             out.append(("async-record/%s/%s" % (kind, interp[0]),
                         lambda i=interp, f=fn: f(remora, i), missing))
+        if interp[0] in SUBCLASS_INTERPRETERS:
+            out.append(("async-record/subclass/" + interp[0],
+                        lambda i=interp: test_shares(remora, i, ["--subclass"]), missing))
         if interp[0] in BLOCKING_INTERPRETERS:
             out.append(("async-record/all-blocking/" + interp[0],
                         lambda i=interp: test_all(remora, i, ["--blocking"]), missing))

@@ -23,6 +23,8 @@
 #       name read exactly, not the dump refused as a task list that kept changing; and a
 #       thread named the same way ("edge-thread") named so in the dump, not by its kernel
 #       name.
+#   asyncio/subclass/INTERP, asyncio/pytask-subclass/INTERP  the dump's checks with every
+#       task of a subclass, two levels deep, of asyncio.Task (the C class) or of _PyTask.
 #   asyncio/churn/INTERP     a second thread runs its own loop making and finishing 50 tasks
 #       at a time: 20 dumps each exit 0 with the stable tasks exact (churn-K tasks may be
 #       there or not) or exit 5 with one line saying the list kept changing (counted,
@@ -238,6 +240,9 @@ def tests(remora):
         out.append(("asyncio/pytask/%s" % i[0], lambda i=i: run_dump(remora, i, ["--pytask"]), miss))
         out.append(("asyncio/idle/%s" % i[0], lambda i=i: run_dump(remora, i, idle=IDLE_TASKS), miss))
         out.append(("asyncio/edge-name/%s" % i[0], lambda i=i: run_dump(remora, i, ["--edge-name"]), miss))
+        out.append(("asyncio/subclass/%s" % i[0], lambda i=i: run_dump(remora, i, ["--subclass"]), miss))
+        out.append(("asyncio/pytask-subclass/%s" % i[0],
+                    lambda i=i: run_dump(remora, i, ["--pytask", "--subclass"]), miss))
         if i[0] in ("pyenv-3.12.1", "sid-3.14-pie", "sid-3.15"):
             out.append(("asyncio/churn/%s" % i[0], lambda i=i: test_churn(remora, i), miss))
         if i[0] in ("pyenv-3.12.1", "sid-3.15"):

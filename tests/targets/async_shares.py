@@ -20,7 +20,8 @@
 # task are walked on its own coroutine through cr_await (gi_yieldfrom), as a debugger would.
 # Each line "mark" on stdin (read by a loop reader callback, outside every task) appends
 # {"at", "wall": {task: s}, "cpu": {...}, "stall": {...}} to marks.jsonl beside argv[1].
-# EOF on stdin ends it (os._exit from the reader callback).
+# EOF on stdin ends it (os._exit from the reader callback). --subclass (argv[2]): every
+# task is of a subclass of asyncio.Task (a task factory's), the loop run without asyncio.run.
 
 import asyncio
 import json
@@ -175,9 +176,17 @@ async def root_main(ready):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: async_shares.py READY_PATH")
-    asyncio.run(root_main(sys.argv[1]))
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["--subclass"]):
+        sys.exit("usage: async_shares.py READY_PATH [--subclass]")
+    if sys.argv[2:] != ["--subclass"]:
+        asyncio.run(root_main(sys.argv[1]))
+        return
+
+    class AppTask(asyncio.Task):
+        pass
+    loop = asyncio.new_event_loop()
+    loop.set_task_factory(lambda lp, coro, **kw: AppTask(coro, loop=lp, **kw))
+    loop.run_until_complete(root_main(sys.argv[1]))
 
 
 main()

@@ -1,7 +1,7 @@
 # Target of tests/functional/async_tests.py: an asyncio program whose tasks wait in every
 # way the asyncio tests check, and which writes its own truth once they all wait.
 #
-#   argv: OUT [--idle N] [--churn] [--pytask] [--edge-name]
+#   argv: OUT [--idle N] [--churn] [--pytask] [--edge-name] [--subclass]
 #
 # Tasks (names set by the program; the running one is the loop's main task, "main"):
 #   gather-parent    awaits asyncio.gather(gather-a, gather-b)
@@ -23,7 +23,9 @@
 #   main             writes the truth, then spins on the CPU in spin() -> burn() forever
 # --churn: a second thread runs its own loop, making and finishing tasks ("churn-K") as
 # fast as it can (a task list changing while it is read). --pytask: tasks are the
-# pure-Python asyncio.tasks._PyTask (a task factory), not the C module's.
+# pure-Python asyncio.tasks._PyTask (a task factory), not the C module's. --subclass:
+# every task is of a subclass (two levels deep) of the task class (with --pytask, of
+# _PyTask; else of asyncio.Task, the C one), as a framework's task factory makes them.
 #
 # The truth (OUT, written through a temporary name): the main thread's native id, and for
 # each task of asyncio.all_tasks(): id(), get_name(), its coroutine stack innermost first
@@ -217,7 +219,7 @@ async def main():
     tasks = [t for t in all_tasks() if t is not me and not t.get_name().startswith("churn-")]
     by_name = {t.get_name(): t for t in tasks}
     truth = {"native_id": threading.get_native_id(), "python": sys.version.split()[0],
-             "ctask": type(me).__module__ == "_asyncio" and not PYTASK, "tasks": []}
+             "ctask": type(me).__mro__[-3].__module__ == "_asyncio" and not PYTASK, "tasks": []}
     for t in tasks:
         truth["tasks"].append({
             "id": id(t), "name": t.get_name(), "state": "pending", "frames": chain(t),
@@ -244,10 +246,19 @@ if __name__ == "__main__":
         started = threading.Event()
         threading.Thread(target=churn_thread, args=(started,), daemon=True, name="churner").start()
         started.wait()
-    if PYTASK:
+    if PYTASK or "--subclass" in ARGS:
+        base = asyncio.tasks._PyTask if PYTASK else asyncio.Task
+        if "--subclass" in ARGS:
+            class AppTask(base):
+                pass
+
+            class AppTaskDeeper(AppTask):
+                pass
+            base = AppTaskDeeper
         loop = asyncio.new_event_loop()
-        asyncio.tasks.Task = asyncio.tasks._PyTask
-        loop.set_task_factory(lambda lp, coro, **kw: asyncio.tasks._PyTask(coro, loop=lp, **kw))
+        if PYTASK:
+            asyncio.tasks.Task = asyncio.tasks._PyTask
+        loop.set_task_factory(lambda lp, coro, **kw: base(coro, loop=lp, **kw))
         loop.run_until_complete(main())
     else:
         asyncio.run(main())
