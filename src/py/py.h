@@ -256,6 +256,7 @@ typedef struct py_target {
     uint64_t frozenset_type;
     uint64_t bool_type;
     uint64_t cell_type;
+    uint64_t type_type;      /* PyType_Type: a value's type must be a type (0: not checked) */
     char binary[4096];       /* the ELF file that holds _PyRuntime (path as seen by the target) */
     char version[32];        /* "3.12.1" */
     py_layout_t layout;

@@ -144,6 +144,7 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
             { "PyFrozenSet_Type", offsetof(py_target_t, frozenset_type) },
             { "PyBool_Type", offsetof(py_target_t, bool_type) },
             { "PyCell_Type", offsetof(py_target_t, cell_type) },
+            { "PyType_Type", offsetof(py_target_t, type_type) },
         };
         size_t i;
         for (i = 0; i < sizeof types / sizeof types[0]; i++)
