@@ -1,0 +1,154 @@
+/* kern/ — the in-kernel engine: BPF programs that read a running thread's Python stack at
+ * the timer interrupt, on the interrupted thread's own CPU (the thread is still while they
+ * read), and keep every target thread's on/off-CPU state where user space reads it
+ * without a system call.
+ *
+ *   remora.bpf.c  the BPF side: a perf cpu-clock program per CPU (the frame walker) and a
+ *                 sched_switch tracepoint program (the thread-state table)
+ *   kern.c        the loader (libbpf skeleton embedded in the binary), the maps, the ring
+ *                 buffer's consumer
+ *
+ * Nothing here knows CPython's structs: the caller hands over a kern_layout_t of plain
+ * offsets; frames come back as the raw words that name them (code object, instruction,
+ * a fingerprint of the code object read at the same instant), to be named in user space
+ * by the unwinder's code-object cache. Never prints: REMORA_E* codes, and a reason text.
+ */
+#ifndef REMORA_KERN_H
+#define REMORA_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define KERN_MAX_FRAMES 512         /* frames walked per sample; deeper: KERN_S_CUT */
+#define KERN_MAX_PROCS 64           /* target processes at once (--subprocesses) */
+#define KERN_FP_WORDS 8             /* u64 words of a code object's fingerprint span, at most */
+
+/* How to walk one interpreter's frames: plain byte offsets, every one checked by the BPF
+ * side against the size of what it read. */
+enum kern_frames_kind {
+    KERN_FRAMES_OBJECTS = 0,        /* 3.9/3.10: tstate->frame, PyFrameObject via f_back */
+    KERN_FRAMES_CFRAME = 1,         /* 3.11/3.12: tstate->cframe->current_frame */
+    KERN_FRAMES_DIRECT = 2,         /* 3.13+: tstate->current_frame */
+};
+
+typedef struct kern_layout {
+    uint32_t frames_kind;           /* enum kern_frames_kind */
+    uint32_t ts_frame;              /* offset in the thread state of frame / cframe / current_frame */
+    uint32_t cframe_current_frame;  /* 3.11/3.12: _PyCFrame.current_frame */
+    uint32_t fr_size;               /* bytes of a frame header holding every field below (<= 128) */
+    uint32_t fr_previous;           /* f_back (3.9/10), previous (3.11+) */
+    uint32_t fr_code;               /* f_code, f_executable (3.13+) */
+    uint32_t fr_instr;              /* f_lasti, an int (3.9/10); prev_instr / instr_ptr, a pointer */
+    uint32_t fr_owner;              /* 3.11+: owner (a byte); 0 = none */
+    uint32_t owner_shim;            /* owner >= this: a C-owned shim frame; 0 = no owner field */
+    uint32_t fr_is_entry;           /* 3.11: is_entry (a byte); 0 = none */
+    uint32_t fr_funcobj;            /* 3.13+: f_funcobj; 0 = none */
+    uint64_t none_addr;             /* 3.13+: _Py_NoneStruct: f_funcobj & ~7 == it marks an
+                                     * interpreter trampoline (a shim too); 0 = none */
+    uint32_t tagged_executable;     /* 3.14+: mask the low 2 bits of the code word */
+    uint32_t fp_off, fp_len;        /* the code object's fingerprint span (code.c's
+                                     * code_fp_span): offset and bytes (<= 8 * KERN_FP_WORDS) */
+    uint32_t co_name, co_filename;  /* before 3.12 (str_hash set): where the code object keeps
+                                     * its name and file str pointers */
+    uint32_t str_hash;              /* before 3.12: offset of a str object's hash (PyASCIIObject
+                                     * .hash); the length is the word before it; 0 = none */
+} kern_layout_t;
+
+/* One frame as the BPF side saw it. */
+#define KERN_F_SHIM 1u              /* a C-owned shim or trampoline (not a Python frame) */
+#define KERN_F_ENTRY 2u             /* 3.11: is_entry set */
+typedef struct kern_frame {
+    uint64_t addr;                  /* the frame's address */
+    uint64_t code;                  /* its code object (tag bits masked) */
+    uint64_t instr;                 /* f_lasti (3.9/3.10, zero-extended) or the instruction pointer */
+    uint64_t fp;                    /* kern_fp_mix() of the code object's span (and before
+                                     * 3.12 of its name's and file's length and hash), read at
+                                     * the same instant; 0 for a shim */
+    uint32_t flags;                 /* KERN_F_* */
+    uint32_t pad;
+} kern_frame_t;
+
+/* One sample of a running thread, taken at the timer interrupt. */
+#define KERN_S_CUT 1u               /* deeper than KERN_MAX_FRAMES: the outermost were cut */
+#define KERN_S_FAULT 2u             /* a read failed (a page not present): frames[] holds the
+                                     * innermost frames read before it; the caller falls back */
+#define KERN_S_NOSTATE 4u           /* the thread's tid has no thread state in the map */
+typedef struct kern_sample {
+    pid_t pid, tid;
+    uint64_t t_ns;                  /* CLOCK_MONOTONIC */
+    uint64_t tstate;                /* the thread state walked from */
+    uint32_t flags;                 /* KERN_S_* */
+    uint32_t nframes;
+    const kern_frame_t *frames;     /* innermost first; valid during the callback */
+} kern_sample_t;
+
+/* A thread's scheduling state, as the sched_switch program last wrote it. */
+typedef struct kern_tstate {
+    int known;                      /* the table has the thread (it was switched at least once
+                                     * since the engine started, and its slot is its own) */
+    int on_cpu;                     /* running now */
+    int runnable;                   /* off a CPU but runnable (preempted): /proc's 'R' */
+    uint64_t run_ns;                /* CPU time while the engine watched, switched-out parts
+                                     * only (a thread on a CPU now adds since its switch-in) */
+    uint64_t since_ns;              /* CLOCK_MONOTONIC of its last switch in or out */
+    uint64_t switches;              /* switches in and out seen */
+} kern_tstate_t;
+
+typedef struct kern kern_t;
+
+/* Loads the programs: the sched_switch program at once; with rate_hz > 0 the frame walker
+ * on a cpu-clock perf event of that frequency on every online CPU. Returns 0, or
+ * REMORA_EPERM (no CAP_BPF / CAP_PERFMON, or BPF disabled), REMORA_EVERSION (the kernel
+ * lacks something needed), REMORA_ENOMEM; 'why' (may be NULL) then holds one line saying
+ * what failed (e.g. "bpf(BPF_PROG_LOAD): Operation not permitted"). */
+int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen);
+void kern_close(kern_t *k);
+
+/* Adds a target process with its layout (a system call; at most KERN_MAX_PROCS). The
+ * frame walker samples only threads of processes added. Returns 0, REMORA_ENOMEM. */
+int kern_add_process(kern_t *k, pid_t pid, const kern_layout_t *lay);
+void kern_remove_process(kern_t *k, pid_t pid);
+
+/* Says which thread state the thread 'tid' of 'pid' runs on (a system call: call it when
+ * the thread list changed, not per sample); tstate 0 forgets it. Returns 0, REMORA_ENOMEM. */
+int kern_set_thread(kern_t *k, pid_t pid, pid_t tid, uint64_t tstate);
+
+/* The thread's scheduling state, read from a memory-mapped table: no system call. */
+void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out);
+
+/* Hands every sample waiting in the ring buffer to cb, oldest first (no system call when
+ * none waits). cb returns 0 to go on, else that code ends the call and is returned.
+ * Returns 0 or cb's code. */
+int kern_poll(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx);
+
+/* What the engine has done: the kernel's own counts. */
+typedef struct kern_stats {
+    uint64_t ticks;                 /* timer interrupts that found a target thread on the CPU */
+    uint64_t samples;               /* ... that reached user space */
+    uint64_t dropped;               /* ... lost: the ring buffer was full */
+    uint64_t faults;                /* samples with KERN_S_FAULT */
+    uint64_t nostate;               /* samples with KERN_S_NOSTATE */
+    uint64_t run_ns;                /* the BPF programs' own run time (kernel.bpf_stats_enabled;
+                                     * 0 when it is off) */
+    uint64_t run_cnt;               /* ... and their runs */
+} kern_stats_t;
+void kern_get_stats(const kern_t *k, kern_stats_t *out);
+
+/* The fingerprint mix, the same on both sides, over 'n' u64 words: the span's fp_len bytes
+ * zero-padded to whole words ((fp_len + 7) / 8 words), then, when str_hash is set, four
+ * more: the name str's length and hash, the file str's length and hash. */
+static inline uint64_t kern_fp_mix(const uint64_t *w, unsigned n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        h ^= w[i];
+        h *= 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    return h | 1;                   /* never 0: 0 marks a shim */
+}
+
+#endif
