@@ -13,9 +13,11 @@ WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototy
 # the version: one source, the VERSION file (debian/changelog names the same)
 VERSION := $(shell cat VERSION)
 CPPFLAGS += -Iinclude -D_GNU_SOURCE -DREMORA_VERSION='"$(VERSION)"'
-LDLIBS  += -lz -lm -ldw -lelf
+LDLIBS  += -lz -lm -ldw -lelf -lbpf
 
-SRC := $(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c src/sample/*.c src/formats/*.c)
+# (src/kern/*.bpf.c is BPF code, built by its own rule below)
+SRC := $(filter-out %.bpf.c,$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c \
+         src/sample/*.c src/formats/*.c src/kern/*.c))
 CLI := $(wildcard src/cli/*.c)
 HDR := $(wildcard include/*.h src/*/*.h)
 
@@ -68,6 +70,32 @@ clean:
 	rm -rf build build-asan remora
 
 .PHONY: all unit test asan offsets clean
+
+# ---- the in-kernel engine (src/kern/kern.h) ---------------------------------------------
+# The BPF object is compiled by clang for the BPF target with flags of its own (never the
+# sanitizers'), turned by bpftool into a skeleton header that embeds it, which kern.c
+# includes: the skeleton is made before kern.o compiles.
+BPF_CLANG  ?= clang
+BPF_ARCH   := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
+BPF_MULTI  := $(shell $(BPF_CLANG) -print-multiarch 2>/dev/null)
+BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(BPF_MULTI) \
+              -Iinclude -Isrc/kern -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
+BPFTOOL    ?= bpftool
+
+$(BUILD)/kern/remora.bpf.o: src/kern/remora.bpf.c src/kern/kern_bpf.h src/kern/kern.h
+	@mkdir -p $(dir $@)
+	$(BPF_CLANG) $(BPF_CFLAGS) -c -o $@ $<
+
+$(BUILD)/gen/remora_bpf.skel.h: $(BUILD)/kern/remora.bpf.o
+	@mkdir -p $(dir $@)
+	$(BPFTOOL) gen skeleton $< name remora_bpf > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/src/kern/kern.o: $(BUILD)/gen/remora_bpf.skel.h
+$(BUILD)/src/kern/kern.o: CPPFLAGS += -I$(BUILD)/gen
+
+# the engine's test tool: tests/kern/kern_tool.c (needs root, or CAP_BPF + CAP_PERFMON)
+$(BUILD)/kern_tool: tests/kern/kern_tool.c $(OBJ) $(HDR)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/kern/kern_tool.c $(OBJ) $(LDLIBS)
 
 # ---- install (issue 21): docs/install.md ----------------------------------------------
 # make install [PREFIX=/usr/local] [DESTDIR=/staging]: the binary, remora(1), the bash and

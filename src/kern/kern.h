@@ -16,9 +16,11 @@
 #ifndef REMORA_KERN_H
 #define REMORA_KERN_H
 
+#ifndef __bpf__                     /* the BPF side (remora.bpf.c) brings its own types */
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#endif
 
 #define KERN_MAX_FRAMES 512         /* frames walked per sample; deeper: KERN_S_CUT */
 #define KERN_MAX_PROCS 64           /* target processes at once (--subprocesses) */

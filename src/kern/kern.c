@@ -1,0 +1,393 @@
+/* kern/kern.c — the in-kernel engine's loader (kern.h): loads the BPF object embedded as a
+ * libbpf skeleton, attaches the sched_switch program and a cpu-clock perf event per online
+ * CPU, fills the maps the programs look up, maps the thread-state table for reads without
+ * a system call, and consumes the ring buffer into kern_sample_t.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "remora.h"
+#include "kern_bpf.h"
+#include "remora_bpf.skel.h"
+
+#define KERN_MAX_CPUS 1024
+
+struct kern {
+    struct remora_bpf *skel;
+    struct ring_buffer *rb;
+    struct bpf_link *links[KERN_MAX_CPUS];
+    int pfds[KERN_MAX_CPUS];
+    int ncpu;                       /* perf events opened */
+    const struct kern_ts_ent *table;/* the mmapped thread-state table */
+    size_t table_len;
+    pid_t procs[KERN_MAX_PROCS];    /* slot -> pid (0: free) */
+    int (*cb)(void *ctx, const kern_sample_t *s); /* kern_poll's, during the call */
+    void *cb_ctx;
+    int cb_err;
+};
+
+/* libbpf's messages (the verifier's log among them) only when asked for: the library
+ * never prints otherwise. */
+static int kern_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    if (level == LIBBPF_DEBUG || getenv("REMORA_KERN_LIBBPF") == NULL)
+        return 0;
+    return vfprintf(stderr, fmt, ap);
+}
+
+/* errno -> REMORA_E*, and the reason line. */
+static int kern_fail(int err, char *why, size_t whylen, const char *step)
+{
+    if (err < 0)
+        err = -err;
+    if (why != NULL && whylen > 0)
+        snprintf(why, whylen, "%s: %s", step, strerror(err));
+    if (err == EPERM || err == EACCES)
+        return REMORA_EPERM;
+    if (err == ENOMEM || err == E2BIG)
+        return REMORA_ENOMEM;
+    return REMORA_EVERSION;
+}
+
+/* The online CPUs from /sys (a list like "0-3,6"), into cpus[]; returns how many or -errno. */
+static int kern_online_cpus(int *cpus, int max)
+{
+    char buf[4096], *p = buf;
+    int n = 0;
+    FILE *f = fopen("/sys/devices/system/cpu/online", "r");
+
+    if (f == NULL)
+        return -errno;
+    if (fgets(buf, sizeof buf, f) == NULL) {
+        fclose(f);
+        return -EIO;
+    }
+    fclose(f);
+    while (*p != '\0' && *p != '\n') {
+        char *end;
+        long a = strtol(p, &end, 10), b = a, c;
+
+        if (end == p)
+            return -EINVAL;
+        p = end;
+        if (*p == '-') {
+            b = strtol(p + 1, &end, 10);
+            if (end == p + 1)
+                return -EINVAL;
+            p = end;
+        }
+        for (c = a; c <= b && n < max; c++)
+            cpus[n++] = (int)c;
+        if (*p == ',')
+            p++;
+    }
+    return n;
+}
+
+static int kern_rb_sample(void *ctx, void *data, size_t size)
+{
+    kern_t *k = ctx;
+    const struct kern_rec *r = data;
+    kern_sample_t s;
+    int err;
+
+    if (size < sizeof *r || r->nframes > KERN_MAX_FRAMES ||
+        size < sizeof *r + (size_t)r->nframes * sizeof(kern_frame_t))
+        return 0;                   /* not one of ours: skipped */
+    s.pid = (pid_t)r->pid;
+    s.tid = (pid_t)r->tid;
+    s.t_ns = r->t_ns;
+    s.tstate = r->tstate;
+    s.flags = r->flags;
+    s.nframes = r->nframes;
+    s.frames = (const kern_frame_t *)(r + 1);
+    err = k->cb(k->cb_ctx, &s);
+    if (err != 0) {
+        k->cb_err = err;
+        return -1;                  /* libbpf stops (the record is consumed) */
+    }
+    return 0;
+}
+
+static int kern_attach_clock(kern_t *k, double rate_hz, char *why, size_t whylen)
+{
+    static int cpus[KERN_MAX_CPUS];
+    struct perf_event_attr a;
+    char step[96];
+    int n, i, err;
+
+    n = kern_online_cpus(cpus, KERN_MAX_CPUS);
+    if (n <= 0)
+        return kern_fail(n < 0 ? n : -ENOENT, why, whylen, "/sys/devices/system/cpu/online");
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+    a.sample_period = (uint64_t)(1e9 / rate_hz);
+    if (a.sample_period == 0)
+        a.sample_period = 1;
+    for (i = 0; i < n; i++) {
+        int fd = (int)syscall(SYS_perf_event_open, &a, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);
+        struct bpf_link *l;
+
+        if (fd < 0) {
+            snprintf(step, sizeof step, "perf_event_open(cpu-clock, cpu %d)", cpus[i]);
+            return kern_fail(errno, why, whylen, step);
+        }
+        k->pfds[k->ncpu] = fd;
+        l = bpf_program__attach_perf_event(k->skel->progs.kern_tick, fd);
+        if (l == NULL) {
+            err = errno;
+            snprintf(step, sizeof step, "attach perf_event program (cpu %d)", cpus[i]);
+            k->ncpu++;
+            return kern_fail(err, why, whylen, step);
+        }
+        k->links[k->ncpu++] = l;
+    }
+    return REMORA_OK;
+}
+
+int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
+{
+    kern_t *k;
+    int err;
+    size_t len;
+    void *m;
+
+    *out = NULL;
+    libbpf_set_print(kern_libbpf_print);
+    k = calloc(1, sizeof *k);
+    if (k == NULL)
+        return kern_fail(ENOMEM, why, whylen, "kern_open");
+    k->skel = remora_bpf__open();
+    if (k->skel == NULL) {
+        err = kern_fail(errno, why, whylen, "bpf object open");
+        goto error;
+    }
+    if (rate_hz <= 0)
+        bpf_program__set_autoload(k->skel->progs.kern_tick, false);
+    err = remora_bpf__load(k->skel);
+    if (err != 0) {
+        err = kern_fail(err, why, whylen, "bpf(BPF_PROG_LOAD)");
+        goto error;
+    }
+    len = (size_t)KERN_TS_SLOTS * sizeof(struct kern_ts_ent);
+    m = mmap(NULL, len, PROT_READ, MAP_SHARED, bpf_map__fd(k->skel->maps.tstates), 0);
+    if (m == MAP_FAILED) {
+        err = kern_fail(errno, why, whylen, "mmap(thread-state table)");
+        goto error;
+    }
+    k->table = m;
+    k->table_len = len;
+    k->skel->links.kern_switch = bpf_program__attach(k->skel->progs.kern_switch);
+    if (k->skel->links.kern_switch == NULL) {
+        err = kern_fail(errno, why, whylen, "attach tp_btf/sched_switch");
+        goto error;
+    }
+    k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.ring), kern_rb_sample, k, NULL);
+    if (k->rb == NULL) {
+        err = kern_fail(errno, why, whylen, "ring buffer mmap");
+        goto error;
+    }
+    if (rate_hz > 0) {
+        err = kern_attach_clock(k, rate_hz, why, whylen);
+        if (err != REMORA_OK)
+            goto error;
+    }
+    *out = k;
+    return REMORA_OK;
+error:
+    kern_close(k);
+    return err;
+}
+
+void kern_close(kern_t *k)
+{
+    int i;
+
+    if (k == NULL)
+        return;
+    for (i = 0; i < k->ncpu; i++) {
+        bpf_link__destroy(k->links[i]);
+        close(k->pfds[i]);
+    }
+    ring_buffer__free(k->rb);
+    if (k->table != NULL)
+        munmap((void *)k->table, k->table_len);
+    remora_bpf__destroy(k->skel);
+    free(k);
+}
+
+/* A layout whose offsets fit the BPF side's buffers (the programs check again). */
+static int kern_layout_ok(const kern_layout_t *L)
+{
+    uint32_t sz = L->fr_size;
+
+    if (L->frames_kind > KERN_FRAMES_DIRECT || sz == 0 || sz > KERN_FRAME_BUF)
+        return 0;
+    if (L->fr_previous + 8 > sz || L->fr_code + 8 > sz ||
+        L->fr_instr + (L->frames_kind == KERN_FRAMES_OBJECTS ? 4 : 8) > sz)
+        return 0;
+    if ((L->owner_shim != 0 && L->fr_owner >= sz) || L->fr_is_entry >= sz ||
+        (L->fr_funcobj != 0 && L->fr_funcobj + 8 > sz))
+        return 0;
+    if (L->fp_len > 8 * KERN_FP_WORDS || (L->str_hash != 0 && L->str_hash < 8))
+        return 0;
+    return 1;
+}
+
+int kern_add_process(kern_t *k, pid_t pid, const kern_layout_t *lay)
+{
+    uint32_t key = (uint32_t)pid, slot;
+    int i, free_slot = -1;
+
+    if (!kern_layout_ok(lay))
+        return REMORA_EVERSION;
+    for (i = 0; i < KERN_MAX_PROCS; i++) {
+        if (k->procs[i] == pid) {
+            free_slot = i;
+            break;
+        }
+        if (k->procs[i] == 0 && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot < 0)
+        return REMORA_ENOMEM;
+    slot = (uint32_t)free_slot;
+    if (bpf_map__update_elem(k->skel->maps.layouts, &slot, sizeof slot, lay, sizeof *lay, BPF_ANY) != 0)
+        return REMORA_ENOMEM;
+    if (bpf_map__update_elem(k->skel->maps.procs, &key, sizeof key, &slot, sizeof slot, BPF_ANY) != 0)
+        return REMORA_ENOMEM;
+    k->procs[slot] = pid;
+    return REMORA_OK;
+}
+
+void kern_remove_process(kern_t *k, pid_t pid)
+{
+    uint32_t key = (uint32_t)pid;
+    struct kern_thread_key t, next, *prev = NULL;
+    int i, n = 0;
+
+    bpf_map__delete_elem(k->skel->maps.procs, &key, sizeof key, 0);
+    for (i = 0; i < KERN_MAX_PROCS; i++)
+        if (k->procs[i] == pid)
+            k->procs[i] = 0;
+    /* forget its threads: a bounded pass over the thread map (deleting the key just
+     * visited restarts the iteration, so the walk goes on from the one before) */
+    while (n++ < KERN_THREADS * 2 &&
+           bpf_map__get_next_key(k->skel->maps.threads, prev, &next, sizeof next) == 0) {
+        if (next.pid == (uint32_t)pid) {
+            bpf_map__delete_elem(k->skel->maps.threads, &next, sizeof next, 0);
+            continue;
+        }
+        t = next;
+        prev = &t;
+    }
+}
+
+int kern_set_thread(kern_t *k, pid_t pid, pid_t tid, uint64_t tstate)
+{
+    struct kern_thread_key key = { .pid = (uint32_t)pid, .tid = (uint32_t)tid };
+
+    if (tstate == 0) {
+        bpf_map__delete_elem(k->skel->maps.threads, &key, sizeof key, 0);
+        return REMORA_OK;
+    }
+    if (bpf_map__update_elem(k->skel->maps.threads, &key, sizeof key, &tstate, sizeof tstate, BPF_ANY) != 0)
+        return REMORA_ENOMEM;
+    return REMORA_OK;
+}
+
+void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out)
+{
+    const struct kern_ts_ent *e = &k->table[(uint32_t)tid & (KERN_TS_SLOTS - 1)];
+    struct kern_ts_ent c;
+    int tries;
+
+    memset(out, 0, sizeof *out);
+    /* a seqlock read: the writer makes seq odd, writes, makes it even again */
+    for (tries = 0; tries < 64; tries++) {
+        uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+
+        if (s1 & 1)
+            continue;
+        c.tid = __atomic_load_n(&e->tid, __ATOMIC_RELAXED);
+        c.on_cpu = __atomic_load_n(&e->on_cpu, __ATOMIC_RELAXED);
+        c.runnable = __atomic_load_n(&e->runnable, __ATOMIC_RELAXED);
+        c.run_ns = __atomic_load_n(&e->run_ns, __ATOMIC_RELAXED);
+        c.since_ns = __atomic_load_n(&e->since_ns, __ATOMIC_RELAXED);
+        c.switches = __atomic_load_n(&e->switches, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1)
+            continue;
+        if (c.tid != (uint32_t)tid || c.switches == 0)
+            return;                 /* another thread's slot, or not seen yet */
+        out->known = 1;
+        out->on_cpu = c.on_cpu != 0;
+        out->runnable = c.runnable != 0;
+        out->run_ns = c.run_ns;
+        out->since_ns = c.since_ns;
+        out->switches = c.switches;
+        return;
+    }
+}
+
+int kern_poll(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx)
+{
+    int err;
+
+    k->cb = cb;
+    k->cb_ctx = ctx;
+    k->cb_err = 0;
+    err = ring_buffer__consume(k->rb);
+    k->cb = NULL;
+    if (k->cb_err != 0)
+        return k->cb_err;
+    (void)err;                      /* a negative count without cb_err: nothing to report */
+    return 0;
+}
+
+void kern_get_stats(const kern_t *k, kern_stats_t *out)
+{
+    int ncpu = libbpf_num_possible_cpus(), i, j;
+    struct kern_counts *c;
+    uint32_t zero = 0;
+    int fds[2];
+
+    memset(out, 0, sizeof *out);
+    if (ncpu > 0 && (c = calloc((size_t)ncpu, sizeof *c)) != NULL) {
+        if (bpf_map__lookup_elem(k->skel->maps.counts, &zero, sizeof zero, c,
+                                 (size_t)ncpu * sizeof *c, 0) == 0) {
+            for (i = 0; i < ncpu; i++) {
+                out->ticks += c[i].ticks;
+                out->samples += c[i].samples;
+                out->dropped += c[i].dropped;
+                out->faults += c[i].faults;
+                out->nostate += c[i].nostate;
+            }
+        }
+        free(c);
+    }
+    fds[0] = bpf_program__fd(k->skel->progs.kern_tick);
+    fds[1] = bpf_program__fd(k->skel->progs.kern_switch);
+    for (j = 0; j < 2; j++) {
+        struct bpf_prog_info info;
+        uint32_t len = sizeof info;
+
+        memset(&info, 0, sizeof info);
+        if (fds[j] >= 0 && bpf_obj_get_info_by_fd(fds[j], &info, &len) == 0) {
+            out->run_ns += info.run_time_ns;
+            out->run_cnt += info.run_cnt;
+        }
+    }
+}

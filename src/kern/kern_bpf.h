@@ -1,0 +1,64 @@
+/* kern/kern_bpf.h — what the BPF programs (remora.bpf.c) and the loader (kern.c) share:
+ * the map sizes, the thread-state table's entry, the per-CPU counters and the ring
+ * buffer's record. Included by both sides; kern.h's types come with it.
+ */
+#ifndef REMORA_KERN_BPF_H
+#define REMORA_KERN_BPF_H
+
+#ifdef __bpf__
+typedef __u8 uint8_t;
+typedef __u32 uint32_t;
+typedef __u64 uint64_t;
+typedef int pid_t;
+typedef __u64 size_t;
+typedef _Bool bool;
+#endif
+#include "kern.h"
+
+#define KERN_TS_SLOTS 65536         /* thread-state table entries: slot = tid & (N - 1) */
+#define KERN_THREADS 16384          /* (pid, tid) -> thread state entries, all processes */
+#define KERN_RING_BYTES (4u << 20)  /* the ring buffer: a power of 2 pages */
+#define KERN_FRAME_BUF 128          /* bytes of a frame header read at once (fr_size) */
+#define KERN_FP_MAX (KERN_FP_WORDS + 4) /* a fingerprint's words: span, then 2 x (len, hash) */
+
+/* One thread's slot of the table, written by the sched_switch program on the CPU the
+ * thread switches on (one CPU at a time for one thread), read by user space through the
+ * mmap. seq is odd while a write is under way (user space retries). */
+struct kern_ts_ent {
+    uint32_t seq;
+    uint32_t tid;                   /* whose slot it is now (0: nobody's yet) */
+    uint32_t on_cpu;
+    uint32_t runnable;
+    uint64_t run_ns;                /* on-CPU time of finished stints */
+    uint64_t since_ns;              /* bpf_ktime_get_ns() of the last switch in or out */
+    uint64_t switches;
+};
+
+/* The per-CPU counters (one entry); kern_get_stats sums them. */
+struct kern_counts {
+    uint64_t ticks, samples, dropped, faults, nostate;
+};
+
+/* The thread map's key. */
+struct kern_thread_key {
+    uint32_t pid, tid;
+};
+
+/* A ring-buffer record: this header, then nframes kern_frame_t. */
+struct kern_rec {
+    uint32_t pid, tid;
+    uint64_t t_ns;
+    uint64_t tstate;
+    uint32_t flags;
+    uint32_t nframes;
+};
+
+/* The frame walker's per-CPU scratch: the record being built, then the walk's buffers. */
+struct kern_scratch {
+    struct kern_rec rec;
+    kern_frame_t frames[KERN_MAX_FRAMES];
+    unsigned char fr[KERN_FRAME_BUF];
+    uint64_t w[KERN_FP_MAX];
+};
+
+#endif

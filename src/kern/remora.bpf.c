@@ -1,0 +1,317 @@
+/* kern/remora.bpf.c — the in-kernel engine's BPF programs (kern.h): a cpu-clock perf
+ * program that walks the interrupted thread's Python frames, per its process's layout,
+ * into the ring buffer; and a sched_switch program that keeps the thread-state table.
+ * Hash maps are only looked up here (user space fills them); writes go to array maps,
+ * per-CPU arrays and the ring buffer only.
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "kern_bpf.h"
+
+/* bpf_probe_read_user is for GPL-compatible programs only: the kernel asks for this. */
+char LICENSE[] SEC("license") = "GPL";
+
+/* The two fields of the kernel's task_struct read here, relocated by CO-RE. */
+struct task_struct {
+    int pid;
+    int tgid;
+} __attribute__((preserve_access_index));
+
+/* target process (tgid) -> its slot in layouts[] */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, KERN_MAX_PROCS);
+    __type(key, __u32);
+    __type(value, __u32);
+} procs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, KERN_MAX_PROCS);
+    __type(key, __u32);
+    __type(value, kern_layout_t);
+} layouts SEC(".maps");
+
+/* (pid, tid) -> the thread state's address in the target */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, KERN_THREADS);
+    __type(key, struct kern_thread_key);
+    __type(value, __u64);
+} threads SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __uint(max_entries, KERN_TS_SLOTS);
+    __type(key, __u32);
+    __type(value, struct kern_ts_ent);
+} tstates SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct kern_counts);
+} counts SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct kern_scratch);
+} scratch SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, KERN_RING_BYTES);
+} ring SEC(".maps");
+
+#define barrier() asm volatile("" ::: "memory")
+
+/* ---- the thread-state table ----------------------------------------------------------- */
+
+static __always_inline void ts_switch(struct task_struct *t, int in, __u64 now, int runnable)
+{
+    __u32 tgid = (__u32)t->tgid, tid = (__u32)t->pid, idx;
+    struct kern_ts_ent *e;
+
+    if (bpf_map_lookup_elem(&procs, &tgid) == NULL)
+        return;
+    idx = tid & (KERN_TS_SLOTS - 1);
+    e = bpf_map_lookup_elem(&tstates, &idx);
+    if (e == NULL)
+        return;
+    e->seq++;                       /* odd: being written */
+    barrier();
+    if (e->tid != tid) {            /* the slot becomes this thread's */
+        e->tid = tid;
+        e->on_cpu = 0;
+        e->runnable = 0;
+        e->run_ns = 0;
+        e->since_ns = 0;
+        e->switches = 0;
+    }
+    if (in) {
+        e->on_cpu = 1;
+        e->runnable = 0;
+    } else {
+        if (e->on_cpu && e->since_ns != 0 && now > e->since_ns)
+            e->run_ns += now - e->since_ns;
+        e->on_cpu = 0;
+        e->runnable = runnable;
+    }
+    e->since_ns = now;
+    e->switches++;
+    barrier();
+    e->seq++;                       /* even: done */
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(kern_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+             unsigned int prev_state)
+{
+    __u64 now = bpf_ktime_get_ns();
+
+    ts_switch(prev, 0, now, prev_state == 0);
+    ts_switch(next, 1, now, 0);
+    return 0;
+}
+
+/* ---- the frame walker ----------------------------------------------------------------- */
+
+struct walk {
+    __u64 cur;                      /* the next frame to read (0: none) */
+    __u32 n;                        /* frames written */
+    __u32 flags;                    /* KERN_S_* */
+    __u32 slot;                     /* the process's layouts[] index */
+};
+
+static __always_inline __u64 fr_u64(const struct kern_scratch *s, __u32 off, int *bad)
+{
+    if (off > KERN_FRAME_BUF - 8) {
+        *bad = 1;
+        return 0;
+    }
+    /* the mask keeps the bound visible to the verifier whatever the compiler merges */
+    return *(const __u64 *)(s->fr + (off & (KERN_FRAME_BUF - 1)));
+}
+
+static __always_inline __u8 fr_u8(const struct kern_scratch *s, __u32 off, int *bad)
+{
+    if (off >= KERN_FRAME_BUF) {
+        *bad = 1;
+        return 0;
+    }
+    return s->fr[off & (KERN_FRAME_BUF - 1)];
+}
+
+/* The fingerprint of the code object at 'code' (kern.h's kern_fp_mix); 0 on a failed read. */
+static __always_inline __u64 fp_of(struct kern_scratch *s, const kern_layout_t *L, __u64 code)
+{
+    __u32 len = L->fp_len, nw, i;
+    __u64 str;
+
+    for (i = 0; i < KERN_FP_MAX; i++)
+        s->w[i] = 0;
+    if (len > 8 * KERN_FP_WORDS)
+        return 0;
+    if (len != 0 && bpf_probe_read_user(s->w, len, (const void *)(code + L->fp_off)) != 0)
+        return 0;
+    nw = (len + 7) / 8;
+    if (L->str_hash != 0) {
+        if (nw > KERN_FP_WORDS || L->str_hash < 8)
+            return 0;
+        if (bpf_probe_read_user(&str, 8, (const void *)(code + L->co_name)) != 0 ||
+            bpf_probe_read_user(&s->w[nw], 16, (const void *)(str + L->str_hash - 8)) != 0)
+            return 0;
+        if (bpf_probe_read_user(&str, 8, (const void *)(code + L->co_filename)) != 0 ||
+            bpf_probe_read_user(&s->w[nw + 2], 16, (const void *)(str + L->str_hash - 8)) != 0)
+            return 0;
+        nw += 4;
+    }
+    {
+        __u64 h = 0x9e3779b97f4a7c15ull;    /* kern_fp_mix, bounded for the verifier */
+
+        for (i = 0; i < KERN_FP_MAX; i++) {
+            if (i >= nw)
+                break;
+            h ^= s->w[i];
+            h *= 0xbf58476d1ce4e5b9ull;
+            h ^= h >> 31;
+        }
+        return h | 1;
+    }
+}
+
+/* One frame: read its header, fill frames[n], move to the previous one. 1 ends the loop. */
+static long walk_step(__u32 i, void *ctx)
+{
+    struct walk *w = ctx;
+    struct kern_scratch *s;
+    kern_layout_t *L;
+    kern_frame_t *f;
+    __u32 zero = 0, slot = w->slot, n = w->n, sz, flags = 0;
+    __u64 code, instr, prev;
+    int bad = 0;
+
+    if (w->cur == 0)
+        return 1;
+    if (n >= KERN_MAX_FRAMES) {
+        w->flags |= KERN_S_CUT;
+        return 1;
+    }
+    s = bpf_map_lookup_elem(&scratch, &zero);
+    L = bpf_map_lookup_elem(&layouts, &slot);
+    if (s == NULL || L == NULL)
+        return 1;
+    sz = L->fr_size;
+    if (sz == 0 || sz > KERN_FRAME_BUF)
+        goto fault;
+    if (bpf_probe_read_user(s->fr, sz, (const void *)w->cur) != 0)
+        goto fault;
+    code = fr_u64(s, L->fr_code, &bad);
+    prev = fr_u64(s, L->fr_previous, &bad);
+    if (L->frames_kind == KERN_FRAMES_OBJECTS) {
+        if (L->fr_instr > KERN_FRAME_BUF - 4)
+            goto fault;
+        instr = *(const __u32 *)(s->fr + (L->fr_instr & (KERN_FRAME_BUF - 1)));
+    } else {
+        instr = fr_u64(s, L->fr_instr, &bad);
+        if (L->tagged_executable)
+            code &= ~3ull;
+        if (L->owner_shim != 0 && fr_u8(s, L->fr_owner, &bad) >= L->owner_shim)
+            flags |= KERN_F_SHIM;
+        if (L->fr_funcobj != 0 && L->none_addr != 0 &&
+            (fr_u64(s, L->fr_funcobj, &bad) & ~7ull) == L->none_addr)
+            flags |= KERN_F_SHIM;
+        if (L->fr_is_entry != 0 && fr_u8(s, L->fr_is_entry, &bad) != 0)
+            flags |= KERN_F_ENTRY;
+    }
+    if (bad)
+        goto fault;
+    f = &s->frames[n];
+    f->addr = w->cur;
+    f->code = code;
+    f->instr = instr;
+    f->flags = flags;
+    f->pad = 0;
+    f->fp = 0;
+    if (!(flags & KERN_F_SHIM)) {
+        f->fp = fp_of(s, L, code);
+        if (f->fp == 0)
+            goto fault;     /* not sent: a frame goes out with its fingerprint or not at all */
+    }
+    w->n = n + 1;
+    w->cur = prev;
+    return 0;
+fault:
+    w->flags |= KERN_S_FAULT;
+    return 1;
+}
+
+static __always_inline int read_u64(__u64 *out, __u64 addr)
+{
+    return bpf_probe_read_user(out, 8, (const void *)addr);
+}
+
+SEC("perf_event")
+int kern_tick(void *ctx)
+{
+    __u64 id = bpf_get_current_pid_tgid(), *tsp, size;
+    __u32 tgid = (__u32)(id >> 32), zero = 0, slot, n;
+    struct kern_thread_key key = { .pid = (__u32)(id >> 32), .tid = (__u32)id };
+    struct walk w = { 0 };
+    struct kern_counts *c;
+    struct kern_scratch *s;
+    kern_layout_t *L;
+    __u32 *slotp;
+
+    slotp = bpf_map_lookup_elem(&procs, &tgid);
+    if (slotp == NULL)
+        return 0;
+    slot = *slotp;
+    c = bpf_map_lookup_elem(&counts, &zero);
+    s = bpf_map_lookup_elem(&scratch, &zero);
+    L = bpf_map_lookup_elem(&layouts, &slot);
+    if (c == NULL || s == NULL || L == NULL)
+        return 0;
+    c->ticks++;
+    s->rec.pid = key.pid;
+    s->rec.tid = key.tid;
+    s->rec.t_ns = bpf_ktime_get_ns();
+    s->rec.tstate = 0;
+    tsp = bpf_map_lookup_elem(&threads, &key);
+    if (tsp == NULL) {
+        w.flags = KERN_S_NOSTATE;
+    } else {
+        s->rec.tstate = *tsp;
+        w.slot = slot;
+        if (read_u64(&w.cur, *tsp + L->ts_frame) != 0)
+            w.flags |= KERN_S_FAULT;
+        else if (L->frames_kind == KERN_FRAMES_CFRAME && w.cur != 0 &&
+                 read_u64(&w.cur, w.cur + L->cframe_current_frame) != 0)
+            w.flags |= KERN_S_FAULT;
+        if (!(w.flags & KERN_S_FAULT))
+            bpf_loop(KERN_MAX_FRAMES + 1, walk_step, &w, 0);
+    }
+    n = w.n;
+    if (n > KERN_MAX_FRAMES)
+        n = KERN_MAX_FRAMES;
+    s->rec.flags = w.flags;
+    s->rec.nframes = n;
+    if (w.flags & KERN_S_NOSTATE)
+        c->nostate++;
+    if (w.flags & KERN_S_FAULT)
+        c->faults++;
+    size = sizeof(struct kern_rec) + (__u64)n * sizeof(kern_frame_t);
+    /* no wake-up: kern_poll consumes without waiting on the ring */
+    if (bpf_ringbuf_output(&ring, s, size, BPF_RB_NO_WAKEUP) != 0)
+        c->dropped++;
+    else
+        c->samples++;
+    return 0;
+}
