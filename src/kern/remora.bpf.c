@@ -110,6 +110,30 @@ static __always_inline void ts_switch(struct task_struct *t, int in, __u64 now, 
     e->seq++;                       /* even: done */
 }
 
+/* The tick's thread is on a CPU now: a thread that has run since before the engine was
+ * attached has had no switch yet, and its slot would stay unknown (a /proc read) until it
+ * had one. Only a slot that is not already this thread's and on a CPU is written. */
+static __always_inline void ts_running(__u32 tid, __u64 now)
+{
+    __u32 idx = tid & (KERN_TS_SLOTS - 1);
+    struct kern_ts_ent *e = bpf_map_lookup_elem(&tstates, &idx);
+
+    if (e == NULL || (e->tid == tid && e->on_cpu))
+        return;
+    e->seq++;
+    barrier();
+    if (e->tid != tid) {
+        e->tid = tid;
+        e->run_ns = 0;
+        e->switches = 0;
+    }
+    e->on_cpu = 1;
+    e->runnable = 0;
+    e->since_ns = now;
+    barrier();
+    e->seq++;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(kern_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
              unsigned int prev_state)
@@ -284,6 +308,7 @@ int kern_tick(void *ctx)
     s->rec.tid = key.tid;
     s->rec.t_ns = bpf_ktime_get_ns();
     s->rec.tstate = 0;
+    ts_running(key.tid, s->rec.t_ns);
     tsp = bpf_map_lookup_elem(&threads, &key);
     if (tsp == NULL) {
         w.flags = KERN_S_NOSTATE;
