@@ -50,7 +50,7 @@ static void tool_layout(const py_target_t *T, kern_layout_t *K)
     code_fp_span(L, &off, &len);
     K->fp_off = (uint32_t)off;
     K->fp_len = (uint32_t)len;
-    K->co_name = (uint32_t)L->co_name;
+    K->co_name = (uint32_t)L->co_qualname;
     K->co_filename = (uint32_t)L->co_filename;
     K->str_hash = L->co_version == 0 ? (uint32_t)(L->u_length + 8) : 0;
 }
