@@ -39,7 +39,11 @@ void cli_modes_help(void)
 {
     fputs("\nmodes: wall (every thread), cpu (threads on a CPU), gil (the GIL holder),\n"
           "       exception (threads handling an exception); in each, without --idle,\n"
-          "       a thread neither on a CPU nor holding the GIL is left out\n", stdout);
+          "       a thread neither on a CPU nor holding the GIL is left out\n"
+          "engines: kernel reads a running thread's stack in the kernel at the timer\n"
+          "       interrupt (BPF: needs CAP_BPF and CAP_PERFMON), threads off a CPU from\n"
+          "       user space; user reads every thread from user space; auto (default):\n"
+          "       kernel where it can be had (wall and cpu modes), else user\n", stdout);
 }
 
 void cli_sampling_init(cli_sampling_t *c)
@@ -95,6 +99,16 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
             c->async = SAMPLE_ASYNC_ALL;
         else
             return cli_bad_value(what, flag, v, "an async mode: running or all");
+        return 1;
+    case CLI_O_ENGINE:
+        if (v != NULL && strcmp(v, "auto") == 0)
+            c->engine = CLI_ENGINE_AUTO;
+        else if (v != NULL && strcmp(v, "kernel") == 0)
+            c->engine = CLI_ENGINE_KERNEL;
+        else if (v != NULL && strcmp(v, "user") == 0)
+            c->engine = CLI_ENGINE_USER;
+        else
+            return cli_bad_value(what, flag, v, "an engine: auto, kernel or user");
         return 1;
     case CLI_O_GIL:
         if (c->mode_given && c->mode != SAMPLE_GIL) {

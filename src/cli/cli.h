@@ -122,7 +122,10 @@ typedef struct cli_sampling {
     int mode_given;         /* --mode or --gil given: which, for the line refusing both */
     int async;              /* --async, --async-mode: 0, SAMPLE_ASYNC_RUNNING or SAMPLE_ASYNC_ALL
                              * (--async-mode alone implies --async) */
+    int engine;             /* --engine: CLI_ENGINE_AUTO (default), _KERNEL or _USER */
 } cli_sampling_t;
+
+enum { CLI_ENGINE_AUTO = 0, CLI_ENGINE_KERNEL, CLI_ENGINE_USER };
 
 void cli_sampling_init(cli_sampling_t *c);
 
@@ -137,7 +140,7 @@ const char *cli_mode_name(int mode);
 enum cli_sampling_opt {
     CLI_O_HELP = 1, CLI_O_PID, CLI_O_CMD, CLI_O_RATE, CLI_O_DURATION, CLI_O_MODE, CLI_O_IDLE,
     CLI_O_NO_GC, CLI_O_SUBPROCESSES, CLI_O_BLOCKING, CLI_O_NONBLOCKING, CLI_O_GIL,
-    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_NATIVE, CLI_O_ASYNC, CLI_O_ASYNC_MODE, CLI_O_OWN
+    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_NATIVE, CLI_O_ASYNC, CLI_O_ASYNC_MODE, CLI_O_ENGINE, CLI_O_OWN
 };
 #define CLI_OPT_HELP { CLI_O_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 }
 #define CLI_SAMPLING_OPTS \
@@ -169,6 +172,8 @@ enum cli_sampling_opt {
       "asyncio: a task's awaiter chain instead of the loop", 0 }, \
     { CLI_O_ASYNC_MODE, NULL, "--async-mode", NULL, "MODE", \
       "running (default), or all: waiting tasks too", 0 }, \
+    { CLI_O_ENGINE, NULL, "--engine", NULL, "ENGINE", \
+      "auto (default), kernel (BPF) or user (below)", 0 }, \
     { CLI_O_LIMIT, "-l", "--limit", NULL, "ROWS", "rows of the table (top: 20 by default)", 0 }
 
 /* Takes option 'id' (from a table holding CLI_SAMPLING_OPTS) given as 'flag' with 'value'
@@ -182,6 +187,18 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *va
  * returns the exit code. u may be NULL (nothing to do). */
 struct unwinder;
 int cli_native_enable(struct unwinder *u, pid_t pid);
+
+/* The kernel engine for this run, per --engine: *out NULL when the user-space engine
+ * alone reads (--engine user; --blocking, --native, --mode gil/exception, --async and
+ * --frame-anchor need it; or, with auto, when the kernel engine cannot be had: one
+ * line says why). u may be NULL (a command not Python yet). Returns REMORA_EXIT_OK, or
+ * with --engine kernel one line and the exit code. The caller closes *out (kern_close)
+ * after freeing every unwinder. */
+struct kern;
+int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct unwinder *u,
+                    struct kern **out);
+/* "kernel" or "user", for the summary and --stats. */
+const char *cli_engine_name(const struct kern *k);
 
 /* --async: 0 if u reads the target's asyncio tasks, else one line and the exit code (4:
  * a version or build the task reader does not know). u may be NULL (nothing to check). */

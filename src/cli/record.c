@@ -18,6 +18,7 @@
 #include "remora.h"
 #include "cli.h"
 #include "../formats/out.h"
+#include "../kern/kern.h"
 #include "../formats/raw.h"
 #include "../proc/proc.h"
 #include "../py/py.h"
@@ -254,6 +255,7 @@ int cmd_record(int argc, char **argv)
     stk_table_t *table = NULL;
     raw_writer_t *raw = NULL;
     sampler_t *s = NULL;
+    kern_t *kern = NULL;
     sampler_opts_t so;
     sample_sink_t sink;
     profile_t prof, base;
@@ -376,6 +378,9 @@ int cmd_record(int argc, char **argv)
     sink.sample = raw != NULL ? raw_sink_sample : NULL;
     if (a.c.native && (rc = cli_native_enable(u, pid)) != REMORA_EXIT_OK)
         goto out;
+    if ((rc = cli_engine_open("record", &a.c, a.anchor, u, &kern)) != REMORA_EXIT_OK)
+        goto out;
+    so.kern = kern;
     if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, pid, a.c.native ? "--native" : a.c.blocking ? "--blocking" : NULL);
         goto out;
@@ -454,13 +459,13 @@ int cmd_record(int argc, char **argv)
     if (a.c.subprocesses)
         fprintf(stderr, "remora: %llu subprocesses sampled\n", (unsigned long long)st->subprocesses);
     fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), "
-            "%llu partial (%.2f%%), %llu late%s\n",
+            "%llu partial (%.2f%%), %llu late, engine %s%s\n",
             (unsigned long long)st->rounds, prof.meta.duration_s,
             prof.meta.duration_s > 0 ? (double)st->rounds / prof.meta.duration_s : 0.0, a.c.rate,
             (unsigned long long)st->errors,
             st->samples + st->errors ? 100.0 * (double)st->errors / (double)(st->samples + st->errors) : 0.0,
             (unsigned long long)st->partial, st->samples ? 100.0 * (double)st->partial / (double)st->samples : 0.0,
-            (unsigned long long)st->late, gone ? "; the target exited" : "");
+            (unsigned long long)st->late, cli_engine_name(kern), gone ? "; the target exited" : "");
     if (a.stats) {
         const proc_stats_t *ps = proc_stats(p);
         double n = st->rounds ? (double)st->rounds : 1.0;
@@ -495,6 +500,21 @@ int cmd_record(int argc, char **argv)
                     (unsigned long long)st->task_waiting, (unsigned long long)st->task_unknown,
                     (unsigned long long)st->task_reads, (unsigned long long)st->task_read_errors,
                     st->task_reads ? (double)st->task_read_ns / 1e3 / (double)st->task_reads : 0.0);
+        if (kern != NULL) {
+            kern_stats_t ks;
+            unw_kern_stats_t uk;
+            kern_get_stats(kern, &ks);
+            memset(&uk, 0, sizeof uk);
+            if (u != NULL)
+                unw_kern_get_stats(u, &uk);
+            fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
+                    "faults=%llu nostate=%llu proc_reads=%llu bpf_runs=%llu bpf_ns=%llu\n",
+                    (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
+                    (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
+                    (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
+                    (unsigned long long)ks.nostate, (unsigned long long)uk.proc_reads,
+                    (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns);
+        }
         if (a.c.native && u != NULL) {
             unw_native_stats_t ns;
             unw_native_get_stats(u, &ns);
@@ -517,6 +537,7 @@ out:
         rc = cli_child_exit_code(ct.child_status);
     sampler_free(s);
     unw_free(u);
+    kern_close(kern);               /* after every unwinder (the sampler's too) */
     stk_free(table);
     stk_free(base_table);
     proc_free(ct.p);

@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "../formats/out.h"
 #include "../sample/sampler.h"
+#include "../kern/kern.h"
 #include "../unwind/unwind.h"
 #include "../util/util.h"
 
@@ -499,6 +500,7 @@ int cmd_top(int argc, char **argv)
     top_t tp;
     unwinder_t *u = NULL;
     sampler_opts_t so;
+    kern_t *kern = NULL;
     struct sigaction sa;
     int err, rc, gone = 0;
 
@@ -547,6 +549,9 @@ int cmd_top(int argc, char **argv)
     so.async = a.async;
     if (a.native && (rc = cli_native_enable(u, a.pid)) != REMORA_EXIT_OK)
         goto out;
+    if ((rc = cli_engine_open("top", &a, 0, u, &kern)) != REMORA_EXIT_OK)
+        goto out;
+    so.kern = kern;
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, a.pid, a.native ? "--native" : a.blocking ? "--blocking" : NULL);
         goto out;
@@ -585,6 +590,7 @@ out:
         rc = cli_child_exit_code(ct.child_status);
     sampler_free(tp.s);
     unw_free(u);
+    kern_close(kern);               /* after every unwinder (the sampler's too) */
     stk_free(tp.table);
     proc_free(ct.p);
     free(tp.rows);

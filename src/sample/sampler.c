@@ -19,6 +19,7 @@
 #include "async.h"
 #include "../py/py.h"
 #include "../util/util.h"
+#include "../kern/kern.h"
 
 /* --subprocesses: the target's descendants, found by a scan of /proc every SUB_SCAN_NS,
  * each sampled in the same rounds through an unwinder of its own once its interpreter is
@@ -417,6 +418,74 @@ static int waiting_tasks(sampler_t *s, unwinder_t *u, proc_t *p, const unw_threa
     return REMORA_OK;
 }
 
+/* One thread's sample, filtered by mode, into the table and to the sink; t_ns since
+ * sampling began. Returns 0 or a fatal code. */
+static int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, int64_t t_ns)
+{
+    uint32_t tt, node;
+    unsigned flags = (th->on_cpu ? SAMPLE_F_ON_CPU : 0) | (th->holds_gil ? SAMPLE_F_GIL : 0);
+    size_t ti;
+    int err;
+
+    /* idle: asleep in the kernel (not running or runnable) and not holding the GIL
+     * (a thread blocked while it holds it stops every other: never idle) */
+    if (!s->o.idle && !th->on_cpu && !th->holds_gil)
+        return REMORA_OK;
+    if (s->o.mode == SAMPLE_CPU && !th->on_cpu)
+        return REMORA_OK;
+    if (s->o.mode == SAMPLE_GIL && !th->holds_gil)
+        return REMORA_OK;
+    if (s->o.mode == SAMPLE_EXCEPTION && th->handling_exc != 1) {
+        if (th->handling_exc < 0)       /* its exception state could not be read */
+            s->st.errors++;
+        return REMORA_OK;
+    }
+    /* exception mode shows where the handling happens: a partial stack may have lost
+     * the frame holding the except block among those that moved */
+    if (s->o.mode == SAMPLE_EXCEPTION && th->partial)
+        return REMORA_OK;
+    if (th->error) {
+        s->st.errors++;
+        return REMORA_OK;
+    }
+    ti = map_thread(s, p, th);
+    if (ti == (size_t)-1)
+        return REMORA_ENOMEM;
+    tt = s->tthreads[ti];
+    if (th->task != 0 && u == s->u && s->async != NULL) {
+        /* a task's frames under its awaiter chain, in place of the loop's */
+        unw_thread_t as = *th;
+        const unw_frame_t *af;
+        err = async_thread_stack(s->async, u, th, &s->st, &af, &as.nframes);
+        if (err)
+            return err;
+        as.frames = (unw_frame_t *)af;
+        node = stack_node(s, ti, &as);
+    } else {
+        node = stack_node(s, ti, th);
+    }
+    if (node == STK_NONE)
+        return REMORA_ENOMEM;
+    if (th->partial) {
+        /* the innermost frames moved while they were read: marked, never guessed */
+        s->st.partial++;
+        if (!th->moving_in_frames && (node = stk_child(s->t, node, s->moving_frame)) == STK_NONE)
+            return REMORA_ENOMEM;
+    }
+    /* a partial stack moved after the GC state was read: no <GC> above its marker */
+    if (s->o.gc && th->gc && th->holds_gil && !th->partial) {
+        flags |= SAMPLE_F_GC;
+        if ((node = stk_child(s->t, node, s->gc_frame)) == STK_NONE)
+            return REMORA_ENOMEM;
+    }
+    stk_add_at(s->t, tt, node, 1);
+    s->st.samples++;
+    if (s->sink.sample != NULL &&
+        (err = s->sink.sample(s->sink.ctx, s->t, tt, node, t_ns, flags)))
+        return err;
+    return REMORA_OK;
+}
+
 /* One process's threads into the table. Returns 0, a transient REMORA_ECORRUPT or
  * REMORA_EFAULT (its thread list moved twice: counted as an error), or a fatal code. */
 static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz, int64_t now_ns)
@@ -452,66 +521,10 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     if (err)
         return err;
     for (i = 0; i < n; i++) {
-        const unw_thread_t *th = &threads[i];
-        uint32_t tt, node;
-        unsigned flags = (th->on_cpu ? SAMPLE_F_ON_CPU : 0) | (th->holds_gil ? SAMPLE_F_GIL : 0);
-        size_t ti;
-
-        /* idle: asleep in the kernel (not running or runnable) and not holding the GIL
-         * (a thread blocked while it holds it stops every other: never idle) */
-        if (!s->o.idle && !th->on_cpu && !th->holds_gil)
+        /* on a CPU: the kernel engine's samples are the thread's (sampler_round) */
+        if (threads[i].kernel)
             continue;
-        if (s->o.mode == SAMPLE_CPU && !th->on_cpu)
-            continue;
-        if (s->o.mode == SAMPLE_GIL && !th->holds_gil)
-            continue;
-        if (s->o.mode == SAMPLE_EXCEPTION && th->handling_exc != 1) {
-            if (th->handling_exc < 0)       /* its exception state could not be read */
-                s->st.errors++;
-            continue;
-        }
-        /* exception mode shows where the handling happens: a partial stack may have lost
-         * the frame holding the except block among those that moved */
-        if (s->o.mode == SAMPLE_EXCEPTION && th->partial)
-            continue;
-        if (th->error) {
-            s->st.errors++;
-            continue;
-        }
-        ti = map_thread(s, p, th);
-        if (ti == (size_t)-1)
-            return REMORA_ENOMEM;
-        tt = s->tthreads[ti];
-        if (th->task != 0 && u == s->u && s->async != NULL) {
-            /* a task's frames under its awaiter chain, in place of the loop's */
-            unw_thread_t as = *th;
-            const unw_frame_t *af;
-            err = async_thread_stack(s->async, u, th, &s->st, &af, &as.nframes);
-            if (err)
-                return err;
-            as.frames = (unw_frame_t *)af;
-            node = stack_node(s, ti, &as);
-        } else {
-            node = stack_node(s, ti, th);
-        }
-        if (node == STK_NONE)
-            return REMORA_ENOMEM;
-        if (th->partial) {
-            /* the innermost frames moved while they were read: marked, never guessed */
-            s->st.partial++;
-            if (!th->moving_in_frames && (node = stk_child(s->t, node, s->moving_frame)) == STK_NONE)
-                return REMORA_ENOMEM;
-        }
-        /* a partial stack moved after the GC state was read: no <GC> above its marker */
-        if (s->o.gc && th->gc && th->holds_gil && !th->partial) {
-            flags |= SAMPLE_F_GC;
-            if ((node = stk_child(s->t, node, s->gc_frame)) == STK_NONE)
-                return REMORA_ENOMEM;
-        }
-        stk_add_at(s->t, tt, node, 1);
-        s->st.samples++;
-        if (s->sink.sample != NULL &&
-            (err = s->sink.sample(s->sink.ctx, s->t, tt, node, now_ns - s->st.start_ns, flags)))
+        if ((err = take_thread(s, u, p, &threads[i], now_ns - s->st.start_ns)) != REMORA_OK)
             return err;
     }
     if (u == s->u && s->async != NULL && s->o.async == SAMPLE_ASYNC_ALL)
@@ -599,8 +612,43 @@ static void scan_subs(sampler_t *s)
             continue;
         }
         unw_set_want(c->u, s->want);
+        if (s->o.kern != NULL)          /* else its threads are read from user space */
+            unw_kern_enable(c->u, s->o.kern, why, sizeof why);
         s->st.subprocesses++;
     }
+}
+
+/* One kernel sample: named by its process's unwinder, then taken as a round's are. */
+static int kern_sample(void *ctx, const kern_sample_t *ks)
+{
+    sampler_t *s = ctx;
+    unwinder_t *u = NULL;
+    proc_t *p = NULL;
+    unw_thread_t *th;
+    size_t k;
+    int err;
+
+    if (s->u != NULL && proc_pid(s->p) == ks->pid) {
+        u = s->u;
+        p = s->p;
+    }
+    for (k = 0; u == NULL && k < s->nsubs; k++) {
+        if (s->subs[k].u != NULL && s->subs[k].pid == ks->pid) {
+            u = s->subs[k].u;
+            p = s->subs[k].p;
+        }
+    }
+    if (u == NULL)
+        return REMORA_OK;               /* a process already forgotten */
+    s->st.kernel++;
+    err = unw_kern_name(u, ks, &th);
+    if (err == REMORA_EFAULT) {
+        s->st.kernel_fallback++;
+        return REMORA_OK;
+    }
+    if (err)
+        return err;
+    return take_thread(s, u, p, th, (int64_t)ks->t_ns - s->st.start_ns);
 }
 
 int sampler_round(sampler_t *s, int64_t now_ns)
@@ -638,7 +686,9 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             sub_reset(s, c);            /* exited, or exec'd: the next scan says which */
         }
     }
-    return REMORA_OK;
+    /* the running threads' samples, taken in the kernel since the last round (after the
+     * round: a thread whose kernel read failed is read from user space in the next) */
+    return s->o.kern != NULL ? kern_poll(s->o.kern, kern_sample, s) : REMORA_OK;
 }
 
 int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,

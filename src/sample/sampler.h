@@ -31,6 +31,9 @@ typedef struct sampler_opts {
                              * not holding the GIL); without it they are left out, in
                              * every mode */
     int async;              /* enum sample_async */
+    struct kern *kern;      /* the kernel engine (borrowed; it must outlive the sampler),
+                             * already enabled on the target's unwinder; NULL: the
+                             * user-space engine alone */
 } sampler_opts_t;
 
 typedef struct sampler_stats {
@@ -50,6 +53,9 @@ typedef struct sampler_stats {
     uint64_t task_reads;    /* --async: full readings of the task list */
     uint64_t task_read_errors;  /* ... that failed (a list that moved: the last one kept) */
     uint64_t task_read_ns;  /* ... their time, in all */
+    uint64_t kernel;        /* samples the kernel engine read (in 'samples' once kept) */
+    uint64_t kernel_fallback;   /* ... that held no stack (a read failed in the kernel):
+                             * the thread read from user space the next round */
     int64_t start_ns, end_ns;   /* CLOCK_MONOTONIC */
 } sampler_stats_t;
 

@@ -102,6 +102,8 @@ typedef struct unw_code {
     uint64_t stamp;             /* the sample in which it was last validated */
     uint64_t gen;               /* the code generation it was last validated at (fast.c) */
     uint64_t fresh;             /* the sample that fetched it (fast.c) */
+    uint64_t kfp;               /* its fingerprint as the kernel engine mixes it (kernel.c;
+                                 * 0: not computed yet) */
     const char *function;       /* interned: co_qualname (3.11+) or co_name */
     const char *file;           /* interned: co_filename */
     int firstlineno;
@@ -215,8 +217,10 @@ struct unwinder {
     size_t cap_idents;
     struct unw_native *native;  /* --native (native.c), or NULL */
     struct unw_tasks_state *tasks; /* asyncio tasks (tasks.c), or NULL */
+    struct unw_kern *kern;      /* the kernel engine (kernel.c), or NULL */
     unw_stats_t stats;
 };
+
 
 /* ---- --native (native.c) ---------------------------------------------------- */
 
@@ -424,6 +428,9 @@ typedef struct fast_thread {
                                      * and chunk) was first seen: before that, a partial one
                                      * may be a freed thread's frames (C stacks and chunks
                                      * are reused at the same addresses by the next thread) */
+    /* the kernel engine (kernel.c): the tid and state it was told this thread runs on */
+    pid_t kern_tid;
+    uint64_t kern_ts;
 } rd_thread_t;
 
 /* A frame walked this sample, to be named once the code objects are validated. */
@@ -653,5 +660,17 @@ static inline int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr)
 void name_frames(unwinder_t *u, reader_t *r);
 
 int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, uint64_t post);
+
+/* ---- kernel.c ------------------------------------------------------------------ */
+
+/* After a round's threads are known: tells the kernel engine each thread's state when it
+ * changed (a system call only then). */
+void kern_sync_threads(unwinder_t *u, reader_t *r);
+/* The thread's on/off-CPU state from the engine's table (no system call): 1 when the
+ * table knows it (*on_cpu, *running set: running = on a CPU now, on_cpu = running or
+ * runnable), 0 when the caller must ask /proc (counted). */
+int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, int *on_cpu, int *running);
+/* Forgets the process in the engine (which must outlive the unwinder) and frees k. */
+void kern_unw_free(struct unw_kern *k, pid_t pid);
 
 #endif

@@ -112,8 +112,11 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
     th->gc = fi->gc != 0;
     if (u->want & UNW_WANT_EXC)     /* from this sample's copy of the thread state */
         th->handling_exc = unw_exc_state(u, tc->tstate, tc->ts, &tc->exc_item);
-    /* a parked thread too: one that released the GIL may be running C code */
-    if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
+    /* a parked thread too: one that released the GIL may be running C code. With the
+     * kernel engine, from its table (no system call), and a thread on a CPU is left to
+     * it; /proc only for a thread the table does not know yet */
+    if (th->native_id > 0 && (u->kern != NULL ? !kern_cpu_state(u, tc, &th->on_cpu, &th->kernel)
+                                              : (u->want & UNW_WANT_CPU) != 0)) {
         char state;
         if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
             th->on_cpu = state == 'R';
@@ -409,6 +412,8 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
     tc->partial = 0;
     thread_identity(u, r, tc, th);
+    if (th->kernel)
+        return REMORA_OK;           /* on a CPU: the kernel engine's samples are its */
     was_known = tc->known;          /* read whole before, and the same thread still */
     /* 3.9/3.10: another thread took over that struct pthread during the read: the state
      * and stack read may be either thread's */
@@ -669,6 +674,8 @@ static int sample_once(unwinder_t *u, reader_t *r)
         return err;
     name_frames(u, r);
     tc_settle_ids(u, r);
+    if (u->kern != NULL)
+        kern_sync_threads(u, r);
     return REMORA_OK;
 }
 

@@ -90,6 +90,7 @@ void unw_free(unwinder_t *u)
     if (u == NULL)
         return;
     native_free(u->native);
+    kern_unw_free(u->kern, proc_pid(u->p));
     tasks_free(u->tasks);
     unw_reader_free(u->reader);
     pyn_free(u->pynames);

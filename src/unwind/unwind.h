@@ -66,7 +66,9 @@ typedef struct unw_thread {
     pid_t native_id;            /* 0 if unknown */
     int is_main;
     int holds_gil;
-    int on_cpu;                 /* only with UNW_WANT_CPU */
+    int on_cpu;                 /* only with UNW_WANT_CPU: running or runnable */
+    int kernel;                 /* the kernel engine reads it (it is on a CPU now): no
+                                 * frames here, its samples come from unw_kern_name() */
     int gc;                     /* its interpreter is collecting garbage (UNW_WANT_GC) */
     int handling_exc;           /* UNW_WANT_EXC: 1 when sys.exc_info() would give an exception
                                  * there (it is inside an except block), 0 when not, -1
@@ -242,6 +244,37 @@ int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, 
 /* Why unw_tasks() returned REMORA_EVERSION, or REMORA_ECORRUPT (what moved at the last
  * try) (one line), or "". */
 const char *unw_tasks_problem(const unwinder_t *u);
+
+/* ---- the kernel engine (kernel.c) ----------------------------------------------- */
+
+struct kern;
+struct kern_sample;
+
+/* From now on unw_sample() leaves a thread that is on a CPU to the kernel engine k (its
+ * unw_thread_t has 'kernel' set and no frames: its samples come through unw_kern_name()),
+ * takes every thread's on/off-CPU state from the engine's table (no system call; /proc
+ * only for a thread the table does not know yet), and tells the engine each thread's
+ * state when the list changes. Returns 0, REMORA_EVERSION (this layout cannot be walked
+ * in the kernel; *why says why), REMORA_ENOMEM. k is borrowed. */
+int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen);
+
+/* A kernel sample of one of this target's threads, its frames named with the code-object
+ * cache: a frame is named only when the code object cached at its address carries the
+ * fingerprint the kernel read with the frame (a code object freed and its address reused
+ * since never names it). *out is owned by the unwinder and valid until the next call.
+ * Returns 0 (a frame that could not be named: the frames outer of it, th->partial), or
+ * REMORA_EFAULT when the sample holds no stack to keep (a read failed in the kernel, no
+ * thread state known for it, or deeper than it walks: the thread is read from user space
+ * next round), REMORA_ENOPROC, REMORA_ENOMEM. */
+int unw_kern_name(unwinder_t *u, const struct kern_sample *ks, unw_thread_t **out);
+
+typedef struct unw_kern_stats {
+    uint64_t samples;           /* kernel samples named */
+    uint64_t partial;           /* ... with a frame whose code object could not be named */
+    uint64_t fallback;          /* ... with no stack (a read failed in the kernel, no state) */
+    uint64_t proc_reads;        /* /proc reads of a state the table did not know */
+} unw_kern_stats_t;
+void unw_kern_get_stats(const unwinder_t *u, unw_kern_stats_t *out);
 
 /* ---- dump --locals (locals.c) ---------------------------------------------------- */
 

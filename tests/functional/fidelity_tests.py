@@ -61,7 +61,7 @@ ASYNC_EXC_MIN = 20           # exception-mode samples needed for the check not t
 
 SUMMARY = re.compile(r"^remora: (\d+) samples in ([0-9.]+) s \((\d+) Hz of (\d+) Hz asked\), "
                      r"(\d+) errors \(([0-9.]+)%\)(?:, (\d+) partial \(([0-9.]+)%\))?, "
-                     r"(\d+) late(; the target exited)?$", re.M)
+                     r"(\d+) late, engine (kernel|user)(; the target exited)?$", re.M)
 STATS = re.compile(r"^stats: samples=(\d+) errors=(\d+)(?: partial=(\d+))? reads=(\d+) ", re.M)
 
 
@@ -84,6 +84,7 @@ class Run:
         self.partial = int(m.group(7)) if m.group(7) is not None else None
         self.partial_pct = float(m.group(8)) if m.group(8) is not None else None
         self.late = int(m.group(9))
+        self.engine = m.group(10)
         self.problems = []
         st = STATS.search(err)
         if st:
@@ -100,9 +101,9 @@ class Run:
         return "%d partial (%.2f%%)" % (self.partial, self.partial_pct)
 
     def __str__(self):
-        return "%d rounds in %.2f s (%d Hz), %d errors (%.2f%%), %s, %d late" % (
+        return "%d rounds in %.2f s (%d Hz), %d errors (%.2f%%), %s, %d late, engine %s" % (
             self.rounds, self.seconds, self.hz, self.errors, self.error_pct, self.partial_text(),
-            self.late)
+            self.late, self.engine)
 
 
 def marker_problem(s):

@@ -367,7 +367,7 @@ STOP_TIMEOUT = 10.0            # seconds remora may take to end after a signal /
 
 SUMMARY = re.compile(r"^remora: (\d+) samples in ([0-9.]+) s \((\d+) Hz of (\d+) Hz asked\), "
                      r"(\d+) errors \(([0-9.]+)%\), (\d+) partial \(([0-9.]+)%\), (\d+) late"
-                     r"(; the target exited)?$", re.M)
+                     r", engine (kernel|user)(; the target exited)?$", re.M)
 # the documented fields, in order; later fields (key=number) may follow
 STATS = re.compile(r"^stats: samples=(\d+) errors=(\d+) partial=(\d+) reads=(\d+) bytes=(\d+) "
                    r"reads_per_sample=([0-9.]+) cpu_us_per_sample=([0-9.]+)"
@@ -381,12 +381,13 @@ class Summary:
         self.seconds, self.hz, self.asked = float(m.group(2)), int(m.group(3)), int(m.group(4))
         self.error_pct = float(m.group(6))
         self.partial, self.partial_pct = int(m.group(7)), float(m.group(8))
-        self.exited = m.group(10) is not None
+        self.engine = m.group(10)
+        self.exited = m.group(11) is not None
 
     def __str__(self):
-        return "%d samples in %.2f s (%d Hz), %d errors (%.2f%%), %d partial (%.2f%%), %d late" % (
-            self.samples, self.seconds, self.hz, self.errors, self.error_pct, self.partial,
-            self.partial_pct, self.late)
+        return ("%d samples in %.2f s (%d Hz), %d errors (%.2f%%), %d partial (%.2f%%), %d late, "
+                "engine %s" % (self.samples, self.seconds, self.hz, self.errors, self.error_pct,
+                               self.partial, self.partial_pct, self.late, self.engine))
 
 
 def summary(err, asked=None):

@@ -1,0 +1,72 @@
+/* cli/engine.c — which engine reads the target: --engine, and the one line that says
+ * why the kernel engine is not used when it was asked for or expected.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "remora.h"
+#include "cli.h"
+#include "../kern/kern.h"
+#include "../sample/sampler.h"
+#include "../unwind/unwind.h"
+
+/* What keeps the user-space engine alone, or NULL: the kernel engine reads a running
+ * thread's frames only, at the tick, without the GIL's or the exception's state. */
+static const char *needs_user(const cli_sampling_t *c, int anchor)
+{
+    if (c->blocking)
+        return "--blocking holds the target still: its reads from user space are exact";
+    if (c->native)
+        return "--native reads C stacks with the target held still";
+    if (c->mode == SAMPLE_GIL)
+        return "--mode gil needs the GIL's holder at each sample";
+    if (c->mode == SAMPLE_EXCEPTION)
+        return "--mode exception needs each thread's exception state";
+    if (c->async)
+        return "--async needs each thread's running task";
+    if (anchor)
+        return "--frame-anchor is a user-space reading";
+    return NULL;
+}
+
+int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct unwinder *u,
+                    struct kern **out)
+{
+    const char *user = needs_user(c, anchor);
+    char why[256] = "";
+    kern_t *k = NULL;
+    int err;
+
+    *out = NULL;
+    if (c->engine == CLI_ENGINE_USER)
+        return REMORA_EXIT_OK;
+    if (user != NULL) {
+        if (c->engine == CLI_ENGINE_KERNEL) {
+            cli_error("%s: --engine kernel: %s; drop one of them", what, user);
+            return REMORA_EXIT_USAGE;
+        }
+        return REMORA_EXIT_OK;
+    }
+    err = kern_open(c->rate, &k, why, sizeof why);
+    if (err == REMORA_OK && u != NULL && (err = unw_kern_enable(u, k, why, sizeof why)) != REMORA_OK) {
+        kern_close(k);
+        k = NULL;
+    }
+    if (err != REMORA_OK) {
+        if (c->engine == CLI_ENGINE_KERNEL) {
+            cli_error("%s: the kernel engine cannot be used: %s%s", what, why,
+                      err == REMORA_EPERM ? " (it needs CAP_BPF and CAP_PERFMON, or root)" : "");
+            return remora_exit_code(err);
+        }
+        fprintf(stderr, "remora: the kernel engine cannot be used (%s); reading every thread from "
+                "user space (a running thread's stack may end in <moving>)\n", why);
+        return REMORA_EXIT_OK;
+    }
+    *out = k;
+    return REMORA_EXIT_OK;
+}
+
+const char *cli_engine_name(const struct kern *k)
+{
+    return k != NULL ? "kernel" : "user";
+}
