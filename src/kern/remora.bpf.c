@@ -125,7 +125,7 @@ static __always_inline void ts_running(__u32 tid, __u64 now)
     if (e->tid != tid) {
         e->tid = tid;
         e->run_ns = 0;
-        e->switches = 0;
+        e->switches = 1;            /* seen: user space takes a slot with none as unknown */
     }
     e->on_cpu = 1;
     e->runnable = 0;

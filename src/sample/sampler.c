@@ -508,8 +508,14 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
      * itself) and held with them (--blocking) */
     err = u == s->u && s->async != NULL ?
           async_before(s->async, u, s->o.async == SAMPLE_ASYNC_ALL, now_ns, &s->st) : REMORA_OK;
-    if (err == REMORA_OK)
+    if (err == REMORA_OK) {
+        /* a kept kernel sample stands for a thread on a CPU when it is of this round's
+         * period or the one before (a thread that moves between CPUs meets their ticks
+         * at uneven times) */
+        int64_t period = (int64_t)(1e9 / (s->o.rate_hz > 0 ? s->o.rate_hz : 1000));
+        unw_kern_round(u, now_ns, 2 * period + period / 2);
         err = unw_sample(u, &threads, &n);
+    }
     if (frz != NULL) {
         freeze_go(frz);             /* read: let it run while the table is updated */
         s->st.held_ns += (uint64_t)(sampler_now_ns() - held);
@@ -521,9 +527,6 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     if (err)
         return err;
     for (i = 0; i < n; i++) {
-        /* on a CPU: the kernel engine's samples are the thread's (sampler_round) */
-        if (threads[i].kernel)
-            continue;
         if ((err = take_thread(s, u, p, &threads[i], now_ns - s->st.start_ns)) != REMORA_OK)
             return err;
     }
@@ -618,37 +621,29 @@ static void scan_subs(sampler_t *s)
     }
 }
 
-/* One kernel sample: named by its process's unwinder, then taken as a round's are. */
+/* One kernel sample: named by its process's unwinder at once and kept as its thread's
+ * last; the next round takes it if the thread is still on a CPU. */
 static int kern_sample(void *ctx, const kern_sample_t *ks)
 {
     sampler_t *s = ctx;
     unwinder_t *u = NULL;
-    proc_t *p = NULL;
-    unw_thread_t *th;
     size_t k;
     int err;
 
-    if (s->u != NULL && proc_pid(s->p) == ks->pid) {
+    if (s->u != NULL && proc_pid(s->p) == ks->pid)
         u = s->u;
-        p = s->p;
-    }
-    for (k = 0; u == NULL && k < s->nsubs; k++) {
-        if (s->subs[k].u != NULL && s->subs[k].pid == ks->pid) {
+    for (k = 0; u == NULL && k < s->nsubs; k++)
+        if (s->subs[k].u != NULL && s->subs[k].pid == ks->pid)
             u = s->subs[k].u;
-            p = s->subs[k].p;
-        }
-    }
     if (u == NULL)
         return REMORA_OK;               /* a process already forgotten */
     s->st.kernel++;
-    err = unw_kern_name(u, ks, &th);
+    err = unw_kern_keep(u, ks);
     if (err == REMORA_EFAULT) {
         s->st.kernel_fallback++;
         return REMORA_OK;
     }
-    if (err)
-        return err;
-    return take_thread(s, u, p, th, (int64_t)ks->t_ns - s->st.start_ns);
+    return err;
 }
 
 int sampler_round(sampler_t *s, int64_t now_ns)
@@ -668,6 +663,9 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             return REMORA_OK;
     }
     s->st.rounds++;
+    /* the running threads' stacks, read in the kernel at the ticks since the last round */
+    if (s->o.kern != NULL && (err = kern_poll(s->o.kern, kern_sample, s)) != REMORA_OK)
+        return err;
     err = s->u != NULL ? sample_process(s, s->u, s->p, s->frz, now_ns) : REMORA_OK;
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
         err = REMORA_OK;
@@ -686,9 +684,7 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             sub_reset(s, c);            /* exited, or exec'd: the next scan says which */
         }
     }
-    /* the running threads' samples, taken in the kernel since the last round (after the
-     * round: a thread whose kernel read failed is read from user space in the next) */
-    return s->o.kern != NULL ? kern_poll(s->o.kern, kern_sample, s) : REMORA_OK;
+    return REMORA_OK;
 }
 
 int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,

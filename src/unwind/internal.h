@@ -670,6 +670,9 @@ void kern_sync_threads(unwinder_t *u, reader_t *r);
  * table knows it (*on_cpu, *running set: running = on a CPU now, on_cpu = running or
  * runnable), 0 when the caller must ask /proc (counted). */
 int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, int *on_cpu, int *running);
+/* th (on a CPU or waiting: the table says so) gets the frames of its kept kernel sample:
+ * 1, or 0 when none is fresh (the caller reads it from user space; counted). */
+int kern_take(unwinder_t *u, unw_thread_t *th);
 /* Forgets the process in the engine (which must outlive the unwinder) and frees k. */
 void kern_unw_free(struct unw_kern *k, pid_t pid);
 

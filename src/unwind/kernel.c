@@ -14,12 +14,24 @@
 #include "../kern/kern.h"
 
 #define KU_FALLBACK 16              /* threads read from user space next round, at most */
+#define KU_KEEP 32                  /* threads whose last kernel stack is kept, at most */
+
+/* One thread's last kernel sample, named: a round takes it for the thread when the thread
+ * is on a CPU (or waiting for one) and the sample is of the thread's present stint. */
+typedef struct ku_keep {
+    pid_t tid;                      /* 0: a free slot */
+    int partial;                    /* its innermost frames could not be named */
+    int64_t t_ns;                   /* the tick's CLOCK_MONOTONIC time */
+    size_t n;
+    unw_frame_t *frames;            /* KERN_MAX_FRAMES, allocated at the slot's first use */
+} ku_keep_t;
 
 struct unw_kern {
     kern_t *k;
     kern_layout_t lay;
-    unw_thread_t th;                /* the last kernel sample named */
-    unw_frame_t frames[KERN_MAX_FRAMES];
+    ku_keep_t keep[KU_KEEP];
+    int64_t now_ns;                 /* this round's time (unw_kern_round) */
+    int64_t max_age_ns;             /* how old a kept sample may be and still stand for it */
     pid_t fallback[KU_FALLBACK];    /* a read failed in the kernel: read these from user space */
     size_t nfallback;
     unw_kern_stats_t stats;
@@ -30,6 +42,8 @@ void kern_unw_free(struct unw_kern *k, pid_t pid)
     if (k == NULL)
         return;
     kern_remove_process(k->k, pid);
+    for (size_t i = 0; i < KU_KEEP; i++)
+        free(k->keep[i].frames);
     free(k);
 }
 
@@ -146,6 +160,7 @@ int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, int *on_cpu, int *runni
     kern_tstate_t st;
     size_t i;
 
+    *running = 0;
     kern_thread_state(ku->k, tc->native_id, &st);
     if (!st.known) {
         ku->stats.proc_reads++;
@@ -153,7 +168,7 @@ int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, int *on_cpu, int *runni
     }
     *on_cpu = st.on_cpu || st.runnable;
     /* left to the kernel only while the kernel knows its state, and not just failed there */
-    *running = st.on_cpu && tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
+    *running = (st.on_cpu || st.runnable) && tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     for (i = 0; i < ku->nfallback && *running; i++)
         if (ku->fallback[i] == tc->native_id)
             *running = 0;
@@ -205,40 +220,44 @@ static int frame_code(unwinder_t *u, const kern_frame_t *f, unw_code_t **out)
     return REMORA_OK;
 }
 
-int unw_kern_name(unwinder_t *u, const kern_sample_t *ks, unw_thread_t **out)
+/* The slot for tid's kept sample: its own, else a free one, else the oldest. */
+static ku_keep_t *keep_slot(struct unw_kern *ku, pid_t tid)
+{
+    ku_keep_t *best = &ku->keep[0];
+    size_t i;
+
+    for (i = 0; i < KU_KEEP; i++) {
+        ku_keep_t *k = &ku->keep[i];
+        if (k->tid == tid)
+            return k;
+        if (best->tid != 0 && (k->tid == 0 || k->t_ns < best->t_ns))
+            best = k;
+    }
+    return best;
+}
+
+int unw_kern_keep(unwinder_t *u, const kern_sample_t *ks)
 {
     const py_layout_t *L = &u->target->layout;
     struct unw_kern *ku = u->kern;
-    unw_thread_t *th = &ku->th;
-    size_t i, k, n = 0, cut = 0;
+    ku_keep_t *kp;
+    size_t k, n = 0, cut = 0;
     int err;
 
-    *out = th;
     if (ks->flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT)) {
         /* nothing to root the frames read at: user space reads the thread (deeper than
          * the kernel walks: as deep as UNW_MAX_DEPTH) */
         ku->stats.fallback++;
         if (ku->nfallback < KU_FALLBACK)
             ku->fallback[ku->nfallback++] = ks->tid;
+        if ((kp = keep_slot(ku, ks->tid))->tid == ks->tid)
+            kp->tid = 0;            /* its last stack is not its present one */
         return REMORA_EFAULT;
     }
-    memset(th, 0, sizeof *th);
-    for (i = 0; i < u->nthreads; i++) {
-        if (u->threads[i].native_id == ks->tid) {
-            *th = u->threads[i];
-            break;
-        }
-    }
-    th->native_id = ks->tid;
-    th->tstate = ks->tstate;
-    th->is_main = ks->tid == proc_pid(u->p);
-    th->on_cpu = 1;
-    th->kernel = 0;
-    th->partial = 0;
-    th->moving_in_frames = 0;
-    th->error = 0;
-    th->task = 0;
-    th->task_frames = 0;
+    kp = keep_slot(ku, ks->tid);
+    kp->tid = 0;                    /* until it is whole */
+    if (kp->frames == NULL && (kp->frames = malloc(KERN_MAX_FRAMES * sizeof *kp->frames)) == NULL)
+        return REMORA_ENOMEM;
     for (k = 0; k < ks->nframes && k < KERN_MAX_FRAMES; k++) {
         const kern_frame_t *f = &ks->frames[k];
         unw_frame_t *fr;
@@ -247,7 +266,7 @@ int unw_kern_name(unwinder_t *u, const kern_sample_t *ks, unw_thread_t **out)
             continue;
         if ((err = frame_code(u, f, &e)) != REMORA_OK)
             return err;
-        fr = &ku->frames[n++];
+        fr = &kp->frames[n++];
         memset(fr, 0, sizeof *fr);
         if (e == NULL) {
             cut = n;            /* this frame and every inner one are not known */
@@ -269,12 +288,46 @@ int unw_kern_name(unwinder_t *u, const kern_sample_t *ks, unw_thread_t **out)
             fr->below = ks->frames[k + 1].addr;
         }
     }
-    th->frames = ku->frames + cut;
-    th->nframes = n - cut;
+    if (cut > 0)
+        memmove(kp->frames, kp->frames + cut, (n - cut) * sizeof *kp->frames);
+    kp->n = n - cut;
+    kp->partial = cut > 0;
+    kp->t_ns = (int64_t)ks->t_ns;
+    kp->tid = ks->tid;
     ku->stats.samples++;
-    if (cut > 0) {
-        th->partial = 1;
+    if (cut > 0)
         ku->stats.partial++;
-    }
     return REMORA_OK;
+}
+
+void unw_kern_round(unwinder_t *u, int64_t now_ns, int64_t max_age_ns)
+{
+    if (u->kern != NULL) {
+        u->kern->now_ns = now_ns;
+        u->kern->max_age_ns = max_age_ns;
+    }
+}
+
+int kern_take(unwinder_t *u, unw_thread_t *th)
+{
+    struct unw_kern *ku = u->kern;
+    kern_tstate_t st;
+    ku_keep_t *kp = keep_slot(ku, th->native_id);
+
+    if (kp->tid != th->native_id || kp->t_ns < ku->now_ns - ku->max_age_ns) {
+        ku->stats.missed++;
+        return 0;
+    }
+    /* on a CPU since a switch after the tick: the stack is of an earlier stint */
+    kern_thread_state(ku->k, th->native_id, &st);
+    if (st.known && st.on_cpu && (int64_t)st.since_ns > kp->t_ns) {
+        ku->stats.missed++;
+        return 0;
+    }
+    th->frames = kp->frames;
+    th->nframes = kp->n;
+    th->partial = kp->partial;
+    th->moving_in_frames = 0;
+    ku->stats.taken++;
+    return 1;
 }

@@ -115,6 +115,8 @@ void name_frames(unwinder_t *u, reader_t *r)
         unw_code_t *last_e = NULL;
         size_t skip = 0;
 
+        if (th->kernel)
+            continue;                       /* its frames are the kernel's (kern_take) */
         th->frames = u->frames + tc->raw_first;
         th->nframes = 0;
         th->partial = th->error ? 0 : tc->partial;

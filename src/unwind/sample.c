@@ -412,8 +412,8 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
     tc->partial = 0;
     thread_identity(u, r, tc, th);
-    if (th->kernel)
-        return REMORA_OK;           /* on a CPU: the kernel engine's samples are its */
+    if (th->kernel && (th->kernel = kern_take(u, th)))
+        return REMORA_OK;           /* on a CPU: its stack as the kernel read it at the tick */
     was_known = tc->known;          /* read whole before, and the same thread still */
     /* 3.9/3.10: another thread took over that struct pthread during the read: the state
      * and stack read may be either thread's */

@@ -67,8 +67,8 @@ typedef struct unw_thread {
     int is_main;
     int holds_gil;
     int on_cpu;                 /* only with UNW_WANT_CPU: running or runnable */
-    int kernel;                 /* the kernel engine reads it (it is on a CPU now): no
-                                 * frames here, its samples come from unw_kern_name() */
+    int kernel;                 /* its frames are the kernel engine's last tick's (on a CPU,
+                                 * or waiting for one) */
     int gc;                     /* its interpreter is collecting garbage (UNW_WANT_GC) */
     int handling_exc;           /* UNW_WANT_EXC: 1 when sys.exc_info() would give an exception
                                  * there (it is inside an except block), 0 when not, -1
@@ -250,29 +250,35 @@ const char *unw_tasks_problem(const unwinder_t *u);
 struct kern;
 struct kern_sample;
 
-/* From now on unw_sample() leaves a thread that is on a CPU to the kernel engine k (its
- * unw_thread_t has 'kernel' set and no frames: its samples come through unw_kern_name()),
- * takes every thread's on/off-CPU state from the engine's table (no system call; /proc
- * only for a thread the table does not know yet), and tells the engine each thread's
- * state when the list changes. Returns 0, REMORA_EVERSION (this layout cannot be walked
- * in the kernel; *why says why), REMORA_ENOMEM. k is borrowed. */
+/* From now on unw_sample() takes a thread that is on a CPU, or waiting for one, from the
+ * kernel engine k: its stack as the last tick read it (unw_kern_keep), when that tick is
+ * of the thread's present stint and at most unw_kern_round()'s max_age old; else it reads
+ * the thread as before. Every thread's on/off-CPU state comes from the engine's table (no
+ * system call; /proc only for a thread the table does not know yet), and the engine is
+ * told each thread's state when the list changes. Returns 0, REMORA_EVERSION (this
+ * layout cannot be walked in the kernel; *why says why), REMORA_ENOMEM. k is borrowed. */
 int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen);
 
-/* A kernel sample of one of this target's threads, its frames named with the code-object
- * cache: a frame is named only when the code object cached at its address carries the
- * fingerprint the kernel read with the frame (a code object freed and its address reused
- * since never names it). *out is owned by the unwinder and valid until the next call.
- * Returns 0 (a frame that could not be named: the frames outer of it, th->partial), or
- * REMORA_EFAULT when the sample holds no stack to keep (a read failed in the kernel, no
- * thread state known for it, or deeper than it walks: the thread is read from user space
- * next round), REMORA_ENOPROC, REMORA_ENOMEM. */
-int unw_kern_name(unwinder_t *u, const struct kern_sample *ks, unw_thread_t **out);
+/* A kernel sample of one of this target's threads, its frames named at once with the
+ * code-object cache and kept as the thread's last (one a thread, KU_KEEP threads): a frame
+ * is named only when the code object cached at its address carries the fingerprint the
+ * kernel read with the frame (a code object freed and its address reused since never
+ * names it; such a frame and those inside it are left out, the stack marked partial).
+ * Returns 0, REMORA_EFAULT when the sample holds no stack to keep (a read failed in the
+ * kernel, no thread state known for it, or deeper than it walks: the thread is read from
+ * user space next round), REMORA_ENOPROC, REMORA_ENOMEM. */
+int unw_kern_keep(unwinder_t *u, const struct kern_sample *ks);
+
+/* The next unw_sample()'s time (CLOCK_MONOTONIC) and how old a kept sample may be. */
+void unw_kern_round(unwinder_t *u, int64_t now_ns, int64_t max_age_ns);
 
 typedef struct unw_kern_stats {
     uint64_t samples;           /* kernel samples named */
     uint64_t partial;           /* ... with a frame whose code object could not be named */
     uint64_t fallback;          /* ... with no stack (a read failed in the kernel, no state) */
     uint64_t proc_reads;        /* /proc reads of a state the table did not know */
+    uint64_t taken;             /* thread samples of a round taken from a kept sample */
+    uint64_t missed;            /* ... on a CPU, none fresh kept: read from user space */
 } unw_kern_stats_t;
 void unw_kern_get_stats(const unwinder_t *u, unw_kern_stats_t *out);
 
