@@ -55,11 +55,14 @@ typedef struct kern_layout {
                                      * its name and file str pointers */
     uint32_t str_hash;              /* before 3.12: offset of a str object's hash (PyASCIIObject
                                      * .hash); the length is the word before it; 0 = none */
+    uint32_t owner_gen;             /* 3.11+: 1 + the owner value of a generator's frame; 0 = none */
+    uint32_t fr_gen;                /* 3.9/3.10: f_gen (a pointer: set in a generator's frame); 0 = none */
 } kern_layout_t;
 
 /* One frame as the BPF side saw it. */
 #define KERN_F_SHIM 1u              /* a C-owned shim or trampoline (not a Python frame) */
 #define KERN_F_ENTRY 2u             /* 3.11: is_entry set */
+#define KERN_F_GEN 4u               /* a generator's or coroutine's frame (owner_gen, fr_gen) */
 typedef struct kern_frame {
     uint64_t addr;                  /* the frame's address */
     uint64_t code;                  /* its code object (tag bits masked) */

@@ -243,6 +243,8 @@ static long walk_step(__u32 i, void *ctx)
         if (L->fr_instr > KERN_FRAME_BUF - 4)
             goto fault;
         instr = *(const __u32 *)(s->fr + (L->fr_instr & (KERN_FRAME_BUF - 1)));
+        if (L->fr_gen != 0 && fr_u64(s, L->fr_gen, &bad) != 0)
+            flags |= KERN_F_GEN;
     } else {
         instr = fr_u64(s, L->fr_instr, &bad);
         if (L->tagged_executable)
@@ -254,6 +256,8 @@ static long walk_step(__u32 i, void *ctx)
             flags |= KERN_F_SHIM;
         if (L->fr_is_entry != 0 && fr_u8(s, L->fr_is_entry, &bad) != 0)
             flags |= KERN_F_ENTRY;
+        if (L->owner_gen != 0 && (__u32)fr_u8(s, L->fr_owner, &bad) + 1 == L->owner_gen)
+            flags |= KERN_F_GEN;
     }
     if (bad)
         goto fault;

@@ -74,6 +74,10 @@ static int kern_layout_of(const py_target_t *t, kern_layout_t *kl, char *why, si
     code_fp_span(L, &off, &len);
     kl->fp_off = (uint32_t)off;
     kl->fp_len = (uint32_t)len;
+    if (L->fr_owner_gen >= 0 && L->fr_owner != 0)
+        kl->owner_gen = (uint32_t)L->fr_owner_gen + 1;
+    else if (L->fr_gen != 0)
+        kl->fr_gen = (uint32_t)L->fr_gen;
     if (L->co_version == 0) {
         /* before 3.12 nothing in the code object is unique: its name's and file's str
          * objects count too (PyASCIIObject: length, then hash, after the header) */
@@ -220,6 +224,26 @@ static int frame_code(unwinder_t *u, const kern_frame_t *f, unw_code_t **out)
     return REMORA_OK;
 }
 
+/* Does the kernel's walk end where every thread's stack is rooted (sample.c's rooted())?
+ * Never at a generator's frame; 3.11 at an is_entry frame, 3.12+ at a C-owned shim. */
+static int kern_rooted(const py_layout_t *L, const kern_sample_t *ks)
+{
+    const kern_frame_t *f;
+
+    if (ks->nframes == 0)
+        return 1;
+    if (ks->nframes > KERN_MAX_FRAMES)
+        return 0;
+    f = &ks->frames[ks->nframes - 1];
+    if (f->flags & KERN_F_GEN)
+        return 0;
+    if (L->walk_root == PY_ROOT_ENTRY)
+        return (f->flags & KERN_F_ENTRY) != 0;
+    if (L->walk_root == PY_ROOT_SHIM)
+        return (f->flags & KERN_F_SHIM) != 0;
+    return 1;
+}
+
 /* The slot for tid's kept sample: its own, else a free one, else the oldest. */
 static ku_keep_t *keep_slot(struct unw_kern *ku, pid_t tid)
 {
@@ -256,6 +280,14 @@ int unw_kern_keep(unwinder_t *u, const kern_sample_t *ks)
     }
     kp = keep_slot(ku, ks->tid);
     kp->tid = 0;                    /* until it is whole */
+    if (!kern_rooted(L, ks)) {
+        /* a link not yet written (a call or return half done): user space reads it */
+        ku->stats.unrooted++;
+        ku->stats.fallback++;
+        if (ku->nfallback < KU_FALLBACK)
+            ku->fallback[ku->nfallback++] = ks->tid;
+        return REMORA_EFAULT;
+    }
     if (kp->frames == NULL && (kp->frames = malloc(KERN_MAX_FRAMES * sizeof *kp->frames)) == NULL)
         return REMORA_ENOMEM;
     for (k = 0; k < ks->nframes && k < KERN_MAX_FRAMES; k++) {

@@ -275,7 +275,9 @@ void unw_kern_round(unwinder_t *u, int64_t now_ns, int64_t max_age_ns);
 typedef struct unw_kern_stats {
     uint64_t samples;           /* kernel samples named */
     uint64_t partial;           /* ... with a frame whose code object could not be named */
-    uint64_t fallback;          /* ... with no stack (a read failed in the kernel, no state) */
+    uint64_t fallback;          /* ... with no stack (a read failed in the kernel, no state,
+                                 * or not rooted) */
+    uint64_t unrooted;          /* ... whose walk ended where no stack is rooted */
     uint64_t proc_reads;        /* /proc reads of a state the table did not know */
     uint64_t taken;             /* thread samples of a round taken from a kept sample */
     uint64_t missed;            /* ... on a CPU, none fresh kept: read from user space */
