@@ -37,9 +37,10 @@ _remora()
     local formats="flamegraph firefox speedscope collapsed table pstats pprof raw"
     local modes="wall cpu gil exception"
     local async_modes="running all"
+    local engines="auto kernel user"
     local sampling="-h --help -p --pid -r --rate -d --duration --mode --gil --idle --no-gc
         --subprocesses --blocking --nonblocking --native --function --nolineno -l --limit
-        --async --async-mode --"
+        --async --async-mode --engine --"
 
     # the command: the first word after remora that is not an option
     cmd=
@@ -85,6 +86,9 @@ _remora()
             return 0 ;;
         --async-mode)
             COMPREPLY=($(compgen -W "$async_modes" -- "$cur"))
+            return 0 ;;
+        --engine)
+            COMPREPLY=($(compgen -W "$engines" -- "$cur"))
             return 0 ;;
         --root)
             COMPREPLY=($(compgen -d -- "$cur"))

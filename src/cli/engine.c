@@ -58,8 +58,10 @@ int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struc
                       err == REMORA_EPERM ? " (it needs CAP_BPF and CAP_PERFMON, or root)" : "");
             return remora_exit_code(err);
         }
-        fprintf(stderr, "remora: the kernel engine cannot be used (%s); reading every thread from "
-                "user space (a running thread's stack may end in <moving>)\n", why);
+        fprintf(stderr, "remora: the kernel engine cannot be used (%s%s); reading every thread "
+                "from user space (a running thread's stack may end in <moving>; --engine user "
+                "says this is meant)\n", why,
+                err == REMORA_EPERM ? ": it needs CAP_BPF and CAP_PERFMON, or root" : "");
         return REMORA_EXIT_OK;
     }
     *out = k;

@@ -134,8 +134,8 @@ static int kern_attach_clock(kern_t *k, double rate_hz, char *why, size_t whylen
     a.type = PERF_TYPE_SOFTWARE;
     a.config = PERF_COUNT_SW_CPU_CLOCK;
     a.sample_period = (uint64_t)(1e9 / rate_hz);
-    if (a.sample_period == 0)
-        a.sample_period = 1;
+    if (a.sample_period < KERN_MIN_PERIOD_NS)
+        a.sample_period = KERN_MIN_PERIOD_NS;   /* what the kernel would make of it anyway */
     for (i = 0; i < n; i++) {
         int fd = (int)syscall(SYS_perf_event_open, &a, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);
         struct bpf_link *l;

@@ -23,6 +23,8 @@
 #endif
 
 #define KERN_MAX_FRAMES 512         /* frames walked per sample; deeper: KERN_S_CUT */
+#define KERN_MIN_PERIOD_NS 10000    /* the kernel's shortest cpu-clock period (100 kHz a CPU):
+                                     * a faster rate has ticks this far apart */
 #define KERN_MAX_PROCS 64           /* target processes at once (--subprocesses) */
 #define KERN_FP_WORDS 8             /* u64 words of a code object's fingerprint span, at most */
 

@@ -509,10 +509,12 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     err = u == s->u && s->async != NULL ?
           async_before(s->async, u, s->o.async == SAMPLE_ASYNC_ALL, now_ns, &s->st) : REMORA_OK;
     if (err == REMORA_OK) {
-        /* a kept kernel sample stands for a thread on a CPU when it is of this round's
+        /* a kept kernel sample stands for a thread on a CPU when it is of this tick
          * period or the one before (a thread that moves between CPUs meets their ticks
-         * at uneven times) */
+         * at uneven times; above 100 kHz rounds come faster than ticks) */
         int64_t period = (int64_t)(1e9 / (s->o.rate_hz > 0 ? s->o.rate_hz : 1000));
+        if (period < KERN_MIN_PERIOD_NS)
+            period = KERN_MIN_PERIOD_NS;
         unw_kern_round(u, now_ns, 2 * period + period / 2);
         err = unw_sample(u, &threads, &n);
     }

@@ -311,6 +311,8 @@ def main():
     tests += install_tests.tests(remora)
     import async_tests                  # asyncio tasks: tests/functional/async_tests.py
     tests += async_tests.tests(remora)
+    import engine_tests                 # which engine reads the target: engine_tests.py
+    tests += engine_tests.tests(remora)
     # no round dropped (issue 14): fidelity_tests.py. chains and async in every run;
     # mix, a measurement of timing, only with --only naming "fidelity/mix" or
     # REMORA_FIDELITY=1 (make test sets it, make asan does not)
