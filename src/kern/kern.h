@@ -27,6 +27,8 @@
                                      * a faster rate has ticks this far apart */
 #define KERN_MAX_PROCS 64           /* target processes at once (--subprocesses) */
 #define KERN_FP_WORDS 8             /* u64 words of a code object's fingerprint span, at most */
+#define KERN_FP_STR_DATA 32         /* before 3.12: bytes of each str's characters mixed in */
+#define KERN_FP_STR_WORDS (2 + KERN_FP_STR_DATA / 8)   /* a str's words: length, hash, data */
 
 /* How to walk one interpreter's frames: plain byte offsets, every one checked by the BPF
  * side against the size of what it read. */
@@ -57,6 +59,9 @@ typedef struct kern_layout {
                                      * its name and file str pointers */
     uint32_t str_hash;              /* before 3.12: offset of a str object's hash (PyASCIIObject
                                      * .hash); the length is the word before it; 0 = none */
+    uint32_t str_data;              /* ... and where a compact ASCII str's characters start
+                                     * (sizeof(PyASCIIObject)): the first KERN_FP_STR_DATA
+                                     * bytes from there (fewer for a shorter str) count too */
     uint32_t owner_gen;             /* 3.11+: 1 + the owner value of a generator's frame; 0 = none */
     uint32_t fr_gen;                /* 3.9/3.10: f_gen (a pointer: set in a generator's frame); 0 = none */
 } kern_layout_t;
@@ -143,8 +148,11 @@ typedef struct kern_stats {
 void kern_get_stats(const kern_t *k, kern_stats_t *out);
 
 /* The fingerprint mix, the same on both sides, over 'n' u64 words: the span's fp_len bytes
- * zero-padded to whole words ((fp_len + 7) / 8 words), then, when str_hash is set, four
- * more: the name str's length and hash, the file str's length and hash. */
+ * zero-padded to whole words ((fp_len + 7) / 8 words), then, when str_hash is set, for the
+ * name str and then the file str KERN_FP_STR_WORDS more: its length, its hash (-1 until
+ * something hashed it: no help alone) and the min(length, KERN_FP_STR_DATA) bytes at
+ * str_data, zero-padded (the characters of an ASCII str; inside the header and data of
+ * any other, which is at least as long). */
 static inline uint64_t kern_fp_mix(const uint64_t *w, unsigned n)
 {
     uint64_t h = 0x9e3779b97f4a7c15ull;

@@ -19,7 +19,8 @@ typedef _Bool bool;
 #define KERN_THREADS 16384          /* (pid, tid) -> thread state entries, all processes */
 #define KERN_RING_BYTES (4u << 20)  /* the ring buffer: a power of 2 pages */
 #define KERN_FRAME_BUF 128          /* bytes of a frame header read at once (fr_size) */
-#define KERN_FP_MAX (KERN_FP_WORDS + 4) /* a fingerprint's words: span, then 2 x (len, hash) */
+#define KERN_FP_MAX (KERN_FP_WORDS + 2 * KERN_FP_STR_WORDS) /* a fingerprint's words: span,
+                                                             * then 2 x (len, hash, data) */
 
 /* One thread's slot of the table, written by the sched_switch program on the CPU the
  * thread switches on (one CPU at a time for one thread), read by user space through the

@@ -173,11 +173,30 @@ static __always_inline __u8 fr_u8(const struct kern_scratch *s, __u32 off, int *
     return s->fr[off & (KERN_FRAME_BUF - 1)];
 }
 
+/* One str's words of the fingerprint at w[at..]: its length and hash, then the first
+ * min(length, KERN_FP_STR_DATA) bytes at str_data. 0, or -1 on a failed read. */
+static __always_inline int fp_str(struct kern_scratch *s, const kern_layout_t *L, __u64 ptr, __u32 at)
+{
+    __u64 str, n;
+
+    if (at > KERN_FP_MAX - KERN_FP_STR_WORDS)
+        return -1;
+    if (bpf_probe_read_user(&str, 8, (const void *)ptr) != 0 ||
+        bpf_probe_read_user(&s->w[at], 16, (const void *)(str + L->str_hash - 8)) != 0)
+        return -1;
+    n = s->w[at];                   /* the length, in code points: the object holds as many bytes */
+    if (n > KERN_FP_STR_DATA)
+        n = KERN_FP_STR_DATA;
+    n &= 2 * KERN_FP_STR_DATA - 1;  /* the bound the verifier needs to see */
+    if (n != 0 && bpf_probe_read_user(&s->w[at + 2], n, (const void *)(str + L->str_data)) != 0)
+        return -1;
+    return 0;
+}
+
 /* The fingerprint of the code object at 'code' (kern.h's kern_fp_mix); 0 on a failed read. */
 static __always_inline __u64 fp_of(struct kern_scratch *s, const kern_layout_t *L, __u64 code)
 {
     __u32 len = L->fp_len, nw, i;
-    __u64 str;
 
     for (i = 0; i < KERN_FP_MAX; i++)
         s->w[i] = 0;
@@ -189,13 +208,10 @@ static __always_inline __u64 fp_of(struct kern_scratch *s, const kern_layout_t *
     if (L->str_hash != 0) {
         if (nw > KERN_FP_WORDS || L->str_hash < 8)
             return 0;
-        if (bpf_probe_read_user(&str, 8, (const void *)(code + L->co_name)) != 0 ||
-            bpf_probe_read_user(&s->w[nw], 16, (const void *)(str + L->str_hash - 8)) != 0)
+        if (fp_str(s, L, code + L->co_name, nw) != 0 ||
+            fp_str(s, L, code + L->co_filename, nw + KERN_FP_STR_WORDS) != 0)
             return 0;
-        if (bpf_probe_read_user(&str, 8, (const void *)(code + L->co_filename)) != 0 ||
-            bpf_probe_read_user(&s->w[nw + 2], 16, (const void *)(str + L->str_hash - 8)) != 0)
-            return 0;
-        nw += 4;
+        nw += 2 * KERN_FP_STR_WORDS;
     }
     {
         __u64 h = 0x9e3779b97f4a7c15ull;    /* kern_fp_mix, bounded for the verifier */

@@ -81,6 +81,7 @@ struct sampler {
     async_t *async;                 /* --async (the target's tasks; never a descendant's) */
     pid_t found[SUB_MAX];           /* the last scan's descendants */
     int64_t next_scan;
+    int64_t last_round_ns;          /* the last round's time: no sample is written before it */
 };
 
 int64_t sampler_now_ns(void)
@@ -493,7 +494,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     unw_thread_t *threads;
     size_t n, i;
     int64_t held = 0;
-    int err;
+    int err, pass;
 
     if (frz != NULL) {
         held = sampler_now_ns();
@@ -509,13 +510,14 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     err = u == s->u && s->async != NULL ?
           async_before(s->async, u, s->o.async == SAMPLE_ASYNC_ALL, now_ns, &s->st) : REMORA_OK;
     if (err == REMORA_OK) {
-        /* a kept kernel sample stands for a thread on a CPU when it is of this tick
-         * period or the one before (a thread that moves between CPUs meets their ticks
-         * at uneven times; above 100 kHz rounds come faster than ticks) */
+        /* a kept kernel sample stands for a thread on a CPU since before its tick when
+         * the tick is of the last tick period, with room for the timer's lateness (a
+         * thread on one CPU meets its ticks a period apart; above 100 kHz rounds come
+         * faster than ticks) */
         int64_t period = (int64_t)(1e9 / (s->o.rate_hz > 0 ? s->o.rate_hz : 1000));
         if (period < KERN_MIN_PERIOD_NS)
             period = KERN_MIN_PERIOD_NS;
-        unw_kern_round(u, now_ns, 2 * period + period / 2);
+        unw_kern_round(u, now_ns, period + period / 2);
         err = unw_sample(u, &threads, &n);
     }
     if (frz != NULL) {
@@ -528,9 +530,17 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     }
     if (err)
         return err;
-    for (i = 0; i < n; i++) {
-        if ((err = take_thread(s, u, p, &threads[i], now_ns - s->st.start_ns)) != REMORA_OK)
-            return err;
+    /* a thread the kernel read is written first, at its tick's time (never before the
+     * last round's: a recording's times only go forward); the others at the round's */
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 0; i < n; i++) {
+            const unw_thread_t *th = &threads[i];
+            int64_t t = !th->kernel ? now_ns : th->t_ns > s->last_round_ns ? th->t_ns : s->last_round_ns;
+            if (th->kernel != (pass == 0))
+                continue;
+            if ((err = take_thread(s, u, p, th, t - s->st.start_ns)) != REMORA_OK)
+                return err;
+        }
     }
     if (u == s->u && s->async != NULL && s->o.async == SAMPLE_ASYNC_ALL)
         return waiting_tasks(s, u, p, threads, n, now_ns);
@@ -686,6 +696,7 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             sub_reset(s, c);            /* exited, or exec'd: the next scan says which */
         }
     }
+    s->last_round_ns = now_ns;
     return REMORA_OK;
 }
 
@@ -701,6 +712,7 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
     end = s->o.duration_s > 0 ? start + (int64_t)(s->o.duration_s * 1e9) : INT64_MAX;
     next_status = start + 500000000;
     s->st.start_ns = start;
+    s->last_round_ns = start;
     /* wake on time: the default 50 us timer slack would cap the rate near 20 kHz */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     while (!*stop) {

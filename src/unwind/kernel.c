@@ -47,8 +47,7 @@ void kern_unw_free(struct unw_kern *k, pid_t pid)
     free(k);
 }
 
-/* The kernel's layout for this target, or REMORA_EVERSION with why. */
-static int kern_layout_of(const py_target_t *t, kern_layout_t *kl, char *why, size_t whylen)
+int unw_kern_layout(const py_target_t *t, kern_layout_t *kl, char *why, size_t whylen)
 {
     const py_layout_t *L = &t->layout;
     uint64_t off;
@@ -83,7 +82,8 @@ static int kern_layout_of(const py_target_t *t, kern_layout_t *kl, char *why, si
          * objects count too (PyASCIIObject: length, then hash, after the header) */
         kl->co_name = (uint32_t)L->co_qualname;    /* the str code.c keeps an image of */
         kl->co_filename = (uint32_t)L->co_filename;
-        kl->str_hash = 24;
+        kl->str_hash = (uint32_t)(L->u_length + 8);
+        kl->str_data = (uint32_t)L->u_ascii_size;
     }
     if (L->fr_size == 0 || L->fr_size > 128 || L->fr_previous + 8 > L->fr_size || L->fr_code + 8 > L->fr_size ||
         L->fr_instr + 8 > L->fr_size || kl->fr_owner + 1 > L->fr_size || L->fr_is_entry + 1 > L->fr_size ||
@@ -105,7 +105,7 @@ int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen)
     if ((ku = calloc(1, sizeof *ku)) == NULL)
         return REMORA_ENOMEM;
     ku->k = k;
-    if ((err = kern_layout_of(u->target, &ku->lay, why, whylen)) != REMORA_OK ||
+    if ((err = unw_kern_layout(u->target, &ku->lay, why, whylen)) != REMORA_OK ||
         (err = kern_add_process(k, proc_pid(u->p), &ku->lay)) != REMORA_OK) {
         if (err == REMORA_ENOMEM)
             snprintf(why, whylen, "the kernel engine takes %d processes at most", KERN_MAX_PROCS);
@@ -171,18 +171,22 @@ int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, int *on_cpu, int *runni
         return 0;
     }
     *on_cpu = st.on_cpu || st.runnable;
-    /* left to the kernel only while the kernel knows its state, and not just failed there */
-    *running = (st.on_cpu || st.runnable) && tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
+    /* left to the kernel only while it is on a CPU (a runnable thread waiting for one does
+     * not move: user space reads it as it is now, where the last tick is up to a period
+     * older), while the kernel knows its state, and when it did not just fail there */
+    *running = st.on_cpu && tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     for (i = 0; i < ku->nfallback && *running; i++)
         if (ku->fallback[i] == tc->native_id)
             *running = 0;
     return 1;
 }
 
-/* The kernel's fingerprint of a cached entry, mixed as the kernel mixes what it read. */
+/* The kernel's fingerprint of a cached entry, mixed as the kernel mixes what it read
+ * (kern.h's kern_fp_mix), from the entry's span and str images; 0 (never a mix) when the
+ * images do not hold what the kernel reads. */
 static uint64_t entry_kfp(unw_code_t *e, const kern_layout_t *kl)
 {
-    uint64_t w[KERN_FP_WORDS + 4];
+    uint64_t w[KERN_FP_WORDS + 2 * KERN_FP_STR_WORDS];
     unsigned n = (kl->fp_len + 7) / 8, k;
 
     if (e->kfp != 0)
@@ -190,14 +194,22 @@ static uint64_t entry_kfp(unw_code_t *e, const kern_layout_t *kl)
     memset(w, 0, sizeof w);
     memcpy(w, e->fp, kl->fp_len);
     if (kl->str_hash != 0) {
-        /* the str images start after the reference count: length at 8, hash at 16 */
         for (k = 0; k < 2; k++) {
-            if (e->str_img == NULL || e->str_len[k] < 24)
-                return 0;       /* no image to compare: never matches (the mix is never 0) */
-            memcpy(&w[n + 2 * k], e->str_img + k * UNW_FP_STR + 8, 8);
-            memcpy(&w[n + 2 * k + 1], e->str_img + k * UNW_FP_STR + 16, 8);
+            /* an image starts after the reference count (8 bytes in): length, hash, and
+             * the bytes at str_data */
+            const unsigned char *img = e->str_img + k * UNW_FP_STR;
+            uint64_t len;
+            if (e->str_img == NULL || e->str_len[k] < 24 || kl->str_data < 8)
+                return 0;
+            memcpy(&len, img + 8, 8);
+            if (len > KERN_FP_STR_DATA)
+                len = KERN_FP_STR_DATA;
+            if (kl->str_data - 8 + len > e->str_len[k])
+                return 0;
+            memcpy(&w[n], img + 8, 16);
+            memcpy(&w[n + 2], img + kl->str_data - 8, (size_t)len);
+            n += KERN_FP_STR_WORDS;
         }
-        n += 4;
     }
     return e->kfp = kern_fp_mix(w, n);
 }
@@ -352,10 +364,11 @@ int kern_take(unwinder_t *u, unw_thread_t *th)
     }
     /* on a CPU since a switch after the tick: the stack is of an earlier stint */
     kern_thread_state(ku->k, th->native_id, &st);
-    if (st.known && st.on_cpu && (int64_t)st.since_ns > kp->t_ns) {
+    if (!st.known || !st.on_cpu || (int64_t)st.since_ns > kp->t_ns) {
         ku->stats.missed++;
         return 0;
     }
+    th->t_ns = kp->t_ns;
     th->frames = kp->frames;
     th->nframes = kp->n;
     th->partial = kp->partial;

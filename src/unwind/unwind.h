@@ -67,8 +67,9 @@ typedef struct unw_thread {
     int is_main;
     int holds_gil;
     int on_cpu;                 /* only with UNW_WANT_CPU: running or runnable */
-    int kernel;                 /* its frames are the kernel engine's last tick's (on a CPU,
-                                 * or waiting for one) */
+    int kernel;                 /* its frames are the kernel engine's last tick's (on a CPU) */
+    int64_t t_ns;               /* kernel: that tick's CLOCK_MONOTONIC time, the instant its
+                                 * frames were read */
     int gc;                     /* its interpreter is collecting garbage (UNW_WANT_GC) */
     int handling_exc;           /* UNW_WANT_EXC: 1 when sys.exc_info() would give an exception
                                  * there (it is inside an except block), 0 when not, -1
@@ -258,6 +259,11 @@ struct kern_sample;
  * told each thread's state when the list changes. Returns 0, REMORA_EVERSION (this
  * layout cannot be walked in the kernel; *why says why), REMORA_ENOMEM. k is borrowed. */
 int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen);
+
+/* The plain offsets the kernel engine walks this target's frames with. Returns 0, or
+ * REMORA_EVERSION (*why says why) when its layout is not one the engine walks. */
+struct kern_layout;
+int unw_kern_layout(const py_target_t *t, struct kern_layout *kl, char *why, size_t whylen);
 
 /* A kernel sample of one of this target's threads, its frames named at once with the
  * code-object cache and kept as the thread's last (one a thread, KU_KEEP threads): a frame

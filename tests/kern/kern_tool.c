@@ -1,5 +1,5 @@
 /* tests/kern/kern_tool.c — drives the in-kernel engine (src/kern/kern.h) by hand: finds
- * the target's interpreter and turns its layout into a kern_layout_t, hands over the
+ * the target's interpreter and its kern_layout_t (unw_kern_layout), hands over the
  * thread states given, polls the ring buffer for a while and prints every sample (checking
  * each frame's fingerprint against one computed here from the target's memory), and the
  * thread-state table's view of the threads asked for. Needs root (CAP_BPF, CAP_PERFMON).
@@ -25,41 +25,11 @@ typedef struct tool {
     uint64_t samples, frames, fp_ok, fp_bad, fp_gone, nostate, fault, cut;
 } tool_t;
 
-/* The caller's half of the contract: kern_layout_t from remora's own layout. */
-static void tool_layout(const py_target_t *T, kern_layout_t *K)
-{
-    const py_layout_t *L = &T->layout;
-    uint64_t off;
-    size_t len;
-
-    memset(K, 0, sizeof *K);
-    K->frames_kind = L->frames_kind == PY_FRAMES_OBJECTS ? KERN_FRAMES_OBJECTS
-                   : L->frames_kind == PY_FRAMES_CFRAME ? KERN_FRAMES_CFRAME : KERN_FRAMES_DIRECT;
-    K->ts_frame = (uint32_t)L->ts_frame;
-    K->cframe_current_frame = (uint32_t)L->cframe_current_frame;
-    K->fr_size = (uint32_t)L->fr_size;
-    K->fr_previous = (uint32_t)L->fr_previous;
-    K->fr_code = (uint32_t)L->fr_code;
-    K->fr_instr = (uint32_t)L->fr_instr;
-    K->fr_owner = (uint32_t)L->fr_owner;
-    K->owner_shim = (uint32_t)L->owner_shim;
-    K->fr_is_entry = (uint32_t)L->fr_is_entry;
-    K->fr_funcobj = (uint32_t)L->fr_funcobj;
-    K->none_addr = L->fr_funcobj != 0 ? T->none : 0;
-    K->tagged_executable = (uint32_t)L->tagged_executable;
-    code_fp_span(L, &off, &len);
-    K->fp_off = (uint32_t)off;
-    K->fp_len = (uint32_t)len;
-    K->co_name = (uint32_t)L->co_qualname;
-    K->co_filename = (uint32_t)L->co_filename;
-    K->str_hash = L->co_version == 0 ? (uint32_t)(L->u_length + 8) : 0;
-}
-
 /* The fingerprint of the code object at 'code', read now through /proc (0: unreadable). */
 static uint64_t tool_fp(tool_t *t, uint64_t code)
 {
     const kern_layout_t *K = &t->lay;
-    uint64_t w[KERN_FP_WORDS + 4], str;
+    uint64_t w[KERN_FP_WORDS + 2 * KERN_FP_STR_WORDS], str, len;
     unsigned n = (K->fp_len + 7) / 8, k;
     uint32_t at[2] = { K->co_name, K->co_filename };
 
@@ -70,7 +40,10 @@ static uint64_t tool_fp(tool_t *t, uint64_t code)
         if (proc_read(t->p, code + at[k], &str, 8) != REMORA_OK ||
             proc_read(t->p, str + K->str_hash - 8, &w[n], 16) != REMORA_OK)
             return 0;
-        n += 2;
+        len = w[n] < KERN_FP_STR_DATA ? w[n] : KERN_FP_STR_DATA;
+        if (len != 0 && proc_read(t->p, str + K->str_data, &w[n + 2], (size_t)len) != REMORA_OK)
+            return 0;
+        n += KERN_FP_STR_WORDS;
     }
     return kern_fp_mix(w, n);
 }
@@ -181,7 +154,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "kern_tool: %s\n", why);
         goto error;
     }
-    tool_layout(&T, &t.lay);
+    if (unw_kern_layout(&T, &t.lay, why, sizeof why) != REMORA_OK) {
+        fprintf(stderr, "kern_tool: %s\n", why);
+        goto error;
+    }
     printf("python %s kind=%u ts_frame=%u cf=%u fr_size=%u prev=%u code=%u instr=%u owner=%u/%u "
            "entry=%u funcobj=%u none=0x%llx fp=%u+%u str_hash=%u\n", T.version, t.lay.frames_kind,
            t.lay.ts_frame, t.lay.cframe_current_frame, t.lay.fr_size, t.lay.fr_previous,
