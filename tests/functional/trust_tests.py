@@ -9,7 +9,7 @@ import shutil
 import signal
 import subprocess
 
-from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, expect_failure, interp_missing, tail
+from harness import HERE, INTERPRETERS, TARGETS, Fail, Skip, Target, expect_failure, interp_missing, tail
 
 NEVER_WRITE_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 VALGRIND_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")
@@ -148,7 +148,8 @@ def test_valgrind(remora, interp):
     with open(remora.path, "rb") as f:
         if b"__asan_init" in f.read():
             raise Skip("an ASan build: valgrind cannot run it (make test runs this on the plain build)")
-    vg = ["valgrind", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect"]
+    vg = ["valgrind", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect",
+          "--suppressions=" + os.path.join(HERE, "valgrind.supp")]      # libbpf's bpf(2) unions
     notes = []
     with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
         t.wait_ready()
