@@ -185,7 +185,7 @@ def test_torn(remora, interp, extra=()):
             notes.append("-d %g: %s; %s" % (seconds, summ, "reads/sample %s, cpu us/sample %s"
                                             % (st.group(6), st.group(7)) if st else
                                             "no stats line"))
-            problem, known = torn_verdict(bad, examples, summ.samples)
+            problem, known = torn_verdict(bad, examples, summ.samples, summ.engine)
             if known:
                 notes.append(known)
             if problem:
