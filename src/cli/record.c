@@ -508,13 +508,14 @@ int cmd_record(int argc, char **argv)
             if (u != NULL)
                 unw_kern_get_stats(u, &uk);
             fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
-                    "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu bpf_runs=%llu "
-                    "bpf_ns=%llu\n",
+                    "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
+                    "bpf_runs=%llu bpf_ns=%llu\n",
                     (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
                     (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
                     (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
                     (unsigned long long)ks.nostate, (unsigned long long)uk.proc_reads,
-                    (unsigned long long)uk.taken, (unsigned long long)uk.missed,
+                    (unsigned long long)uk.samples, (unsigned long long)uk.missed,
+                    (unsigned long long)uk.gone,
                     (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns);
         }
         if (a.c.native && u != NULL) {

@@ -9,7 +9,8 @@
 #include "raw.h"
 #include "../util/util.h"
 
-_Static_assert(RAW_ON_CPU == SAMPLE_F_ON_CPU && RAW_GIL == SAMPLE_F_GIL && RAW_GC == SAMPLE_F_GC,
+_Static_assert(RAW_ON_CPU == SAMPLE_F_ON_CPU && RAW_GIL == SAMPLE_F_GIL && RAW_GC == SAMPLE_F_GC &&
+               RAW_TICK == SAMPLE_F_TICK,
                "a recording's flags byte holds the SAMPLE_F_* flags as they are");
 
 static const char magic[8] = { 'R', 'E', 'M', 'O', 'R', 'A', 0, RAW_VERSION };
@@ -203,8 +204,12 @@ int raw_sample(raw_writer_t *w, const stk_table_t *t, uint32_t thread, uint32_t 
         if (err)
             return err;
     }
+    /* a recording's times only go forward: one before the last written is written at it
+     * (and the next counts from there, not from the earlier time) */
+    if (t_ns < w->last_ns)
+        t_ns = w->last_ns;
     fputc('X', w->f);
-    put_varint(w->f, (uint64_t)(t_ns - w->last_ns < 0 ? 0 : t_ns - w->last_ns));
+    put_varint(w->f, (uint64_t)(t_ns - w->last_ns));
     put_varint(w->f, thread);
     put_varint(w->f, node);
     fputc((int)(flags & 0xff), w->f);

@@ -36,6 +36,7 @@
 #define RAW_ON_CPU 1u
 #define RAW_GIL 2u
 #define RAW_GC 4u
+#define RAW_TICK 8u
 
 typedef struct raw_writer raw_writer_t;
 

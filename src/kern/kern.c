@@ -1,6 +1,6 @@
 /* kern/kern.c — the in-kernel engine's loader (kern.h): loads the BPF object embedded as a
- * libbpf skeleton, attaches the sched_switch program and a cpu-clock perf event per online
- * CPU, fills the maps the programs look up, maps the thread-state table for reads without
+ * libbpf skeleton, attaches the sched_switch program, opens a task-clock perf event per
+ * target thread with the frame walker attached to it, fills the maps the programs look up, maps the thread-state table for reads without
  * a system call, and consumes the ring buffer into kern_sample_t.
  */
 #include <errno.h>
@@ -20,14 +20,21 @@
 #include "kern_bpf.h"
 #include "remora_bpf.skel.h"
 
-#define KERN_MAX_CPUS 1024
+#define KERN_MAX_EVENTS 4096        /* threads sampled in the kernel at once, all processes */
+
+/* One target thread's task-clock event and its link to the frame walker. */
+typedef struct kern_event {
+    pid_t pid, tid;
+    int fd;
+    struct bpf_link *link;
+} kern_event_t;
 
 struct kern {
     struct remora_bpf *skel;
     struct ring_buffer *rb;
-    struct bpf_link *links[KERN_MAX_CPUS];
-    int pfds[KERN_MAX_CPUS];
-    int ncpu;                       /* perf events opened */
+    uint64_t period_ns;             /* of each thread's own CPU time; 0: no frame walker */
+    kern_event_t *events;           /* KERN_MAX_EVENTS */
+    size_t nevents;
     const struct kern_ts_ent *table;/* the mmapped thread-state table */
     size_t table_len;
     pid_t procs[KERN_MAX_PROCS];    /* slot -> pid (0: free) */
@@ -59,41 +66,6 @@ static int kern_fail(int err, char *why, size_t whylen, const char *step)
     return REMORA_EVERSION;
 }
 
-/* The online CPUs from /sys (a list like "0-3,6"), into cpus[]; returns how many or -errno. */
-static int kern_online_cpus(int *cpus, int max)
-{
-    char buf[4096], *p = buf;
-    int n = 0;
-    FILE *f = fopen("/sys/devices/system/cpu/online", "r");
-
-    if (f == NULL)
-        return -errno;
-    if (fgets(buf, sizeof buf, f) == NULL) {
-        fclose(f);
-        return -EIO;
-    }
-    fclose(f);
-    while (*p != '\0' && *p != '\n') {
-        char *end;
-        long a = strtol(p, &end, 10), b = a, c;
-
-        if (end == p)
-            return -EINVAL;
-        p = end;
-        if (*p == '-') {
-            b = strtol(p + 1, &end, 10);
-            if (end == p + 1)
-                return -EINVAL;
-            p = end;
-        }
-        for (c = a; c <= b && n < max; c++)
-            cpus[n++] = (int)c;
-        if (*p == ',')
-            p++;
-    }
-    return n;
-}
-
 static int kern_rb_sample(void *ctx, void *data, size_t size)
 {
     kern_t *k = ctx;
@@ -119,42 +91,54 @@ static int kern_rb_sample(void *ctx, void *data, size_t size)
     return 0;
 }
 
-static int kern_attach_clock(kern_t *k, double rate_hz, char *why, size_t whylen)
+/* The task-clock event of thread 'tid' sampling every period_ns of its own CPU time, with
+ * the frame walker attached: 0, or -errno. */
+static int kern_event_open(kern_t *k, pid_t pid, pid_t tid)
 {
-    static int cpus[KERN_MAX_CPUS];
     struct perf_event_attr a;
-    char step[96];
-    int n, i, err;
+    kern_event_t *e;
+    int fd, err;
 
-    n = kern_online_cpus(cpus, KERN_MAX_CPUS);
-    if (n <= 0)
-        return kern_fail(n < 0 ? n : -ENOENT, why, whylen, "/sys/devices/system/cpu/online");
+    if (k->nevents == KERN_MAX_EVENTS)
+        return -ENOSPC;
     memset(&a, 0, sizeof a);
     a.size = sizeof a;
     a.type = PERF_TYPE_SOFTWARE;
-    a.config = PERF_COUNT_SW_CPU_CLOCK;
-    a.sample_period = (uint64_t)(1e9 / rate_hz);
-    if (a.sample_period < KERN_MIN_PERIOD_NS)
-        a.sample_period = KERN_MIN_PERIOD_NS;   /* what the kernel would make of it anyway */
-    for (i = 0; i < n; i++) {
-        int fd = (int)syscall(SYS_perf_event_open, &a, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);
-        struct bpf_link *l;
-
-        if (fd < 0) {
-            snprintf(step, sizeof step, "perf_event_open(cpu-clock, cpu %d)", cpus[i]);
-            return kern_fail(errno, why, whylen, step);
-        }
-        k->pfds[k->ncpu] = fd;
-        l = bpf_program__attach_perf_event(k->skel->progs.kern_tick, fd);
-        if (l == NULL) {
-            err = errno;
-            snprintf(step, sizeof step, "attach perf_event program (cpu %d)", cpus[i]);
-            k->ncpu++;
-            return kern_fail(err, why, whylen, step);
-        }
-        k->links[k->ncpu++] = l;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    a.sample_period = k->period_ns;
+    a.exclude_idle = 1;
+    fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    e = &k->events[k->nevents];
+    e->link = bpf_program__attach_perf_event(k->skel->progs.kern_tick, fd);
+    if (e->link == NULL) {
+        err = errno;
+        close(fd);
+        return -(err ? err : EINVAL);
     }
-    return REMORA_OK;
+    e->fd = fd;
+    e->pid = pid;
+    e->tid = tid;
+    k->nevents++;
+    return 0;
+}
+
+static void kern_event_close(kern_t *k, size_t i)
+{
+    bpf_link__destroy(k->events[i].link);
+    close(k->events[i].fd);
+    k->events[i] = k->events[--k->nevents];
+}
+
+static ssize_t kern_event_find(const kern_t *k, pid_t pid, pid_t tid)
+{
+    size_t i;
+
+    for (i = 0; i < k->nevents; i++)
+        if (k->events[i].tid == tid && k->events[i].pid == pid)
+            return (ssize_t)i;
+    return -1;
 }
 
 int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
@@ -200,9 +184,20 @@ int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
         goto error;
     }
     if (rate_hz > 0) {
-        err = kern_attach_clock(k, rate_hz, why, whylen);
-        if (err != REMORA_OK)
+        /* one event a thread, made when the thread is added: probe once now that this
+         * kernel lets us, on remora's own thread, so that a refusal is said at once */
+        k->period_ns = (uint64_t)(1e9 / rate_hz);
+        if (k->period_ns < KERN_MIN_PERIOD_NS)
+            k->period_ns = KERN_MIN_PERIOD_NS;  /* what the kernel would make of it anyway */
+        if ((k->events = calloc(KERN_MAX_EVENTS, sizeof *k->events)) == NULL) {
+            err = kern_fail(ENOMEM, why, whylen, "kern_open");
             goto error;
+        }
+        if ((err = kern_event_open(k, 0, (pid_t)syscall(SYS_gettid))) != 0) {
+            err = kern_fail(err, why, whylen, "perf_event_open(task-clock) with a BPF program");
+            goto error;
+        }
+        kern_event_close(k, 0);
     }
     *out = k;
     return REMORA_OK;
@@ -213,14 +208,12 @@ error:
 
 void kern_close(kern_t *k)
 {
-    int i;
 
     if (k == NULL)
         return;
-    for (i = 0; i < k->ncpu; i++) {
-        bpf_link__destroy(k->links[i]);
-        close(k->pfds[i]);
-    }
+    while (k->nevents > 0)
+        kern_event_close(k, k->nevents - 1);
+    free(k->events);
     ring_buffer__free(k->rb);
     if (k->table != NULL)
         munmap((void *)k->table, k->table_len);
@@ -282,6 +275,9 @@ void kern_remove_process(kern_t *k, pid_t pid)
     for (i = 0; i < KERN_MAX_PROCS; i++)
         if (k->procs[i] == pid)
             k->procs[i] = 0;
+    for (size_t e = k->nevents; e-- > 0;)
+        if (k->events[e].pid == pid)
+            kern_event_close(k, e);
     /* forget its threads: a bounded pass over the thread map (deleting the key just
      * visited restarts the iteration, so the walk goes on from the one before) */
     while (n++ < KERN_THREADS * 2 &&
@@ -298,13 +294,22 @@ void kern_remove_process(kern_t *k, pid_t pid)
 int kern_set_thread(kern_t *k, pid_t pid, pid_t tid, uint64_t tstate)
 {
     struct kern_thread_key key = { .pid = (uint32_t)pid, .tid = (uint32_t)tid };
+    ssize_t e = kern_event_find(k, pid, tid);
+    int err;
 
     if (tstate == 0) {
+        if (e >= 0)
+            kern_event_close(k, (size_t)e);
         bpf_map__delete_elem(k->skel->maps.threads, &key, sizeof key, 0);
         return REMORA_OK;
     }
     if (bpf_map__update_elem(k->skel->maps.threads, &key, sizeof key, &tstate, sizeof tstate, BPF_ANY) != 0)
         return REMORA_ENOMEM;
+    if (e < 0 && k->period_ns > 0 && (err = kern_event_open(k, pid, tid)) != 0) {
+        bpf_map__delete_elem(k->skel->maps.threads, &key, sizeof key, 0);
+        return err == -ESRCH ? REMORA_ENOPROC : err == -ENOSPC ? REMORA_ENOMEM
+             : kern_fail(err, NULL, 0, "");
+    }
     return REMORA_OK;
 }
 
@@ -326,6 +331,7 @@ void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out)
         c.runnable = __atomic_load_n(&e->runnable, __ATOMIC_RELAXED);
         c.run_ns = __atomic_load_n(&e->run_ns, __ATOMIC_RELAXED);
         c.since_ns = __atomic_load_n(&e->since_ns, __ATOMIC_RELAXED);
+        c.cpu = __atomic_load_n(&e->cpu, __ATOMIC_RELAXED);
         c.switches = __atomic_load_n(&e->switches, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1)
@@ -337,6 +343,7 @@ void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out)
         out->runnable = c.runnable != 0;
         out->run_ns = c.run_ns;
         out->since_ns = c.since_ns;
+        out->cpu = (int)c.cpu;
         out->switches = c.switches;
         return;
     }

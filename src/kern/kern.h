@@ -3,8 +3,10 @@
  * read), and keep every target thread's on/off-CPU state where user space reads it
  * without a system call.
  *
- *   remora.bpf.c  the BPF side: a perf cpu-clock program per CPU (the frame walker) and a
- *                 sched_switch tracepoint program (the thread-state table)
+ *   remora.bpf.c  the BPF side: a perf program on each target thread's task-clock event
+ *                 (the frame walker: it runs after every period of that thread's own CPU
+ *                 time, wherever the thread runs) and a sched_switch tracepoint program
+ *                 (the thread-state table)
  *   kern.c        the loader (libbpf skeleton embedded in the binary), the maps, the ring
  *                 buffer's consumer
  *
@@ -104,13 +106,15 @@ typedef struct kern_tstate {
     uint64_t run_ns;                /* CPU time while the engine watched, switched-out parts
                                      * only (a thread on a CPU now adds since its switch-in) */
     uint64_t since_ns;              /* CLOCK_MONOTONIC of its last switch in or out */
+    int cpu;                        /* ... on this CPU */
     uint64_t switches;              /* switches in and out seen */
 } kern_tstate_t;
 
 typedef struct kern kern_t;
 
-/* Loads the programs: the sched_switch program at once; with rate_hz > 0 the frame walker
- * on a cpu-clock perf event of that frequency on every online CPU. Returns 0, or
+/* Loads the programs: the sched_switch program at once; with rate_hz > 0 the frame walker,
+ * which runs on a task-clock event of each thread given to kern_set_thread, every 1/rate_hz
+ * seconds of that thread's CPU time (at least KERN_MIN_PERIOD_NS). Returns 0, or
  * REMORA_EPERM (no CAP_BPF / CAP_PERFMON, or BPF disabled), REMORA_EVERSION (the kernel
  * lacks something needed), REMORA_ENOMEM; 'why' (may be NULL) then holds one line saying
  * what failed (e.g. "bpf(BPF_PROG_LOAD): Operation not permitted"). */
@@ -122,8 +126,11 @@ void kern_close(kern_t *k);
 int kern_add_process(kern_t *k, pid_t pid, const kern_layout_t *lay);
 void kern_remove_process(kern_t *k, pid_t pid);
 
-/* Says which thread state the thread 'tid' of 'pid' runs on (a system call: call it when
- * the thread list changed, not per sample); tstate 0 forgets it. Returns 0, REMORA_ENOMEM. */
+/* Says which thread state the thread 'tid' of 'pid' runs on, and samples it from then on
+ * (its task-clock event: system calls; call it when the thread list changed, not per
+ * sample); tstate 0 forgets it. Returns 0, REMORA_ENOPROC (no such thread), REMORA_ENOMEM
+ * (too many threads), REMORA_EPERM or REMORA_EVERSION (its event could not be made): the
+ * thread is then not sampled in the kernel. */
 int kern_set_thread(kern_t *k, pid_t pid, pid_t tid, uint64_t tstate);
 
 /* The thread's scheduling state, read from a memory-mapped table: no system call. */

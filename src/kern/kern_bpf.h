@@ -30,6 +30,8 @@ struct kern_ts_ent {
     uint32_t tid;                   /* whose slot it is now (0: nobody's yet) */
     uint32_t on_cpu;
     uint32_t runnable;
+    uint32_t cpu;                   /* the CPU of its last switch in or out */
+    uint32_t pad;
     uint64_t run_ns;                /* on-CPU time of finished stints */
     uint64_t since_ns;              /* bpf_ktime_get_ns() of the last switch in or out */
     uint64_t switches;

@@ -105,6 +105,7 @@ static __always_inline void ts_switch(struct task_struct *t, int in, __u64 now, 
         e->runnable = runnable;
     }
     e->since_ns = now;
+    e->cpu = bpf_get_smp_processor_id();
     e->switches++;
     barrier();
     e->seq++;                       /* even: done */
@@ -130,6 +131,7 @@ static __always_inline void ts_running(__u32 tid, __u64 now)
     e->on_cpu = 1;
     e->runnable = 0;
     e->since_ns = now;
+    e->cpu = bpf_get_smp_processor_id();
     barrier();
     e->seq++;
 }

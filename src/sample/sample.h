@@ -125,13 +125,16 @@ typedef struct profile_meta {
 #define SAMPLE_F_ON_CPU 1u      /* running on a CPU */
 #define SAMPLE_F_GIL 2u         /* holding the GIL */
 #define SAMPLE_F_GC 4u          /* collecting garbage (its stack ends in <GC>) */
+#define SAMPLE_F_TICK 8u        /* read in the kernel at a tick of its CPU time (the kernel
+                                 * engine): its time is that instant; a round's sample's is
+                                 * when the round's reading began */
 
 /* One thread's sample in a recording, for the formats with a timeline. */
 typedef struct prof_event {
     int64_t t_ns;           /* since sampling began */
     uint32_t thread;        /* index of the table's thread */
     uint32_t node;          /* the stack's innermost node */
-    unsigned flags;         /* SAMPLE_F_ON_CPU, SAMPLE_F_GIL, SAMPLE_F_GC */
+    unsigned flags;         /* SAMPLE_F_ON_CPU, SAMPLE_F_GIL, SAMPLE_F_GC, SAMPLE_F_TICK */
 } prof_event_t;
 
 /* The model every writer reads. 'baseline' is set for differential outputs; 'events',

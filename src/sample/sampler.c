@@ -81,7 +81,8 @@ struct sampler {
     async_t *async;                 /* --async (the target's tasks; never a descendant's) */
     pid_t found[SUB_MAX];           /* the last scan's descendants */
     int64_t next_scan;
-    int64_t last_round_ns;          /* the last round's time: no sample is written before it */
+    int64_t last_read_ns;           /* when the last round's reading began: no tick is
+                                     * written before it */
 };
 
 int64_t sampler_now_ns(void)
@@ -419,20 +420,25 @@ static int waiting_tasks(sampler_t *s, unwinder_t *u, proc_t *p, const unw_threa
     return REMORA_OK;
 }
 
-/* One thread's sample, filtered by mode, into the table and to the sink; t_ns since
- * sampling began. Returns 0 or a fatal code. */
-static int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, int64_t t_ns)
+/* One thread's sample, filtered by mode, into the table and to the sink 'count' times
+ * (the periods it stands for); t_ns since sampling began. Returns 0 or a fatal code. */
+static int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, int64_t t_ns,
+                       unsigned count)
 {
     uint32_t tt, node;
-    unsigned flags = (th->on_cpu ? SAMPLE_F_ON_CPU : 0) | (th->holds_gil ? SAMPLE_F_GIL : 0);
+    unsigned flags = (th->on_cpu ? SAMPLE_F_ON_CPU : 0) | (th->holds_gil ? SAMPLE_F_GIL : 0) |
+                     (th->t_ns != 0 ? SAMPLE_F_TICK : 0), c;
     size_t ti;
     int err;
 
+    if (count == 0)
+        return REMORA_OK;
     /* idle: asleep in the kernel (not running or runnable) and not holding the GIL
      * (a thread blocked while it holds it stops every other: never idle) */
     if (!s->o.idle && !th->on_cpu && !th->holds_gil)
         return REMORA_OK;
-    if (s->o.mode == SAMPLE_CPU && !th->on_cpu)
+    /* cpu: on a CPU (a thread waiting for one, as the kernel engine knows, is not) */
+    if (s->o.mode == SAMPLE_CPU && (!th->on_cpu || th->runnable))
         return REMORA_OK;
     if (s->o.mode == SAMPLE_GIL && !th->holds_gil)
         return REMORA_OK;
@@ -479,13 +485,17 @@ static int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_
         if ((node = stk_child(s->t, node, s->gc_frame)) == STK_NONE)
             return REMORA_ENOMEM;
     }
-    stk_add_at(s->t, tt, node, 1);
-    s->st.samples++;
-    if (s->sink.sample != NULL &&
-        (err = s->sink.sample(s->sink.ctx, s->t, tt, node, t_ns, flags)))
-        return err;
+    stk_add_at(s->t, tt, node, count);
+    s->st.samples += count;
+    if (th->partial)
+        s->st.partial += count - 1;
+    for (c = 0; c < count && s->sink.sample != NULL; c++)
+        if ((err = s->sink.sample(s->sink.ctx, s->t, tt, node, t_ns, flags)))
+            return err;
     return REMORA_OK;
 }
+
+static int kern_drain(sampler_t *s, int64_t *read_ns);
 
 /* One process's threads into the table. Returns 0, a transient REMORA_ECORRUPT or
  * REMORA_EFAULT (its thread list moved twice: counted as an error), or a fatal code. */
@@ -493,8 +503,8 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
 {
     unw_thread_t *threads;
     size_t n, i;
-    int64_t held = 0;
-    int err, pass;
+    int64_t held = 0, read_ns;
+    int err;
 
     if (frz != NULL) {
         held = sampler_now_ns();
@@ -510,15 +520,14 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     err = u == s->u && s->async != NULL ?
           async_before(s->async, u, s->o.async == SAMPLE_ASYNC_ALL, now_ns, &s->st) : REMORA_OK;
     if (err == REMORA_OK) {
-        /* a kept kernel sample stands for a thread on a CPU since before its tick when
-         * the tick is of the last tick period, with room for the timer's lateness (a
-         * thread on one CPU meets its ticks a period apart; above 100 kHz rounds come
-         * faster than ticks) */
-        int64_t period = (int64_t)(1e9 / (s->o.rate_hz > 0 ? s->o.rate_hz : 1000));
-        if (period < KERN_MIN_PERIOD_NS)
-            period = KERN_MIN_PERIOD_NS;
-        unw_kern_round(u, now_ns, period + period / 2);
-        err = unw_sample(u, &threads, &n);
+        unw_kern_round(u, now_ns);
+        read_ns = now_ns;
+        if (s->o.kern != NULL)
+            err = kern_drain(s, &read_ns);
+        if (err == REMORA_OK)
+            err = unw_sample(u, &threads, &n);
+        if (read_ns > s->last_read_ns)
+            s->last_read_ns = read_ns;
     }
     if (frz != NULL) {
         freeze_go(frz);             /* read: let it run while the table is updated */
@@ -530,17 +539,12 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     }
     if (err)
         return err;
-    /* a thread the kernel read is written first, at its tick's time (never before the
-     * last round's: a recording's times only go forward); the others at the round's */
-    for (pass = 0; pass < 2; pass++) {
-        for (i = 0; i < n; i++) {
-            const unw_thread_t *th = &threads[i];
-            int64_t t = !th->kernel ? now_ns : th->t_ns > s->last_round_ns ? th->t_ns : s->last_round_ns;
-            if (th->kernel != (pass == 0))
-                continue;
-            if ((err = take_thread(s, u, p, th, t - s->st.start_ns)) != REMORA_OK)
-                return err;
-        }
+    /* a thread on a CPU is sampled by its ticks, none of its time by the round */
+    for (i = 0; i < n; i++) {
+        const unw_thread_t *th = &threads[i];
+        unsigned count = (th->kernel ? 0 : 1) + th->failed_ticks;
+        if ((err = take_thread(s, u, p, th, read_ns - s->st.start_ns, count)) != REMORA_OK)
+            return err;
     }
     if (u == s->u && s->async != NULL && s->o.async == SAMPLE_ASYNC_ALL)
         return waiting_tasks(s, u, p, threads, n, now_ns);
@@ -633,29 +637,54 @@ static void scan_subs(sampler_t *s)
     }
 }
 
-/* One kernel sample: named by its process's unwinder at once and kept as its thread's
- * last; the next round takes it if the thread is still on a CPU. */
+/* One tick: a sample of a thread on a CPU, named by its process's unwinder at once and
+ * written at the tick's time (never before the last round's: a recording's times only go
+ * forward). */
 static int kern_sample(void *ctx, const kern_sample_t *ks)
 {
     sampler_t *s = ctx;
+    const unw_thread_t *th;
     unwinder_t *u = NULL;
+    proc_t *p = NULL;
     size_t k;
+    int64_t t;
     int err;
 
     if (s->u != NULL && proc_pid(s->p) == ks->pid)
-        u = s->u;
+        u = s->u, p = s->p;
     for (k = 0; u == NULL && k < s->nsubs; k++)
         if (s->subs[k].u != NULL && s->subs[k].pid == ks->pid)
-            u = s->subs[k].u;
+            u = s->subs[k].u, p = s->subs[k].p;
     if (u == NULL)
         return REMORA_OK;               /* a process already forgotten */
     s->st.kernel++;
-    err = unw_kern_keep(u, ks);
+    err = unw_kern_tick(u, ks, &th);
     if (err == REMORA_EFAULT) {
         s->st.kernel_fallback++;
         return REMORA_OK;
     }
-    return err;
+    if (err)
+        return err;
+    t = th->t_ns > s->last_read_ns ? th->t_ns : s->last_read_ns;
+    return take_thread(s, u, p, th, t - s->st.start_ns, 1);
+}
+
+/* The ticks waiting, written at their times, and *read_ns the time the round's reading
+ * begins: taken once none waits, so that no tick before it is written after the round's
+ * samples (a recording's times only go forward). Returns 0 or a fatal code. */
+static int kern_drain(sampler_t *s, int64_t *read_ns)
+{
+    int err, tries;
+
+    for (tries = 0; tries < 8; tries++) {
+        uint64_t before = s->st.kernel;
+        if ((err = kern_poll(s->o.kern, kern_sample, s)) != REMORA_OK)
+            return err;
+        *read_ns = sampler_now_ns();
+        if (s->st.kernel == before)
+            break;
+    }
+    return REMORA_OK;
 }
 
 int sampler_round(sampler_t *s, int64_t now_ns)
@@ -675,9 +704,6 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             return REMORA_OK;
     }
     s->st.rounds++;
-    /* the running threads' stacks, read in the kernel at the ticks since the last round */
-    if (s->o.kern != NULL && (err = kern_poll(s->o.kern, kern_sample, s)) != REMORA_OK)
-        return err;
     err = s->u != NULL ? sample_process(s, s->u, s->p, s->frz, now_ns) : REMORA_OK;
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
         err = REMORA_OK;
@@ -696,7 +722,6 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             sub_reset(s, c);            /* exited, or exec'd: the next scan says which */
         }
     }
-    s->last_round_ns = now_ns;
     return REMORA_OK;
 }
 
@@ -709,10 +734,14 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
 
     if (interval < 1)
         interval = 1;
+    /* the kernel engine's ticks come at most every KERN_MIN_PERIOD_NS of a thread's CPU
+     * time: a round stands for as long as a tick */
+    if (s->o.kern != NULL && interval < KERN_MIN_PERIOD_NS)
+        interval = KERN_MIN_PERIOD_NS;
     end = s->o.duration_s > 0 ? start + (int64_t)(s->o.duration_s * 1e9) : INT64_MAX;
     next_status = start + 500000000;
     s->st.start_ns = start;
-    s->last_round_ns = start;
+    s->last_read_ns = start;
     /* wake on time: the default 50 us timer slack would cap the rate near 20 kHz */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     while (!*stop) {

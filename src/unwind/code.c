@@ -249,7 +249,11 @@ static int live(const py_layout_t *L, const unsigned char *co)
 
     if (!L->rc_low_half)
         return rc >= 1 && rc < ((uint64_t)1 << 32);
-    return (uint32_t)rc != 0;
+    /* the count in the low half; above it only flags: 3.14 a statically allocated
+     * object's bit 39, 3.15 ob_flags in bits 48-63. A block pymalloc freed holds a
+     * pointer there (its type is left as it was): bits 40-46 of any user-space address
+     * above 2^40, where pymalloc's arenas are mapped */
+    return (uint32_t)rc != 0 && ((rc >> 32) & 0xff7f) == 0;
 }
 
 /* Reads the code object's head and fingerprint again: 0 when they are still e's, else

@@ -666,13 +666,16 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
 /* After a round's threads are known: tells the kernel engine each thread's state when it
  * changed (a system call only then). */
 void kern_sync_threads(unwinder_t *u, reader_t *r);
-/* The thread's on/off-CPU state from the engine's table (no system call): 1 when the
- * table knows it (*on_cpu, *running set: running = on a CPU now, on_cpu = running or
- * runnable), 0 when the caller must ask /proc (counted). */
-int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, int *on_cpu, int *running);
-/* th (on a CPU or waiting: the table says so) gets the frames of its kept kernel sample:
- * 1, or 0 when none is fresh (the caller reads it from user space; counted). */
-int kern_take(unwinder_t *u, unw_thread_t *th);
+/* The thread's on/off-CPU state from the engine's table (no system call), into th: its
+ * failed_ticks, and when the table knows it (returns 1) on_cpu (running or runnable),
+ * runnable and kernel (on a CPU, sampled by its ticks); 0 when the caller must ask /proc
+ * (counted). */
+int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, unw_thread_t *th);
+/* The round reads no stack of th: its time on a CPU is its ticks', none failed. */
+static inline int kern_skips(const unw_thread_t *th)
+{
+    return th->kernel && th->failed_ticks == 0;
+}
 /* Forgets the process in the engine (which must outlive the unwinder) and frees k. */
 void kern_unw_free(struct unw_kern *k, pid_t pid);
 

@@ -2,9 +2,13 @@
  *
  * Gives the engine each thread's state and each target's layout as plain offsets, takes
  * every thread's on/off-CPU state from the engine's table, and names the frames of a
- * kernel sample with the code-object cache, each checked against the fingerprint the
- * kernel read with the frame. Reads of the target only for a code object not cached.
+ * tick (a kernel sample) with the code-object cache, each checked against the fingerprint
+ * the kernel read with the frame. Reads of the target only for a code object not cached.
+ *
+ * A thread's time on a CPU is its ticks' (one each period of its own CPU time, so short
+ * stints count as much as long ones); a round counts only the time of threads off a CPU.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,27 +17,27 @@
 #include "internal.h"
 #include "../kern/kern.h"
 
-#define KU_FALLBACK 16              /* threads read from user space next round, at most */
-#define KU_KEEP 32                  /* threads whose last kernel stack is kept, at most */
+#define KU_FAILED 16                /* threads whose failed ticks are read at the next round */
+#define KU_WAKE_NS 50000            /* a switch this close before a round woke is its doing */
 
-/* One thread's last kernel sample, named: a round takes it for the thread when the thread
- * is on a CPU (or waiting for one) and the sample is of the thread's present stint. */
-typedef struct ku_keep {
-    pid_t tid;                      /* 0: a free slot */
-    int partial;                    /* its innermost frames could not be named */
-    int64_t t_ns;                   /* the tick's CLOCK_MONOTONIC time */
-    size_t n;
-    unw_frame_t *frames;            /* KERN_MAX_FRAMES, allocated at the slot's first use */
-} ku_keep_t;
+/* A thread whose ticks could not be read in the kernel since the last round (a page not
+ * present, no state known, deeper than the kernel walks, a walk not rooted): the next
+ * round reads it from user space, its sample standing for those ticks. */
+typedef struct ku_failed {
+    pid_t tid;
+    unsigned n;
+} ku_failed_t;
 
 struct unw_kern {
     kern_t *k;
     kern_layout_t lay;
-    ku_keep_t keep[KU_KEEP];
-    int64_t now_ns;                 /* this round's time (unw_kern_round) */
-    int64_t max_age_ns;             /* how old a kept sample may be and still stand for it */
-    pid_t fallback[KU_FALLBACK];    /* a read failed in the kernel: read these from user space */
-    size_t nfallback;
+    unw_frame_t frames[KERN_MAX_FRAMES];   /* the last tick's, named */
+    unw_thread_t th;                /* ... and its thread, handed to unw_kern_tick's caller */
+    ku_failed_t pending[KU_FAILED]; /* failed since the round began */
+    ku_failed_t now[KU_FAILED];     /* ... before it: this round reads them */
+    size_t npending, nnow;
+    int64_t woke_ns;                /* when this round's remora woke */
+    int cpu;                        /* ... on this CPU */
     unw_kern_stats_t stats;
 };
 
@@ -42,8 +46,6 @@ void kern_unw_free(struct unw_kern *k, pid_t pid)
     if (k == NULL)
         return;
     kern_remove_process(k->k, pid);
-    for (size_t i = 0; i < KU_KEEP; i++)
-        free(k->keep[i].frames);
     free(k);
 }
 
@@ -155,29 +157,33 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
         tc->kern_tid = tid;
         tc->kern_ts = ts;
     }
-    ku->nfallback = 0;
 }
 
-int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, int *on_cpu, int *running)
+int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, unw_thread_t *th)
 {
     struct unw_kern *ku = u->kern;
     kern_tstate_t st;
     size_t i;
 
-    *running = 0;
+    for (i = 0; i < ku->nnow; i++)
+        if (ku->now[i].tid == tc->native_id)
+            th->failed_ticks = ku->now[i].n;
     kern_thread_state(ku->k, tc->native_id, &st);
     if (!st.known) {
         ku->stats.proc_reads++;
         return 0;
     }
-    *on_cpu = st.on_cpu || st.runnable;
-    /* left to the kernel only while it is on a CPU (a runnable thread waiting for one does
-     * not move: user space reads it as it is now, where the last tick is up to a period
-     * older), while the kernel knows its state, and when it did not just fail there */
-    *running = st.on_cpu && tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
-    for (i = 0; i < ku->nfallback && *running; i++)
-        if (ku->fallback[i] == tc->native_id)
-            *running = 0;
+    th->on_cpu = st.on_cpu || st.runnable;
+    th->runnable = !st.on_cpu && st.runnable;
+    /* on a CPU and sampled by its ticks: the round counts none of its time; nor of one
+     * preempted on the CPU remora runs on as the round woke: remora's own wake-up
+     * preempted it (a round would find it so at every round on that CPU); else a thread
+     * waiting for a CPU is the round's, read as it stands */
+    th->kernel = (st.on_cpu || (th->runnable && st.cpu == ku->cpu &&
+                                (int64_t)st.since_ns + KU_WAKE_NS >= ku->woke_ns)) &&
+                 tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
+    if (st.on_cpu && !th->kernel)
+        ku->stats.missed++;
     return 1;
 }
 
@@ -256,52 +262,54 @@ static int kern_rooted(const py_layout_t *L, const kern_sample_t *ks)
     return 1;
 }
 
-/* The slot for tid's kept sample: its own, else a free one, else the oldest. */
-static ku_keep_t *keep_slot(struct unw_kern *ku, pid_t tid)
+/* The thread of the last round with this tid, or NULL. */
+static const unw_thread_t *last_thread(const unwinder_t *u, pid_t tid)
 {
-    ku_keep_t *best = &ku->keep[0];
     size_t i;
 
-    for (i = 0; i < KU_KEEP; i++) {
-        ku_keep_t *k = &ku->keep[i];
-        if (k->tid == tid)
-            return k;
-        if (best->tid != 0 && (k->tid == 0 || k->t_ns < best->t_ns))
-            best = k;
-    }
-    return best;
+    for (i = 0; i < u->nthreads; i++)
+        if (u->threads[i].native_id == tid)
+            return &u->threads[i];
+    return NULL;
 }
 
-int unw_kern_keep(unwinder_t *u, const kern_sample_t *ks)
+static void tick_failed(struct unw_kern *ku, pid_t tid)
+{
+    size_t i;
+
+    ku->stats.fallback++;
+    for (i = 0; i < ku->npending && ku->pending[i].tid != tid; i++)
+        ;
+    if (i == ku->npending) {
+        if (i == KU_FAILED)
+            return;
+        ku->pending[ku->npending++] = (ku_failed_t){ tid, 0 };
+    }
+    ku->pending[i].n++;
+}
+
+int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **out)
 {
     const py_layout_t *L = &u->target->layout;
     struct unw_kern *ku = u->kern;
-    ku_keep_t *kp;
+    const unw_thread_t *last = last_thread(u, ks->tid);
+    unw_thread_t *th = &ku->th;
     size_t k, n = 0, cut = 0;
     int err;
 
-    if (ks->flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT)) {
-        /* nothing to root the frames read at: user space reads the thread (deeper than
-         * the kernel walks: as deep as UNW_MAX_DEPTH) */
-        ku->stats.fallback++;
-        if (ku->nfallback < KU_FALLBACK)
-            ku->fallback[ku->nfallback++] = ks->tid;
-        if ((kp = keep_slot(ku, ks->tid))->tid == ks->tid)
-            kp->tid = 0;            /* its last stack is not its present one */
+    *out = NULL;
+    if (last == NULL) {
+        ku->stats.gone++;           /* not in the last round's list: gone since */
         return REMORA_EFAULT;
     }
-    kp = keep_slot(ku, ks->tid);
-    kp->tid = 0;                    /* until it is whole */
-    if (!kern_rooted(L, ks)) {
-        /* a link not yet written (a call or return half done): user space reads it */
-        ku->stats.unrooted++;
-        ku->stats.fallback++;
-        if (ku->nfallback < KU_FALLBACK)
-            ku->fallback[ku->nfallback++] = ks->tid;
+    if (ks->flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT) || !kern_rooted(L, ks)) {
+        /* nothing to root the frames read at (a link not yet written: a call or return
+         * half done), or deeper than the kernel walks: user space reads the thread */
+        if (!(ks->flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT)))
+            ku->stats.unrooted++;
+        tick_failed(ku, ks->tid);
         return REMORA_EFAULT;
     }
-    if (kp->frames == NULL && (kp->frames = malloc(KERN_MAX_FRAMES * sizeof *kp->frames)) == NULL)
-        return REMORA_ENOMEM;
     for (k = 0; k < ks->nframes && k < KERN_MAX_FRAMES; k++) {
         const kern_frame_t *f = &ks->frames[k];
         unw_frame_t *fr;
@@ -310,7 +318,7 @@ int unw_kern_keep(unwinder_t *u, const kern_sample_t *ks)
             continue;
         if ((err = frame_code(u, f, &e)) != REMORA_OK)
             return err;
-        fr = &kp->frames[n++];
+        fr = &ku->frames[n++];
         memset(fr, 0, sizeof *fr);
         if (e == NULL) {
             cut = n;            /* this frame and every inner one are not known */
@@ -333,46 +341,38 @@ int unw_kern_keep(unwinder_t *u, const kern_sample_t *ks)
         }
     }
     if (cut > 0)
-        memmove(kp->frames, kp->frames + cut, (n - cut) * sizeof *kp->frames);
-    kp->n = n - cut;
-    kp->partial = cut > 0;
-    kp->t_ns = (int64_t)ks->t_ns;
-    kp->tid = ks->tid;
+        memmove(ku->frames, ku->frames + cut, (n - cut) * sizeof *ku->frames);
+    /* the thread as the last round knew it, its stack as the tick read it */
+    *th = *last;
+    th->frames = ku->frames;
+    th->nframes = n - cut;
+    th->partial = cut > 0;
+    th->moving_in_frames = 0;
+    th->error = 0;
+    th->on_cpu = 1;
+    th->runnable = 0;
+    th->kernel = 1;
+    th->failed_ticks = 0;
+    th->gc = 0;                 /* not read at the tick: no <GC> frame claimed */
+    th->task = 0;
+    th->task_frames = 0;
+    th->t_ns = (int64_t)ks->t_ns;
     ku->stats.samples++;
     if (cut > 0)
         ku->stats.partial++;
+    *out = th;
     return REMORA_OK;
 }
 
-void unw_kern_round(unwinder_t *u, int64_t now_ns, int64_t max_age_ns)
-{
-    if (u->kern != NULL) {
-        u->kern->now_ns = now_ns;
-        u->kern->max_age_ns = max_age_ns;
-    }
-}
-
-int kern_take(unwinder_t *u, unw_thread_t *th)
+void unw_kern_round(unwinder_t *u, int64_t woke_ns)
 {
     struct unw_kern *ku = u->kern;
-    kern_tstate_t st;
-    ku_keep_t *kp = keep_slot(ku, th->native_id);
 
-    if (kp->tid != th->native_id || kp->t_ns < ku->now_ns - ku->max_age_ns) {
-        ku->stats.missed++;
-        return 0;
-    }
-    /* on a CPU since a switch after the tick: the stack is of an earlier stint */
-    kern_thread_state(ku->k, th->native_id, &st);
-    if (!st.known || !st.on_cpu || (int64_t)st.since_ns > kp->t_ns) {
-        ku->stats.missed++;
-        return 0;
-    }
-    th->t_ns = kp->t_ns;
-    th->frames = kp->frames;
-    th->nframes = kp->n;
-    th->partial = kp->partial;
-    th->moving_in_frames = 0;
-    ku->stats.taken++;
-    return 1;
+    if (ku == NULL)
+        return;
+    ku->woke_ns = woke_ns;
+    ku->cpu = sched_getcpu();
+    memcpy(ku->now, ku->pending, ku->npending * sizeof *ku->pending);
+    ku->nnow = ku->npending;
+    ku->npending = 0;
 }

@@ -115,14 +115,12 @@ void name_frames(unwinder_t *u, reader_t *r)
         unw_code_t *last_e = NULL;
         size_t skip = 0;
 
-        if (th->kernel)
-            continue;                       /* its frames are the kernel's (kern_take) */
         th->frames = u->frames + tc->raw_first;
         th->nframes = 0;
         th->partial = th->error ? 0 : tc->partial;
         th->moving_in_frames = 0;
-        if (th->error)
-            continue;
+        if (th->error || kern_skips(th))
+            continue;                       /* kern_skips: no stack read, its ticks sample it */
         for (k = 0; k < tc->raw_n; k++) {
             unw_frame_t *fr = &th->frames[k];
             unw_code_t *e = raw[k].code == last_code ? last_e : code_cache_peek(u->codes, raw[k].code);

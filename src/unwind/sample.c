@@ -115,7 +115,7 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
     /* a parked thread too: one that released the GIL may be running C code. With the
      * kernel engine, from its table (no system call), and a thread on a CPU is left to
      * it; /proc only for a thread the table does not know yet */
-    if (th->native_id > 0 && (u->kern != NULL ? !kern_cpu_state(u, tc, &th->on_cpu, &th->kernel)
+    if (th->native_id > 0 && (u->kern != NULL ? !kern_cpu_state(u, tc, th)
                                               : (u->want & UNW_WANT_CPU) != 0)) {
         char state;
         if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
@@ -412,8 +412,8 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
     tc->partial = 0;
     thread_identity(u, r, tc, th);
-    if (th->kernel && (th->kernel = kern_take(u, th)))
-        return REMORA_OK;           /* on a CPU: its stack as the kernel read it at the tick */
+    if (kern_skips(th))
+        return REMORA_OK;           /* on a CPU: its ticks sample it */
     was_known = tc->known;          /* read whole before, and the same thread still */
     /* 3.9/3.10: another thread took over that struct pthread during the read: the state
      * and stack read may be either thread's */

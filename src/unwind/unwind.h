@@ -67,9 +67,17 @@ typedef struct unw_thread {
     int is_main;
     int holds_gil;
     int on_cpu;                 /* only with UNW_WANT_CPU: running or runnable */
-    int kernel;                 /* its frames are the kernel engine's last tick's (on a CPU) */
-    int64_t t_ns;               /* kernel: that tick's CLOCK_MONOTONIC time, the instant its
-                                 * frames were read */
+    int runnable;               /* the kernel engine's table: off a CPU, waiting for one (in
+                                 * on_cpu too; /proc cannot tell it apart: 0 there) */
+    int kernel;                 /* the kernel engine samples it: in a round, on a CPU, its
+                                 * time there counted by its ticks, none by the round (no
+                                 * stack read unless failed_ticks); from unw_kern_tick, a
+                                 * tick's sample */
+    unsigned failed_ticks;      /* ticks of it the kernel could not read since the round
+                                 * before: this round's stack, read from user space, stands
+                                 * for them too */
+    int64_t t_ns;               /* a tick's CLOCK_MONOTONIC time, the instant its frames
+                                 * were read */
     int gc;                     /* its interpreter is collecting garbage (UNW_WANT_GC) */
     int handling_exc;           /* UNW_WANT_EXC: 1 when sys.exc_info() would give an exception
                                  * there (it is inside an except block), 0 when not, -1
@@ -251,13 +259,13 @@ const char *unw_tasks_problem(const unwinder_t *u);
 struct kern;
 struct kern_sample;
 
-/* From now on unw_sample() takes a thread that is on a CPU, or waiting for one, from the
- * kernel engine k: its stack as the last tick read it (unw_kern_keep), when that tick is
- * of the thread's present stint and at most unw_kern_round()'s max_age old; else it reads
- * the thread as before. Every thread's on/off-CPU state comes from the engine's table (no
- * system call; /proc only for a thread the table does not know yet), and the engine is
- * told each thread's state when the list changes. Returns 0, REMORA_EVERSION (this
- * layout cannot be walked in the kernel; *why says why), REMORA_ENOMEM. k is borrowed. */
+/* From now on a thread on a CPU is sampled by the kernel engine k (its ticks, one each
+ * period of the thread's own CPU time, through unw_kern_tick), and unw_sample() reads only
+ * the others (th->kernel marks one it left out, but for ticks that failed). Every
+ * thread's on/off-CPU state comes from the engine's table (no system call; /proc only for
+ * a thread the table does not know yet), and the engine is told each thread's state when
+ * the list changes. Returns 0, REMORA_EVERSION (this layout cannot be walked in the
+ * kernel; *why says why), REMORA_ENOMEM. k is borrowed. */
 int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen);
 
 /* The plain offsets the kernel engine walks this target's frames with. Returns 0, or
@@ -265,28 +273,33 @@ int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen);
 struct kern_layout;
 int unw_kern_layout(const py_target_t *t, struct kern_layout *kl, char *why, size_t whylen);
 
-/* A kernel sample of one of this target's threads, its frames named at once with the
- * code-object cache and kept as the thread's last (one a thread, KU_KEEP threads): a frame
- * is named only when the code object cached at its address carries the fingerprint the
- * kernel read with the frame (a code object freed and its address reused since never
- * names it; such a frame and those inside it are left out, the stack marked partial).
- * Returns 0, REMORA_EFAULT when the sample holds no stack to keep (a read failed in the
- * kernel, no thread state known for it, or deeper than it walks: the thread is read from
- * user space next round), REMORA_ENOPROC, REMORA_ENOMEM. */
-int unw_kern_keep(unwinder_t *u, const struct kern_sample *ks);
+/* A tick of one of this target's threads, its frames named at once with the code-object
+ * cache: *out is that thread as the last unw_sample() knew it, with the tick's stack
+ * (th->kernel set, t_ns the tick's time), valid until the next call. A frame is named only
+ * when the code object cached at its address carries the fingerprint the kernel read with
+ * it (a code object freed and its address reused since never names it; such a frame and
+ * those inside it are left out, the stack marked partial). Call it before the round's
+ * unw_sample(). Returns 0, REMORA_EFAULT when the tick holds no stack to take (a read
+ * failed in the kernel, no thread state known, deeper than it walks, a walk not rooted:
+ * the next round reads the thread from user space in its place; or a thread gone),
+ * REMORA_ENOPROC, REMORA_ENOMEM. */
+int unw_kern_tick(unwinder_t *u, const struct kern_sample *ks, const unw_thread_t **out);
 
-/* The next unw_sample()'s time (CLOCK_MONOTONIC) and how old a kept sample may be. */
-void unw_kern_round(unwinder_t *u, int64_t now_ns, int64_t max_age_ns);
+/* A round begins, remora having woken for it at woke_ns (CLOCK_MONOTONIC): the ticks
+ * failed since the last one are read by the next unw_sample(), and a thread that remora's
+ * wake-up preempted is left to its ticks as one on a CPU. */
+void unw_kern_round(unwinder_t *u, int64_t woke_ns);
 
 typedef struct unw_kern_stats {
-    uint64_t samples;           /* kernel samples named */
+    uint64_t samples;           /* ticks named */
     uint64_t partial;           /* ... with a frame whose code object could not be named */
-    uint64_t fallback;          /* ... with no stack (a read failed in the kernel, no state,
-                                 * or not rooted) */
+    uint64_t fallback;          /* ticks with no stack (a read failed in the kernel, no state,
+                                 * or not rooted): read from user space at the next round */
     uint64_t unrooted;          /* ... whose walk ended where no stack is rooted */
+    uint64_t gone;              /* ticks of a thread no longer in the list */
     uint64_t proc_reads;        /* /proc reads of a state the table did not know */
-    uint64_t taken;             /* thread samples of a round taken from a kept sample */
-    uint64_t missed;            /* ... on a CPU, none fresh kept: read from user space */
+    uint64_t missed;            /* threads of a round on a CPU without ticks of their own
+                                 * (their event could not be made): read from user space */
 } unw_kern_stats_t;
 void unw_kern_get_stats(const unwinder_t *u, unw_kern_stats_t *out);
 

@@ -62,6 +62,11 @@ MIX_MISSING = 0.5            # % of rounds that may lack the main thread (the fi
 CHAINS_RATES = (("1k", 1000), ("20k", 20000))
 CHAINS_SECONDS = 2
 CHAINS_WRITTEN = 99.0        # % of rounds that must hold the main thread
+# The kernel engine samples a thread on a CPU by its ticks (one a period of its own CPU
+# time) and the rounds only the threads off a CPU: how many samples a thread gets is its
+# CPU time over the period plus the rounds that found it waiting, not the rounds. What
+# must hold there is that every tick is written (or read from user space in its place):
+# no dropped tick, taken + fallback + gone = samples (KERNEL_STATS).
 # async
 ASYNC_SECONDS = 2
 ASYNC_EXC_MIN = 20           # exception-mode samples needed for the check not to be vacuous
@@ -93,6 +98,7 @@ class Run:
         self.partial_pct = float(m.group(8)) if m.group(8) is not None else None
         self.late = int(m.group(9))
         self.engine = m.group(10)
+        self.err = err
         self.problems = []
         st = STATS.search(err)
         if st:
@@ -112,6 +118,25 @@ class Run:
         return "%d rounds in %.2f s (%d Hz), %d errors (%.2f%%), %s, %d late, engine %s" % (
             self.rounds, self.seconds, self.hz, self.errors, self.error_pct, self.partial_text(),
             self.late, self.engine)
+
+
+KERNEL_STATS = re.compile(r"^kernel: samples=(\d+) fallback=(\d+) unnamed=(\d+) ticks=(\d+) "
+                          r"dropped=(\d+) .* taken=(\d+) missed=(\d+) gone=(\d+) ", re.M)
+
+
+def kernel_problems(err):
+    """Why the kernel engine's --stats line says a tick was lost, or []."""
+    m = KERNEL_STATS.search(err)
+    if m is None:
+        return ["no `kernel:` line in --stats: %s" % tail(err)]
+    samples, fallback, ticks, dropped, taken, gone = (int(m.group(i)) for i in (1, 2, 4, 5, 6, 8))
+    out = []
+    if dropped:
+        out.append("%d of %d ticks dropped (the ring buffer was full)" % (dropped, ticks))
+    if taken + fallback + gone != samples:
+        out.append("%d ticks reached remora, %d written, %d read from user space in their place, "
+                   "%d of threads gone" % (samples, taken, fallback, gone))
+    return out
 
 
 def marker_problem(s):
@@ -233,7 +258,9 @@ def judge_mix(remora, interp):
         problems.append("self shares off by more than %.0f points: %s" % (MIX_MARGIN, ", ".join(
             "%s %.1f%% (clock %.1f%%)" % (fn, self_[fn], clock[fn]) for fn in off)))
     missing = run.rounds - n
-    if n > run.rounds:
+    if run.engine == "kernel":
+        problems += kernel_problems(run.err)
+    elif n > run.rounds:
         problems.append("%d main-thread samples in %d rounds" % (n, run.rounds))
     elif run.rounds == 0 or 100.0 * missing / run.rounds > MIX_MISSING:
         problems.append("%d of %d rounds (%.1f%%) have no main-thread sample, want at most %.1f%%"
@@ -348,7 +375,9 @@ def chains_recording(remora, t, ready, rate, hz, attempt):
     if known:
         note += "; " + known
     short = 0.0
-    if main > run.rounds:
+    if run.engine == "kernel":
+        problems += ["-r %s: %s" % (rate, p) for p in kernel_problems(run.err)]
+    elif main > run.rounds:
         problems.append("-r %s: %d main-thread samples in %d rounds" % (rate, main, run.rounds))
     elif written < CHAINS_WRITTEN:
         short = CHAINS_WRITTEN - written

@@ -649,9 +649,10 @@ def gil_markers(doc):
 #   'M' pid command python mode duration_ns rate_mhz rounds errors late
 #       start_unix_ns(signed) start_mono_ns(signed)   metadata; strings are len bytes
 #   'Z'                              the end
-# A sample's time is its round's deadline, on CLOCK_MONOTONIC from start_mono_ns: the
-# stack was read at or after it, and before the next sample's time (the last one: before
-# start + duration).
+# A sample's time is on CLOCK_MONOTONIC from start_mono_ns. A round's sample (flags bit 8
+# clear): when the round's reading began; the stack was read at or after it, and before
+# the next round's time (the last one: before start + duration). A tick's (flags bit 8,
+# the kernel engine): the instant the kernel read its stack.
 
 class Raw:
     def __init__(self):
@@ -745,15 +746,25 @@ def innermost(r, node):
     return fn, file
 
 
+TICK = 8                            # the flags bit of a tick's sample
+
+
 def next_times(r):
-    """Each sample's window end: the next round's time (other threads' samples of the
-    same round share this one's); the last round's, the end of the recording."""
+    """Each sample's window end: a tick's sample, its own time (read at that instant); a
+    round's, the next round's time (other threads' samples of the same round share this
+    one's; ticks between rounds do not count); the last round's, the end of the
+    recording."""
     end = r.meta["start_mono_ns"] + r.meta["duration_ns"]
-    nxt, later = [end] * len(r.samples), end
+    nxt, later, this = [end] * len(r.samples), end, None
     for i in range(len(r.samples) - 1, -1, -1):
+        t, _, _, flags = r.samples[i]
+        if flags & TICK:
+            nxt[i] = t
+            continue
+        if this is not None and t != this:
+            later = this
+        this = t
         nxt[i] = later
-        if i == 0 or r.samples[i - 1][0] != r.samples[i][0]:
-            later = r.samples[i][0]
     return nxt
 
 
