@@ -66,6 +66,13 @@ typedef struct kern_layout {
                                      * bytes from there (fewer for a shorter str) count too */
     uint32_t owner_gen;             /* 3.11+: 1 + the owner value of a generator's frame; 0 = none */
     uint32_t fr_gen;                /* 3.9/3.10: f_gen (a pointer: set in a generator's frame); 0 = none */
+    /* the interpreter's GC and GIL state at the tick (KERN_S_GC, KERN_S_GIL): */
+    uint32_t ts_interp;             /* the thread state's interp pointer; 0 = not read */
+    uint32_t is_gc_collecting;      /* gc.collecting (an int) in the interpreter state */
+    uint32_t gil_in_interp;         /* 3.12+: the GIL state is at *(interp + is_gil_ptr) */
+    uint32_t is_gil_ptr;
+    uint32_t gil_locked, gil_holder;/* locked (an int) and last_holder in the GIL state */
+    uint64_t runtime;               /* before 3.12: the GIL state's base (_PyRuntime) */
 } kern_layout_t;
 
 /* One frame as the BPF side saw it. */
@@ -88,6 +95,8 @@ typedef struct kern_frame {
 #define KERN_S_FAULT 2u             /* a read failed (a page not present): frames[] holds the
                                      * innermost frames read before it; the caller falls back */
 #define KERN_S_NOSTATE 4u           /* the thread's tid has no thread state in the map */
+#define KERN_S_GC 8u                /* its interpreter was collecting garbage */
+#define KERN_S_GIL 16u              /* it held the GIL */
 typedef struct kern_sample {
     pid_t pid, tid;
     uint64_t t_ns;                  /* CLOCK_MONOTONIC */

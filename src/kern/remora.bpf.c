@@ -304,6 +304,27 @@ static __always_inline int read_u64(__u64 *out, __u64 addr)
     return bpf_probe_read_user(out, 8, (const void *)addr);
 }
 
+/* The interpreter's GC and the GIL's state for the thread at tstate: KERN_S_GC and
+ * KERN_S_GIL, nothing when a read fails. */
+static __always_inline __u32 interp_flags(const kern_layout_t *L, __u64 tstate)
+{
+    __u64 interp, base, holder = 0;
+    __u32 collecting = 0, locked = 0, out = 0;
+
+    if (L->ts_interp == 0 || read_u64(&interp, tstate + L->ts_interp) != 0 || interp == 0)
+        return 0;
+    if (bpf_probe_read_user(&collecting, 4, (const void *)(interp + L->is_gc_collecting)) == 0 &&
+        collecting != 0)
+        out |= KERN_S_GC;
+    base = L->runtime;
+    if (L->gil_in_interp && read_u64(&base, interp + L->is_gil_ptr) != 0)
+        return out;
+    if (base != 0 && bpf_probe_read_user(&locked, 4, (const void *)(base + L->gil_locked)) == 0 &&
+        read_u64(&holder, base + L->gil_holder) == 0 && locked != 0 && holder == tstate)
+        out |= KERN_S_GIL;
+    return out;
+}
+
 SEC("perf_event")
 int kern_tick(void *ctx)
 {
@@ -336,6 +357,7 @@ int kern_tick(void *ctx)
         w.flags = KERN_S_NOSTATE;
     } else {
         s->rec.tstate = *tsp;
+        w.flags |= interp_flags(L, *tsp);
         w.slot = slot;
         if (read_u64(&w.cur, *tsp + L->ts_frame) != 0)
             w.flags |= KERN_S_FAULT;

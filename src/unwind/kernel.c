@@ -87,6 +87,15 @@ int unw_kern_layout(const py_target_t *t, kern_layout_t *kl, char *why, size_t w
         kl->str_hash = (uint32_t)(L->u_length + 8);
         kl->str_data = (uint32_t)L->u_ascii_size;
     }
+    if (L->ts_interp != 0 && L->is_gc_collecting != 0 && L->gil_locked != 0 && L->gil_holder != 0) {
+        kl->ts_interp = (uint32_t)L->ts_interp;
+        kl->is_gc_collecting = (uint32_t)L->is_gc_collecting;
+        kl->gil_in_interp = L->gil_in_interp != 0;
+        kl->is_gil_ptr = (uint32_t)L->is_gil_ptr;
+        kl->gil_locked = (uint32_t)L->gil_locked;
+        kl->gil_holder = (uint32_t)L->gil_holder;
+        kl->runtime = L->gil_in_interp ? 0 : t->runtime;
+    }
     if (L->fr_size == 0 || L->fr_size > 128 || L->fr_previous + 8 > L->fr_size || L->fr_code + 8 > L->fr_size ||
         L->fr_instr + 8 > L->fr_size || kl->fr_owner + 1 > L->fr_size || L->fr_is_entry + 1 > L->fr_size ||
         kl->fr_funcobj + 8 > L->fr_size || len == 0 || len > 8 * KERN_FP_WORDS || L->ts_frame + 8 > L->ts_size) {
@@ -353,7 +362,12 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
     th->runnable = 0;
     th->kernel = 1;
     th->failed_ticks = 0;
-    th->gc = 0;                 /* not read at the tick: no <GC> frame claimed */
+    if (ku->lay.ts_interp != 0) {
+        th->gc = (ks->flags & KERN_S_GC) != 0;
+        th->holds_gil = (ks->flags & KERN_S_GIL) != 0;
+    } else {
+        th->gc = 0;             /* not read at the tick: no <GC> frame claimed */
+    }
     th->task = 0;
     th->task_frames = 0;
     th->t_ns = (int64_t)ks->t_ns;
