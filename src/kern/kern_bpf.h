@@ -57,11 +57,15 @@ struct kern_rec {
 };
 
 /* The frame walker's per-CPU scratch: the record being built, then the walk's buffers. */
+#define KERN_SEEN 8                 /* code objects a walk remembers the fingerprint of */
+
 struct kern_scratch {
     struct kern_rec rec;
     kern_frame_t frames[KERN_MAX_FRAMES];
     unsigned char fr[KERN_FRAME_BUF];
     uint64_t w[KERN_FP_MAX];
+    uint64_t seen_code[KERN_SEEN];  /* this walk's last code objects and their fingerprints: */
+    uint64_t seen_fp[KERN_SEEN];    /* a recursion's code read once */
 };
 
 #endif

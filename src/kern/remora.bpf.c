@@ -154,6 +154,7 @@ struct walk {
     __u32 n;                        /* frames written */
     __u32 flags;                    /* KERN_S_* */
     __u32 slot;                     /* the process's layouts[] index */
+    __u32 nseen;                    /* code objects in the scratch's seen_* */
 };
 
 static __always_inline __u64 fr_u64(const struct kern_scratch *s, __u32 off, int *bad)
@@ -177,14 +178,19 @@ static __always_inline __u8 fr_u8(const struct kern_scratch *s, __u32 off, int *
 
 /* One str's words of the fingerprint at w[at..]: its length and hash, then the first
  * min(length, KERN_FP_STR_DATA) bytes at str_data. 0, or -1 on a failed read. */
-static __always_inline int fp_str(struct kern_scratch *s, const kern_layout_t *L, __u64 ptr, __u32 at)
+static __always_inline int fp_str(struct kern_scratch *s, const kern_layout_t *L, __u64 code,
+                                  __u32 off, __u32 at)
 {
     __u64 str, n;
 
     if (at > KERN_FP_MAX - KERN_FP_STR_WORDS)
         return -1;
-    if (bpf_probe_read_user(&str, 8, (const void *)ptr) != 0 ||
-        bpf_probe_read_user(&s->w[at], 16, (const void *)(str + L->str_hash - 8)) != 0)
+    /* the str's pointer: in the span just read, or read now */
+    if (off >= L->fp_off && off + 8 <= L->fp_off + L->fp_len && (off - L->fp_off) % 8 == 0)
+        str = s->w[((off - L->fp_off) / 8) & (KERN_FP_WORDS - 1)];
+    else if (bpf_probe_read_user(&str, 8, (const void *)(code + off)) != 0)
+        return -1;
+    if (bpf_probe_read_user(&s->w[at], 16, (const void *)(str + L->str_hash - 8)) != 0)
         return -1;
     n = s->w[at];                   /* the length, in code points: the object holds as many bytes */
     if (n > KERN_FP_STR_DATA)
@@ -210,8 +216,8 @@ static __always_inline __u64 fp_of(struct kern_scratch *s, const kern_layout_t *
     if (L->str_hash != 0) {
         if (nw > KERN_FP_WORDS || L->str_hash < 8)
             return 0;
-        if (fp_str(s, L, code + L->co_name, nw) != 0 ||
-            fp_str(s, L, code + L->co_filename, nw + KERN_FP_STR_WORDS) != 0)
+        if (fp_str(s, L, code, L->co_name, nw) != 0 ||
+            fp_str(s, L, code, L->co_filename, nw + KERN_FP_STR_WORDS) != 0)
             return 0;
         nw += 2 * KERN_FP_STR_WORDS;
     }
@@ -287,9 +293,23 @@ static long walk_step(__u32 i, void *ctx)
     f->pad = 0;
     f->fp = 0;
     if (!(flags & KERN_F_SHIM)) {
-        f->fp = fp_of(s, L, code);
-        if (f->fp == 0)
-            goto fault;     /* not sent: a frame goes out with its fingerprint or not at all */
+        __u32 k;
+
+        /* a code object met before in this walk (a recursion): its fingerprint again */
+        for (k = 0; k < KERN_SEEN && k < w->nseen; k++)
+            if (s->seen_code[k] == code) {
+                f->fp = s->seen_fp[k];
+                break;
+            }
+        if (f->fp == 0) {
+            f->fp = fp_of(s, L, code);
+            if (f->fp == 0)
+                goto fault; /* not sent: a frame goes out with its fingerprint or not at all */
+            k = w->nseen % KERN_SEEN;
+            s->seen_code[k & (KERN_SEEN - 1)] = code;
+            s->seen_fp[k & (KERN_SEEN - 1)] = f->fp;
+            w->nseen++;
+        }
     }
     w->n = n + 1;
     w->cur = prev;
