@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # Provision CPython 3.13, 3.14 and 3.15 (PIE and non-PIE builds) from Debian's unstable
-# suite into a chroot outside the repository, for the functional tests.
+# suite into a chroot outside the repository, for the functional tests, with the Debian
+# packages the real-program tests run (tests/functional/real_tests.py).
 # Prints the chroot's path on success. A second run takes seconds (cached).
 #   REMORA_CHROOT  where the chroot lives (default /var/cache/remora/sid)
 #
 # It never deletes what it did not make: the chroot is built in a fresh directory beside
 # REMORA_CHROOT, made here, then renamed into place; a chroot already there is replaced
 # only if this script made it (its marker file inside) and nothing is mounted beneath it.
+# A chroot of its own that has the interpreters but not the extra packages (made before
+# they were asked for) gets them installed in place with its own apt-get: nothing removed.
 set -euo pipefail
 
 root=${REMORA_CHROOT:-/var/cache/remora/sid}
 pkgs="python3.13 python3.13-nopie python3.14 python3.14-nopie python3.15 python3.15-nopie"
-stamp=.remora-ready                 # the packages installed: the chroot is whole
+# Django (ORM + templates), docutils, aiohttp and numpy: the real programs' libraries
+extra="python3-django python3-docutils python3-aiohttp python3-numpy"
+stamp=.remora-ready                 # the interpreters installed: the chroot is whole
+extra_stamp=.remora-extra           # the extra packages installed
 marker=.remora-provision-chroot     # this script made the directory
 
-if [ -f "$root/$stamp" ] && [ "$(cat "$root/$stamp")" = "$pkgs" ]; then
+stamped() { [ -f "$root/$1" ] && [ "$(cat "$root/$1")" = "$2" ]; }
+
+if stamped "$stamp" "$pkgs" && stamped "$extra_stamp" "$extra"; then
     echo "$root"
     exit 0
 fi
@@ -48,6 +56,21 @@ case $root in
     *) die "REMORA_CHROOT must be an absolute path, not '$root'" ;;
 esac
 [ "$(realpath -m -- "$root")" != / ] || die "REMORA_CHROOT cannot be /"
+
+# The interpreters are there, the extra packages not: install them with the chroot's own
+# apt (its sources and options are the ones mmdebstrap wrote); a failure changes no stamp.
+if stamped "$stamp" "$pkgs" && ours "$root" && [ ! -L "$root" ]; then
+    command -v chroot >/dev/null || die "chroot(8) is missing (coreutils)"
+    chroot "$root" apt-get update -qq >&2 \
+        || die "apt-get update in $root failed (nothing removed; the next run tries again)"
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends $extra >&2 \
+        || die "installing $extra in $root failed (nothing removed; the next run tries again)"
+    echo "$extra" > "$root/$extra_stamp"
+    echo "$root"
+    exit 0
+fi
+
 if [ -e "$root" ] || [ -L "$root" ]; then
     ours "$root" || die "$root is there and was not made by this script (no $marker in it):" \
         "remove it yourself or set REMORA_CHROOT to another path"
@@ -70,10 +93,11 @@ old=
 trap '[ -z "$new" ] || remove_ours "$new"' EXIT
 mmdebstrap --mode=root --variant=apt \
     --aptopt='Acquire::Check-Valid-Until "false"' \
-    --include="$(echo $pkgs | tr ' ' ',')" \
+    --include="$(echo $pkgs $extra | tr ' ' ',')" \
     unstable "$new" "$mirror" >&2
 echo "made by tests/provision-chroot.sh" > "$new/$marker"
 echo "$pkgs" > "$new/$stamp"
+echo "$extra" > "$new/$extra_stamp"
 chmod 755 "$new"                    # mktemp made it 0700
 
 if [ -e "$root" ]; then             # ours, checked above: set aside, then removed

@@ -4,7 +4,7 @@ First the floor under all of them: what one process_vm_readv costs here, per cal
 range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
-                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,fidelity,async]
+                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,fidelity,async,real]
                                  [--slowdown-seconds S]
 
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
@@ -23,7 +23,13 @@ function's share of tests/targets/work_mix.py on 3.15 by remora, remora --blocki
 Tachyon, against the target's own clock over the same window. --async (--sections async):
 tests/targets/async_deep.py (4 worker tasks awaiting coroutines 50 deep, 10 waiting tasks)
 at 1 kHz and as fast as remora can, without --async, with --async and with --async-mode all:
-CPU us per sample, reads per sample, task-list reads and their cost.
+CPU us per sample, reads per sample, task-list reads and their cost. Real programs
+(--sections real; tests/targets/real/: Django, docutils, aiohttp, numpy, a thread pool on
+Debian's 3.11 and the chroot's 3.13-3.15, each where its package runs), as
+tests/functional/real_tests.py records them: the default engine, two --blocking
+recordings (the reference and the noise floor) and --engine user, each at 1 kHz with
+--idle: partial share, leaf TV and largest inclusive-share error against the reference,
+each with its floor (the second reference against the first), samples.
 """
 import argparse
 import json
@@ -211,7 +217,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,async",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,async,real",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -246,6 +252,8 @@ def main():
         fidelity_table(remora, interps)
     if "async" in sections:
         async_table(remora, interps, secs)
+    if "real" in sections:
+        real_table(remora, interps, args.quick)
 
 
 ASYNC = re.compile(r"async: task_samples=(\d+) waiting=(\d+) unknown=(\d+) list_reads=(\d+) "
@@ -281,6 +289,55 @@ def async_table(remora, interps, secs):
                         flush=True)
         finally:
             t.__exit__()
+
+
+def real_table(remora, interps, quick):
+    """Issue 29's table: real programs, each engine against the --blocking reference."""
+    import real_tests as R
+    from harness import Skip
+    interps = [i for i in interps if i[0] in (("sid-3.15",) if quick else R.REAL_INTERPS)]
+    print("\n## Real programs (tests/targets/real/): each engine against a --blocking reference, "
+          "%d Hz for %d s each, --idle\n" % (R.RATE, R.SECONDS))
+    print("Leaf TV: total-variation distance (points) of the innermost-frame distributions "
+          "(function + file; `<moving>` a leaf of its own) against the reference; incl: the "
+          "largest difference (points) of one function's inclusive share among the %d largest; "
+          "each / its floor, the same between the reference and a second --blocking recording. "
+          "Clock (aiohttp, thread pool): the largest error (points) of a thread's share of one of its steps "
+          "against the target's own clock over the same window.\n" % R.INCL_TOP)
+    print("| program | interpreter | engine | partial | leaf TV / floor | incl / floor | samples | clock |")
+    print("|---|---|---|---|---|---|---|---|")
+    for program, script, module in R.PROGRAMS:
+        for it in interps:
+            why = R.import_problem(it, module)
+            if why:
+                print("| %s | %s | - | not run: %s does not import %s (%s) ||||" % (
+                    program, it[0], it[0], module, why[-100:]), flush=True)
+                continue
+            d = tempfile.mkdtemp(prefix="remora-bench-real-")
+            try:
+                summ, recs, marks, ready = R.measure(remora_runner(remora), it, script, d)
+            except (Skip, R.Fail) as e:
+                print("| %s | %s | - | not measured: %s ||||" % (program, it[0], str(e)[-160:]), flush=True)
+                continue
+            finally:
+                subprocess.run(["rm", "-rf", d])
+            ref = R.Figures(recs, "B")
+            for label, engine in (("default", "kernel"), ("user", "user"), ("A", "--blocking reference")):
+                clock = R.Clock(recs[label], marks[label], ready).text() if label in marks else "-"
+                if label == "A":
+                    print("| %s | %s | %s | %.2f%% | - / %.1f | - / %.1f | %d | %s |" % (
+                        program, it[0], engine, summ[label].partial_pct, ref.tv, ref.incl, ref.na, clock))
+                    continue
+                f = R.Figures(recs, label)
+                print("| %s | %s | %s | %.2f%% | %.1f / %.1f | %.1f / %.1f | %d | %s |" % (
+                    program, it[0], engine, summ[label].partial_pct, f.tv, f.tv_floor, f.incl,
+                    f.incl_floor, f.n, clock), flush=True)
+
+
+def remora_runner(remora):
+    """The functional tests' way of running remora (a Fail on a hang or a signal)."""
+    from harness import Remora
+    return Remora(remora, [], 120.0)
 
 
 def floor_table(vmread):

@@ -313,6 +313,8 @@ def main():
     tests += async_tests.tests(remora)
     import engine_tests                 # which engine reads the target: engine_tests.py
     tests += engine_tests.tests(remora)
+    import real_tests                   # Debian's Django, docutils, aiohttp, numpy: real_tests.py
+    tests += real_tests.tests(remora)
     # no round dropped (issue 14): fidelity_tests.py. chains and async in every run;
     # mix, a measurement of timing, only with --only naming "fidelity/mix" or
     # REMORA_FIDELITY=1 (make test sets it, make asan does not)

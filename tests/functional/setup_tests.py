@@ -1,7 +1,8 @@
 # Tests of the test set-up itself: tests/provision-chroot.sh, run with a stand-in for
-# mmdebstrap (a script that fills the directory it is given with a few files), on
-# directories made here; REMORA_CHROOT always names one of them, never the real cache.
-# The script must never delete what it did not make, nor delete through a mount.
+# mmdebstrap (a script that fills the directory it is given with a few files) and one for
+# chroot(8) (which logs the command it would run in the chroot), on directories made
+# here; REMORA_CHROOT always names one of them, never the real cache. The script must
+# never delete what it did not make, nor delete through a mount.
 
 import os
 import shutil
@@ -11,8 +12,9 @@ import tempfile
 from harness import REPO, Fail, Skip, tail
 
 SCRIPT = os.path.join(REPO, "tests", "provision-chroot.sh")
-MARKER, STAMP = ".remora-provision-chroot", ".remora-ready"
+MARKER, STAMP, EXTRA_STAMP = ".remora-provision-chroot", ".remora-ready", ".remora-extra"
 PKGS = "python3.13 python3.13-nopie python3.14 python3.14-nopie python3.15 python3.15-nopie"
+EXTRA = "python3-django python3-docutils python3-aiohttp python3-numpy"
 
 # mmdebstrap [options] SUITE TARGET MIRROR: TARGET must be empty or missing, as for the
 # real one; each call is logged; STUB_FAIL=1 fails half-way.
@@ -28,27 +30,39 @@ mkdir -p "$target/usr/bin" && : > "$target/usr/bin/python3.15"
 exit 0
 '''
 
+# chroot ROOT COMMAND...: logs "ROOT COMMAND..."; STUB_FAIL=1 fails.
+CHROOT_STUB = r'''#!/bin/sh
+echo "$*" >> "$CHROOT_LOG"
+[ "${STUB_FAIL:-0}" = 1 ] && { echo "stub chroot: failing as asked" >&2; exit 3; }
+exit 0
+'''
+
 
 def test_provision(prefix_ok):
     """provision-chroot.sh with a stand-in mmdebstrap: a fresh path is built (beside, then
-    renamed: no directory left over) and marked; a second run reuses it; a stale chroot it
-    made is replaced; a failed build leaves the old one and nothing else; a directory it
-    did not make, and one of its own with a directory bound beneath it, are refused, exit
-    1, and nothing in them (or through the mount) is deleted."""
+    renamed: no directory left over) and marked; a second run reuses it; one made before the
+    extra packages (the real programs') were asked for gets them from its own apt-get
+    (through a stand-in chroot), nothing in it removed, and keeps it all when that fails;
+    a stale chroot it made is replaced; a failed build leaves the old one and nothing else;
+    a directory it did not make, and one of its own with a directory bound beneath it, are
+    refused, exit 1, and nothing in them (or through the mount) is deleted."""
     d = tempfile.mkdtemp(prefix="remora-setup-")
     bind_root = None
     try:
         stubdir = os.path.join(d, "bin")
         os.mkdir(stubdir)
-        with open(os.path.join(stubdir, "mmdebstrap"), "w") as f:
-            f.write(STUB)
-        os.chmod(os.path.join(stubdir, "mmdebstrap"), 0o755)
+        for name, text in (("mmdebstrap", STUB), ("chroot", CHROOT_STUB)):
+            with open(os.path.join(stubdir, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(stubdir, name), 0o755)
         log = os.path.join(d, "stub.log")
+        chroot_log = os.path.join(d, "chroot.log")
         area = os.path.join(d, "cache")         # REMORA_CHROOT's parent, made by the script
 
         def run(root, prefix=(), fail=False):
             open(log, "w").close()
-            env = dict(os.environ, REMORA_CHROOT=root, STUB_LOG=log,
+            open(chroot_log, "w").close()
+            env = dict(os.environ, REMORA_CHROOT=root, STUB_LOG=log, CHROOT_LOG=chroot_log,
                        PATH=stubdir + os.pathsep + os.environ.get("PATH", ""))
             env["STUB_FAIL"] = "1" if fail else "0"
             p = subprocess.run(list(prefix) + ["bash", SCRIPT], env=env, stdin=subprocess.DEVNULL,
@@ -58,6 +72,10 @@ def test_provision(prefix_ok):
             with open(log) as f:
                 calls = f.read().split()
             return p.returncode, p.stdout.strip(), p.stderr.strip(), calls
+
+        def chroot_calls():
+            with open(chroot_log) as f:
+                return [l for l in f.read().split("\n") if l]
 
         def leftovers():
             return sorted(n for n in os.listdir(area) if n != "sid") if os.path.isdir(area) else []
@@ -76,10 +94,35 @@ def test_provision(prefix_ok):
         if leftovers():
             raise Fail("fresh: left beside it: %s" % leftovers())
         notes.append("fresh: built beside and renamed")
+        with open(os.path.join(sid, EXTRA_STAMP)) as f:
+            if f.read().strip() != EXTRA:
+                raise Fail("fresh: %s does not list the extra packages" % EXTRA_STAMP)
         # 2. cached
         rc, out, err, calls = run(sid)
-        if rc != 0 or calls:
-            raise Fail("second run: exit %d, mmdebstrap called %d times: %s" % (rc, len(calls), tail(err)))
+        if rc != 0 or calls or chroot_calls():
+            raise Fail("second run: exit %d, mmdebstrap called %d times, chroot %s: %s"
+                       % (rc, len(calls), chroot_calls(), tail(err)))
+        # 2b. made before the extra packages: installed in place; a failure keeps it all
+        os.unlink(os.path.join(sid, EXTRA_STAMP))
+        mine = os.path.join(sid, "usr", "bin", "python3.15")
+        rc, out, err, calls = run(sid, fail=True)
+        if rc != 1 or calls or os.path.exists(os.path.join(sid, EXTRA_STAMP)) or not os.path.exists(mine):
+            raise Fail("extra packages failing: exit %d (want 1), mmdebstrap called %d times, stamp %s, "
+                       "chroot's files %s: %s" % (rc, len(calls), "written" if os.path.exists(
+                           os.path.join(sid, EXTRA_STAMP)) else "not written",
+                           "kept" if os.path.exists(mine) else "gone", tail(err)))
+        rc, out, err, calls = run(sid)
+        got = chroot_calls()
+        installs = [c for c in got if " apt-get install " in " %s " % c]
+        if (rc != 0 or out != sid or calls or not os.path.exists(mine) or len(installs) != 1
+                or not installs[0].startswith(sid + " ") or not set(EXTRA.split()) <= set(installs[0].split())):
+            raise Fail("extra packages: exit %d, printed %r, mmdebstrap called %d times, chroot ran %s, "
+                       "chroot's files %s: %s" % (rc, out, len(calls), got,
+                                                  "kept" if os.path.exists(mine) else "gone", tail(err)))
+        with open(os.path.join(sid, EXTRA_STAMP)) as f:
+            if f.read().strip() != EXTRA:
+                raise Fail("extra packages installed but %s not written" % EXTRA_STAMP)
+        notes.append("extra packages: installed in place (%d chroot commands), kept on failure" % len(got))
         # 3. a stale chroot of its own is replaced; 4. a failed build keeps it
         with open(os.path.join(sid, STAMP), "w") as f:
             f.write("python3.12\n")
