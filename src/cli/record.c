@@ -414,6 +414,7 @@ int cmd_record(int argc, char **argv)
     snprintf(prof.meta.mode, sizeof prof.meta.mode, "%s", cli_mode_name(a.c.mode));
     prof.meta.duration_s = (double)(st->end_ns - st->start_ns) / 1e9;
     prof.meta.rate_hz = a.c.rate;
+    snprintf(prof.meta.engine, sizeof prof.meta.engine, "%s", cli_engine_name(kern));
     prof.meta.samples = st->rounds;
     prof.meta.errors = st->errors;
     prof.meta.late = st->late;

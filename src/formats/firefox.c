@@ -100,29 +100,62 @@ static void group(const uint32_t *key, size_t n, size_t nkeys, uint32_t *out, si
     start[0] = 0;
 }
 
+/* The time in ms of the first sample after event 'from' of another thread than 'own' that
+ * carries 'flag', if before 'until'; else 'until'. */
+static double others_from(const ffx_t *x, size_t from, uint32_t own, unsigned flag, double until)
+{
+    size_t k;
+
+    for (k = from + 1; k < x->p->nevents; k++) {
+        const prof_event_t *e = &x->p->events[k];
+        double t = (double)e->t_ns / 1e6;
+        if (t >= until)
+            break;
+        if (e->thread != own && (e->flags & flag))
+            return t;
+    }
+    return until;
+}
+
 /* The intervals of a thread's samples that carry 'flag': [start, end) in ms, written as
- * one column ('which': 0 start, 1 end) or counted (f NULL). */
+ * one column ('which': 0 start, 1 end) or counted (f NULL). A run of them ends at the next
+ * sample without it; one whose last is a tick (the kernel engine's: an instant, between
+ * rounds) ends there, as nothing says the state lasted past it; the GIL, which one thread
+ * holds at a time, no later than another thread's sample holding it (its ticks come
+ * between the rounds). */
 static size_t intervals(const ffx_t *x, const uint32_t *evs, size_t ne, unsigned flag, FILE *f,
                         int which, size_t written)
 {
-    double step = x->p->meta.rate_hz > 0 ? 1000.0 / x->p->meta.rate_hz : 1.0, start = 0;
-    size_t i, n = written;
-    int in = 0;
+    double step = x->p->meta.rate_hz > 0 ? 1000.0 / x->p->meta.rate_hz : 1.0, start = 0, last = 0;
+    size_t i, n = written, last_ev = 0;
+    int in = 0, last_tick = 0;
 
     for (i = 0; i <= ne; i++) {
         int has = i < ne && (x->p->events[evs[i]].flags & flag);
         double t = i < ne ? (double)x->p->events[evs[i]].t_ns / 1e6
                           : (double)x->p->events[evs[ne - 1]].t_ns / 1e6 + step;
-        if (has && !in) {
-            in = 1;
-            start = t;
-        } else if (!has && in) {
+        double end = t;
+        /* a run that ends here, or (the GIL) that another thread's sample broke */
+        if (in && flag == SAMPLE_F_GIL)
+            end = others_from(x, last_ev, x->p->events[last_ev].thread, flag, t);
+        if (in && (!has || end < t)) {
+            if (!has && last_tick)
+                end = last;
             in = 0;
             if (f != NULL) {
                 sep(f, n);
-                fprintf(f, "%.6f", which ? t : start);
+                fprintf(f, "%.6f", which ? end : start);
             }
             n++;
+        }
+        if (has && !in) {
+            in = 1;
+            start = t;
+        }
+        if (has) {
+            last = t;
+            last_ev = evs[i];
+            last_tick = (x->p->events[evs[i]].flags & SAMPLE_F_TICK) != 0;
         }
     }
     return n;

@@ -90,6 +90,11 @@ const char *out_format_names(int writers_only)
 
 double out_sample_seconds(const profile_meta_t *m)
 {
+    /* the kernel engine: a tick is a period of its thread's CPU time (at most 100 kHz),
+     * and a round's sample a period of wall time, whether or not the rounds kept up */
+    if (strcmp(m->engine, "kernel") == 0 && m->rate_hz > 0 && isfinite(m->rate_hz))
+        return m->rate_hz > 1e9 / SAMPLE_KERNEL_MIN_PERIOD_NS ? SAMPLE_KERNEL_MIN_PERIOD_NS / 1e9
+                                                              : 1.0 / m->rate_hz;
     if (m->duration_s > 0 && m->samples > 0 && isfinite(m->duration_s))
         return m->duration_s / (double)m->samples;
     if (m->rate_hz > 0 && isfinite(m->rate_hz))

@@ -238,6 +238,7 @@ int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit)
         put_varint(w->f, m->late);
         put_svarint(w->f, m->start_unix_ns);
         put_svarint(w->f, m->start_mono_ns);
+        put_str(w->f, m->engine);
         fputc('Z', w->f);
     }
     if (fflush(w->f) != 0 || ferror(w->f))
@@ -450,6 +451,8 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, 
             m->start_unix_ns = get_svarint(&r);
             if (head[7] >= 2)
                 m->start_mono_ns = get_svarint(&r);
+            if (head[7] >= 3)
+                copy_field(m->engine, sizeof m->engine, get_str(&r));
         } else if (c == 'Z') {
             err = r.bad ? REMORA_ECORRUPT : REMORA_OK;
             break;

@@ -29,7 +29,7 @@
 
 #include "../sample/sample.h"
 
-#define RAW_VERSION 2          /* written; 1 is still read */
+#define RAW_VERSION 3          /* written; 1 and 2 are still read (3: the engine) */
 
 /* The bits of an 'X' record's flags byte: the values of sample.h's SAMPLE_F_* flags
  * (raw.c checks it), so flags pass between the two unchanged. */

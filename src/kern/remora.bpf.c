@@ -392,6 +392,10 @@ int kern_tick(void *ctx)
         n = KERN_MAX_FRAMES;
     s->rec.flags = w.flags;
     s->rec.nframes = n;
+    /* the thread has not moved since the interrupt: any instant of the walk is its
+     * sample's; the last one, so that user space never drains the ring between the time
+     * and the record (a round begun in between would write its samples first) */
+    s->rec.t_ns = bpf_ktime_get_ns();
     if (w.flags & KERN_S_NOSTATE)
         c->nostate++;
     if (w.flags & KERN_S_FAULT)

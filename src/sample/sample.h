@@ -119,7 +119,12 @@ typedef struct profile_meta {
     uint64_t late;          /* rounds not taken on time */
     int64_t start_unix_ns;
     int64_t start_mono_ns;  /* CLOCK_MONOTONIC when sampling began (0: unknown) */
+    char engine[8];         /* "kernel", "user", or "" (a recording made before engines) */
 } profile_meta_t;
+
+/* The kernel engine's shortest tick period (kern.h's KERN_MIN_PERIOD_NS): what a sample
+ * of a recording made with it stands for at a higher rate asked. */
+#define SAMPLE_KERNEL_MIN_PERIOD_NS 10000
 
 /* What a thread was doing when its stack was read (flags of a sample). */
 #define SAMPLE_F_ON_CPU 1u      /* running on a CPU */

@@ -497,6 +497,8 @@ static int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_
 
 static int kern_drain(sampler_t *s, int64_t *read_ns);
 
+_Static_assert(SAMPLE_KERNEL_MIN_PERIOD_NS == KERN_MIN_PERIOD_NS, "one shortest tick period");
+
 /* One process's threads into the table. Returns 0, a transient REMORA_ECORRUPT or
  * REMORA_EFAULT (its thread list moved twice: counted as an error), or a fatal code. */
 static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz, int64_t now_ns)

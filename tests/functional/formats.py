@@ -637,7 +637,7 @@ def gil_markers(doc):
 # --- the raw recording (-o FILE.remora) --------------------------------------------------
 #
 # The .remora format (src/formats/raw.h), as read here: the magic b"REMORA\0" and a version
-# byte (2: the metadata carries start_mono_ns), then records, a tag byte each, fields in
+# byte (3: the metadata carries start_mono_ns and the engine), then records, a tag byte each, fields in
 # LEB128 varints (signed ones zigzag-encoded):
 #   'S' len bytes                    a string; ids count up from 0
 #   'F' fn file line(signed)         a frame; ids count up from 0; strings by id
@@ -647,7 +647,7 @@ def gil_markers(doc):
 #   'X' dt_ns thread node flags(byte)  a sample: dt_ns since the previous sample (the first:
 #                                    since sampling began), the stack's innermost node
 #   'M' pid command python mode duration_ns rate_mhz rounds errors late
-#       start_unix_ns(signed) start_mono_ns(signed)   metadata; strings are len bytes
+#       start_unix_ns(signed) start_mono_ns(signed) engine   metadata; strings are len bytes
 #   'Z'                              the end
 # A sample's time is on CLOCK_MONOTONIC from start_mono_ns. A round's sample (flags bit 8
 # clear): when the round's reading began; the stack was read at or after it, and before
@@ -663,13 +663,13 @@ class Raw:
 
 def read_remora(path):
     """Parses a .remora file (format above). Fail if it is not a whole
-    version-2 recording."""
+    version-3 recording."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:7] != b"REMORA\0" or len(data) < 8:
         raise Fail("%s is not a .remora recording" % os.path.basename(path))
-    if data[7] != 2:
-        raise Fail("%s is version %d, want 2 (start_mono_ns)" % (os.path.basename(path), data[7]))
+    if data[7] != 3:
+        raise Fail("%s is version %d, want 3 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
     pos = 8
 
     def varint():
@@ -722,7 +722,7 @@ def read_remora(path):
             m = {"pid": varint(), "command": string(), "python": string(), "mode": string(),
                  "duration_ns": varint(), "rate_mhz": varint(), "rounds": varint(),
                  "errors": varint(), "late": varint(), "start_unix_ns": svarint(),
-                 "start_mono_ns": svarint()}
+                 "start_mono_ns": svarint(), "engine": string()}
             r.meta = m
         elif tag == "Z":
             break
