@@ -188,15 +188,19 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *va
 struct unwinder;
 int cli_native_enable(struct unwinder *u, pid_t pid);
 
-/* The kernel engine for this run, per --engine: *out NULL when the user-space engine
+/* The kernel engine for this run, per --engine, loaded before the target is attached to
+ * (a command launched is sampled from its start): *out NULL when the user-space engine
  * alone reads (--engine user; --blocking, --native, --mode gil/exception, --async and
- * --frame-anchor need it; or, with auto, when the kernel engine cannot be had: one
- * line says why). u may be NULL (a command not Python yet). Returns REMORA_EXIT_OK, or
- * with --engine kernel one line and the exit code. The caller closes *out (kern_close)
- * after freeing every unwinder. */
+ * --frame-anchor need it; or, with auto, when the kernel engine cannot be had: one line
+ * says why). Returns REMORA_EXIT_OK, or with --engine kernel one line and the exit code.
+ * The caller closes *out (kern_close) after freeing every unwinder. */
 struct kern;
-int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct unwinder *u,
-                    struct kern **out);
+int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct kern **out);
+
+/* The target's unwinder u (may be NULL: a command not Python yet) on the engine *k:
+ * when its layout is one the kernel engine cannot walk, *k is closed and set NULL, and
+ * as cli_engine_open. */
+int cli_engine_enable(const char *what, const cli_sampling_t *c, struct unwinder *u, struct kern **k);
 /* "kernel" or "user", for the summary and --stats. */
 const char *cli_engine_name(const struct kern *k);
 

@@ -29,12 +29,26 @@ static const char *needs_user(const cli_sampling_t *c, int anchor)
     return NULL;
 }
 
-int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct unwinder *u,
-                    struct kern **out)
+/* The one line when the kernel engine cannot be used: an error with --engine kernel
+ * (returns its exit code), else a notice (returns 0). */
+static int engine_refused(const char *what, const cli_sampling_t *c, int err, const char *why)
+{
+    if (c->engine == CLI_ENGINE_KERNEL) {
+        cli_error("%s: the kernel engine cannot be used: %s%s", what, why,
+                  err == REMORA_EPERM ? " (it needs CAP_BPF and CAP_PERFMON, or root)" : "");
+        return remora_exit_code(err);
+    }
+    fprintf(stderr, "remora: the kernel engine cannot be used (%s%s); reading every thread "
+            "from user space (a running thread's stack may end in <moving>; --engine user "
+            "says this is meant)\n", why,
+            err == REMORA_EPERM ? ": it needs CAP_BPF and CAP_PERFMON, or root" : "");
+    return REMORA_EXIT_OK;
+}
+
+int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct kern **out)
 {
     const char *user = needs_user(c, anchor);
     char why[256] = "";
-    kern_t *k = NULL;
     int err;
 
     *out = NULL;
@@ -47,25 +61,23 @@ int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struc
         }
         return REMORA_EXIT_OK;
     }
-    err = kern_open(c->rate, &k, why, sizeof why);
-    if (err == REMORA_OK && u != NULL && (err = unw_kern_enable(u, k, why, sizeof why)) != REMORA_OK) {
-        kern_close(k);
-        k = NULL;
+    if ((err = kern_open(c->rate, out, why, sizeof why)) != REMORA_OK) {
+        *out = NULL;
+        return engine_refused(what, c, err, why);
     }
-    if (err != REMORA_OK) {
-        if (c->engine == CLI_ENGINE_KERNEL) {
-            cli_error("%s: the kernel engine cannot be used: %s%s", what, why,
-                      err == REMORA_EPERM ? " (it needs CAP_BPF and CAP_PERFMON, or root)" : "");
-            return remora_exit_code(err);
-        }
-        fprintf(stderr, "remora: the kernel engine cannot be used (%s%s); reading every thread "
-                "from user space (a running thread's stack may end in <moving>; --engine user "
-                "says this is meant)\n", why,
-                err == REMORA_EPERM ? ": it needs CAP_BPF and CAP_PERFMON, or root" : "");
-        return REMORA_EXIT_OK;
-    }
-    *out = k;
     return REMORA_EXIT_OK;
+}
+
+int cli_engine_enable(const char *what, const cli_sampling_t *c, struct unwinder *u, struct kern **k)
+{
+    char why[256] = "";
+    int err;
+
+    if (*k == NULL || u == NULL || (err = unw_kern_enable(u, *k, why, sizeof why)) == REMORA_OK)
+        return REMORA_EXIT_OK;
+    kern_close(*k);
+    *k = NULL;
+    return engine_refused(what, c, err, why);
 }
 
 const char *cli_engine_name(const struct kern *k)

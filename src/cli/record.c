@@ -299,6 +299,8 @@ int cmd_record(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
+    if ((rc = cli_engine_open("record", &a.c, a.anchor, &kern)) != REMORA_EXIT_OK)
+        goto out;
     rc = cli_attach(a.c.pid, a.c.cmd, a.c.subprocesses, &stop_flag, &ct);
     if (rc != REMORA_EXIT_OK || ct.ended)
         goto out;
@@ -378,7 +380,7 @@ int cmd_record(int argc, char **argv)
     sink.sample = raw != NULL ? raw_sink_sample : NULL;
     if (a.c.native && (rc = cli_native_enable(u, pid)) != REMORA_EXIT_OK)
         goto out;
-    if ((rc = cli_engine_open("record", &a.c, a.anchor, u, &kern)) != REMORA_EXIT_OK)
+    if ((rc = cli_engine_enable("record", &a.c, u, &kern)) != REMORA_EXIT_OK)
         goto out;
     so.kern = kern;
     if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {

@@ -517,6 +517,8 @@ int cmd_top(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
+    if ((rc = cli_engine_open("top", &a, 0, &kern)) != REMORA_EXIT_OK)
+        goto out;
     rc = cli_attach(a.pid, a.cmd, a.subprocesses, &stop_flag, &ct);
     if (rc != REMORA_EXIT_OK || ct.ended)
         goto out;
@@ -549,7 +551,7 @@ int cmd_top(int argc, char **argv)
     so.async = a.async;
     if (a.native && (rc = cli_native_enable(u, a.pid)) != REMORA_EXIT_OK)
         goto out;
-    if ((rc = cli_engine_open("top", &a, 0, u, &kern)) != REMORA_EXIT_OK)
+    if ((rc = cli_engine_enable("top", &a, u, &kern)) != REMORA_EXIT_OK)
         goto out;
     so.kern = kern;
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {

@@ -175,7 +175,7 @@ int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
     k->table_len = len;
     k->skel->links.kern_switch = bpf_program__attach(k->skel->progs.kern_switch);
     if (k->skel->links.kern_switch == NULL) {
-        err = kern_fail(errno, why, whylen, "attach tp_btf/sched_switch");
+        err = kern_fail(errno, why, whylen, "attach raw_tp/sched_switch");
         goto error;
     }
     k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.ring), kern_rb_sample, k, NULL);

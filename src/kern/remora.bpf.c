@@ -8,6 +8,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 #include "kern_bpf.h"
 
@@ -76,7 +77,7 @@ struct {
 
 static __always_inline void ts_switch(struct task_struct *t, int in, __u64 now, int runnable)
 {
-    __u32 tgid = (__u32)t->tgid, tid = (__u32)t->pid, idx;
+    __u32 tgid = (__u32)BPF_CORE_READ(t, tgid), tid = (__u32)BPF_CORE_READ(t, pid), idx;
     struct kern_ts_ent *e;
 
     if (bpf_map_lookup_elem(&procs, &tgid) == NULL)
@@ -136,7 +137,7 @@ static __always_inline void ts_running(__u32 tid, __u64 now)
     e->seq++;
 }
 
-SEC("tp_btf/sched_switch")
+SEC("raw_tp/sched_switch")
 int BPF_PROG(kern_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
              unsigned int prev_state)
 {
