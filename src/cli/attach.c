@@ -40,8 +40,8 @@ void cli_modes_help(void)
     fputs("\nmodes: wall (every thread), cpu (threads on a CPU), gil (the GIL holder),\n"
           "       exception (threads handling an exception); in each, without --idle,\n"
           "       a thread neither on a CPU nor holding the GIL is left out\n"
-          "engines: kernel reads a running thread's stack in the kernel at the timer\n"
-          "       interrupt (BPF: needs CAP_BPF and CAP_PERFMON), threads off a CPU from\n"
+          "\nengines: kernel reads a running thread's stack in the kernel at each tick of\n"
+          "       its CPU time (BPF: needs CAP_BPF and CAP_PERFMON), threads off a CPU from\n"
           "       user space; user reads every thread from user space; auto (default):\n"
           "       kernel where it can be had (wall and cpu modes), else user\n", stdout);
 }

@@ -252,13 +252,15 @@ static int frame_code(unwinder_t *u, const kern_frame_t *f, unw_code_t **out)
 }
 
 /* Does the kernel's walk end where every thread's stack is rooted (sample.c's rooted())?
- * Never at a generator's frame; 3.11 at an is_entry frame, 3.12+ at a C-owned shim. */
+ * Never at a generator's frame; 3.11 at an is_entry frame, 3.12+ at a C-owned shim. An
+ * empty walk is not rooted either: a Python thread running C code between two frames
+ * (3.11: a C call's cframe pushed before its frame) is read from user space. */
 static int kern_rooted(const py_layout_t *L, const kern_sample_t *ks)
 {
     const kern_frame_t *f;
 
     if (ks->nframes == 0)
-        return 1;
+        return 0;
     if (ks->nframes > KERN_MAX_FRAMES)
         return 0;
     f = &ks->frames[ks->nframes - 1];
@@ -348,6 +350,10 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
             fr->entry = 1;
             fr->below = ks->frames[k + 1].addr;
         }
+    }
+    if (n == 0) {
+        tick_failed(ku, ks->tid);   /* shims only: between two frames, as an empty walk */
+        return REMORA_EFAULT;
     }
     if (cut > 0)
         memmove(ku->frames, ku->frames + cut, (n - cut) * sizeof *ku->frames);
