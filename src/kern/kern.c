@@ -236,6 +236,10 @@ static int kern_layout_ok(const kern_layout_t *L)
         return 0;
     if (L->fp_len > 8 * KERN_FP_WORDS || (L->str_hash != 0 && L->str_hash < 8))
         return 0;
+    /* the str's length through its first characters in one KERN_STR_BUF read */
+    if (L->str_hash != 0 && (L->str_data < L->str_hash - 8 || (L->str_data - (L->str_hash - 8)) % 8 != 0 ||
+                             L->str_data - (L->str_hash - 8) + KERN_FP_STR_DATA > KERN_STR_BUF))
+        return 0;
     return 1;
 }
 
@@ -395,6 +399,10 @@ void kern_get_stats(const kern_t *k, kern_stats_t *out)
         if (fds[j] >= 0 && bpf_obj_get_info_by_fd(fds[j], &info, &len) == 0) {
             out->run_ns += info.run_time_ns;
             out->run_cnt += info.run_cnt;
+            if (j == 0) {
+                out->tick_ns = info.run_time_ns;
+                out->tick_cnt = info.run_cnt;
+            }
         }
     }
 }

@@ -160,6 +160,7 @@ typedef struct kern_stats {
     uint64_t run_ns;                /* the BPF programs' own run time (kernel.bpf_stats_enabled;
                                      * 0 when it is off) */
     uint64_t run_cnt;               /* ... and their runs */
+    uint64_t tick_ns, tick_cnt;     /* ... of them the frame walker's */
 } kern_stats_t;
 void kern_get_stats(const kern_t *k, kern_stats_t *out);
 

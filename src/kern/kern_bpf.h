@@ -58,12 +58,15 @@ struct kern_rec {
 
 /* The frame walker's per-CPU scratch: the record being built, then the walk's buffers. */
 #define KERN_SEEN 8                 /* code objects a walk remembers the fingerprint of */
+#define KERN_STR_BUF 64             /* bytes of a str read at once: length through characters */
+#define KERN_FP_WBUF 32             /* the fingerprint's words' buffer (a power of 2 >= KERN_FP_MAX) */
 
 struct kern_scratch {
     struct kern_rec rec;
     kern_frame_t frames[KERN_MAX_FRAMES];
     unsigned char fr[KERN_FRAME_BUF];
-    uint64_t w[KERN_FP_MAX];
+    uint64_t w[KERN_FP_WBUF];       /* KERN_FP_MAX words used */
+    uint64_t sb[KERN_STR_BUF / 8];
     uint64_t seen_code[KERN_SEEN];  /* this walk's last code objects and their fingerprints: */
     uint64_t seen_fp[KERN_SEEN];    /* a recursion's code read once */
 };

@@ -178,27 +178,35 @@ static __always_inline __u8 fr_u8(const struct kern_scratch *s, __u32 off, int *
 }
 
 /* One str's words of the fingerprint at w[at..]: its length and hash, then the first
- * min(length, KERN_FP_STR_DATA) bytes at str_data. 0, or -1 on a failed read. */
+ * min(length, KERN_FP_STR_DATA) bytes at str_data, the rest zero. One read from the
+ * length through KERN_FP_STR_DATA bytes of characters (kern_layout_ok checks they are
+ * KERN_STR_BUF apart at most): past a short str's end it reads its neighbours, masked out
+ * here (past the end of a mapping the read fails: the tick goes to user space). 0, or
+ * -1 on a failed read. */
 static __always_inline int fp_str(struct kern_scratch *s, const kern_layout_t *L, __u64 code,
                                   __u32 off, __u32 at)
 {
-    __u64 str, n;
+    __u64 str, n, *b = s->sb;
+    __u32 d = (L->str_data - (L->str_hash - 8)) / 8, j;
 
-    if (at > KERN_FP_MAX - KERN_FP_STR_WORDS)
+    if (at > KERN_FP_MAX - KERN_FP_STR_WORDS || d > KERN_STR_BUF / 8 - KERN_FP_STR_DATA / 8)
         return -1;
     /* the str's pointer: in the span just read, or read now */
     if (off >= L->fp_off && off + 8 <= L->fp_off + L->fp_len && (off - L->fp_off) % 8 == 0)
         str = s->w[((off - L->fp_off) / 8) & (KERN_FP_WORDS - 1)];
     else if (bpf_probe_read_user(&str, 8, (const void *)(code + off)) != 0)
         return -1;
-    if (bpf_probe_read_user(&s->w[at], 16, (const void *)(str + L->str_hash - 8)) != 0)
+    if (bpf_probe_read_user(b, KERN_STR_BUF, (const void *)(str + L->str_hash - 8)) != 0)
         return -1;
-    n = s->w[at];                   /* the length, in code points: the object holds as many bytes */
-    if (n > KERN_FP_STR_DATA)
-        n = KERN_FP_STR_DATA;
-    n &= 2 * KERN_FP_STR_DATA - 1;  /* the bound the verifier needs to see */
-    if (n != 0 && bpf_probe_read_user(&s->w[at + 2], n, (const void *)(str + L->str_data)) != 0)
-        return -1;
+    n = b[0];                       /* the length, in code points: the object holds as many bytes */
+    s->w[at & (KERN_FP_WBUF - 1)] = n;
+    s->w[(at + 1) & (KERN_FP_WBUF - 1)] = b[1];
+    for (j = 0; j < KERN_FP_STR_DATA / 8; j++) {
+        __u64 v = b[(d + j) & (KERN_STR_BUF / 8 - 1)], keep = n > 8 * j ? n - 8 * j : 0;
+        if (keep < 8)
+            v &= keep ? ~0ull >> (64 - 8 * keep) : 0;     /* little-endian: the low bytes */
+        s->w[(at + 2 + j) & (KERN_FP_WBUF - 1)] = v;
+    }
     return 0;
 }
 
