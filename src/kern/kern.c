@@ -80,6 +80,7 @@ static int kern_rb_sample(void *ctx, void *data, size_t size)
     s.tid = (pid_t)r->tid;
     s.t_ns = r->t_ns;
     s.tstate = r->tstate;
+    s.gen = r->gen;
     s.flags = r->flags;
     s.nframes = r->nframes;
     s.frames = (const kern_frame_t *)(r + 1);
@@ -234,7 +235,8 @@ static int kern_layout_ok(const kern_layout_t *L)
     if ((L->owner_shim != 0 && L->fr_owner >= sz) || L->fr_is_entry >= sz ||
         (L->fr_funcobj != 0 && L->fr_funcobj + 8 > sz))
         return 0;
-    if (L->fp_len > 8 * KERN_FP_WORDS || (L->str_hash != 0 && L->str_hash < 8))
+    if (L->fp_len > 8 * KERN_FP_WORDS || (L->str_hash != 0 && L->str_hash < 8) ||
+        (L->gen_addr != 0 && L->gen_size != 4 && L->gen_size != 8))
         return 0;
     /* the str's length through its first characters in one KERN_STR_BUF read */
     if (L->str_hash != 0 && (L->str_data < L->str_hash - 8 || (L->str_data - (L->str_hash - 8)) % 8 != 0 ||

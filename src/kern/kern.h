@@ -73,6 +73,13 @@ typedef struct kern_layout {
     uint32_t is_gil_ptr;
     uint32_t gil_locked, gil_holder;/* locked (an int) and last_holder in the GIL state */
     uint64_t runtime;               /* before 3.12: the GIL state's base (_PyRuntime) */
+    /* 3.12+: a counter bumped whenever a code object is made (3.12, 3.13) or freed
+     * (3.14+): read at each tick; while it is gen_hint, user space has proof enough and
+     * the frames go without fingerprints (KERN_S_GEN) */
+    uint64_t gen_addr;              /* its address; 0 = none */
+    uint32_t gen_size;              /* 4 or 8 bytes */
+    uint32_t pad2;
+    uint64_t gen_hint;
 } kern_layout_t;
 
 /* One frame as the BPF side saw it. */
@@ -97,10 +104,13 @@ typedef struct kern_frame {
 #define KERN_S_NOSTATE 4u           /* the thread's tid has no thread state in the map */
 #define KERN_S_GC 8u                /* its interpreter was collecting garbage */
 #define KERN_S_GIL 16u              /* it held the GIL */
+#define KERN_S_GEN 32u              /* the code-object counter was the layout's gen_hint:
+                                     * the frames carry no fingerprint (fp 0) */
 typedef struct kern_sample {
     pid_t pid, tid;
     uint64_t t_ns;                  /* CLOCK_MONOTONIC */
     uint64_t tstate;                /* the thread state walked from */
+    uint64_t gen;                   /* the code-object counter at the tick (0: none read) */
     uint32_t flags;                 /* KERN_S_* */
     uint32_t nframes;
     const kern_frame_t *frames;     /* innermost first; valid during the callback */
@@ -130,8 +140,9 @@ typedef struct kern kern_t;
 int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen);
 void kern_close(kern_t *k);
 
-/* Adds a target process with its layout (a system call; at most KERN_MAX_PROCS). The
- * frame walker samples only threads of processes added. Returns 0, REMORA_ENOMEM. */
+/* Adds a target process with its layout, or gives one added a new layout (a system call;
+ * at most KERN_MAX_PROCS). The frame walker samples only threads of processes added.
+ * Returns 0, REMORA_ENOMEM. */
 int kern_add_process(kern_t *k, pid_t pid, const kern_layout_t *lay);
 void kern_remove_process(kern_t *k, pid_t pid);
 

@@ -52,6 +52,7 @@ struct kern_rec {
     uint32_t pid, tid;
     uint64_t t_ns;
     uint64_t tstate;
+    uint64_t gen;
     uint32_t flags;
     uint32_t nframes;
 };

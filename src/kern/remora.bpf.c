@@ -301,7 +301,7 @@ static long walk_step(__u32 i, void *ctx)
     f->flags = flags;
     f->pad = 0;
     f->fp = 0;
-    if (!(flags & KERN_F_SHIM)) {
+    if (!(flags & KERN_F_SHIM) && !(w->flags & KERN_S_GEN)) {
         __u32 k;
 
         /* a code object met before in this walk (a recursion): its fingerprint again */
@@ -380,6 +380,7 @@ int kern_tick(void *ctx)
     s->rec.tid = key.tid;
     s->rec.t_ns = bpf_ktime_get_ns();
     s->rec.tstate = 0;
+    s->rec.gen = 0;
     ts_running(key.tid, s->rec.t_ns);
     tsp = bpf_map_lookup_elem(&threads, &key);
     if (tsp == NULL) {
@@ -387,6 +388,13 @@ int kern_tick(void *ctx)
     } else {
         s->rec.tstate = *tsp;
         w.flags |= interp_flags(L, *tsp);
+        /* no code object made (freed) since user space last proved its cache: the frames'
+         * code objects are the ones it knows at their addresses, no fingerprint needed */
+        s->rec.gen = 0;
+        if (L->gen_addr != 0 &&
+            bpf_probe_read_user(&s->rec.gen, L->gen_size == 4 ? 4 : 8, (const void *)L->gen_addr) == 0 &&
+            s->rec.gen == L->gen_hint)
+            w.flags |= KERN_S_GEN;
         w.slot = slot;
         if (read_u64(&w.cur, *tsp + L->ts_frame) != 0)
             w.flags |= KERN_S_FAULT;

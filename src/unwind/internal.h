@@ -104,6 +104,8 @@ typedef struct unw_code {
     uint64_t fresh;             /* the sample that fetched it (fast.c) */
     uint64_t kfp;               /* its fingerprint as the kernel engine mixes it (kernel.c;
                                  * 0: not computed yet) */
+    uint64_t kgen;              /* kernel.c, 3.12+: 1 + the code-object counter's value at
+                                 * which it was the object at its address (0: none) */
     const char *function;       /* interned: co_qualname (3.11+) or co_name */
     const char *file;           /* interned: co_filename */
     int firstlineno;

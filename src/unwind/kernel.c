@@ -36,6 +36,8 @@ struct unw_kern {
     ku_failed_t pending[KU_FAILED]; /* failed since the round began */
     ku_failed_t now[KU_FAILED];     /* ... before it: this round reads them */
     size_t npending, nnow;
+    uint64_t gen_seen;              /* the code-object counter of the last tick named with
+                                     * fingerprints (its entries proved at it) */
     int64_t woke_ns;                /* when this round's remora woke */
     int cpu;                        /* ... on this CPU */
     unw_kern_stats_t stats;
@@ -147,11 +149,40 @@ static int tid_shared(const reader_t *r, size_t i)
     return 0;
 }
 
+/* Where the code-object counter is, with one interpreter (3.13+ keep one each: a code
+ * object made in another would not move this one), or 0. */
+static uint64_t gen_addr_of(const unwinder_t *u, const reader_t *r, uint32_t *size)
+{
+    const py_layout_t *L = &u->target->layout;
+
+    *size = 8;
+    if (u->target->code_version != 0) {
+        *size = 4;                          /* 3.12: a global u32 */
+        return u->target->code_version;
+    }
+    if (r->ninterps != 1 || r->interps[0].addr == 0)
+        return 0;
+    if (L->is_code_generation != 0)
+        return r->interps[0].addr + L->is_code_generation;
+    *size = 4;
+    return L->is_code_version != 0 ? r->interps[0].addr + L->is_code_version : 0;
+}
+
 void kern_sync_threads(unwinder_t *u, reader_t *r)
 {
     struct unw_kern *ku = u->kern;
     pid_t pid = proc_pid(u->p);
+    uint32_t size;
+    uint64_t ga = gen_addr_of(u, r, &size);
     size_t i;
+
+    if (ga != ku->lay.gen_addr) {
+        ku->lay.gen_addr = ga;
+        ku->lay.gen_size = size;
+        ku->lay.gen_hint = 0;
+        ku->gen_seen = 0;
+        kern_add_process(ku->k, pid, &ku->lay);
+    }
 
     for (i = 0; i < r->nthreads; i++) {
         rd_thread_t *tc = &r->threads[i];
@@ -230,24 +261,59 @@ static uint64_t entry_kfp(unw_code_t *e, const kern_layout_t *kl)
 }
 
 /* The cached entry naming a frame the kernel saw, or NULL. Returns 0 or a fatal code. */
-static int frame_code(unwinder_t *u, const kern_frame_t *f, unw_code_t **out)
+/* The code-object counter now (0 when it cannot be read). */
+static uint64_t gen_now(unwinder_t *u)
+{
+    const kern_layout_t *kl = &u->kern->lay;
+    uint64_t v = 0;
+
+    if (proc_read(u->p, kl->gen_addr, &v, kl->gen_size) != REMORA_OK)
+        return 0;
+    return v;
+}
+
+/* The cached entry naming a frame of a tick with the counter at 'gen' (ks->gen), or NULL.
+ * With a fingerprint (fp != 0): the entry at the frame's code address carrying it. Without
+ * (KERN_S_GEN): the entry proved at that counter value; else the object read now, if the
+ * counter is still that value (no code object made or freed since the tick, so the one
+ * at the address is the frame's, which held it alive). *now caches the counter's value
+ * read for the tick (0: not read yet). Returns 0 or a fatal code. */
+static int frame_code(unwinder_t *u, const kern_frame_t *f, uint64_t gen, uint64_t *now,
+                      unw_code_t **out)
 {
     const kern_layout_t *kl = &u->kern->lay;
     unw_code_t *e = code_cache_peek(u->codes, f->code);
     int err;
 
     *out = NULL;
-    if (e != NULL && entry_kfp(e, kl) == f->fp) {
-        *out = e;
+    if (f->fp == 0) {
+        if (e != NULL && e->kgen == gen + 1) {
+            *out = e;
+            return REMORA_OK;
+        }
+        err = code_cache_get(u->codes, u->p, u->target, f->code, &e);
+        if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
+            return err;
+        if (*now == 0)
+            *now = gen_now(u) + 1;
+        if (err == REMORA_OK && *now == gen + 1) {
+            e->kgen = gen + 1;
+            *out = e;
+        }
         return REMORA_OK;
     }
-    /* not cached, or cached for another object: read it now; it names the frame only if
-     * it is still the object the kernel saw */
-    err = code_cache_get(u->codes, u->p, u->target, f->code, &e);
-    if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
-        return err;
-    if (err == REMORA_OK && entry_kfp(e, kl) == f->fp)
-        *out = e;
+    if (e == NULL || entry_kfp(e, kl) != f->fp) {
+        /* not cached, or cached for another object: read it now; it names the frame
+         * only if it is still the object the kernel saw */
+        err = code_cache_get(u->codes, u->p, u->target, f->code, &e);
+        if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
+            return err;
+        if (err != REMORA_OK || entry_kfp(e, kl) != f->fp)
+            return REMORA_OK;
+    }
+    if (gen != 0)
+        e->kgen = gen + 1;      /* the object at its address while the counter was 'gen' */
+    *out = e;
     return REMORA_OK;
 }
 
@@ -306,6 +372,7 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
     const unw_thread_t *last = last_thread(u, ks->tid);
     unw_thread_t *th = &ku->th;
     size_t k, n = 0, cut = 0;
+    uint64_t gen_read = 0;
     int err;
 
     *out = NULL;
@@ -327,7 +394,7 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
         unw_code_t *e;
         if (f->flags & KERN_F_SHIM)
             continue;
-        if ((err = frame_code(u, f, &e)) != REMORA_OK)
+        if ((err = frame_code(u, f, ks->gen, &gen_read, &e)) != REMORA_OK)
             return err;
         fr = &ku->frames[n++];
         memset(fr, 0, sizeof *fr);
@@ -380,6 +447,8 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
     ku->stats.samples++;
     if (cut > 0)
         ku->stats.partial++;
+    if (ks->gen != 0 && !(ks->flags & KERN_S_GEN))
+        ku->gen_seen = ks->gen;     /* proved at: the next round makes it the hint */
     *out = th;
     return REMORA_OK;
 }
@@ -391,6 +460,11 @@ void unw_kern_round(unwinder_t *u, int64_t woke_ns)
     if (ku == NULL)
         return;
     ku->woke_ns = woke_ns;
+    /* the counter of the last tick proved with fingerprints: ticks at it go without */
+    if (ku->lay.gen_addr != 0 && ku->gen_seen != 0 && ku->gen_seen != ku->lay.gen_hint) {
+        ku->lay.gen_hint = ku->gen_seen;
+        kern_add_process(ku->k, proc_pid(u->p), &ku->lay);
+    }
     ku->cpu = sched_getcpu();
     memcpy(ku->now, ku->pending, ku->npending * sizeof *ku->pending);
     ku->nnow = ku->npending;
