@@ -162,6 +162,19 @@ int proc_descendants(pid_t root, pid_t *out, size_t cap, size_t *n);
  * Returns 0 or REMORA_ENOPROC. */
 int proc_task_state(proc_t *p, pid_t tid, char *state);
 
+/* What the scheduler has counted for a task (/proc/PID/task/TID/schedstat): its time on a
+ * CPU in ns (*run_ns: updated when it leaves a CPU, and at the scheduler's ticks while it
+ * runs) and how many times it was switched onto one (*arrivals). A task whose arrivals
+ * have not moved since an earlier call has not been put on a CPU since; one whose run
+ * time has not moved either has not left one. Returns 0, REMORA_EUSAGE (a core or a
+ * snapshot, states held for --blocking, or a kernel that does not count: use
+ * proc_task_state each time), REMORA_ENOPROC. */
+int proc_task_sched(proc_t *p, pid_t tid, uint64_t *run_ns, uint64_t *arrivals);
+
+/* 1 when proc_task_state() answers without a system call: a core, a snapshot, or the
+ * states held for --blocking (proc_hold_states). */
+int proc_states_held(const proc_t *p);
+
 /* Reads the state of each of tids[0..n) now and keeps it: proc_task_state() answers for
  * them from what was read until proc_release_states(). For --blocking, whose stopped
  * threads all read 't': whether a thread was running is what it was before the stop.

@@ -30,6 +30,9 @@ typedef struct recorder recorder_t;
 /* Tasks whose /proc/PID/task/TID/stat stays open (proc_task_state, every sample of
  * record's and top's default): one pread a task then, not an open, a read and a close. */
 #define PROC_STAT_FDS 32
+/* Tasks whose /proc/PID/task/TID/schedstat stays open (proc_task_sched, the idle test of
+ * the user-space engine: a look at a thread every few rounds), slot tid % PROC_SCHED_FDS. */
+#define PROC_SCHED_FDS 256
 
 struct proc {
     int kind;               /* enum proc_kind */
@@ -42,6 +45,10 @@ struct proc {
         int fd;
     } stat_fd[PROC_STAT_FDS];
     unsigned stat_next;     /* the slot a new task takes (round robin) */
+    struct {
+        pid_t tid;          /* 0: the slot is free */
+        int fd;
+    } sched_fd[PROC_SCHED_FDS];
     struct proc_held {
         pid_t tid;
         char state;
@@ -65,7 +72,7 @@ int proc_read_file(const char *path, size_t max, unsigned char **buf, size_t *le
 
 /* ---- task.c --------------------------------------------------------------- */
 
-/* Closes the stat files proc_task_state() keeps open. */
+/* Closes the stat and schedstat files proc_task_state() and proc_task_sched() keep open. */
 void proc_close_stats(proc_t *p);
 
 /* ---- proc.c --------------------------------------------------------------- */

@@ -76,6 +76,11 @@ int proc_stat_parse_state(const char *text, size_t len, char *state)
 #define PROC_STAT_FDS_ALL 256
 static int stat_fds_open;
 
+/* Schedstat files kept open by every handle together: past this, opened, read and closed
+ * each time (a look at a thread is every few rounds, not every round). */
+#define PROC_SCHED_FDS_ALL 256
+static int sched_fds_open;
+
 void proc_close_stats(proc_t *p)
 {
     size_t i;
@@ -86,6 +91,13 @@ void proc_close_stats(proc_t *p)
             stat_fds_open--;
         }
         p->stat_fd[i].tid = 0;
+    }
+    for (i = 0; i < PROC_SCHED_FDS; i++) {
+        if (p->sched_fd[i].tid != 0) {
+            close(p->sched_fd[i].fd);
+            sched_fds_open--;
+        }
+        p->sched_fd[i].tid = 0;
     }
 }
 
@@ -142,6 +154,77 @@ static ssize_t read_stat(proc_t *p, pid_t tid, char *buf, size_t cap)
     return n;
 }
 
+/* tid's schedstat file into buf (NUL-terminated), through the descriptor kept in its slot
+ * (tid % PROC_SCHED_FDS: a process's threads have ids close together), opened on first
+ * use and again once when a read through it fails (the task has gone: another of the same
+ * id is another task). Returns the length, or -1 (errno). */
+static ssize_t read_sched(proc_t *p, pid_t tid, char *buf, size_t cap)
+{
+    char path[96];
+    size_t i = (size_t)tid % PROC_SCHED_FDS;
+    ssize_t n = -1;
+    int tries, fd;
+
+    for (tries = 0; tries < 2; tries++) {
+        if (p->sched_fd[i].tid != tid) {
+            snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)p->pid, (int)tid);
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                return -1;
+            if (p->sched_fd[i].tid == 0 && sched_fds_open >= PROC_SCHED_FDS_ALL) {
+                n = pread(fd, buf, cap - 1, 0);     /* enough kept open: read and close */
+                close(fd);
+                break;
+            }
+            if (p->sched_fd[i].tid != 0)
+                close(p->sched_fd[i].fd);
+            else
+                sched_fds_open++;
+            p->sched_fd[i].tid = tid;
+            p->sched_fd[i].fd = fd;
+        }
+        n = pread(p->sched_fd[i].fd, buf, cap - 1, 0);
+        if (n > 0)
+            break;
+        close(p->sched_fd[i].fd);
+        sched_fds_open--;
+        p->sched_fd[i].tid = 0;
+    }
+    if (n == 0)
+        errno = ESRCH;
+    if (n > 0)
+        buf[n] = '\0';
+    return n;
+}
+
+int proc_task_sched(proc_t *p, pid_t tid, uint64_t *run_ns, uint64_t *arrivals)
+{
+    /* "RUN_NS WAIT_NS ARRIVALS\n" (a kernel that does not count writes "0 0 0") */
+    char text[128], *end;
+    unsigned long long run, count;
+    ssize_t len;
+
+    if (p->img != NULL || p->holding || tid <= 0)
+        return REMORA_EUSAGE;
+    errno = ESRCH;
+    len = read_sched(p, tid, text, sizeof text);
+    if (len <= 0)
+        return errno == ENOENT && access("/proc/self/schedstat", F_OK) != 0 ? REMORA_EUSAGE : REMORA_ENOPROC;
+    errno = 0;
+    run = strtoull(text, &end, 10);
+    if (end == text || *end != ' ')
+        return REMORA_EUSAGE;
+    strtoull(end, &end, 10);
+    if (*end != ' ')
+        return REMORA_EUSAGE;
+    count = strtoull(end, &end, 10);
+    if (errno != 0 || count == 0)
+        return REMORA_EUSAGE;       /* a task that exists has been on a CPU: not counted here */
+    *run_ns = run;
+    *arrivals = count;
+    return REMORA_OK;
+}
+
 int proc_task_state(proc_t *p, pid_t tid, char *state)
 {
     /* "pid (comm) S ...": comm is 15 bytes at most, every field after S a number */
@@ -173,6 +256,11 @@ int proc_task_state(proc_t *p, pid_t tid, char *state)
     if (err == REMORA_OK && p->rec != NULL)
         rec_task_state(p->rec, tid, *state);
     return err;
+}
+
+int proc_states_held(const proc_t *p)
+{
+    return p->img != NULL || p->holding;
 }
 
 int proc_hold_states(proc_t *p, const pid_t *tids, size_t n)
