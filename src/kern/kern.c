@@ -342,6 +342,10 @@ void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out)
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1)
             continue;
+        out->slot_read = 1;
+        out->slot_seq = s1;
+        out->slot_tid = c.tid;
+        out->slot_ns = c.since_ns;
         if (c.tid != (uint32_t)tid || c.switches == 0)
             return;                 /* another thread's slot, or not seen yet */
         out->known = 1;

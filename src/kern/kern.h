@@ -127,6 +127,12 @@ typedef struct kern_tstate {
     uint64_t since_ns;              /* CLOCK_MONOTONIC of its last switch in or out */
     int cpu;                        /* ... on this CPU */
     uint64_t switches;              /* switches in and out seen */
+    /* The slot as read, whoever's it is: every write to it (a switch or a tick of any
+     * thread of that slot) changes its sequence count and its time. A thread whose
+     * slot still reads the same has not been switched since (kernel.c's idle test). */
+    int slot_read;                  /* 0: no consistent reading (a writer kept it busy) */
+    uint32_t slot_seq, slot_tid;
+    uint64_t slot_ns;
 } kern_tstate_t;
 
 typedef struct kern kern_t;

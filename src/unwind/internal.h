@@ -433,6 +433,13 @@ typedef struct fast_thread {
     /* the kernel engine (kernel.c): the tid and state it was told this thread runs on */
     pid_t kern_tid;
     uint64_t kern_ts;
+    /* ... and its idle test for a thread the table does not know (kern_cpu_state): the
+     * state /proc gave, and the thread's slot as it read just before that (any switch of
+     * the thread since would have written the slot) */
+    pid_t kst_tid;                  /* 0: nothing kept */
+    int kst_on;                     /* /proc said 'R' */
+    uint32_t kst_seq, kst_owner;
+    uint64_t kst_ns;
 } rd_thread_t;
 
 /* A frame walked this sample, to be named once the code objects are validated. */
@@ -669,10 +676,10 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
  * changed (a system call only then). */
 void kern_sync_threads(unwinder_t *u, reader_t *r);
 /* The thread's on/off-CPU state from the engine's table (no system call), into th: its
- * failed_ticks, and when the table knows it (returns 1) on_cpu (running or runnable),
- * runnable and kernel (on a CPU, sampled by its ticks); 0 when the caller must ask /proc
- * (counted). */
-int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, unw_thread_t *th);
+ * failed_ticks, on_cpu (running or runnable), runnable and kernel (on a CPU, sampled by
+ * its ticks). A thread the table does not know is read from /proc once (counted), and
+ * that reading stands while its slot of the table reads the same. */
+void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th);
 /* The round reads no stack of th: its time on a CPU is its ticks', none failed. */
 static inline int kern_skips(const unw_thread_t *th)
 {

@@ -199,20 +199,45 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
     }
 }
 
-int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, unw_thread_t *th)
+void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
 {
     struct unw_kern *ku = u->kern;
     kern_tstate_t st;
     size_t i;
+    char state;
 
     for (i = 0; i < ku->nnow; i++)
         if (ku->now[i].tid == tc->native_id)
             th->failed_ticks = ku->now[i].n;
     kern_thread_state(ku->k, tc->native_id, &st);
     if (!st.known) {
+        /* Not in the table: no switch or tick since the engine started (asleep since
+         * before, or running without a tick yet), or its slot (tid & 65535) is another
+         * target thread's. /proc says which, once: any switch of this thread afterwards
+         * writes its slot, so while the slot reads as it did just before that read, the
+         * thread is as /proc said (never stale). A slot that moved (this thread's switch,
+         * or a colliding thread's) is read again: /proc once more. Either way the round
+         * reads its stack (not th->kernel). */
+        if (tc->kst_tid == tc->native_id && st.slot_read && st.slot_seq == tc->kst_seq &&
+            st.slot_tid == tc->kst_owner && st.slot_ns == tc->kst_ns) {
+            th->on_cpu = tc->kst_on;
+            return;
+        }
         ku->stats.proc_reads++;
-        return 0;
+        tc->kst_tid = 0;
+        if (proc_task_state(u->p, tc->native_id, &state) != REMORA_OK)
+            return;                 /* gone, or unreadable: not on a CPU */
+        th->on_cpu = state == 'R';
+        if (st.slot_read) {
+            tc->kst_tid = tc->native_id;
+            tc->kst_on = th->on_cpu;
+            tc->kst_seq = st.slot_seq;
+            tc->kst_owner = st.slot_tid;
+            tc->kst_ns = st.slot_ns;
+        }
+        return;
     }
+    tc->kst_tid = 0;
     th->on_cpu = st.on_cpu || st.runnable;
     th->runnable = !st.on_cpu && st.runnable;
     /* on a CPU and sampled by its ticks: the round counts none of its time; nor of one
@@ -224,7 +249,6 @@ int kern_cpu_state(unwinder_t *u, const rd_thread_t *tc, unw_thread_t *th)
                  tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     if (st.on_cpu && !th->kernel)
         ku->stats.missed++;
-    return 1;
 }
 
 /* The kernel's fingerprint of a cached entry, mixed as the kernel mixes what it read

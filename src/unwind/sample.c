@@ -114,9 +114,10 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
         th->handling_exc = unw_exc_state(u, tc->tstate, tc->ts, &tc->exc_item);
     /* a parked thread too: one that released the GIL may be running C code. With the
      * kernel engine, from its table (no system call), and a thread on a CPU is left to
-     * it; /proc only for a thread the table does not know yet */
-    if (th->native_id > 0 && (u->kern != NULL ? !kern_cpu_state(u, tc, th)
-                                              : (u->want & UNW_WANT_CPU) != 0)) {
+     * it */
+    if (th->native_id > 0 && u->kern != NULL) {
+        kern_cpu_state(u, tc, th);
+    } else if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
         char state;
         if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
             th->on_cpu = state == 'R';
