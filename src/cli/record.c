@@ -489,6 +489,10 @@ int cmd_record(int argc, char **argv)
             unw_get_stats(u, &us);
         fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
                 (unsigned long long)us.thread_samples);
+        if (kern == NULL)
+            fprintf(stderr, "idle: sched_reads=%llu state_reads=%llu kept=%llu\n",
+                    (unsigned long long)us.idle_sched, (unsigned long long)us.idle_states,
+                    (unsigned long long)us.idle_kept);
         fprintf(stderr, "names: readings=%llu reads=%llu scans=%llu torn=%llu unscanned=%llu us=%llu\n",
                 (unsigned long long)us.name_readings, (unsigned long long)us.name_reads,
                 (unsigned long long)us.name_scans, (unsigned long long)us.name_torn,

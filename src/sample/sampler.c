@@ -119,8 +119,9 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
     }
     for (i = 0; i < s->fmap_cap; i++)
         s->fmap[i].frame = STK_NONE;
-    /* without --idle every mode needs to know which threads are on a CPU */
-    s->want = (o->mode == SAMPLE_CPU || !o->idle ? UNW_WANT_CPU : 0) | (o->gc ? UNW_WANT_GC : 0) |
+    /* cpu mode needs to know which threads are on a CPU; without --idle every other mode
+     * which threads are idle (a GIL holder never is) */
+    s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : !o->idle ? UNW_WANT_ACTIVE : 0) | (o->gc ? UNW_WANT_GC : 0) |
               (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
               (o->function ? UNW_WANT_FIRSTLINE : 0) | UNW_WANT_PYNAMES;
     if (o->async && u != NULL) {
@@ -138,7 +139,7 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
             sampler_free(s);
             return err;
         }
-        if (s->want & UNW_WANT_CPU)
+        if (s->want & (UNW_WANT_CPU | UNW_WANT_ACTIVE))
             freeze_want_states(s->frz);
     }
     *out = s;

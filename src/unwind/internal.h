@@ -7,6 +7,7 @@
  *   walk.c         walking a thread's frames in its copies, and checking them
  *   anchor.c       --frame-anchor (3.15)
  *   parked.c       threads that have not held the GIL since their last walk
+ *   idle.c         which threads are on a CPU (without the kernel engine)
  *   naming.c       validating the sample's code objects
  *   native.c       --native: C stacks (elfutils libdwfl) merged with the Python frames
  *   tasks.c        asyncio tasks; per sample, each thread's running task
@@ -440,6 +441,17 @@ typedef struct fast_thread {
     int kst_on;                     /* /proc said 'R' */
     uint32_t kst_seq, kst_owner;
     uint64_t kst_ns;
+    /* the idle test without the kernel engine (idle.c) */
+    pid_t idle_tid;                 /* the thread the fields below are of (0: none yet) */
+    int idle_state;                 /* IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING */
+    int idle_sched;                 /* run_ns and arrivals below were read before the state */
+    uint64_t idle_run, idle_arrivals;   /* /proc/.../schedstat at the last look */
+    uint64_t idle_round;            /* the round of the last decision */
+    uint64_t idle_due;              /* an asleep thread with no sign of running is looked
+                                     * at again from this round on */
+    uint64_t idle_warm;             /* looked at every round until this round */
+    uint64_t idle_top, idle_instr;  /* its innermost frame at the last decision */
+    int idle_on;                    /* the last decision: on a CPU (or runnable) */
 } rd_thread_t;
 
 /* A frame walked this sample, to be named once the code objects are validated. */
@@ -522,6 +534,7 @@ typedef struct reader {
     unsigned char *spec_fps;
     size_t nspec_codes;
     uint64_t stamp;
+    uint64_t round;                 /* unw_sample() calls, from 1 (idle.c's clock) */
     int late;                       /* frames were read after the first read this sample */
     size_t fresh;                   /* threads dropped for a code object read this sample */
     rd_raw_t *raw;                  /* every thread's frames this sample, back to back */
@@ -669,6 +682,13 @@ static inline int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr)
 void name_frames(unwinder_t *u, reader_t *r);
 
 int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, uint64_t post);
+
+/* ---- idle.c ---- */
+
+enum { IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING };
+/* Without the kernel engine, after thread i's walk this round: whether it is on a CPU
+ * (th->on_cpu), from a look at /proc only when it may have changed since the last. */
+void idle_decide(unwinder_t *u, reader_t *r, size_t i);
 
 /* ---- kernel.c ------------------------------------------------------------------ */
 

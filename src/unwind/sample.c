@@ -114,14 +114,9 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
         th->handling_exc = unw_exc_state(u, tc->tstate, tc->ts, &tc->exc_item);
     /* a parked thread too: one that released the GIL may be running C code. With the
      * kernel engine, from its table (no system call), and a thread on a CPU is left to
-     * it */
-    if (th->native_id > 0 && u->kern != NULL) {
+     * it; without, after its walk (idle_decide) */
+    if (th->native_id > 0 && u->kern != NULL)
         kern_cpu_state(u, tc, th);
-    } else if (th->native_id > 0 && (u->want & UNW_WANT_CPU)) {
-        char state;
-        if (proc_task_state(u->p, th->native_id, &state) == REMORA_OK)
-            th->on_cpu = state == 'R';
-    }
     if (th->native_id > 0 && (u->want & UNW_WANT_NAMES))
         proc_task_name(u->p, th->native_id, th->name, sizeof th->name);
 }
@@ -668,9 +663,12 @@ static int sample_once(unwinder_t *u, reader_t *r)
     r->nraw = 0;
     r->late = 0;
     r->fresh = 0;
-    for (i = 0; i < r->nthreads; i++)
+    for (i = 0; i < r->nthreads; i++) {
         if ((err = sample_thread(u, r, i)) != REMORA_OK)
             return err;
+        if (u->kern == NULL && (u->want & (UNW_WANT_CPU | UNW_WANT_ACTIVE)))
+            idle_decide(u, r, i);
+    }
     if ((err = sample_codes(u, r)) != REMORA_OK)
         return err;
     name_frames(u, r);
@@ -744,6 +742,7 @@ int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n)
         return err;
     if (L->ts_size > 65536 || L->fr_size > 4096 || L->fr_size < 16)
         return REMORA_ECORRUPT;
+    u->reader->round++;
     for (again = 0;; again++) {
         err = sample_once(u, u->reader);
         /* the thread list moved under the round twice: once more */

@@ -66,7 +66,8 @@ typedef struct unw_thread {
     pid_t native_id;            /* 0 if unknown */
     int is_main;
     int holds_gil;
-    int on_cpu;                 /* only with UNW_WANT_CPU: running or runnable */
+    int on_cpu;                 /* only with UNW_WANT_CPU or UNW_WANT_ACTIVE: running or
+                                 * runnable */
     int runnable;               /* the kernel engine's table: off a CPU, waiting for one (in
                                  * on_cpu too; /proc cannot tell it apart: 0 there) */
     int kernel;                 /* the kernel engine samples it: in a round, on a CPU, its
@@ -111,7 +112,8 @@ typedef struct unwinder unwinder_t;
 #define UNW_MOVING "<moving>"
 
 /* What unw_sample reads besides stacks (each costs system calls per thread). */
-#define UNW_WANT_CPU 1u         /* on_cpu, from /proc/PID/task/TID/stat */
+#define UNW_WANT_CPU 1u         /* on_cpu of every thread: the kernel engine's table, else
+                                 * /proc (idle.c: looked at when it may have changed) */
 #define UNW_WANT_NAMES 2u       /* name, from /proc/PID/task/TID/comm */
 #define UNW_WANT_GC 4u          /* gc, from the interpreter's GC state */
 #define UNW_WANT_EXC 8u         /* handling_exc, from the thread state (a read per generator
@@ -128,7 +130,13 @@ typedef struct unwinder unwinder_t;
 #define UNW_WANT_TASKS 256u    /* per sample: each thread's running asyncio task (task,
                                  * task_frames): 3 system calls a sample on 3.14+, 4-5
                                  * before (docs/async.md); not in ALL */
-_Static_assert((UNW_WANT_TASKS & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
+#define UNW_WANT_ACTIVE 512u    /* on_cpu where it tells an idle thread (record's and top's
+                                 * default): as UNW_WANT_CPU, but a thread holding the GIL
+                                 * (never idle) is taken as on a CPU without a look; not in
+                                 * ALL */
+_Static_assert((UNW_WANT_ACTIVE & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
+                                   UNW_WANT_NATIVE | UNW_WANT_TASKS)) == 0 &&
+               (UNW_WANT_TASKS & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
                                   UNW_WANT_NATIVE)) == 0 &&
                ((UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE) & UNW_WANT_NATIVE) == 0 &&
                ((UNW_WANT_ALL | UNW_WANT_ANCHOR) & UNW_WANT_FIRSTLINE) == 0 &&
@@ -167,6 +175,9 @@ typedef struct unw_stats {
     uint64_t name_torn;         /* threads it moved under every time (their last name kept) */
     uint64_t name_unscanned;    /* _active entries past the bound at the last reading */
     uint64_t name_ns;           /* ... the time the readings took, in all */
+    uint64_t idle_sched;        /* without the kernel engine: schedstat reads (idle.c) */
+    uint64_t idle_states;       /* ... stat reads (a thread's state letter) */
+    uint64_t idle_kept;         /* ... thread samples whose state was its last look's */
 } unw_stats_t;
 
 void unw_get_stats(const unwinder_t *u, unw_stats_t *out);
