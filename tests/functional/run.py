@@ -307,6 +307,8 @@ def main():
     tests += async_record_tests.tests(remora)
     import server_tests                 # a server-like target: tests/functional/server_tests.py
     tests += server_tests.tests(remora)
+    import idle_tests                   # the idle test against the target's clock: idle_tests.py
+    tests += idle_tests.tests(remora)
     import install_tests                # make install, man page, completions, .deb: install_tests.py
     tests += install_tests.tests(remora)
     import async_tests                  # asyncio tasks: tests/functional/async_tests.py
