@@ -4,9 +4,11 @@ First the floor under all of them: what one process_vm_readv costs here, per cal
 range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
-                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,fidelity,async,real]
+                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,native,idle,tachyon,memory,fidelity,async,real]
                                  [--slowdown-seconds S]
 
+remora records in its default mode, as users run it (idle threads left out, the kernel
+engine where it loads), but where a table needs every thread's sample (--idle: memory).
 For each interpreter found (as tests/functional/run.py finds them): targets busy at
 depth 1, 50, 100 and 300 with 1 and 8 threads (3.15 also with --frame-anchor), sampled as fast as remora can (asked for
 1 MHz): achieved samples/s, CPU us per sample, reads per sample. The target's own
@@ -15,9 +17,12 @@ one remora records (continued) against windows in which it is stopped (SIGSTOP),
 control in which no remora runs. How the samples of a loop calling functions shorter
 than a read are shared out, against the target's own timing. How many samples of a
 large frame calling two empty functions in turn name the other call's line (stitched).
-Tachyon
-(python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target: CPU per
-sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
+The default mode beside --idle, on each engine, on 3.9.18, 3.12.1 and sid 3.15: one busy
+thread as fast as remora can, and 100 threads parked 20 deep + 1 busy at 1 kHz for 5 s
+(rounds reached, CPU and the BPF programs' time per round, with kernel.bpf_stats_enabled
+set for the run and restored after). Tachyon
+(python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target, each
+profiler by default: CPU per sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
 remora's peak resident memory. Fidelity (only when asked: --sections fidelity): each work
 function's share of tests/targets/work_mix.py on 3.15 by remora, remora --blocking and
 Tachyon, against the target's own clock over the same window. --async (--sections async):
@@ -78,19 +83,58 @@ def busy(interp, depth, nthreads, seconds, log=False):
     return t
 
 
-def remora_stats(remora, pid, rate, seconds, extra=()):
-    # --idle: every thread's sample kept (busy.py's main sleeps, its spinners take turns
-    # with the GIL), as every figure here was measured before idle threads were left out
+KERNEL = re.compile(r"kernel: .*proc_reads=(\d+) .*bpf_runs=(\d+) bpf_ns=(\d+)")
+IDLE_LOOKS = re.compile(r"idle: sched_reads=(\d+) state_reads=(\d+) kept=(\d+)")
+ENGINE = re.compile(r", engine (\w+)")
+
+
+def remora_stats(remora, pid, rate, seconds, extra=(), idle=False):
+    """`remora record --stats` of pid: the default mode as users run it (idle threads left
+    out), or with idle=True every thread's sample (--idle). Its figures, per round: CPU
+    us (remora's own), reads; the kernel engine's BPF programs' us when
+    kernel.bpf_stats_enabled is 1 (bpf_stats()), and /proc reads."""
     p = subprocess.run([remora, "record", "-p", str(pid), "-r", rate, "-d", str(seconds), "--stats",
-                        "--idle", "-o", scratch_output(), "-f", "collapsed", *extra],
+                        "-o", scratch_output(), "-f", "collapsed", *(("--idle",) if idle else ()), *extra],
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
     m = STATS.search(p.stderr)
     if not m:
         raise RuntimeError("no stats line: " + p.stderr.strip()[-300:])
     samples, errors, partial, reads, nbytes, rps, cpu = (float(x or 0) for x in m.groups()[:7])
+    k, i, e = KERNEL.search(p.stderr), IDLE_LOOKS.search(p.stderr), ENGINE.search(p.stderr)
+    rounds = max(samples, 1.0)
     return {"samples": samples, "rate": samples / seconds, "errors": errors, "partial": partial,
-            "rps": rps, "cpu": cpu, "stderr": p.stderr,
+            "rps": rps, "cpu": cpu, "stderr": p.stderr, "engine": e.group(1) if e else "?",
+            "bpf": int(k.group(3)) / 1e3 / rounds if k else 0.0,
+            "bpf_runs": int(k.group(2)) if k else 0,
+            "proc_reads": (int(k.group(1)) if k else int(i.group(2)) if i else 0) / rounds,
+            "sched_reads": int(i.group(1)) / rounds if i else 0.0,
             "maxrss_kb": int(MEMORY.search(p.stderr).group(1)) if MEMORY.search(p.stderr) else 0}
+
+
+class bpf_stats:
+    """kernel.bpf_stats_enabled set to 1 inside the block (the BPF programs' run time, which
+    `record --stats` prints as bpf_ns), restored after; nothing when it cannot be set."""
+    PATH = "/proc/sys/kernel/bpf_stats_enabled"
+
+    def __enter__(self):
+        self.old = None
+        try:
+            with open(self.PATH) as f:
+                self.old = f.read().strip()
+            with open(self.PATH, "w") as f:
+                f.write("1")
+        except OSError:
+            self.old = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            try:
+                with open(self.PATH, "w") as f:
+                    f.write(self.old)
+            except OSError:
+                pass
+        return False
 
 
 SLOW_SECONDS = 30.0    # per column of the slowdown table
@@ -142,7 +186,7 @@ def slowdown(remora, t, rate, seconds):
     try:
         if rate:
             r = subprocess.Popen([remora, "record", "-p", str(t.pid), "-r", rate, "-d", str(seconds + 60),
-                                  "--idle", "-o", scratch_output(), "-f", "collapsed"],
+                                  "-o", scratch_output(), "-f", "collapsed"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             r.send_signal(signal.SIGSTOP)
         marks, on = [], False
@@ -217,7 +261,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,tachyon,memory,async,real",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,idle,tachyon,memory,async,real",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -244,6 +288,8 @@ def main():
     if "native" in sections:
         blocking_table(remora, [i for i in interps if i[0] in ("pyenv-3.12.1", "debian-3.11-static", "sid-3.15")],
                        native=True)
+    if "idle" in sections:
+        idle_table(remora, interps, secs)
     if "tachyon" in sections:
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
@@ -552,24 +598,116 @@ def tachyon_table(remora, interps, secs):
     sid315 = [i for i in interps if i[0] == "sid-3.15"]
     if sid315:
         print("\n## remora and Tachyon on the same 3.15 target (depth 50, one thread, asked for 1 MHz)\n")
+        print("Each profiler as it runs by default: remora leaves idle threads out (busy.py's main "
+              "thread sleeps) with the kernel engine where it loads; Tachyon samples every thread "
+              "(-a) in its default wall mode. remora's CPU is its own process's; its BPF programs' "
+              "run time (kernel.bpf_stats_enabled) apart, per round.\n")
         it = sid315[0]
-        t = busy(it, 50, 1, secs * 3 + 60)
+        t = busy(it, 50, 1, secs * 6 + 60)
         try:
-            s = remora_stats(remora, t.pid, "1M", secs)
-            sa = remora_stats(remora, t.pid, "1M", secs, ("--frame-anchor",))
+            with bpf_stats():
+                s = remora_stats(remora, t.pid, "1M", secs)
+                si = remora_stats(remora, t.pid, "1M", secs, idle=True)
+                su = remora_stats(remora, t.pid, "1M", secs, ("--engine", "user"))
+                sa = remora_stats(remora, t.pid, "1M", secs, ("--frame-anchor",))
             ty = tachyon(it, t.pid, secs)
         finally:
             t.__exit__()
         if ty is None or "error" in ty:
             print("Tachyon could not run: %s" % (ty or {}).get("error", "python3.15's profiling.sampling not found"))
         else:
-            print("| profiler | samples/s | CPU us/sample |")
-            print("|---|---|---|")
-            print("| remora | %.0f | %.2f |" % (s["rate"], s["cpu"]))
-            print("| remora --frame-anchor | %.0f | %.2f |" % (sa["rate"], sa["cpu"]))
-            print("| Tachyon | %.0f | %.2f |" % (ty["rate"], ty["cpu_us"]))
-            print("\nCPU per sample, remora / Tachyon: %.2f (with --frame-anchor: %.2f)"
-                  % (s["cpu"] / ty["cpu_us"], sa["cpu"] / ty["cpu_us"]))
+            print("| profiler | engine | samples/s | CPU us/sample | BPF us/sample |")
+            print("|---|---|---|---|---|")
+            for name, x in (("remora", s), ("remora --idle", si), ("remora --engine user", su),
+                            ("remora --frame-anchor", sa)):
+                print("| %s | %s | %.0f | %.2f | %.2f |" % (name, x["engine"], x["rate"], x["cpu"], x["bpf"]))
+            print("| Tachyon | | %.0f | %.2f | |" % (ty["rate"], ty["cpu_us"]))
+            print("\nCPU per sample, remora / Tachyon: %.2f (with its BPF time: %.2f; --idle: %.2f; "
+                  "--engine user: %.2f; --frame-anchor: %.2f)"
+                  % (s["cpu"] / ty["cpu_us"], (s["cpu"] + s["bpf"]) / ty["cpu_us"],
+                     (si["cpu"] + si["bpf"]) / ty["cpu_us"], su["cpu"] / ty["cpu_us"],
+                     sa["cpu"] / ty["cpu_us"]))
+
+
+IDLE_INTERPS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
+POOL_PARKED, POOL_DEPTH, POOL_SECONDS = 100, 20, 5
+IDLE_PAIRS = 2          # default and --idle taken in turns, this many times each
+
+
+def parked_pool(interp, seconds):
+    """tests/targets/parked_pool.py (POOL_PARKED threads parked POOL_DEPTH deep, one busy)
+    started, ready, and every parked thread asleep in the kernel (a context manager)."""
+    t = Target(interp, os.path.join(TARGETS, "parked_pool.py"), "ready.json",
+               (POOL_PARKED, POOL_DEPTH, seconds))
+    t.__enter__()
+    try:
+        ready = t.wait_ready()
+        deadline = time.monotonic() + 30
+        for tid in ready["parked"]:
+            while True:             # polling the kernel for the state the target cannot see
+                try:
+                    with open("/proc/%d/task/%d/stat" % (t.pid, tid)) as f:
+                        state = f.read().rsplit(")", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    state = "?"
+                if state in ("S", "D"):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("parked thread %d never asleep (%s)" % (tid, state))
+                time.sleep(0.005)
+    except BaseException:
+        t.__exit__()
+        raise
+    return t
+
+
+def idle_table(remora, interps, secs):
+    """The default mode (idle threads left out: a system call to decide, when at all) beside
+    --idle, each engine, on one busy thread as fast as remora can and on a thread pool of
+    parked threads at 1 kHz."""
+    chosen = [i for i in interps if i[0] in IDLE_INTERPS]
+    print("\n## The default mode beside --idle (CPU per round, both engines)\n")
+    print("One busy thread at depth 50 (busy.py; its main thread sleeps), asked for 1 MHz, %.0f s; "
+          "%d threads parked %d deep + 1 busy (parked_pool.py), 1 kHz, %d s. Each cell the mean of "
+          "%d runs taken in turns with its --idle pair. CPU is remora's own; BPF the kernel engine's "
+          "programs' run time (kernel.bpf_stats_enabled), per round; /proc reads per round (stat, "
+          "and schedstat for the user-space engine); the ratio default / --idle on CPU + BPF.\n"
+          % (secs, POOL_PARKED, POOL_DEPTH, POOL_SECONDS, IDLE_PAIRS))
+    print("| interpreter | target | engine | mode | samples/s | rounds asked | CPU us/sample | "
+          "BPF us/sample | /proc reads/round | default / --idle |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for it in chosen:
+        for what in ("busy", "pool"):
+            rate, secs_ = ("1M", secs) if what == "busy" else ("1k", POOL_SECONDS)
+            t = (busy(it, 50, 1, 8 * IDLE_PAIRS * secs + 60) if what == "busy"
+                 else parked_pool(it, 8 * IDLE_PAIRS * POOL_SECONDS + 60))
+            try:
+                for engine in ("kernel", "user"):
+                    runs = {False: [], True: []}
+                    try:
+                        with bpf_stats():
+                            for _ in range(IDLE_PAIRS):
+                                for idle in (False, True):
+                                    runs[idle].append(remora_stats(remora, t.pid, rate, secs_,
+                                                                   ("--engine", engine), idle=idle))
+                    except RuntimeError as e:
+                        print("| %s | %s | %s | not measured: %s |||||||" % (it[0], what, engine, str(e)[-120:]))
+                        continue
+                    cell = {}
+                    for idle in (False, True):
+                        rs = runs[idle]
+                        cell[idle] = {k: sum(r[k] for r in rs) / len(rs)
+                                      for k in ("rate", "cpu", "bpf", "proc_reads", "sched_reads")}
+                    ratio = (cell[False]["cpu"] + cell[False]["bpf"]) / max(cell[True]["cpu"] + cell[True]["bpf"], 1e-9)
+                    for idle in (False, True):
+                        c = cell[idle]
+                        asked = "-" if what == "busy" else "%.1f%%" % (100.0 * c["rate"] / 1000)
+                        print("| %s | %s | %s | %s | %.0f | %s | %.2f | %.2f | %.2f | %s |" % (
+                            it[0], "busy depth 50" if what == "busy" else "100 parked + 1 busy", engine,
+                            "--idle" if idle else "default", c["rate"], asked, c["cpu"], c["bpf"],
+                            c["proc_reads"] + c["sched_reads"], "" if idle else "%.2f" % ratio), flush=True)
+            finally:
+                t.__exit__()
 
 
 def memory_table(remora, interps):
@@ -578,7 +716,7 @@ def memory_table(remora, interps):
     t = busy(it, 100, 8, 900)
     try:
         rounds = 10_000_000 // 8
-        s = remora_stats(remora, t.pid, "1M", 600, ("--max-samples", str(rounds)))
+        s = remora_stats(remora, t.pid, "1M", 600, ("--max-samples", str(rounds)), idle=True)
     finally:
         t.__exit__()
     print("rounds=%d thread samples=%d peak RSS=%.1f MB" % (s["samples"], s["samples"] * 8, s["maxrss_kb"] / 1024))
