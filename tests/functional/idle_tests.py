@@ -6,17 +6,17 @@
 # tests/targets/wake_work.py stamps, with its own CLOCK_MONOTONIC, when each of its
 # threads works. idle/wake: a waker that sleeps 80-200 ms (long enough to be taken as
 # asleep without a look for a while) and wakes into 8 ms of pure-Python work, beside a
-# thread in one endless PBKDF2 call without the GIL (its samples show every round taken).
-# idle/hash: two threads hashing 32 MB at a time with the GIL let go, beside a thread
-# spinning in Python, so that each waits for the GIL after each digest, asleep, and comes
-# back to the same frame. Twenty threads stay parked in both. Recorded at 1 kHz into a raw .remora
-# file (each sample's time is its round's start, on the same clock: formats.read_remora),
-# with the default engine and with --engine user, a round is judged for a thread when the
-# thread worked, by its own account, from the round's time through READ_NS after
-# (windows()); the thread must be in every round judged (at most MISSES of them missed),
-# the first after it woke included: counted within one round. Parked threads are in no
-# round.
+# thread in one endless PBKDF2 call without the GIL. idle/hash: two threads hashing 32 MB
+# at a time with the GIL let go, beside a thread spinning in Python, so that each waits
+# for the GIL after each digest, asleep, and comes back to the same frame. Twenty threads
+# stay parked in both. Recorded at 1 kHz into a raw .remora file (each sample at its
+# round's time, or its tick's: formats.read_remora), with the default engine and with
+# --engine user: at every millisecond at which a thread worked, by its own account, from
+# 2 ms before through 2 ms after, it must have a sample in those 4 ms (at most MISSES of
+# them missed); the waker one within 3 ms of each wake-up: counted within one round (or
+# one tick period) of waking. Parked threads have no sample.
 
+import bisect
 import json
 import os
 
@@ -25,15 +25,20 @@ from formats import read_remora
 
 RATE, RATE_HZ = "1k", 1000
 SECONDS = 4
-READ_NS = 2000000       # a round reads a thread at most this long after the round's time
-                        # (23 threads take ~0.1 ms; the rest for a machine holding remora
-                        # up): a round is judged when the thread worked from its time
-                        # through this long after
+STEP_NS = 1000000       # the instants judged: every millisecond of the recording
+HALF_NS = 2000000       # a thread working from an instant's -2 ms to its +2 ms must have a
+                        # sample in that window: at 1 kHz a round every 1 ms (a round
+                        # read a little after its time, one skipped on a busy machine),
+                        # or a kernel engine's tick every 1 ms of the thread's CPU time
+FIRST_NS = 3000000      # ... and the first sample after the waker woke within 3 ms: one
+                        # round, or one tick period of its CPU time, and 2 ms for the
+                        # round to read it or for the thread to get that CPU time on a
+                        # shared CPU (the kernel engine's first ticks came 1.0-2.0 ms after)
 HASH_IN_NS = 1000000    # a hasher stamps its start, then calls sha256, which lets the GIL go
-MISSES = 0.02           # of the rounds judged, at most (one always allowed): a round whose
-                        # reading came later than READ_NS (a machine holding remora up)
-MIN_JUDGED = 30         # rounds judged per kind of thread, at least, or too busy to judge
-PARKED_MOST = 0.01      # of rounds, a parked thread (none of them ever wakes)
+MISSES = 0.02           # of the instants (of the wakes) judged, at most, one always
+                        # allowed: remora held up past a window on a busy machine
+MIN_JUDGED = 30         # instants judged per kind of thread, at least, or too busy to judge
+PARKED_MOST = 0.01      # of the samples, a parked thread's (none of them ever wakes)
 
 
 def windows(truth, ready, wake):
@@ -49,55 +54,65 @@ def windows(truth, ready, wake):
             "cruncher": [(ready["cruncher"], truth["crunch"] + HASH_IN_NS, float("inf"))]}
 
 
-def judged_rounds(rounds, lo, hi):
-    """The rounds whose thread worked from their time through READ_NS after."""
-    return [t for t in rounds if lo <= t and t + READ_NS <= hi]
+def any_in(times, lo, hi):
+    """Is there a time in the sorted list within [lo, hi]?"""
+    i = bisect.bisect_left(times, lo)
+    return i < len(times) and times[i] <= hi
 
 
 def judge(r, truth, ready, wake):
-    """(problems, too-busy notes, note) for one recording."""
+    """(problems, too-busy notes, note) for one recording. A sample is a round's (the
+    user-space engine, and the kernel engine's threads off a CPU) or a tick's (the kernel
+    engine's threads on a CPU, at the tick's time): either counts the thread."""
     tids = {idx: th[0] for idx, th in r.threads.items()}
-    rounds = sorted({s[0] for s in r.samples})
+    every = sorted(s[0] for s in r.samples)
     seen = {}
     for t0, thread, _, _ in r.samples:
-        seen.setdefault(tids[thread], set()).add(t0)
+        seen.setdefault(tids[thread], []).append(t0)
+    for v in seen.values():
+        v.sort()
     start, end = r.meta["start_mono_ns"], r.meta["start_mono_ns"] + r.meta["duration_ns"]
     problems, busy, notes = [], [], []
     for what, spans in sorted(windows(truth, ready, wake).items(), reverse=True):
-        judged = missed = firsts = 0
+        judged = missed = wakes = late = 0
         examples = []
         for tid, lo, hi in spans:
+            mine = seen.get(tid, [])
             if hi == float("inf"):      # the cruncher: from before the recording to after
                 lo, hi = max(lo, start), end
             if lo < start or hi > end:
                 continue
-            for k, t in enumerate(judged_rounds(rounds, lo, hi)):
-                judged += 1
-                firsts += k == 0
-                if t not in seen.get(tid, ()):
-                    missed += 1
+            if what == "waker" and any_in(every, lo, lo + FIRST_NS):
+                wakes += 1              # (a window of the recording with no sample at all:
+                if not any_in(mine, lo, lo + FIRST_NS):     # remora held up, not judged)
+                    late += 1
                     if len(examples) < 3:
-                        examples.append("thread %d: round at +%.3f ms, %.3f ms into its work (%s "
-                                        "round)" % (tid, (t - start) / 1e6, (t - lo) / 1e6,
-                                                    "first" if k == 0 else "#%d" % (k + 1)))
-        notes.append("%s in %d of %d rounds judged (%d the first of a stretch)"
-                     % (what, judged - missed, judged, firsts))
-        if missed > max(1, MISSES * judged):
-            problems.append("%s missing from %d of %d rounds they worked in: %s"
-                            % (what, missed, judged, "; ".join(examples)))
+                        examples.append("thread %d: no sample in the %.0f ms after it woke at "
+                                        "+%.3f ms" % (tid, FIRST_NS / 1e6, (lo - start) / 1e6))
+            t = start + ((lo + HALF_NS - start + STEP_NS - 1) // STEP_NS) * STEP_NS
+            while t + HALF_NS <= hi:
+                if any_in(every, t - HALF_NS, t + HALF_NS):
+                    judged += 1
+                    if not any_in(mine, t - HALF_NS, t + HALF_NS):
+                        missed += 1
+                        if len(examples) < 3:
+                            examples.append("thread %d: no sample within %.0f ms of +%.3f ms, "
+                                            "%.3f ms into its work" % (tid, HALF_NS / 1e6,
+                                                                       (t - start) / 1e6, (t - lo) / 1e6))
+                t += STEP_NS
+        notes.append("%s counted at %d of %d instants judged%s" % (
+            what, judged - missed, judged,
+            "; within %.0f ms of %d of %d wakes" % (FIRST_NS / 1e6, wakes - late, wakes) if what == "waker" else ""))
+        if missed > max(1, MISSES * judged) or late > max(1, MISSES * wakes):
+            problems.append("%s not counted while working: %d of %d instants, %d of %d wakes: %s"
+                            % (what, missed, judged, late, wakes, "; ".join(examples)))
         if judged < MIN_JUDGED:
-            busy.append("%s: only %d rounds judged, need %d" % (what, judged, MIN_JUDGED))
-    # every round has a thread to show it (the cruncher, the spinner): a round that shows
-    # none would hide a thread it missed
-    if len(rounds) < (1 - MISSES) * r.meta["rounds"]:
-        problems.append("%d of %d rounds have no sample of any thread" % (r.meta["rounds"] - len(rounds),
-                                                                          r.meta["rounds"]))
-    n = max(len(rounds), 1)
+            busy.append("%s: only %d instants judged, need %d" % (what, judged, MIN_JUDGED))
     for tid in ready["parked"]:
-        if len(seen.get(tid, ())) > PARKED_MOST * n:
-            problems.append("parked thread %d in %d of %d rounds (at +%s ms)"
-                            % (tid, len(seen[tid]), n, ", +".join("%.1f" % ((t - start) / 1e6)
-                                                                 for t in sorted(seen[tid])[:5])))
+        if len(seen.get(tid, ())) > PARKED_MOST * len(every):
+            problems.append("parked thread %d in %d of %d samples (at +%s ms)"
+                            % (tid, len(seen[tid]), len(every), ", +".join(
+                                "%.1f" % ((t - start) / 1e6) for t in seen[tid][:5])))
     return problems, busy, "; ".join(notes)
 
 
