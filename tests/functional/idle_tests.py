@@ -5,7 +5,7 @@
 #
 # tests/targets/wake_work.py stamps, with its own CLOCK_MONOTONIC, when each of its
 # threads works. idle/wake: a waker that sleeps 80-200 ms (long enough to be taken as
-# asleep without a look for a while) and wakes into 8 ms of pure-Python work, beside a
+# asleep without a look for a while) and wakes into 15 ms of pure-Python work, beside a
 # thread in one endless PBKDF2 call without the GIL. idle/hash: two threads hashing 32 MB
 # at a time with the GIL let go, beside a thread spinning in Python, so that each waits
 # for the GIL after each digest, asleep, and comes back to the same frame. Twenty threads
@@ -13,8 +13,9 @@
 # round's time, or its tick's: formats.read_remora), with the default engine and with
 # --engine user: at every millisecond at which a thread worked, by its own account, from
 # 2 ms before through 2 ms after, it must have a sample in those 4 ms (at most MISSES of
-# them missed); the waker one within 3 ms of each wake-up: counted within one round (or
-# one tick period) of waking. Parked threads have no sample.
+# them missed); the waker one within 3 ms of each wake-up, or 1 ms after it has run for a
+# tick period: counted within one round (or one tick period) of waking. Parked threads
+# have no sample.
 
 import bisect
 import json
@@ -30,10 +31,14 @@ HALF_NS = 2000000       # a thread working from an instant's -2 ms to its +2 ms 
                         # sample in that window: at 1 kHz a round every 1 ms (a round
                         # read a little after its time, one skipped on a busy machine),
                         # or a kernel engine's tick every 1 ms of the thread's CPU time
-FIRST_NS = 3000000      # ... and the first sample after the waker woke within 3 ms: one
-                        # round, or one tick period of its CPU time, and 2 ms for the
-                        # round to read it or for the thread to get that CPU time on a
-                        # shared CPU (the kernel engine's first ticks came 1.0-2.0 ms after)
+FIRST_NS = 3000000      # ... and the first sample after the waker woke within 3 ms (one
+                        # round, and 2 ms for the round to read it), or 1 ms after it had
+                        # run RUN_NS since (the kernel engine samples a thread on a CPU by
+                        # its ticks, every period of its own CPU time: a waker preempted
+                        # after waking has its first tick that much later)
+RUN_NS = 1000000        # one tick period at 1 kHz
+RUN_MOST_NS = 1500000   # an instant is judged only when the waker ran this long of its 4 ms
+                        # (its pauses apart): long enough for one tick
 HASH_IN_NS = 1000000    # a hasher stamps its start, then calls sha256, which lets the GIL go
 MISSES = 0.02           # of the instants (of the wakes) judged, at most, one always
                         # allowed: remora held up past a window on a busy machine
@@ -42,22 +47,42 @@ PARKED_MOST = 0.01      # of the samples, a parked thread's (none of them ever w
 
 
 def windows(truth, ready, wake):
-    """{kind: [(tid, lo, hi)]}: when each thread worked, by its own account. A hasher from
+    """{kind: [(tid, lo, hi, pauses)]}: when each thread worked, by its own account, and
+    when it was off its CPU meanwhile (the waker notes its pauses). A hasher from
     its start for as long as its digest's CPU time (the digest comes first, then the wait
     for the GIL, which takes no CPU time; time waiting for a CPU only makes the digest's
     stretch longer). The waker from its wake-up to the end of its work (holding the GIL:
     no other thread wants it); the cruncher from its start on."""
     if not wake:
-        return {"hashers": [(tid, t0 + HASH_IN_NS, t0 + cpu) for tid in ready["hashers"]
+        return {"hashers": [(tid, t0 + HASH_IN_NS, t0 + cpu, []) for tid in ready["hashers"]
                             for t0, _, cpu in truth["digests"][str(tid)]]}
-    return {"waker": [(ready["waker"], w0, w1) for w0, w1 in truth["wakes"]],
-            "cruncher": [(ready["cruncher"], truth["crunch"] + HASH_IN_NS, float("inf"))]}
+    return {"waker": [(ready["waker"], w0, w1, gaps) for w0, w1, gaps in truth["wakes"]],
+            "cruncher": [(ready["cruncher"], truth["crunch"] + HASH_IN_NS, float("inf"), [])]}
 
 
 def any_in(times, lo, hi):
     """Is there a time in the sorted list within [lo, hi]?"""
     i = bisect.bisect_left(times, lo)
     return i < len(times) and times[i] <= hi
+
+
+def ran(pauses, lo, hi):
+    """How long of [lo, hi] a thread ran, its pauses apart."""
+    return (hi - lo) - sum(max(0, min(hi, p1) - max(lo, p0)) for p0, p1 in pauses)
+
+
+def ran_until(pauses, lo, need):
+    """The instant at which a thread working from lo, with these pauses, had run 'need'."""
+    t, left = lo, need
+    for p0, p1 in sorted(pauses):
+        if p1 <= t:
+            continue
+        if p0 > t:
+            if p0 - t >= left:
+                return t + left
+            left -= p0 - t
+        t = max(t, p1)
+    return t + left
 
 
 def judge(r, truth, ready, wake):
@@ -76,22 +101,24 @@ def judge(r, truth, ready, wake):
     for what, spans in sorted(windows(truth, ready, wake).items(), reverse=True):
         judged = missed = wakes = late = 0
         examples = []
-        for tid, lo, hi in spans:
+        for tid, lo, hi, pauses in spans:
             mine = seen.get(tid, [])
             if hi == float("inf"):      # the cruncher: from before the recording to after
                 lo, hi = max(lo, start), end
             if lo < start or hi > end:
                 continue
-            if what == "waker" and any_in(every, lo, lo + FIRST_NS):
+            first = max(lo + FIRST_NS, ran_until(pauses, lo, RUN_NS) + STEP_NS)
+            if what == "waker" and first <= hi and any_in(every, lo, first):
                 wakes += 1              # (a window of the recording with no sample at all:
-                if not any_in(mine, lo, lo + FIRST_NS):     # remora held up, not judged)
+                if not any_in(mine, lo, first):     # remora held up, not judged)
                     late += 1
                     if len(examples) < 3:
-                        examples.append("thread %d: no sample in the %.0f ms after it woke at "
-                                        "+%.3f ms" % (tid, FIRST_NS / 1e6, (lo - start) / 1e6))
+                        examples.append("thread %d: no sample in the %.1f ms after it woke at "
+                                        "+%.3f ms" % (tid, (first - lo) / 1e6, (lo - start) / 1e6))
             t = start + ((lo + HALF_NS - start + STEP_NS - 1) // STEP_NS) * STEP_NS
             while t + HALF_NS <= hi:
-                if any_in(every, t - HALF_NS, t + HALF_NS):
+                if (any_in(every, t - HALF_NS, t + HALF_NS) and
+                        ran(pauses, t - HALF_NS, t + HALF_NS) >= RUN_MOST_NS):
                     judged += 1
                     if not any_in(mine, t - HALF_NS, t + HALF_NS):
                         missed += 1

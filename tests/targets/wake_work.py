@@ -4,8 +4,8 @@
 #     python wake_work.py READY wake|hash
 #
 #   waker     (wake) sleeps 80-200 ms (time.sleep), then, awake, stamps the time with its
-#             own CLOCK_MONOTONIC, calls short Python functions for WORK_S, stamps the end,
-#             and sleeps again
+#             own CLOCK_MONOTONIC, calls short Python functions for WORK_S (noting each pause
+#             longer than GAP_NS: off its CPU), stamps the end, and sleeps again
 #   cruncher  (wake) stamps the time, then calls hashlib.pbkdf2_hmac for hours: on a CPU
 #             the whole time without the GIL, so the waker never waits for it
 #   spinner   (hash) calls short Python functions forever: it holds the GIL but when a
@@ -20,7 +20,8 @@
 # Once every thread runs, main writes READY (temp + rename):
 #   {"pid": N, "main": TID, "parked": [TID...], "hashers": [TID...], and "waker" and
 #    "cruncher" (wake) or "spinner" (hash): TID}
-# At EOF it writes wakes.json next to it: {"wakes": [[wake_ns, end_ns], ...], "digests":
+# At EOF it writes wakes.json next to it: {"wakes": [[wake_ns, end_ns, [[pause_start_ns,
+# pause_end_ns], ...]], ...], "digests":
 # {TID: [[start_ns, end_ns, cpu_ns], ...]}, "crunch": start_ns} (CLOCK_MONOTONIC), and
 # exits.
 
@@ -32,7 +33,8 @@ import sys
 import threading
 import time
 
-WORK_S = 0.008          # the waker works this long, holding the GIL
+WORK_S = 0.015          # the waker works this long, holding the GIL
+GAP_NS = 200000         # a pause in its work longer than this: it was off its CPU
 BLOB = b"\xa5" * (32 << 20)
 WAKE = sys.argv[2] == "wake"
 NPARKED = 20
@@ -70,10 +72,16 @@ def step(n):
 
 
 def work(until):
-    n = 0
-    while time.monotonic_ns() < until:
+    """Short calls until 'until'; the pauses longer than GAP_NS between two looks at the
+    clock (off its CPU: preempted, or waiting for the GIL) as [start, end]."""
+    n, last, gaps = 0, time.monotonic_ns(), []
+    while last < until:
         n = step(n)
-    return n
+        now = time.monotonic_ns()
+        if now - last > GAP_NS:
+            gaps.append([last, now])
+        last = now
+    return gaps
 
 
 def cruncher():
@@ -100,8 +108,8 @@ def waker():
     while not stop.is_set():
         time.sleep(rng.uniform(0.08, 0.2))
         t0 = time.monotonic_ns()
-        work(t0 + int(WORK_S * 1e9))
-        wakes.append([t0, time.monotonic_ns()])
+        gaps = work(t0 + int(WORK_S * 1e9))
+        wakes.append([t0, time.monotonic_ns(), gaps])
 
 
 def main():
