@@ -49,7 +49,8 @@ static int idle_look(unwinder_t *u, rd_thread_t *tc, uint64_t now)
     return tc->idle_state == IDLE_RUNNING;
 }
 
-/* Thread i's on_cpu this round, after its walk. Known for free: a thread holding the GIL
+/* Thread i's on_cpu this round, after its walk (or, reused, a parked thread's saved walk
+ * before it is taken). Returns idle_skips(). Known for free: a thread holding the GIL
  * runs Python (UNW_WANT_ACTIVE: never idle, so not looked at; UNW_WANT_CPU: looked at,
  * since it may be blocked holding it or waiting for a CPU). Looked at every round: a
  * thread not known asleep (running, runnable, or never looked at); one whose innermost
@@ -58,16 +59,17 @@ static int idle_look(unwinder_t *u, rd_thread_t *tc, uint64_t now)
  * (a thread running C code without the GIL waits for the GIL between its calls, asleep,
  * and comes back to the same frame). The rest, asleep at their last look with no sign of
  * running since, every IDLE_COLD rounds. */
-void idle_decide(unwinder_t *u, reader_t *r, size_t i)
+int idle_decide(unwinder_t *u, reader_t *r, size_t i, int reused)
 {
     rd_thread_t *tc = &r->threads[i];
     unw_thread_t *th = &u->threads[i];
     uint64_t now = r->round, top = 0, instr = 0;
+    size_t k;
     int moved, fresh;
 
     th->on_cpu = 0;
     if (th->native_id <= 0)
-        return;                     /* no task to ask about */
+        return idle_skips(u, th);   /* no task to ask about */
     fresh = tc->idle_tid != th->native_id;
     if (fresh) {                    /* a thread not seen yet, or another in this state */
         tc->idle_tid = th->native_id;
@@ -76,12 +78,21 @@ void idle_decide(unwinder_t *u, reader_t *r, size_t i)
         tc->idle_warm = tc->idle_due = 0;
         tc->idle_top = tc->idle_instr = 0;
     } else if (tc->idle_round == now) {
-        th->on_cpu = tc->idle_on;   /* the round read again: decided already */
-        return;
+        th->on_cpu = tc->idle_on;   /* decided already this round (before its walk, or in
+                                     * a reading of the round before this one) */
+        return idle_skips(u, th);
     }
     tc->idle_round = now;
-    /* its stack moved (it ran Python, so it held the GIL since the last round) */
-    if (tc->raw_n > 0) {
+    /* its stack moved (it ran Python, so it held the GIL since the last round); a parked
+     * thread's saved walk has not */
+    if (reused) {
+        for (k = 0; k < tc->nsaved && tc->saved[k].shim; k++)
+            ;
+        if (k < tc->nsaved) {
+            top = tc->saved[k].addr;
+            instr = tc->saved[k].instr;
+        }
+    } else if (tc->raw_n > 0) {
         top = r->raw[tc->raw_first].addr;
         instr = r->raw[tc->raw_first].instr;
     }
@@ -95,7 +106,7 @@ void idle_decide(unwinder_t *u, reader_t *r, size_t i)
          * again the first round it does not hold the GIL */
         tc->idle_state = IDLE_UNKNOWN;
         th->on_cpu = tc->idle_on = 1;
-        return;
+        return 0;
     }
     /* Looked at: every thread where a look costs no system call (a core, a snapshot,
      * --blocking's held states); one not known asleep; one that ran lately (warm), or
@@ -104,8 +115,9 @@ void idle_decide(unwinder_t *u, reader_t *r, size_t i)
         now < tc->idle_due) {
         u->stats.idle_kept++;
         th->on_cpu = tc->idle_on = 0;
-        return;
+        return idle_skips(u, th);
     }
     th->on_cpu = tc->idle_on = idle_look(u, tc, now);
     tc->idle_due = now + (fresh ? 1 + i % IDLE_COLD : IDLE_COLD);
+    return idle_skips(u, th);
 }

@@ -686,9 +686,18 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
 /* ---- idle.c ---- */
 
 enum { IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING };
-/* Without the kernel engine, after thread i's walk this round: whether it is on a CPU
- * (th->on_cpu), from a look at /proc only when it may have changed since the last. */
-void idle_decide(unwinder_t *u, reader_t *r, size_t i);
+/* Without the kernel engine, after thread i's walk this round (reused: before a parked
+ * thread's saved walk is taken): whether it is on a CPU (th->on_cpu), from a look at /proc
+ * only when it may have changed since the last. Returns idle_skips(u, th). */
+int idle_decide(unwinder_t *u, reader_t *r, size_t i, int reused);
+/* Record's and top's default (UNW_WANT_ACTIVE, not UNW_WANT_CPU): th is idle (asleep,
+ * holding no GIL, no failed kernel tick to stand for), and the caller leaves it out: its
+ * stack is not read nor named (no frames). */
+static inline int idle_skips(const unwinder_t *u, const unw_thread_t *th)
+{
+    return (u->want & (UNW_WANT_ACTIVE | UNW_WANT_CPU)) == UNW_WANT_ACTIVE && !th->on_cpu &&
+           !th->holds_gil && th->failed_ticks == 0;
+}
 
 /* ---- kernel.c ------------------------------------------------------------------ */
 

@@ -410,6 +410,8 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     thread_identity(u, r, tc, th);
     if (kern_skips(th))
         return REMORA_OK;           /* on a CPU: its ticks sample it */
+    if (u->kern != NULL && idle_skips(u, th))
+        return REMORA_OK;           /* idle: left out, its stack not read */
     was_known = tc->known;          /* read whole before, and the same thread still */
     /* 3.9/3.10: another thread took over that struct pthread during the read: the state
      * and stack read may be either thread's */
@@ -420,8 +422,10 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     }
     if (tc->reuse) {
         if (park_holds(L, fi, tc)) {
-            /* still parked: the saved walk, nothing read */
+            /* still parked: the saved walk, nothing read (idle: not even that) */
             u->stats.parked++;
+            if (u->kern == NULL && (u->want & (UNW_WANT_CPU | UNW_WANT_ACTIVE)) && idle_decide(u, r, i, 1))
+                return REMORA_OK;
             memcpy(r->walk, tc->saved, tc->nsaved * sizeof *r->walk);
             return keep_raw(u, r, tc, 0, tc->nsaved);
         }
@@ -666,8 +670,13 @@ static int sample_once(unwinder_t *u, reader_t *r)
     for (i = 0; i < r->nthreads; i++) {
         if ((err = sample_thread(u, r, i)) != REMORA_OK)
             return err;
-        if (u->kern == NULL && (u->want & (UNW_WANT_CPU | UNW_WANT_ACTIVE)))
-            idle_decide(u, r, i);
+        if (u->kern == NULL && (u->want & (UNW_WANT_CPU | UNW_WANT_ACTIVE)) && idle_decide(u, r, i, 0)) {
+            rd_thread_t *tc = &r->threads[i];   /* idle: its frames are not named */
+            if (r->nraw == tc->raw_first + tc->raw_n)
+                r->nraw = tc->raw_first;
+            tc->raw_n = 0;
+            tc->partial = 0;
+        }
     }
     if ((err = sample_codes(u, r)) != REMORA_OK)
         return err;

@@ -132,8 +132,9 @@ typedef struct unwinder unwinder_t;
                                  * before (docs/async.md); not in ALL */
 #define UNW_WANT_ACTIVE 512u    /* on_cpu where it tells an idle thread (record's and top's
                                  * default): as UNW_WANT_CPU, but a thread holding the GIL
-                                 * (never idle) is taken as on a CPU without a look; not in
-                                 * ALL */
+                                 * (never idle) is taken as on a CPU without a look, and an
+                                 * idle thread (asleep, not holding it) gets no frames, its
+                                 * stack not read nor named; not in ALL */
 _Static_assert((UNW_WANT_ACTIVE & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
                                    UNW_WANT_NATIVE | UNW_WANT_TASKS)) == 0 &&
                (UNW_WANT_TASKS & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
