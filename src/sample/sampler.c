@@ -121,7 +121,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
         s->fmap[i].frame = STK_NONE;
     /* cpu mode needs to know which threads are on a CPU; without --idle every other mode
      * which threads are idle (a GIL holder never is) */
-    s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : !o->idle ? UNW_WANT_ACTIVE : 0) | (o->gc ? UNW_WANT_GC : 0) |
+    s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : !o->idle ? UNW_WANT_ACTIVE : 0) |
+              (o->gc ? UNW_WANT_GC : 0) |
               (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
               (o->function ? UNW_WANT_FIRSTLINE : 0) | UNW_WANT_PYNAMES;
     if (o->async && u != NULL) {

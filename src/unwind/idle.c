@@ -96,7 +96,7 @@ int idle_decide(unwinder_t *u, reader_t *r, size_t i, int reused)
         top = r->raw[tc->raw_first].addr;
         instr = r->raw[tc->raw_first].instr;
     }
-    moved = !fresh && (th->error || th->partial || top != tc->idle_top || instr != tc->idle_instr);
+    moved = !fresh && (th->error || tc->partial || top != tc->idle_top || instr != tc->idle_instr);
     tc->idle_top = top;
     tc->idle_instr = instr;
     if (th->holds_gil || moved)
