@@ -22,7 +22,7 @@ import json
 import os
 
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, record, summary
-from formats import read_remora
+from formats import TICK, read_remora
 
 RATE, RATE_HZ = "1k", 1000
 SECONDS = 4
@@ -41,7 +41,7 @@ RUN_MOST_NS = 1500000   # an instant is judged only when the waker ran this long
                         # (its pauses apart): long enough for one tick
 HASH_IN_NS = 1000000    # a hasher stamps its start, then calls sha256, which lets the GIL go
 MISSES = 0.02           # of the instants (of the wakes) judged, at most, one always
-                        # allowed: remora held up past a window on a busy machine
+                        # allowed
 MIN_JUDGED = 30         # instants judged per kind of thread, at least, or too busy to judge
 PARKED_MOST = 0.01      # of the samples, a parked thread's (none of them ever wakes)
 
@@ -85,12 +85,19 @@ def ran_until(pauses, lo, need):
     return t + left
 
 
-def judge(r, truth, ready, wake):
+def judge(r, truth, ready, wake, ticks):
     """(problems, too-busy notes, note) for one recording. A sample is a round's (the
     user-space engine, and the kernel engine's threads off a CPU) or a tick's (the kernel
-    engine's threads on a CPU, at the tick's time): either counts the thread."""
+    engine's threads on a CPU, at the tick's time): either counts the thread. An instant
+    is judged when something could have counted the thread: a round (one of its samples,
+    of any thread, in the window: a round that found nothing active off a CPU writes
+    none), or (ticks: the kernel engine) the thread's own running, long enough for a tick
+    (the waker knows when it ran)."""
     tids = {idx: th[0] for idx, th in r.threads.items()}
     every = sorted(s[0] for s in r.samples)
+    # a round's samples (a tick comes from the kernel whether remora's rounds run or not:
+    # a thread preempted off its CPU is counted by rounds alone)
+    rounds = sorted({s[0] for s in r.samples if not s[3] & TICK})
     seen = {}
     for t0, thread, _, _ in r.samples:
         seen.setdefault(tids[thread], []).append(t0)
@@ -108,8 +115,8 @@ def judge(r, truth, ready, wake):
             if lo < start or hi > end:
                 continue
             first = max(lo + FIRST_NS, ran_until(pauses, lo, RUN_NS) + STEP_NS)
-            if what == "waker" and first <= hi and any_in(every, lo, first):
-                wakes += 1              # (a window of the recording with no sample at all:
+            if what == "waker" and first <= hi and (ticks or any_in(rounds, lo, first)):
+                wakes += 1              # (a window with no round's sample of any thread:
                 if not any_in(mine, lo, first):     # remora held up, not judged)
                     late += 1
                     if len(examples) < 3:
@@ -117,7 +124,7 @@ def judge(r, truth, ready, wake):
                                         "+%.3f ms" % (tid, (first - lo) / 1e6, (lo - start) / 1e6))
             t = start + ((lo + HALF_NS - start + STEP_NS - 1) // STEP_NS) * STEP_NS
             while t + HALF_NS <= hi:
-                if (any_in(every, t - HALF_NS, t + HALF_NS) and
+                if ((any_in(rounds, t - HALF_NS, t + HALF_NS) or (ticks and what == "waker")) and
                         ran(pauses, t - HALF_NS, t + HALF_NS) >= RUN_MOST_NS):
                     judged += 1
                     if not any_in(mine, t - HALF_NS, t + HALF_NS):
@@ -133,7 +140,8 @@ def judge(r, truth, ready, wake):
         if missed > max(1, MISSES * judged) or late > max(1, MISSES * wakes):
             problems.append("%s not counted while working: %d of %d instants, %d of %d wakes: %s"
                             % (what, missed, judged, late, wakes, "; ".join(examples)))
-        if judged < MIN_JUDGED:
+        if judged < MIN_JUDGED and what != "cruncher":     # (it shows the rounds; on the
+                                                            # kernel engine it ticks instead)
             busy.append("%s: only %d instants judged, need %d" % (what, judged, MIN_JUDGED))
     for tid in ready["parked"]:
         if len(seen.get(tid, ())) > PARKED_MOST * len(every):
@@ -159,7 +167,7 @@ def test_idle(remora, interp, mode):
             with open(os.path.join(t.dir, "wakes.json")) as f:
                 truth = json.load(f)
             recording = read_remora(path)
-        bad, slow, note = judge(recording, truth, ready, mode == "wake")
+        bad, slow, note = judge(recording, truth, ready, mode == "wake", summ.engine == "kernel")
         problems += ["engine %s: %s" % (summ.engine, b) for b in bad]
         busy += ["engine %s: %s" % (summ.engine, b) for b in slow]
         notes.append("engine %s: %s; %s" % (summ.engine, note, summ))
