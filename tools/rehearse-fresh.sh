@@ -80,10 +80,21 @@ if [ "${1:-}" = --inner ]; then
     mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts"
     mounted+=("$root/dev/pts")
 
-    # a login's environment, nothing of this shell's
+    # this machine's network, as a fresh machine of its kind has it: the certificate
+    # authorities it added (here the network re-signs TLS: npm's registry fails without
+    # them; the new root's ca-certificates takes them in when apt installs it) and the
+    # variable that points Node at them
+    if [ -d /usr/local/share/ca-certificates ]; then
+        mkdir -p "$root/usr/local/share/ca-certificates"
+        cp -a /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+    fi
+    netenv=()
+    [ -z "${NODE_EXTRA_CA_CERTS:-}" ] || netenv+=("NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS")
+
+    # a login's environment, nothing else of this shell's
     in_root() {
         chroot "$root" env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-            PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+            PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${netenv[@]}" \
             sh -c "cd /root/remora && $1"
     }
     echo "== make demo (the first command in the clone)"
