@@ -16,6 +16,7 @@
 # mounted there goes with the namespace. It removes only the directory it made, and only
 # when nothing is mounted beneath it.
 set -euo pipefail
+shopt -s inherit_errexit 2>/dev/null || true
 
 die() { echo "rehearse-fresh: $*" >&2; exit 1; }
 
@@ -99,9 +100,13 @@ if [ "${1:-}" = --inner ]; then
     }
     echo "== make demo (the first command in the clone)"
     t2=$(date +%s)
-    in_root "make demo"
+    in_root "make demo" | tee "$dir/demo.out"
     t3=$(date +%s)
-    echo "== make demo: $((t3 - t2)) s"
+    # the dump names the demo's threads (examples/demo.py: MainThread, worker-0, worker-1, reader)
+    for name in MainThread worker-0 worker-1 reader; do
+        grep -q "^Thread [0-9]* \"$name\"" "$dir/demo.out" || die "make demo did not dump thread $name"
+    done
+    echo "== make demo: $((t3 - t2)) s, the demo's four threads dumped"
     in_root "make demo" >/dev/null
     t4=$(date +%s)
     echo "== make demo again (all there: no apt-get): $((t4 - t3)) s"
