@@ -28,6 +28,39 @@ mounts_under() {
     }' /proc/self/mountinfo
 }
 
+# The ids of the processes whose root is directory $1 or beneath it: started there by this
+# script (in the new root, or in the chroot `make test-setup` makes inside it).
+pids_in() {
+    local p r
+    for p in /proc/[0-9]*; do
+        r=$(readlink "$p/root" 2>/dev/null) || continue
+        if [ "$r" = "$1" ] || [ "${r#"$1"/}" != "$r" ]; then
+            echo "${p#/proc/}"
+        fi
+    done
+}
+
+# Ends the processes pids_in $1 finds, by their ids: SIGTERM, SIGKILL to those left after
+# 10 s. 0 when none is left.
+end_in() {
+    local pids i
+    pids=$(pids_in "$1")
+    [ -n "$pids" ] || return 0
+    echo "rehearse-fresh: ending what still runs in $1: $(echo $pids)" >&2
+    kill -TERM $pids 2>/dev/null || true
+    for i in $(seq 100); do
+        pids=$(pids_in "$1")
+        [ -n "$pids" ] || return 0
+        sleep 0.1
+    done
+    kill -KILL $pids 2>/dev/null || true
+    for i in $(seq 50); do
+        [ -n "$(pids_in "$1")" ] || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # ---- inside the mount namespace: the new root, the clone, the steps ------------------
 if [ "${1:-}" = --inner ]; then
     dir=$2 demo_only=$3 repo=$4
@@ -35,6 +68,7 @@ if [ "${1:-}" = --inner ]; then
     mounted=()
     cleanup() {
         local i
+        end_in "$root" || true
         for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
             umount "${mounted[i]}" || umount -l "${mounted[i]}" || true
         done
@@ -143,9 +177,20 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 base=$(realpath -e -- "${REMORA_REHEARSE_DIR:-/var/tmp}") || die "no directory ${REMORA_REHEARSE_DIR:-/var/tmp}"
 dir=$(mktemp -d -- "$base/remora-fresh.XXXXXX")
 chmod 755 "$dir"
+inner=
 finish() {
     rc=$?
-    if [ "$keep" = 1 ]; then
+    trap - INT TERM HUP
+    # interrupted: what runs in the new root is ended first, then the namespace's shell,
+    # which unmounts what it mounted
+    if [ -n "$inner" ] && kill -0 "$inner" 2>/dev/null; then
+        end_in "$dir/root" || true
+        kill -TERM "$inner" 2>/dev/null || true
+        wait "$inner" 2>/dev/null || true
+    fi
+    if ! end_in "$dir/root"; then
+        echo "rehearse-fresh: not removing $dir: processes still run in it" >&2
+    elif [ "$keep" = 1 ]; then
         echo "rehearse-fresh: the new root is kept: $dir/root"
     else
         m=$(mounts_under "$dir")
@@ -158,4 +203,10 @@ finish() {
     exit $rc
 }
 trap finish EXIT
-unshare --mount --propagation private bash "$0" --inner "$dir" "$demo_only" "$repo"
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+# in the background, so that a signal here is acted on at once (finish), not after it
+unshare --mount --propagation private bash "$0" --inner "$dir" "$demo_only" "$repo" &
+inner=$!
+wait "$inner"
