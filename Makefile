@@ -1,4 +1,21 @@
 # remora — build, test, sanitizer build. Plain GNU make; see README.md.
+
+# ---- set-up: `make demo` and `make test` install what they lack first (issue 31) --------
+# tools/setup.sh --demo or --test (the packages: tools/packages.txt) runs as this file is
+# read, before anything here asks for a compiler, when one of those goals is asked for (not
+# with -n, nor SETUP=no): as root with apt-get it installs what is missing (nothing when
+# all is there); otherwise make stops with its one line giving the command to run. A
+# plain `make` installs nothing. `make demo-setup` / `make test-setup`: the set-up alone.
+SETUP_FOR := $(if $(filter test test-setup,$(MAKECMDGOALS)),--test,$(if $(filter demo demo-setup,$(MAKECMDGOALS)),--demo))
+ifneq ($(SETUP_FOR),)
+ifneq ($(SETUP),no)
+ifeq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
+SETUP_STOP := $(shell REMORA_SETUP_FD=3 tools/setup.sh $(SETUP_FOR) 3>&1 1>&2)
+$(if $(SETUP_STOP),$(error $(SETUP_STOP)))
+endif
+endif
+endif
+
 CC      ?= cc
 # link-time optimisation where the compiler has it: the unwinder is split by concern into
 # files whose small functions are called per frame (measured: 5-9% more instructions per
@@ -125,10 +142,15 @@ uninstall:
 
 .PHONY: install uninstall
 
-# build, then dump the bundled demo program's threads
+# build, then dump the bundled demo program's threads (its set-up: at the top of this file)
 demo: remora
 	tools/demo.sh
 .PHONY: demo
+
+# the set-up of `make demo` / `make test` alone (it runs as this file is read)
+demo-setup test-setup:
+	@:
+.PHONY: demo-setup test-setup
 
 # ---- flamegraph template and browser tests (issue #6) --------------------------------
 # src/formats/flamegraph.html is embedded into the binary as a C array: tools/embed.c writes

@@ -19,13 +19,15 @@
  *
  * A registry that changes while it is read: each name is read between two readings of
  * the slot it hangs from, with the thread's int and its Thread's type, in one vectored
- * read (follow()); a slot that moved (a rename) is followed to the new name, at most
- * PYN_NAME_ROUNDS times. A thread whose chain moved otherwise, or a scan during which
- * the dict's table was replaced or grew (its address or header changed), or that found
- * none of the threads (a table being built), is read again, at most PYN_TRIES scans in
- * one reading (and the whole reading once more if it failed). A thread still not read
- * then keeps the name of the last reading if its Thread object is the same one;
- * otherwise the kernel's.
+ * read (follow()); a slot that moved (a rename) is followed, at most PYN_NAME_ROUNDS
+ * rounds, each reading every str the slot pointed to in this reading (PYN_CANDS at most)
+ * between two readings of the slot. A thread whose chain moved otherwise, or a scan
+ * during which the dict's table was replaced or grew (its address or header changed),
+ * or that found none of the threads (a table being built), is read again, at most
+ * PYN_TRIES scans in one reading (and the whole reading once more if it failed). A
+ * thread still not read then keeps the name of the last reading if its Thread object is
+ * the same one; otherwise, if it was renamed through every round, PYN_MOVING (its name
+ * not known, said so); otherwise the kernel's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,13 +44,18 @@
 #define PYN_CHUNK 4096                      /* _active entries read at once (96 KB) */
 #define PYN_ESZ 24                          /* an _active entry: hash, key, value */
 #define PYN_TRIES 4                         /* scans of a registry that moved, per reading */
+#ifndef PYN_NAME_ROUNDS
 #define PYN_NAME_ROUNDS 16                  /* a name's slot followed as the thread is renamed */
+#endif
+#define PYN_CANDS 8                         /* ... each round to the strs it last pointed to */
+#define PYN_MOVING "<moving>"               /* the name of a thread renamed through every round */
 #define PYN_M61 ((UINT64_C(1) << 61) - 1)   /* an int's hash: its value modulo 2^61 - 1 */
 
 typedef struct pyn_name {
     uint64_t ident;
     uint64_t thread;                /* the Thread object it was read from */
     size_t off;                     /* its name: text + off */
+    int moving;                     /* PYN_MOVING: renamed all the while it was read */
 } pyn_name_t;
 
 /* Where a reading's names are kept (two: the last reading's, kept for torn threads). */
@@ -89,6 +96,10 @@ typedef struct pyn_item {
     uint64_t name;                  /* the str */
     uint64_t slot;                  /* where 'name' was read (0: not known) */
     uint64_t a;                     /* the address read for it in the current step */
+    int moving;                     /* this reading: renamed through every round */
+    uint64_t cand[PYN_CANDS];       /* the strs the slot pointed to, the latest first */
+    int ncand;
+    size_t nb, boff;                /* this round: heads read, where its bytes are */
 } pyn_item_t;
 
 struct pynames {
@@ -431,15 +442,15 @@ static pyn_item_t *item_of(pynames_t *pn, uint64_t h)
     return pn->nitems ? bsearch(&key, pn->items, pn->nitems, sizeof *pn->items, cmp_item) : NULL;
 }
 
-/* The name of 'ident' in table t, read from Thread 'thread' (0: any), or NULL. */
-static const char *tab_find(const pyn_table_t *t, uint64_t ident, uint64_t thread)
+/* The entry of 'ident' in table t, read from Thread 'thread' (0: any), or NULL. */
+static const pyn_name_t *tab_find(const pyn_table_t *t, uint64_t ident, uint64_t thread)
 {
     size_t lo = 0, hi = t->n;
 
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (t->tab[mid].ident == ident)
-            return thread == 0 || t->tab[mid].thread == thread ? t->text + t->tab[mid].off : NULL;
+            return thread == 0 || t->tab[mid].thread == thread ? &t->tab[mid] : NULL;
         if (t->tab[mid].ident < ident)
             lo = mid + 1;
         else
@@ -448,8 +459,9 @@ static const char *tab_find(const pyn_table_t *t, uint64_t ident, uint64_t threa
     return NULL;
 }
 
-/* Appends (ident, thread, name[0..len)) to t. 0 or REMORA_ENOMEM. */
-static int tab_add(pyn_table_t *t, uint64_t ident, uint64_t thread, const char *name, size_t len)
+/* Appends (ident, thread, name[0..len), moving) to t. 0 or REMORA_ENOMEM. */
+static int tab_add(pyn_table_t *t, uint64_t ident, uint64_t thread, const char *name, size_t len,
+                   int moving)
 {
     if (remora_grow((void **)&t->tab, &t->cap, t->n + 1, sizeof *t->tab) ||
         remora_grow((void **)&t->text, &t->cap_text, t->used + len + 1, 1))
@@ -459,6 +471,7 @@ static int tab_add(pyn_table_t *t, uint64_t ident, uint64_t thread, const char *
     t->tab[t->n].ident = ident;
     t->tab[t->n].thread = thread;
     t->tab[t->n].off = t->used;
+    t->tab[t->n].moving = moving;
     t->used += len + 1;
     t->n++;
     return REMORA_OK;
@@ -614,6 +627,23 @@ static int str_whole(const py_layout_t *L, const unsigned char *head, size_t got
             if (head[hdr + i] >= 0x80)
                 return 0;
     return 1;
+}
+
+/* Makes x the latest of it->cand (moved to the front if there, else added, the oldest
+ * dropped when full). */
+static void cand_add(pyn_item_t *it, uint64_t x)
+{
+    int i, at = it->ncand < PYN_CANDS ? it->ncand : PYN_CANDS - 1;
+
+    for (i = 0; i < it->ncand; i++)
+        if (it->cand[i] == x) {
+            at = i;
+            break;
+        }
+    if (at == it->ncand)
+        it->ncand++;
+    memmove(&it->cand[1], &it->cand[0], (size_t)at * sizeof *it->cand);
+    it->cand[0] = x;
 }
 
 /* Each item in state 'from' gets it->a = expr (of 'it', the caller's pointer, set to
@@ -774,31 +804,64 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
      * must point to the str: it was the thread's name then, so what lay between is its
      * text, unless the thread was renamed twice within one system call (the allocator
      * gives a freed name's memory to the next name: a name read once, the slot checked
-     * once after, can catch the next-but-one name being built there). A slot that moved
-     * (the thread renamed meanwhile) is followed to the new str, at most PYN_NAME_ROUNDS
-     * times. */
+     * once after, can catch the next-but-one name being built there).
+     * A slot that moved (the thread renamed meanwhile) is followed, at most
+     * PYN_NAME_ROUNDS rounds. Not only to the str it pointed to last: a thread renamed in
+     * a loop has freed that one by the next system call (seen on 3.13: the slot pointed
+     * elsewhere at the start of each of 64 rounds, and the thread kept the kernel's
+     * name), while the allocator makes its next names where its last ones were. So each
+     * round after the first reads every address the slot held in this reading (the
+     * PYN_CANDS last), twice over, each between two readings of the slot: a str is taken
+     * when the slot pointed to it at both ends of its own read. */
     {
-        /* per item: str head, slot before, slot after, int head, type, values' header */
-        enum { C_BEFORE = 0, C_AFTER = 8, C_INT = 16, C_TYPE = 16 + PYN_HEAD, C_VALID = 24 + PYN_HEAD,
-               C_LEN = 32 + PYN_HEAD };
-        const size_t clen = PYN_STR_HEAD + C_LEN;
+        /* per item: its heads (a bracket each), then its slot readings, the int's head,
+         * the type, the values' header */
+        enum { C_INT = 0, C_TYPE = PYN_HEAD, C_VALID = C_TYPE + 8, C_LEN = C_VALID + 8 };
+        /* the bytes of an item whose round reads nb heads (its brackets) */
+#define PYN_ITEM_BYTES(nb) ((nb) * PYN_STR_HEAD + ((nb) + 1) * 8 + C_LEN)
         char name[PYN_NAME_BYTES];
         int round, pending = 1;
+        size_t need;
 
-        if (buf_need(pn, pn->nitems * clen) ||
-            remora_grow((void **)&pn->iov, &pn->cap_iov, 6 * pn->nitems, sizeof *pn->iov))
+        for (i = 0; i < pn->nitems; i++)
+            if (pn->items[i].state == IT_FOUND) {
+                pn->items[i].cand[0] = pn->items[i].name;
+                pn->items[i].ncand = 1;
+            }
+        if (remora_grow((void **)&pn->iov, &pn->cap_iov, (4 * PYN_CANDS + 4) * pn->nitems,
+                        sizeof *pn->iov))
             return REMORA_ENOMEM;
         for (round = 0; round < PYN_NAME_ROUNDS && pending; round++) {
             pending = 0;
-            for (i = 0, k = 0; i < pn->nitems; i++) {
-                unsigned char *b = pn->buf + i * clen, *c = b + PYN_STR_HEAD;
+            /* each item's bytes at it->boff: one head in the first round, then two per
+             * address the slot held */
+            for (i = 0, need = 0; i < pn->nitems; i++) {
                 it = &pn->items[i];
                 if (it->state != IT_FOUND)
                     continue;
-                memset(b, 0, clen);
-                pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = c + C_BEFORE, .len = 8 };
-                pn->iov[k++] = (proc_iov_t){ .addr = it->name, .buf = b, .len = PYN_STR_HEAD };
-                pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = c + C_AFTER, .len = 8 };
+                it->nb = round == 0 ? 1 : 2 * (size_t)it->ncand;
+                it->boff = need;
+                need += PYN_ITEM_BYTES(it->nb);
+            }
+            if (buf_need(pn, need))
+                return REMORA_ENOMEM;
+            for (i = 0, k = 0; i < pn->nitems; i++) {
+                unsigned char *b, *sl, *c;
+                size_t j, nb;
+                it = &pn->items[i];
+                if (it->state != IT_FOUND)
+                    continue;
+                nb = it->nb;
+                b = pn->buf + it->boff;
+                sl = b + nb * PYN_STR_HEAD;
+                c = sl + (nb + 1) * 8;
+                memset(b, 0, PYN_ITEM_BYTES(nb));
+                for (j = 0; j < nb; j++) {
+                    pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = sl + 8 * j, .len = 8 };
+                    pn->iov[k++] = (proc_iov_t){ .addr = it->cand[j % it->ncand],
+                                                 .buf = b + j * PYN_STR_HEAD, .len = PYN_STR_HEAD };
+                }
+                pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = sl + 8 * nb, .len = 8 };
                 pn->iov[k++] = (proc_iov_t){ .addr = it->key, .buf = c + C_INT, .len = PYN_HEAD };
                 pn->iov[k++] = (proc_iov_t){ .addr = it->value + L->ob_type, .buf = c + C_TYPE, .len = 8 };
                 if (it->vbase != 0 && it->dict == 0 && L->dv_values >= 8)
@@ -809,41 +872,63 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
             if ((err = pyo_readv_zero(u->p, pn->iov, k)))
                 return err;
             for (i = 0; i < pn->nitems; i++) {
-                const unsigned char *b = pn->buf + i * clen, *c = b + PYN_STR_HEAD;
-                uint64_t before, after, now;
-                size_t len;
+                const unsigned char *b, *sl, *c;
+                uint64_t now, last;
+                size_t j, nb, len;
+                int moved = 0, named = 0;
                 it = &pn->items[i];
                 if (it->state != IT_FOUND)
                     continue;
+                nb = it->nb;
+                b = pn->buf + it->boff;
+                sl = b + nb * PYN_STR_HEAD;
+                c = sl + (nb + 1) * 8;
                 if (long_value(u, c + C_INT) != it->ident || get_u64(c, C_TYPE) != it->type ||
                     c[C_VALID + 3] == 0) {
                     it->state = IT_TORN;    /* not the entry read: the scan again */
                     continue;
                 }
-                before = get_u64(c, C_BEFORE);
-                after = get_u64(c, C_AFTER);
-                if (before == it->name && after == it->name && get_u64(b, L->ob_type) == T->str_type &&
-                    str_whole(L, b, PYN_STR_HEAD) &&
-                    (pystr_from_head(NULL, L, it->name, b, PYN_STR_HEAD, name, sizeof name,
-                                     &len) == REMORA_OK ||
-                     /* longer than its head: the rest read, then the slot again */
-                     (pystr_from_head(u->p, L, it->name, b, PYN_STR_HEAD, name, sizeof name,
-                                      &len) == REMORA_OK &&
-                      proc_read_u64(u->p, it->slot, &now) == REMORA_OK && now == it->name))) {
-                    if ((err = tab_add(t, it->ident, it->value, name, len)) != REMORA_OK)
-                        return err;
-                    it->state = IT_NAMED;
-                } else if (after != 0 && after % 8 == 0 && (after != it->name || before != it->name)) {
-                    it->name = after;       /* renamed: the new str */
-                    pending = 1;
-                } else {
-                    it->state = IT_TORN;
+                for (j = 0; j < nb && !named; j++) {
+                    const unsigned char *h = b + j * PYN_STR_HEAD;
+                    uint64_t x = it->cand[j % it->ncand];
+                    if (get_u64(sl, 8 * j) != x || get_u64(sl, 8 * (j + 1)) != x)
+                        continue;           /* not its name all the while it was read */
+                    if (get_u64(h, L->ob_type) == T->str_type && str_whole(L, h, PYN_STR_HEAD) &&
+                        (pystr_from_head(NULL, L, x, h, PYN_STR_HEAD, name, sizeof name,
+                                         &len) == REMORA_OK ||
+                         /* longer than its head: the rest read, then the slot again */
+                         (pystr_from_head(u->p, L, x, h, PYN_STR_HEAD, name, sizeof name,
+                                          &len) == REMORA_OK &&
+                          proc_read_u64(u->p, it->slot, &now) == REMORA_OK && now == x))) {
+                        if ((err = tab_add(t, it->ident, it->value, name, len, 0)) != REMORA_OK)
+                            return err;
+                        it->state = IT_NAMED;
+                        named = 1;
+                    }
                 }
+                if (named)
+                    continue;
+                /* the addresses the slot held, the latest first; moved: it changed */
+                last = it->cand[0];
+                for (j = 0; j <= nb; j++) {
+                    uint64_t x = get_u64(sl, 8 * j);
+                    moved |= x != last;
+                    if (x != 0 && x % 8 == 0)
+                        cand_add(it, x);
+                }
+                if (moved && get_u64(sl, 8 * nb) != 0 && get_u64(sl, 8 * nb) % 8 == 0)
+                    pending = 1;            /* renamed meanwhile: the new strs too */
+                else
+                    it->state = IT_TORN;    /* still, and no str: the scan again */
             }
         }
+#undef PYN_ITEM_BYTES
+        /* renamed through every round: its name was moving */
         for (i = 0; i < pn->nitems; i++)
-            if (pn->items[i].state == IT_FOUND)
+            if (pn->items[i].state == IT_FOUND) {
                 pn->items[i].state = IT_TORN;
+                pn->items[i].moving = 1;
+            }
     }
     return REMORA_OK;
 }
@@ -863,8 +948,10 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
     t->used = 0;
     pn->ntypes = 0;
     pn->st.unscanned = 0;
-    for (i = 0; i < pn->nitems; i++)
+    for (i = 0; i < pn->nitems; i++) {
         pn->items[i].state = IT_WANTED;
+        pn->items[i].moving = 0;
+    }
     if (L->dk_layout == 0 || T->str_type == 0 || T->dict_type == 0 || T->long_type == 0 ||
         T->module_type == 0 || interp == 0)
         err = REMORA_EVERSION;
@@ -895,14 +982,21 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
     }
     if (err == REMORA_OK && left > 0) {
         /* read as the registry moved every time: the last reading's name, if it was read
-         * from the same Thread */
+         * from the same Thread; else, for a thread renamed all the while, PYN_MOVING (in
+         * the registry, its name not known: not the kernel's name, which it no longer
+         * has); else nothing (the kernel's name) */
         pn->st.torn += (uint64_t)left;
         for (i = 0; i < pn->nitems; i++) {
             pyn_item_t *it = &pn->items[i];
-            const char *name;
-            if ((it->state == IT_TORN || it->state == IT_WANTED) && it->value != 0 &&
-                (name = tab_find(old, it->ident, it->value)) != NULL &&
-                (err = tab_add(t, it->ident, it->value, name, strlen(name))) != REMORA_OK)
+            const pyn_name_t *e;
+            if ((it->state != IT_TORN && it->state != IT_WANTED) || it->value == 0)
+                continue;
+            if ((e = tab_find(old, it->ident, it->value)) != NULL)
+                err = tab_add(t, it->ident, it->value, old->text + e->off, strlen(old->text + e->off),
+                              e->moving);
+            else if (it->moving)
+                err = tab_add(t, it->ident, it->value, PYN_MOVING, strlen(PYN_MOVING), 1);
+            if (err)
                 break;
         }
     }
@@ -943,7 +1037,17 @@ static int items_set(pynames_t *pn, const uint64_t *idents, size_t n)
 
 const char *pyn_lookup(const pynames_t *pn, uint64_t ident)
 {
-    return tab_find(&pn->t[pn->cur], ident, 0);
+    const pyn_name_t *e = tab_find(&pn->t[pn->cur], ident, 0);
+
+    return e != NULL ? pn->t[pn->cur].text + e->off : NULL;
+}
+
+/* Has the thread 'ident' a name from the last reading (PYN_MOVING is none)? */
+static int named(const pynames_t *pn, uint64_t ident)
+{
+    const pyn_name_t *e = tab_find(&pn->t[pn->cur], ident, 0);
+
+    return e != NULL && !e->moving;
 }
 
 static int seen_has(const pynames_t *pn, uint64_t ident)
@@ -969,7 +1073,7 @@ int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *id
             /* a thread seen before it was in the registry (threading adds it once the
              * thread runs): asked again a few times, then left to the periodic reading */
             for (i = 0; i < n && !fresh; i++)
-                fresh = idents[i] != 0 && pyn_lookup(pn, idents[i]) == NULL;
+                fresh = idents[i] != 0 && !named(pn, idents[i]);
             pn->retries += fresh;
         }
     }

@@ -3,6 +3,10 @@
 # chroot(8) (which logs the command it would run in the chroot), on directories made
 # here; REMORA_CHROOT always names one of them, never the real cache. The script must
 # never delete what it did not make, nor delete through a mount.
+# setup/packages: tools/setup.sh (what `make demo` and `make test` run first) with
+# stand-ins for id, dpkg-query and apt-get on a PATH of its own: nothing installed when
+# all is there, only what is missing otherwise (apt-get update first), and one line with
+# the command to run when not root or without apt-get, from the script and through make.
 
 import os
 import shutil
@@ -183,7 +187,111 @@ def can_unshare():
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
+SETUP = os.path.join(REPO, "tools", "setup.sh")
+# what tools/setup.sh and the Makefile's reading run, from the machine
+SETUP_TOOLS = ("bash", "sh", "awk", "sed", "tr", "sort", "comm", "dirname", "cat", "make", "grep")
+
+# id -u: STUB_UID; dpkg-query -W -f=...: "PKG ii " for each asked for that STUB_HAVE lists;
+# apt-get: logs its arguments to STUB_LOG, fails with STUB_APT_RC on install
+ID_STUB = '#!/bin/sh\n[ "$1" = -u ] && echo "$STUB_UID"\n'
+DPKG_STUB = r'''#!/bin/sh
+shift 2
+for p; do grep -qx "$p" "$STUB_HAVE" && echo "$p ii "; done
+exit 0
+'''
+APT_STUB = r'''#!/bin/sh
+echo "$*" >> "$STUB_LOG"
+[ "$1" = install ] && exit "${STUB_APT_RC:-0}"
+exit 0
+'''
+
+
+def section(name):
+    p = subprocess.run([SETUP, "--list", name], stdout=subprocess.PIPE, text=True, check=True)
+    return p.stdout.split()
+
+
+def test_packages():
+    d = tempfile.mkdtemp(prefix="remora-setup-")
+    try:
+        bin_ = os.path.join(d, "bin")
+        os.mkdir(bin_)
+        for tool in SETUP_TOOLS:
+            path = shutil.which(tool)
+            if path is None:
+                raise Skip("%s not found" % tool)
+            os.symlink(path, os.path.join(bin_, tool))
+        for name, text in (("id", ID_STUB), ("dpkg-query", DPKG_STUB), ("apt-get", APT_STUB)):
+            with open(os.path.join(bin_, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(bin_, name), 0o755)
+        log, have = os.path.join(d, "apt.log"), os.path.join(d, "have")
+        demo, test = section("demo"), section("test")
+        if "libdw-dev" not in demo or "mmdebstrap" not in test or section("node") != ["nodejs", "npm"]:
+            raise Fail("tools/packages.txt: demo %r, test %r, node %r" % (demo, test, section("node")))
+
+        def run(args, uid=0, installed=(), apt_rc=0, cmd=None, path=bin_):
+            with open(have, "w") as f:
+                f.write("".join(p + "\n" for p in installed))
+            if os.path.exists(log):
+                os.unlink(log)
+            env = {"PATH": path, "STUB_UID": str(uid), "STUB_HAVE": have, "STUB_LOG": log,
+                   "STUB_APT_RC": str(apt_rc), "HOME": d}
+            p = subprocess.run(cmd or [SETUP] + args, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=60)
+            calls = open(log).read().splitlines() if os.path.exists(log) else []
+            return p.returncode, p.stdout, p.stderr, calls
+
+        notes = []
+        # all there: nothing installed, nothing said
+        rc, out, err, calls = run(["--demo"], installed=demo)
+        if rc != 0 or out or err or calls:
+            raise Fail("all installed: exit %d, apt-get %r, said %r" % (rc, calls, out + err))
+        # two missing, as root: apt-get update, then those two alone
+        rc, out, err, calls = run(["--demo"], installed=[p for p in demo if p not in ("libdw-dev", "zsh", "python3")])
+        want = ["update -qq", "install -y -qq --no-install-recommends libdw-dev python3"]
+        if rc != 0 or calls != want:
+            raise Fail("libdw-dev and python3 missing, as root: exit %d, apt-get %r, want %r: %s"
+                       % (rc, calls, want, tail(err)))
+        notes.append(out.strip())
+        # missing, not root: one line with the command, nothing installed
+        line = ("remora: make demo needs Debian packages not installed here (run: sudo apt-get "
+                "install -y --no-install-recommends libdw-dev)")
+        rc, out, err, calls = run(["--demo"], uid=1000, installed=[p for p in demo if p != "libdw-dev"])
+        if rc != 1 or calls or out or err.splitlines() != [line]:
+            raise Fail("libdw-dev missing, not root: exit %d, apt-get %r, said %r, want %r"
+                       % (rc, calls, out + err, line))
+        # the same through make: it stops as it reads the Makefile, before any compiler
+        rc, out, err, calls = run([], uid=1000, installed=[p for p in demo if p != "libdw-dev"],
+                                  cmd=["make", "-s", "demo"])
+        if rc == 0 or calls or out or len(err.splitlines()) != 1 or line not in err:
+            raise Fail("make demo, libdw-dev missing, not root: exit %d, apt-get %r, said %r"
+                       % (rc, calls, out + err))
+        notes.append(err.strip())
+        # make test, not root, npm not on PATH: the test's packages and Debian's Node too
+        rc, out, err, calls = run([], uid=1000, installed=demo, cmd=["make", "-s", "test"])
+        missing = sorted(test + ["nodejs", "npm"])
+        if rc == 0 or calls or len(err.splitlines()) != 1 or \
+                "install -y --no-install-recommends %s)" % " ".join(missing) not in err:
+            raise Fail("make test, not root, no npm: exit %d, said %r, want the packages %r"
+                       % (rc, out + err, missing))
+        # apt-get failing: its failure said in one last line
+        rc, out, err, calls = run(["--demo"], installed=[p for p in demo if p != "libdw-dev"], apt_rc=100)
+        if rc != 1 or "set-up of make demo failed, exit 100" not in err.splitlines()[-1]:
+            raise Fail("apt-get install failing: exit %d, said %r" % (rc, tail(err)))
+        # no apt-get: one line, nothing run
+        os.unlink(os.path.join(bin_, "apt-get"))
+        rc, out, err, calls = run(["--demo"], installed=())
+        if rc != 1 or calls or len(err.splitlines()) != 1 or "make demo SETUP=no" not in err:
+            raise Fail("no apt-get: exit %d, said %r" % (rc, out + err))
+        notes.append(err.strip())
+        return " | ".join(notes)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     del remora                          # the set-up needs no remora
-    return [("setup/provision-chroot", lambda: test_provision(can_unshare()), None)]
+    return [("setup/provision-chroot", lambda: test_provision(can_unshare()), None),
+            ("setup/packages", test_packages, None)]
