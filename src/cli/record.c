@@ -516,13 +516,13 @@ int cmd_record(int argc, char **argv)
                 unw_kern_get_stats(u, &uk);
             fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
                     "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
-                    "bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu\n",
+                    "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu\n",
                     (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
                     (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
                     (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
                     (unsigned long long)ks.nostate, (unsigned long long)uk.proc_reads,
                     (unsigned long long)uk.samples, (unsigned long long)uk.missed,
-                    (unsigned long long)uk.gone,
+                    (unsigned long long)uk.gone, (unsigned long long)st->light,
                     (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns,
                     (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns);
         }

@@ -524,10 +524,16 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     err = u == s->u && s->async != NULL ?
           async_before(s->async, u, s->o.async == SAMPLE_ASYNC_ALL, now_ns, &s->st) : REMORA_OK;
     if (err == REMORA_OK) {
-        unw_kern_round(u, now_ns);
         read_ns = now_ns;
         if (s->o.kern != NULL)
             err = kern_drain(s, &read_ns);
+        /* every thread on a CPU (its ticks sample it) or idle, as the table says: no
+         * reading this round (but one every few ms, for new threads) */
+        if (err == REMORA_OK && frz == NULL && unw_kern_light(u, now_ns)) {
+            s->st.light++;
+            return REMORA_OK;
+        }
+        unw_kern_round(u, now_ns);
         if (err == REMORA_OK)
             err = unw_sample(u, &threads, &n);
         if (read_ns > s->last_read_ns)

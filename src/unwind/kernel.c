@@ -39,6 +39,7 @@ struct unw_kern {
     uint64_t gen_seen;              /* the code-object counter of the last tick named with
                                      * fingerprints (its entries proved at it) */
     int64_t woke_ns;                /* when this round's remora woke */
+    int64_t full_ns;                /* ... the last round that read (unw_kern_light) */
     int cpu;                        /* ... on this CPU */
     unw_kern_stats_t stats;
 };
@@ -477,6 +478,42 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
     return REMORA_OK;
 }
 
+int unw_kern_light(unwinder_t *u, int64_t now_ns)
+{
+    struct unw_kern *ku = u->kern;
+    const reader_t *r = u->reader;
+    kern_tstate_t st;
+    size_t i;
+    int cpu;
+
+    if (ku == NULL || r == NULL || !(u->want & UNW_WANT_ACTIVE) || ku->npending > 0 ||
+        ku->full_ns == 0 || now_ns - ku->full_ns >= UNW_KERN_FULL_NS || u->nthreads != r->nthreads)
+        return 0;
+    for (i = 0; i < u->nthreads; i++) {
+        const unw_thread_t *th = &u->threads[i];
+        const rd_thread_t *tc = &r->threads[i];
+        if (th->native_id <= 0 || tc->kern_tid != th->native_id)
+            return 0;
+        kern_thread_state(ku->k, th->native_id, &st);
+        /* not in the table: asleep as /proc said, while its slot reads as it did then
+         * (kern_cpu_state) */
+        if (!st.known) {
+            if (tc->kst_tid != th->native_id || !st.slot_read || st.slot_seq != tc->kst_seq ||
+                st.slot_tid != tc->kst_owner || st.slot_ns != tc->kst_ns || tc->kst_on || th->holds_gil)
+                return 0;
+            continue;
+        }
+        /* waiting for a CPU (but for the one remora's wake-up took: as kern_cpu_state),
+         * or asleep holding the GIL: the round's */
+        if (!st.on_cpu && !st.runnable && th->holds_gil)
+            return 0;
+        if (st.runnable && (st.cpu != (cpu = sched_getcpu()) || (int64_t)st.since_ns + KU_WAKE_NS < now_ns))
+            return 0;
+    }
+    ku->stats.light++;
+    return 1;
+}
+
 void unw_kern_round(unwinder_t *u, int64_t woke_ns)
 {
     struct unw_kern *ku = u->kern;
@@ -484,6 +521,7 @@ void unw_kern_round(unwinder_t *u, int64_t woke_ns)
     if (ku == NULL)
         return;
     ku->woke_ns = woke_ns;
+    ku->full_ns = woke_ns;
     /* the counter of the last tick proved with fingerprints: ticks at it go without */
     if (ku->lay.gen_addr != 0 && ku->gen_seen != 0 && ku->gen_seen != ku->lay.gen_hint) {
         ku->lay.gen_hint = ku->gen_seen;

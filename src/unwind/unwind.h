@@ -297,6 +297,14 @@ int unw_kern_layout(const py_target_t *t, struct kern_layout *kl, char *why, siz
  * REMORA_ENOPROC, REMORA_ENOMEM. */
 int unw_kern_tick(unwinder_t *u, const struct kern_sample *ks, const unw_thread_t **out);
 
+/* Whether this round may read nothing at all (called after the ticks are drained, before
+ * unw_kern_round): with idle threads left out (UNW_WANT_ACTIVE), every thread of the last
+ * round is, by the kernel engine's table, on a CPU with ticks of its own, or asleep and
+ * not the GIL's holder at the last round that read, no tick failed, and the last full round is less than
+ * UNW_KERN_FULL_NS old (a new thread waits at most that long to be seen). No system call. */
+#define UNW_KERN_FULL_NS 10000000
+int unw_kern_light(unwinder_t *u, int64_t now_ns);
+
 /* A round begins, remora having woken for it at woke_ns (CLOCK_MONOTONIC): the ticks
  * failed since the last one are read by the next unw_sample(), and a thread that remora's
  * wake-up preempted is left to its ticks as one on a CPU. */
@@ -310,6 +318,7 @@ typedef struct unw_kern_stats {
     uint64_t unrooted;          /* ... whose walk ended where no stack is rooted */
     uint64_t gone;              /* ticks of a thread no longer in the list */
     uint64_t proc_reads;        /* /proc reads of a state the table did not know */
+    uint64_t light;             /* rounds that read nothing (unw_kern_light) */
     uint64_t missed;            /* threads of a round on a CPU without ticks of their own
                                  * (their event could not be made): read from user space */
 } unw_kern_stats_t;
