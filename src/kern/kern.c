@@ -207,6 +207,11 @@ error:
     return err;
 }
 
+uint64_t kern_period_ns(const kern_t *k)
+{
+    return k->period_ns;
+}
+
 void kern_close(kern_t *k)
 {
 

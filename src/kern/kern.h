@@ -146,6 +146,9 @@ typedef struct kern kern_t;
 int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen);
 void kern_close(kern_t *k);
 
+/* The ticks' period (of a thread's CPU time), in ns; 0 without the frame walker. */
+uint64_t kern_period_ns(const kern_t *k);
+
 /* Adds a target process with its layout, or gives one added a new layout (a system call;
  * at most KERN_MAX_PROCS). The frame walker samples only threads of processes added.
  * Returns 0, REMORA_ENOMEM. */

@@ -83,6 +83,8 @@ struct sampler {
     int64_t next_scan;
     int64_t last_read_ns;           /* when the last round's reading began: no tick is
                                      * written before it */
+    unsigned round_light, round_full;   /* this round's processes that read nothing, and
+                                     * those that read */
 };
 
 int64_t sampler_now_ns(void)
@@ -499,6 +501,10 @@ static int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_
 
 static int kern_drain(sampler_t *s, int64_t *read_ns);
 
+/* After a round that read nothing, the next look: at most this far ahead (rounds above
+ * 1 kHz are skipped, counted as rounds that read nothing) */
+#define LIGHT_PACE_NS 1000000
+
 _Static_assert(SAMPLE_KERNEL_MIN_PERIOD_NS == KERN_MIN_PERIOD_NS, "one shortest tick period");
 
 /* One process's threads into the table. Returns 0, a transient REMORA_ECORRUPT or
@@ -530,10 +536,11 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         /* every thread on a CPU (its ticks sample it) or idle, as the table says: no
          * reading this round (but one every few ms, for new threads) */
         if (err == REMORA_OK && frz == NULL && unw_kern_light(u, now_ns)) {
-            s->st.light++;
+            s->round_light++;
             return REMORA_OK;
         }
         unw_kern_round(u, now_ns);
+        s->round_full++;
         if (err == REMORA_OK)
             err = unw_sample(u, &threads, &n);
         if (read_ns > s->last_read_ns)
@@ -552,7 +559,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     /* a thread on a CPU is sampled by its ticks, none of its time by the round */
     for (i = 0; i < n; i++) {
         const unw_thread_t *th = &threads[i];
-        unsigned count = (th->kernel ? 0 : 1) + th->failed_ticks;
+        unsigned count = (th->kernel ? 0 : th->periods ? th->periods : 1) + th->failed_ticks;
         if ((err = take_thread(s, u, p, th, read_ns - s->st.start_ns, count)) != REMORA_OK)
             return err;
     }
@@ -714,6 +721,7 @@ int sampler_round(sampler_t *s, int64_t now_ns)
             return REMORA_OK;
     }
     s->st.rounds++;
+    s->round_light = s->round_full = 0;
     err = s->u != NULL ? sample_process(s, s->u, s->p, s->frz, now_ns) : REMORA_OK;
     if (err == REMORA_ECORRUPT || err == REMORA_EFAULT)
         err = REMORA_OK;
@@ -795,6 +803,18 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
         if (err)
             break;
         next += interval;
+        if (s->round_light > 0 && s->round_full == 0) {
+            s->st.light++;
+            /* nothing needed reading: every thread on a CPU (its ticks sample it) or idle.
+             * The next look is a pace later; what went off a CPU in between is counted
+             * then for each period since (unw_thread_t.periods): its stack has not moved */
+            if (next < now + LIGHT_PACE_NS) {
+                int64_t skip = (now + LIGHT_PACE_NS - next) / interval;
+                next += skip * interval;
+                s->st.rounds += (uint64_t)skip;
+                s->st.light += (uint64_t)skip;
+            }
+        }
         if (status != NULL && now >= next_status) {
             status(s, ctx);
             next_status = now + 500000000;

@@ -57,7 +57,8 @@ typedef struct sampler_stats {
     uint64_t kernel_fallback;   /* ... that held no stack (a read failed in the kernel):
                              * the thread read from user space the next round */
     uint64_t light;         /* rounds that read nothing: every thread on a CPU (sampled by
-                             * its ticks) or idle, as the kernel engine's table said */
+                             * its ticks) or idle, as the kernel engine's table said (and
+                             * the rounds skipped after one, to the next millisecond) */
     int64_t start_ns, end_ns;   /* CLOCK_MONOTONIC */
 } sampler_stats_t;
 

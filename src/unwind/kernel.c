@@ -19,6 +19,7 @@
 
 #define KU_FAILED 16                /* threads whose failed ticks are read at the next round */
 #define KU_WAKE_NS 50000            /* a switch this close before a round woke is its doing */
+#define KU_MAX_PERIODS 100000       /* periods one reading stands for, at most */
 
 /* A thread whose ticks could not be read in the kernel since the last round (a page not
  * present, no state known, deeper than the kernel walks, a walk not rooted): the next
@@ -40,6 +41,9 @@ struct unw_kern {
                                      * fingerprints (its entries proved at it) */
     int64_t woke_ns;                /* when this round's remora woke */
     int64_t full_ns;                /* ... the last round that read (unw_kern_light) */
+    int64_t looked_ns;              /* the round before this one (read or not) */
+    int64_t checked_ns;             /* ... this one's time, once looked */
+    int64_t period_ns;              /* the rounds' period (the ticks') */
     int cpu;                        /* ... on this CPU */
     unw_kern_stats_t stats;
 };
@@ -119,6 +123,7 @@ int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen)
     if ((ku = calloc(1, sizeof *ku)) == NULL)
         return REMORA_ENOMEM;
     ku->k = k;
+    ku->period_ns = (int64_t)kern_period_ns(k);
     if ((err = unw_kern_layout(u->target, &ku->lay, why, whylen)) != REMORA_OK ||
         (err = kern_add_process(k, proc_pid(u->p), &ku->lay)) != REMORA_OK) {
         if (err == REMORA_ENOMEM)
@@ -250,6 +255,13 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
                  tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     if (st.on_cpu && !th->kernel)
         ku->stats.missed++;
+    /* off a CPU since 'since': each period from then, or from the last look, is this
+     * reading's (rounds after one that read nothing are up to 1 ms apart) */
+    if (!st.on_cpu && ku->period_ns > 0 && ku->looked_ns > 0) {
+        int64_t from = (int64_t)st.since_ns > ku->looked_ns ? (int64_t)st.since_ns : ku->looked_ns;
+        int64_t n = from > 0 && ku->woke_ns > from ? (ku->woke_ns - from + ku->period_ns / 2) / ku->period_ns : 1;
+        th->periods = n < 1 ? 1 : n > KU_MAX_PERIODS ? KU_MAX_PERIODS : (unsigned)n;
+    }
 }
 
 /* The kernel's fingerprint of a cached entry, mixed as the kernel mixes what it read
@@ -511,6 +523,7 @@ int unw_kern_light(unwinder_t *u, int64_t now_ns)
             return 0;
     }
     ku->stats.light++;
+    ku->checked_ns = now_ns;
     return 1;
 }
 
@@ -522,6 +535,8 @@ void unw_kern_round(unwinder_t *u, int64_t woke_ns)
         return;
     ku->woke_ns = woke_ns;
     ku->full_ns = woke_ns;
+    ku->looked_ns = ku->checked_ns;
+    ku->checked_ns = woke_ns;
     /* the counter of the last tick proved with fingerprints: ticks at it go without */
     if (ku->lay.gen_addr != 0 && ku->gen_seen != 0 && ku->gen_seen != ku->lay.gen_hint) {
         ku->lay.gen_hint = ku->gen_seen;

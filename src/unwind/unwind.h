@@ -74,6 +74,10 @@ typedef struct unw_thread {
                                  * time there counted by its ticks, none by the round (no
                                  * stack read unless failed_ticks); from unw_kern_tick, a
                                  * tick's sample */
+    unsigned periods;           /* the kernel engine, a thread off a CPU: the periods since it
+                                 * went off (or since the last round, if later) that this
+                                 * reading stands for, its stack unmoved since (rounds after
+                                 * one that read nothing come up to 1 ms apart); 0 = 1 */
     unsigned failed_ticks;      /* ticks of it the kernel could not read since the round
                                  * before: this round's stack, read from user space, stands
                                  * for them too */
