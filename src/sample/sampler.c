@@ -513,7 +513,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
 {
     unw_thread_t *threads;
     size_t n, i;
-    int64_t held = 0, read_ns;
+    int64_t held = 0, read_ns = now_ns;
     int err;
 
     if (frz != NULL) {
