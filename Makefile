@@ -96,7 +96,8 @@ BPF_CLANG  ?= clang
 BPF_ARCH   := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
 BPF_MULTI  := $(shell $(BPF_CLANG) -print-multiarch 2>/dev/null)
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(BPF_MULTI) \
-              -Iinclude -Isrc/kern -Wall -Wextra -Wno-unused-parameter $(if $(WERROR),-Werror)
+              -Iinclude -Isrc/kern -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration \
+              $(if $(WERROR),-Werror)
 BPFTOOL    ?= bpftool
 
 $(BUILD)/kern/remora.bpf.o: src/kern/remora.bpf.c src/kern/kern_bpf.h src/kern/kern.h

@@ -227,7 +227,8 @@ void kern_close(kern_t *k)
     free(k);
 }
 
-/* A layout whose offsets fit the BPF side's buffers (the programs check again). */
+/* A layout whose offsets fit the BPF side's buffers: every field inside the frame's fr_size
+ * bytes, which the walker's reads rely on (its masks only keep it inside its buffers). */
 static int kern_layout_ok(const kern_layout_t *L)
 {
     uint32_t sz = L->fr_size;
@@ -238,7 +239,7 @@ static int kern_layout_ok(const kern_layout_t *L)
         L->fr_instr + (L->frames_kind == KERN_FRAMES_OBJECTS ? 4 : 8) > sz)
         return 0;
     if ((L->owner_shim != 0 && L->fr_owner >= sz) || L->fr_is_entry >= sz ||
-        (L->fr_funcobj != 0 && L->fr_funcobj + 8 > sz))
+        (L->fr_funcobj != 0 && L->fr_funcobj + 8 > sz) || (L->fr_gen != 0 && L->fr_gen + 8 > sz))
         return 0;
     if (L->fp_len > 8 * KERN_FP_WORDS || (L->str_hash != 0 && L->str_hash < 8) ||
         (L->gen_addr != 0 && L->gen_size != 4 && L->gen_size != 8))

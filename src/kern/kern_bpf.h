@@ -18,7 +18,9 @@ typedef _Bool bool;
 #define KERN_TS_SLOTS 65536         /* thread-state table entries: slot = tid & (N - 1) */
 #define KERN_THREADS 16384          /* (pid, tid) -> thread state entries, all processes */
 #define KERN_RING_BYTES (4u << 20)  /* the ring buffer: a power of 2 pages */
-#define KERN_FRAME_BUF 128          /* bytes of a frame header read at once (fr_size) */
+#define KERN_FRAME_BUF 128          /* bytes of a frame header at most (fr_size) */
+#define KERN_WIN 4096               /* bytes of a stack read at once (3.11+: the frames below
+                                     * the one read, in their chunk, come with it) */
 #define KERN_FP_MAX (KERN_FP_WORDS + 2 * KERN_FP_STR_WORDS) /* a fingerprint's words: span,
                                                              * then 2 x (len, hash, data) */
 
@@ -65,7 +67,10 @@ struct kern_rec {
 struct kern_scratch {
     struct kern_rec rec;
     kern_frame_t frames[KERN_MAX_FRAMES];
-    unsigned char fr[KERN_FRAME_BUF];
+    uint64_t lo;                    /* the window: the address win[0] was read from, */
+    uint32_t have, pad;             /* and how many bytes of it (kept in the map, not on the
+                                     * walk's stack, where the verifier would track them) */
+    unsigned char win[KERN_WIN + 8]; /* 8: fr_u64's slack */
     uint64_t w[KERN_FP_WBUF];       /* KERN_FP_MAX words used */
     uint64_t sb[KERN_STR_BUF / 8];
     uint64_t seen_code[KERN_SEEN];  /* this walk's last code objects and their fingerprints: */

@@ -158,23 +158,49 @@ struct walk {
     __u32 nseen;                    /* code objects in the scratch's seen_* */
 };
 
-static __always_inline __u64 fr_u64(const struct kern_scratch *s, __u32 off, int *bad)
+/* A frame's field at win[off], off the frame's place in the window plus the field's
+ * offset: the frame lies in the window (win_frame()) and the field in the frame
+ * (kern_layout_ok()), so off + 8 <= KERN_WIN; the mask, with 8 bytes of slack past
+ * KERN_WIN, shows the bound to the verifier without a branch (a branch per field made
+ * the walk's states too many to verify) */
+static __always_inline __u64 fr_u64(const struct kern_scratch *s, __u32 off)
 {
-    if (off > KERN_FRAME_BUF - 8) {
-        *bad = 1;
-        return 0;
-    }
-    /* the mask keeps the bound visible to the verifier whatever the compiler merges */
-    return *(const __u64 *)(s->fr + (off & (KERN_FRAME_BUF - 1)));
+    return *(const __u64 *)(s->win + (off & (KERN_WIN - 1)));
 }
 
-static __always_inline __u8 fr_u8(const struct kern_scratch *s, __u32 off, int *bad)
+static __always_inline __u8 fr_u8(const struct kern_scratch *s, __u32 off)
 {
-    if (off >= KERN_FRAME_BUF) {
-        *bad = 1;
+    return s->win[off & (KERN_WIN - 1)];
+}
+
+/* The frame at cur, sz bytes, into the window unless it is there already. 3.11+: from
+ * the start of the frame's page (KERN_WIN bytes at most) through its end, the frames
+ * below it in its page (its callers, most of the time: a chunk of the data stack grows
+ * up) with it: one read for many frames. Never below that page: a read that meets a page
+ * not mapped (under a chunk's start) fails, and its fault costs more than a read.
+ * 3.9/3.10: the frame object alone (its callers are elsewhere). 0, or -1: not read. */
+static __always_inline int win_frame(struct kern_scratch *s, const kern_layout_t *L,
+                                     __u64 cur, __u32 sz)
+{
+    __u64 hi = cur + sz, lo, len;
+
+    if (cur >= s->lo && cur - s->lo <= (__u64)s->have && s->have - (cur - s->lo) >= sz)
         return 0;
-    }
-    return s->fr[off & (KERN_FRAME_BUF - 1)];
+    s->have = 0;
+    if (hi < cur)
+        return -1;
+    lo = L->frames_kind != KERN_FRAMES_OBJECTS ? cur & ~4095ull : cur;
+    if (hi - lo > KERN_WIN)
+        lo = hi - KERN_WIN;
+    len = hi - lo;
+    if (len == 0 || len > KERN_WIN)
+        return -1;
+    barrier_var(len);               /* the bound checked is the one the call is given */
+    if (bpf_probe_read_user(s->win, len, (const void *)lo) != 0)
+        return -1;
+    s->lo = lo;
+    s->have = (__u32)len;
+    return 0;
 }
 
 /* One str's words of the fingerprint at w[at..]: its length and hash, then the first
@@ -251,9 +277,8 @@ static long walk_step(__u32 i, void *ctx)
     struct kern_scratch *s;
     kern_layout_t *L;
     kern_frame_t *f;
-    __u32 zero = 0, slot = w->slot, n = w->n, sz, flags = 0;
+    __u32 zero = 0, slot = w->slot, n = w->n, sz, flags = 0, at;
     __u64 code, instr, prev;
-    int bad = 0;
 
     if (w->cur == 0)
         return 1;
@@ -268,32 +293,29 @@ static long walk_step(__u32 i, void *ctx)
     sz = L->fr_size;
     if (sz == 0 || sz > KERN_FRAME_BUF)
         goto fault;
-    if (bpf_probe_read_user(s->fr, sz, (const void *)w->cur) != 0)
+    if (win_frame(s, L, w->cur, sz) != 0)
         goto fault;
-    code = fr_u64(s, L->fr_code, &bad);
-    prev = fr_u64(s, L->fr_previous, &bad);
+    at = (__u32)(w->cur - s->lo);   /* < KERN_WIN: the frame is in the window */
+    code = fr_u64(s, at + L->fr_code);
+    prev = fr_u64(s, at + L->fr_previous);
     if (L->frames_kind == KERN_FRAMES_OBJECTS) {
-        if (L->fr_instr > KERN_FRAME_BUF - 4)
-            goto fault;
-        instr = *(const __u32 *)(s->fr + (L->fr_instr & (KERN_FRAME_BUF - 1)));
-        if (L->fr_gen != 0 && fr_u64(s, L->fr_gen, &bad) != 0)
+        instr = *(const __u32 *)(s->win + ((at + L->fr_instr) & (KERN_WIN - 1)));
+        if (L->fr_gen != 0 && fr_u64(s, at + L->fr_gen) != 0)
             flags |= KERN_F_GEN;
     } else {
-        instr = fr_u64(s, L->fr_instr, &bad);
+        instr = fr_u64(s, at + L->fr_instr);
         if (L->tagged_executable)
             code &= ~3ull;
-        if (L->owner_shim != 0 && fr_u8(s, L->fr_owner, &bad) >= L->owner_shim)
+        if (L->owner_shim != 0 && fr_u8(s, at + L->fr_owner) >= L->owner_shim)
             flags |= KERN_F_SHIM;
         if (L->fr_funcobj != 0 && L->none_addr != 0 &&
-            (fr_u64(s, L->fr_funcobj, &bad) & ~7ull) == L->none_addr)
+            (fr_u64(s, at + L->fr_funcobj) & ~7ull) == L->none_addr)
             flags |= KERN_F_SHIM;
-        if (L->fr_is_entry != 0 && fr_u8(s, L->fr_is_entry, &bad) != 0)
+        if (L->fr_is_entry != 0 && fr_u8(s, at + L->fr_is_entry) != 0)
             flags |= KERN_F_ENTRY;
-        if (L->owner_gen != 0 && (__u32)fr_u8(s, L->fr_owner, &bad) + 1 == L->owner_gen)
+        if (L->owner_gen != 0 && (__u32)fr_u8(s, at + L->fr_owner) + 1 == L->owner_gen)
             flags |= KERN_F_GEN;
     }
-    if (bad)
-        goto fault;
     f = &s->frames[n];
     f->addr = w->cur;
     f->code = code;
@@ -401,6 +423,7 @@ int kern_tick(void *ctx)
         else if (L->frames_kind == KERN_FRAMES_CFRAME && w.cur != 0 &&
                  read_u64(&w.cur, w.cur + L->cframe_current_frame) != 0)
             w.flags |= KERN_S_FAULT;
+        s->have = 0;                /* the window is this walk's alone */
         if (!(w.flags & KERN_S_FAULT))
             bpf_loop(KERN_MAX_FRAMES + 1, walk_step, &w, 0);
     }
