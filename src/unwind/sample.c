@@ -402,7 +402,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
     unw_thread_t *th = &u->threads[i];
     uint64_t cur = 0;
     size_t nw = 0, keep = 0;
-    int err, moved, other = 0, unsure = 0, was_known;
+    int err, moved, other = 0, unsure = 0, was_known, learned = 0;
 
     tc->raw_n = 0;
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
@@ -465,10 +465,13 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             size_t nw2 = 0, keep2 = 0;
             int err2;
             /* the frames this walk found outside the chunk are read with the copies:
-             * read later, on their own, they would be from after the current frame
-             * (3.9/3.10: all of them, the known ones' callees too; one_moment()) */
-            if (err == REMORA_OK &&
-                walk_learn_blocks(L, r, tc, L->frames_kind == PY_FRAMES_OBJECTS ? 0 : keep, nw))
+             * read later, on their own, they would be from after the current frame. All
+             * of them, the known ones' callees too (3.9/3.10: one_moment(); 3.11+: a
+             * generator's or coroutine's frame met first in the walk makes the frames
+             * from it up unknown once the current frame moved, and so again at every
+             * reading while it is not among the frames copied with the chunk). Each
+             * was read a moment ago: mapped. */
+            if (err == REMORA_OK && walk_learn_blocks(L, r, tc, 0, nw))
                 return REMORA_ENOMEM;
             /* a walk that went nowhere from a frame outside the chunk, read late (a
              * generator that had yielded by then: fidelity/mix's pipeline): its page is
@@ -498,6 +501,13 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
             }
         }
         if (err != REMORA_OK || keep > 0 || moved || (nw == 0 && best > 0)) {
+            /* the frames outside the chunk of the last reading, the unknown ones too,
+             * copied with the chunk next time (3.11+; 3.9/3.10 learn below) */
+            if (err == REMORA_OK && L->frames_kind != PY_FRAMES_OBJECTS) {
+                if (walk_learn_blocks(L, r, tc, 0, nw))
+                    return REMORA_ENOMEM;
+                learned = 1;
+            }
             if (best == 0)
                 goto failed;
             memcpy(r->walk, r->walk2, best * sizeof *r->walk);
@@ -558,7 +568,7 @@ static int sample_thread(unwinder_t *u, reader_t *r, size_t i)
         next_copy_len(L, r, tc, cur, nw);
     /* 3.9/3.10: with the innermost frame known, the one above it, whose call outlasts
      * the round more often than not (a work function's, read late this time) */
-    if (walk_learn_blocks(L, r, tc, keep > 0 && L->frames_kind == PY_FRAMES_OBJECTS ? keep - 1 : keep, nw))
+    if (!learned && walk_learn_blocks(L, r, tc, keep > 0 && L->frames_kind == PY_FRAMES_OBJECTS ? keep - 1 : keep, nw))
         return REMORA_ENOMEM;
     if (tc->partial) {
         /* the innermost frames moved: the outer ones known, marked partial */
