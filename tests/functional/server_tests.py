@@ -33,7 +33,7 @@ import shutil
 import time
 
 from formats import parse_collapsed, parse_top_tables
-from harness import (HOST_PYTHON, TARGETS, Fail, Target,
+from harness import (HOST_PYTHON, INTERPRETERS, TARGETS, Fail, Target,
                      interp_missing, interpreter, one_line, record, summary, tail, tracer_of,
                      workdir)
 
@@ -309,4 +309,4 @@ def tests(remora):
     return [("server/pyspy/%s" % i[0], lambda i=i: test_pyspy(remora, i), interp_missing(i))
             for i in SERVER_INTERPS] + \
            [("server/idle/%s" % i[0], lambda i=i: test_idle(remora, i), interp_missing(i))
-            for i in SERVER_INTERPS]
+            for i in [HOST] + list(INTERPRETERS)]   # issue 30: on all 12
