@@ -299,6 +299,10 @@ int cmd_record(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
+    /* the engine is opened before the target is attached to: what out: frees must be
+     * nothing yet when it fails */
+    memset(&ct, 0, sizeof ct);
+    ct.child_status = -1;
     if ((rc = cli_engine_open("record", &a.c, a.anchor, &kern)) != REMORA_EXIT_OK)
         goto out;
     rc = cli_attach(a.c.pid, a.c.cmd, a.c.subprocesses, &stop_flag, &ct);

@@ -517,6 +517,10 @@ int cmd_top(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
+    /* the engine is opened before the target is attached to: what out: frees must be
+     * nothing yet when it fails */
+    memset(&ct, 0, sizeof ct);
+    ct.child_status = -1;
     if ((rc = cli_engine_open("top", &a, 0, &kern)) != REMORA_EXIT_OK)
         goto out;
     rc = cli_attach(a.pid, a.cmd, a.subprocesses, &stop_flag, &ct);
