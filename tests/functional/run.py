@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 from harness import (HOST_PYTHON, PYENV as PYENV_DIR, INTERPRETERS, REPO, TARGETS, Fail, Remora, Skip, Target,
                      dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
@@ -231,6 +232,24 @@ def test_exit_during_dump(remora):
 
 # --- driver -----------------------------------------------------------------------------
 
+def report_time(spent, top=12):
+    """Where the run's time went: the slowest tests, and each family (the name up to its
+    first '/') with its count, so a suite that grew slow says where (issue 31: CI in an hour)."""
+    total = sum(spent.values())
+    if not spent:
+        return
+    print("time: %.0f s in %d tests; slowest:" % (total, len(spent)))
+    for name, s in sorted(spent.items(), key=lambda kv: -kv[1])[:top]:
+        print("time:   %7.1f s  %s" % (s, name))
+    fam = {}
+    for name, s in spent.items():
+        f = fam.setdefault(name.split("/")[0], [0, 0.0])
+        f[0] += 1
+        f[1] += s
+    print("time: by family: " + ", ".join("%s %d/%.0fs" % (k, n, s) for k, (n, s) in
+                                          sorted(fam.items(), key=lambda kv: -kv[1][1])))
+
+
 def main():
     ap = argparse.ArgumentParser(description="remora functional tests")
     ap.add_argument("--remora", default=os.path.join(REPO, "remora"),
@@ -334,7 +353,9 @@ def main():
               % remora.path)
         print("functional: 0 passed, 1 failed, 0 skipped")
         return 1
+    spent = {}                                  # test name -> seconds, for the summary
     for name, fn, skip in tests:
+        t0 = time.monotonic()
         if skip:
             print("SKIP %s: %s" % (name, skip), flush=True)
             skipped += 1
@@ -353,6 +374,8 @@ def main():
         else:
             print("PASS %s%s" % (name, " (%s)" % note if note else ""), flush=True)
             passed += 1
+        spent[name] = time.monotonic() - t0
+    report_time(spent)
     print("functional: %d passed, %d failed, %d skipped" % (passed, failed, skipped))
     return 1 if failed else 0
 
