@@ -104,7 +104,7 @@ _remora()
     case $cmd in
         dump)
             opts="-h --help -p --pid --core --exe --root --json --subprocesses --native
-                --locals --async" ;;
+                --locals --async --no-source" ;;
         record)
             opts="$sampling -o --output -f --format --stats --max-samples --diff
                 --frame-anchor" ;;

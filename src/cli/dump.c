@@ -18,8 +18,120 @@
 #include "../unwind/unwind.h"
 #include "../util/util.h"
 
+/* Each frame's source line, from the files as the target sees them (proc/source.c), each
+ * file read once a dump; DUMP_SRC_FILES files at most, a file past them read for its line
+ * and let go. */
+#define DUMP_SRC_FILES 64
+typedef struct dump_src {
+    proc_t *p;
+    size_t n;
+    struct {
+        char *path;
+        proc_src_t s;
+    } e[DUMP_SRC_FILES];
+    proc_src_t spare;               /* the file past the bound, read last */
+} dump_src_t;
+
+static void dump_src_init(dump_src_t *c, proc_t *p)
+{
+    memset(c, 0, sizeof *c);
+    c->p = p;
+}
+
+static void dump_src_fini(dump_src_t *c)
+{
+    size_t i;
+
+    for (i = 0; i < c->n; i++) {
+        free(c->e[i].path);
+        proc_src_free(&c->e[i].s);
+    }
+    proc_src_free(&c->spare);
+    c->n = 0;
+}
+
+/* The file 'path' as read (its state says whether it could be), or NULL without memory. */
+static const proc_src_t *dump_src_file(dump_src_t *c, const char *path)
+{
+    size_t i;
+
+    for (i = 0; i < c->n; i++)
+        if (strcmp(c->e[i].path, path) == 0)
+            return &c->e[i].s;
+    if (c->n < DUMP_SRC_FILES && (c->e[c->n].path = strdup(path)) != NULL) {
+        if (proc_source_read(c->p, path, &c->e[c->n].s) != REMORA_OK) {
+            free(c->e[c->n].path);
+            return NULL;
+        }
+        return &c->e[c->n++].s;
+    }
+    proc_src_free(&c->spare);
+    return proc_source_read(c->p, path, &c->spare) == REMORA_OK ? &c->spare : NULL;
+}
+
+/* Frame f's source line (*len bytes), or NULL; *changed: its file changed since the
+ * target started. */
+static const char *dump_src_line(dump_src_t *c, const unw_frame_t *f, size_t *len, int *changed)
+{
+    const proc_src_t *s;
+
+    *len = 0;
+    *changed = 0;
+    if (c == NULL || f->native || f->line <= 0 || *f->file == '\0' ||
+        (s = dump_src_file(c, f->file)) == NULL)
+        return NULL;
+    *changed = s->changed;
+    return proc_src_line(s, f->line, len);
+}
+
+/* A bounded copy of a line for the writers, which take NUL-terminated strings. */
+static const char *src_cstr(const char *line, size_t len, char *buf, size_t cap)
+{
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(buf, line, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* The source line under a frame in text, indented past the frame's. */
+static void print_src_text(dump_src_t *c, const unw_frame_t *f, int indent)
+{
+    char buf[1024];
+    size_t len;
+    int changed;
+    const char *line = dump_src_line(c, f, &len, &changed);
+
+    if (line == NULL || len == 0)
+        return;
+    printf("%*s", indent, "");
+    out_text_str(stdout, src_cstr(line, len, buf, sizeof buf), 0);
+    fputs(changed ? "    [file changed since the process started]\n" : "\n", stdout);
+}
+
+/* ,"source":... of a frame in JSON (null when its file or line cannot be read). */
+static void print_src_json(dump_src_t *c, const unw_frame_t *f)
+{
+    char buf[1024];
+    size_t len;
+    int changed;
+    const char *line;
+
+    if (c == NULL)
+        return;
+    line = dump_src_line(c, f, &len, &changed);
+    fputs(",\"source\":", stdout);
+    if (line == NULL) {
+        fputs("null", stdout);
+        return;
+    }
+    out_json_str(stdout, src_cstr(line, len, buf, sizeof buf));
+    if (changed)
+        fputs(",\"source_changed\":true", stdout);
+}
+
 static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                       unw_locals_t *lr)
+                       unw_locals_t *lr, dump_src_t *src)
 {
     size_t i, k;
 
@@ -63,6 +175,7 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
                 fputs(") [C]\n", stdout);
             else
                 printf(":%d)%s\n", f->line, f->native ? " [C]" : "");
+            print_src_text(src, f, 8);
             dump_locals_text(lr, f);
         }
     }
@@ -70,7 +183,7 @@ static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
 
 /* The process object without its closing brace. */
 static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                            int native, int tasks, unw_locals_t *lr)
+                            int native, int tasks, unw_locals_t *lr, dump_src_t *src)
 {
     size_t i, k;
 
@@ -104,6 +217,7 @@ static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t 
             fputs(",\"file\":", stdout);
             out_json_str(stdout, th[i].frames[k].file);
             printf(",\"line\":%d", th[i].frames[k].line);
+            print_src_json(src, &th[i].frames[k]);
             if (native)
                 printf(",\"native\":%s", th[i].frames[k].native ? "true" : "false");
             dump_locals_json(lr, &th[i].frames[k]);
@@ -115,9 +229,9 @@ static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t 
 }
 
 static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                       int native, unw_locals_t *lr)
+                       int native, unw_locals_t *lr, dump_src_t *src)
 {
-    print_json_open(pid, t, th, n, native, 0, lr);
+    print_json_open(pid, t, th, n, native, 0, lr, src);
     fputs("}\n", stdout);
 }
 
@@ -125,16 +239,18 @@ static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, 
 
 /* ---- --async ---- */
 
-static void print_frame_json(const unw_frame_t *f, int first)
+static void print_frame_json(const unw_frame_t *f, int first, dump_src_t *src)
 {
     fputs(first ? "{\"function\":" : ",{\"function\":", stdout);
     out_json_str(stdout, f->function);
     fputs(",\"file\":", stdout);
     out_json_str(stdout, f->file);
-    printf(",\"line\":%d}", f->line);
+    printf(",\"line\":%d", f->line);
+    print_src_json(src, f);
+    fputc('}', stdout);
 }
 
-static void print_tasks_json(const unw_task_t *tk, size_t n)
+static void print_tasks_json(const unw_task_t *tk, size_t n, dump_src_t *src)
 {
     size_t i, k;
 
@@ -145,7 +261,7 @@ static void print_tasks_json(const unw_task_t *tk, size_t n)
         printf(",\"thread\":%d,\"state\":\"%s\",\"frames\":[", (int)tk[i].thread,
                tk[i].running ? "running" : "pending");
         for (k = 0; k < tk[i].nframes; k++)
-            print_frame_json(&tk[i].frames[k], k == 0);
+            print_frame_json(&tk[i].frames[k], k == 0, src);
         fputs("],\"awaited_by\":[", stdout);
         for (k = 0; k < tk[i].nawaited_by; k++)
             printf("%s%llu", k ? "," : "", (unsigned long long)tk[i].awaited_by[k]);
@@ -159,7 +275,8 @@ static void print_tasks_json(const unw_task_t *tk, size_t n)
 /* Task i and, indented under it, the tasks it awaits' awaiters... : the tasks whose
  * awaited_by names it. 'done' marks tasks printed (a task under two awaiters is printed
  * under the first; an await cycle is cut where it comes back). */
-static void print_task_tree(const unw_task_t *tk, size_t n, size_t i, unsigned char *done, int depth)
+static void print_task_tree(const unw_task_t *tk, size_t n, size_t i, unsigned char *done, int depth,
+                            dump_src_t *src)
 {
     size_t j, k;
 
@@ -177,6 +294,7 @@ static void print_task_tree(const unw_task_t *tk, size_t n, size_t i, unsigned c
         fputs(" (", stdout);
         out_text_str(stdout, f->file, 0);
         printf(":%d)\n", f->line);
+        print_src_text(src, f, 2 * depth + 8);
     }
     for (j = 0; j < n; j++)
         for (k = 0; k < tk[j].nawaited_by; k++)
@@ -187,12 +305,13 @@ static void print_task_tree(const unw_task_t *tk, size_t n, size_t i, unsigned c
                 else if (depth + 1 >= TREE_MAX_DEPTH)
                     printf("%*s  ... deeper than %d\n", 2 * depth, "", TREE_MAX_DEPTH);
                 else
-                    print_task_tree(tk, n, j, done, depth + 1);
+                    print_task_tree(tk, n, j, done, depth + 1, src);
                 break;
             }
 }
 
-static void print_tasks_text(pid_t pid, const py_target_t *t, const unw_task_t *tk, size_t n)
+static void print_tasks_text(pid_t pid, const py_target_t *t, const unw_task_t *tk, size_t n,
+                             dump_src_t *src)
 {
     unsigned char *done = calloc(n + 1, 1);
     size_t i;
@@ -210,17 +329,18 @@ static void print_tasks_text(pid_t pid, const py_target_t *t, const unw_task_t *
     printf("%zu asyncio task%s; each under the tasks awaiting it\n", n, n == 1 ? "" : "s");
     for (i = 0; i < n; i++)
         if (tk[i].nawaited_by == 0 && !done[i])
-            print_task_tree(tk, n, i, done, 0);
+            print_task_tree(tk, n, i, done, 0, src);
     for (i = 0; i < n; i++)
         if (!done[i]) {
             puts("(in an await cycle:)");
-            print_task_tree(tk, n, i, done, 0);
+            print_task_tree(tk, n, i, done, 0, src);
         }
     free(done);
 }
 
 /* One process's tasks: JSON (the process object, its threads and tasks) or text. */
-static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, char *why, size_t whylen)
+static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, char *why, size_t whylen,
+                      dump_src_t *src)
 {
     unw_task_t *tk = NULL;
     unw_thread_t *th = NULL;
@@ -240,7 +360,7 @@ static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, 
         return err;
     }
     if (!json) {
-        print_tasks_text(pid, t, tk, n);
+        print_tasks_text(pid, t, tk, n, src);
         return REMORA_OK;
     }
     /* the tasks are kept until the next unw_tasks(): a sample of the threads, each with
@@ -250,14 +370,14 @@ static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, 
         snprintf(why, whylen, "could not read the thread list");
         return err;
     }
-    print_json_open(pid, t, th, nth, 0, 1, NULL);
-    print_tasks_json(tk, n);
+    print_json_open(pid, t, th, nth, 0, 1, NULL, src);
+    print_tasks_json(tk, n, src);
     fputs("}\n", stdout);
     return REMORA_OK;
 }
 
 enum { D_HELP = 1, D_PID, D_CORE, D_EXE, D_ROOT, D_JSON, D_SUBPROCESSES, D_NATIVE, D_LOCALS,
-       D_ASYNC };
+       D_ASYNC, D_NO_SOURCE };
 
 static const cli_opt_t dump_opts[] = {
     { D_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 },
@@ -275,6 +395,8 @@ static const cli_opt_t dump_opts[] = {
       "every asyncio task instead: its stack, who awaits it", 0 },
     { D_LOCALS, NULL, "--locals", NULL, NULL,
       "each Python frame's arguments and local variables", 0 },
+    { D_NO_SOURCE, NULL, "--no-source", NULL, NULL,
+      "leave out the source line under each frame", 0 },
     { 0 }
 };
 
@@ -328,7 +450,7 @@ static int read_live(unwinder_t *u, unw_thread_t **th, size_t *n)
 /* --subprocesses: every descendant of pid that runs Python, after pid itself (one JSON
  * object each, in the "processes" array the caller opened). One that is not Python or
  * exits meanwhile is left out: it has no Python stacks to show. */
-static void dump_descendants(pid_t pid, int json, int async)
+static void dump_descendants(pid_t pid, int json, int async, int source)
 {
     pid_t kids[DUMP_SUBPROCESSES];
     size_t nkids = 0, k;
@@ -341,11 +463,14 @@ static void dump_descendants(pid_t pid, int json, int async)
         unw_thread_t *th = NULL;
         size_t n = 0;
         char why[256];
+        dump_src_t src;
+        dump_src_init(&src, NULL);
         if (async) {
             if (proc_open(kids[k], &p) == REMORA_OK &&
                 py_target_find(p, &t, why, sizeof why) == REMORA_OK && unw_new(p, &t, &u) == REMORA_OK) {
                 fputs(json ? "," : "\n", stdout);
-                if (dump_async(u, kids[k], &t, json, why, sizeof why) != REMORA_OK) {
+                src.p = p;
+                if (dump_async(u, kids[k], &t, json, why, sizeof why, source ? &src : NULL) != REMORA_OK) {
                     /* one line for the process in its place, in the same format */
                     if (json) {
                         printf("{\"pid\":%d,\"error\":", (int)kids[k]);
@@ -358,14 +483,16 @@ static void dump_descendants(pid_t pid, int json, int async)
             }
         } else if (proc_open(kids[k], &p) == REMORA_OK && py_target_find(p, &t, why, sizeof why) == REMORA_OK &&
             unw_new(p, &t, &u) == REMORA_OK && read_live(u, &th, &n) == REMORA_OK) {
+            src.p = p;
             if (json) {
                 fputc(',', stdout);
-                print_json(kids[k], &t, th, n, 0, NULL);
+                print_json(kids[k], &t, th, n, 0, NULL, source ? &src : NULL);
             } else {
                 fputc('\n', stdout);
-                print_text(kids[k], &t, th, n, NULL);
+                print_text(kids[k], &t, th, n, NULL, source ? &src : NULL);
             }
         }
+        dump_src_fini(&src);
         unw_free(u);
         proc_free(p);
     }
@@ -402,7 +529,8 @@ static int path_problem(const char *path, int want_dir, char *why, size_t cap)
 int cmd_dump(int argc, char **argv)
 {
     pid_t pid = 0;
-    int json = 0, subprocesses = 0, native = 0, async = 0, locals = 0, i, err;
+    int json = 0, subprocesses = 0, native = 0, async = 0, locals = 0, source = 1, i, err;
+    dump_src_t src;
     unw_locals_t *lr = NULL;
     freezer_t *frz = NULL;
     const char *core = NULL, *exe = NULL, *root = NULL;
@@ -458,6 +586,9 @@ int cmd_dump(int argc, char **argv)
         case D_LOCALS:
             locals = 1;
             break;
+        case D_NO_SOURCE:
+            source = 0;
+            break;
         }
     }
     if ((pid == 0) == (core == NULL)) {
@@ -499,6 +630,7 @@ int cmd_dump(int argc, char **argv)
         return REMORA_EXIT_USAGE;
     }
     why[0] = '\0';
+    dump_src_init(&src, NULL);
 
     if (core != NULL) {
         err = proc_open_core(core, exe, root, &p);
@@ -510,6 +642,7 @@ int cmd_dump(int argc, char **argv)
         if (err)
             return cli_fail(err, pid, NULL);
     }
+    src.p = p;
     err = py_target_find(p, &t, why, sizeof why);
     if (err)
         goto fail;
@@ -539,7 +672,7 @@ int cmd_dump(int argc, char **argv)
     if (async) {
         if (subprocesses)
             fputs(json ? "{\"processes\":[" : "", stdout);
-        err = dump_async(u, pid, &t, json, why, sizeof why);
+        err = dump_async(u, pid, &t, json, why, sizeof why, source ? &src : NULL);
         if (err != REMORA_OK) {
             if (subprocesses && json)
                 fputs("]}\n", stdout);
@@ -551,7 +684,7 @@ int cmd_dump(int argc, char **argv)
             goto fail;
         }
         if (subprocesses)
-            dump_descendants(pid, json, 1);
+            dump_descendants(pid, json, 1, source);
         fflush(stdout);
         err = REMORA_EXIT_OK;
         goto out;
@@ -574,11 +707,11 @@ int cmd_dump(int argc, char **argv)
     if (subprocesses)
         fputs(json ? "{\"processes\":[" : "", stdout);
     if (json)
-        print_json(pid, &t, th, n, native, lr);
+        print_json(pid, &t, th, n, native, lr, source ? &src : NULL);
     else
-        print_text(pid, &t, th, n, lr);
+        print_text(pid, &t, th, n, lr, source ? &src : NULL);
     if (subprocesses)
-        dump_descendants(pid, json, 0);
+        dump_descendants(pid, json, 0, source);
     fflush(stdout);
     err = REMORA_EXIT_OK;
     goto out;
@@ -594,6 +727,7 @@ out:
         freeze_go(frz);
         freeze_free(frz);
     }
+    dump_src_fini(&src);
     unw_locals_free(lr);
     unw_free(u);
     proc_free(p);

@@ -146,6 +146,38 @@ int proc_open_mapped_file(proc_t *p, const char *path, uint64_t inode);
  * may borrow the handle's memory: free it (elf_free) before proc_free(p). */
 int proc_elf_open(proc_t *p, const char *path, uint64_t inode, elf_t **out);
 
+/* ---- source files (source.c) ---------------------------------------------- */
+
+#define PROC_SRC_MAX (16 << 20)     /* a larger "source" file is not read */
+enum proc_src_state {
+    PROC_SRC_OK = 0,
+    PROC_SRC_MISSING,               /* absent, or not readable */
+    PROC_SRC_NOT_FILE,              /* a directory, FIFO, device... */
+    PROC_SRC_TOO_BIG,               /* over PROC_SRC_MAX bytes */
+    PROC_SRC_BINARY,                /* holds a NUL byte: no Python source does */
+    PROC_SRC_NAMELESS,              /* "<string>", "<frozen ...>": no file at all */
+};
+typedef struct proc_src {
+    char *text;                     /* the file, NUL-terminated; NULL unless state is OK */
+    size_t len;
+    uint32_t *lines;                /* line k (1-based) is text[lines[k-1] .. lines[k]) */
+    size_t nlines;
+    int state;                      /* enum proc_src_state */
+    int changed;                    /* modified after the live target started: its code
+                                     * may have been compiled from other text */
+} proc_src_t;
+
+/* Reads the source file a code object of the target names, as the target sees it (see
+ * source.c). Returns 0 with out->state saying what was found, or REMORA_ENOMEM. Caller
+ * frees with proc_src_free(). */
+int proc_source_read(proc_t *p, const char *path, proc_src_t *out);
+/* Line 'line' (1-based) without its leading and trailing white space (not
+ * NUL-terminated: *len bytes), or NULL when the file has no such line. */
+const char *proc_src_line(const proc_src_t *s, int line, size_t *len);
+void proc_src_free(proc_src_t *s);
+/* What a state means, for a message: "missing or unreadable", "binary, not source"... */
+const char *proc_src_state_str(int state);
+
 /* ---- tasks ---------------------------------------------------------------- */
 
 /* Lists the target's thread ids into tids[0..cap). Returns 0 with *n set (the count may

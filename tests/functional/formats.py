@@ -830,6 +830,8 @@ def dump_text_stacks(what, data):
             cur = int(m.group(1))
             names[cur] = untext(what, m.group(2), '"')
             stacks[cur].append([])
+        elif line.startswith("        ") and cur is not None:
+            continue                # under a frame: its source line (or --locals)
         elif line.startswith("    ") and cur is not None and \
                 not line.startswith("    <stack unreadable: "):
             fm = FRAME.match(line[4:])

@@ -98,8 +98,9 @@ def frame_problems(got, tf, exact=True):
     return p
 
 
-def text_problems(text, tf):
-    """The text dump's lines under tf's frame: one per local, the same values."""
+def text_problems(text, tf, source=None):
+    """The text dump's lines under tf's frame: its source line first when the JSON dump has
+    one ('source'), then one per local, the same values."""
     p = []
     if CONTROL.search(text.replace("\n", "")):
         p.append("raw control character in the text dump")
@@ -115,6 +116,11 @@ def text_problems(text, tf):
             break
     else:
         return ["text: no frame %s" % tf["function"]]
+    if source is not None:
+        if not body or body[0] != source:
+            p.append("text %s: first line %r, want its source %r" % (tf["function"],
+                                                                    body[0][:80] if body else None, source[:80]))
+        body = body[1:]
     if len(body) != len(tf["locals"]) + len(tf["unbound"]):
         p.append("text %s: %d lines, want %d" % (tf["function"], len(body),
                                                    len(tf["locals"]) + len(tf["unbound"])))
@@ -151,7 +157,7 @@ def test_values(remora, interp):
     p = []
     for tf in truth["frames"][:2]:
         p += frame_problems(find_frame(doc, tf["function"], t.pid), tf)
-        p += text_problems(text, tf)
+        p += text_problems(text, tf, (find_frame(doc, tf["function"], t.pid) or {}).get("source"))
     if p:
         raise Fail("; ".join(p[:8]) + (" (+%d more)" % (len(p) - 8) if len(p) > 8 else ""))
     n = sum(len(tf["locals"]) for tf in truth["frames"][:2])
@@ -203,7 +209,8 @@ def test_bounded(remora, interp):
     if CONTROL.search(text.replace("\n", "")):
         p.append("raw control character in the text dump")
     for tf in truth["frames"][2:]:
-        p += [x for x in text_problems(text, tf) if "raw control" not in x]
+        src = (find_frame(doc, tf["function"], truth["bounded_native_id"]) or {}).get("source")
+        p += [x for x in text_problems(text, tf, src) if "raw control" not in x]
     if p:
         raise Fail("; ".join(p[:8]))
     return "dump %.2f s, %d bytes of JSON" % (took, len(out))
@@ -232,7 +239,7 @@ def test_core(remora, interp):
     p = []
     for tf in truth["frames"][:2]:
         p += frame_problems(find_frame(doc, tf["function"], t.pid), tf)
-        p += text_problems(text, tf)
+        p += text_problems(text, tf, (find_frame(doc, tf["function"], t.pid) or {}).get("source"))
     # gdb's cores of chroot targets hold no thread stack but the main one (glibc's guard
     # pages inside the stack mapping, see core_test.LOST): the bounded thread may then
     # say its stack is unreadable, but never show other locals

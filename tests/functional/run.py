@@ -312,6 +312,8 @@ def main():
     tests += top_tests.tests(remora)
     import names_tests                  # Python thread names: tests/functional/names_tests.py
     tests += names_tests.tests(remora)
+    import source_tests                 # dump's source lines: tests/functional/source_tests.py
+    tests += source_tests.tests(remora)
     import setup_tests                  # the test set-up (provision-chroot.sh): setup_tests.py
     tests += setup_tests.tests(remora)
     import launch_tests                 # -- CMD that is not Python: tests/functional/launch_tests.py
