@@ -77,14 +77,71 @@ static const char record_usage[] =
 /* The lines after the options of `record --help` and `convert --help`. */
 static void formats_help(int writers_only)
 {
-    printf("\nformats: %s\n"
+    const char *names = out_format_names(writers_only);
+    size_t col = 9;
+
+    /* the names, wrapped within 80 columns */
+    fputs("\nformats:", stdout);
+    while (*names) {
+        size_t n = strcspn(names, " ");
+        if (col + 1 + n > 78) {
+            fputs("\n ", stdout);
+            col = 1;
+        }
+        printf(" %.*s", (int)n, names);
+        col += 1 + n;
+        names += n;
+        while (*names == ' ')
+            names++;
+    }
+    printf("\n"
            "  by -o's ending: .html flamegraph, .json speedscope, .gecko.json firefox,\n"
-           "  .pb.gz pprof, .collapsed or .txt collapsed, .pstats pstats%s\n"
+           "  .pb.gz pprof, .collapsed or .txt collapsed, .pstats pstats, .heatmap.html\n"
+           "  heatmap (-f heatmap -o DIR: DIR/index.html)%s\n"
            "  without -o: the table on stdout\n",
-           out_format_names(writers_only), writers_only ? "" : ", .remora raw");
+           writers_only ? "" : ", .remora raw");
 }
 
 #define RECORD_MAX_SAMPLES 1000000000000ULL
+
+/* -f heatmap -o DIR: the page goes to DIR/index.html (buf, cap bytes); any other path as
+ * it is. */
+static const char *heatmap_path(const out_format_t *fmt, const char *path, char *buf, size_t cap)
+{
+    struct stat st;
+
+    if (fmt == NULL || strcmp(fmt->name, "heatmap") != 0 || path == NULL || strcmp(path, "-") == 0 ||
+        stat(path, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        snprintf(buf, cap, "%s/index.html", path) >= (int)cap)
+        return path;
+    return buf;
+}
+
+static char heatmap_index[RECORD_MAX_OUT + 1][4096];   /* -o DIR's page, per output */
+
+/* The source files a heatmap shows, as the target sees them (proc/source.c): the live
+ * target's through its root, a gone one's or a recording's as this host names them. */
+typedef struct cli_src {
+    proc_t *p;
+    proc_src_t s;
+} cli_src_t;
+
+static void cli_source(void *ctx, const char *file, out_source_t *out)
+{
+    cli_src_t *c = ctx;
+
+    proc_src_free(&c->s);
+    memset(out, 0, sizeof *out);
+    if (proc_source_read(c->p, file, &c->s) != REMORA_OK)
+        out->problem = "out of memory";
+    else if (c->s.state != PROC_SRC_OK)
+        out->problem = proc_src_state_str(c->s.state);
+    else {
+        out->text = c->s.text;
+        out->len = c->s.len;
+        out->changed = c->s.changed;
+    }
+}
 
 static const char out_accepts[] = "a file name (its ending picks the format, else -f), or - for stdout";
 static const char diff_accepts[] = "a baseline profile: a .remora recording or collapsed stacks";
@@ -198,6 +255,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         }
         if (binary_to_terminal("record", a->fmt[i], a->out_path[i]))
             return -1;
+        a->out_path[i] = heatmap_path(a->fmt[i], a->out_path[i], heatmap_index[i], sizeof heatmap_index[i]);
         if (a->fmt[i]->write == NULL && strcmp(a->out_path[i], "-") == 0) {
             cli_error("the raw format cannot go to stdout: add -o FILE.remora");
             return -1;
@@ -453,8 +511,10 @@ int cmd_record(int argc, char **argv)
             /* an unreadable recording fails each timeline output, one line each */
             err = events_ok ? out_write_file(a.fmt[i], &tl, &oo, path) : (errno = EIO, REMORA_EIO);
         } else {
-            out_options_t oo = { a.c.limit, 0 };
+            cli_src_t src = { p, { 0 } };
+            out_options_t oo = { a.c.limit, 0, cli_source, &src };
             err = out_write_file(a.fmt[i], &prof, &oo, path);
+            proc_src_free(&src.s);
         }
         if (err) {
             cli_error("writing '%s' failed: %s", a.out_path[i] ? path : "stdout", strerror(errno));
@@ -802,6 +862,7 @@ int cmd_convert(int argc, char **argv)
         cli_error("--diff draws a differential flamegraph: use -f flamegraph or an .html output");
         return REMORA_EXIT_USAGE;
     }
+    out_path = heatmap_path(fmt, out_path, heatmap_index[RECORD_MAX_OUT], sizeof heatmap_index[0]);
     if (check_writable(out_path))
         return REMORA_EXIT_USAGE;
     memset(&prof, 0, sizeof prof);
@@ -823,8 +884,11 @@ int cmd_convert(int argc, char **argv)
         goto out;
     prof.stacks = table;
     {
-        out_options_t oo = { limit, 0 };
-        if (out_write_file(fmt, &prof, &oo, out_path ? out_path : "-")) {
+        cli_src_t src = { NULL, { 0 } };    /* a recording's files: as this host names them */
+        out_options_t oo = { limit, 0, cli_source, &src };
+        int werr = out_write_file(fmt, &prof, &oo, out_path ? out_path : "-");
+        proc_src_free(&src.s);
+        if (werr) {
             cli_error("writing '%s' failed: %s", out_path ? out_path : "stdout", strerror(errno));
             rc = REMORA_EXIT_FAIL;
         }

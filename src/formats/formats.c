@@ -15,12 +15,13 @@
 
 static const out_format_t formats[] = {
     { "flamegraph", ".html .htm", out_flamegraph_write },
-    { "firefox", ".gecko.json .firefox.json", out_firefox_write, 1 },   /* before .json */
+    { "firefox", ".gecko.json .firefox.json", out_firefox_write, 1 },
     { "speedscope", ".json .speedscope", out_speedscope_write },
     { "collapsed", ".collapsed .txt .folded", out_collapsed_write },
     { "table", ".table", out_table_write },
     { "pstats", ".pstats .prof", out_pstats_write },
     { "pprof", ".pb.gz .pprof", out_pprof_write },
+    { "heatmap", ".heatmap.html", out_heatmap_write },
     { "raw", ".remora", NULL },
 };
 #define NFORMATS (sizeof formats / sizeof formats[0])
@@ -35,30 +36,35 @@ const out_format_t *out_format_by_name(const char *name)
     return NULL;
 }
 
-static int ends_with_word(const char *path, const char *exts)
+/* The length of the longest of exts (space-separated) that path ends with, or 0. */
+static size_t ends_with_word(const char *path, const char *exts)
 {
-    size_t plen = strlen(path);
+    size_t plen = strlen(path), best = 0;
     const char *e = exts;
 
     while (*e) {
         size_t n = strcspn(e, " ");
-        if (n > 0 && plen >= n && strncmp(path + plen - n, e, n) == 0)
-            return 1;
+        if (n > best && plen >= n && strncmp(path + plen - n, e, n) == 0)
+            best = n;
         e += n;
         while (*e == ' ')
             e++;
     }
-    return 0;
+    return best;
 }
 
+/* The format whose ending is the longest the path has (".heatmap.html" over ".html"). */
 const out_format_t *out_format_for_path(const char *path)
 {
-    size_t i;
+    const out_format_t *best = NULL;
+    size_t i, n, longest = 0;
 
     for (i = 0; i < NFORMATS; i++)
-        if (ends_with_word(path, formats[i].exts))
-            return &formats[i];
-    return NULL;
+        if ((n = ends_with_word(path, formats[i].exts)) > longest) {
+            longest = n;
+            best = &formats[i];
+        }
+    return best;
 }
 
 /* Long enough for every name of the table, each followed by ", " (checked below). */

@@ -14,6 +14,7 @@
  *   flamegraph.c  the self-contained HTML flamegraph (template in flamegraph.html)
  *   pprof.c       pprof's profile.proto, gzipped (zlib)
  *   firefox.c     the Firefox Profiler's processed format (a timeline: needs events)
+ *   heatmap.c     the line heatmap: HTML of the sampled source lines (source given by the caller)
  *   strs.c        string tables by index (pprof, firefox)
  *   raw.c         the .remora recording (an event log; see raw.h)
  */
@@ -74,10 +75,23 @@ void out_marshal_dict_end(FILE *f);
  * else 1 ms (remora's default rate: collapsed stacks carry neither). */
 double out_sample_seconds(const profile_meta_t *m);
 
+/* A source file's text, for the writers that show source (the heatmap): formats/ reads
+ * no file, so the caller's out_source_fn gives it, as the target saw the file. */
+typedef struct out_source {
+    const char *text;       /* the file's bytes (not NUL-terminated), NULL with a problem */
+    size_t len;
+    const char *problem;    /* NULL, or why there is no text: "missing or unreadable"... */
+    int changed;            /* modified after the process started */
+} out_source_t;
+/* Fills *out for 'file' (a frame's file name); what it points to lasts until the next call. */
+typedef void (*out_source_fn)(void *ctx, const char *file, out_source_t *out);
+
 /* Options shared by writers. */
 typedef struct out_options {
     int limit;              /* table: rows to print (0 = default 25) */
     int no_threads;         /* collapsed: omit the leading "thread NAME (TID)" element */
+    out_source_fn source;   /* heatmap: the source files (NULL: none shown) */
+    void *source_ctx;
 } out_options_t;
 
 /* Every writer: returns 0, or REMORA_EIO when the stream failed. */
@@ -111,6 +125,7 @@ int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_pprof_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o);
+int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o);
 
 /* Reads collapsed stacks (as written by out_collapsed_write, or by other tools) into t.
  * Lines "thread NAME (TID);f1;f2 N" keep their thread; others go to thread 0. A frame

@@ -168,7 +168,7 @@ typedef struct proc_src {
 } proc_src_t;
 
 /* Reads the source file a code object of the target names, as the target sees it (see
- * source.c). Returns 0 with out->state saying what was found, or REMORA_ENOMEM. Caller
+ * source.c); with p NULL (or a live target gone), as this host names it. Returns 0 with out->state saying what was found, or REMORA_ENOMEM. Caller
  * frees with proc_src_free(). */
 int proc_source_read(proc_t *p, const char *path, proc_src_t *out);
 /* Line 'line' (1-based) without its leading and trailing white space (not

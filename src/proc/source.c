@@ -22,6 +22,7 @@
 
 #include "remora.h"
 #include "proc_internal.h"
+#include "../util/util.h"
 
 #ifndef RESOLVE_IN_ROOT
 #define RESOLVE_NO_MAGICLINKS 0x02
@@ -54,9 +55,13 @@ static int open_source(const proc_t *p, const char *path)
     char buf[4200];
     int dir, fd;
 
+    if (p == NULL)                  /* no process: the file as this host names it */
+        return path[0] == '/' ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) : -1;
     if (p->kind == PROC_LIVE) {
         snprintf(buf, sizeof buf, "/proc/%d/%s", (int)p->pid, path[0] == '/' ? "root" : "cwd");
         dir = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0 && path[0] == '/' && (errno == ENOENT || errno == ESRCH))
+            return open_source(NULL, path);     /* the process is gone: as named */
         if (dir < 0)
             return -1;
         if (path[0] == '/') {
@@ -93,7 +98,7 @@ static int64_t started_ns(const proc_t *p)
     FILE *f;
     int k;
 
-    if (p->kind != PROC_LIVE || hz <= 0)
+    if (p == NULL || p->kind != PROC_LIVE || hz <= 0)
         return 0;
     snprintf(buf, sizeof buf, "/proc/%d/stat", (int)p->pid);
     if ((f = fopen(buf, "re")) == NULL)
@@ -134,7 +139,7 @@ const char *proc_src_state_str(int state)
 int proc_source_read(proc_t *p, const char *path, proc_src_t *out)
 {
     struct stat st;
-    size_t cap, n = 0, k;
+    size_t cap, n = 0;
     char *text;
     int fd;
 
@@ -178,24 +183,10 @@ int proc_source_read(proc_t *p, const char *path, proc_src_t *out)
         out->state = PROC_SRC_BINARY;
         return REMORA_OK;
     }
-    /* line starts, as Python's universal newlines split them: \n, \r\n, \r */
-    out->nlines = 0;
-    for (k = 0; k < n; k++)
-        if (text[k] == '\n' || (text[k] == '\r' && (k + 1 == n || text[k + 1] != '\n')))
-            out->nlines++;
-    if (n > 0 && text[n - 1] != '\n' && text[n - 1] != '\r')
-        out->nlines++;                      /* a last line without its newline */
-    if ((out->lines = malloc((out->nlines + 1) * sizeof *out->lines)) == NULL) {
+    if (lines_index(text, n, &out->lines, &out->nlines) != 0) {
         free(text);
         return REMORA_ENOMEM;
     }
-    out->nlines = 0;
-    out->lines[0] = 0;
-    for (k = 0; k < n; k++)
-        if (text[k] == '\n' || (text[k] == '\r' && (k + 1 == n || text[k + 1] != '\n')))
-            out->lines[++out->nlines] = (uint32_t)(k + 1);
-    if (n > 0 && text[n - 1] != '\n' && text[n - 1] != '\r')
-        out->lines[++out->nlines] = (uint32_t)n;
     out->text = text;
     out->len = n;
     out->state = PROC_SRC_OK;
@@ -211,20 +202,10 @@ int proc_source_read(proc_t *p, const char *path, proc_src_t *out)
 
 const char *proc_src_line(const proc_src_t *s, int line, size_t *len)
 {
-    const char *b, *e;
-
     *len = 0;
-    if (s->state != PROC_SRC_OK || line < 1 || (size_t)line > s->nlines)
+    if (s->state != PROC_SRC_OK)
         return NULL;
-    b = s->text + s->lines[line - 1];
-    e = s->text + s->lines[line];
-    while (e > b && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t' ||
-                     e[-1] == '\f' || e[-1] == '\v'))
-        e--;
-    while (b < e && (*b == ' ' || *b == '\t' || *b == '\f' || *b == '\v'))
-        b++;
-    *len = (size_t)(e - b);
-    return b;
+    return lines_get(s->text, s->lines, s->nlines, line, 1, len);
 }
 
 void proc_src_free(proc_src_t *s)

@@ -6,6 +6,7 @@
  *             directories and /proc refused)
  *   strtab.c  interned strings (stable pointers, grow with distinct names only)
  *   pyrepr.c  Python's repr() of int, float, str and bytes from their parts (dump --locals)
+ *   lines.c   a text's lines as Python splits them (source files)
  */
 #ifndef REMORA_UTIL_H
 #define REMORA_UTIL_H
@@ -25,6 +26,18 @@ static inline int remora_grow(void **v, size_t *cap, size_t need, size_t elem)
 {
     return need <= *cap ? 0 : remora_grow_to(v, cap, need, elem);
 }
+
+/* ---- lines.c -------------------------------------------------------------- */
+
+/* Where each line of text[0..len) begins, as Python's universal newlines split them (\n,
+ * \r\n, a lone \r): line k (1-based) is text[starts[k-1] .. starts[k]), *n lines. Returns
+ * 0, or -1 (out of memory, or a text over 4 GB). Caller frees *starts. */
+int lines_index(const char *text, size_t len, uint32_t **starts, size_t *n);
+
+/* Line 'line' (1-based) without its line end and, with 'strip', without the white space
+ * around it (not NUL-terminated: *len bytes), or NULL when there is no such line. */
+const char *lines_get(const char *text, const uint32_t *starts, size_t n, long line, int strip,
+                      size_t *len);
 
 /* ---- err.c ---------------------------------------------------------------- */
 

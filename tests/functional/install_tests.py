@@ -93,9 +93,10 @@ def help_of(remora, cmd):
 
 
 def formats_of(help_text):
-    """The format names a --help's "formats:" line gives."""
-    m = re.search(r"^formats: (.*)$", help_text, re.M)
-    return [f.strip() for f in m.group(1).split(",")] if m else []
+    """The format names a --help's "formats:" line gives (wrapped onto the lines after it
+    that go on with a comma-separated name, up to the "by -o's ending" line)."""
+    m = re.search(r"^formats: (.*?)\n  by ", help_text, re.M | re.S)
+    return [f.strip() for f in m.group(1).replace("\n", " ").split(",")] if m else []
 
 
 def modes_of(help_text):
