@@ -7,7 +7,14 @@
  * Columns, as py-spy's: %Own and %Total over the last second, as a share of the rounds
  * taken (a function running on two threads the whole second shows 200%), and OwnTime and
  * TotalTime in seconds since the start. Names are escaped by out_text_str(), lines cut to
- * the terminal's width. */
+ * the terminal's width.
+ *
+ * Keys (on a terminal): 1-4 sort by a column; / types a filter (Enter applies it, Esc
+ * cancels; rows whose function or file contains it, any case); p pauses the screen (the
+ * sampling goes on); r resets OwnTime and TotalTime to count from now; t shows one thread
+ * after another, then all again; j/k or the arrows select a row, whose source line (read
+ * as the target sees its file) is shown at the bottom; q quits. The table printed at the
+ * end is always the whole run's, of every thread. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +28,7 @@
 #include "remora.h"
 #include "cli.h"
 #include "../formats/out.h"
+#include "../proc/proc.h"
 #include "../sample/sampler.h"
 #include "../kern/kern.h"
 #include "../unwind/unwind.h"
@@ -62,6 +70,20 @@ typedef struct top {
     const char *title;          /* "last second" or "whole run" */
     char *buf;                  /* the frame being drawn */
     size_t buflen;
+    /* what the keys chose */
+    int paused;                 /* p: the screen is not redrawn each second */
+    char filter[64];            /* /: rows whose function or file contain it ("" = all) */
+    char typing[64];            /* the filter being typed, while typing_on */
+    size_t ntyping;
+    int typing_on;
+    int esc;                    /* bytes of an escape sequence seen (arrows: ESC [ A/B) */
+    pid_t tid;                  /* t: one thread's samples (0 = every thread's) */
+    stk_fn_row_t *base;         /* r: the totals at the reset, subtracted (NULL = none) */
+    size_t nbase;
+    size_t sel;                 /* the selected row among those shown */
+    proc_t *p;                  /* the target, for the selected row's source line */
+    proc_src_t src;             /* the file of the last source line shown */
+    const char *src_file;       /* its name (interned by the table), NULL = none read */
 } top_t;
 
 static const cli_opt_t top_opts[] = {
@@ -89,8 +111,9 @@ static int parse_top(int argc, char **argv, cli_sampling_t *a)
         }
         if (id == CLI_O_HELP) {
             cli_opt_help(stdout, top_usage,
-                         "a live table of the functions a process spends its time in (1-4 "
-                         "sort, q quits)", top_opts);
+                         "a live table of the functions a process spends its time in\n"
+                         "keys: 1-4 sort, / filter, p pause, r reset, t thread, j/k select, "
+                         "q quits", top_opts);
             cli_modes_help();
             return 1;
         }
@@ -105,14 +128,31 @@ static int parse_top(int argc, char **argv, cli_sampling_t *a)
 
 /* --- the model: last second's deltas over every function's totals -------------------- */
 
+/* A row's samples since the start or the last reset (r): own (self) or total. */
+static uint64_t since(const top_t *tp, uint32_t row, int total)
+{
+    const stk_fn_row_t *r = &tp->rows[row], *b = row < tp->nbase ? &tp->base[row] : NULL;
+
+    if (total)
+        return r->total - (b && b->total <= r->total ? b->total : 0);
+    return r->self - (b && b->self <= r->self ? b->self : 0);
+}
+
 static uint64_t sort_key(const top_t *tp, const view_row_t *v, int which)
 {
     switch (which) {
     case SORT_OWN: return v->self;
     case SORT_TOTAL: return v->total;
-    case SORT_OWNTIME: return tp->rows[v->row].self;
-    default: return tp->rows[v->row].total;
+    case SORT_OWNTIME: return since(tp, v->row, 0);
+    default: return since(tp, v->row, 1);
     }
+}
+
+/* Is the row shown under the filter? */
+static int shown(const top_t *tp, const stk_fn_row_t *r)
+{
+    return tp->filter[0] == '\0' || strcasestr(r->function, tp->filter) != NULL ||
+           (r->file != NULL && strcasestr(r->file, tp->filter) != NULL);
 }
 
 static const top_t *sorting;    /* qsort has no context argument in C11 */
@@ -149,7 +189,7 @@ static int refresh(top_t *tp, int whole)
     view_row_t *view;
     size_t n, i;
 
-    if (stk_fn_rows(tp->table, &rows, &n, NULL))
+    if (stk_fn_rows_tid(tp->table, tp->tid, &rows, &n, NULL))
         return REMORA_ENOMEM;
     view = malloc((n ? n : 1) * sizeof *view);
     if (view == NULL) {
@@ -215,11 +255,23 @@ static void draw_header(const top_t *tp, FILE *f)
             cli_mode_name(tp->a->mode));
     out_text_str(f, tp->command, 0);
     fprintf(f, "\n%.1f s  %llu samples (%.0f Hz)  %llu errors (%.2f%%)  %zu threads\n"
-            "%s, sorted by %s%s\n", secs, (unsigned long long)st->rounds,
+            "%s, sorted by %s", secs, (unsigned long long)st->rounds,
             secs > 0 ? (double)st->rounds / secs : 0.0,
             (unsigned long long)st->errors, tried ? 100.0 * (double)st->errors / (double)tried : 0.0,
-            seen_threads(tp->table), tp->title, sort_names[tp->sort],
-            tp->keys ? "  (keys 1-4 sort, q quits)" : "");
+            seen_threads(tp->table), tp->title, sort_names[tp->sort]);
+    if (tp->tid != 0)
+        fprintf(f, "  [thread %d]", (int)tp->tid);
+    if (tp->filter[0] != '\0') {
+        fputs("  [filter: ", f);
+        out_text_str(f, tp->filter, 0);
+        fputc(']', f);
+    }
+    if (tp->base != NULL)
+        fputs("  [times since reset]", f);
+    if (tp->paused)
+        fputs("  [paused]", f);
+    fputs(tp->keys ? "  (keys: 1-4 sort, / filter, p pause, r reset, t thread, j/k select, "
+          "q quits)\n" : "\n", f);
     fprintf(f, "%8s %8s %9s %10s  %s\n", "%Own", "%Total", "OwnTime", "TotalTime",
             "Function (file:line)");
 }
@@ -334,6 +386,46 @@ done:
     return REMORA_OK;
 }
 
+/* The last line on a terminal: the filter being typed, or the selected row's source line
+ * as the target's file has it (read once per file, proc/source.c). */
+static void draw_footer(top_t *tp, FILE *f, const stk_fn_row_t *r)
+{
+    size_t len = 0;
+    const char *line = NULL;
+    char buf[512];
+
+    if (tp->typing_on) {
+        fputs("\nfilter (Enter applies, Esc cancels): ", f);
+        fwrite(tp->typing, 1, tp->ntyping, f);
+        fputs("_\n", f);
+        return;
+    }
+    if (r == NULL || r->file == NULL || r->file[0] == '\0')
+        return;
+    if (tp->src_file != r->file) {
+        proc_src_free(&tp->src);
+        tp->src_file = NULL;
+        if (proc_source_read(tp->p, r->file, &tp->src) != REMORA_OK)
+            return;
+        tp->src_file = r->file;
+    }
+    line = proc_src_line(&tp->src, r->hot_line, &len);
+    fputs("\n", f);
+    out_text_frame(f, r->function, r->file, r->hot_line);
+    if (line == NULL) {
+        fprintf(f, ": source %s\n", tp->src.state == PROC_SRC_OK ? "has no such line" :
+                proc_src_state_str(tp->src.state));
+        return;
+    }
+    if (len >= sizeof buf)
+        len = sizeof buf - 1;
+    memcpy(buf, line, len);
+    buf[len] = '\0';
+    fputs(":  ", f);
+    out_text_str(f, buf, 0);
+    fputc('\n', f);
+}
+
 /* Draws the header and up to 'limit' rows into tp->buf; with width > 0 each row's
  * function, file and line are fitted to it (fit_frame). */
 static int draw(top_t *tp, size_t limit, size_t width)
@@ -342,8 +434,9 @@ static int draw(top_t *tp, size_t limit, size_t width)
     double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
     double per_round = st->rounds ? secs / (double)st->rounds : 0.0;   /* seconds a sample stands for */
     double pct = tp->view_rounds ? 100.0 / (double)tp->view_rounds : 0.0;
+    const stk_fn_row_t *selected = NULL;
     FILE *f;
-    size_t i;
+    size_t i, k = 0;
 
     free(tp->buf);
     tp->buf = NULL;
@@ -351,13 +444,19 @@ static int draw(top_t *tp, size_t limit, size_t width)
     if (f == NULL)
         return REMORA_ENOMEM;
     draw_header(tp, f);
-    for (i = 0; i < tp->nrows && i < limit; i++) {
+    for (i = 0; i < tp->nrows && k < limit; i++) {
         const view_row_t *v = &tp->view[i];
         const stk_fn_row_t *r = &tp->rows[v->row];
-        if (v->self == 0 && v->total == 0 && r->total == 0)
-            break;
+        if (v->self == 0 && v->total == 0 && since(tp, v->row, 1) == 0)
+            break;                  /* sorted: the rest have nothing either */
+        if (!shown(tp, r))
+            continue;
+        if (width > 0 && k == tp->sel) {
+            fputs("\033[7m", f);       /* the selected row, in reverse video */
+            selected = r;
+        }
         fprintf(f, "%7.2f%% %7.2f%% %8.2fs %9.2fs  ", pct * (double)v->self, pct * (double)v->total,
-                per_round * (double)r->self, per_round * (double)r->total);
+                per_round * (double)since(tp, v->row, 0), per_round * (double)since(tp, v->row, 1));
         if (width == 0)
             out_text_frame(f, r->function, r->file, r->hot_line);
         else if (fit_frame(f, r->function, r->file, r->hot_line,
@@ -365,8 +464,13 @@ static int draw(top_t *tp, size_t limit, size_t width)
             fclose(f);
             return REMORA_ENOMEM;
         }
-        fputc('\n', f);
+        fputs(width > 0 && k == tp->sel ? "\033[0m\n" : "\n", f);
+        k++;
     }
+    if (width > 0 && k > 0 && tp->sel >= k)
+        tp->sel = k - 1;            /* fewer rows now: the last is selected next time */
+    if (width > 0)
+        draw_footer(tp, f, selected);
     if (fclose(f) != 0)
         return REMORA_ENOMEM;
     return REMORA_OK;
@@ -392,7 +496,7 @@ static void paint(top_t *tp)
     const char *line;
 
     screen_size(&rows, &cols);
-    if (draw(tp, rows > 5 ? (size_t)(rows - 5) : 1, (size_t)cols))
+    if (draw(tp, rows > 7 ? (size_t)(rows - 7) : 1, (size_t)cols))
         return;
     line = tp->buf;
     fputs("\033[H", stdout);
@@ -400,11 +504,18 @@ static void paint(top_t *tp)
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line), k, col = 0;
         for (k = 0; k < len; k++) {
+            if (line[k] == '\033') {  /* an escape sequence (ours: CSI ... letter): no column */
+                while (k + 1 < len && !((line[k + 1] >= 'A' && line[k + 1] <= 'Z') ||
+                                        (line[k + 1] >= 'a' && line[k + 1] <= 'z')))
+                    k++;
+                k += k + 1 < len;
+                continue;
+            }
             if (((unsigned char)line[k] & 0xc0) != 0x80 && col++ == (size_t)cols)
                 break;
         }
         fwrite(line, 1, k, stdout);
-        fputs("\033[K\n", stdout);
+        fputs("\033[0m\033[K\n", stdout);     /* a reverse-video row cut short ends here */
         y++;
         line = end ? end + 1 : NULL;
     }
@@ -421,10 +532,112 @@ static void print_frame(top_t *tp, size_t limit)
     }
 }
 
+/* The next thread of the table after tid (by tid order), or 0 (every thread) after the
+ * last. */
+static pid_t next_thread(const stk_table_t *t, pid_t tid)
+{
+    size_t n = stk_nthreads(t), i;
+    pid_t best = 0;
+
+    for (i = 0; i < n; i++) {
+        pid_t x = stk_thread_at(t, i)->tid;
+        if (x > tid && (best == 0 || x < best))
+            best = x;
+    }
+    return best;
+}
+
+/* A key changed what is shown: draw it again now (the totals as they were). */
+static void redraw(top_t *tp)
+{
+    if (tp->view != NULL && tp->tty) {
+        sort_view(tp);
+        paint(tp);
+    }
+}
+
+/* One key while a filter is typed: printable bytes add to it, Backspace removes one
+ * character, Enter applies it, Esc (or Ctrl-G) drops it. */
+static void filter_key(top_t *tp, unsigned char c)
+{
+    if (c == '\r' || c == '\n') {
+        memcpy(tp->filter, tp->typing, tp->ntyping);
+        tp->filter[tp->ntyping] = '\0';
+        tp->typing_on = 0;
+        tp->sel = 0;
+    } else if (c == 0x1b || c == 0x07) {
+        tp->typing_on = 0;
+    } else if (c == 0x7f || c == 0x08) {
+        while (tp->ntyping > 0 && ((unsigned char)tp->typing[--tp->ntyping] & 0xc0) == 0x80)
+            ;                       /* a whole UTF-8 character */
+    } else if (c >= 0x20 && tp->ntyping + 1 < sizeof tp->typing) {
+        tp->typing[tp->ntyping++] = (char)c;
+    }
+}
+
+/* r: OwnTime and TotalTime count from now (the current totals become the base). */
+static void reset_totals(top_t *tp)
+{
+    free(tp->base);
+    tp->base = NULL;
+    tp->nbase = 0;
+    if (tp->nrows > 0 && (tp->base = malloc(tp->nrows * sizeof *tp->base)) != NULL) {
+        memcpy(tp->base, tp->rows, tp->nrows * sizeof *tp->base);
+        tp->nbase = tp->nrows;
+    }
+}
+
+/* One key outside typing; 0 when it changes nothing shown. */
+static int command_key(top_t *tp, unsigned char c)
+{
+    switch (c) {
+    case 'q':
+    case 'Q':
+        stop_flag = 1;
+        return 0;
+    case '/':
+        tp->typing_on = 1;
+        tp->ntyping = strlen(tp->filter);
+        memcpy(tp->typing, tp->filter, tp->ntyping);
+        return 1;
+    case 'p':
+    case 'P':
+        tp->paused = !tp->paused;
+        return 1;
+    case 'r':
+    case 'R':
+        reset_totals(tp);
+        return 1;
+    case 't':
+    case 'T':
+        /* another thread: its totals since the start (a reset was the other view's) */
+        tp->tid = next_thread(tp->table, tp->tid);
+        free(tp->base);
+        tp->base = NULL;
+        tp->nbase = 0;
+        tp->sel = 0;
+        refresh(tp, 1);
+        return 1;
+    case 'j':
+        tp->sel++;
+        return 1;
+    case 'k':
+        if (tp->sel > 0)
+            tp->sel--;
+        return 1;
+    default:
+        if (c >= '1' && c < '1' + SORT_N) {
+            tp->sort = c - '1';
+            return 1;
+        }
+        return 0;
+    }
+}
+
 static void read_keys(top_t *tp)
 {
     struct pollfd pfd = { STDIN_FILENO, POLLIN, 0 };
-    char keys[64];
+    unsigned char keys[64];
     ssize_t n, i;
 
     while (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN)) {
@@ -434,14 +647,29 @@ static void read_keys(top_t *tp)
             return;
         }
         for (i = 0; i < n; i++) {
-            if (keys[i] == 'q' || keys[i] == 'Q') {
-                stop_flag = 1;
-            } else if (keys[i] >= '1' && keys[i] < '1' + SORT_N) {
-                tp->sort = keys[i] - '1';
-                if (tp->view != NULL) {
-                    sort_view(tp);
-                    paint(tp);
-                }
+            unsigned char c = keys[i];
+            /* the arrows: ESC [ A (up), ESC [ B (down) */
+            if (tp->esc == 1 && (c == '[' || c == 'O')) {
+                tp->esc = 2;
+                continue;
+            }
+            if (tp->esc == 2) {
+                tp->esc = 0;
+                if (c == 'A' && tp->sel > 0)
+                    tp->sel--;
+                else if (c == 'B')
+                    tp->sel++;
+                redraw(tp);
+                continue;
+            }
+            tp->esc = 0;
+            if (tp->typing_on) {
+                filter_key(tp, c);
+                redraw(tp);
+            } else if (c == 0x1b) {
+                tp->esc = 1;
+            } else if (command_key(tp, c)) {
+                redraw(tp);
             }
         }
     }
@@ -454,7 +682,7 @@ static void on_status(const sampler_t *s, void *ctx)
     (void)s;
     if (tp->keys)
         read_keys(tp);
-    if (stop_flag || sampler_now_ns() - tp->last_ns < TOP_REFRESH_NS)
+    if (stop_flag || sampler_now_ns() - tp->last_ns < TOP_REFRESH_NS || tp->paused)
         return;
     if (refresh(tp, 0))
         return;
@@ -532,6 +760,7 @@ int cmd_top(int argc, char **argv)
         goto out;
     }
     tp.python = ct.t.version;
+    tp.p = ct.p;
     cli_read_cmdline(ct.pid, tp.command, sizeof tp.command);
     tp.table = stk_new();
     /* a command that is not Python, whose descendants are (--subprocesses): no unwinder */
@@ -576,7 +805,12 @@ int cmd_top(int argc, char **argv)
         cli_error("sampling pid %d stopped: %s", (int)a.pid, remora_strerror(err));
         rc = err == REMORA_EPERM ? REMORA_EXIT_PERM : REMORA_EXIT_FAIL;
     }
-    /* the whole run, whatever ended it */
+    /* the whole run, whatever ended it: every thread, no filter, no reset */
+    tp.tid = 0;
+    tp.filter[0] = '\0';
+    free(tp.base);
+    tp.base = NULL;
+    tp.nbase = 0;
     if (refresh(&tp, 1) == REMORA_OK)
         print_frame(&tp, (size_t)a.limit);
     if (ferror(stdout)) {
@@ -602,5 +836,7 @@ out:
     free(tp.rows);
     free(tp.view);
     free(tp.buf);
+    free(tp.base);
+    proc_src_free(&tp.src);
     return rc;
 }

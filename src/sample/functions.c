@@ -13,6 +13,7 @@ struct fctx {
     uint64_t *stamp;            /* per row: the last stack counted in its total */
     uint64_t *fstamp, *ftotal;  /* per frame: the same, and its samples (once per sample) */
     uint64_t now;
+    pid_t tid;                  /* count this thread's stacks only; 0 = every thread's */
 };
 
 static void count_stack(void *ctx, const stk_thread_t *th, const uint32_t *frames, size_t n,
@@ -21,7 +22,8 @@ static void count_stack(void *ctx, const stk_thread_t *th, const uint32_t *frame
     struct fctx *c = ctx;
     size_t i;
 
-    (void)th;
+    if (c->tid != 0 && th->tid != c->tid)
+        return;
     c->now++;
     for (i = 0; i < n; i++) {
         uint32_t r = c->row_of_frame[frames[i]];
@@ -49,6 +51,12 @@ static size_t slot_of(const char *function, const char *file, size_t mask)
 }
 
 int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows_out, size_t *n_out, uint32_t **row_of_frame_out)
+{
+    return stk_fn_rows_tid(t, 0, rows_out, n_out, row_of_frame_out);
+}
+
+int stk_fn_rows_tid(const stk_table_t *t, pid_t tid, stk_fn_row_t **rows_out, size_t *n_out,
+                    uint32_t **row_of_frame_out)
 {
     size_t nf = stk_nframes(t), nrows = 0, cap = 16, i;
     uint32_t *row_of_frame, *slots;
@@ -96,6 +104,7 @@ int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows_out, size_t *n_out, ui
     c.fstamp = fstamp;
     c.ftotal = ftotal;
     c.now = 0;
+    c.tid = tid;
     err = stk_foreach_stack(t, count_stack, &c);
     if (err)
         goto fail;

@@ -105,6 +105,10 @@ typedef struct stk_fn_row {
  * row keeps its index as the table grows. *rows is malloc'd (the caller frees it), and so
  * is *row_of_frame when it is not NULL: each frame's row. Returns 0 or REMORA_ENOMEM. */
 int stk_fn_rows(const stk_table_t *t, stk_fn_row_t **rows, size_t *n, uint32_t **row_of_frame);
+/* The same rows (every function of the table, in the same order), counting only the
+ * samples of the threads with this tid (0: every thread's). */
+int stk_fn_rows_tid(const stk_table_t *t, pid_t tid, stk_fn_row_t **rows, size_t *n,
+                    uint32_t **row_of_frame);
 
 /* What a profile says about how it was taken; shown by writers that have a header. */
 typedef struct profile_meta {

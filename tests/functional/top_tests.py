@@ -325,4 +325,148 @@ def tests(remora):
         ("top/narrow", lambda: test_narrow(remora, tty), interp_missing(tty)),
         ("top/launch", lambda: test_launch(remora, tty), interp_missing(tty)),
         ("top/errors", lambda: test_errors(remora), None),
-    ]
+    ] + [("top/keys/%s" % interp[0], lambda i=interp: test_keys(remora, i), interp_missing(interp))
+         for interp in INTERPRETERS]
+
+
+# --- keys -------------------------------------------------------------------------------
+
+KEYS_ROWS, KEYS_COLS = 60, 220
+PAUSE_WATCH = 2.2           # seconds watched for a redraw while paused (two refreshes' time)
+
+
+def frame_of(text):
+    """The last whole frame drawn (lines, control sequences dropped), or []: paint() ends
+    each with the clear-to-end sequence ESC [ J."""
+    frames = [f for f in text.split("\x1b[H") if "\x1b[J" in f]
+    if not frames:
+        return []
+    return [CSI.sub("", l).rstrip("\r") for l in frames[-1].split("\x1b[J")[0].split("\n")]
+
+
+def frame_rows(lines):
+    """[(row text after the numbers, OwnTime, TotalTime)] of a frame's table rows."""
+    out = []
+    for l in lines:
+        m = ROW_NUMS.match(l)
+        if m:
+            out.append((m.group(3), float(m.group(1)), float(m.group(2))))
+    return out
+
+
+ROW_NUMS = re.compile(r"^\s*[\d.]+%\s+[\d.]+%\s+([\d.]+)s\s+([\d.]+)s  (.*)$")
+
+
+def test_keys(remora, interp):
+    """source_lines.py's parked threads under `top --idle` on a pty, driven by keys: a
+    filter, the selected row's source line (the target's linecache), one thread, pause,
+    reset, and q; then the whole run's table of every thread."""
+    with Target(interp, os.path.join(TARGETS, "source_lines.py"), "ready.json") as t:
+        truth = t.wait_ready()
+        crlf = next(th for th in truth["threads"] if th["case"] == "crlf")
+        leaf = next(f for f in crlf["frames"] if f["file"].endswith("crlf_mod.py"))
+        threads = {th["native_id"]: th for th in truth["threads"]}
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.environ["TERM"] = "xterm"
+            argv = remora.argv(["top", "-p", t.pid, "-l", 200, "--idle"])
+            try:
+                os.execvp(argv[0], argv)
+            finally:
+                os._exit(127)
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", KEYS_ROWS, KEYS_COLS, 0, 0))
+        buf, step, status, problems, note = b"", 0, None, [], {}
+        deadline = time.monotonic() + 3 * TTY_TIMEOUT
+        paused_at = paused_frames = None
+
+        def send(keys):
+            os.write(fd, keys)
+
+        try:
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], 0.05)
+                if r:
+                    try:
+                        data = os.read(fd, 65536)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        break
+                    buf += data
+                text = buf.decode("utf-8", "replace")
+                lines = frame_of(text)
+                head = next((l for l in lines if " sorted by " in l), "")
+                rows = frame_rows(lines)
+                if step == 0 and "last second" in head and sum(r[0].startswith("parked (") for r in rows) >= 8:
+                    send(b"/CRLF_mod\r")                # any case
+                    step = 1
+                elif step == 1 and "[filter: CRLF_mod]" in head and rows:
+                    bad = [r[0] for r in rows if "crlf_mod" not in r[0].lower()]
+                    if bad:
+                        problems.append("filtered rows without crlf_mod: %r" % bad[:3])
+                    foot = [l for l in lines if l.startswith("parked (") and ":  " in l]
+                    want = "parked (%s:%d):  %s" % (leaf["file"], leaf["line"], leaf["source"])
+                    if not foot or foot[-1] != want:
+                        problems.append("selected row's source line %r, want %r" % (foot[-1:] or None, want))
+                    note["filter"] = len(rows)
+                    send(b"/" + b"\x7f" * 20 + b"\r" + b"t")
+                    step = 2
+                elif step == 2 and "[thread " in head and "[filter" not in head:
+                    tid = int(re.search(r"\[thread (\d+)\]", head).group(1))
+                    if tid not in threads:
+                        send(b"t")                      # the main thread, or another: the next
+                        continue
+                    fns = {f["function"] for f in threads[tid]["frames"]}
+                    alien = [r[0] for r in rows if r[0].split(" (")[0] not in fns]
+                    if alien or not rows:
+                        problems.append("thread %d: rows not of its stack: %r" % (tid, alien[:3]))
+                    note["thread"] = "%d (%s, %d rows)" % (tid, threads[tid]["case"], len(rows))
+                    send(b"p")
+                    step = 3
+                elif step == 3 and "[paused]" in head:
+                    paused_at, paused_frames = time.monotonic(), text.count("\x1b[H")
+                    step = 4
+                elif step == 4 and time.monotonic() - paused_at > PAUSE_WATCH:
+                    if text.count("\x1b[H") != paused_frames:
+                        problems.append("%d frames drawn while paused" % (text.count("\x1b[H") - paused_frames))
+                    send(b"r")
+                    step = 5
+                elif step == 5 and "[times since reset]" in head:
+                    if any(r[1] != 0.0 for r in rows):
+                        problems.append("OwnTime not 0 just after the reset: %r" % rows[:2])
+                    send(b"p")
+                    step = 6
+                elif step == 6 and "[paused]" not in head and "last second" in head and \
+                        any(float(ROW_NUMS.match(l).group(2)) > 0 for l in lines if ROW_NUMS.match(l)):
+                    totals = [r[2] for r in rows]
+                    secs = float(re.match(r"^([\d.]+) s ", lines[1]).group(1)) if len(lines) > 1 and \
+                        re.match(r"^([\d.]+) s ", lines[1]) else 0.0
+                    if max(totals) >= secs - 1.0:
+                        problems.append("TotalTime %.2f s after a reset %.1f s into the run" % (max(totals), secs))
+                    send(b"q")
+                    step = 7
+            else:
+                raise Fail("stuck at step %d of 7 after %.0f s: %r" % (step, 3 * TTY_TIMEOUT, buf[-400:]))
+            _, status = os.waitpid(pid, 0)
+            pid = 0
+        finally:
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            os.close(fd)
+    text = buf.decode("utf-8", "replace")
+    if step != 7:
+        raise Fail("the session ended at step %d: %r" % (step, text[-400:]))
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise Fail("exit %d after q" % code)
+    final = parse_top_tables(text[text.rindex("\x1b[?1049l"):])
+    if len(final) != 1 or "whole run" not in (final[0][0] or "") or "[" in (final[0][0] or ""):
+        raise Fail("the table after the screen: %r" % (final[0][0] if final else None))
+    parked = [k for k in final[0][1] if k[0] == "parked"]
+    if len(parked) < 8:
+        problems.append("the whole run's table has %d parked rows (every thread's), want >= 8" % len(parked))
+    if problems:
+        raise Fail("; ".join(problems[:6]))
+    return "filter: %d rows; thread %s; paused %.1f s without a redraw; reset" % (
+        note.get("filter", 0), note.get("thread"), PAUSE_WATCH)

@@ -12,8 +12,8 @@ relative file name (found from the working directory); under "<string>"; under t
 of a binary file, a 17 MB (sparse) file, a FIFO and a directory. READY (JSON, written
 through a temporary file and a rename once every thread is parked):
 
-    {"pid": N, "threads": [{"case": S, "native_id": N,
-      "frames": [{"file": S, "line": N, "source": S or null, "changed": B}, ...innermost first]}]}
+    {"pid": N, "threads": [{"case": S, "native_id": N, "frames": [{"function": S (co_qualname
+      where there is one), "file": S, "line": N, "source": S or null, "changed": B}, ...innermost first]}]}
 
 "source" is linecache's line, stripped, where the file can be read as source; null where it
 cannot (the file missing, not source, or no file at all: never asked of linecache, which would
@@ -131,7 +131,8 @@ for name, t in threads.items():
             src = None
         else:
             src = linecache.getline(path, line).strip() or None
-        stack.append({"file": path, "line": line, "source": src,
+        stack.append({"function": getattr(f.f_code, "co_qualname", f.f_code.co_name),
+                      "file": path, "line": line, "source": src,
                       "changed": path == changed_path})
         f = f.f_back
     out.append({"case": name, "native_id": t.native_id, "frames": stack})
