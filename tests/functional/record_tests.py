@@ -771,12 +771,12 @@ def test_errors(remora):
 
 
 # Every format remora writes, as the README documents them; convert writes all but raw.
-FORMATS = ["flamegraph", "firefox", "speedscope", "collapsed", "table", "pstats", "pprof", "raw"]
+FORMATS = ["flamegraph", "firefox", "speedscope", "collapsed", "table", "pstats", "pprof", "heatmap", "raw"]
 FORMAT_LIST = re.compile(r"(?:use one of |add -f \()([a-z, ]+)")
 
 
 def test_format_lists(remora):
-    """A message that asks for a format names every one (record: all eight; convert: all
+    """A message that asks for a format names every one (record: all nine; convert: all
     but raw), and each name it gives is one record accepts."""
     d = tempfile.mkdtemp(prefix="remora-fmt-")
     missing_in = os.path.join(d, "in.remora")
