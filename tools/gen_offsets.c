@@ -202,8 +202,10 @@ int main(void)
     field("co_firstlineno", OFF(PyCodeObject, co_firstlineno));
 #if PY_VERSION_HEX >= 0x030b0000
     field("co_code_adaptive", OFF(PyCodeObject, co_code_adaptive));
+    field("co_code", 0);
 #else
     field("co_code_adaptive", 0);
+    field("co_code", OFF(PyCodeObject, co_code));
 #endif
 
     printf("\n    /* objects */\n");

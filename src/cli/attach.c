@@ -85,6 +85,9 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
     case CLI_O_FUNCTION:
         c->function = 1;
         return 1;
+    case CLI_O_OPCODES:
+        c->opcodes = 1;
+        return 1;
     case CLI_O_NATIVE:
         c->native = 1;
         return 1;

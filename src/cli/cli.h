@@ -118,6 +118,7 @@ typedef struct cli_sampling {
     int idle;               /* --idle: idle threads' samples kept (left out by default) */
     int nonblocking;        /* --nonblocking (py-spy's; the default): not with --blocking */
     int function;           /* --function, --nolineno: one frame per function */
+    int opcodes;            /* --opcodes: each sample's innermost instruction */
     int native;             /* --native: C frames merged in (holds the target, as --blocking) */
     int mode_given;         /* --mode or --gil given: which, for the line refusing both */
     int async;              /* --async, --async-mode: 0, SAMPLE_ASYNC_RUNNING or SAMPLE_ASYNC_ALL
@@ -140,7 +141,8 @@ const char *cli_mode_name(int mode);
 enum cli_sampling_opt {
     CLI_O_HELP = 1, CLI_O_PID, CLI_O_CMD, CLI_O_RATE, CLI_O_DURATION, CLI_O_MODE, CLI_O_IDLE,
     CLI_O_NO_GC, CLI_O_SUBPROCESSES, CLI_O_BLOCKING, CLI_O_NONBLOCKING, CLI_O_GIL,
-    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_NATIVE, CLI_O_ASYNC, CLI_O_ASYNC_MODE, CLI_O_ENGINE, CLI_O_OWN
+    CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_NATIVE, CLI_O_ASYNC, CLI_O_ASYNC_MODE, CLI_O_ENGINE, CLI_O_OPCODES,
+    CLI_O_OWN
 };
 #define CLI_OPT_HELP { CLI_O_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 }
 #define CLI_SAMPLING_OPTS \
@@ -168,6 +170,8 @@ enum cli_sampling_opt {
       "C frames too, merged with the Python frames (ptrace)", 0 }, \
     { CLI_O_FUNCTION, NULL, "--function", "--nolineno", NULL, \
       "one frame per function, at its first line", 0 }, \
+    { CLI_O_OPCODES, NULL, "--opcodes", NULL, NULL, \
+      "each sample's bytecode instruction (specialised name)", 0 }, \
     { CLI_O_ASYNC, NULL, "--async", NULL, NULL, \
       "asyncio: a task's awaiter chain instead of the loop", 0 }, \
     { CLI_O_ASYNC_MODE, NULL, "--async-mode", NULL, "MODE", \

@@ -436,6 +436,7 @@ int cmd_record(int argc, char **argv)
     so.subprocesses = a.c.subprocesses;
     so.blocking = a.c.blocking || a.c.native;
     so.function = a.c.function;
+    so.opcodes = a.c.opcodes;
     so.idle = a.c.idle;
     so.async = a.c.async;
     sink.ctx = raw;

@@ -780,6 +780,7 @@ int cmd_top(int argc, char **argv)
     so.subprocesses = a.subprocesses;
     so.blocking = a.blocking || a.native;
     so.function = a.function;
+    so.opcodes = a.opcodes;
     so.idle = a.idle;
     so.async = a.async;
     if (a.native && (rc = cli_native_enable(u, a.pid)) != REMORA_EXIT_OK)

@@ -7,6 +7,10 @@
  * ';' → "\;", newline, carriage return, tab → "\n", "\r", "\t", other control
  * characters (C0, DEL, C1) → "\xNN", U+2028/U+2029 → "\u2028"/"\u2029", each byte that
  * is not part of valid UTF-8 → U+FFFD. The reader undoes it.
+ *
+ * --opcodes: the innermost frame's instruction follows it, "function (file:line) [OP@N]",
+ * OP its name (capitals, digits, '_') and N its byte offset in the bytecode; only after
+ * the ')' that ends a frame's place, which no name can end a frame with.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -48,6 +52,8 @@ static void write_stack(void *ctx, const stk_thread_t *th, const uint32_t *frame
             fputs(" (", w->f);
             put_escaped(w->f, fr->file);
             fprintf(w->f, ":%d)", fr->line);
+            if (fr->op != NULL)
+                fprintf(w->f, " [%s@%d]", fr->op, fr->offset);
         }
     }
     if (first)
@@ -146,12 +152,39 @@ static size_t split_unescape(char *s, char **parts, size_t max)
     return n;
 }
 
-/* "function (file:line)" → parts; else the whole is the function. */
+/* " [OP@N]" ending s after a frame's ')' (--opcodes): the instruction's name (NUL-
+ * terminated in place) and offset, s cut before it; else NULL, s as it was. */
+static const char *parse_op(char *s, size_t *len, int *offset)
+{
+    char *b, *at, *end;
+    long off;
+
+    if (*len < 7 || s[*len - 1] != ']')
+        return NULL;
+    for (b = s + *len - 2; b > s + 1 && (*b == '_' || (*b >= 'A' && *b <= 'Z') ||
+                                          (*b >= '0' && *b <= '9') || *b == '@'); b--)
+        ;
+    if (b[0] != '[' || b[-1] != ' ' || b[-2] != ')' || (at = strchr(b, '@')) == NULL || at == b + 1)
+        return NULL;
+    off = strtol(at + 1, &end, 10);
+    if (end != s + *len - 1 || at[1] < '0' || at[1] > '9' || off > (1L << 30))
+        return NULL;
+    *at = '\0';
+    *offset = (int)off;
+    b[-1] = '\0';
+    *len = (size_t)(b - 1 - s);
+    return b + 1;
+}
+
+/* "function (file:line)" → parts (with " [OP@N]" after it: at an instruction); else the
+ * whole is the function. */
 static uint32_t parse_frame(stk_table_t *t, char *s)
 {
     size_t len = strlen(s);
     char *open, *colon, *end;
     long line;
+    int offset = -1;
+    const char *op = parse_op(s, &len, &offset);
 
     if (len > 4 && s[len - 1] == ')') {
         open = NULL;
@@ -167,7 +200,8 @@ static uint32_t parse_frame(stk_table_t *t, char *s)
                 if (end == s + len - 1) {
                     open[-1] = '\0';
                     *colon = '\0';
-                    return stk_frame(t, s, open + 1, (int)line);
+                    return op ? stk_frame_op(t, s, open + 1, (int)line, op, offset)
+                              : stk_frame(t, s, open + 1, (int)line);
                 }
             }
         }

@@ -147,12 +147,17 @@ static int catch_up(raw_writer_t *w, const stk_table_t *t)
     for (n = stk_nframes(t); w->frames_done < n; w->frames_done++) {
         const stk_frame_t *fr = stk_frame_at(t, (uint32_t)w->frames_done);
         uint32_t fn = string_id(w, fr->function), file = string_id(w, fr->file);
-        if (fn == UINT32_MAX || file == UINT32_MAX)
+        uint32_t op = fr->op != NULL ? string_id(w, fr->op) : 0;
+        if (fn == UINT32_MAX || file == UINT32_MAX || op == UINT32_MAX)
             return REMORA_ENOMEM;
-        fputc(fr->native ? 'C' : 'F', w->f);
+        fputc(fr->op != NULL ? 'I' : fr->native ? 'C' : 'F', w->f);
         put_varint(w->f, fn);
         put_varint(w->f, file);
         put_svarint(w->f, fr->line);
+        if (fr->op != NULL) {
+            put_varint(w->f, op);
+            put_svarint(w->f, fr->offset);
+        }
     }
     n = stk_nthreads(t);
     if (n > w->thread_names_cap) {
@@ -389,6 +394,18 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, 
             if (r.bad || fn >= nstrings || file >= nstrings)
                 break;
             id = stk_frame_kind(t, strings[fn], strings[file], (int)line, c == 'C');
+            if (id == STK_NONE || vec_put(&frames, frames.n, id))
+                break;
+        } else if (c == 'I') {
+            uint64_t fn = get_varint(&r), file = get_varint(&r);
+            int64_t line = get_svarint(&r);
+            uint64_t op = get_varint(&r);
+            int64_t offset = get_svarint(&r);
+            uint32_t id;
+            if (r.bad || fn >= nstrings || file >= nstrings || op >= nstrings || offset < 0 ||
+                offset > (1 << 30))
+                break;
+            id = stk_frame_op(t, strings[fn], strings[file], (int)line, strings[op], (int)offset);
             if (id == STK_NONE || vec_put(&frames, frames.n, id))
                 break;
         } else if (c == 'T') {

@@ -8,6 +8,10 @@
  *   'C' fn file line            a C frame (--native), numbered with the 'F' frames; only
  *                               recordings with C frames have it (a reader older than it
  *                               stops there, as at a corrupt record)
+ *   'I' fn file line op offset  a Python frame at an instruction (--opcodes: a sample's
+ *                               innermost), numbered with the 'F' frames, op a string id
+ *                               (its name), offset its byte offset; only in --opcodes
+ *                               recordings
  *   'T' idx tid name root       a thread (or a new name for one), its root node
  *   'N' id parent frame         a stack-trie node (child of 'parent')
  *   'X' dt_ns thread node flags a sample: time since the previous one (the first: since

@@ -73,6 +73,7 @@ static const py_layout_t py_layout_3_9 = {
     .co_linetable = 120,
     .co_firstlineno = 40,
     .co_code_adaptive = 0,
+    .co_code = 48,
 
     /* objects */
     .ob_type = 8,
@@ -165,6 +166,7 @@ static const py_layout_t py_layout_3_10 = {
     .co_linetable = 120,
     .co_firstlineno = 40,
     .co_code_adaptive = 0,
+    .co_code = 48,
 
     /* objects */
     .ob_type = 8,
@@ -257,6 +259,7 @@ static const py_layout_t py_layout_3_11 = {
     .co_linetable = 136,
     .co_firstlineno = 72,
     .co_code_adaptive = 184,
+    .co_code = 0,
 
     /* objects */
     .ob_type = 8,
@@ -349,6 +352,7 @@ static const py_layout_t py_layout_3_12 = {
     .co_linetable = 136,
     .co_firstlineno = 68,
     .co_code_adaptive = 192,
+    .co_code = 0,
 
     /* objects */
     .ob_type = 8,

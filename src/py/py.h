@@ -103,6 +103,7 @@ typedef struct py_layout {
     uint64_t co_linetable;          /* co_lnotab (3.9), co_linetable (3.10+) */
     uint64_t co_firstlineno;        /* int */
     uint64_t co_code_adaptive;      /* 3.11+: first code unit, inside the code object */
+    uint64_t co_code;               /* 3.9/3.10: the bytecode's bytes object (--opcodes) */
 
     /* objects */
     uint64_t ob_type;

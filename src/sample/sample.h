@@ -22,6 +22,9 @@ typedef struct stk_frame {
     const char *file;
     int line;
     int native;             /* a C frame (--native): writers show it apart */
+    const char *op;         /* --opcodes, a sample's innermost frame: the instruction's name
+                             * (interned; NULL for every other frame) */
+    int offset;             /* ... and its byte offset in the bytecode (else -1) */
 } stk_frame_t;
 
 /* A node of a thread's trie: the stack from the thread's root down to this frame. */
@@ -54,6 +57,10 @@ uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int l
  * the same function, file and line are two frames. */
 uint32_t stk_frame_kind(stk_table_t *t, const char *function, const char *file, int line,
                         int native);
+/* A Python frame at an instruction (--opcodes): its name 'op' (not NULL) and byte offset.
+ * Another frame than the one without an instruction, and than one at another. */
+uint32_t stk_frame_op(stk_table_t *t, const char *function, const char *file, int line,
+                      const char *op, int offset);
 
 /* The thread with this tid and name (any name when 'name' is NULL), created on first
  * use: a thread renamed while recorded is two threads of the table, each with the

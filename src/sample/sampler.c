@@ -126,7 +126,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
     s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : !o->idle ? UNW_WANT_ACTIVE : 0) |
               (o->gc ? UNW_WANT_GC : 0) |
               (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
-              (o->function ? UNW_WANT_FIRSTLINE : 0) | UNW_WANT_PYNAMES;
+              (o->function ? UNW_WANT_FIRSTLINE : 0) | (o->opcodes ? UNW_WANT_OPCODES : 0) |
+              UNW_WANT_PYNAMES;
     if (o->async && u != NULL) {
         int err = async_new(t, &s->async);
         if (err) {
@@ -220,9 +221,12 @@ static int fmap_grow(sampler_t *s)
 
 static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
 {
-    size_t i = fmap_slot(s->fmap, s->fmap_cap, f->function, f->file, f->line);
+    size_t i;
     uint32_t id;
 
+    if (f->op != NULL)              /* --opcodes: not in the map, which keys no instruction */
+        return stk_frame_op(s->t, f->function, f->file, f->line, f->op, f->offset);
+    i = fmap_slot(s->fmap, s->fmap_cap, f->function, f->file, f->line);
     if (s->fmap[i].frame != STK_NONE)
         return s->fmap[i].frame;
     id = stk_frame_kind(s->t, f->function, f->file, f->line, f->native);

@@ -27,6 +27,7 @@ typedef struct sampler_opts {
     int subprocesses;       /* also sample the target's descendants */
     int blocking;           /* --blocking: the target stopped (ptrace) while it is read */
     int function;           /* --function: one frame per function, at its first line */
+    int opcodes;            /* --opcodes: the innermost frame's instruction, a frame of its own */
     int idle;               /* --idle: keep idle threads' samples (idle: not on a CPU and
                              * not holding the GIL); without it they are left out, in
                              * every mode */

@@ -78,9 +78,10 @@ const char *stk_intern(stk_table_t *t, const char *s)
     return strtab_intern(t->strings, s, strlen(s));
 }
 
-static uint64_t frame_hash(const char *fn, const char *file, int line)
+static uint64_t frame_hash(const char *fn, const char *file, int line, const char *op, int offset)
 {
-    return mix((uint64_t)(uintptr_t)fn * 31 + (uint64_t)(uintptr_t)file * 131 + (uint64_t)(unsigned)line);
+    return mix((uint64_t)(uintptr_t)fn * 31 + (uint64_t)(uintptr_t)file * 131 + (uint64_t)(unsigned)line +
+               (uint64_t)(uintptr_t)op * 7 + ((uint64_t)(unsigned)offset << 32));
 }
 
 static int rehash_frames(stk_table_t *t)
@@ -92,7 +93,7 @@ static int rehash_frames(stk_table_t *t)
         return -1;
     for (i = 0; i < t->nframes; i++) {
         const stk_frame_t *f = &t->frames[i];
-        size_t j = frame_hash(f->function, f->file, f->line) & (ncap - 1);
+        size_t j = frame_hash(f->function, f->file, f->line, f->op, f->offset) & (ncap - 1);
         while (ns[j])
             j = (j + 1) & (ncap - 1);
         ns[j] = (uint32_t)i + 1;
@@ -108,18 +109,22 @@ uint32_t stk_frame(stk_table_t *t, const char *function, const char *file, int l
     return stk_frame_kind(t, function, file, line, 0);
 }
 
-uint32_t stk_frame_kind(stk_table_t *t, const char *function, const char *file, int line,
-                        int native)
+/* The frame (function, file, line, kind, instruction), interned. */
+static uint32_t frame_of(stk_table_t *t, const char *function, const char *file, int line, int native,
+                         const char *op, int offset)
 {
-    const char *fn = stk_intern(t, function), *fl = stk_intern(t, file);
+    const char *fn = stk_intern(t, function), *fl = stk_intern(t, file), *o = NULL;
     size_t j;
 
-    if (fn == NULL || fl == NULL)
+    if (fn == NULL || fl == NULL || (op != NULL && (o = stk_intern(t, op)) == NULL))
         return STK_NONE;
-    for (j = frame_hash(fn, fl, line) & (t->frame_slots_cap - 1); t->frame_slots[j];
+    if (o == NULL)
+        offset = -1;
+    for (j = frame_hash(fn, fl, line, o, offset) & (t->frame_slots_cap - 1); t->frame_slots[j];
          j = (j + 1) & (t->frame_slots_cap - 1)) {
         const stk_frame_t *f = &t->frames[t->frame_slots[j] - 1];
-        if (f->function == fn && f->file == fl && f->line == line && f->native == (native != 0))
+        if (f->function == fn && f->file == fl && f->line == line && f->native == (native != 0) &&
+            f->op == o && f->offset == offset)
             return t->frame_slots[j] - 1;
     }
     if (t->nframes >= STK_NONE - 1 || remora_grow((void **)&t->frames, &t->cap_frames, t->nframes + 1, sizeof *t->frames))
@@ -128,10 +133,24 @@ uint32_t stk_frame_kind(stk_table_t *t, const char *function, const char *file, 
     t->frames[t->nframes].file = fl;
     t->frames[t->nframes].line = line;
     t->frames[t->nframes].native = native != 0;
+    t->frames[t->nframes].op = o;
+    t->frames[t->nframes].offset = offset;
     t->frame_slots[j] = (uint32_t)++t->nframes;
     if (t->nframes * 4 > t->frame_slots_cap * 3 && rehash_frames(t))
         return STK_NONE;
     return (uint32_t)t->nframes - 1;
+}
+
+uint32_t stk_frame_kind(stk_table_t *t, const char *function, const char *file, int line,
+                        int native)
+{
+    return frame_of(t, function, file, line, native, NULL, -1);
+}
+
+uint32_t stk_frame_op(stk_table_t *t, const char *function, const char *file, int line,
+                      const char *op, int offset)
+{
+    return frame_of(t, function, file, line, 0, op, offset);
 }
 
 static uint32_t new_node(stk_table_t *t, uint32_t parent, uint32_t frame)

@@ -13,6 +13,7 @@
 #include "remora.h"
 #include "internal.h"
 #include "../py/opcodes311.h"
+#include "../py/opnames_generated.h"
 
 #define CODE_MAX_READ 1024
 #define CODE_MAX_UNITS 32768            /* 3.11 bytecode decoded for call points, at most */
@@ -232,6 +233,42 @@ static int read_calls(proc_t *p, uint64_t code, int64_t units, unw_code_t *e)
     return REMORA_OK;
 }
 
+const char *const *code_opnames(int minor)
+{
+    switch (minor) {
+    case 9: return opnames_39;
+    case 10: return opnames_310;
+    case 11: return opnames_311;
+    case 12: return opnames_312;
+    case 13: return opnames_313;
+    case 14: return opnames_314;
+    case 15: return opnames_315;
+    default: return NULL;
+    }
+}
+
+const char *code_opcode(unwinder_t *u, unw_code_t *e, int offset)
+{
+    const py_layout_t *L = &u->target->layout;
+    unsigned char op;
+
+    if (u->opnames == NULL || offset < 0)
+        return NULL;
+    if (e->bytecode == 0 && L->co_code_adaptive == 0 && L->co_code != 0) {
+        /* 3.9/3.10: the bytes object holding the bytecode (immutable: read once) */
+        uint64_t bytes, size;
+        if (proc_read_u64(u->p, e->addr + L->co_code, &bytes) != REMORA_OK || bytes == 0 ||
+            proc_read_u64(u->p, bytes + L->bytes_size, &size) != REMORA_OK || size > (1u << 28))
+            return NULL;
+        e->bytecode = bytes + L->bytes_sval;
+        e->bytecode_len = (size_t)size;
+    }
+    if (e->bytecode == 0 || (size_t)offset >= e->bytecode_len ||
+        proc_read(u->p, e->bytecode + (uint64_t)offset, &op, 1) != REMORA_OK)
+        return NULL;
+    return u->opnames[op];
+}
+
 int code_calls_at(const unw_code_t *code, int64_t idx)
 {
     if (code->calls == NULL || idx < 0 || (uint64_t)idx >= code->calls_units)
@@ -352,6 +389,11 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
         free(fresh.linetable);
         free(fresh.str_img);
         return err;
+    }
+    if (L->co_code_adaptive >= 24 && L->co_code_adaptive <= need && L->ob_size + 8 <= need &&
+        get_u64(co, L->ob_size) < (1u << 27)) {
+        fresh.bytecode = addr + L->co_code_adaptive;        /* 3.11+: inside the object */
+        fresh.bytecode_len = (size_t)get_u64(co, L->ob_size) * 2;
     }
     if (L->caller_rests_on_call && L->co_code_adaptive >= 24 && L->co_code_adaptive <= need &&
         L->ob_size + 8 <= need) {

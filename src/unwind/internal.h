@@ -117,6 +117,10 @@ typedef struct unw_code {
     unsigned char *calls;       /* 3.11: owned bitmap, one bit per code unit: where a frame
                                  * rests while it calls inline (NULL: not known) */
     size_t calls_units;
+    uint64_t bytecode;          /* --opcodes: where its bytecode's bytes are in the target
+                                 * (3.11+ inside it; 3.9/3.10 its co_code's, read at first
+                                 * use), 0 = not known yet */
+    size_t bytecode_len;        /* ... and how many */
 } unw_code_t;
 
 /* 3.13+: is the frame whose first fr_size bytes are 'fb' an interpreter trampoline (the
@@ -137,6 +141,13 @@ static inline int unw_is_trampoline(const py_target_t *t, const unsigned char *f
 /* 3.11: is the code unit at 'idx' one where this code's frame rests while calling a
  * Python function inline? 1 yes, 0 no, -1 not known (no bitmap, or out of range). */
 int code_calls_at(const unw_code_t *code, int64_t idx);
+
+/* --opcodes: the name of the instruction at byte 'offset' of the code object's bytecode,
+ * read now (the specialised form it has now, 3.11+), or NULL (no such instruction, a
+ * failed read, a version without names). */
+const char *code_opcode(unwinder_t *u, unw_code_t *e, int offset);
+/* The opcode names of a minor version 3.9-3.15 (py/opnames_generated.h), or NULL. */
+const char *const *code_opnames(int minor);
 
 typedef struct code_cache code_cache_t;
 
@@ -213,6 +224,7 @@ struct unwinder {
     struct unw_func *funcs;     /* 3.11: UNW_FUNCS function objects and their code */
     int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
     unsigned want;              /* UNW_WANT_* */
+    const char *const *opnames; /* the target version's opcode names (--opcodes), or NULL */
     unsigned tries;             /* unw_set_tries() */
     struct reader *reader;      /* the per-sample reader's state (sample.c) */
     pynames_t *pynames;         /* UNW_WANT_PYNAMES: the registry of thread names */

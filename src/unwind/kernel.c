@@ -443,8 +443,11 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
         fr->file = e->file;
         fr->addr = f->addr;
         fr->code = f->code;
-        fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno
-                                                  : code_line(e, L, frame_addrq(L, f->code, f->instr));
+        fr->offset = frame_addrq(L, f->code, f->instr);
+        fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno : code_line(e, L, fr->offset);
+        /* the instruction the tick caught the innermost frame at, named now */
+        if ((u->want & UNW_WANT_OPCODES) && n - 1 == cut)
+            fr->op = code_opcode(u, e, fr->offset);
         /* where one C call of the eval loop began, as keep_raw() decides it */
         if (L->walk_root == PY_ROOT_ANY) {
             fr->entry = 1;

@@ -152,8 +152,9 @@ void name_frames(unwinder_t *u, reader_t *r)
             fr->below = raw[k].below;
             fr->addr = raw[k].addr;
             fr->code = raw[k].code;
-            fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno :
-                       code_line(e, L, frame_addrq(L, raw[k].code, raw[k].instr));
+            fr->offset = frame_addrq(L, raw[k].code, raw[k].instr);
+            fr->op = NULL;
+            fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno : code_line(e, L, fr->offset);
             callee_entry = raw[k].entry;
             last_code = raw[k].code;
             last_e = e;
@@ -164,5 +165,10 @@ void name_frames(unwinder_t *u, reader_t *r)
         }
         th->frames += skip;
         th->nframes = tc->raw_n - skip;
+        if ((u->want & UNW_WANT_OPCODES) && th->nframes > 0) {
+            unw_code_t *e = code_cache_peek(u->codes, th->frames[0].code);
+            if (e != NULL)
+                th->frames[0].op = code_opcode(u, e, th->frames[0].offset);
+        }
     }
 }

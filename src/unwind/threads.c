@@ -25,6 +25,7 @@ int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
         return REMORA_ENOMEM;
     u->p = p;
     u->target = t;
+    u->opnames = t->layout.major == 3 ? code_opnames(t->layout.minor) : NULL;
     u->pthread_tid_off = -1;
     u->want = UNW_WANT_ALL;
     u->names = strtab_new();

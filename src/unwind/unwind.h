@@ -57,6 +57,9 @@ typedef struct unw_frame {
     uint64_t addr;              /* a Python frame: the frame's address (a PyFrameObject on
                                  * 3.9/3.10, else an _PyInterpreterFrame), else 0 */
     uint64_t code;              /* ... and its code object's (dump --locals reads both) */
+    const char *op;             /* UNW_WANT_OPCODES, a thread's innermost Python frame: its
+                                 * instruction's name (a constant), else NULL */
+    int offset;                 /* ... and the instruction's byte offset in the bytecode */
 } unw_frame_t;
 
 typedef struct unw_thread {
@@ -139,6 +142,8 @@ typedef struct unwinder unwinder_t;
                                  * (never idle) is taken as on a CPU without a look, and an
                                  * idle thread (asleep, not holding it) gets no frames, its
                                  * stack not read nor named; not in ALL */
+#define UNW_WANT_OPCODES 1024u /* --opcodes: each thread's innermost Python frame's
+                                 * instruction (op, offset): a read a thread; not in ALL */
 _Static_assert((UNW_WANT_ACTIVE & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
                                    UNW_WANT_NATIVE | UNW_WANT_TASKS)) == 0 &&
                (UNW_WANT_TASKS & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |

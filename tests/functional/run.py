@@ -314,6 +314,8 @@ def main():
     tests += names_tests.tests(remora)
     import source_tests                 # dump's source lines: tests/functional/source_tests.py
     tests += source_tests.tests(remora)
+    import opcodes_tests                # --opcodes: tests/functional/opcodes_tests.py
+    tests += opcodes_tests.tests(remora)
     import heatmap_tests                # the line heatmap: tests/functional/heatmap_tests.py
     tests += heatmap_tests.tests(remora)
     import setup_tests                  # the test set-up (provision-chroot.sh): setup_tests.py
