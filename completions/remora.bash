@@ -40,7 +40,7 @@ _remora()
     local engines="auto kernel user"
     local sampling="-h --help -p --pid -r --rate -d --duration --mode --gil --idle --no-gc
         --subprocesses --blocking --nonblocking --native --function --nolineno -l --limit
-        --async --async-mode --engine --"
+        --async --async-mode --engine --opcodes --"
 
     # the command: the first word after remora that is not an option
     cmd=

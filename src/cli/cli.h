@@ -171,7 +171,7 @@ enum cli_sampling_opt {
     { CLI_O_FUNCTION, NULL, "--function", "--nolineno", NULL, \
       "one frame per function, at its first line", 0 }, \
     { CLI_O_OPCODES, NULL, "--opcodes", NULL, NULL, \
-      "each sample's bytecode instruction (specialised name)", 0 }, \
+      "each sample's bytecode instruction, specialised", 0 }, \
     { CLI_O_ASYNC, NULL, "--async", NULL, NULL, \
       "asyncio: a task's awaiter chain instead of the loop", 0 }, \
     { CLI_O_ASYNC_MODE, NULL, "--async-mode", NULL, "MODE", \

@@ -386,6 +386,56 @@ done:
     return REMORA_OK;
 }
 
+#define TOP_OPS 4               /* --opcodes: instructions named for the selected row */
+
+/* --opcodes: the selected function's instructions its own samples were at, most first,
+ * over the whole run (or the thread shown), as a line "  OP 41.2%  OP 20.0% ...". */
+static void draw_ops(const top_t *tp, FILE *f, const stk_fn_row_t *r)
+{
+    const stk_table_t *t = tp->table;
+    size_t nn = stk_nnodes(t), i, k, nbest = 0;
+    struct { const char *op; uint64_t n; } best[TOP_OPS * 4];
+    uint64_t all = 0;
+
+    for (i = 0; i < nn; i++) {
+        const stk_node_t *nd = stk_node_at(t, (uint32_t)i);
+        const stk_frame_t *fr;
+        if (nd->self == 0 || nd->frame == STK_NONE)
+            continue;
+        fr = stk_frame_at(t, nd->frame);
+        if (fr->op == NULL || fr->function != r->function || fr->file != r->file)
+            continue;
+        all += nd->self;
+        for (k = 0; k < nbest && best[k].op != fr->op; k++)
+            ;
+        if (k == nbest) {
+            if (nbest == sizeof best / sizeof best[0])
+                continue;           /* more kinds than shown: the first ones seen count */
+            best[nbest].op = fr->op;
+            best[nbest++].n = 0;
+        }
+        best[k].n += nd->self;
+    }
+    if (all == 0)
+        return;
+    fputs("instructions:", f);
+    for (k = 0; k < TOP_OPS && k < nbest; k++) {
+        size_t m = k, j;
+        for (j = k + 1; j < nbest; j++)
+            if (best[j].n > best[m].n)
+                m = j;
+        if (m != k) {
+            const char *o = best[k].op;
+            uint64_t n = best[k].n;
+            best[k] = best[m];
+            best[m].op = o;
+            best[m].n = n;
+        }
+        fprintf(f, "  %s %.1f%%", best[k].op, 100.0 * (double)best[k].n / (double)all);
+    }
+    fputc('\n', f);
+}
+
 /* The last line on a terminal: the filter being typed, or the selected row's source line
  * as the target's file has it (read once per file, proc/source.c). */
 static void draw_footer(top_t *tp, FILE *f, const stk_fn_row_t *r)
@@ -402,6 +452,9 @@ static void draw_footer(top_t *tp, FILE *f, const stk_fn_row_t *r)
     }
     if (r == NULL || r->file == NULL || r->file[0] == '\0')
         return;
+    fputs("\n", f);
+    if (tp->a->opcodes)
+        draw_ops(tp, f, r);
     if (tp->src_file != r->file) {
         proc_src_free(&tp->src);
         tp->src_file = NULL;
@@ -410,7 +463,6 @@ static void draw_footer(top_t *tp, FILE *f, const stk_fn_row_t *r)
         tp->src_file = r->file;
     }
     line = proc_src_line(&tp->src, r->hot_line, &len);
-    fputs("\n", f);
     out_text_frame(f, r->function, r->file, r->hot_line);
     if (line == NULL) {
         fprintf(f, ": source %s\n", tp->src.state == PROC_SRC_OK ? "has no such line" :
@@ -496,7 +548,7 @@ static void paint(top_t *tp)
     const char *line;
 
     screen_size(&rows, &cols);
-    if (draw(tp, rows > 7 ? (size_t)(rows - 7) : 1, (size_t)cols))
+    if (draw(tp, rows > 8 ? (size_t)(rows - 8) : 1, (size_t)cols))
         return;
     line = tp->buf;
     fputs("\033[H", stdout);

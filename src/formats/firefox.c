@@ -298,10 +298,13 @@ static void write_thread(ffx_t *x, FILE *f, size_t ti)
 
     /* frameTable */
     fputs(",\"frameTable\":{", f);
+    /* --opcodes: an instruction's byte offset as the frame's address and its name as the
+     * frame's implementation (the profiler's sidebar breaks a function's time down by it) */
     col_begin(f, "address", 1);
     for (i = 0; i < nf; i++) {
+        const stk_frame_t *fr = stk_frame_at(t, x->frames[i]);
         sep(f, i);
-        fputs("-1", f);
+        fprintf(f, "%d", fr->op != NULL ? fr->offset : -1);
     }
     fputc(']', f);
     col_begin(f, "category", 0);
@@ -318,7 +321,16 @@ static void write_thread(ffx_t *x, FILE *f, size_t ti)
     }
     fputc(']', f);
     nulls(f, "innerWindowID", nf);
-    nulls(f, "implementation", nf);
+    col_begin(f, "implementation", 0);
+    for (i = 0; i < nf; i++) {
+        const stk_frame_t *fr = stk_frame_at(t, x->frames[i]);
+        sep(f, i);
+        if (fr->op != NULL)
+            fprintf(f, "%u", out_strs_index(&x->strs, fr->op));
+        else
+            fputs("null", f);
+    }
+    fputc(']', f);
     nulls(f, "optimizations", nf);
     col_begin(f, "line", 0);
     for (i = 0; i < nf; i++) {

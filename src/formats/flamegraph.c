@@ -12,7 +12,8 @@
  *              "self":[...], "native":[...]}
  * strings holds each distinct function and file name once; frames are triples of
  * string indexes and a line; "native" lists the C frames' indexes (--native; absent when
- * there are none). The nodes of every thread's trie follow in depth-first
+ * there are none; "ops", [[frame, instruction, byte offset], ...] the frames at an
+ * instruction, --opcodes, absent without). The nodes of every thread's trie follow in depth-first
  * pre-order, thread by thread: depth 0 is a thread's root (frame -1), and a node's
  * parent is the nearest earlier node one level up, so the tree needs no parent links.
  *
@@ -505,6 +506,18 @@ static int write_profile(FILE *f, const profile_t *p, const profile_t *base)
         if (!stk_frame_at(t, (uint32_t)i)->native)
             continue;
         fprintf(f, "%s%zu", rc ? "," : ",\n\"native\":[", i);
+        rc = 1;
+    }
+    if (rc)
+        fputc(']', f);
+    /* --opcodes: [frame, instruction name, byte offset] of the frames at an instruction */
+    for (i = 0, rc = 0; i < nf; i++) {
+        const stk_frame_t *fr = stk_frame_at(t, (uint32_t)i);
+        if (fr->op == NULL)
+            continue;
+        fprintf(f, "%s[%zu,", rc ? "," : ",\n\"ops\":[", i);
+        put_cstr(f, fr->op);
+        fprintf(f, ",%d]", fr->offset);
         rc = 1;
     }
     fputs(rc ? "]}" : "}", f);

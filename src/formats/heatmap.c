@@ -13,7 +13,8 @@
  * The same numbers, for programs, in a <script type="application/json" id="heatmap-data">
  * element (escaped so no byte sequence closes it):
  *   {"version":1, "total":N, "files":[{"file":S, "source":"read"|WHY, "changed":B,
- *    "self":N, "inclusive":N, "lines":[[line, self, inclusive], ...]}, ...]}
+ *    "self":N, "inclusive":N, "lines":[[line, self, inclusive], ...],
+ *    "ops":[[line, instruction, self samples at it], ...] (--opcodes; else empty)}, ...]}
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +31,7 @@
 #define HM_CALLEES 3                /* callees linked from a line */
 #define HM_LINE_SHOWN 400           /* bytes of one source line shown */
 #define HM_TOP_LINES 25             /* rows of the page's table of hottest lines */
+#define HM_OPS 4                    /* --opcodes: instructions shown on a line */
 
 typedef struct hm_line {
     const char *file;               /* interned: compared by pointer */
@@ -43,6 +45,12 @@ typedef struct hm_call {
     uint32_t row;                   /* the function called (a row of stk_fn_rows) */
     uint64_t n, stamp;
 } hm_call_t;
+
+typedef struct hm_op {
+    uint32_t line;                  /* the line (index into lines) */
+    const char *op;                 /* --opcodes: an instruction samples ended at there */
+    uint64_t n;
+} hm_op_t;
 
 typedef struct hm_file {
     const char *file;
@@ -63,6 +71,10 @@ typedef struct hm {
     size_t ncalls, cap_calls;
     uint32_t *call_slots;
     size_t ncall_slots;
+    hm_op_t *ops;                   /* --opcodes: self samples by line and instruction */
+    size_t nops, cap_ops;
+    uint32_t *op_slots;
+    size_t nop_slots;
     hm_file_t *files;
     size_t nfiles, cap_files;
     stk_fn_row_t *rows;
@@ -112,6 +124,36 @@ static uint64_t line_key(const hm_t *h, uint32_t i)
 static uint64_t call_key(const hm_t *h, uint32_t i)
 {
     return (uint64_t)h->calls[i].line << 32 | h->calls[i].row;
+}
+
+static uint64_t op_key(const hm_t *h, uint32_t i)
+{
+    return (uint64_t)h->ops[i].line << 32 ^ (uint64_t)(uintptr_t)h->ops[i].op;
+}
+
+static void op_add(hm_t *h, uint32_t line, const char *op, uint64_t n)
+{
+    uint64_t k = (uint64_t)line << 32 ^ (uint64_t)(uintptr_t)op;
+    size_t j;
+
+    if (rehash(&h->op_slots, &h->nop_slots, h->nops, op_key, h) != 0) {
+        h->oom = 1;
+        return;
+    }
+    for (j = (size_t)mix(k) & (h->nop_slots - 1); h->op_slots[j]; j = (j + 1) & (h->nop_slots - 1)) {
+        hm_op_t *o = &h->ops[h->op_slots[j] - 1];
+        if (o->line == line && o->op == op) {
+            o->n += n;
+            return;
+        }
+    }
+    if (remora_grow((void **)&h->ops, &h->cap_ops, h->nops + 1, sizeof *h->ops)) {
+        h->oom = 1;
+        return;
+    }
+    h->ops[h->nops] = (hm_op_t){ line, op, n };
+    h->op_slots[j] = (uint32_t)h->nops + 1;
+    h->nops++;
 }
 
 static uint32_t file_of(hm_t *h, const char *file)
@@ -224,6 +266,8 @@ static void count_stack(void *ctx, const stk_thread_t *thread, const uint32_t *f
         if (k + 1 == n) {
             l->self += count;
             fl->self += count;
+            if (f->op != NULL)
+                op_add(h, li, f->op, count);
         } else if (py_frame(h, frames[k + 1]) != NULL) {
             call_add(h, li, h->row_of_frame[frames[k + 1]], count);
         }
@@ -352,6 +396,33 @@ static void put_callees(FILE *f, const hm_t *h, uint32_t li, uint64_t total)
     }
 }
 
+/* --opcodes: the instructions the line's own samples were at, most first (HM_OPS). */
+static void put_ops(FILE *f, const hm_t *h, uint32_t li, uint64_t total)
+{
+    uint32_t best[HM_OPS];
+    size_t nbest = 0, c, k;
+
+    for (c = 0; c < h->nops; c++) {
+        if (h->ops[c].line != li)
+            continue;
+        for (k = nbest; k > 0 && h->ops[best[k - 1]].n < h->ops[c].n; k--)
+            if (k < HM_OPS)
+                best[k] = best[k - 1];
+        if (k < HM_OPS) {
+            best[k] = (uint32_t)c;
+            if (nbest < HM_OPS)
+                nbest++;
+        }
+    }
+    for (k = 0; k < nbest; k++) {
+        fprintf(f, "%s<span class=o>", k ? " " : "");
+        put_htmlz(f, h->ops[best[k]].op);
+        fprintf(f, " %.1f%%</span>", pct(h->ops[best[k]].n, total));
+    }
+    if (nbest > 0)
+        fputs("<br>", f);
+}
+
 static void put_row(FILE *f, const hm_t *h, uint32_t fno, int line, const hm_line_t *l,
                     const out_source_t *src, const uint32_t *starts, size_t nstarts, uint64_t total)
 {
@@ -371,8 +442,10 @@ static void put_row(FILE *f, const hm_t *h, uint32_t fno, int line, const hm_lin
     if (text != NULL)
         put_html(f, text, len, HM_LINE_SHOWN);
     fputs("</td><td class=k>", f);
-    if (l != NULL)
+    if (l != NULL) {
+        put_ops(f, h, (uint32_t)(l - h->lines), total);
         put_callees(f, h, (uint32_t)(l - h->lines), total);
+    }
     fputs("</td></tr>\n", f);
 }
 
@@ -442,6 +515,7 @@ static void write_file(FILE *f, hm_t *h, uint32_t fno, const out_options_t *o, u
 static void write_data(FILE *f, const hm_t *h, const uint32_t *order, uint64_t total)
 {
     size_t i, k;
+    int first;
 
     fprintf(f, "<script type=\"application/json\" id=\"heatmap-data\">{\"version\":1,\"total\":%" PRIu64
             ",\"files\":[", total);
@@ -458,6 +532,16 @@ static void write_data(FILE *f, const hm_t *h, const uint32_t *order, uint64_t t
             const hm_line_t *l = &h->lines[fl->lines[k]];
             fprintf(f, "%s[%d,%" PRIu64 ",%" PRIu64 "]", k ? "," : "", l->line, l->self, l->incl);
         }
+        fputs("],\"ops\":[", f);
+        for (k = 0, first = 1; k < h->nops; k++) {
+            const hm_line_t *l = &h->lines[h->ops[k].line];
+            if (l->fileno != order[i])
+                continue;
+            fprintf(f, "%s[%d,", first ? "" : ",", l->line);
+            out_flamegraph_json_str(f, h->ops[k].op, strlen(h->ops[k].op));
+            fprintf(f, ",%" PRIu64 "]", h->ops[k].n);
+            first = 0;
+        }
         fputs("]}", f);
     }
     fputs("]}</script>\n", f);
@@ -472,6 +556,7 @@ static const char hm_style[] =
     "td.s{font-family:ui-monospace,monospace;white-space:pre;tab-size:8;max-width:70ch;"
     "overflow:hidden;text-overflow:ellipsis}"
     "td.k{font-size:.9em;max-width:22em}tr.g td{color:#999}"
+    ".o{font-family:ui-monospace,monospace;font-size:.85em;color:#614}"
     "a{color:#1a5fb4;text-decoration:none}a:hover{text-decoration:underline}";
 
 int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o)
@@ -571,6 +656,8 @@ out:
     free(h.slots);
     free(h.calls);
     free(h.call_slots);
+    free(h.ops);
+    free(h.op_slots);
     free(h.rows);
     free(h.row_of_frame);
     free(order);
