@@ -295,8 +295,15 @@ def interp_command(interp, args):
     return ([python] if not root else ["chroot", root, python]) + list(args)
 
 
+# REMORA_INTERPRETERS (names, comma-separated): a run on those alone, the others' tests
+# said skipped by name (make asan: one of each minor version and kind, see the Makefile)
+ONLY_INTERPRETERS = [n for n in os.environ.get("REMORA_INTERPRETERS", "").split(",") if n]
+
+
 def interp_missing(interp):
     name, python, root = interp
+    if ONLY_INTERPRETERS and name not in ONLY_INTERPRETERS:
+        return "not in this run's interpreters (REMORA_INTERPRETERS=%s)" % ",".join(ONLY_INTERPRETERS)
     if root:
         if not os.path.isdir(root):
             return "chroot %s missing (create it with tests/provision-chroot.sh)" % root

@@ -330,10 +330,13 @@ def main():
     tests += locals_tests.tests(remora)
     import async_record_tests           # record/top --async: tests/functional/async_record_tests.py
     tests += async_record_tests.tests(remora)
-    import server_tests                 # a server-like target: tests/functional/server_tests.py
-    tests += server_tests.tests(remora)
-    import idle_tests                   # the idle test against the target's clock: idle_tests.py
-    tests += idle_tests.tests(remora)
+    # a server-like target, the idle test against the target's clock: measurements of
+    # timing as mix is, run as mix is (make test; make asan leaves them out: issue 31)
+    import server_tests                 # tests/functional/server_tests.py
+    import idle_tests                   # tests/functional/idle_tests.py
+    if args.only.startswith(("server/", "idle/")) or os.environ.get("REMORA_FIDELITY") == "1":
+        tests += server_tests.tests(remora)
+        tests += idle_tests.tests(remora)
     import install_tests                # make install, man page, completions, .deb: install_tests.py
     tests += install_tests.tests(remora)
     import async_tests                  # asyncio tasks: tests/functional/async_tests.py
