@@ -356,24 +356,34 @@ static void put_shade(FILE *f, uint64_t incl, uint64_t total)
     fprintf(f, " style=\"background:rgba(230,40,20,%.3f)\"", 0.05 + 0.7 * (a > 1 ? 1 : a));
 }
 
+/* Keeps best[0..*nbest) the indexes of the 'cap' largest counts seen, largest first:
+ * item c, with count n[c], offered. */
+static void keep_best(uint32_t *best, size_t *nbest, size_t cap, const uint64_t *n, size_t stride,
+                      size_t c)
+{
+    size_t k;
+
+#define HM_N(i) (*(const uint64_t *)((const char *)n + (size_t)(i) * stride))
+    for (k = *nbest; k > 0 && HM_N(best[k - 1]) < HM_N(c); k--)
+        if (k < cap)
+            best[k] = best[k - 1];
+#undef HM_N
+    if (k < cap) {
+        best[k] = (uint32_t)c;
+        if (*nbest < cap)
+            (*nbest)++;
+    }
+}
+
 static void put_callees(FILE *f, const hm_t *h, uint32_t li, uint64_t total)
 {
     uint32_t best[HM_CALLEES];
     size_t nbest = 0, c, k;
 
     /* the few calls of this line: a scan of all (bounded by the profile's frames) */
-    for (c = 0; c < h->ncalls; c++) {
-        if (h->calls[c].line != li)
-            continue;
-        for (k = nbest; k > 0 && h->calls[best[k - 1]].n < h->calls[c].n; k--)
-            if (k < HM_CALLEES)
-                best[k] = best[k - 1];
-        if (k < HM_CALLEES) {
-            best[k] = (uint32_t)c;
-            if (nbest < HM_CALLEES)
-                nbest++;
-        }
-    }
+    for (c = 0; c < h->ncalls; c++)
+        if (h->calls[c].line == li)
+            keep_best(best, &nbest, HM_CALLEES, &h->calls[0].n, sizeof *h->calls, c);
     for (k = 0; k < nbest; k++) {
         const hm_call_t *cl = &h->calls[best[k]];
         const stk_fn_row_t *r = &h->rows[cl->row];
@@ -402,18 +412,9 @@ static void put_ops(FILE *f, const hm_t *h, uint32_t li, uint64_t total)
     uint32_t best[HM_OPS];
     size_t nbest = 0, c, k;
 
-    for (c = 0; c < h->nops; c++) {
-        if (h->ops[c].line != li)
-            continue;
-        for (k = nbest; k > 0 && h->ops[best[k - 1]].n < h->ops[c].n; k--)
-            if (k < HM_OPS)
-                best[k] = best[k - 1];
-        if (k < HM_OPS) {
-            best[k] = (uint32_t)c;
-            if (nbest < HM_OPS)
-                nbest++;
-        }
-    }
+    for (c = 0; c < h->nops; c++)
+        if (h->ops[c].line == li)
+            keep_best(best, &nbest, HM_OPS, &h->ops[0].n, sizeof *h->ops, c);
     for (k = 0; k < nbest; k++) {
         fprintf(f, "%s<span class=o>", k ? " " : "");
         put_htmlz(f, h->ops[best[k]].op);

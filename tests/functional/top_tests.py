@@ -96,21 +96,26 @@ def test_batch(remora, interp):
     return "%d tables, %d functions" % (len(tables), len(want))
 
 
+def spawn_on_pty(argv, rows, cols):
+    """argv started on a new rows x cols pseudo-terminal (TERM=xterm): (pid, master fd)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["TERM"] = "xterm"
+        try:
+            os.execvp(argv[0], argv)
+        finally:
+            os._exit(127)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    return pid, fd
+
+
 def test_tty(remora, interp):
     with known_target(interp) as t:
         truth = t.wait_ready()
         t.wait_main_in_read()
         want = truth_shares(truth)
         leaves = [k[0] for k, (own, _) in want.items() if own > 0]
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.environ["TERM"] = "xterm"
-            argv = remora.argv(["top", "-p", t.pid, "-l", 100, "--idle"])
-            try:
-                os.execvp(argv[0], argv)
-            finally:
-                os._exit(127)
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", TTY_ROWS, TTY_COLS, 0, 0))
+        pid, fd = spawn_on_pty(remora.argv(["top", "-p", t.pid, "-l", 100, "--idle"]), TTY_ROWS, TTY_COLS)
         before = termios.tcgetattr(fd)
         buf, sent, status = b"", 0, None
         deadline = time.monotonic() + TTY_TIMEOUT
@@ -175,18 +180,12 @@ ELLIPSIS = "\u2026"
 SCREEN_ROW = re.compile(r"^\s*[\d.]+%\s+[\d.]+%\s+[\d.]+s\s+[\d.]+s  (.*)$")
 
 
-def pty_session(argv, rows, cols, done, timeout=TTY_TIMEOUT):
-    """Runs argv on a rows x cols pseudo-terminal until done(text so far) says the key to
-    send (then sends it and waits for the exit); returns (everything read, exit code)."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ["TERM"] = "xterm"
-        try:
-            os.execvp(argv[0], argv)
-        finally:
-            os._exit(127)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    buf, sent, status = b"", False, None
+def pty_drive(argv, rows, cols, react, timeout=TTY_TIMEOUT):
+    """Runs argv on a rows x cols pseudo-terminal until it exits, calling react(text so far)
+    after each read and writing the bytes it returns (None: nothing); Fail after timeout s,
+    saying react's 'where' attribute if it has one. Returns (everything read, exit code)."""
+    pid, fd = spawn_on_pty(argv, rows, cols)
+    buf, status = b"", None
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -199,11 +198,12 @@ def pty_session(argv, rows, cols, done, timeout=TTY_TIMEOUT):
                 if not data:
                     break
                 buf += data
-            if not sent and done(buf.decode("utf-8", "replace")):
-                os.write(fd, b"q")
-                sent = True
+            keys = react(buf.decode("utf-8", "replace"))
+            if keys:
+                os.write(fd, keys)
         else:
-            raise Fail("no exit %.0fs into the session (q sent: %s): %r" % (timeout, sent, buf[-300:]))
+            raise Fail("no exit %.0fs into the session (%s): %r" % (
+                timeout, getattr(react, "where", "?"), buf[-400:]))
         _, status = os.waitpid(pid, 0)
         pid = 0
     finally:
@@ -212,6 +212,20 @@ def pty_session(argv, rows, cols, done, timeout=TTY_TIMEOUT):
             os.waitpid(pid, 0)
         os.close(fd)
     return buf.decode("utf-8", "replace"), os.waitstatus_to_exitcode(status)
+
+
+def pty_session(argv, rows, cols, done, timeout=TTY_TIMEOUT):
+    """Runs argv on a rows x cols pseudo-terminal until done(text so far) says the key to
+    send (then sends it and waits for the exit); returns (everything read, exit code)."""
+    sent = []
+
+    def react(text):
+        if not sent and done(text):
+            sent.append(1)
+            return b"q"
+        return None
+    react.where = "q not sent yet"
+    return pty_drive(argv, rows, cols, react, timeout)
 
 
 def live_frame(text):
@@ -366,98 +380,63 @@ def test_keys(remora, interp):
         crlf = next(th for th in truth["threads"] if th["case"] == "crlf")
         leaf = next(f for f in crlf["frames"] if f["file"].endswith("crlf_mod.py"))
         threads = {th["native_id"]: th for th in truth["threads"]}
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.environ["TERM"] = "xterm"
-            argv = remora.argv(["top", "-p", t.pid, "-l", 200, "--idle"])
-            try:
-                os.execvp(argv[0], argv)
-            finally:
-                os._exit(127)
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", KEYS_ROWS, KEYS_COLS, 0, 0))
-        buf, step, status, problems, note = b"", 0, None, [], {}
-        deadline = time.monotonic() + 3 * TTY_TIMEOUT
-        paused_at = paused_frames = None
+        st = {"step": 0, "paused_at": None, "paused_frames": None}
+        problems, note = [], {}
 
-        def send(keys):
-            os.write(fd, keys)
-
-        try:
-            while time.monotonic() < deadline:
-                r, _, _ = select.select([fd], [], [], 0.05)
-                if r:
-                    try:
-                        data = os.read(fd, 65536)
-                    except OSError:
-                        data = b""
-                    if not data:
-                        break
-                    buf += data
-                text = buf.decode("utf-8", "replace")
-                lines = frame_of(text)
-                head = next((l for l in lines if " sorted by " in l), "")
-                rows = frame_rows(lines)
-                if step == 0 and "last second" in head and sum(r[0].startswith("parked (") for r in rows) >= 8:
-                    send(b"/CRLF_mod\r")                # any case
-                    step = 1
-                elif step == 1 and "[filter: CRLF_mod]" in head and rows:
-                    bad = [r[0] for r in rows if "crlf_mod" not in r[0].lower()]
-                    if bad:
-                        problems.append("filtered rows without crlf_mod: %r" % bad[:3])
-                    foot = [l for l in lines if l.startswith("parked (") and ":  " in l]
-                    want = "parked (%s:%d):  %s" % (leaf["file"], leaf["line"], leaf["source"])
-                    if not foot or foot[-1] != want:
-                        problems.append("selected row's source line %r, want %r" % (foot[-1:] or None, want))
-                    note["filter"] = len(rows)
-                    send(b"/" + b"\x7f" * 20 + b"\r" + b"t")
-                    step = 2
-                elif step == 2 and "[thread " in head and "[filter" not in head:
-                    tid = int(re.search(r"\[thread (\d+)\]", head).group(1))
-                    if tid not in threads:
-                        send(b"t")                      # the main thread, or another: the next
-                        continue
-                    fns = {f["function"] for f in threads[tid]["frames"]}
-                    alien = [r[0] for r in rows if r[0].split(" (")[0] not in fns]
-                    if alien or not rows:
-                        problems.append("thread %d: rows not of its stack: %r" % (tid, alien[:3]))
-                    note["thread"] = "%d (%s, %d rows)" % (tid, threads[tid]["case"], len(rows))
-                    send(b"p")
-                    step = 3
-                elif step == 3 and "[paused]" in head:
-                    paused_at, paused_frames = time.monotonic(), text.count("\x1b[H")
-                    step = 4
-                elif step == 4 and time.monotonic() - paused_at > PAUSE_WATCH:
-                    if text.count("\x1b[H") != paused_frames:
-                        problems.append("%d frames drawn while paused" % (text.count("\x1b[H") - paused_frames))
-                    send(b"r")
-                    step = 5
-                elif step == 5 and "[times since reset]" in head:
-                    if any(r[1] != 0.0 for r in rows):
-                        problems.append("OwnTime not 0 just after the reset: %r" % rows[:2])
-                    send(b"p")
-                    step = 6
-                elif step == 6 and "[paused]" not in head and "last second" in head and \
-                        any(float(ROW_NUMS.match(l).group(2)) > 0 for l in lines if ROW_NUMS.match(l)):
-                    totals = [r[2] for r in rows]
-                    secs = float(re.match(r"^([\d.]+) s ", lines[1]).group(1)) if len(lines) > 1 and \
-                        re.match(r"^([\d.]+) s ", lines[1]) else 0.0
-                    if max(totals) >= secs - 1.0:
-                        problems.append("TotalTime %.2f s after a reset %.1f s into the run" % (max(totals), secs))
-                    send(b"q")
-                    step = 7
-            else:
-                raise Fail("stuck at step %d of 7 after %.0f s: %r" % (step, 3 * TTY_TIMEOUT, buf[-400:]))
-            _, status = os.waitpid(pid, 0)
-            pid = 0
-        finally:
-            if pid:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            os.close(fd)
-    text = buf.decode("utf-8", "replace")
+        def react(text):
+            step = st["step"]
+            lines = frame_of(text)
+            head = next((l for l in lines if " sorted by " in l), "")
+            rows = frame_rows(lines)
+            keys = None
+            if step == 0 and "last second" in head and sum(r[0].startswith("parked (") for r in rows) >= 8:
+                keys, step = b"/CRLF_mod\r", 1           # any case
+            elif step == 1 and "[filter: CRLF_mod]" in head and rows:
+                bad = [r[0] for r in rows if "crlf_mod" not in r[0].lower()]
+                if bad:
+                    problems.append("filtered rows without crlf_mod: %r" % bad[:3])
+                foot = [l for l in lines if l.startswith("parked (") and ":  " in l]
+                want = "parked (%s:%d):  %s" % (leaf["file"], leaf["line"], leaf["source"])
+                if not foot or foot[-1] != want:
+                    problems.append("selected row's source line %r, want %r" % (foot[-1:] or None, want))
+                note["filter"] = len(rows)
+                keys, step = b"/" + b"\x7f" * 20 + b"\r" + b"t", 2
+            elif step == 2 and "[thread " in head and "[filter" not in head:
+                tid = int(re.search(r"\[thread (\d+)\]", head).group(1))
+                if tid not in threads:
+                    return b"t"                         # the main thread, or another: the next
+                fns = {f["function"] for f in threads[tid]["frames"]}
+                alien = [r[0] for r in rows if r[0].split(" (")[0] not in fns]
+                if alien or not rows:
+                    problems.append("thread %d: rows not of its stack: %r" % (tid, alien[:3]))
+                note["thread"] = "%d (%s, %d rows)" % (tid, threads[tid]["case"], len(rows))
+                keys, step = b"p", 3
+            elif step == 3 and "[paused]" in head:
+                st["paused_at"], st["paused_frames"] = time.monotonic(), text.count("\x1b[H")
+                step = 4
+            elif step == 4 and time.monotonic() - st["paused_at"] > PAUSE_WATCH:
+                if text.count("\x1b[H") != st["paused_frames"]:
+                    problems.append("%d frames drawn while paused" % (text.count("\x1b[H") - st["paused_frames"]))
+                keys, step = b"r", 5
+            elif step == 5 and "[times since reset]" in head:
+                if any(r[1] != 0.0 for r in rows):
+                    problems.append("OwnTime not 0 just after the reset: %r" % rows[:2])
+                keys, step = b"p", 6
+            elif step == 6 and "[paused]" not in head and "last second" in head and any(r[2] > 0 for r in rows):
+                secs = re.match(r"^([\d.]+) s ", lines[1]) if len(lines) > 1 else None
+                if max(r[2] for r in rows) >= (float(secs.group(1)) if secs else 0.0) - 1.0:
+                    problems.append("TotalTime %.2f s after a reset %s s into the run" % (
+                        max(r[2] for r in rows), secs.group(1) if secs else "?"))
+                keys, step = b"q", 7
+            st["step"] = step
+            react.where = "step %d of 7" % step
+            return keys
+        react.where = "step 0 of 7"
+        text, code = pty_drive(remora.argv(["top", "-p", t.pid, "-l", 200, "--idle"]), KEYS_ROWS, KEYS_COLS,
+                               react, 3 * TTY_TIMEOUT)
+    step = st["step"]
     if step != 7:
         raise Fail("the session ended at step %d: %r" % (step, text[-400:]))
-    code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise Fail("exit %d after q" % code)
     final = parse_top_tables(text[text.rindex("\x1b[?1049l"):])
