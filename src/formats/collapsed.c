@@ -161,10 +161,11 @@ static const char *parse_op(char *s, size_t *len, int *offset)
 
     if (*len < 7 || s[*len - 1] != ']')
         return NULL;
-    for (b = s + *len - 2; b > s + 1 && (*b == '_' || (*b >= 'A' && *b <= 'Z') ||
+    for (b = s + *len - 2; b > s + 2 && (*b == '_' || (*b >= 'A' && *b <= 'Z') ||
                                           (*b >= '0' && *b <= '9') || *b == '@'); b--)
         ;
-    if (b[0] != '[' || b[-1] != ' ' || b[-2] != ')' || (at = strchr(b, '@')) == NULL || at == b + 1)
+    /* b > s + 1: b[-2] is in s */
+    if (b < s + 2 || b[0] != '[' || b[-1] != ' ' || b[-2] != ')' || (at = strchr(b, '@')) == NULL || at == b + 1)
         return NULL;
     off = strtol(at + 1, &end, 10);
     if (end != s + *len - 1 || at[1] < '0' || at[1] > '9' || off > (1L << 30))

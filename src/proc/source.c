@@ -3,7 +3,7 @@
  *
  * A live target's file is opened under its own root (/proc/PID/root, resolved inside it
  * with openat2's RESOLVE_IN_ROOT where the kernel has it: a container's symlink cannot
- * lead out of it), a relative name under its working directory; a core's under the
+ * lead out of it), a relative name beneath its working directory; a core's under the
  * --root given, else as named; a snapshot holds no sources. The file's name comes from a
  * code object, so it is untrusted: only regular files are read (a FIFO would block), at
  * most PROC_SRC_MAX bytes, and a file holding a NUL byte is called binary (no Python
@@ -33,20 +33,33 @@ struct src_how {                    /* struct open_how of <linux/openat2.h> */
     uint64_t flags, mode, resolve;
 };
 
-/* path opened under the directory dirfd as under its root; -1 with errno set. */
-static int open_in_root(int dirfd, const char *path)
+#ifndef RESOLVE_BENEATH
+#define RESOLVE_BENEATH 0x08
+#endif
+
+/* path opened under the directory dirfd as under its root (resolve RESOLVE_IN_ROOT), or
+ * only beneath it (RESOLVE_BENEATH: a relative name under the target's working directory);
+ * -1 with errno set. */
+static int open_in(int dirfd, const char *path, uint64_t resolve)
 {
 #ifdef SYS_openat2
     struct src_how how = { O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0,
-                           RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+                           resolve | RESOLVE_NO_MAGICLINKS };
     long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 
     if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
         return (int)fd;
 #endif
+    if (resolve == RESOLVE_BENEATH && (strstr(path, "..") != NULL || path[0] == '/'))
+        return -1;                  /* no openat2: no way out of the directory either */
     while (*path == '/')
         path++;
     return openat(dirfd, *path ? path : ".", O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+}
+
+static int open_in_root(int dirfd, const char *path)
+{
+    return open_in(dirfd, path, RESOLVE_IN_ROOT);
 }
 
 /* The file the target names 'path', opened, or -1. */
@@ -64,11 +77,9 @@ static int open_source(const proc_t *p, const char *path)
             return open_source(NULL, path);     /* the process is gone: as named */
         if (dir < 0)
             return -1;
-        if (path[0] == '/') {
-            fd = open_in_root(dir, path);
-        } else {
-            fd = openat(dir, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-        }
+        /* a relative name: beneath the working directory only (its ".." would climb the
+         * host's tree from a chrooted target's directory) */
+        fd = path[0] == '/' ? open_in_root(dir, path) : open_in(dir, path, RESOLVE_BENEATH);
         close(dir);
         return fd;
     }
