@@ -10,7 +10,7 @@
 #       times one after another, RATE Hz for SECONDS s each, to a raw .remora recording:
 #       the default engine (SKIP, naming the notice line, when the kernel engine is not
 #       used here), two `--blocking` recordings (the reference A and the floor's B), and
-#       `--engine user` (its figures reported, never asserted).
+#       with REMORA_REAL_USER=1 `--engine user` (its figures reported, never asserted).
 #
 # Figures, each recording against A: partial = the summary's partial share; leaf TV = the
 # total-variation distance (points) of the innermost-frame distributions (a frame is
@@ -82,6 +82,9 @@ NOTICE = "the kernel engine cannot be used"
 KERNEL = re.compile(r"^kernel: samples=\d+ fallback=(\d+) unnamed=(\d+) .*taken=(\d+) missed=(\d+)", re.M)
 
 RATE, SECONDS = 1000, 6        # 6 s each of three recordings a program (issue 31: CI in an hour)
+# the user engine's recording, reported and never asserted: with REMORA_REAL_USER=1 only (a
+# measurement for issue 29's notes; make test leaves it out for time, issue 31)
+WITH_USER = os.environ.get("REMORA_REAL_USER") == "1"
 BLOCK_S = 0.25               # s: the bootstrap's blocks (several iterations of each program)
 BOOTSTRAP = 100              # replicates
 SIGMAS = 3.0                 # sampling standard deviations beyond each bound before it fails
@@ -294,7 +297,7 @@ def import_problem(interp, module):
 
 
 def measure(remora, interp, script, d):
-    """The four recordings of one program, one after another: ({label: Summary},
+    """The three (four) recordings of one program, one after another: ({label: Summary},
     {label: Recording}, {label: (mark before, mark after)} for a target that times itself
     (its ready file names its "steps"), the target's ready file). Skip when the default
     engine is not the kernel's."""
@@ -303,7 +306,7 @@ def measure(remora, interp, script, d):
     with Target(interp, os.path.join(REAL, script), "ready.json") as t:
         ready = t.wait_ready()
         for label, extra in (("default", ["--stats"]), ("A", ["--blocking"]), ("B", ["--blocking"]),
-                             ("user", ["--engine", "user"])):
+                             ("user", ["--engine", "user"]))[:4 if WITH_USER else 3]:
             before = mark(t, 2 * len(marks) + 1) if "steps" in ready else None
             summ[label], recs[label], err = recording(remora, t, d, label, extra)
             if before is not None:
@@ -389,8 +392,8 @@ def test_real(remora, interp, script, module):
         summ, recs, marks, ready = measure(remora, interp, script, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    sd, su = summ["default"], summ["user"]
-    dflt, user = Figures(recs, "default"), Figures(recs, "user")
+    sd, su = summ["default"], summ.get("user")
+    dflt, user = Figures(recs, "default"), Figures(recs, "user") if "user" in recs else None
     problems = []
     if sd.partial_pct > PARTIAL_MAX:
         problems.append("partial %.2f%% > %.1f%%" % (sd.partial_pct, PARTIAL_MAX))
@@ -409,17 +412,17 @@ def test_real(remora, interp, script, module):
         nominal = [clocks["default"].nominal()]
     else:
         problems += judged
-    note = ("kernel: partial %.2f%% (%s), %s (A %d, B %d); issue 29's bounds (against %s) %s | "
-            "user: partial %.2f%%, %s"
+    note = ("kernel: partial %.2f%% (%s), %s (A %d, B %d); issue 29's bounds (against %s) %s | %s"
             % (sd.partial_pct, summ["kernel"], dflt.text(), dflt.na, dflt.nb,
                "its clock" if clocks else "--blocking",
                "met" if all(nominal) and sd.partial_pct <= PARTIAL_MAX else "NOT met as measured",
-               su.partial_pct, user.text()))
+               "user: partial %.2f%%, %s" % (su.partial_pct, user.text()) if su is not None else
+               "user engine not recorded (REMORA_REAL_USER=1 adds it)"))
     if per_thread:
         note += " | per thread: " + "; ".join(per_thread)
     if clocks:
         note += " | against the target's clock (largest error): " + "; ".join(
-            "%s %s" % (k, clocks[k].text()) for k in ("default", "A", "B", "user"))
+            "%s %s" % (k, clocks[k].text()) for k in ("default", "A", "B", "user") if k in clocks)
         if judged:
             note += " | not asserted, --blocking changes this program: " + "; ".join(judged)
     if problems:
