@@ -581,7 +581,7 @@ int cmd_record(int argc, char **argv)
                 unw_kern_get_stats(u, &uk);
             fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
                     "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
-                    "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu\n",
+                    "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu ticks_late=%llu unsettled=%llu\n",
                     (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
                     (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
                     (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
@@ -589,7 +589,8 @@ int cmd_record(int argc, char **argv)
                     (unsigned long long)uk.samples, (unsigned long long)uk.missed,
                     (unsigned long long)uk.gone, (unsigned long long)st->light,
                     (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns,
-                    (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns);
+                    (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns,
+                    (unsigned long long)st->kernel_late, (unsigned long long)st->kernel_unsettled);
         }
         if (a.c.native && u != NULL) {
             unw_native_stats_t ns;

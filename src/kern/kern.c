@@ -20,6 +20,11 @@
 #include "kern_bpf.h"
 #include "remora_bpf.skel.h"
 
+/* the mmapped arrays are indexed as C arrays: each value a multiple of 8 bytes, as the
+ * kernel lays an array map's values out */
+_Static_assert(sizeof(struct kern_walking) % 8 == 0, "walking[] values 8-byte aligned");
+_Static_assert(sizeof(struct kern_ts_ent) % 8 == 0, "tstates[] values 8-byte aligned");
+
 #define KERN_MAX_EVENTS 4096        /* threads sampled in the kernel at once, all processes */
 
 /* One target thread's task-clock event and its link to the frame walker. */
@@ -37,6 +42,9 @@ struct kern {
     size_t nevents;
     const struct kern_ts_ent *table;/* the mmapped thread-state table */
     size_t table_len;
+    const struct kern_walking *walking; /* the mmapped walks under way, a CPU each */
+    size_t walking_len;
+    int ncpus;                      /* of them, the CPUs there may be */
     pid_t procs[KERN_MAX_PROCS];    /* slot -> pid (0: free) */
     int (*cb)(void *ctx, const kern_sample_t *s); /* kern_poll's, during the call */
     void *cb_ctx;
@@ -174,6 +182,17 @@ int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
     }
     k->table = m;
     k->table_len = len;
+    len = (size_t)KERN_MAX_CPUS * sizeof(struct kern_walking);
+    m = mmap(NULL, len, PROT_READ, MAP_SHARED, bpf_map__fd(k->skel->maps.walking), 0);
+    if (m == MAP_FAILED) {
+        err = kern_fail(errno, why, whylen, "mmap(walks under way)");
+        goto error;
+    }
+    k->walking = m;
+    k->walking_len = len;
+    k->ncpus = libbpf_num_possible_cpus();
+    if (k->ncpus <= 0 || k->ncpus > KERN_MAX_CPUS)
+        k->ncpus = KERN_MAX_CPUS;
     k->skel->links.kern_switch = bpf_program__attach(k->skel->progs.kern_switch);
     if (k->skel->links.kern_switch == NULL) {
         err = kern_fail(errno, why, whylen, "attach raw_tp/sched_switch");
@@ -223,6 +242,8 @@ void kern_close(kern_t *k)
     ring_buffer__free(k->rb);
     if (k->table != NULL)
         munmap((void *)k->table, k->table_len);
+    if (k->walking != NULL)
+        munmap((void *)k->walking, k->walking_len);
     remora_bpf__destroy(k->skel);
     free(k);
 }
@@ -363,6 +384,33 @@ void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out)
         out->switches = c.switches;
         return;
     }
+}
+
+int kern_settle(const kern_t *k, int64_t (*now)(void), int64_t wait_ns)
+{
+    int64_t until = 0;
+    int cpu, late = 0;
+
+    if (k->walking == NULL)
+        return 0;
+    for (cpu = 0; cpu < k->ncpus; cpu++) {
+        const uint32_t *seq = &k->walking[cpu].seq;
+        uint32_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+
+        if (!(s1 & 1))
+            continue;
+        /* a walk under way there: its end (the count moves on) is a few microseconds off,
+         * unless that CPU is held up; then the round goes on without it */
+        if (until == 0)
+            until = now() + wait_ns;
+        while (__atomic_load_n(seq, __ATOMIC_ACQUIRE) == s1) {
+            if (now() > until) {
+                late++;
+                break;
+            }
+        }
+    }
+    return late;
 }
 
 int kern_poll(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx)

@@ -165,6 +165,12 @@ int kern_set_thread(kern_t *k, pid_t pid, pid_t tid, uint64_t tstate);
 /* The thread's scheduling state, read from a memory-mapped table: no system call. */
 void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out);
 
+/* Waits (spinning, wait_ns at most in all, times from now()) until every walk of a tick
+ * under way on a CPU when called has put its record in the ring: then every tick taken
+ * before the call is there for kern_poll. No system call. Returns how many CPUs were
+ * still walking when the wait ran out (0: all settled). */
+int kern_settle(const kern_t *k, int64_t (*now)(void), int64_t wait_ns);
+
 /* Hands every sample waiting in the ring buffer to cb, oldest first (no system call when
  * none waits). cb returns 0 to go on, else that code ends the call and is returned.
  * Returns 0 or cb's code. */

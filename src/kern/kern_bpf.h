@@ -9,6 +9,7 @@
 typedef __u8 uint8_t;
 typedef __u32 uint32_t;
 typedef __u64 uint64_t;
+typedef __s64 int64_t;
 typedef int pid_t;
 typedef __u64 size_t;
 typedef _Bool bool;
@@ -18,6 +19,7 @@ typedef _Bool bool;
 #define KERN_TS_SLOTS 65536         /* thread-state table entries: slot = tid & (N - 1) */
 #define KERN_THREADS 16384          /* (pid, tid) -> thread state entries, all processes */
 #define KERN_RING_BYTES (4u << 20)  /* the ring buffer: a power of 2 pages */
+#define KERN_MAX_CPUS 1024          /* CPUs whose walks user space waits out (walking[]) */
 #define KERN_FRAME_BUF 128          /* bytes of a frame header at most (fr_size) */
 #define KERN_WIN 4096               /* bytes of a stack read at once (3.11+: the frames below
                                      * the one read, in their chunk, come with it) */
@@ -37,6 +39,14 @@ struct kern_ts_ent {
     uint64_t run_ns;                /* on-CPU time of finished stints */
     uint64_t since_ns;              /* bpf_ktime_get_ns() of the last switch in or out */
     uint64_t switches;
+};
+
+/* walking[cpu], a CPU's walk of a target thread's tick: odd from the tick's start until its
+ * record is in the ring, read by user space through the mmap (kern_settle) so that a round
+ * begins only once every tick taken before it is in the ring. */
+struct kern_walking {
+    uint32_t seq;
+    uint32_t pad;                   /* an array map's values lie 8 bytes apart at least */
 };
 
 /* The per-CPU counters (one entry); kern_get_stats sums them. */

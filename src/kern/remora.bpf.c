@@ -53,6 +53,14 @@ struct {
 } tstates SEC(".maps");
 
 struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __uint(max_entries, KERN_MAX_CPUS);
+    __type(key, __u32);
+    __type(value, struct kern_walking);
+} walking SEC(".maps");
+
+struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
@@ -380,11 +388,12 @@ SEC("perf_event")
 int kern_tick(void *ctx)
 {
     __u64 id = bpf_get_current_pid_tgid(), *tsp, size;
-    __u32 tgid = (__u32)(id >> 32), zero = 0, slot, n;
+    __u32 tgid = (__u32)(id >> 32), zero = 0, slot, n, cpu;
     struct kern_thread_key key = { .pid = (__u32)(id >> 32), .tid = (__u32)id };
     struct walk w = { 0 };
     struct kern_counts *c;
     struct kern_scratch *s;
+    struct kern_walking *busy;
     kern_layout_t *L;
     __u32 *slotp;
 
@@ -392,11 +401,17 @@ int kern_tick(void *ctx)
     if (slotp == NULL)
         return 0;
     slot = *slotp;
+    /* odd until the record is in the ring: a round that begins meanwhile waits for it (an
+     * atomic add: a full barrier, the odd count seen before the tick's time is taken) */
     c = bpf_map_lookup_elem(&counts, &zero);
     s = bpf_map_lookup_elem(&scratch, &zero);
     L = bpf_map_lookup_elem(&layouts, &slot);
     if (c == NULL || s == NULL || L == NULL)
         return 0;
+    cpu = bpf_get_smp_processor_id();
+    busy = bpf_map_lookup_elem(&walking, &cpu);
+    if (busy != NULL)
+        __sync_fetch_and_add(&busy->seq, 1);
     c->ticks++;
     s->rec.pid = key.pid;
     s->rec.tid = key.tid;
@@ -446,5 +461,7 @@ int kern_tick(void *ctx)
         c->dropped++;
     else
         c->samples++;
+    if (busy != NULL)
+        __sync_fetch_and_add(&busy->seq, 1);
     return 0;
 }

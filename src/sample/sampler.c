@@ -83,6 +83,7 @@ struct sampler {
     int64_t next_scan;
     int64_t last_read_ns;           /* when the last round's reading began: no tick is
                                      * written before it */
+    int64_t tick_ns;                /* the latest time a tick was written at */
     unsigned round_light, round_full;   /* this round's processes that read nothing, and
                                      * those that read */
 };
@@ -658,6 +659,8 @@ static void scan_subs(sampler_t *s)
     }
 }
 
+#define LATE_SLACK_NS 1000          /* a tick written this much after its time is not late */
+
 /* One tick: a sample of a thread on a CPU, named by its process's unwinder at once and
  * written at the tick's time (never before the last round's: a recording's times only go
  * forward). */
@@ -686,25 +689,47 @@ static int kern_sample(void *ctx, const kern_sample_t *ks)
     }
     if (err)
         return err;
-    t = th->t_ns > s->last_read_ns ? th->t_ns : s->last_read_ns;
+    t = th->t_ns;
+    if (t < s->last_read_ns) {
+        /* its record reached the ring after a round began: written late (by less than a
+         * microsecond, the kernel's clock and this one's, read on two CPUs, disagree) */
+        if (s->last_read_ns - t > LATE_SLACK_NS)
+            s->st.kernel_late++;
+        t = s->last_read_ns;
+    }
+    if (t > s->tick_ns)
+        s->tick_ns = t;
     return take_thread(s, u, p, th, t - s->st.start_ns, 1);
 }
 
 /* The ticks waiting, written at their times, and *read_ns the time the round's reading
- * begins: taken once none waits, so that no tick before it is written after the round's
- * samples (a recording's times only go forward). Returns 0 or a fatal code. */
+ * begins: no tick taken before it is written after the round's samples, none written
+ * before them is later (a recording's times only go forward). Each pass waits out the
+ * walks under way on the CPUs (kern_settle), then writes what the ring holds; the round
+ * begins after a pass that found nothing: every walk not in the ring then began after
+ * that pass's wait, so after every time written. Returns 0 or a fatal code. */
+#define SETTLE_WAIT_NS 1000000      /* a CPU's walk waited for, at most (a held-up CPU) */
+
 static int kern_drain(sampler_t *s, int64_t *read_ns)
 {
     int err, tries;
 
+    *read_ns = sampler_now_ns();
     for (tries = 0; tries < 8; tries++) {
         uint64_t before = s->st.kernel;
+        if (kern_settle(s->o.kern, sampler_now_ns, SETTLE_WAIT_NS) > 0) {
+            s->st.kernel_unsettled++;
+            break;
+        }
         if ((err = kern_poll(s->o.kern, kern_sample, s)) != REMORA_OK)
             return err;
-        *read_ns = sampler_now_ns();
+        if (s->tick_ns > *read_ns)
+            *read_ns = s->tick_ns;
         if (s->st.kernel == before)
             break;
     }
+    if (tries == 8)
+        s->st.kernel_unsettled++;   /* ticks still coming in: the round goes on */
     return REMORA_OK;
 }
 

@@ -57,6 +57,11 @@ typedef struct sampler_stats {
     uint64_t kernel;        /* samples the kernel engine read (in 'samples' once kept) */
     uint64_t kernel_fallback;   /* ... that held no stack (a read failed in the kernel):
                              * the thread read from user space the next round */
+    uint64_t kernel_late;   /* ... written at a round's time, over 1 us later than their
+                             * own: their record reached the ring after that round began */
+    uint64_t kernel_unsettled;  /* rounds begun with a tick maybe still to come before
+                             * them: a CPU still walking one after 1 ms, or ticks still
+                             * coming in after 8 passes over the ring */
     uint64_t light;         /* rounds that read nothing: every thread on a CPU (sampled by
                              * its ticks) or idle, as the kernel engine's table said (and
                              * the rounds skipped after one, to the next millisecond) */

@@ -25,6 +25,7 @@ SLACK_NS = 50000               # at each edge of a call (as in code_tests.py)
 
 PARK = re.compile(r"^park_(\d)$")
 PARKED = re.compile(r"^parked: reused=(\d+) thread_samples=(\d+)$", re.M)
+LATE = re.compile(r"^kernel: .* ticks_late=(\d+) unsettled=(\d+)$", re.M)
 
 
 def read_truth(path):
@@ -75,7 +76,7 @@ def judge(r, truth):
 def test_park_shift(remora, interp):
     """Zero samples of a park_<n> outside that call, over >= MIN_CHECKED samples, with
     >= MIN_REUSED of the thread samples served from parked walks."""
-    notes, recordings, reused, total = [], [], 0, 0
+    notes, recordings, reused, total, late, unsettled = [], [], 0, 0, 0, 0
     with Target(interp, os.path.join(TARGETS, "park_shift.py"), "ready.json") as t:
         ready = t.wait_ready()
         workers = set(ready["workers"])
@@ -91,6 +92,12 @@ def test_park_shift(remora, interp):
             if m is None:
                 raise Fail("no `parked: reused=R thread_samples=N` line in --stats: %s" % err[-300:])
             reused, total = reused + int(m.group(1)), total + int(m.group(2))
+            # the kernel engine: ticks written at a round's time instead of their own
+            # (their record reached the ring after the round began), and rounds begun
+            # while a CPU was held up mid-walk for over 1 ms (which may cause them)
+            k = LATE.search(err)
+            if k is not None:
+                late, unsettled = late + int(k.group(1)), unsettled + int(k.group(2))
             notes.append("-d %g: %s, %s of %s thread samples from parked walks"
                          % (seconds, summ, m.group(1), m.group(2)))
             r = read_remora(path)
@@ -111,8 +118,10 @@ def test_park_shift(remora, interp):
         checked, bad = checked + c, bad + b
     ncalls = sum(len(cs) for _, cs in truth.values())
     figures = ("%d worker samples in a park_<n> checked against %d calls; %d outside their call; "
-               "%.0f%% of thread samples from parked walks; slack %d us"
-               % (checked, ncalls, len(bad), 100.0 * reused / max(total, 1), SLACK_NS // 1000))
+               "%.0f%% of thread samples from parked walks; slack %d us; ticks written late %d, "
+               "rounds unsettled %d"
+               % (checked, ncalls, len(bad), 100.0 * reused / max(total, 1), SLACK_NS // 1000,
+                  late, unsettled))
     problems = []
     if bad:
         problems.append("%d samples show a call that was over, e.g. %s" % (len(bad), " | ".join(bad[:3])))
@@ -121,6 +130,9 @@ def test_park_shift(remora, interp):
     if reused < MIN_REUSED * total:
         problems.append("only %d of %d thread samples came from parked walks, need %.0f%% "
                         "(the test would not test the reuse)" % (reused, total, 100 * MIN_REUSED))
+    if late > 0 and unsettled == 0:
+        problems.append("%d ticks written at a later round's time than their own, no CPU held "
+                        "up mid-walk" % late)
     if problems:
         raise Fail("; ".join(problems) + " [" + figures + "; " + "; ".join(notes) + "]")
     return figures + "; " + "; ".join(notes)
