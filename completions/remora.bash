@@ -34,7 +34,7 @@ _remora()
     fi
 
     local commands="dump record top convert"
-    local formats="flamegraph firefox speedscope collapsed table pstats pprof heatmap raw"
+    local formats="flamegraph firefox speedscope collapsed table pstats pprof heatmap jsonl raw"
     local modes="wall cpu gil exception"
     local async_modes="running all"
     local engines="auto kernel user"
@@ -107,7 +107,7 @@ _remora()
                 --locals --async --no-source" ;;
         record)
             opts="$sampling -o --output -f --format --stats --max-samples --diff
-                --frame-anchor" ;;
+                --frame-anchor --every --control" ;;
         top)
             opts=$sampling ;;
         convert)

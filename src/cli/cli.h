@@ -7,8 +7,10 @@
  *   attach.c  what record and top share: their options, attaching to a pid or launching
  *             a command, the launched command's exit code, the target's command line
  *   dump.c    `remora dump`: every thread's stack, of a live process or a core
- *   record.c  `remora record` (the raw writer connected to the sampler's sink) and
- *             `remora convert`
+ *   record.c  `remora record`: the run, its periods, pause and snapshots (record.h)
+ *   outputs.c record's outputs a period at a time, their names; what convert shares
+ *   control.c record --control's FIFOs
+ *   convert.c `remora convert`, and the profile reader record's --diff uses
  *   top.c     `remora top`: the live table
  */
 #ifndef REMORA_CLI_H

@@ -1,22 +1,20 @@
-/* cli/record.c — `remora record`: attach to a pid or launch a command, sample it,
- * and write the profile; `remora convert`: turn a recording into another format.
- * Near 700 lines: both commands share the output checks and load_profile() (record's
- * --diff baseline, convert's input); the sampling loop is sample/sampler.c. */
+/* cli/record.c — `remora record`: attach to a pid or launch a command, sample it, and
+ * write the profile: one period, or with --every one after another, each written by
+ * outputs.c; signals and --control (control.c) pause, resume and snapshot it between
+ * rounds (the sampler's hook). The sampling loop is sample/sampler.c. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <libgen.h>
-#include <linux/magic.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "remora.h"
 #include "cli.h"
+#include "record.h"
 #include "../formats/out.h"
 #include "../kern/kern.h"
 #include "../formats/raw.h"
@@ -26,22 +24,18 @@
 #include "../unwind/unwind.h"
 #include "../util/util.h"
 
-static volatile sig_atomic_t stop_flag;
+static volatile sig_atomic_t stop_flag, poke_flag, snap_flag, pause_flag;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_flag = 1;
+    if (sig == SIGUSR1)
+        snap_flag = 1;              /* a snapshot */
+    else if (sig == SIGUSR2)
+        pause_flag = 1;             /* pause, or resume */
+    else
+        stop_flag = 1;
+    poke_flag = 1;
 }
-
-/* The sampler's sink for the raw recording: each thread sample appended to it. */
-static int raw_sink_sample(void *ctx, const stk_table_t *t, uint32_t thread, uint32_t node,
-                           int64_t t_ns, unsigned flags)
-{
-    return raw_sample(ctx, t, thread, node, t_ns, flags);
-}
-
-#define RECORD_MAX_OUT 8
 
 typedef struct record_args {
     cli_sampling_t c;       /* -p, --, -r, -d, --mode, --no-gc, -l */
@@ -52,9 +46,12 @@ typedef struct record_args {
     int anchor;             /* --frame-anchor: 3.15's last_profiled_frame (writes) */
     uint64_t max_samples;
     const char *diff;       /* a baseline for a differential flamegraph */
+    double every;           /* --every: seconds a period (0: one period) */
+    const char *control;    /* --control fifo:CTL[,ACK] */
 } record_args_t;
 
-enum { R_OUTPUT = CLI_O_OWN, R_FORMAT, R_MAX_SAMPLES, R_DIFF, R_FRAME_ANCHOR, R_STATS };
+enum { R_OUTPUT = CLI_O_OWN, R_FORMAT, R_MAX_SAMPLES, R_DIFF, R_FRAME_ANCHOR, R_STATS, R_EVERY,
+       R_CONTROL };
 
 static const cli_opt_t record_opts[] = {
     CLI_SAMPLING_OPTS,
@@ -68,95 +65,19 @@ static const cli_opt_t record_opts[] = {
       "a differential flamegraph against BASELINE", 0 },
     { R_FRAME_ANCHOR, NULL, "--frame-anchor", NULL, NULL,
       "3.15: anchor frames (writes 8 bytes a thread)", 0 },
+    { R_EVERY, NULL, "--every", NULL, "SECONDS",
+      "a profile each period, -o naming it by %t or %n", 0 },
+    { R_CONTROL, NULL, "--control", NULL, "FIFO",
+      "fifo:CTL[,ACK]: pause, resume, snapshot from a FIFO", 0 },
     { 0 }
 };
 
 static const char record_usage[] =
     "remora record (-p PID | -- CMD ARGS...) [options]";
 
-/* The lines after the options of `record --help` and `convert --help`. */
-static void formats_help(int writers_only)
-{
-    const char *names = out_format_names(writers_only);
-    size_t col = 9;
-
-    /* the names, wrapped within 80 columns */
-    fputs("\nformats:", stdout);
-    while (*names) {
-        size_t n = strcspn(names, " ");
-        if (col + 1 + n > 78) {
-            fputs("\n ", stdout);
-            col = 1;
-        }
-        printf(" %.*s", (int)n, names);
-        col += 1 + n;
-        names += n;
-        while (*names == ' ')
-            names++;
-    }
-    printf("\n"
-           "  by -o's ending: .html flamegraph, .json speedscope, .gecko.json firefox,\n"
-           "  .pb.gz pprof, .collapsed or .txt collapsed, .pstats pstats, .heatmap.html\n"
-           "  heatmap (-f heatmap -o DIR: DIR/index.html)%s\n"
-           "  without -o: the table on stdout\n",
-           writers_only ? "" : ", .remora raw");
-}
-
 #define RECORD_MAX_SAMPLES 1000000000000ULL
 
-/* -f heatmap -o DIR: the page goes to DIR/index.html (buf, cap bytes); any other path as
- * it is. */
-static const char *heatmap_path(const out_format_t *fmt, const char *path, char *buf, size_t cap)
-{
-    struct stat st;
-
-    if (fmt == NULL || strcmp(fmt->name, "heatmap") != 0 || path == NULL || strcmp(path, "-") == 0 ||
-        stat(path, &st) != 0 || !S_ISDIR(st.st_mode) ||
-        snprintf(buf, cap, "%s/index.html", path) >= (int)cap)
-        return path;
-    return buf;
-}
-
 static char heatmap_index[RECORD_MAX_OUT + 1][4096];   /* -o DIR's page, per output */
-
-/* The source files a heatmap shows, as the target sees them (proc/source.c): the live
- * target's through its root, a gone one's or a recording's as this host names them. */
-typedef struct cli_src {
-    proc_t *p;
-    proc_src_t s;
-} cli_src_t;
-
-static void cli_source(void *ctx, const char *file, out_source_t *out)
-{
-    cli_src_t *c = ctx;
-
-    proc_src_free(&c->s);
-    memset(out, 0, sizeof *out);
-    if (proc_source_read(c->p, file, &c->s) != REMORA_OK)
-        out->problem = "out of memory";
-    else if (c->s.state != PROC_SRC_OK)
-        out->problem = proc_src_state_str(c->s.state);
-    else {
-        out->text = c->s.text;
-        out->len = c->s.len;
-        out->changed = c->s.changed;
-    }
-}
-
-static const char out_accepts[] = "a file name (its ending picks the format, else -f), or - for stdout";
-static const char diff_accepts[] = "a baseline profile: a .remora recording or collapsed stacks";
-
-/* A binary format (pstats: Python's marshal) is not written to a terminal: one line
- * saying what to do instead. Returns 0, or -1 when refused. */
-static int binary_to_terminal(const char *cmd, const out_format_t *fmt, const char *path)
-{
-    if (strcmp(fmt->name, "pstats") == 0 && strcmp(path, "-") == 0 && isatty(1)) {
-        cli_error("%s: the pstats format is binary (Python's marshal), not for a terminal: add "
-                  "-o FILE.pstats, or -f table for the table", cmd);
-        return -1;
-    }
-    return 0;
-}
 
 /* Returns 0, 1 after --help (printed), or -1 after one line. */
 static int parse_record(int argc, char **argv, record_args_t *a)
@@ -186,11 +107,11 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         case CLI_O_HELP:
             cli_opt_help(stdout, record_usage, "sample a process and write a profile", record_opts);
             cli_modes_help();
-            formats_help(0);
+            rec_formats_help(0);
             return 1;
         case R_OUTPUT:
             if (v == NULL || *v == '\0')
-                return cli_bad_value("record", s, v ? "" : NULL, out_accepts);
+                return cli_bad_value("record", s, v ? "" : NULL, rec_out_accepts);
             if (a->nout == RECORD_MAX_OUT) {
                 cli_error("record: at most %d outputs", RECORD_MAX_OUT);
                 return -1;
@@ -214,7 +135,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             break;
         case R_DIFF:
             if (v == NULL || *v == '\0')
-                return cli_bad_value("record", s, v ? "" : NULL, diff_accepts);
+                return cli_bad_value("record", s, v ? "" : NULL, rec_diff_accepts);
             a->diff = v;
             break;
         case R_FRAME_ANCHOR:
@@ -223,6 +144,15 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         case R_STATS:
             a->stats = 1;
             break;
+        case R_EVERY:
+            if (v == NULL || cli_parse_duration(v, &a->every) || a->every < 1.0)
+                return cli_bad_value("record", s, v, "a period of 1 s or more: 10, 60, 1m");
+            break;
+        case R_CONTROL:
+            if (v == NULL || strncmp(v, "fifo:", 5) != 0 || v[5] == '\0')
+                return cli_bad_value("record", s, v, rec_ctl_accepts);
+            a->control = v;
+            break;
         }
     }
     if (cli_sampling_check("record", &a->c))
@@ -230,6 +160,11 @@ static int parse_record(int argc, char **argv, record_args_t *a)
     if (fname != NULL && out_format_by_name(fname) == NULL) {
         cli_error("record: %s takes a format: '%s' is not one; use one of %s", fflag, fname,
                   out_format_names(0));
+        return -1;
+    }
+    if (a->nout == 0 && a->every > 0 && (fname == NULL || !out_format_by_name(fname)->stream)) {
+        cli_error("record: --every writes a file a period: add -o NAME-%%t.EXT (or -f jsonl, one "
+                  "stream on stdout)");
         return -1;
     }
     if (a->nout == 0) {
@@ -241,7 +176,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
             cli_error("the raw format needs a file: add -o FILE.remora");
             return -1;
         }
-        return binary_to_terminal("record", a->fmt[0], "-");
+        return rec_binary_to_terminal("record", a->fmt[0], "-");
     }
     for (i = 0; i < a->nout; i++) {
         /* the name's ending decides; -f covers names that say nothing */
@@ -253,9 +188,9 @@ static int parse_record(int argc, char **argv, record_args_t *a)
                       out_format_names(0));
             return -1;
         }
-        if (binary_to_terminal("record", a->fmt[i], a->out_path[i]))
+        if (rec_binary_to_terminal("record", a->fmt[i], a->out_path[i]))
             return -1;
-        a->out_path[i] = heatmap_path(a->fmt[i], a->out_path[i], heatmap_index[i], sizeof heatmap_index[i]);
+        a->out_path[i] = rec_heatmap_path(a->fmt[i], a->out_path[i], heatmap_index[i], sizeof heatmap_index[i]);
         if (a->fmt[i]->write == NULL && strcmp(a->out_path[i], "-") == 0) {
             cli_error("the raw format cannot go to stdout: add -o FILE.remora");
             return -1;
@@ -265,23 +200,15 @@ static int parse_record(int argc, char **argv, record_args_t *a)
                       a->out_path[i]);
             return -1;
         }
+        if (a->every > 0 && !a->fmt[i]->stream && !rec_out_varies(a->out_path[i])) {
+            cli_error("record: --every writes a file a period: put %%t (its start) or %%n (its "
+                      "number) in '%s'", a->out_path[i]);
+            return -1;
+        }
     }
     return 0;
 }
 
-/* Can an output be written to 'path'? Checked before sampling so nothing is lost. */
-static int check_writable(const char *path)
-{
-    const char *why = path != NULL ? remora_output_check(path) : NULL;
-
-    if (why != NULL) {
-        cli_error("cannot write '%s': %s; choose another -o", path, why);
-        return -1;
-    }
-    return 0;
-}
-
-static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events);
 
 static void status_line(const sampler_t *s, void *ctx)
 {
@@ -304,38 +231,191 @@ static double cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
+/* A running record: its outputs, the period being recorded and its control. */
+typedef struct rec_run {
+    record_args_t *a;
+    sampler_t *s;
+    rec_outs_t outs;
+    rec_ctl_t ctl;
+    stk_table_t *table;             /* this period's */
+    profile_t prof;                 /* the metadata every period shares; the baseline */
+    uint64_t n;                     /* this period's number, from 1 */
+    int64_t period_ns;              /* its start, since sampling began */
+    uint64_t rounds0, errors0, late0;   /* the counts when it began */
+    int failed;                     /* an output could not be written: the run ends */
+    int rc;                         /* the worst exit code of the writes so far */
+} rec_run_t;
+
+/* The metadata of this period up to 'end' (ns since sampling began). */
+static void period_meta(const rec_run_t *r, int64_t end, profile_meta_t *m)
+{
+    const sampler_stats_t *st = sampler_stats(r->s);
+
+    *m = r->prof.meta;
+    m->start_unix_ns = r->prof.meta.start_unix_ns + r->period_ns;
+    m->start_mono_ns = st->start_ns + r->period_ns;
+    m->duration_s = (double)(end - r->period_ns) / 1e9;
+    m->samples = st->rounds - r->rounds0;
+    m->errors = st->errors - r->errors0;
+    m->late = st->late - r->late0;
+}
+
+static int write_period(rec_run_t *r, uint64_t snap, int64_t end)
+{
+    profile_t prof = r->prof;
+    int rc;
+
+    period_meta(r, end, &prof.meta);
+    prof.stacks = r->table;
+    rc = rec_outs_write(&r->outs, &prof, r->n, snap);
+    if (rc != REMORA_EXIT_OK)
+        r->rc = rc;
+    return rc;
+}
+
+/* The period is over at now (since sampling began): its profile written, the next one
+ * begun in a new table. Returns 0 or a code that ends the recording. */
+static int next_period(rec_run_t *r, int64_t now)
+{
+    const sampler_stats_t *st = sampler_stats(r->s);
+    stk_table_t *t;
+    sample_sink_t sink;
+    profile_meta_t m;
+    int err;
+
+    write_period(r, 0, now);
+    r->n++;
+    r->period_ns = now;
+    r->rounds0 = st->rounds;
+    r->errors0 = st->errors;
+    r->late0 = st->late;
+    period_meta(r, now, &m);
+    t = stk_new();
+    if (t == NULL || rec_outs_begin(&r->outs, &m, r->n, now) != REMORA_EXIT_OK) {
+        stk_free(t);
+        r->failed = 1;
+        r->rc = REMORA_EXIT_FAIL;
+        return REMORA_EIO;
+    }
+    sink.ctx = r->outs.raw;
+    sink.sample = r->outs.raw != NULL ? rec_raw_sink : NULL;
+    if ((err = sampler_set_table(r->s, t, &sink)) != REMORA_OK) {
+        stk_free(t);
+        return err;
+    }
+    stk_free(r->table);
+    r->table = t;
+    return REMORA_OK;
+}
+
+static int do_pause(rec_run_t *r, int paused)
+{
+    int err = sampler_pause(r->s, paused);
+
+    if (err == REMORA_OK)
+        fprintf(stderr, "remora: %s\n", paused ? "paused" : "resumed");
+    return err;
+}
+
+/* When this period is due to end, in ns since sampling began: every period on the same
+ * grid (each ends when its samples are in, a few microseconds after). */
+static int64_t due_ns(const rec_run_t *r)
+{
+    return (int64_t)((double)r->n * r->a->every * 1e9);
+}
+
+/* Between two rounds (sampler_set_hook): signals, --control's commands, a period's end. */
+static int record_hook(sampler_t *s, void *ctx, int64_t now_mono)
+{
+    rec_run_t *r = ctx;
+    const sampler_stats_t *st = sampler_stats(s);
+    int64_t now = now_mono - st->start_ns;
+    int cmd, err = REMORA_OK;
+
+    if (snap_flag) {
+        snap_flag = 0;
+        write_period(r, ++r->outs.snapshots, sampler_flush(s) - st->start_ns);
+    }
+    if (pause_flag) {
+        pause_flag = 0;
+        err = do_pause(r, !sampler_paused(s));
+    }
+    while (err == REMORA_OK && (cmd = rec_ctl_next(&r->ctl)) != CTL_NONE) {
+        switch (cmd) {
+        case CTL_PAUSE:
+        case CTL_RESUME:
+            err = do_pause(r, cmd == CTL_PAUSE);
+            rec_ctl_ack(&r->ctl, err == REMORA_OK ? "ack" : "err pause failed");
+            break;
+        case CTL_SNAPSHOT:
+            rec_ctl_ack(&r->ctl, write_period(r, ++r->outs.snapshots, sampler_flush(s) - st->start_ns) == REMORA_EXIT_OK ? "ack"
+                                                                                      : "err write failed");
+            break;
+        case CTL_STOP:
+            stop_flag = 1;
+            rec_ctl_ack(&r->ctl, "ack");
+            break;
+        case CTL_PING:
+            rec_ctl_ack(&r->ctl, "ack");
+            break;
+        default:
+            rec_ctl_ack(&r->ctl, "err unknown command: pause, resume, snapshot, stop or ping");
+            break;
+        }
+    }
+    /* a period ends when it is due, or just after: when the samples taken up to then are
+     * in (the next one begins there, so that the periods tile the recording) */
+    if (err == REMORA_OK && r->a->every > 0 && now >= due_ns(r))
+        err = next_period(r, sampler_flush(s) - st->start_ns);
+    if (r->a->every > 0)
+        sampler_hook_due(s, st->start_ns + due_ns(r));
+    return err;
+}
+
+static void print_stats(const record_args_t *a, const sampler_stats_t *st, proc_t *p, unwinder_t *u,
+                        kern_t *kern, stk_table_t *table, double cpu_s, int blocking);
+
 int cmd_record(int argc, char **argv)
 {
     record_args_t a;
+    rec_run_t r;
     proc_t *p = NULL;
     py_target_t t;
     unwinder_t *u = NULL;
-    stk_table_t *table = NULL;
-    raw_writer_t *raw = NULL;
     sampler_t *s = NULL;
     kern_t *kern = NULL;
     sampler_opts_t so;
     sample_sink_t sink;
-    profile_t prof, base;
+    profile_t base;
     stk_table_t *base_table = NULL;
     const sampler_stats_t *st;
+    profile_meta_t whole;
     cli_target_t ct;
     pid_t pid = 0;
-    int err, raw_err, rc = REMORA_EXIT_OK, gone = 0, i, raw_at = -1, timeline = 0, events_ok = 0;
-    char events_tmp[64] = "";      /* the recording kept for a timeline format when none was asked for */
-    stk_table_t *ev_table = NULL;
-    prof_event_t *events = NULL;
-    size_t nevents = 0;
+    int err, rc = REMORA_EXIT_OK, gone = 0, i;
     double cpu0, cpu1;
     struct sigaction sa;
     struct timespec wall;
+    char name[4096];
 
+    memset(&r, 0, sizeof r);
+    memset(&whole, 0, sizeof whole);
+    r.ctl.fd = r.ctl.ack = -1;
+    r.outs.raw_at = -1;
     rc = parse_record(argc, argv, &a);
     if (rc != 0)
         return rc > 0 ? REMORA_EXIT_OK : REMORA_EXIT_USAGE;
-    for (i = 0; i < a.nout; i++)
-        if (check_writable(a.out_path[i]))
+    clock_gettime(CLOCK_REALTIME, &wall);
+    for (i = 0; i < a.nout; i++) {
+        /* the first period's names (the others differ only by their time or number) */
+        if (a.out_path[i] != NULL && rec_out_name(a.out_path[i], a.fmt[i], (int64_t)wall.tv_sec * 1000000000, 1, 0,
+                                                  name, sizeof name)) {
+            cli_error("the name '%s' is too long once expanded; choose a shorter -o", a.out_path[i]);
             return REMORA_EXIT_USAGE;
+        }
+        if (rec_check_writable(a.out_path[i] != NULL ? name : NULL))
+            return REMORA_EXIT_USAGE;
+    }
     memset(&base, 0, sizeof base);
     if (a.diff != NULL) {
         /* read the baseline first: a bad one is found before anything is sampled */
@@ -344,18 +424,24 @@ int cmd_record(int argc, char **argv)
             cli_error("out of memory");
             return REMORA_EXIT_FAIL;
         }
-        rc = load_profile(a.diff, base_table, &base.meta, NULL);
+        rc = rec_load_profile(a.diff, base_table, &base.meta, NULL);
         if (rc != REMORA_OK) {
             stk_free(base_table);
             return rc;
         }
         base.stacks = base_table;
     }
+    if (a.control != NULL && rec_ctl_open(a.control, &r.ctl)) {
+        stk_free(base_table);
+        return REMORA_EXIT_USAGE;
+    }
 
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
 
     /* the engine is opened before the target is attached to: what out: frees must be
      * nothing yet when it fails */
@@ -379,52 +465,34 @@ int cmd_record(int argc, char **argv)
         rc = remora_exit_code(REMORA_EVERSION);
         goto out;
     }
-    table = stk_new();
+    r.table = stk_new();
     /* a command that is not Python, whose descendants are (--subprocesses): no unwinder */
-    if (table == NULL || (ct.python_pid == 0 && unw_new(p, &t, &u))) {
+    if (r.table == NULL || (ct.python_pid == 0 && unw_new(p, &t, &u))) {
         cli_error("out of memory");
         rc = REMORA_EXIT_FAIL;
         goto out;
     }
     if (a.c.async && (rc = cli_async_check(u, &t)) != REMORA_EXIT_OK)
         goto out;
+    r.a = &a;
+    r.n = 1;
+    r.outs.n = a.nout;
+    r.outs.limit = a.c.limit;
+    r.outs.p = p;
     for (i = 0; i < a.nout; i++) {
-        if (a.fmt[i]->write != NULL)
-            continue;
-        if (raw_at >= 0) {
-            cli_error("record: only one raw output");
-            rc = REMORA_EXIT_USAGE;
-            goto out;
-        }
-        raw_at = i;
-        if (raw_open(a.out_path[i], &raw)) {
-            cli_error("cannot write '%s': %s; choose another -o", a.out_path[i], strerror(errno));
-            rc = REMORA_EXIT_USAGE;
-            goto out;
-        }
+        r.outs.path[i] = a.out_path[i];
+        r.outs.fmt[i] = a.fmt[i];
+        r.outs.timeline |= a.fmt[i]->timeline;
+        if (a.fmt[i]->write == NULL)
+            r.outs.raw_at = i;
     }
-    for (i = 0; i < a.nout; i++)
-        timeline |= a.fmt[i]->timeline;
-    if (timeline && raw == NULL) {
-        /* a timeline is written from a recording: keep one aside, deleted at the end */
-        const char *dir = getenv("TMPDIR");
-        int fd;
-        snprintf(events_tmp, sizeof events_tmp, "%s/remora-events-XXXXXX",
-                 dir && *dir && strlen(dir) < 32 ? dir : "/tmp");
-        fd = mkstemp(events_tmp);
-        if (fd < 0 || raw_open(events_tmp, &raw)) {
-            cli_error("cannot write a recording for the timeline in '%s': %s; set TMPDIR",
-                      events_tmp, strerror(errno));
-            if (fd >= 0) {
-                close(fd);
-                unlink(events_tmp);
-            }
-            events_tmp[0] = '\0';
-            rc = REMORA_EXIT_USAGE;
-            goto out;
-        }
-        close(fd);
-    }
+    r.prof.baseline = base_table ? &base : NULL;
+    r.prof.meta.pid = pid;
+    r.prof.meta.start_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
+    r.prof.meta.rate_hz = a.c.rate;
+    snprintf(r.prof.meta.python, sizeof r.prof.meta.python, "%s", t.version);
+    snprintf(r.prof.meta.mode, sizeof r.prof.meta.mode, "%s", cli_mode_name(a.c.mode));
+    cli_read_cmdline(pid, r.prof.meta.command, sizeof r.prof.meta.command);
     memset(&so, 0, sizeof so);
     so.rate_hz = a.c.rate;
     so.duration_s = a.c.duration;
@@ -439,21 +507,26 @@ int cmd_record(int argc, char **argv)
     so.opcodes = a.c.opcodes;
     so.idle = a.c.idle;
     so.async = a.c.async;
-    sink.ctx = raw;
-    sink.sample = raw != NULL ? raw_sink_sample : NULL;
     if (a.c.native && (rc = cli_native_enable(u, pid)) != REMORA_EXIT_OK)
         goto out;
     if ((rc = cli_engine_enable("record", &a.c, u, &kern)) != REMORA_EXIT_OK)
         goto out;
+    snprintf(r.prof.meta.engine, sizeof r.prof.meta.engine, "%s", cli_engine_name(kern));
     so.kern = kern;
-    if ((err = sampler_new(u, p, table, &sink, &so, &s)) != REMORA_OK) {
+    whole = r.prof.meta;
+    if ((rc = rec_outs_begin(&r.outs, &whole, 1, 0)) != REMORA_EXIT_OK)
+        goto out;
+    sink.ctx = r.outs.raw;
+    sink.sample = r.outs.raw != NULL ? rec_raw_sink : NULL;
+    if ((err = sampler_new(u, p, r.table, &sink, &so, &s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, pid, a.c.native ? "--native" : a.c.blocking ? "--blocking" : NULL);
         goto out;
     }
-    memset(&prof, 0, sizeof prof);
-    clock_gettime(CLOCK_REALTIME, &wall);
-    prof.meta.start_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
-    cli_read_cmdline(pid, prof.meta.command, sizeof prof.meta.command);
+    r.s = s;
+    /* signals and commands are looked at every 10 ms, and at once on a signal */
+    sampler_set_hook(s, record_hook, &r, 0.01, &poke_flag);
+    if (a.every > 0)
+        sampler_hook_due(s, sampler_now_ns() + (int64_t)(a.every * 1e9));  /* set anew at the start */
 
     cpu0 = cpu_seconds();
     err = sampler_run(s, &stop_flag, isatty(2) ? status_line : NULL, NULL);
@@ -467,437 +540,128 @@ int cmd_record(int argc, char **argv)
             ct.child_status = sampler_child_status(s);
             ct.child = 0;
         }
-    } else if (err) {
+    } else if (err && !r.failed) {
         cli_error("sampling pid %d stopped: %s", (int)pid, remora_strerror(err));
         rc = err == REMORA_EPERM ? REMORA_EXIT_PERM : REMORA_EXIT_FAIL;
     }
+    if (sampler_paused(s))
+        sampler_pause(s, 0);        /* the time paused counted */
 
-    prof.stacks = table;
-    prof.baseline = base_table ? &base : NULL;
-    prof.meta.pid = pid;
-    snprintf(prof.meta.python, sizeof prof.meta.python, "%s", t.version);
-    snprintf(prof.meta.mode, sizeof prof.meta.mode, "%s", cli_mode_name(a.c.mode));
-    prof.meta.duration_s = (double)(st->end_ns - st->start_ns) / 1e9;
-    prof.meta.rate_hz = a.c.rate;
-    snprintf(prof.meta.engine, sizeof prof.meta.engine, "%s", cli_engine_name(kern));
-    prof.meta.samples = st->rounds;
-    prof.meta.errors = st->errors;
-    prof.meta.late = st->late;
-    prof.meta.start_mono_ns = st->start_ns;
-
-    /* write what was collected, whatever ended the recording: the recording first, then
-     * the timelines from it, then the rest */
-    raw_err = raw != NULL ? raw_close(raw, &prof.meta, 1) : REMORA_OK;
-    raw = NULL;
-    err = raw_err;
-    if (timeline) {
-        profile_meta_t m;
-        FILE *f = err ? NULL : fopen(raw_at >= 0 ? a.out_path[raw_at] : events_tmp, "rb");
-        ev_table = stk_new();
-        events_ok = f != NULL && ev_table != NULL &&
-                    raw_read(f, ev_table, &m, &events, &nevents) == REMORA_OK;
-        if (f != NULL)
-            fclose(f);
-    }
-    for (i = 0; i < a.nout; i++) {
-        const char *path = a.out_path[i] ? a.out_path[i] : "-";
-        if (i == raw_at) {
-            err = raw_err;          /* closed above */
-        } else if (a.fmt[i]->timeline) {
-            out_options_t oo = { a.c.limit, 0 };
-            profile_t tl = prof;
-            tl.stacks = ev_table;
-            tl.events = events;
-            tl.nevents = nevents;
-            /* an unreadable recording fails each timeline output, one line each */
-            err = events_ok ? out_write_file(a.fmt[i], &tl, &oo, path) : (errno = EIO, REMORA_EIO);
-        } else {
-            cli_src_t src = { p, { 0 } };
-            out_options_t oo = { a.c.limit, 0, cli_source, &src };
-            err = out_write_file(a.fmt[i], &prof, &oo, path);
-            proc_src_free(&src.s);
-        }
-        if (err) {
-            cli_error("writing '%s' failed: %s", a.out_path[i] ? path : "stdout", strerror(errno));
-            rc = REMORA_EXIT_FAIL;
-        } else if (a.out_path[i] != NULL) {
-            fprintf(stderr, "remora: wrote %s (%s)\n", path, a.fmt[i]->name);
-        }
-    }
+    /* write what was collected, whatever ended the recording: the last period (with
+     * --every, one cut short), then the streams' end */
+    if (!r.failed)
+        write_period(&r, 0, st->end_ns - st->start_ns);
+    whole.duration_s = (double)(st->end_ns - st->start_ns) / 1e9;
+    whole.samples = st->rounds;
+    whole.errors = st->errors;
+    whole.late = st->late;
+    whole.start_mono_ns = st->start_ns;
+    if (rec_outs_end(&r.outs, &whole, r.n, gone ? "target exited" : r.failed ? "output failed" :
+                     stop_flag ? "stopped" : "duration") != REMORA_EXIT_OK)
+        r.rc = REMORA_EXIT_FAIL;
+    if (r.rc != REMORA_EXIT_OK && rc == REMORA_EXIT_OK)
+        rc = r.rc;
     if (a.c.subprocesses)
         fprintf(stderr, "remora: %llu subprocesses sampled\n", (unsigned long long)st->subprocesses);
     fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), "
             "%llu partial (%.2f%%), %llu late, engine %s%s\n",
-            (unsigned long long)st->rounds, prof.meta.duration_s,
-            prof.meta.duration_s > 0 ? (double)st->rounds / prof.meta.duration_s : 0.0, a.c.rate,
+            (unsigned long long)st->rounds, whole.duration_s,
+            whole.duration_s > 0 ? (double)st->rounds / whole.duration_s : 0.0, a.c.rate,
             (unsigned long long)st->errors,
             st->samples + st->errors ? 100.0 * (double)st->errors / (double)(st->samples + st->errors) : 0.0,
             (unsigned long long)st->partial, st->samples ? 100.0 * (double)st->partial / (double)st->samples : 0.0,
             (unsigned long long)st->late, cli_engine_name(kern), gone ? "; the target exited" : "");
-    if (a.stats) {
-        const proc_stats_t *ps = proc_stats(p);
-        double n = st->rounds ? (double)st->rounds : 1.0;
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        fprintf(stderr, "stats: samples=%llu errors=%llu partial=%llu reads=%llu bytes=%llu reads_per_sample=%.2f "
-                "cpu_us_per_sample=%.2f\n",
-                (unsigned long long)st->rounds, (unsigned long long)st->errors, (unsigned long long)st->partial,
-                (unsigned long long)ps->reads, (unsigned long long)ps->bytes, (double)ps->reads / n,
-                (cpu1 - cpu0) * 1e6 / n);
-        fprintf(stderr, "memory: maxrss_kb=%ld table_bytes=%zu\n", ru.ru_maxrss, stk_memory(table));
-        if (a.anchor)
-            fprintf(stderr, "anchor: writes=%llu writes_per_sample=%.4f\n",
-                    (unsigned long long)ps->writes, (double)ps->writes / n);
-        unw_stats_t us;
-        memset(&us, 0, sizeof us);
-        if (u != NULL)
-            unw_get_stats(u, &us);
-        fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
-                (unsigned long long)us.thread_samples);
-        if (kern == NULL)
-            fprintf(stderr, "idle: sched_reads=%llu state_reads=%llu kept=%llu\n",
-                    (unsigned long long)us.idle_sched, (unsigned long long)us.idle_states,
-                    (unsigned long long)us.idle_kept);
-        fprintf(stderr, "names: readings=%llu reads=%llu scans=%llu torn=%llu unscanned=%llu us=%llu\n",
-                (unsigned long long)us.name_readings, (unsigned long long)us.name_reads,
-                (unsigned long long)us.name_scans, (unsigned long long)us.name_torn,
-                (unsigned long long)us.name_unscanned, (unsigned long long)(us.name_ns / 1000));
-        if (so.blocking)
-            fprintf(stderr, "held: us_per_sample=%.2f share_of_run=%.4f\n",
-                    (double)st->held_ns / 1e3 / n,
-                    st->end_ns > st->start_ns ? (double)st->held_ns / (double)(st->end_ns - st->start_ns) : 0.0);
-        if (a.c.async)
-            fprintf(stderr, "async: task_samples=%llu waiting=%llu unknown=%llu list_reads=%llu "
-                    "list_errors=%llu us_per_list_read=%.1f\n", (unsigned long long)st->tasks,
-                    (unsigned long long)st->task_waiting, (unsigned long long)st->task_unknown,
-                    (unsigned long long)st->task_reads, (unsigned long long)st->task_read_errors,
-                    st->task_reads ? (double)st->task_read_ns / 1e3 / (double)st->task_reads : 0.0);
-        if (kern != NULL) {
-            kern_stats_t ks;
-            unw_kern_stats_t uk;
-            kern_get_stats(kern, &ks);
-            memset(&uk, 0, sizeof uk);
-            if (u != NULL)
-                unw_kern_get_stats(u, &uk);
-            fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
-                    "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
-                    "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu ticks_late=%llu unsettled=%llu\n",
-                    (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
-                    (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
-                    (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
-                    (unsigned long long)ks.nostate, (unsigned long long)uk.proc_reads,
-                    (unsigned long long)uk.samples, (unsigned long long)uk.missed,
-                    (unsigned long long)uk.gone, (unsigned long long)st->light,
-                    (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns,
-                    (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns,
-                    (unsigned long long)st->kernel_late, (unsigned long long)st->kernel_unsettled);
-        }
-        if (a.c.native && u != NULL) {
-            unw_native_stats_t ns;
-            unw_native_get_stats(u, &ns);
-            fprintf(stderr, "native: threads=%llu frames=%llu unreadable=%llu cut=%llu "
-                    "unplaced=%llu\n", (unsigned long long)ns.threads,
-                    (unsigned long long)ns.frames, (unsigned long long)ns.unreadable,
-                    (unsigned long long)ns.cut, (unsigned long long)ns.unplaced);
-        }
-    }
+    if (st->pauses > 0 || a.every > 0)
+        fprintf(stderr, "remora: %llu periods, %llu snapshots, paused %llu times for %.2f s\n",
+                (unsigned long long)r.n, (unsigned long long)r.outs.snapshots,
+                (unsigned long long)st->pauses, (double)st->paused_ns / 1e9);
+    if (a.stats)
+        print_stats(&a, st, p, u, kern, r.table, cpu1 - cpu0, so.blocking);
     if (rc == REMORA_EXIT_OK && gone && a.c.cmd == NULL && a.c.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */
 out:
-    if (raw != NULL)
-        raw_close(raw, &prof.meta, 0);
-    if (events_tmp[0])
-        unlink(events_tmp);
-    stk_free(ev_table);
-    free(events);
+    rec_outs_end(&r.outs, &whole, r.n, "failed");
+    rec_ctl_close(&r.ctl);
     if (a.c.cmd != NULL && cli_finish_child(&ct) >= 0 && (rc == REMORA_EXIT_OK || gone))
         rc = cli_child_exit_code(ct.child_status);
     sampler_free(s);
     unw_free(u);
     kern_close(kern);               /* after every unwinder (the sampler's too) */
-    stk_free(table);
+    stk_free(r.table);
     stk_free(base_table);
     proc_free(ct.p);
     return rc;
 }
 
-static const char reads[] = "remora reads .remora recordings and collapsed stacks";
-
-/* What a file that is not a profile remora reads looks like, from its first bytes, for
- * the message that refuses it. */
-static const char *looks_like(const unsigned char *head, size_t n, char *buf, size_t cap,
-                              size_t bad_line)
+/* record --stats: the lines after the summary. */
+static void print_stats(const record_args_t *a, const sampler_stats_t *st, proc_t *p, unwinder_t *u,
+                        kern_t *kern, stk_table_t *table, double cpu_s, int blocking)
 {
-    size_t i = 0;
+    const proc_stats_t *ps = proc_stats(p);
+    double n = st->rounds ? (double)st->rounds : 1.0;
+    struct rusage ru;
+    unw_stats_t us;
 
-    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b)
-        return "gzip data, such as a pprof profile";
-    if (n >= 4 && memcmp(head, "\x7f" "ELF", 4) == 0)
-        return "an ELF file";
-    while (i < n && (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r'))
-        i++;
-    if (i < n && (head[i] == '{' || head[i] == '['))
-        return "JSON, such as a speedscope or Firefox profile";
-    for (i = 0; i < n; i++)
-        if ((head[i] < 0x20 && head[i] != '\t' && head[i] != '\n' && head[i] != '\r') ||
-            head[i] == 0x7f)
-            return "binary data";
-    if (bad_line == 0)
-        return "no samples in it";
-    snprintf(buf, cap, "text whose line %zu is not a collapsed stack, 'frame;frame COUNT'",
-             bad_line);
-    return buf;
-}
-
-/* Was the stream, left just past its malformed line by out_collapsed_read(), cut there:
- * that line the last one, with no newline at its end (a file truncated while written)? */
-static int cut_short(FILE *f)
-{
-    if (fgetc(f) != EOF || fseek(f, -1, SEEK_END) != 0)
-        return 0;
-    return fgetc(f) != '\n';
-}
-
-/* Reads a .remora recording or collapsed stacks, recognised by their content, into t and
- * m, and with 'events' not NULL a recording's samples into events->events (collapsed
- * stacks have none: an error). Anything else is refused. Returns 0, or prints one line
- * and returns an exit code. A recording damaged after some samples, or collapsed stacks
- * whose last line was cut short, keep what could be read (said once, on one line). */
-static int load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events)
-{
-    unsigned char head[512];
-    char what[128];
-    struct stat st;
-    size_t n;
-    FILE *f;
-    int err;
-
-    memset(m, 0, sizeof *m);
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        cli_error("'%s' is a directory, not a profile: %s", path, reads);
-        return REMORA_EXIT_USAGE;
+    getrusage(RUSAGE_SELF, &ru);
+    fprintf(stderr, "stats: samples=%llu errors=%llu partial=%llu reads=%llu bytes=%llu reads_per_sample=%.2f "
+            "cpu_us_per_sample=%.2f\n",
+            (unsigned long long)st->rounds, (unsigned long long)st->errors, (unsigned long long)st->partial,
+            (unsigned long long)ps->reads, (unsigned long long)ps->bytes, (double)ps->reads / n,
+            cpu_s * 1e6 / n);
+    fprintf(stderr, "memory: maxrss_kb=%ld table_bytes=%zu\n", ru.ru_maxrss, stk_memory(table));
+    if (a->anchor)
+        fprintf(stderr, "anchor: writes=%llu writes_per_sample=%.4f\n",
+                (unsigned long long)ps->writes, (double)ps->writes / n);
+    memset(&us, 0, sizeof us);
+    if (u != NULL)
+        unw_get_stats(u, &us);
+    fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
+            (unsigned long long)us.thread_samples);
+    if (kern == NULL)
+        fprintf(stderr, "idle: sched_reads=%llu state_reads=%llu kept=%llu\n",
+                (unsigned long long)us.idle_sched, (unsigned long long)us.idle_states,
+                (unsigned long long)us.idle_kept);
+    fprintf(stderr, "names: readings=%llu reads=%llu scans=%llu torn=%llu unscanned=%llu us=%llu\n",
+            (unsigned long long)us.name_readings, (unsigned long long)us.name_reads,
+            (unsigned long long)us.name_scans, (unsigned long long)us.name_torn,
+            (unsigned long long)us.name_unscanned, (unsigned long long)(us.name_ns / 1000));
+    if (blocking)
+        fprintf(stderr, "held: us_per_sample=%.2f share_of_run=%.4f\n",
+                (double)st->held_ns / 1e3 / n,
+                st->end_ns > st->start_ns ? (double)st->held_ns / (double)(st->end_ns - st->start_ns) : 0.0);
+    if (a->c.async)
+        fprintf(stderr, "async: task_samples=%llu waiting=%llu unknown=%llu list_reads=%llu "
+                "list_errors=%llu us_per_list_read=%.1f\n", (unsigned long long)st->tasks,
+                (unsigned long long)st->task_waiting, (unsigned long long)st->task_unknown,
+                (unsigned long long)st->task_reads, (unsigned long long)st->task_read_errors,
+                st->task_reads ? (double)st->task_read_ns / 1e3 / (double)st->task_reads : 0.0);
+    if (kern != NULL) {
+        kern_stats_t ks;
+        unw_kern_stats_t uk;
+        kern_get_stats(kern, &ks);
+        memset(&uk, 0, sizeof uk);
+        if (u != NULL)
+            unw_kern_get_stats(u, &uk);
+        fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
+                "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
+                "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu ticks_late=%llu "
+                "unsettled=%llu\n",
+                (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
+                (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
+                (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
+                (unsigned long long)ks.nostate, (unsigned long long)uk.proc_reads,
+                (unsigned long long)uk.samples, (unsigned long long)uk.missed,
+                (unsigned long long)uk.gone, (unsigned long long)st->light,
+                (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns,
+                (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns,
+                (unsigned long long)st->kernel_late, (unsigned long long)st->kernel_unsettled);
     }
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        cli_error("cannot read '%s': %s", path, strerror(errno));
-        return REMORA_EXIT_USAGE;
+    if (a->c.native && u != NULL) {
+        unw_native_stats_t ns;
+        unw_native_get_stats(u, &ns);
+        fprintf(stderr, "native: threads=%llu frames=%llu unreadable=%llu cut=%llu "
+                "unplaced=%llu\n", (unsigned long long)ns.threads,
+                (unsigned long long)ns.frames, (unsigned long long)ns.unreadable,
+                (unsigned long long)ns.cut, (unsigned long long)ns.unplaced);
     }
-    n = fread(head, 1, sizeof head, f);
-    if (ferror(f)) {
-        cli_error("cannot read '%s': %s", path, strerror(errno));
-        fclose(f);
-        return REMORA_EXIT_USAGE;
-    }
-    if (n == 0) {
-        cli_error("'%s' is empty, not a profile: %s", path, reads);
-        fclose(f);
-        return REMORA_EXIT_USAGE;
-    }
-    if (n >= 6 && memcmp(head, "REMORA", 6) == 0) {
-        if (n < 8 || head[6] != '\0') {
-            cli_error("'%s' is a .remora recording cut short in its header: nothing in it "
-                      "can be read", path);
-            fclose(f);
-            return REMORA_EXIT_USAGE;
-        }
-        if (head[7] < 1 || head[7] > RAW_VERSION) {
-            cli_error("'%s' is a .remora recording of version %u: this remora reads versions "
-                      "1 to %d (a newer remora wrote it?)", path, head[7], RAW_VERSION);
-            fclose(f);
-            return REMORA_EXIT_USAGE;
-        }
-        rewind(f);
-        if (events != NULL) {
-            prof_event_t *ev = NULL;
-            err = raw_read(f, t, m, &ev, &events->nevents);
-            events->events = ev;
-        } else {
-            err = raw_read(f, t, m, NULL, NULL);
-        }
-        if (err == REMORA_ECORRUPT && stk_total_samples(t) == 0) {
-            cli_error("'%s' is a truncated or damaged .remora recording: no sample in it can "
-                      "be read", path);
-            fclose(f);
-            return REMORA_EXIT_USAGE;
-        }
-        if (err == REMORA_ECORRUPT)
-            cli_error("'%s' is a truncated or damaged .remora recording; using the %llu samples "
-                      "read before the damage", path, (unsigned long long)stk_total_samples(t));
-    } else {
-        uint64_t samples = 0;
-        size_t bad = 0;
-        rewind(f);
-        err = out_collapsed_read(f, t, &samples, &bad);
-        if ((err == REMORA_OK || err == REMORA_ECORRUPT) && samples == 0) {
-            cli_error("'%s' is not a profile (%s): %s", path,
-                      looks_like(head, n, what, sizeof what, bad), reads);
-            fclose(f);
-            return REMORA_EXIT_USAGE;
-        }
-        if (err == REMORA_ECORRUPT && !cut_short(f)) {
-            cli_error("'%s' line %zu is not a collapsed stack, 'frame;frame COUNT': %s", path,
-                      bad, reads);
-            fclose(f);
-            return REMORA_EXIT_USAGE;
-        }
-        if (events != NULL) {
-            cli_error("'%s' has no sample times (collapsed stacks): a timeline needs a .remora "
-                      "recording (record -o FILE.remora)", path);
-            fclose(f);
-            return REMORA_EXIT_USAGE;
-        }
-        m->samples = samples;
-        snprintf(m->mode, sizeof m->mode, "wall");
-        if (err == REMORA_ECORRUPT)
-            cli_error("'%s' ends in a line cut short (line %zu); using the stacks before it",
-                      path, bad);
-    }
-    fclose(f);
-    if (err == REMORA_ECORRUPT)
-        return REMORA_OK;
-    if (err) {
-        cli_error("reading '%s' failed: %s", path, remora_strerror(err));
-        return REMORA_EXIT_FAIL;
-    }
-    return REMORA_OK;
-}
-
-enum { C_OUTPUT = CLI_O_OWN, C_FORMAT, C_LIMIT, C_DIFF };
-
-static const cli_opt_t convert_opts[] = {
-    CLI_OPT_HELP,
-    { C_OUTPUT, "-o", "--output", NULL, "FILE",
-      "the output; its ending names the format", 0 },
-    { C_FORMAT, "-f", "--format", NULL, "FORMAT", "the format, if -o's ending does not say", 0 },
-    { C_LIMIT, "-l", "--limit", NULL, "ROWS", "rows of the table", 0 },
-    { C_DIFF, NULL, "--diff", NULL, "BASELINE",
-      "a differential flamegraph against BASELINE", 0 },
-    { 0 }
-};
-
-static const char convert_usage[] = "remora convert INPUT [options]";
-
-int cmd_convert(int argc, char **argv)
-{
-    const char *in = NULL, *out_path = NULL, *fname = NULL, *fflag = "-f", *diff = NULL;
-    const out_format_t *fmt;
-    stk_table_t *table = NULL, *base_table = NULL;
-    profile_t prof, base;
-    int i, rc, limit = 0;
-
-    for (i = 1; i < argc; i++) {
-        const char *s, *v;
-        unsigned long long rows;
-        switch (cli_opt_next("convert", convert_opts, argc, argv, &i, &s, &v)) {
-        case CLI_ARG_BAD:
-            return REMORA_EXIT_USAGE;
-        case CLI_ARG_WORD:
-            if (in != NULL) {
-                cli_error("convert: one INPUT at a time: '%s' is a second one", s);
-                return REMORA_EXIT_USAGE;
-            }
-            in = s;
-            break;
-        case CLI_O_HELP:
-            cli_opt_help(stdout, convert_usage,
-                         "turn a .remora recording or collapsed stacks (INPUT) into a format",
-                         convert_opts);
-            formats_help(1);
-            return REMORA_EXIT_OK;
-        case C_OUTPUT:
-            if (v == NULL || *v == '\0') {
-                cli_bad_value("convert", s, v ? "" : NULL, out_accepts);
-                return REMORA_EXIT_USAGE;
-            }
-            out_path = v;
-            break;
-        case C_FORMAT:
-            if (v == NULL) {
-                cli_error("convert: %s takes a format: none given; use one of %s", s,
-                          out_format_names(1));
-                return REMORA_EXIT_USAGE;
-            }
-            fname = v;
-            fflag = s;
-            break;
-        case C_LIMIT:
-            if (cli_parse_uint(v, 1, CLI_ROWS_MAX, &rows)) {
-                cli_bad_value("convert", s, v, cli_rows_accepts);
-                return REMORA_EXIT_USAGE;
-            }
-            limit = (int)rows;
-            break;
-        case C_DIFF:
-            if (v == NULL || *v == '\0') {
-                cli_bad_value("convert", s, v ? "" : NULL, diff_accepts);
-                return REMORA_EXIT_USAGE;
-            }
-            diff = v;
-            break;
-        }
-    }
-    if (in == NULL) {
-        cli_error("convert needs an input: remora convert INPUT [options] (see 'remora convert "
-                  "--help')");
-        return REMORA_EXIT_USAGE;
-    }
-    fmt = fname ? out_format_by_name(fname) : out_path ? out_format_for_path(out_path) : out_format_by_name("table");
-    if (fmt == NULL || fmt->write == NULL) {
-        /* every message lists the formats convert writes: all of the table but raw */
-        if (fname != NULL && fmt == NULL)
-            cli_error("convert: %s takes a format: '%s' is not one; use one of %s", fflag, fname,
-                      out_format_names(1));
-        else if (fname != NULL)
-            cli_error("convert: %s takes a format convert writes: 'raw' is not one (record "
-                      "writes it); use one of %s", fflag, out_format_names(1));
-        else if (fmt != NULL)
-            cli_error("convert cannot write the raw format (record writes it): give -o another "
-                      "ending, or -f; use one of %s", out_format_names(1));
-        else
-            cli_error("cannot tell the format of '%s' from its name: add -f (%s)", out_path,
-                      out_format_names(1));
-        return REMORA_EXIT_USAGE;
-    }
-    if (binary_to_terminal("convert", fmt, out_path ? out_path : "-"))
-        return REMORA_EXIT_USAGE;
-    if (diff != NULL && strcmp(fmt->name, "flamegraph") != 0) {
-        cli_error("--diff draws a differential flamegraph: use -f flamegraph or an .html output");
-        return REMORA_EXIT_USAGE;
-    }
-    out_path = heatmap_path(fmt, out_path, heatmap_index[RECORD_MAX_OUT], sizeof heatmap_index[0]);
-    if (check_writable(out_path))
-        return REMORA_EXIT_USAGE;
-    memset(&prof, 0, sizeof prof);
-    memset(&base, 0, sizeof base);
-    table = stk_new();
-    base_table = diff ? stk_new() : NULL;
-    if (table == NULL || (diff && base_table == NULL)) {
-        cli_error("out of memory");
-        rc = REMORA_EXIT_FAIL;
-        goto out;
-    }
-    rc = load_profile(in, table, &prof.meta, fmt->timeline ? &prof : NULL);
-    if (rc == REMORA_OK && diff != NULL) {
-        rc = load_profile(diff, base_table, &base.meta, NULL);
-        base.stacks = base_table;
-        prof.baseline = &base;
-    }
-    if (rc != REMORA_OK)
-        goto out;
-    prof.stacks = table;
-    {
-        cli_src_t src = { NULL, { 0 } };    /* a recording's files: as this host names them */
-        out_options_t oo = { limit, 0, cli_source, &src };
-        int werr = out_write_file(fmt, &prof, &oo, out_path ? out_path : "-");
-        proc_src_free(&src.s);
-        if (werr) {
-            cli_error("writing '%s' failed: %s", out_path ? out_path : "stdout", strerror(errno));
-            rc = REMORA_EXIT_FAIL;
-        }
-    }
-out:
-    free((void *)prof.events);
-    stk_free(table);
-    stk_free(base_table);
-    return rc;
 }

@@ -22,6 +22,7 @@ static const out_format_t formats[] = {
     { "pstats", ".pstats .prof", out_pstats_write },
     { "pprof", ".pb.gz .pprof", out_pprof_write },
     { "heatmap", ".heatmap.html", out_heatmap_write },
+    { "jsonl", ".jsonl", out_jsonl_write, 0, 1 },
     { "raw", ".remora", NULL },
 };
 #define NFORMATS (sizeof formats / sizeof formats[0])

@@ -102,6 +102,7 @@ typedef struct out_format {
     const char *exts;       /* file name endings that select it, space-separated */
     out_write_fn write;     /* NULL for the raw recording (written while sampling) */
     int timeline;           /* needs the profile's events: written from a recording */
+    int stream;             /* record writes it as it goes, a period at a time (jsonl) */
 } out_format_t;
 
 /* The format called 'name', or NULL. */
@@ -126,6 +127,18 @@ int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_pprof_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o);
+int out_jsonl_write(const profile_t *p, FILE *f, const out_options_t *o);
+
+/* jsonl.c: the JSON Lines stream (docs/jsonl.md), written while recording: the start
+ * record (jsonl_open; path "-" or NULL: stdout; the file written in place, not renamed),
+ * a record per period or snapshot (kind "period" or "snapshot", numbered n; p's meta says
+ * its start, length and rounds), the end record. Each returns 0, REMORA_EIO (errno set)
+ * or REMORA_ENOMEM; jsonl_close frees w either way. */
+typedef struct jsonl_writer jsonl_writer_t;
+int jsonl_open(const char *path, const profile_meta_t *m, jsonl_writer_t **out);
+int jsonl_period(jsonl_writer_t *w, const profile_t *p, const char *kind, uint64_t n,
+                 int64_t end_unix_ns);
+int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, const char *reason);
 
 /* Reads collapsed stacks (as written by out_collapsed_write, or by other tools) into t.
  * Lines "thread NAME (TID);f1;f2 N" keep their thread; others go to thread 0. A frame

@@ -226,26 +226,78 @@ int raw_sample(raw_writer_t *w, const stk_table_t *t, uint32_t thread, uint32_t 
     return REMORA_OK;
 }
 
+/* The metadata and the end. */
+static void put_tail(FILE *f, const profile_meta_t *m)
+{
+    fputc('M', f);
+    put_varint(f, (uint64_t)m->pid);
+    put_str(f, m->command);
+    put_str(f, m->python);
+    put_str(f, m->mode);
+    put_varint(f, (uint64_t)(m->duration_s * 1e9));
+    put_varint(f, (uint64_t)(m->rate_hz * 1000));
+    put_varint(f, m->samples);
+    put_varint(f, m->errors);
+    put_varint(f, m->late);
+    put_svarint(f, m->start_unix_ns);
+    put_svarint(f, m->start_mono_ns);
+    put_str(f, m->engine);
+    fputc('Z', f);
+}
+
+void raw_start_at(raw_writer_t *w, int64_t t_ns)
+{
+    w->last_ns = t_ns;
+}
+
+int raw_snapshot(raw_writer_t *w, const profile_meta_t *m, const char *path)
+{
+    char *tmp = NULL, buf[65536];
+    FILE *in, *out;
+    size_t n;
+    int fd, err = REMORA_OK;
+
+    if (w->failed || fflush(w->f) != 0)
+        return REMORA_EIO;
+    fd = remora_output_open(path, &tmp);
+    if (fd < 0)
+        return REMORA_EIO;
+    out = fdopen(fd, "w");
+    /* written in place (a device, a FIFO): nothing to copy from */
+    in = w->tmp != NULL ? fopen(w->tmp, "rb") : (errno = ESPIPE, NULL);
+    if (out == NULL || in == NULL) {
+        err = REMORA_EIO;
+    } else {
+        /* what is written so far (whole records: the stream was flushed between two),
+         * then the metadata and the end */
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+            if (fwrite(buf, 1, n, out) != n)
+                break;
+        if (ferror(in))
+            err = REMORA_EIO;
+        put_tail(out, m);
+    }
+    if (in != NULL)
+        fclose(in);
+    if (out != NULL) {
+        if ((fflush(out) != 0 || ferror(out)) && !err)
+            err = REMORA_EIO;
+        if (fclose(out) != 0 && !err)
+            err = REMORA_EIO;
+    } else {
+        close(fd);
+    }
+    if (remora_output_done(path, tmp, !err) != 0 && !err)
+        err = REMORA_EIO;
+    return err;
+}
+
 int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit)
 {
     int err = w->failed ? REMORA_EIO : REMORA_OK;
 
-    if (commit && !err) {
-        fputc('M', w->f);
-        put_varint(w->f, (uint64_t)m->pid);
-        put_str(w->f, m->command);
-        put_str(w->f, m->python);
-        put_str(w->f, m->mode);
-        put_varint(w->f, (uint64_t)(m->duration_s * 1e9));
-        put_varint(w->f, (uint64_t)(m->rate_hz * 1000));
-        put_varint(w->f, m->samples);
-        put_varint(w->f, m->errors);
-        put_varint(w->f, m->late);
-        put_svarint(w->f, m->start_unix_ns);
-        put_svarint(w->f, m->start_mono_ns);
-        put_str(w->f, m->engine);
-        fputc('Z', w->f);
-    }
+    if (commit && !err)
+        put_tail(w->f, m);
     if (fflush(w->f) != 0 || ferror(w->f))
         err = REMORA_EIO;
     if (fclose(w->f) != 0 && !err)

@@ -53,6 +53,14 @@ int raw_open(const char *path, raw_writer_t **out);
 int raw_sample(raw_writer_t *w, const stk_table_t *t, uint32_t thread, uint32_t node,
                int64_t t_ns, unsigned flags);
 
+/* The time the first sample's is counted from (ns since sampling began; 0 unless set):
+ * a recording of one period, whose start_mono_ns is then the period's start. */
+void raw_start_at(raw_writer_t *w, int64_t t_ns);
+
+/* A copy of the recording so far, with the metadata m and the end, to 'path' (through a
+ * temporary file and a rename); the recording goes on. Returns 0 or REMORA_EIO. */
+int raw_snapshot(raw_writer_t *w, const profile_meta_t *m, const char *path);
+
 /* Writes the metadata and the end, and renames the file into place when 'commit';
  * else removes it. Frees w. Returns 0 or REMORA_EIO. */
 int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
@@ -45,6 +46,7 @@ struct kern {
     const struct kern_walking *walking; /* the mmapped walks under way, a CPU each */
     size_t walking_len;
     int ncpus;                      /* of them, the CPUs there may be */
+    int paused;                     /* kern_pause(): every event off */
     pid_t procs[KERN_MAX_PROCS];    /* slot -> pid (0: free) */
     int (*cb)(void *ctx, const kern_sample_t *s); /* kern_poll's, during the call */
     void *cb_ctx;
@@ -92,6 +94,8 @@ static int kern_rb_sample(void *ctx, void *data, size_t size)
     s.flags = r->flags;
     s.nframes = r->nframes;
     s.frames = (const kern_frame_t *)(r + 1);
+    if (k->cb == NULL)
+        return 0;                   /* kern_discard(): dropped */
     err = k->cb(k->cb_ctx, &s);
     if (err != 0) {
         k->cb_err = err;
@@ -130,7 +134,24 @@ static int kern_event_open(kern_t *k, pid_t pid, pid_t tid)
     e->pid = pid;
     e->tid = tid;
     k->nevents++;
+    if (k->paused)
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
     return 0;
+}
+
+void kern_pause(kern_t *k, int paused)
+{
+    size_t i;
+
+    k->paused = paused != 0;
+    for (i = 0; i < k->nevents; i++)
+        ioctl(k->events[i].fd, paused ? PERF_EVENT_IOC_DISABLE : PERF_EVENT_IOC_ENABLE, 0);
+}
+
+void kern_discard(kern_t *k)
+{
+    k->cb = NULL;
+    ring_buffer__consume(k->rb);
 }
 
 static void kern_event_close(kern_t *k, size_t i)
@@ -150,11 +171,18 @@ static ssize_t kern_event_find(const kern_t *k, pid_t pid, pid_t tid)
     return -1;
 }
 
+/* A BPF_F_MMAPABLE array map, mapped read-only; NULL with errno set. */
+static void *map_array(const struct bpf_map *map, size_t len)
+{
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
+
+    return m == MAP_FAILED ? NULL : m;
+}
+
 int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
 {
     kern_t *k;
     int err;
-    size_t len;
     void *m;
 
     *out = NULL;
@@ -174,22 +202,18 @@ int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
         err = kern_fail(err, why, whylen, "bpf(BPF_PROG_LOAD)");
         goto error;
     }
-    len = (size_t)KERN_TS_SLOTS * sizeof(struct kern_ts_ent);
-    m = mmap(NULL, len, PROT_READ, MAP_SHARED, bpf_map__fd(k->skel->maps.tstates), 0);
-    if (m == MAP_FAILED) {
+    k->table_len = (size_t)KERN_TS_SLOTS * sizeof(struct kern_ts_ent);
+    k->walking_len = (size_t)KERN_MAX_CPUS * sizeof(struct kern_walking);
+    if ((m = map_array(k->skel->maps.tstates, k->table_len)) == NULL) {
         err = kern_fail(errno, why, whylen, "mmap(thread-state table)");
         goto error;
     }
     k->table = m;
-    k->table_len = len;
-    len = (size_t)KERN_MAX_CPUS * sizeof(struct kern_walking);
-    m = mmap(NULL, len, PROT_READ, MAP_SHARED, bpf_map__fd(k->skel->maps.walking), 0);
-    if (m == MAP_FAILED) {
+    if ((m = map_array(k->skel->maps.walking, k->walking_len)) == NULL) {
         err = kern_fail(errno, why, whylen, "mmap(walks under way)");
         goto error;
     }
     k->walking = m;
-    k->walking_len = len;
     k->ncpus = libbpf_num_possible_cpus();
     if (k->ncpus <= 0 || k->ncpus > KERN_MAX_CPUS)
         k->ncpus = KERN_MAX_CPUS;

@@ -165,6 +165,13 @@ int kern_set_thread(kern_t *k, pid_t pid, pid_t tid, uint64_t tstate);
 /* The thread's scheduling state, read from a memory-mapped table: no system call. */
 void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out);
 
+/* Turns every thread's event off (1: no ticks, no cost in the target) or on again (0);
+ * events made meanwhile are made off. */
+void kern_pause(kern_t *k, int paused);
+
+/* Empties the ring buffer unread. */
+void kern_discard(kern_t *k);
+
 /* Waits (spinning, wait_ns at most in all, times from now()) until every walk of a tick
  * under way on a CPU when called has put its record in the ring: then every tick taken
  * before the call is there for kern_poll. No system call. Returns how many CPUs were

@@ -84,6 +84,13 @@ struct sampler {
     int64_t last_read_ns;           /* when the last round's reading began: no tick is
                                      * written before it */
     int64_t tick_ns;                /* the latest time a tick was written at */
+    int paused;                     /* sampler_pause(): no rounds, no ticks */
+    int64_t paused_at;              /* ... since (CLOCK_MONOTONIC) */
+    sampler_hook_t hook;            /* sampler_set_hook(): called between rounds */
+    void *hook_ctx;
+    volatile sig_atomic_t *hook_poke;   /* set (by a signal handler): call it now */
+    int64_t hook_every_ns, hook_next;
+    int64_t hook_due;               /* sampler_hook_due(): called by then too (0: no) */
     unsigned round_light, round_full;   /* this round's processes that read nothing, and
                                      * those that read */
 };
@@ -505,6 +512,7 @@ static int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_
 }
 
 static int kern_drain(sampler_t *s, int64_t *read_ns);
+#define DRAIN_UNSETTLED (-1)         /* kern_drain(): a walk still under way after the wait */
 
 /* After a round that read nothing, the next look: at most this far ahead (rounds above
  * 1 kHz are skipped, counted as rounds that read nothing) */
@@ -536,8 +544,16 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
           async_before(s->async, u, s->o.async == SAMPLE_ASYNC_ALL, now_ns, &s->st) : REMORA_OK;
     if (err == REMORA_OK) {
         read_ns = now_ns;
-        if (s->o.kern != NULL)
-            err = kern_drain(s, &read_ns);
+        if (s->o.kern != NULL && (err = kern_drain(s, &read_ns)) == DRAIN_UNSETTLED) {
+            /* a CPU held up in the walk of a tick taken before now, whose record (and
+             * those behind it in the ring) would be written after this round's samples at
+             * a later time than its own: no round now (counted late), the next one reads */
+            if (u == s->u && s->st.rounds > 0) {
+                s->st.rounds--;
+                s->st.late++;
+            }
+            return REMORA_OK;
+        }
         /* every thread on a CPU (its ticks sample it) or idle, as the table says: no
          * reading this round (but one every few ms, for new threads) */
         if (err == REMORA_OK && frz == NULL && unw_kern_light(u, now_ns)) {
@@ -719,7 +735,7 @@ static int kern_drain(sampler_t *s, int64_t *read_ns)
         uint64_t before = s->st.kernel;
         if (kern_settle(s->o.kern, sampler_now_ns, SETTLE_WAIT_NS) > 0) {
             s->st.kernel_unsettled++;
-            break;
+            return DRAIN_UNSETTLED;
         }
         if ((err = kern_poll(s->o.kern, kern_sample, s)) != REMORA_OK)
             return err;
@@ -731,6 +747,103 @@ static int kern_drain(sampler_t *s, int64_t *read_ns)
     if (tries == 8)
         s->st.kernel_unsettled++;   /* ticks still coming in: the round goes on */
     return REMORA_OK;
+}
+
+int sampler_set_table(sampler_t *s, stk_table_t *t, const sample_sink_t *sink)
+{
+    uint32_t gc = stk_frame(t, "<GC>", "", 0), mv = stk_frame(t, UNW_MOVING, "", 0);
+    async_t *a = NULL;
+    size_t i;
+    int err;
+
+    if (gc == STK_NONE || mv == STK_NONE)
+        return REMORA_ENOMEM;
+    if (s->async != NULL) {
+        /* its strings are interned in the table: a new one, which reads the tasks anew */
+        if ((err = async_new(t, &a)) != REMORA_OK)
+            return err;
+        async_free(s->async);
+        s->async = a;
+    }
+    /* every cache of the old table's indexes: the frame cache, the threads' last stacks
+     * and the thread map (a thread is named again in the new table) */
+    forget_frames(s);
+    for (i = 0; i < s->ntids; i++) {
+        free(s->last[i].frames);
+        free(s->last[i].nodes);
+    }
+    s->ntids = 0;
+    s->t = t;
+    s->gc_frame = gc;
+    s->moving_frame = mv;
+    s->sink = *sink;
+    return REMORA_OK;
+}
+
+void sampler_set_hook(sampler_t *s, sampler_hook_t hook, void *ctx, double every_s,
+                      volatile sig_atomic_t *poke)
+{
+    s->hook = hook;
+    s->hook_ctx = ctx;
+    s->hook_poke = poke;
+    s->hook_every_ns = (int64_t)(every_s * 1e9);
+    if (s->hook_every_ns < 1000000)
+        s->hook_every_ns = 1000000;
+}
+
+int64_t sampler_flush(sampler_t *s)
+{
+    int64_t read_ns = sampler_now_ns();
+
+    /* the kernel engine's ticks taken so far: in the table now, the later ones after */
+    if (s->o.kern != NULL && kern_drain(s, &read_ns) == REMORA_OK && read_ns > s->last_read_ns)
+        s->last_read_ns = read_ns;  /* (unsettled: what is in; a late tick is counted late) */
+    return read_ns;
+}
+
+void sampler_hook_due(sampler_t *s, int64_t when_ns)
+{
+    s->hook_due = when_ns;
+}
+
+int sampler_pause(sampler_t *s, int paused)
+{
+    int64_t read_ns, now;
+    size_t k;
+    int err = REMORA_OK;
+
+    if (paused == s->paused)
+        return REMORA_OK;
+    if (paused) {
+        /* the ticks taken so far are the recording's: written before the events stop */
+        if (s->o.kern != NULL && (err = kern_drain(s, &read_ns)) > 0)
+            return err;
+        err = REMORA_OK;
+        if (s->o.kern != NULL)
+            kern_pause(s->o.kern, 1);
+        s->paused_at = sampler_now_ns();
+    } else {
+        if (s->o.kern != NULL) {
+            /* nothing taken while paused is kept: the ring emptied unread */
+            kern_discard(s->o.kern);
+            kern_pause(s->o.kern, 0);
+        }
+        now = sampler_now_ns();
+        if (s->u != NULL)
+            unw_kern_resume(s->u, now);
+        for (k = 0; k < s->nsubs; k++)
+            if (s->subs[k].u != NULL)
+                unw_kern_resume(s->subs[k].u, now);
+        s->st.paused_ns += (uint64_t)(now - s->paused_at);
+        s->st.pauses++;
+    }
+    s->paused = paused;
+    return err;
+}
+
+int sampler_paused(const sampler_t *s)
+{
+    return s->paused;
 }
 
 int sampler_round(sampler_t *s, int64_t now_ns)
@@ -791,21 +904,51 @@ int sampler_run(sampler_t *s, volatile sig_atomic_t *stop,
     s->last_read_ns = start;
     /* wake on time: the default 50 us timer slack would cap the rate near 20 kHz */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    s->hook_next = start + (s->hook_every_ns > 0 ? s->hook_every_ns : 0);
     while (!*stop) {
         int64_t now = sampler_now_ns();
+        if (s->hook != NULL && (now >= s->hook_next || (s->hook_due != 0 && now >= s->hook_due) ||
+                                (s->hook_poke != NULL && *s->hook_poke))) {
+            /* between rounds: the caller's control (a command, a period's end) */
+            if (s->hook_poke != NULL)
+                *s->hook_poke = 0;
+            s->hook_due = 0;
+            if ((err = s->hook(s, s->hook_ctx, now)) != REMORA_OK)
+                break;
+            now = sampler_now_ns();
+            while (s->hook_next <= now)
+                s->hook_next += s->hook_every_ns;
+            if (*stop)
+                break;
+        }
         if (now >= end)
             break;
+        if (s->paused) {
+            /* no rounds: wait for the hook's next look (or a signal), then go on from
+             * there, no round counted late */
+            int64_t wake = s->hook_next < end ? s->hook_next : end;
+            if (s->hook_due != 0 && s->hook_due < wake)
+                wake = s->hook_due;
+            struct timespec ts = { (time_t)(wake / 1000000000), (long)(wake % 1000000000) };
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+            next = sampler_now_ns();
+            continue;
+        }
         if (next - now > 2000) {
             /* never past the end: a round due after it is not waited for (-r 1 -d 0.5
              * takes 0.5 s) */
             int64_t wake = next < end ? next : end;
+            if (s->hook_due != 0 && s->hook_due < wake)
+                wake = s->hook_due;     /* the caller's moment (a period's end) is kept */
             struct timespec ts = { (time_t)(wake / 1000000000), (long)(wake % 1000000000) };
             int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-            if (rc == EINTR)
-                continue;
+            if (rc == EINTR || wake < next)
+                continue;               /* a signal, or the hook's moment before the round's */
             /* the round's time is when it starts, not when it was due: a loaded machine
              * wakes remora late */
             now = sampler_now_ns();
+            if (s->hook_due != 0 && now >= s->hook_due)
+                continue;               /* woke past the hook's moment too: it goes first */
         } else if (now - next >= interval) {
             /* fell behind: skip the missed deadlines instead of bunching rounds */
             int64_t missed = (now - next) / interval;

@@ -59,12 +59,14 @@ typedef struct sampler_stats {
                              * the thread read from user space the next round */
     uint64_t kernel_late;   /* ... written at a round's time, over 1 us later than their
                              * own: their record reached the ring after that round began */
-    uint64_t kernel_unsettled;  /* rounds begun with a tick maybe still to come before
-                             * them: a CPU still walking one after 1 ms, or ticks still
-                             * coming in after 8 passes over the ring */
+    uint64_t kernel_unsettled;  /* rounds not taken, a CPU still walking a tick after
+                             * 1 ms (counted late), or begun with ticks still coming in
+                             * after 8 passes over the ring */
     uint64_t light;         /* rounds that read nothing: every thread on a CPU (sampled by
                              * its ticks) or idle, as the kernel engine's table said (and
                              * the rounds skipped after one, to the next millisecond) */
+    uint64_t pauses;        /* sampler_pause(): times resumed */
+    uint64_t paused_ns;     /* ... time spent paused, in all (in end_ns - start_ns) */
     int64_t start_ns, end_ns;   /* CLOCK_MONOTONIC */
 } sampler_stats_t;
 
@@ -107,5 +109,32 @@ int sampler_child_status(const sampler_t *s);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t sampler_now_ns(void);
+
+/* Called by sampler_run() between two rounds, every_s apart (and at once when *poke is
+ * set, e.g. by a signal handler): the caller's control of a running sampler. It may pause
+ * it, give it a new table, or write what it holds. Returns 0, or a code that ends
+ * sampler_run() with it. */
+typedef int (*sampler_hook_t)(sampler_t *s, void *ctx, int64_t now_ns);
+void sampler_set_hook(sampler_t *s, sampler_hook_t hook, void *ctx, double every_s,
+                      volatile sig_atomic_t *poke);
+
+/* Every sample taken up to the time returned (CLOCK_MONOTONIC) is in the table, none
+ * after it: the kernel engine's ticks waiting are written. A period ends there. */
+int64_t sampler_flush(sampler_t *s);
+
+/* Asks the hook to be called at when_ns (CLOCK_MONOTONIC) too, before any later round
+ * (0: no such moment). */
+void sampler_hook_due(sampler_t *s, int64_t when_ns);
+
+/* Samples into table t from the next round on (the caller keeps the old one: a period's
+ * profile), handing samples to *sink. Every cache of the old table's indexes is
+ * forgotten. Returns 0 or REMORA_ENOMEM (the old table kept). */
+int sampler_set_table(sampler_t *s, stk_table_t *t, const sample_sink_t *sink);
+
+/* Pauses (1) or resumes (0) sampling: no rounds while paused, and the kernel engine's
+ * events are off (its ticks before the pause written first, none taken during it kept).
+ * Returns 0 or a fatal code. */
+int sampler_pause(sampler_t *s, int paused);
+int sampler_paused(const sampler_t *s);
 
 #endif

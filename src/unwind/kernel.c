@@ -530,6 +530,18 @@ int unw_kern_light(unwinder_t *u, int64_t now_ns)
     return 1;
 }
 
+void unw_kern_resume(unwinder_t *u, int64_t now_ns)
+{
+    struct unw_kern *ku = u->kern;
+
+    if (ku == NULL)
+        return;
+    /* a thread off a CPU stands for the periods since now, not since before the pause;
+     * ticks that failed before it are not read for after it */
+    ku->checked_ns = now_ns;
+    ku->npending = 0;
+}
+
 void unw_kern_round(unwinder_t *u, int64_t woke_ns)
 {
     struct unw_kern *ku = u->kern;

@@ -304,6 +304,8 @@ int unw_kern_layout(const py_target_t *t, struct kern_layout *kl, char *why, siz
  * failed in the kernel, no thread state known, deeper than it walks, a walk not rooted:
  * the next round reads the thread from user space in its place; or a thread gone),
  * REMORA_ENOPROC, REMORA_ENOMEM. */
+/* After a pause (no rounds, no ticks): the next round counts from now_ns. */
+void unw_kern_resume(unwinder_t *u, int64_t now_ns);
 int unw_kern_tick(unwinder_t *u, const struct kern_sample *ks, const unw_thread_t **out);
 
 /* Whether this round may read nothing at all (called after the ticks are drained, before

@@ -283,7 +283,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,idle,tachyon,memory,async,real",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,idle,tachyon,memory,async,real,long",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -322,6 +322,57 @@ def main():
         async_table(remora, interps, secs)
     if "real" in sections:
         real_table(remora, interps, args.quick)
+    if "long" in sections and interps:
+        long_table(remora, interps, 60.0 if args.quick else LONG_SECONDS)
+
+
+LONG_SECONDS, LONG_EVERY, LONG_RATE = 600.0, 10, 100
+
+
+def long_table(remora, interps, seconds):
+    """Issue 33: a long recording with a profile a period: the files, their rounds against
+    the summary's, and remora's resident memory as it goes (from /proc, every period)."""
+    it = ([i for i in interps if i[0] == "pyenv-3.12.1"] or interps)[0]
+    print("\n## A long recording: %.0f s at %d Hz, --every %d (%s, busy.py depth 20, 4 threads)\n"
+          % (seconds, LONG_RATE, LONG_EVERY, it[0]))
+    d = tempfile.mkdtemp(prefix="remora-bench-long-")
+    t = busy(it, 20, 4, seconds + 60)
+    try:
+        jl = os.path.join(d, "s.jsonl")
+        p = subprocess.Popen([remora, "record", "-p", str(t.pid), "-r", str(LONG_RATE), "-d", str(seconds),
+                              "--every", str(LONG_EVERY), "-o", os.path.join(d, "p-%n.pb.gz"), "-o", jl],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        rss, start = [], time.monotonic()
+        while p.poll() is None:
+            try:
+                with open("/proc/%d/status" % p.pid) as f:
+                    kb = int(re.search(r"^VmRSS:\s+(\d+)", f.read(), re.M).group(1))
+                rss.append((time.monotonic() - start, kb))
+            except (OSError, AttributeError):
+                pass
+            time.sleep(LONG_EVERY / 2)  # a measurement's pace, not a synchronisation
+        err = p.stderr.read().decode("utf-8", "replace")
+    finally:
+        t.__exit__()
+    files = sorted(f for f in os.listdir(d) if f.startswith("p-"))
+    periods, rounds = 0, 0
+    with open(jl) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["type"] == "period":
+                periods += 1
+                rounds += r["rounds"]
+    m = re.search(r"remora: (\d+) samples in", err)
+    total = int(m.group(1)) if m else -1
+    after = [kb for at, kb in rss if at >= 60] or [kb for _, kb in rss]
+    first = after[0] if after else 0
+    print("| pprof files | periods in the stream | rounds, periods' sum | rounds, summary | RSS at 1 min | "
+          "RSS at the end | RSS max after 1 min |")
+    print("|---|---|---|---|---|---|---|")
+    print("| %d | %d | %d | %d | %.1f MB | %.1f MB | %.1f MB |" % (
+        len(files), periods, rounds, total, first / 1024, (rss[-1][1] if rss else 0) / 1024,
+        max(after or [0]) / 1024))
+    subprocess.run(["rm", "-rf", d])
 
 
 ASYNC = re.compile(r"async: task_samples=(\d+) waiting=(\d+) unknown=(\d+) list_reads=(\d+) "

@@ -12,8 +12,10 @@ import json
 import math
 import os
 import re
+import shutil
+import subprocess
 
-from harness import REPO, Fail
+from harness import REPO, Fail, tail
 
 
 # --- collapsed stacks (src/formats/collapsed.c, escapes in src/formats/text.c) ---------------------
@@ -861,3 +863,64 @@ def parse_dump(out):
     if not isinstance(doc, dict) or not isinstance(doc.get("threads"), list):
         raise Fail("output has no \"threads\" list: %r" % out[:200])
     return doc
+
+
+# --- the jsonl stream (docs/jsonl.md) --------------------------------------------------------
+
+def read_jsonl(path):
+    """Every complete line of a jsonl stream, each parsed strictly (strict_json); a last
+    line not ended yet (the stream being written) is left out."""
+    with open(path, "rb") as f:
+        data = f.read()
+    name = os.path.basename(path)
+    return [strict_json("%s line %d" % (name, n), line)
+            for n, line in enumerate(data.split(b"\n")[:-1], 1)]
+
+
+def jsonl_records(records):
+    """[(record, names {tid: name}, stacks {tid: Counter((function, file, line) tuples,
+    outermost first -> count)})] for each period and snapshot record of a stream, in order,
+    names and frames resolved through its definitions (Fail on an id not defined before)."""
+    strings, frames, out = {}, {}, []
+    if not records or records[0].get("type") != "start":
+        raise Fail("the jsonl stream does not begin with a start record")
+    for r in records:
+        kind = r.get("type")
+        try:
+            if kind == "reset":
+                strings, frames = {}, {}
+            elif kind == "string":
+                strings[r["id"]] = r["value"]
+            elif kind == "frame":
+                frames[r["id"]] = (strings[r["function"]], strings[r["file"]], r["line"])
+            elif kind in ("period", "snapshot"):
+                names = {tid: strings[sid] for tid, sid, _ in r["threads"]}
+                stacks = {}
+                for tid, count, ids in r["stacks"]:
+                    stacks.setdefault(tid, collections.Counter())[tuple(frames[i] for i in ids)] += count
+                out.append((r, names, stacks))
+        except KeyError as e:
+            raise Fail("jsonl: a %s record uses an id not defined before it: %s" % (kind, e))
+    return out
+
+
+# --- pprof read by Go's own tool -------------------------------------------------------------
+
+def go_raw_samples(path, home):
+    """(sample count per go tool pprof -raw, its output) or Fail."""
+    go = shutil.which("go")
+    r = subprocess.run([go, "tool", "pprof", "-raw", path], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
+                       env=dict(os.environ, HOME=home))
+    text = r.stdout.decode("utf-8", "replace")
+    if r.returncode != 0:
+        raise Fail("`go tool pprof -raw` exited %d: %s" % (r.returncode, tail(text, 4)))
+    count, in_samples = 0, False
+    for line in text.splitlines():
+        if line.startswith("Samples:"):
+            in_samples = True
+        elif in_samples and re.match(r"^\s+\d+\s+\d+:", line):
+            count += int(line.split()[0])
+        elif in_samples and line.startswith("Locations"):
+            break
+    return count, text

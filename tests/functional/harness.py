@@ -750,7 +750,13 @@ def depth_note(stacks):
 def mark(t, n):
     """Asks a target that keeps its own totals (cpu_shares.py, work_mix.py) for a snapshot
     of them (a line of marks.jsonl in its directory); returns its n-th."""
-    t.proc.stdin.write(b"mark\n")
+    return target_says(t, "mark", n)
+
+
+def target_says(t, line, n):
+    """Writes a command line to a target's stdin, then waits for the n-th line of
+    marks.jsonl in its directory (the target's answer); returns it, parsed."""
+    t.proc.stdin.write(line.encode() + b"\n")
     t.proc.stdin.flush()
     path = os.path.join(t.dir, "marks.jsonl")
     deadline = time.monotonic() + READY_TIMEOUT

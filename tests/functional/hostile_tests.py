@@ -23,7 +23,8 @@ import subprocess
 from harness import (INTERPRETERS, REPO, SHORT_SECONDS, TARGETS, Fail, Skip, Target, interp_missing,
                      record, speedscope_validator, summary, tail, workdir)
 from formats import (NAME_BOUND, dump_json_stacks, dump_text_stacks, emitted, emitted_bytes,
-                     firefox_stacks, flamegraph_data, flamegraph_stacks, no_raw_control,
+                     firefox_stacks, flamegraph_data, flamegraph_stacks, jsonl_records,
+                     no_raw_control, read_jsonl,
                      parse_collapsed, pprof_stacks, pstats_rows, read_pprof, read_pstats, short,
                      speedscope_stacks, strict_json, table_rows, top_rows, utf8)
 
@@ -131,6 +132,13 @@ def check_pprof(what, path, want):
                  {tid: list(c) for tid, c in got.items()}, want)
 
 
+def check_jsonl(what, path, want):
+    with open(path, "rb") as f:
+        utf8(what, f.read())
+    (_, names, stacks), = [p for p in jsonl_records(read_jsonl(path)) if p[0]["type"] == "period"]
+    check_stacks(what, names, {tid: list(c) for tid, c in stacks.items()}, want)
+
+
 def check_firefox(what, path, want):
     with open(path, "rb") as f:
         doc = strict_json(what, f.read())
@@ -189,7 +197,8 @@ def test_hostile(remora, interp):
         validator, schema = None, "speedscope schema not checked: %s" % e
     d = workdir()
     try:
-        exts = [".collapsed", ".json", ".html", ".table", ".pstats", ".pb.gz", ".gecko.json", ".remora"]
+        exts = [".collapsed", ".json", ".html", ".table", ".pstats", ".pb.gz", ".gecko.json", ".jsonl",
+                ".remora"]
         want, paths, dumped = hostile_recording(remora, interp, d, exts, dumps=True)
         check_collapsed("recorded collapsed", paths[".collapsed"], want)
         check_speedscope("recorded speedscope", paths[".json"], want, validator)
@@ -199,6 +208,7 @@ def test_hostile(remora, interp):
         check_pstats("recorded pstats", paths[".pstats"], want)
         check_pprof("recorded pprof", paths[".pb.gz"], want)
         check_firefox("recorded Firefox profile", paths[".gecko.json"], want)
+        check_jsonl("recorded jsonl", paths[".jsonl"], want)
         check_top("top", dumped["top"], want)
         check_dump_text("dump", dumped["text"], want)
         check_dump_json("dump --json", dumped["json"], want)
@@ -218,14 +228,15 @@ def test_hostile(remora, interp):
         check_pstats("converted pstats", conv[".pstats"], want)
         check_pprof("converted pprof", conv[".pb.gz"], want)
         check_firefox("converted Firefox profile", conv[".gecko.json"], want)
+        check_jsonl("converted jsonl", conv[".jsonl"], want)
         out, _ = run_bytes(remora, ["convert", raw, "-l", TABLE_ROWS])
         check_table("convert's table on stdout", out, want)
         # and the collapsed file read back (convert reads collapsed stacks too)
         back = os.path.join(d, "back.json")
         run_bytes(remora, ["convert", paths[".collapsed"], "-o", back])
         check_speedscope("speedscope converted from the collapsed file", back, want, validator)
-        return "%d hostile frames and 2 hostile thread names intact in 8 formats recorded, " \
-               "7 converted + stdout table, top, dump text and JSON; %s" % (len(want.chain), schema)
+        return "%d hostile frames and 2 hostile thread names intact in 9 formats recorded, " \
+               "8 converted + stdout table, top, dump text and JSON; %s" % (len(want.chain), schema)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

@@ -93,8 +93,8 @@ def test_park_shift(remora, interp):
                 raise Fail("no `parked: reused=R thread_samples=N` line in --stats: %s" % err[-300:])
             reused, total = reused + int(m.group(1)), total + int(m.group(2))
             # the kernel engine: ticks written at a round's time instead of their own
-            # (their record reached the ring after the round began), and rounds begun
-            # while a CPU was held up mid-walk for over 1 ms (which may cause them)
+            # (their record reached the ring after the round began: none may), and rounds
+            # not taken while a CPU was held up mid-walk for over 1 ms
             k = LATE.search(err)
             if k is not None:
                 late, unsettled = late + int(k.group(1)), unsettled + int(k.group(2))
@@ -130,9 +130,9 @@ def test_park_shift(remora, interp):
     if reused < MIN_REUSED * total:
         problems.append("only %d of %d thread samples came from parked walks, need %.0f%% "
                         "(the test would not test the reuse)" % (reused, total, 100 * MIN_REUSED))
-    if late > 0 and unsettled == 0:
-        problems.append("%d ticks written at a later round's time than their own, no CPU held "
-                        "up mid-walk" % late)
+    if late > 0:
+        problems.append("%d ticks written at a later round's time than their own (%d rounds "
+                        "unsettled)" % (late, unsettled))
     if problems:
         raise Fail("; ".join(problems) + " [" + figures + "; " + "; ".join(notes) + "]")
     return figures + "; " + "; ".join(notes)

@@ -19,8 +19,8 @@ import subprocess
 
 from harness import (INTERPRETERS, Fail, Skip, check_odd_names, interp_missing, interpreter,
                      odd_recording, tail)
-from formats import (by_thread, first_difference, parse_collapsed, plain_frame, pprof_stacks,
-                     read_pprof)
+from formats import (by_thread, first_difference, go_raw_samples, parse_collapsed, plain_frame,
+                     pprof_stacks, read_pprof)
 
 RATE = 1000                      # record's default, which odd_recording uses
 GO_INTERP = "pyenv-3.12.1"       # the file's format does not depend on the version
@@ -60,26 +60,6 @@ def test_pprof(remora, interp):
             n, len(p["location"]), len(p["function"]), len(p["strings"]))
     finally:
         shutil.rmtree(d, ignore_errors=True)
-
-
-def go_raw_samples(path, home):
-    """(sample count per go tool pprof -raw, its output) or Fail."""
-    go = shutil.which("go")
-    r = subprocess.run([go, "tool", "pprof", "-raw", path], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
-                       env=dict(os.environ, HOME=home))
-    text = r.stdout.decode("utf-8", "replace")
-    if r.returncode != 0:
-        raise Fail("`go tool pprof -raw` exited %d: %s" % (r.returncode, tail(text, 4)))
-    count, in_samples = 0, False
-    for line in text.splitlines():
-        if line.startswith("Samples:"):
-            in_samples = True
-        elif in_samples and re.match(r"^\s+\d+\s+\d+:", line):
-            count += int(line.split()[0])
-        elif in_samples and line.startswith("Locations"):
-            break
-    return count, text
 
 
 def test_pprof_go(remora, interp):

@@ -318,6 +318,8 @@ def main():
     tests += opcodes_tests.tests(remora)
     import heatmap_tests                # the line heatmap: tests/functional/heatmap_tests.py
     tests += heatmap_tests.tests(remora)
+    import long_tests                   # pause, snapshots, --every, jsonl: long_tests.py
+    tests += long_tests.tests(remora)
     import setup_tests                  # the test set-up (provision-chroot.sh): setup_tests.py
     tests += setup_tests.tests(remora)
     import launch_tests                 # -- CMD that is not Python: tests/functional/launch_tests.py

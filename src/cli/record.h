@@ -1,0 +1,104 @@
+/* cli/record.h — what record.c shares with its parts: outputs.c (the outputs of one
+ * period or snapshot, their names) and control.c (--control and the signals that pause,
+ * resume and snapshot a running record).
+ */
+#ifndef REMORA_CLI_RECORD_H
+#define REMORA_CLI_RECORD_H
+
+#include <stdint.h>
+
+#include "../formats/out.h"
+#include "../formats/raw.h"
+#include "../proc/proc.h"
+
+#define RECORD_MAX_OUT 16
+
+/* outputs.c: record's outputs. A recording is one period, or with --every one period
+ * after another: each period's profile written to its own files (names expanded per
+ * period: %t its start, %n its number), a stream output (jsonl) to one file, a record a
+ * period. A snapshot writes what the period holds so far beside the period's files. */
+typedef struct rec_outs {
+    int n;
+    const char *path[RECORD_MAX_OUT];   /* as given (NULL: stdout), maybe with %t, %n */
+    const out_format_t *fmt[RECORD_MAX_OUT];
+    int raw_at;                     /* the raw output's index, or -1 */
+    int timeline;                   /* an output needs the samples in order (a recording) */
+    int limit;                      /* -l */
+    proc_t *p;                      /* the target, for a heatmap's sources */
+    raw_writer_t *raw;              /* this period's recording (the raw output's, or a
+                                     * temporary one for the timelines) */
+    char raw_path[4096];            /* its name */
+    int raw_temp;                   /* ... a temporary file, removed after use */
+    jsonl_writer_t *jl[RECORD_MAX_OUT]; /* the stream outputs, open for the whole run */
+    uint64_t snapshots;             /* written so far */
+} rec_outs_t;
+
+/* One period's (or snapshot's) name for an output: %t the period's start (UTC,
+ * 20261203T184308Z), %n its number, %% a %; a snapshot's (snap > 0) has ".snapshot-K"
+ * before the format's ending. Returns 0, or -1 when it does not fit in cap. */
+int rec_out_name(const char *pattern, const out_format_t *fmt, int64_t unix_ns, uint64_t n,
+                 uint64_t snap, char *buf, size_t cap);
+
+/* Does a path hold %t or %n? */
+int rec_out_varies(const char *pattern);
+
+/* Opens what a period writes as it goes: its recording (raw_start_at origin_ns) and, in
+ * the first period, the streams. Returns REMORA_EXIT_OK or an exit code after one line. */
+int rec_outs_begin(rec_outs_t *o, const profile_meta_t *m, uint64_t n, int64_t origin_ns);
+
+/* Writes a period's profile (snap 0: the recording closed, the period over) or a
+ * snapshot of it (snap > 0: the recording goes on), one "wrote" line per file, one error
+ * line per failure. Returns REMORA_EXIT_OK or REMORA_EXIT_FAIL. */
+int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t snap);
+
+/* Ends the streams (reason: why the recording ended) and drops an unfinished recording.
+ * Returns REMORA_EXIT_OK or REMORA_EXIT_FAIL. */
+int rec_outs_end(rec_outs_t *o, const profile_meta_t *whole, uint64_t periods, const char *reason);
+
+/* Writes one profile to path ("-": stdout) in fmt, a heatmap's sources read through the
+ * target p (NULL: as this host names them). Returns 0, or REMORA_EIO with errno set. */
+int rec_write_profile(const out_format_t *fmt, const profile_t *prof, int limit, proc_t *p,
+                      const char *path);
+
+/* The sampler's sink for the recording: each thread sample appended to it. */
+int rec_raw_sink(void *ctx, const stk_table_t *t, uint32_t thread, uint32_t node,
+                 int64_t t_ns, unsigned flags);
+
+/* control.c: --control fifo:CTL[,ACK] (perf record's form): commands a line each on the
+ * FIFO CTL ("pause" or "disable", "resume" or "enable", "snapshot", "stop", "ping"), each
+ * answered "ack" (or "err <why>") on the FIFO ACK. */
+typedef struct rec_ctl {
+    int fd, ack;                    /* -1: none */
+    char buf[256];
+    size_t len;
+} rec_ctl_t;
+
+enum { CTL_NONE = 0, CTL_PAUSE, CTL_RESUME, CTL_SNAPSHOT, CTL_STOP, CTL_PING, CTL_BAD };
+
+extern const char rec_ctl_accepts[];
+
+/* Parses and opens the FIFOs (made when missing). Returns 0, or -1 after one line. */
+int rec_ctl_open(const char *spec, rec_ctl_t *c);
+/* The next command waiting (CTL_NONE: none); reads without blocking. */
+int rec_ctl_next(rec_ctl_t *c);
+/* Answers the last command. */
+void rec_ctl_ack(rec_ctl_t *c, const char *answer);
+void rec_ctl_close(rec_ctl_t *c);
+
+/* outputs.c: what record and convert share. */
+extern const char rec_out_accepts[], rec_diff_accepts[];
+/* The lines after the options of `record --help` (and with writers_only `convert --help`). */
+void rec_formats_help(int writers_only);
+/* -f heatmap -o DIR: DIR/index.html (in buf, cap bytes); any other path as it is. */
+const char *rec_heatmap_path(const out_format_t *fmt, const char *path, char *buf, size_t cap);
+/* A binary format to a terminal: one line, -1; else 0. */
+int rec_binary_to_terminal(const char *cmd, const out_format_t *fmt, const char *path);
+/* Can an output be written to path? One line and -1 if not (NULL: stdout, yes). */
+int rec_check_writable(const char *path);
+
+/* convert.c: a profile read from a .remora recording or collapsed stacks into t and m
+ * (and with events, the samples in order, for the timelines). Returns 0 or an exit code
+ * after one line. */
+int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events);
+
+#endif
