@@ -365,7 +365,9 @@ static int record_hook(sampler_t *s, void *ctx, int64_t now_mono)
     }
     /* a period ends when it is due, or just after: when the samples taken up to then are
      * in (the next one begins there, so that the periods tile the recording) */
-    if (err == REMORA_OK && r->a->every > 0 && now >= due_ns(r))
+    /* (the period due when -d ends is the last: written then, no empty one after it) */
+    if (err == REMORA_OK && r->a->every > 0 && now >= due_ns(r) &&
+        (r->a->c.duration <= 0 || due_ns(r) < (int64_t)(r->a->c.duration * 1e9)))
         err = next_period(r, sampler_flush(s) - st->start_ns);
     if (r->a->every > 0)
         sampler_hook_due(s, st->start_ns + due_ns(r));
