@@ -196,7 +196,7 @@ static int read_events(const char *path, stk_table_t **ev_table, prof_event_t **
 
 int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t snap)
 {
-    char name[4096], events_path[4096] = "";
+    char name[4096], events_path[sizeof o->raw_path + 16] = "";
     stk_table_t *ev_table = NULL;
     prof_event_t *events = NULL;
     size_t nevents = 0;
