@@ -647,7 +647,7 @@ static void print_stats(const record_args_t *a, const sampler_stats_t *st, proc_
         fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
                 "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
                 "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu ticks_late=%llu "
-                "unsettled=%llu\n",
+                "unsettled=%llu behind=%llu\n",
                 (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
                 (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
                 (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
@@ -656,7 +656,8 @@ static void print_stats(const record_args_t *a, const sampler_stats_t *st, proc_
                 (unsigned long long)uk.gone, (unsigned long long)st->light,
                 (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns,
                 (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns,
-                (unsigned long long)st->kernel_late, (unsigned long long)st->kernel_unsettled);
+                (unsigned long long)st->kernel_late, (unsigned long long)st->kernel_unsettled,
+                (unsigned long long)uk.behind);
     }
     if (a->c.native && u != NULL) {
         unw_native_stats_t ns;

@@ -103,6 +103,7 @@ static __always_inline void ts_switch(struct task_struct *t, int in, __u64 now, 
         e->run_ns = 0;
         e->since_ns = 0;
         e->switches = 0;
+        e->tick_ns = 0;
     }
     if (in) {
         e->on_cpu = 1;
@@ -128,14 +129,21 @@ static __always_inline void ts_running(__u32 tid, __u64 now)
     __u32 idx = tid & (KERN_TS_SLOTS - 1);
     struct kern_ts_ent *e = bpf_map_lookup_elem(&tstates, &idx);
 
-    if (e == NULL || (e->tid == tid && e->on_cpu))
+    if (e == NULL)
         return;
+    if (e->tid == tid) {
+        e->tick_ns = now;           /* a tick came: user space sees the thread's ticks keep
+                                     * up (kernel.c: a CPU held up has none) */
+        if (e->on_cpu)
+            return;
+    }
     e->seq++;
     barrier();
     if (e->tid != tid) {
         e->tid = tid;
         e->run_ns = 0;
         e->switches = 1;            /* seen: user space takes a slot with none as unknown */
+        e->tick_ns = now;
     }
     e->on_cpu = 1;
     e->runnable = 0;

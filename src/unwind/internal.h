@@ -453,6 +453,9 @@ typedef struct fast_thread {
     int kst_on;                     /* /proc said 'R' */
     uint32_t kst_seq, kst_owner;
     uint64_t kst_ns;
+    /* ... and its ticks held up on a CPU (kern_cpu_state): the time of the round that read
+     * it so last (0: its ticks kept up at the last round) */
+    int64_t kbehind_ns;
     /* the idle test without the kernel engine (idle.c) */
     pid_t idle_tid;                 /* the thread the fields below are of (0: none yet) */
     int idle_state;                 /* IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING */

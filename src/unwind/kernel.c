@@ -20,6 +20,7 @@
 #define KU_FAILED 16                /* threads whose failed ticks are read at the next round */
 #define KU_WAKE_NS 50000            /* a switch this close before a round woke is its doing */
 #define KU_MAX_PERIODS 100000       /* periods one reading stands for, at most */
+#define KU_BEHIND 2                 /* periods on a CPU with no tick: its ticks are held up */
 
 /* A thread whose ticks could not be read in the kernel since the last round (a page not
  * present, no state known, deeper than the kernel walks, a walk not rooted): the next
@@ -205,6 +206,18 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
     }
 }
 
+/* The last sign of a thread's ticks: its last tick, or its switch in (the first tick
+ * comes within a period of it). */
+static int64_t last_tick(const kern_tstate_t *st)
+{
+    return (int64_t)(st->tick_ns > st->since_ns ? st->tick_ns : st->since_ns);
+}
+
+static int behind(const struct unw_kern *ku, const kern_tstate_t *st, int64_t now_ns)
+{
+    return st->on_cpu && ku->period_ns > 0 && now_ns - last_tick(st) > KU_BEHIND * (int64_t)ku->period_ns;
+}
+
 void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
 {
     struct unw_kern *ku = u->kern;
@@ -255,6 +268,21 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
                  tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     if (st.on_cpu && !th->kernel)
         ku->stats.missed++;
+    /* On a CPU with no tick for KU_BEHIND periods (a task-clock tick comes every period of
+     * the thread's time there): that CPU is held up (a virtual CPU its host did not run,
+     * interrupts off); the thread neither moves nor ticks, and the round reads it, its
+     * sample standing for the periods since its last tick (or since the last round that
+     * read it so). Its tick, when the CPU goes on, stands for one period. */
+    if (th->kernel && behind(ku, &st, ku->woke_ns)) {
+        int64_t from = tc->kbehind_ns > 0 ? tc->kbehind_ns : last_tick(&st);
+        int64_t n = (ku->woke_ns - from + ku->period_ns / 2) / ku->period_ns;
+        th->kernel = 0;
+        th->periods = n < 1 ? 1 : n > KU_MAX_PERIODS ? KU_MAX_PERIODS : (unsigned)n;
+        tc->kbehind_ns = ku->woke_ns;
+        ku->stats.behind++;
+        return;
+    }
+    tc->kbehind_ns = 0;
     /* off a CPU since 'since': each period from then, or from the last look, is this
      * reading's (rounds after one that read nothing are up to 1 ms apart) */
     if (!st.on_cpu && ku->period_ns > 0 && ku->looked_ns > 0) {
@@ -521,6 +549,8 @@ int unw_kern_light(unwinder_t *u, int64_t now_ns)
         /* waiting for a CPU (but for the one remora's wake-up took: as kern_cpu_state),
          * or asleep holding the GIL: the round's */
         if (!st.on_cpu && !st.runnable && th->holds_gil)
+            return 0;
+        if (behind(ku, &st, now_ns))    /* its ticks held up: the round reads it */
             return 0;
         if (st.runnable && (st.cpu != (cpu = sched_getcpu()) || (int64_t)st.since_ns + KU_WAKE_NS < now_ns))
             return 0;

@@ -12,13 +12,24 @@
 #   engine/conflicts        `--engine kernel` with --blocking, --native, --mode gil,
 #                           --mode exception, --async: exit 1, one line each; `--engine
 #                           bogus`: exit 1; `--engine user` says `engine user`
+#   engine/held-up/INTERP   a CPU held up (a virtual CPU its host does not run) leaves the
+#                           thread on it with no ticks: the rounds must read it instead.
+#                           Made here by turning off remora's own task-clock events from
+#                           outside (pidfd_getfd + PERF_EVENT_IOC_DISABLE) while the busy
+#                           thread spins: after that, it must still have a sample in every
+#                           10 ms of the recording (at 1 kHz), each whole to the spin, and
+#                           --stats must count them as `behind`
+import ctypes
+import fcntl
 import os
 import re
 import shutil
+import time
 
 from formats import parse_collapsed
-from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, one_line,
-                     record, summary, tail, workdir)
+from formats import TICK, read_remora
+from harness import (INTERPRETERS, TARGETS, Fail, Recording, Skip, Target, interp_missing,
+                     one_line, record, summary, tail, workdir)
 
 ENGINE_INTERPS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "sid-3.15")
 DEPTH = 30
@@ -118,10 +129,112 @@ def test_conflicts(remora):
         shutil.rmtree(d, ignore_errors=True)
 
 
+SYS_PIDFD_GETFD = 438                   # x86_64 and the generic table alike
+PERF_EVENT_IOC_DISABLE = 0x2401         # _IO('$', 1)
+HELD_SECONDS, HELD_BIN_NS, HELD_EVERY = 3, 10000000, 0.9
+
+
+def perf_fds(pid):
+    """remora's perf event descriptors, by /proc/PID/fd."""
+    fds = []
+    for name in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, name)) == "anon_inode:[perf_event]":
+                fds.append(int(name))
+        except OSError:
+            pass
+    return fds
+
+
+def disable_events(pid):
+    """Turns off every perf event of process pid from outside: the thread the event
+    samples runs on, but has no ticks. Returns how many."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(pid)
+    n = 0
+    try:
+        for fd in perf_fds(pid):
+            mine = libc.syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
+            if mine < 0:
+                raise Fail("pidfd_getfd(remora's fd %d): %s" % (fd, os.strerror(ctypes.get_errno())))
+            try:
+                fcntl.ioctl(mine, PERF_EVENT_IOC_DISABLE, 0)
+                n += 1
+            finally:
+                os.close(mine)
+    finally:
+        os.close(pidfd)
+    return n
+
+
+def stack_of(r, node):
+    names = []
+    while node in r.nodes:
+        parent, frame = r.nodes[node]
+        names.append(r.frames[frame][0])
+        node = parent
+    return names[::-1]
+
+
+def test_held_up(remora, interp):
+    if not hasattr(os, "pidfd_open"):
+        raise Skip("the host's python has no os.pidfd_open")
+    d = workdir()
+    try:
+        with busy(interp) as t:
+            t.wait_ready()
+            path = os.path.join(d, "held.remora")
+            rec = Recording(remora, ["-p", t.pid, "-r", "1k", "-d", HELD_SECONDS, "--stats",
+                                     "-o", path])
+            try:
+                rec.wait_sampled(100)
+                off_ns = time.monotonic_ns()
+                n = disable_events(rec.proc.pid)
+                rc, _, err = rec.finish()
+            finally:
+                rec.close()
+        if rc != 0:
+            raise Fail("remora exited %d: %s" % (rc, tail(err)))
+        s = summary(err)
+        if s.engine != "kernel":
+            raise Skip("the kernel engine is not used here: %s" % tail(err))
+        if n == 0:
+            raise Fail("remora had no perf event open while sampling")
+        stats = re.search(r"^kernel: .* behind=(\d+)", err, re.M)
+        r = read_remora(path)
+        end = r.meta["start_mono_ns"] + r.meta["duration_ns"]
+        lo = off_ns + 5000000               # its last tick at most 2 periods before the turn-off
+        bins, bad, total = {}, 0, 0
+        for at, _, node, flags in r.samples:
+            if at < lo or flags & TICK:
+                continue
+            names = stack_of(r, node)
+            if not names or names[-1] != "spin":
+                continue                    # (the main thread, asleep holding no GIL: none)
+            total += 1
+            if names.count("recurse") < DEPTH - 2:
+                bad += 1
+            bins[(at - lo) // HELD_BIN_NS] = True
+        want = max(1, int((end - lo + HELD_BIN_NS - 1) // HELD_BIN_NS))
+        note = "%d events turned off at +%.0f ms; %d samples of the spin after, in %d of %d " \
+               "bins of %d ms; %s; behind=%s" % (n, (off_ns - r.meta["start_mono_ns"]) / 1e6, total,
+                                                len(bins), want, HELD_BIN_NS // 1000000, s,
+                                                stats.group(1) if stats else "?")
+        if len(bins) < HELD_EVERY * want or stats is None or int(stats.group(1)) == 0:
+            raise Fail("the spinning thread, its ticks stopped, not read by the rounds: " + note)
+        if bad > 0.01 * total:
+            raise Fail("%d of %d stacks not whole to the spin: %s" % (bad, total, note))
+        return note
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     return [("engine/default/%s" % i[0], lambda i=i: test_default(remora, i), interp_missing(i))
             for i in INTERPRETERS if i[0] in ENGINE_INTERPS] + [
+        ("engine/held-up/%s" % i[0], lambda i=i: test_held_up(remora, i), interp_missing(i))
+        for i in INTERPRETERS if i[0] in ENGINE_INTERPS] + [
         ("engine/no-caps", lambda: test_no_caps(remora), interp_missing(HOST[0])),
         ("engine/conflicts", lambda: test_conflicts(remora), interp_missing(HOST[0])),
     ]

@@ -159,7 +159,8 @@ def test_idle(remora, interp, mode):
             for tid in ready["parked"]:
                 t.wait_thread_parked(tid)
             path = os.path.join(t.dir, "idle.remora")
-            _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SECONDS, "-o", path] + engine)
+            _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SECONDS, "--stats", "-o", path]
+                            + engine)
             summ = summary(err, RATE_HZ)
             rc = t.finish()
             if rc != 0:
@@ -168,7 +169,9 @@ def test_idle(remora, interp, mode):
                 truth = json.load(f)
             recording = read_remora(path)
         bad, slow, note = judge(recording, truth, ready, mode == "wake", summ.engine == "kernel")
-        problems += ["engine %s: %s" % (summ.engine, b) for b in bad]
+        kline = [l for l in err.splitlines() if l.startswith("kernel: ")]
+        problems += ["engine %s: %s%s" % (summ.engine, b, " (--stats %s)" % kline[0] if kline else "")
+                     for b in bad]
         busy += ["engine %s: %s" % (summ.engine, b) for b in slow]
         notes.append("engine %s: %s; %s" % (summ.engine, note, summ))
     if problems:

@@ -25,7 +25,7 @@ SLACK_NS = 50000               # at each edge of a call (as in code_tests.py)
 
 PARK = re.compile(r"^park_(\d)$")
 PARKED = re.compile(r"^parked: reused=(\d+) thread_samples=(\d+)$", re.M)
-LATE = re.compile(r"^kernel: .* ticks_late=(\d+) unsettled=(\d+)$", re.M)
+LATE = re.compile(r"^kernel: .* ticks_late=(\d+) unsettled=(\d+)\b", re.M)
 
 
 def read_truth(path):
