@@ -332,15 +332,21 @@ static int record_hook(sampler_t *s, void *ctx, int64_t now_mono)
     int64_t now = now_mono - st->start_ns;
     int cmd, err = REMORA_OK;
 
-    if (snap_flag) {
-        snap_flag = 0;
-        write_period(r, ++r->outs.snapshots, sampler_flush(s) - st->start_ns);
-    }
-    if (pause_flag) {
-        pause_flag = 0;
-        err = do_pause(r, !sampler_paused(s));
-    }
-    while (err == REMORA_OK && (cmd = rec_ctl_next(&r->ctl)) != CTL_NONE) {
+    while (err == REMORA_OK) {
+        /* the next command, and the signals that came before it first: a signal sent
+         * before a command was written is pending when the read of it returns, so that
+         * the command's answer (a `ping`) says the signal was acted on */
+        cmd = rec_ctl_next(&r->ctl);
+        if (snap_flag) {
+            snap_flag = 0;
+            write_period(r, ++r->outs.snapshots, sampler_flush(s) - st->start_ns);
+        }
+        if (pause_flag) {
+            pause_flag = 0;
+            err = do_pause(r, !sampler_paused(s));
+        }
+        if (err != REMORA_OK || cmd == CTL_NONE)
+            break;
         switch (cmd) {
         case CTL_PAUSE:
         case CTL_RESUME:
