@@ -81,7 +81,7 @@ NOTICE = "the kernel engine cannot be used"
 # and those on a CPU with no tick of their present stint (read from user space)
 KERNEL = re.compile(r"^kernel: samples=\d+ fallback=(\d+) unnamed=(\d+) .*taken=(\d+) missed=(\d+)", re.M)
 
-RATE, SECONDS = 1000, 6        # 6 s each of three recordings a program (issue 31: CI in an hour)
+RATE, SECONDS = 1000, 5        # 5 s each of three recordings a program (issue 31: CI in an hour)
 # the user engine's recording, reported and never asserted: with REMORA_REAL_USER=1 only (a
 # measurement for issue 29's notes; make test leaves it out for time, issue 31)
 WITH_USER = os.environ.get("REMORA_REAL_USER") == "1"

@@ -248,6 +248,13 @@ def report_time(spent, top=12):
         f[1] += s
     print("time: by family: " + ", ".join("%s %d/%.0fs" % (k, n, s) for k, (n, s) in
                                           sorted(fam.items(), key=lambda kv: -kv[1][1])))
+    kind = {}
+    for name, s in spent.items():
+        k = kind.setdefault("/".join(name.split("/")[:2]), [0, 0.0])
+        k[0] += 1
+        k[1] += s
+    print("time: by kind (first 20): " + ", ".join("%s %d/%.0fs" % (k, n, s) for k, (n, s) in
+                                                   sorted(kind.items(), key=lambda kv: -kv[1][1])[:20]))
 
 
 def main():
