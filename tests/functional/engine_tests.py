@@ -27,7 +27,7 @@ import shutil
 import time
 
 from formats import parse_collapsed
-from formats import TICK, read_remora
+from formats import TICK, read_remora, sample_functions
 from harness import (INTERPRETERS, TARGETS, Fail, Recording, Skip, Target, interp_missing,
                      one_line, record, summary, tail, workdir)
 
@@ -167,15 +167,6 @@ def disable_events(pid):
     return n
 
 
-def stack_of(r, node):
-    names = []
-    while node in r.nodes:
-        parent, frame = r.nodes[node]
-        names.append(r.frames[frame][0])
-        node = parent
-    return names[::-1]
-
-
 def test_held_up(remora, interp):
     if not hasattr(os, "pidfd_open"):
         raise Skip("the host's python has no os.pidfd_open")
@@ -208,7 +199,7 @@ def test_held_up(remora, interp):
         for at, _, node, flags in r.samples:
             if at < lo or flags & TICK:
                 continue
-            names = stack_of(r, node)
+            names = sample_functions(r, node)
             if not names or names[-1] != "spin":
                 continue                    # (the main thread, asleep holding no GIL: none)
             total += 1

@@ -739,6 +739,16 @@ def read_remora(path):
     return r
 
 
+def sample_functions(r, node):
+    """The functions of a .remora sample's stack, outermost first."""
+    out = []
+    while node in r.nodes:
+        parent, frame = r.nodes[node]
+        out.append(r.frames[frame][0])
+        node = parent
+    return out[::-1]
+
+
 def innermost(r, node):
     """(function, file) of a sample's innermost frame; None for an empty stack."""
     got = r.nodes.get(node)

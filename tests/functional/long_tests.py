@@ -31,7 +31,7 @@ import time
 from harness import (INTERPRETERS, TARGETS, Fail, Recording, Target, interp_command, interp_missing,
                      summary, tail, target_says, workdir)
 from formats import (by_thread, go_raw_samples, jsonl_records, next_times, parse_collapsed, pprof_stacks,
-                     read_jsonl, read_pprof, read_remora)
+                     read_jsonl, read_pprof, read_remora, sample_functions)
 
 SCRIPT = os.path.join(TARGETS, "phases.py")
 LONG_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
@@ -142,16 +142,6 @@ def leaves(prof):
             if ph:
                 c[ph] += n
     return c
-
-
-def sample_functions(r, node):
-    """The functions of a .remora sample's stack, outermost first."""
-    out = []
-    while node in r.nodes:
-        parent, frame = r.nodes[node]
-        out.append(r.frames[frame][0])
-        node = parent
-    return out[::-1]
 
 
 def test_control(remora, interp):
