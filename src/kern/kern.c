@@ -390,7 +390,7 @@ void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out)
         c.since_ns = __atomic_load_n(&e->since_ns, __ATOMIC_RELAXED);
         c.cpu = __atomic_load_n(&e->cpu, __ATOMIC_RELAXED);
         c.switches = __atomic_load_n(&e->switches, __ATOMIC_RELAXED);
-        c.tick_ns = __atomic_load_n(&e->tick_ns, __ATOMIC_RELAXED);
+        c.tick_cpu = __atomic_load_n(&e->tick_cpu, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1)
             continue;
@@ -407,7 +407,7 @@ void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out)
         out->since_ns = c.since_ns;
         out->cpu = (int)c.cpu;
         out->switches = c.switches;
-        out->tick_ns = c.tick_ns;
+        out->tick_cpu = c.tick_cpu;
         return;
     }
 }

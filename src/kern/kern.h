@@ -127,7 +127,7 @@ typedef struct kern_tstate {
     uint64_t since_ns;              /* CLOCK_MONOTONIC of its last switch in or out */
     int cpu;                        /* ... on this CPU */
     uint64_t switches;              /* switches in and out seen */
-    uint64_t tick_ns;               /* CLOCK_MONOTONIC of its last tick (0: none yet) */
+    uint64_t tick_cpu;              /* its CPU time, as run_ns, at its last tick (0: none) */
     /* The slot as read, whoever's it is: every write to it (a switch or a tick of any
      * thread of that slot) changes its sequence count and its time. A thread whose
      * slot still reads the same has not been switched since (kernel.c's idle test). */

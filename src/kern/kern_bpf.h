@@ -39,8 +39,9 @@ struct kern_ts_ent {
     uint64_t run_ns;                /* on-CPU time of finished stints */
     uint64_t since_ns;              /* bpf_ktime_get_ns() of the last switch in or out */
     uint64_t switches;
-    uint64_t tick_ns;               /* bpf_ktime_get_ns() of its last tick (outside seq: one
-                                     * aligned store by the thread's own CPU) */
+    uint64_t tick_cpu;              /* its CPU time (run_ns and its stint so far) at its last
+                                     * tick (outside seq: one aligned store by the thread's
+                                     * own CPU) */
 };
 
 /* walking[cpu], a CPU's walk of a target thread's tick: odd from the tick's start until its

@@ -103,7 +103,7 @@ static __always_inline void ts_switch(struct task_struct *t, int in, __u64 now, 
         e->run_ns = 0;
         e->since_ns = 0;
         e->switches = 0;
-        e->tick_ns = 0;
+        e->tick_cpu = 0;
     }
     if (in) {
         e->on_cpu = 1;
@@ -132,8 +132,9 @@ static __always_inline void ts_running(__u32 tid, __u64 now)
     if (e == NULL)
         return;
     if (e->tid == tid) {
-        e->tick_ns = now;           /* a tick came: user space sees the thread's ticks keep
-                                     * up (kernel.c: a CPU held up has none) */
+        /* a tick came: its CPU time then, against which user space sees its ticks keep up
+         * (kernel.c: a CPU held up has none) */
+        e->tick_cpu = e->run_ns + (e->on_cpu && now > e->since_ns ? now - e->since_ns : 0);
         if (e->on_cpu)
             return;
     }
@@ -143,7 +144,7 @@ static __always_inline void ts_running(__u32 tid, __u64 now)
         e->tid = tid;
         e->run_ns = 0;
         e->switches = 1;            /* seen: user space takes a slot with none as unknown */
-        e->tick_ns = now;
+        e->tick_cpu = 0;
     }
     e->on_cpu = 1;
     e->runnable = 0;

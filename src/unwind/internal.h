@@ -453,9 +453,10 @@ typedef struct fast_thread {
     int kst_on;                     /* /proc said 'R' */
     uint32_t kst_seq, kst_owner;
     uint64_t kst_ns;
-    /* ... and its ticks held up on a CPU (kern_cpu_state): the time of the round that read
-     * it so last (0: its ticks kept up at the last round) */
-    int64_t kbehind_ns;
+    /* ... and its ticks held up (kern_cpu_state): its CPU time when a round last read it
+     * so, and the thread that was */
+    pid_t kbehind_tid;
+    uint64_t kbehind_cpu;
     /* the idle test without the kernel engine (idle.c) */
     pid_t idle_tid;                 /* the thread the fields below are of (0: none yet) */
     int idle_state;                 /* IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING */

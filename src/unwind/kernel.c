@@ -206,16 +206,21 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
     }
 }
 
-/* The last sign of a thread's ticks: its last tick, or its switch in (the first tick
- * comes within a period of it). */
-static int64_t last_tick(const kern_tstate_t *st)
+/* A thread's CPU time while the engine watched, at now: its finished stints and the one
+ * under way. */
+static uint64_t cpu_time(const kern_tstate_t *st, int64_t now_ns)
 {
-    return (int64_t)(st->tick_ns > st->since_ns ? st->tick_ns : st->since_ns);
+    return st->run_ns + (st->on_cpu && now_ns > (int64_t)st->since_ns ? (uint64_t)now_ns - st->since_ns : 0);
 }
 
+/* On a CPU, or waiting for one, with KU_BEHIND periods of CPU time since its last tick (a
+ * task-clock tick comes every period of that time): its ticks are held up. */
 static int behind(const struct unw_kern *ku, const kern_tstate_t *st, int64_t now_ns)
 {
-    return st->on_cpu && ku->period_ns > 0 && now_ns - last_tick(st) > KU_BEHIND * (int64_t)ku->period_ns;
+    uint64_t cpu = cpu_time(st, now_ns);
+
+    return (st->on_cpu || st->runnable) && ku->period_ns > 0 && cpu > st->tick_cpu &&
+           cpu - st->tick_cpu > (uint64_t)KU_BEHIND * (uint64_t)ku->period_ns;
 }
 
 void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
@@ -268,21 +273,27 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
                  tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     if (st.on_cpu && !th->kernel)
         ku->stats.missed++;
-    /* On a CPU with no tick for KU_BEHIND periods (a task-clock tick comes every period of
-     * the thread's time there): that CPU is held up (a virtual CPU its host did not run,
-     * interrupts off); the thread neither moves nor ticks, and the round reads it, its
-     * sample standing for the periods since its last tick (or since the last round that
-     * read it so). Its tick, when the CPU goes on, stands for one period. */
+    /* With KU_BEHIND periods of CPU time and no tick (a tick comes every period of it):
+     * its CPU is held up (a virtual CPU its host did not run, interrupts off), and the
+     * thread neither moves nor ticks; the round reads it, its sample standing for the
+     * periods of CPU time since its last tick or since the last round that read it so.
+     * Its tick, when the CPU goes on, stands for one period. */
     if (th->kernel && behind(ku, &st, ku->woke_ns)) {
-        int64_t from = tc->kbehind_ns > 0 ? tc->kbehind_ns : last_tick(&st);
-        int64_t n = (ku->woke_ns - from + ku->period_ns / 2) / ku->period_ns;
+        uint64_t cpu = cpu_time(&st, ku->woke_ns), from = st.tick_cpu, n;
+        if (tc->kbehind_tid == tc->native_id && tc->kbehind_cpu > from && tc->kbehind_cpu <= cpu)
+            from = tc->kbehind_cpu;
+        n = (cpu - from) / (uint64_t)ku->period_ns;
+        if (n == 0)
+            return;                 /* no period of CPU time since the last such reading */
+        if (n > KU_MAX_PERIODS)
+            n = KU_MAX_PERIODS;
         th->kernel = 0;
-        th->periods = n < 1 ? 1 : n > KU_MAX_PERIODS ? KU_MAX_PERIODS : (unsigned)n;
-        tc->kbehind_ns = ku->woke_ns;
+        th->periods = (unsigned)n;
+        tc->kbehind_tid = tc->native_id;
+        tc->kbehind_cpu = from + n * (uint64_t)ku->period_ns;   /* the rest is the next's */
         ku->stats.behind++;
         return;
     }
-    tc->kbehind_ns = 0;
     /* off a CPU since 'since': each period from then, or from the last look, is this
      * reading's (rounds after one that read nothing are up to 1 ms apart) */
     if (!st.on_cpu && ku->period_ns > 0 && ku->looked_ns > 0) {

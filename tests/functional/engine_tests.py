@@ -17,8 +17,9 @@
 #                           Made here by turning off remora's own task-clock events from
 #                           outside (pidfd_getfd + PERF_EVENT_IOC_DISABLE) while the busy
 #                           thread spins: after that, it must still have a sample in every
-#                           10 ms of the recording (at 1 kHz), each whole to the spin, and
-#                           --stats must count them as `behind`
+#                           10 ms of the recording (at 1 kHz), each whole to the spin, no
+#                           more than a sample a period of the time, and --stats must
+#                           count them as `behind`
 import ctypes
 import fcntl
 import os
@@ -131,7 +132,7 @@ def test_conflicts(remora):
 
 SYS_PIDFD_GETFD = 438                   # x86_64 and the generic table alike
 PERF_EVENT_IOC_DISABLE = 0x2401         # _IO('$', 1)
-HELD_SECONDS, HELD_BIN_NS, HELD_EVERY = 3, 10000000, 0.9
+HELD_SECONDS, HELD_BIN_NS, HELD_EVERY, HELD_MOST = 3, 10000000, 0.9, 1.1
 
 
 def perf_fds(pid):
@@ -213,6 +214,8 @@ def test_held_up(remora, interp):
                                                 stats.group(1) if stats else "?")
         if len(bins) < HELD_EVERY * want or stats is None or int(stats.group(1)) == 0:
             raise Fail("the spinning thread, its ticks stopped, not read by the rounds: " + note)
+        if total > HELD_MOST * (end - lo) / 1e6:     # 1 kHz: a period a millisecond at most
+            raise Fail("the spinning thread counted for more periods than the time it had: " + note)
         if bad > 0.01 * total:
             raise Fail("%d of %d stacks not whole to the spin: %s" % (bad, total, note))
         return note
