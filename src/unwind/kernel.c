@@ -20,7 +20,7 @@
 #define KU_FAILED 16                /* threads whose failed ticks are read at the next round */
 #define KU_WAKE_NS 50000            /* a switch this close before a round woke is its doing */
 #define KU_MAX_PERIODS 100000       /* periods one reading stands for, at most */
-#define KU_BEHIND 2                 /* periods on a CPU with no tick: its ticks are held up */
+#define KU_BEHIND 2                 /* periods of CPU time with no tick: ticks held up */
 
 /* A thread whose ticks could not be read in the kernel since the last round (a page not
  * present, no state known, deeper than the kernel walks, a walk not rooted): the next

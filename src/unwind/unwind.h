@@ -332,8 +332,8 @@ typedef struct unw_kern_stats {
     uint64_t light;             /* rounds that read nothing (unw_kern_light) */
     uint64_t missed;            /* threads of a round on a CPU without ticks of their own
                                  * (their event could not be made): read from user space */
-    uint64_t behind;            /* ... on a CPU with no tick for 2 periods (the CPU held up):
-                                 * read from user space */
+    uint64_t behind;            /* ... on a CPU or waiting for one, 2 periods of CPU time
+                                 * with no tick (its ticks held up): read from user space */
 } unw_kern_stats_t;
 void unw_kern_get_stats(const unwinder_t *u, unw_kern_stats_t *out);
 
