@@ -315,7 +315,7 @@ int pyo_str_is(unwinder_t *u, uint64_t addr, const char *want);
 /* A non-negative int below 2^64 whose first 40 bytes are h. 0 or REMORA_ECORRUPT. */
 int pyo_long(const unwinder_t *u, const unsigned char *h, uint64_t *v);
 
-/* ---- tasks.c ---- */
+/* ---- tasks.c, tasks_running.c (tasks_sample), tasks_lists.c (tasks_walk_test) ---- */
 
 void tasks_free(struct unw_tasks_state *tk);
 /* UNW_WANT_TASKS: each thread's running task and how many of its frames are the task's
