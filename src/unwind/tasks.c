@@ -12,8 +12,7 @@
  * tasks_running.c. What these files share: tasks.h.
  * Every walk is bounded: UNW_MAX_TASKS tasks, UNW_MAX_TASK_DEPTH coroutines per chain (a
  * coroutine seen again in its own chain ends it), UNW_MAX_AWAITERS per task.
- * Memory read: thread and interpreter states, task objects, str/int names, coroutine
- * objects, set tables, code objects (through the code cache).
+ * Memory read here: the tasks' names (str or int objects); the rest in the files named.
  */
 #include <stdio.h>
 #include <stdlib.h>
