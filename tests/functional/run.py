@@ -7,7 +7,7 @@
 # running remora, targets, recordings) in harness.py, the readers of remora's output
 # formats in formats.py.
 #
-#   python3 tests/functional/run.py [--remora PATH] [--only SUBSTRING] [--timeout SECONDS]
+#   python3 tests/functional/run.py [--remora PATH] [--only SUBSTRING] [--timeout SECONDS] [--list]
 #
 # Environment: REMORA_CHROOT (default /var/cache/remora/sid), REMORA_WRAPPER (a command
 # prefixed to every remora invocation, e.g. "valgrind -q --error-exitcode=99"),
@@ -265,6 +265,8 @@ def main():
                     help="run only tests whose name contains SUBSTRING")
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds per remora invocation (default 30, 300 with a wrapper)")
+    ap.add_argument("--list", action="store_true",
+                    help="print the names of the tests that would run (one a line), run nothing")
     args = ap.parse_args()
 
     wrapper = shlex.split(os.environ.get("REMORA_WRAPPER", ""))
@@ -364,6 +366,10 @@ def main():
     tests += fidelity_tests.tests(remora, "fidelity/mix" in args.only or
                                   os.environ.get("REMORA_FIDELITY") == "1")
     tests = [t for t in tests if args.only in t[0]]
+    if args.list:
+        for name, _, _ in tests:
+            print(name)
+        return 0
 
     passed = failed = skipped = 0
     if not (os.path.isfile(remora.path) and os.access(remora.path, os.X_OK)):
