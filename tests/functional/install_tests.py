@@ -59,7 +59,7 @@ INSTALLED = {                            # installed path -> the tree's file
     "share/zsh/site-functions/_remora": "completions/_remora",
 }
 DUMP_INTERPS = ("pyenv-3.12.1", "debian-3.11-static")   # the first one present dumps
-DEB_INTERP = "/usr/bin/python3.15"       # the chroot's python for the .deb's dump
+DEB_INTERP = interpreter("sid-3.15")[1]   # the chroot's python for the .deb's dump
 CMD_TIMEOUT = 120                        # s for make, dpkg-buildpackage, apt-get
 
 

@@ -241,7 +241,7 @@ def test_core(remora, interp):
         p += frame_problems(find_frame(doc, tf["function"], t.pid), tf)
         p += text_problems(text, tf, (find_frame(doc, tf["function"], t.pid) or {}).get("source"))
     # gdb's cores of chroot targets hold no thread stack but the main one (glibc's guard
-    # pages inside the stack mapping, see core_test.LOST): the bounded thread may then
+    # pages inside the stack mapping, see targets.LOST): the bounded thread may then
     # say its stack is unreadable, but never show other locals
     lost = t.root and find_frame(doc, "park_bounded", truth["bounded_native_id"]) is None
     if not lost:

@@ -3,8 +3,8 @@
 # 3.13-3.15 PIE/non-PIE in the test chroot) with the targets in tests/targets/, and compare
 # remora's output with the ground truth each target writes about itself. The tests of
 # `remora dump` are here; those of `remora record` and `convert` in record_tests.py, the
-# others in the *_tests.py modules and core_test.py; the shared helpers (interpreters,
-# running remora, targets, recordings) in harness.py, the readers of remora's output
+# others in the *_tests.py modules; the shared helpers (interpreters, running remora,
+# targets, recordings) in harness.py and the parts it gathers, the readers of remora's output
 # formats in formats.py.
 #
 #   python3 tests/functional/run.py [--remora PATH] [--only SUBSTRING] [--timeout SECONDS] [--list]
@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from harness import (HOST_PYTHON, PYENV as PYENV_DIR, INTERPRETERS, REPO, TARGETS, Fail, Remora, Skip, Target,
+from harness import (HOST_PYTHON, INTERPRETERS, OLD_PYTHONS, REPO, TARGETS, Fail, Remora, Skip, Target,
                      dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
                      interp_missing, one_line, tail)
 from formats import parse_dump
@@ -135,9 +135,6 @@ def test_not_python(remora):
     finally:
         sleeper.kill()
         sleeper.wait()
-
-
-OLD_PYTHONS = [("3.8", PYENV_DIR + "/3.8.18/bin/python3.8"), ("3.7", PYENV_DIR + "/3.7.16/bin/python3.7")]
 
 
 def test_unsupported_version(remora, want, python):
@@ -290,8 +287,8 @@ def main():
         ("errors/permission", lambda: test_permission(remora), None),
         ("errors/exit-during-dump", lambda: test_exit_during_dump(remora), None),
     ]
-    import core_test                    # core dumps and snapshots: tests/functional/core_test.py
-    tests += core_test.tests(remora)
+    import core_tests                   # core dumps and snapshots: tests/functional/core_tests.py
+    tests += core_tests.tests(remora)
     tests += record_tests.tests(remora)
     import callkinds_tests              # every way into a Python function: callkinds_tests.py
     tests += callkinds_tests.tests(remora)
