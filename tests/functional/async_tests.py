@@ -44,6 +44,8 @@ import time
 
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, gcore, interp_missing, one_line, tail
 
+ORDER = 310           # where run.py runs these tests among the modules' (ascending)
+
 SCRIPT = os.path.join(TARGETS, "async_tasks.py")
 RUNNING = None                      # set from the truth: the running task's functions
 IDLE_TASKS = 10000

@@ -30,6 +30,8 @@ from harness import (CRASH_TIMEOUT, GCORE_TIMEOUT, INTERPRETERS, TARGETS, CrashT
                      interp_missing, kernel_cores_usable, one_line, tail)
 from formats import parse_dump
 
+ORDER = 20            # where run.py runs these tests among the modules' (ascending)
+
 # interpreters per test (names from harness.INTERPRETERS): every minor version 3.9-3.15,
 # shared libpython, static, PIE and not, host and chroot
 CORE_INTERPS = ["pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "debian-3.11-static",

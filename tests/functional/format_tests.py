@@ -19,6 +19,8 @@ from harness import (HOST_PYTHON, INTERPRETERS, TARGETS, Fail, Skip, Target, int
 from formats import (FRAME, by_thread, flamegraph_data, parse_collapsed, read_pstats,
                      speedscope_counts, speedscope_stacks, untext, utf8)
 
+ORDER = 120           # where run.py runs these tests among the modules' (ascending)
+
 TARGET = os.path.join(TARGETS, "format_shares.py")
 FUNCS = ("share_60", "share_30", "share_10")
 SECONDS = 1.5                  # each recording (~1,500 samples at 1 kHz)

@@ -48,6 +48,8 @@ from harness import (CHROOT, HOST_PYTHON, INTERPRETERS, REPO, TARGETS, Fail, Ski
                      tail)
 from formats import parse_dump
 
+ORDER = 300           # where run.py runs these tests among the modules' (ascending)
+
 COMMANDS = ("dump", "record", "top", "convert")
 # one line of a command's --help listing options (the form badinput/help checks)
 HELP_LINE = re.compile(r"^  (-[^ ,]+(?:, -[^ ,]+)*)(?: ([A-Z](?:[A-Z .]*[A-Z.])?))?  +\S")

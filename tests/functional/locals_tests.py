@@ -27,6 +27,8 @@ import time
 
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, tail
 
+ORDER = 260           # where run.py runs these tests among the modules' (ascending)
+
 BOUND_S = 10.0              # a dump of the bounded values must take less (seen < 0.1 s)
 GCORE_TIMEOUT = 120
 CORE_INTERPS = ["pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "pyenv-3.12.1",

@@ -54,6 +54,8 @@ from harness import (CRASH_TIMEOUT, INTERPRETERS, READY_TIMEOUT, CrashTarget, Fa
                      proc_state, script, tail, tracer_of, workdir)
 from formats import flamegraph_data, parse_collapsed, parse_top_tables
 
+ORDER = 140           # where run.py runs these tests among the modules' (ascending)
+
 RECORD_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "debian-3.11-static",
                        "sid-3.13-pie", "sid-3.15")
 

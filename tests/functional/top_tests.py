@@ -33,6 +33,8 @@ from harness import (INTERPRETERS, TARGETS, TTY_TIMEOUT, Fail, Target, expect_fa
                      spawn_on_pty, tail)
 from formats import CSI, frame_of, parse_top_tables
 
+ORDER = 160           # where run.py runs these tests among the modules' (ascending)
+
 TOP_MARGIN = 5.0            # percentage points per thread; parked threads read with no errors
 TOP_SECONDS = 2.5           # two live tables, then the whole run's
 TTY_ROWS, TTY_COLS = 50, 200     # room for every row and name of known_stacks.py
