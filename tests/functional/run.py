@@ -9,7 +9,8 @@
 # recording.py, judges.py, nodetools.py, common.py), the readers of remora's output
 # formats in formats.py.
 #
-#   python3 tests/functional/run.py [--remora PATH] [--only SUBSTRING] [--timeout SECONDS] [--list]
+#   python3 tests/functional/run.py [--remora PATH] [--only SUBSTRING] [--timeout SECONDS]
+#                                   [--list]
 #
 # Environment: REMORA_CHROOT (default /var/cache/remora/sid), REMORA_WRAPPER (a command
 # prefixed to every remora invocation, e.g. "valgrind -q --error-exitcode=99"),
