@@ -42,8 +42,9 @@ import os
 import re
 import time
 
-from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, one_line, tail
-import core_test
+from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, gcore, interp_missing, one_line, tail
+
+ORDER = 310           # where run.py runs these tests among the modules' (ascending)
 
 SCRIPT = os.path.join(TARGETS, "async_tasks.py")
 RUNNING = None                      # set from the truth: the running task's functions
@@ -195,7 +196,7 @@ def test_core(remora, interp):
     core was made."""
     with Target(interp, SCRIPT, "truth.json") as t:
         truth = t.wait_ready()
-        core = core_test.gcore(t)
+        core = gcore(t)
         rc, out, err = remora.run(["dump", "--core", core, "--async", "--json"])
         if rc != 0:
             raise Fail("dump --core --async --json exited %d: %s" % (rc, tail(err)))

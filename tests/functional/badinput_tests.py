@@ -43,6 +43,8 @@ import re
 
 from harness import HOST_PYTHON, REPO, SUMMARY, TARGETS, Fail, Skip, Target, one_line, tail
 
+ORDER = 250           # where run.py runs these tests among the modules' (ascending)
+
 QUICK_S = 2.0                   # a usage error is found before anything is sampled: far
                                 # under this (~5 ms); a slipped value samples for RUN_S
 RUN_S = 3                       # -d of every record/top case whose -d is not the bad value

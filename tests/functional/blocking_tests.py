@@ -27,6 +27,8 @@ from harness import (INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Recording, Skip
                      tracer_of, workdir)
 from formats import parse_collapsed
 
+ORDER = 130           # where run.py runs these tests among the modules' (ascending)
+
 BLOCKING_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
 BLOCKING_ERRORS = 0.02
 SIGNALS = 200

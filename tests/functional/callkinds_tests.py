@@ -15,6 +15,8 @@ import os
 from harness import INTERPRETERS, TARGETS, Fail, Target, interp_missing, record, summary, tail
 from formats import parse_collapsed
 
+ORDER = 40            # where run.py runs these tests among the modules' (ascending)
+
 RATE, SECONDS = 500, 1
 
 

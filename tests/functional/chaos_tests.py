@@ -28,6 +28,8 @@ from harness import (INTERPRETERS, READY_TIMEOUT, SUMMARY, Fail, Recording, Role
 from formats import (by_thread, first_difference, parse_collapsed, read_pstats, speedscope_counts,
                      speedscope_stacks, total)
 
+ORDER = 50            # where run.py runs these tests among the modules' (ascending)
+
 CHAOS_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
 SEED = int(os.environ.get("REMORA_CHAOS_SEED", "0")) or random.SystemRandom().randrange(1, 1 << 30)
 

@@ -45,6 +45,11 @@ from formats import parse_collapsed
 from harness import (BASE, INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, mark, record, tail, torn_kind,
                      torn_verdict)
 
+ORDER = 340           # where run.py runs these tests among the modules' (ascending)
+# mix, a measurement of timing, only with REMORA_FIDELITY=1 (make test, not make asan)
+# or an --only beginning with one of these (run.py); chains, async and dump in every run
+TIMED = ("fidelity/mix",)
+
 MARKER = "<moving>"
 BARE_MAX = 2.0               # % of the main thread's samples that may be the marker alone
 
@@ -518,12 +523,12 @@ def test_async(remora, interp):
 
 # --- the list run.py runs -------------------------------------------------------------
 
-def tests(remora, mix):
-    """[(name, function, skip reason or None)] for run.py: chains and async, and mix if
-    asked for."""
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py: mix (TIMED), chains, async and
+    dump."""
     out = []
-    kinds = (("mix", test_mix),) if mix else ()
-    for kind, fn in kinds + (("chains", test_chains), ("async", test_async), ("dump", test_dump)):
+    for kind, fn in (("mix", test_mix), ("chains", test_chains), ("async", test_async),
+                     ("dump", test_dump)):
         for interp in INTERPRETERS:
             out.append(("fidelity/%s/%s" % (kind, interp[0]),
                         lambda i=interp, fn=fn: fn(remora, i), interp_missing(interp)))

@@ -31,6 +31,8 @@ from harness import (INTERPRETERS, REPO, SHORT_SECONDS, TARGETS, Fail, Skip, Tar
 from formats import (by_thread, firefox_stacks, first_difference, gil_markers, load_json,
                      parse_collapsed, plain_frame)
 
+ORDER = 110           # where run.py runs these tests among the modules' (ascending)
+
 FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
 CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli", "dist",
                    "profiler-cli.js")

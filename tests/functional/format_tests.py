@@ -14,10 +14,12 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import (HOST_PYTHON, INTERPRETERS, PYENV, TARGETS, Fail, Skip, Target, interp_missing,
-                     mark, one_line, record, summary, tail)
+from harness import (HOST_PYTHON, INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing,
+                     interpreter, mark, one_line, record, summary, tail)
 from formats import (FRAME, by_thread, flamegraph_data, parse_collapsed, read_pstats,
                      speedscope_counts, speedscope_stacks, untext, utf8)
+
+ORDER = 120           # where run.py runs these tests among the modules' (ascending)
 
 TARGET = os.path.join(TARGETS, "format_shares.py")
 FUNCS = ("share_60", "share_30", "share_10")
@@ -26,8 +28,8 @@ SHARE_MARGIN = 5.0             # points of share, each function, against the tar
 STALL_LIMIT = 10.0             # % of a window the target may lose off-CPU for it to judge
 TRIES = 3                      # windows before a busy machine skips a test
 # Pythons whose pstats must read the file: the host's, and the oldest and newest pyenv ones
-LOADERS = (("host python3", HOST_PYTHON), ("pyenv 3.9", PYENV + "/3.9.18/bin/python3.9"),
-           ("pyenv 3.13", PYENV + "/3.13.0/bin/python3.13"))
+LOADERS = (("host python3", HOST_PYTHON), ("pyenv 3.9", interpreter("pyenv-3.9.18")[1]),
+           ("pyenv 3.13", interpreter("pyenv-3.13.0")[1]))
 PSTATS_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 TABLE_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 TIME_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")

@@ -2,9 +2,9 @@
 # escapes), speedscope, pprof (gzip + profile.proto, decoded here), the Firefox Profiler's
 # processed format, the raw .remora recording, the flamegraph page's embedded data, the
 # pstats and `top` tables, and `dump`'s text and JSON. Each reader checks what it reads
-# strictly and raises harness.Fail on anything malformed; none runs remora (harness.py
-# does). Standard library only; the *_tests.py modules import this and harness.py, never
-# each other.
+# strictly and raises common.Fail on anything malformed; none runs remora (recording.py
+# does). Standard library only; the *_tests.py modules import this and the shared modules
+# (harness.py), never each other.
 
 import collections
 import gzip
@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 
-from harness import REPO, Fail, tail
+from common import REPO, Fail, tail
 
 
 # --- collapsed stacks (src/formats/collapsed.c, escapes in src/formats/text.c) ---------------------
@@ -785,6 +785,15 @@ def next_times(r):
 ROW = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+([\d.]+)s\s+([\d.]+)s\s+(.*)$")
 CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 NAMED = re.compile(r"^(.*) \((.*):(\d+)\)$")
+
+
+def frame_of(text):
+    """The last whole frame drawn (lines, control sequences dropped), or []: paint() ends
+    each with the clear-to-end sequence ESC [ J."""
+    frames = [f for f in text.split("\x1b[H") if "\x1b[J" in f]
+    if not frames:
+        return []
+    return [CSI.sub("", l).rstrip("\r") for l in frames[-1].split("\x1b[J")[0].split("\n")]
 
 
 def parse_top_tables(text):

@@ -25,6 +25,8 @@ import time
 from harness import (INTERPRETERS, READY_TIMEOUT, TARGETS, Fail, Skip, Target, interp_missing, record,
                      tail)
 
+ORDER = 200           # where run.py runs these tests among the modules' (ascending)
+
 LINE_SCRIPT = os.path.join(TARGETS, "line_clock.py")
 SOURCE_SCRIPT = os.path.join(TARGETS, "source_lines.py")
 HEATMAP_MARGIN = 2.0            # points: issue 32's bound on a line's share against the clock

@@ -28,6 +28,8 @@ from formats import (NAME_BOUND, dump_json_stacks, dump_text_stacks, emitted, em
                      parse_collapsed, pprof_stacks, pstats_rows, read_pprof, read_pstats, short,
                      speedscope_stacks, strict_json, table_rows, top_rows, utf8)
 
+ORDER = 60            # where run.py runs these tests among the modules' (ascending)
+
 TABLE_ROWS = 1000              # -l for the table: every function gets a row
 TOP_SECONDS = 1.2              # one live table of `remora top`, then the whole run's
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")

@@ -24,6 +24,11 @@ import os
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, record, summary
 from formats import TICK, read_remora
 
+ORDER = 290           # where run.py runs these tests among the modules' (ascending)
+# measurements of timing as fidelity/mix is, run as it is: REMORA_FIDELITY=1 (make test,
+# not make asan) or an --only beginning with one of these (run.py)
+TIMED = ("idle/",)
+
 RATE, RATE_HZ = "1k", 1000
 SECONDS = 3                     # (4 until 2026-12-04: issue 31, CI in an hour)
 STEP_NS = 1000000       # the instants judged: every millisecond of the recording

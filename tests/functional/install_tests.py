@@ -48,6 +48,8 @@ from harness import (CHROOT, HOST_PYTHON, INTERPRETERS, REPO, TARGETS, Fail, Ski
                      tail)
 from formats import parse_dump
 
+ORDER = 300           # where run.py runs these tests among the modules' (ascending)
+
 COMMANDS = ("dump", "record", "top", "convert")
 # one line of a command's --help listing options (the form badinput/help checks)
 HELP_LINE = re.compile(r"^  (-[^ ,]+(?:, -[^ ,]+)*)(?: ([A-Z](?:[A-Z .]*[A-Z.])?))?  +\S")
@@ -59,7 +61,7 @@ INSTALLED = {                            # installed path -> the tree's file
     "share/zsh/site-functions/_remora": "completions/_remora",
 }
 DUMP_INTERPS = ("pyenv-3.12.1", "debian-3.11-static")   # the first one present dumps
-DEB_INTERP = "/usr/bin/python3.15"       # the chroot's python for the .deb's dump
+DEB_INTERP = interpreter("sid-3.15")[1]   # the chroot's python for the .deb's dump
 CMD_TIMEOUT = 120                        # s for make, dpkg-buildpackage, apt-get
 
 

@@ -37,6 +37,8 @@ from harness import (INTERPRETERS, TARGETS, Fail, SUMMARY, Target, interp_missin
                      tail, workdir)
 from formats import parse_collapsed
 
+ORDER = 230           # where run.py runs these tests among the modules' (ascending)
+
 NO_PYTHON_LATE = 1.0       # s remora may take past the command's end (issue 16: "within a second")
 WAIT_CPU_SHARE = 0.05      # remora's CPU while it waits, of the wall time (measured ~1%)
 SHELL_MIN = 50             # samples of the grandchild's thread (0.4 s of CPU at 1 kHz: ~400)

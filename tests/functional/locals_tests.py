@@ -27,6 +27,8 @@ import time
 
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, tail
 
+ORDER = 260           # where run.py runs these tests among the modules' (ascending)
+
 BOUND_S = 10.0              # a dump of the bounded values must take less (seen < 0.1 s)
 GCORE_TIMEOUT = 120
 CORE_INTERPS = ["pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "pyenv-3.12.1",
@@ -241,7 +243,7 @@ def test_core(remora, interp):
         p += frame_problems(find_frame(doc, tf["function"], t.pid), tf)
         p += text_problems(text, tf, (find_frame(doc, tf["function"], t.pid) or {}).get("source"))
     # gdb's cores of chroot targets hold no thread stack but the main one (glibc's guard
-    # pages inside the stack mapping, see core_test.LOST): the bounded thread may then
+    # pages inside the stack mapping, see targets.LOST): the bounded thread may then
     # say its stack is unreadable, but never show other locals
     lost = t.root and find_frame(doc, "park_bounded", truth["bounded_native_id"]) is None
     if not lost:

@@ -33,6 +33,8 @@ from harness import (INTERPRETERS, TARGETS, Fail, Recording, Target, interp_comm
 from formats import (by_thread, go_raw_samples, jsonl_records, next_times, parse_collapsed, pprof_stacks,
                      read_jsonl, read_pprof, read_remora, sample_functions)
 
+ORDER = 210           # where run.py runs these tests among the modules' (ascending)
+
 SCRIPT = os.path.join(TARGETS, "phases.py")
 LONG_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 ACK_TIMEOUT = 10.0

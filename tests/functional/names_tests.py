@@ -23,6 +23,8 @@ from harness import (INTERPRETERS, TARGETS, Fail, Target, interp_missing, record
 from formats import (dump_json_stacks, dump_text_stacks, firefox_stacks, load_json,
                      parse_collapsed, parse_dump, read_pprof, pprof_stacks)
 
+ORDER = 170           # where run.py runs these tests among the modules' (ascending)
+
 SCRIPT = os.path.join(TARGETS, "thread_names.py")
 
 

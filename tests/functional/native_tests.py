@@ -28,7 +28,7 @@
 #       untraced.
 #   native/core/INTERP   the same checks on `dump --core FILE --native --json` of a gcore
 #       of the parked target (host interpreters: gdb loses the chroot's thread stacks, see
-#       core_test.LOST), and native/crash/INTERP on the kernel's core of it (SIGABRT,
+#       targets.LOST), and native/crash/INTERP on the kernel's core of it (SIGABRT,
 #       RLIMIT_CORE raised; chroot interpreters and pyenv 3.12, with --root): the registers
 #       are the core's NT_PRSTATUS, the memory the core's.
 #   native/dlopen/INTERP   a library built now (cc) and loaded by the target after
@@ -49,10 +49,12 @@ import struct
 import subprocess
 import time
 
-from harness import (INTERPRETERS, READY_TIMEOUT, Fail, Skip, Target, expect_failure,
-                     interp_missing, interpreter, proc_state, script, tail, tracer_of, workdir)
+from harness import (CRASH_TIMEOUT, INTERPRETERS, READY_TIMEOUT, CrashTarget, Fail, Skip, Target,
+                     expect_failure, gcore, interp_missing, interpreter, kernel_cores_usable,
+                     proc_state, script, tail, tracer_of, workdir)
 from formats import flamegraph_data, parse_collapsed, parse_top_tables
-import core_test
+
+ORDER = 140           # where run.py runs these tests among the modules' (ascending)
 
 RECORD_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.11.7", "pyenv-3.12.1", "debian-3.11-static",
                        "sid-3.13-pie", "sid-3.15")
@@ -291,7 +293,7 @@ def test_core(remora, interp):
     with parked(interp) as t:
         ready = wait_parked(t)
         stripped = interp_stripped(remora, t)
-        core = core_test.gcore(t)
+        core = gcore(t)
         try:
             note = check_core(remora, t, core, ready, stripped)
         finally:
@@ -300,18 +302,18 @@ def test_core(remora, interp):
 
 
 def test_crash(remora, interp):
-    why = core_test.kernel_cores_usable()
+    why = kernel_cores_usable()
     if why:
         raise Skip(why)
-    ct = core_test.CrashTarget(interp, script("native_parks.py"), "ready.json")
+    ct = CrashTarget(interp, script("native_parks.py"), "ready.json")
     with ct.t as t:
         ready = wait_parked(t)
         stripped = interp_stripped(remora, t)
         os.kill(t.pid, signal.SIGABRT)
         try:
-            t.proc.wait(timeout=core_test.CRASH_TIMEOUT)
+            t.proc.wait(timeout=CRASH_TIMEOUT)
         except subprocess.TimeoutExpired:
-            raise Fail("target did not die of SIGABRT within %ds" % core_test.CRASH_TIMEOUT)
+            raise Fail("target did not die of SIGABRT within %ds" % CRASH_TIMEOUT)
         cores = [n for n in os.listdir(t.dir) if n == "core" or n.startswith("core.")]
         if not cores:
             raise Skip("the kernel wrote no core")

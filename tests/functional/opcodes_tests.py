@@ -21,8 +21,10 @@ import os
 import re
 import tempfile
 
-from harness import INTERPRETERS, TARGETS, Fail, Target, interp_missing, record, tail
-from top_tests import frame_of, pty_session
+from harness import INTERPRETERS, TARGETS, Fail, Target, interp_missing, pty_session, record, tail
+from formats import frame_of
+
+ORDER = 190           # where run.py runs these tests among the modules' (ascending)
 
 SCRIPT = os.path.join(TARGETS, "opcodes_target.py")
 LEAF = re.compile(r"^(.*) \((.*):(\d+)\) \[([A-Z0-9_]+)@(\d+)\]$")

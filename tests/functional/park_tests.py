@@ -16,6 +16,8 @@ from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, 
                      record, record_collapsed, summary)
 from formats import innermost, next_times, read_remora, total
 
+ORDER = 90            # where run.py runs these tests among the modules' (ascending)
+
 RATE, RATE_HZ = "20k", 20000
 SECONDS = 2.0
 MAX_SECONDS = 10               # recorded in all, at most, when the first took too few

@@ -22,6 +22,8 @@ from harness import (INTERPRETERS, Fail, Skip, check_odd_names, interp_missing, 
 from formats import (by_thread, first_difference, go_raw_samples, parse_collapsed, plain_frame,
                      pprof_stacks, read_pprof)
 
+ORDER = 100           # where run.py runs these tests among the modules' (ascending)
+
 RATE = 1000                      # record's default, which odd_recording uses
 GO_INTERP = "pyenv-3.12.1"       # the file's format does not depend on the version
 

@@ -68,6 +68,11 @@ from formats import read_remora
 from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, interp_command, interp_missing,
                      mark, record, summary, tail, workdir)
 
+ORDER = 330           # where run.py runs these tests among the modules' (ascending)
+# shares, measurements of timing as fidelity/mix is, run as it is: REMORA_FIDELITY=1
+# (make test, not make asan) or an --only beginning with one of these (run.py)
+TIMED = ("real/",)
+
 REAL = os.path.join(TARGETS, "real")
 REAL_INTERPS = ("debian-3.11-static", "sid-3.13", "sid-3.14", "sid-3.15")
 # (test name, script, module whose import says whether the package runs on an interpreter)

@@ -26,6 +26,8 @@ from harness import (HOST_PYTHON, INTERPRETERS, MOVING, SHORT_SECONDS, STATS, SU
                      summary, tail, torn_kind, workdir)
 from formats import by_thread, parse_collapsed, speedscope_counts, speedscope_stacks, total
 
+ORDER = 30            # where run.py runs these tests among the modules' (ascending)
+
 # 1. accuracy: 60/30/10 shares, wall and cpu mode
 ACCURACY_SECONDS = 1.5
 ACCURACY_MARGIN = 5.0          # points of share, each function (~1500 samples; in windows

@@ -37,6 +37,11 @@ from harness import (HOST_PYTHON, INTERPRETERS, TARGETS, Fail, Target,
                      interp_missing, interpreter, one_line, record, summary, tail, tracer_of,
                      workdir)
 
+ORDER = 280           # where run.py runs these tests among the modules' (ascending)
+# measurements of timing as fidelity/mix is, run as it is: REMORA_FIDELITY=1 (make test,
+# not make asan) or an --only beginning with one of these (run.py)
+TIMED = ("server/",)
+
 HOST = ("host-python3", HOST_PYTHON, None)
 SERVER_INTERPS = [HOST, interpreter("pyenv-3.9.18"), interpreter("pyenv-3.12.1"),
                   interpreter("sid-3.15")]

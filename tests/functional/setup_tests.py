@@ -15,6 +15,8 @@ import tempfile
 
 from harness import REPO, Fail, Skip, tail
 
+ORDER = 220           # where run.py runs these tests among the modules' (ascending)
+
 SCRIPT = os.path.join(REPO, "tests", "provision-chroot.sh")
 MARKER, STAMP, EXTRA_STAMP = ".remora-provision-chroot", ".remora-ready", ".remora-extra"
 PKGS = "python3.13 python3.13-nopie python3.14 python3.14-nopie python3.15 python3.15-nopie"

@@ -18,6 +18,8 @@ import os
 from harness import INTERPRETERS, TARGETS, Fail, Target, interp_missing, tail
 from formats import parse_dump, untext
 
+ORDER = 180           # where run.py runs these tests among the modules' (ascending)
+
 SCRIPT = os.path.join(TARGETS, "source_lines.py")
 LINE_MAX = 1023                 # dump.c: a source line is cut at this many bytes
 

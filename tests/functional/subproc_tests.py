@@ -22,6 +22,8 @@ from harness import (INTERPRETERS, TARGETS, Fail, Recording, Target, expect_fail
                      record, tail, workdir)
 from formats import parse_collapsed
 
+ORDER = 150           # where run.py runs these tests among the modules' (ascending)
+
 SUB_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")
 SUB_SECONDS = 3
 SUB_MIN = 20              # samples of each child (3 s at 1 kHz: ~3000 for the early ones)

@@ -21,23 +21,22 @@
 #   top/errors         bad flags and targets: one line and the documented exit code.
 
 import os
-import pty
 import re
-import fcntl
 import select
 import signal
-import struct
 import subprocess
 import termios
 import time
 
-from harness import (INTERPRETERS, TARGETS, Fail, Target, expect_failure, free_pid, interp_command,
-                     interp_missing, interpreter, tail)
-from formats import CSI, parse_top_tables
+from harness import (INTERPRETERS, TARGETS, TTY_TIMEOUT, Fail, Target, expect_failure, free_pid,
+                     interp_command, interp_missing, interpreter, pty_drive, pty_session,
+                     spawn_on_pty, tail)
+from formats import CSI, frame_of, parse_top_tables
+
+ORDER = 160           # where run.py runs these tests among the modules' (ascending)
 
 TOP_MARGIN = 5.0            # percentage points per thread; parked threads read with no errors
 TOP_SECONDS = 2.5           # two live tables, then the whole run's
-TTY_TIMEOUT = 30.0
 TTY_ROWS, TTY_COLS = 50, 200     # room for every row and name of known_stacks.py
 
 
@@ -94,19 +93,6 @@ def test_batch(remora, interp):
         if not TOP_SECONDS * 0.8 <= secs <= TOP_SECONDS * 1.2:
             raise Fail("%s (%s): OwnTime %.2fs over a %.1fs run" % (key[0], key[1], secs, TOP_SECONDS))
     return "%d tables, %d functions" % (len(tables), len(want))
-
-
-def spawn_on_pty(argv, rows, cols):
-    """argv started on a new rows x cols pseudo-terminal (TERM=xterm): (pid, master fd)."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ["TERM"] = "xterm"
-        try:
-            os.execvp(argv[0], argv)
-        finally:
-            os._exit(127)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    return pid, fd
 
 
 def test_tty(remora, interp):
@@ -178,54 +164,6 @@ def test_tty(remora, interp):
 NARROW_ROWS, NARROW_COLS = 24, 80
 ELLIPSIS = "\u2026"
 SCREEN_ROW = re.compile(r"^\s*[\d.]+%\s+[\d.]+%\s+[\d.]+s\s+[\d.]+s  (.*)$")
-
-
-def pty_drive(argv, rows, cols, react, timeout=TTY_TIMEOUT):
-    """Runs argv on a rows x cols pseudo-terminal until it exits, calling react(text so far)
-    after each read and writing the bytes it returns (None: nothing); Fail after timeout s,
-    saying react's 'where' attribute if it has one. Returns (everything read, exit code)."""
-    pid, fd = spawn_on_pty(argv, rows, cols)
-    buf, status = b"", None
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([fd], [], [], 0.05)
-            if r:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:             # EIO: the other side closed
-                    data = b""
-                if not data:
-                    break
-                buf += data
-            keys = react(buf.decode("utf-8", "replace"))
-            if keys:
-                os.write(fd, keys)
-        else:
-            raise Fail("no exit %.0fs into the session (%s): %r" % (
-                timeout, getattr(react, "where", "?"), buf[-400:]))
-        _, status = os.waitpid(pid, 0)
-        pid = 0
-    finally:
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        os.close(fd)
-    return buf.decode("utf-8", "replace"), os.waitstatus_to_exitcode(status)
-
-
-def pty_session(argv, rows, cols, done, timeout=TTY_TIMEOUT):
-    """Runs argv on a rows x cols pseudo-terminal until done(text so far) says the key to
-    send (then sends it and waits for the exit); returns (everything read, exit code)."""
-    sent = []
-
-    def react(text):
-        if not sent and done(text):
-            sent.append(1)
-            return b"q"
-        return None
-    react.where = "q not sent yet"
-    return pty_drive(argv, rows, cols, react, timeout)
 
 
 def live_frame(text):
@@ -347,15 +285,6 @@ def tests(remora):
 
 KEYS_ROWS, KEYS_COLS = 60, 220
 PAUSE_WATCH = 2.2           # seconds watched for a redraw while paused (two refreshes' time)
-
-
-def frame_of(text):
-    """The last whole frame drawn (lines, control sequences dropped), or []: paint() ends
-    each with the clear-to-end sequence ESC [ J."""
-    frames = [f for f in text.split("\x1b[H") if "\x1b[J" in f]
-    if not frames:
-        return []
-    return [CSI.sub("", l).rstrip("\r") for l in frames[-1].split("\x1b[J")[0].split("\n")]
 
 
 def frame_rows(lines):

@@ -11,6 +11,8 @@ import subprocess
 
 from harness import HERE, INTERPRETERS, TARGETS, Fail, Skip, Target, expect_failure, interp_missing, tail
 
+ORDER = 70            # where run.py runs these tests among the modules' (ascending)
+
 NEVER_WRITE_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 VALGRIND_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")
 

@@ -1,5 +1,6 @@
 # Functional tests for `remora dump --core` and for snapshots, added to run.py's list by
-# tests(remora); helpers from harness.py and formats.py, as the *_tests.py modules.
+# tests(remora); helpers from harness.py (cores of a target: targets.py) and formats.py,
+# as the other *_tests.py modules.
 #
 #   core/known-stacks/INTERP  gcore of a parked known_stacks.py target; `dump --core --json`
 #                             must equal the target's own truth exactly, as the live test
@@ -24,9 +25,12 @@ import struct
 import subprocess
 import tempfile
 
-from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, dump_frames_problems,
-                     dump_threads_problems, expect_failure, interp_missing, one_line, tail)
+from harness import (CRASH_TIMEOUT, GCORE_TIMEOUT, INTERPRETERS, TARGETS, CrashTarget, Fail, Skip,
+                     Target, dump_frames_problems, dump_threads_problems, expect_failure, gcore,
+                     interp_missing, kernel_cores_usable, one_line, tail)
 from formats import parse_dump
+
+ORDER = 20            # where run.py runs these tests among the modules' (ascending)
 
 # interpreters per test (names from harness.INTERPRETERS): every minor version 3.9-3.15,
 # shared libpython, static, PIE and not, host and chroot
@@ -41,32 +45,6 @@ SNAPSHOT_INTERPS = ["pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "debian-3.1
                     "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.13", "sid-3.14-pie", "sid-3.15"]
 # 3.11: frames whose header names a function (f_func) the unwinder checks against its code
 HALF_PUSH_INTERPS = ["pyenv-3.11.7", "debian-3.11-static"]
-GCORE_TIMEOUT = 120
-CRASH_TIMEOUT = 30
-
-
-# gdb 13's gcore gives up on a whole mapping when part of it cannot be read: glibc 2.42+
-# (the chroot's) puts thread-stack guard pages inside the stack's mapping
-# (MADV_GUARD_INSTALL), so such cores hold zeros for every thread stack but the main one.
-LOST = re.compile(r"Memory read failed for corefile section, \d+ bytes at 0x([0-9a-f]+)")
-VSYSCALL = 0xffffffffff600000
-
-
-def gcore(target, lost=None):
-    """Core of a running target, written into its directory; returns the host path.
-    The start addresses of mappings gdb could not save are appended to 'lost'."""
-    if shutil.which("gcore") is None:
-        raise Skip("gcore (gdb) not installed")
-    prefix = os.path.join(target.dir, "core")
-    p = subprocess.run(["gcore", "-o", prefix, str(target.pid)], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=GCORE_TIMEOUT)
-    path = "%s.%d" % (prefix, target.pid)
-    text = p.stdout.decode("utf-8", "replace")
-    if p.returncode != 0 or not os.path.exists(path):
-        raise Fail("gcore failed (%d): %s" % (p.returncode, tail(text)))
-    if lost is not None:
-        lost += [a for a in (int(x, 16) for x in LOST.findall(text)) if a != VSYSCALL]
-    return path
 
 
 def core_args(target, core, json=True):
@@ -127,43 +105,6 @@ def test_core_known(remora, interp):
                     "threads exact, the others report an error"
                     % (size >> 20, len(lost), exact, len(doc["threads"])))
         return "core of %d MB" % (size >> 20)
-
-
-class CrashTarget:
-    """Target, started through sh so that it runs in its own directory with
-    RLIMIT_CORE raised: a kernel core ("core" or "core.PID") lands next to it."""
-
-    def __init__(self, interp, script, out_name):
-        self.t = Target(interp, script, out_name)
-        run_target = self.t
-
-        def _start():
-            os.chmod(run_target.dir, 0o777)
-            visible = run_target.dir[len(run_target.root):] if run_target.root else run_target.dir
-            script_path = os.path.join(visible, os.path.basename(run_target.script))
-            shutil.copy(run_target.script, run_target.host_path(script_path))
-            run_target.out = os.path.join(visible, run_target.out_name)
-            cmd = "cd '%s' && ulimit -c unlimited && exec '%s' -I '%s' '%s'" % (
-                visible, run_target.python, script_path, run_target.out)
-            argv = ["sh", "-c", cmd]
-            if run_target.root:
-                argv = ["chroot", run_target.root] + argv
-            run_target.log = open(os.path.join(run_target.dir, "target.log"), "wb")
-            run_target.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=run_target.log,
-                                               stderr=subprocess.STDOUT)
-            run_target.pid = run_target.proc.pid
-        self.t._start = _start
-
-
-def kernel_cores_usable():
-    try:
-        with open("/proc/sys/kernel/core_pattern") as f:
-            pattern = f.read().strip()
-    except OSError as e:
-        return "cannot read core_pattern: %s" % e
-    if pattern.startswith("|") or "/" in pattern:
-        return "kernel cores go to %r, not next to the process" % pattern
-    return None
 
 
 def test_core_crash(remora, interp):
