@@ -248,6 +248,19 @@ int cli_finish_child(cli_target_t *ct);
 /* A wait status as a shell's exit code (128 + N for signal N). */
 int cli_child_exit_code(int status);
 
+/* engine.c: the sampler's options (*so) from the shared ones c, for the target ct read
+ * by u (may be NULL): --native turned on in u (cli_native_enable), the engine *k kept or
+ * let go (cli_engine_enable) and set in so. Returns REMORA_EXIT_OK, or prints one line
+ * and returns the exit code. The caller adds its own options (record's anchor, its
+ * --max-samples). */
+struct sampler_opts;
+int cli_sampler_opts(const char *what, const cli_sampling_t *c, const cli_target_t *ct,
+                     struct unwinder *u, struct kern **k, struct sampler_opts *so);
+
+/* The option that holds the target with ptrace (--native, --blocking), for
+ * cli_sampler_fail(); NULL if none. */
+const char *cli_holder(const cli_sampling_t *c);
+
 
 /* dump --locals (dump_locals.c): frame f's arguments and locals, read with lr, printed
  * as text lines under the frame's line, or as the JSON members that follow the frame's

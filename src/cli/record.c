@@ -501,33 +501,18 @@ int cmd_record(int argc, char **argv)
     snprintf(r.prof.meta.python, sizeof r.prof.meta.python, "%s", t.version);
     snprintf(r.prof.meta.mode, sizeof r.prof.meta.mode, "%s", cli_mode_name(a.c.mode));
     cli_read_cmdline(pid, r.prof.meta.command, sizeof r.prof.meta.command);
-    memset(&so, 0, sizeof so);
-    so.rate_hz = a.c.rate;
-    so.duration_s = a.c.duration;
-    so.mode = a.c.mode;
-    so.gc = a.c.gc;
+    if ((rc = cli_sampler_opts("record", &a.c, &ct, u, &kern, &so)) != REMORA_EXIT_OK)
+        goto out;
     so.anchor = a.anchor;
-    so.child = ct.child;
     so.max_rounds = a.max_samples;
-    so.subprocesses = a.c.subprocesses;
-    so.blocking = a.c.blocking || a.c.native;
-    so.function = a.c.function;
-    so.opcodes = a.c.opcodes;
-    so.idle = a.c.idle;
-    so.async = a.c.async;
-    if (a.c.native && (rc = cli_native_enable(u, pid)) != REMORA_EXIT_OK)
-        goto out;
-    if ((rc = cli_engine_enable("record", &a.c, u, &kern)) != REMORA_EXIT_OK)
-        goto out;
     snprintf(r.prof.meta.engine, sizeof r.prof.meta.engine, "%s", cli_engine_name(kern));
-    so.kern = kern;
     whole = r.prof.meta;
     if ((rc = rec_outs_begin(&r.outs, &whole, 1, 0)) != REMORA_EXIT_OK)
         goto out;
     sink.ctx = r.outs.raw;
     sink.sample = r.outs.raw != NULL ? rec_raw_sink : NULL;
     if ((err = sampler_new(u, p, r.table, &sink, &so, &s)) != REMORA_OK) {
-        rc = cli_sampler_fail(err, pid, a.c.native ? "--native" : a.c.blocking ? "--blocking" : NULL);
+        rc = cli_sampler_fail(err, pid, cli_holder(&a.c));
         goto out;
     }
     r.s = s;

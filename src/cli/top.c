@@ -823,25 +823,10 @@ int cmd_top(int argc, char **argv)
     }
     if (a.async && (rc = cli_async_check(u, &ct.t)) != REMORA_EXIT_OK)
         goto out;
-    memset(&so, 0, sizeof so);
-    so.rate_hz = a.rate;
-    so.duration_s = a.duration;
-    so.mode = a.mode;
-    so.gc = a.gc;
-    so.child = ct.child;
-    so.subprocesses = a.subprocesses;
-    so.blocking = a.blocking || a.native;
-    so.function = a.function;
-    so.opcodes = a.opcodes;
-    so.idle = a.idle;
-    so.async = a.async;
-    if (a.native && (rc = cli_native_enable(u, a.pid)) != REMORA_EXIT_OK)
+    if ((rc = cli_sampler_opts("top", &a, &ct, u, &kern, &so)) != REMORA_EXIT_OK)
         goto out;
-    if ((rc = cli_engine_enable("top", &a, u, &kern)) != REMORA_EXIT_OK)
-        goto out;
-    so.kern = kern;
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
-        rc = cli_sampler_fail(err, a.pid, a.native ? "--native" : a.blocking ? "--blocking" : NULL);
+        rc = cli_sampler_fail(err, a.pid, cli_holder(&a));
         goto out;
     }
     tp.last_ns = sampler_now_ns();
