@@ -6,10 +6,12 @@
  *             one line for a bad one
  *   attach.c  what record and top share: their options, attaching to a pid or launching
  *             a command, the launched command's exit code, the target's command line
+ *   engine.c  --engine, and the sampler's options record and top take from theirs
  *   dump.c    `remora dump`: every thread's stack, of a live process or a core
  *   record.c  `remora record`: the run, its periods, pause and snapshots (record.h)
  *   outputs.c record's outputs a period at a time, their names; what convert shares
  *   control.c record --control's FIFOs
+ *   summary.c record's lines on stderr: the status line, the summary, --stats
  *   convert.c `remora convert`, and the profile reader record's --diff uses
  *   top.c     `remora top`: the live table
  */
