@@ -7,7 +7,8 @@
  *   attach.c  what record and top share: their options, attaching to a pid or launching
  *             a command, the launched command's exit code, the target's command line
  *   engine.c  --engine, and the sampler's options record and top take from theirs
- *   dump.c    `remora dump`: every thread's stack, of a live process or a core
+ *   dump.c    `remora dump`: every thread's stack, of a live process or a core (dump.h)
+ *   dump_print.c  what dump prints: threads, tasks, source lines, as text or JSON
  *   record.c  `remora record`: the run, its periods, pause and snapshots (record.h)
  *   outputs.c record's outputs a period at a time, their names; what convert shares
  *   control.c record --control's FIFOs
