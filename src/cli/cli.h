@@ -14,7 +14,8 @@
  *   control.c record --control's FIFOs
  *   summary.c record's lines on stderr: the status line, the summary, --stats
  *   convert.c `remora convert`, and the profile reader record's --diff uses
- *   top.c     `remora top`: the live table
+ *   top.c     `remora top`: the live table, its keys and the run (top.h)
+ *   top_draw.c  what top draws: the header, the rows fitted to the terminal
  */
 #ifndef REMORA_CLI_H
 #define REMORA_CLI_H
