@@ -1,7 +1,8 @@
 /* cli/record.c — `remora record`: attach to a pid or launch a command, sample it, and
  * write the profile: one period, or with --every one after another, each written by
  * outputs.c; signals and --control (control.c) pause, resume and snapshot it between
- * rounds (the sampler's hook). The sampling loop is sample/sampler.c. */
+ * rounds (the sampler's hook); summary.c prints its last lines. The sampling loop is
+ * sample/sampler.c. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
