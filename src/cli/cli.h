@@ -6,12 +6,16 @@
  *             one line for a bad one
  *   attach.c  what record and top share: their options, attaching to a pid or launching
  *             a command, the launched command's exit code, the target's command line
- *   dump.c    `remora dump`: every thread's stack, of a live process or a core
+ *   engine.c  --engine, and the sampler's options record and top take from theirs
+ *   dump.c    `remora dump`: every thread's stack, of a live process or a core (dump.h)
+ *   dump_print.c  what dump prints: threads, tasks, source lines, as text or JSON
  *   record.c  `remora record`: the run, its periods, pause and snapshots (record.h)
  *   outputs.c record's outputs a period at a time, their names; what convert shares
  *   control.c record --control's FIFOs
+ *   summary.c record's lines on stderr: the status line, the summary, --stats
  *   convert.c `remora convert`, and the profile reader record's --diff uses
- *   top.c     `remora top`: the live table
+ *   top.c     `remora top`: the live table, its keys and the run (top.h)
+ *   top_draw.c  what top draws: the header, the rows fitted to the terminal
  */
 #ifndef REMORA_CLI_H
 #define REMORA_CLI_H
@@ -247,6 +251,19 @@ int cli_finish_child(cli_target_t *ct);
 
 /* A wait status as a shell's exit code (128 + N for signal N). */
 int cli_child_exit_code(int status);
+
+/* engine.c: the sampler's options (*so) from the shared ones c, for the target ct read
+ * by u (may be NULL): --native turned on in u (cli_native_enable), the engine *k kept or
+ * let go (cli_engine_enable) and set in so. Returns REMORA_EXIT_OK, or prints one line
+ * and returns the exit code. The caller adds its own options (record's anchor, its
+ * --max-samples). */
+struct sampler_opts;
+int cli_sampler_opts(const char *what, const cli_sampling_t *c, const cli_target_t *ct,
+                     struct unwinder *u, struct kern **k, struct sampler_opts *so);
+
+/* The option that holds the target with ptrace (--native, --blocking), for
+ * cli_sampler_fail(); NULL if none. */
+const char *cli_holder(const cli_sampling_t *c);
 
 
 /* dump --locals (dump_locals.c): frame f's arguments and locals, read with lr, printed

@@ -173,65 +173,90 @@ static const cli_opt_t convert_opts[] = {
 
 static const char convert_usage[] = "remora convert INPUT [options]";
 
-int cmd_convert(int argc, char **argv)
-{
-    const char *in = NULL, *out_path = NULL, *fname = NULL, *fflag = "-f", *diff = NULL;
-    const out_format_t *fmt;
-    stk_table_t *table = NULL, *base_table = NULL;
-    profile_t prof, base;
-    int i, rc, limit = 0;
+/* convert's options. */
+typedef struct convert_args {
+    const char *in;                 /* INPUT */
+    const char *out_path;           /* -o (NULL: stdout) */
+    const char *fname, *fflag;      /* -f's value and the flag as given */
+    const char *diff;               /* --diff */
+    int limit;                      /* -l (0: the default) */
+} convert_args_t;
 
+/* Returns 0, 1 after --help (printed), or -1 after one line. */
+static int parse_convert(int argc, char **argv, convert_args_t *c)
+{
+    int i;
+
+    memset(c, 0, sizeof *c);
+    c->fflag = "-f";
     for (i = 1; i < argc; i++) {
         const char *s, *v;
         unsigned long long rows;
         switch (cli_opt_next("convert", convert_opts, argc, argv, &i, &s, &v)) {
         case CLI_ARG_BAD:
-            return REMORA_EXIT_USAGE;
+            return -1;
         case CLI_ARG_WORD:
-            if (in != NULL) {
+            if (c->in != NULL) {
                 cli_error("convert: one INPUT at a time: '%s' is a second one", s);
-                return REMORA_EXIT_USAGE;
+                return -1;
             }
-            in = s;
+            c->in = s;
             break;
         case CLI_O_HELP:
             cli_opt_help(stdout, convert_usage,
                          "turn a .remora recording or collapsed stacks (INPUT) into a format",
                          convert_opts);
             rec_formats_help(1);
-            return REMORA_EXIT_OK;
+            return 1;
         case C_OUTPUT:
-            if (v == NULL || *v == '\0') {
-                cli_bad_value("convert", s, v ? "" : NULL, rec_out_accepts);
-                return REMORA_EXIT_USAGE;
-            }
-            out_path = v;
+            if (v == NULL || *v == '\0')
+                return cli_bad_value("convert", s, v ? "" : NULL, rec_out_accepts);
+            c->out_path = v;
             break;
         case C_FORMAT:
             if (v == NULL) {
                 cli_error("convert: %s takes a format: none given; use one of %s", s,
                           out_format_names(1));
-                return REMORA_EXIT_USAGE;
+                return -1;
             }
-            fname = v;
-            fflag = s;
+            c->fname = v;
+            c->fflag = s;
             break;
         case C_LIMIT:
-            if (cli_parse_uint(v, 1, CLI_ROWS_MAX, &rows)) {
-                cli_bad_value("convert", s, v, cli_rows_accepts);
-                return REMORA_EXIT_USAGE;
-            }
-            limit = (int)rows;
+            if (cli_parse_uint(v, 1, CLI_ROWS_MAX, &rows))
+                return cli_bad_value("convert", s, v, cli_rows_accepts);
+            c->limit = (int)rows;
             break;
         case C_DIFF:
-            if (v == NULL || *v == '\0') {
-                cli_bad_value("convert", s, v ? "" : NULL, rec_diff_accepts);
-                return REMORA_EXIT_USAGE;
-            }
-            diff = v;
+            if (v == NULL || *v == '\0')
+                return cli_bad_value("convert", s, v ? "" : NULL, rec_diff_accepts);
+            c->diff = v;
             break;
         }
     }
+    return 0;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+    convert_args_t c;
+    const char *in, *out_path, *fname, *fflag, *diff;
+    const out_format_t *fmt;
+    stk_table_t *table = NULL, *base_table = NULL;
+    profile_t prof, base;
+    int rc, limit;
+
+    switch (parse_convert(argc, argv, &c)) {
+    case 0: break;
+    case 1: return REMORA_EXIT_OK;
+    default: return REMORA_EXIT_USAGE;
+    }
+    in = c.in;
+    out_path = c.out_path;
+    fname = c.fname;
+    fflag = c.fflag;
+    diff = c.diff;
+    limit = c.limit;
     if (in == NULL) {
         cli_error("convert needs an input: remora convert INPUT [options] (see 'remora convert "
                   "--help')");

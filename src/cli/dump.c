@@ -1,9 +1,8 @@
 /* cli/dump.c — `remora dump`: every thread's Python stack, as text or JSON, of a live
  * process (-p PID) or of a core dump (--core FILE [--exe PYTHON] [--root DIR]); with
- * --locals each frame's arguments and locals too (dump_locals.c). Names from the target
- * are escaped: out_text_str() for text, out_json_str() for JSON.
- * --async: every asyncio task instead (text: a tree of tasks under those awaiting them;
- * JSON: a "tasks" array in the process object). */
+ * --locals each frame's arguments and locals too (dump_locals.c); --async every asyncio
+ * task instead. This file reads them (its options, the target, its descendants);
+ * dump_print.c prints them. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,331 +11,14 @@
 
 #include "remora.h"
 #include "cli.h"
+#include "dump.h"
 #include "../formats/out.h"
 #include "../proc/proc.h"
 #include "../py/py.h"
 #include "../unwind/unwind.h"
 #include "../util/util.h"
 
-/* Each frame's source line, from the files as the target sees them (proc/source.c), each
- * file read once a dump; DUMP_SRC_FILES files at most, a file past them read for its line
- * and let go. */
-#define DUMP_SRC_FILES 64
-typedef struct dump_src {
-    proc_t *p;
-    size_t n;
-    struct {
-        char *path;
-        proc_src_t s;
-    } e[DUMP_SRC_FILES];
-    proc_src_t spare;               /* the file past the bound, read last */
-} dump_src_t;
-
-static void dump_src_init(dump_src_t *c, proc_t *p)
-{
-    memset(c, 0, sizeof *c);
-    c->p = p;
-}
-
-static void dump_src_fini(dump_src_t *c)
-{
-    size_t i;
-
-    for (i = 0; i < c->n; i++) {
-        free(c->e[i].path);
-        proc_src_free(&c->e[i].s);
-    }
-    proc_src_free(&c->spare);
-    c->n = 0;
-}
-
-/* The file 'path' as read (its state says whether it could be), or NULL without memory. */
-static const proc_src_t *dump_src_file(dump_src_t *c, const char *path)
-{
-    size_t i;
-
-    for (i = 0; i < c->n; i++)
-        if (strcmp(c->e[i].path, path) == 0)
-            return &c->e[i].s;
-    if (c->n < DUMP_SRC_FILES && (c->e[c->n].path = strdup(path)) != NULL) {
-        if (proc_source_read(c->p, path, &c->e[c->n].s) != REMORA_OK) {
-            free(c->e[c->n].path);
-            return NULL;
-        }
-        return &c->e[c->n++].s;
-    }
-    proc_src_free(&c->spare);
-    return proc_source_read(c->p, path, &c->spare) == REMORA_OK ? &c->spare : NULL;
-}
-
-/* Frame f's source line (*len bytes), or NULL; *changed: its file changed since the
- * target started. */
-static const char *dump_src_line(dump_src_t *c, const unw_frame_t *f, size_t *len, int *changed)
-{
-    const proc_src_t *s;
-
-    *len = 0;
-    *changed = 0;
-    if (c == NULL || f->native || f->line <= 0 || *f->file == '\0' ||
-        (s = dump_src_file(c, f->file)) == NULL)
-        return NULL;
-    *changed = s->changed;
-    return proc_src_line(s, f->line, len);
-}
-
-/* A bounded copy of a line for the writers, which take NUL-terminated strings. */
-static const char *src_cstr(const char *line, size_t len, char *buf, size_t cap)
-{
-    if (len >= cap)
-        len = cap - 1;
-    memcpy(buf, line, len);
-    buf[len] = '\0';
-    return buf;
-}
-
-/* The source line under a frame in text, indented past the frame's. */
-static void print_src_text(dump_src_t *c, const unw_frame_t *f, int indent)
-{
-    char buf[1024];
-    size_t len;
-    int changed;
-    const char *line = dump_src_line(c, f, &len, &changed);
-
-    if (line == NULL || len == 0)
-        return;
-    printf("%*s", indent, "");
-    out_text_str(stdout, src_cstr(line, len, buf, sizeof buf), 0);
-    fputs(changed ? "    [file changed since the process started]\n" : "\n", stdout);
-}
-
-/* ,"source":... of a frame in JSON (null when its file or line cannot be read). */
-static void print_src_json(dump_src_t *c, const unw_frame_t *f)
-{
-    char buf[1024];
-    size_t len;
-    int changed;
-    const char *line;
-
-    if (c == NULL)
-        return;
-    line = dump_src_line(c, f, &len, &changed);
-    fputs(",\"source\":", stdout);
-    if (line == NULL) {
-        fputs("null", stdout);
-        return;
-    }
-    out_json_str(stdout, src_cstr(line, len, buf, sizeof buf));
-    if (changed)
-        fputs(",\"source_changed\":true", stdout);
-}
-
-static void print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                       unw_locals_t *lr, dump_src_t *src)
-{
-    size_t i, k;
-
-    printf("Process %d: Python %s (", (int)pid, t->version);
-    out_text_str(stdout, t->binary, 0);
-    fputs(")\n", stdout);
-    for (i = 0; i < n; i++) {
-        printf("\nThread %d \"", (int)th[i].native_id);
-        out_text_str(stdout, th[i].py_name ? th[i].py_name : th[i].name, '"');
-        fputc('"', stdout);
-        printf(" interpreter %lld", (long long)th[i].interp_id);
-        if (th[i].is_main || th[i].holds_gil || th[i].on_cpu || th[i].handling_exc == 1) {
-            const char *sep = "";
-            fputs(" [", stdout);
-            if (th[i].is_main)
-                printf("%smain", sep), sep = ", ";
-            if (th[i].holds_gil)
-                printf("%sgil", sep), sep = ", ";
-            if (th[i].on_cpu)
-                printf("%son-cpu", sep), sep = ", ";
-            if (th[i].handling_exc == 1)
-                printf("%sexception", sep);
-            fputc(']', stdout);
-        }
-        fputc('\n', stdout);
-        if (th[i].error)
-            printf("    <stack unreadable: %s>\n", remora_strerror(th[i].error));
-        if (th[i].partial && !th[i].moving_in_frames)
-            puts("    " UNW_MOVING);     /* the frames above those known moved while read */
-        for (k = 0; k < th[i].nframes; k++) {
-            const unw_frame_t *f = &th[i].frames[k];
-            fputs("    ", stdout);
-            out_text_str(stdout, f->function, 0);
-            if (*f->file == '\0' && f->line == 0 && (f->native || th[i].moving_in_frames)) {
-                fputc('\n', stdout);   /* a marker */
-                continue;
-            }
-            fputs(" (", stdout);
-            out_text_str(stdout, f->file, 0);
-            if (f->native && f->line == 0)
-                fputs(") [C]\n", stdout);
-            else
-                printf(":%d)%s\n", f->line, f->native ? " [C]" : "");
-            print_src_text(src, f, 8);
-            dump_locals_text(lr, f);
-        }
-    }
-}
-
-/* The process object without its closing brace. */
-static void print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                            int native, int tasks, unw_locals_t *lr, dump_src_t *src)
-{
-    size_t i, k;
-
-    printf("{\"pid\":%d,\"python\":", (int)pid);
-    out_json_str(stdout, t->version);
-    fputs(",\"threads\":[", stdout);
-    for (i = 0; i < n; i++) {
-        printf("%s{\"native_id\":%d,\"name\":", i ? "," : "", (int)th[i].native_id);
-        out_json_str(stdout, th[i].py_name ? th[i].py_name : th[i].name);
-        printf(",\"interpreter\":%lld", (long long)th[i].interp_id);
-        printf(",\"main\":%s,\"gil\":%s,\"on_cpu\":%s", th[i].is_main ? "true" : "false",
-               th[i].holds_gil ? "true" : "false", th[i].on_cpu ? "true" : "false");
-        printf(",\"exception\":%s", th[i].handling_exc < 0 ? "null" : th[i].handling_exc ? "true" : "false");
-        if (th[i].error) {
-            fputs(",\"error\":", stdout);
-            out_json_str(stdout, remora_strerror(th[i].error));
-        }
-        if (th[i].partial)
-            fputs(",\"partial\":true", stdout);
-        if (tasks)
-            printf(",\"task\":%llu,\"task_frames\":%zu", (unsigned long long)th[i].task,
-                   th[i].task_frames);
-        fputs(",\"frames\":[", stdout);
-        if (th[i].partial && !th[i].moving_in_frames)
-            printf("{\"function\":\"" UNW_MOVING "\",\"file\":\"\",\"line\":0%s}",
-                   native ? ",\"native\":false" : "");
-        for (k = 0; k < th[i].nframes; k++) {
-            fputs(k || (th[i].partial && !th[i].moving_in_frames) ? ",{\"function\":" :
-                  "{\"function\":", stdout);
-            out_json_str(stdout, th[i].frames[k].function);
-            fputs(",\"file\":", stdout);
-            out_json_str(stdout, th[i].frames[k].file);
-            printf(",\"line\":%d", th[i].frames[k].line);
-            print_src_json(src, &th[i].frames[k]);
-            if (native)
-                printf(",\"native\":%s", th[i].frames[k].native ? "true" : "false");
-            dump_locals_json(lr, &th[i].frames[k]);
-            fputc('}', stdout);
-        }
-        fputs("]}", stdout);
-    }
-    fputc(']', stdout);
-}
-
-static void print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                       int native, unw_locals_t *lr, dump_src_t *src)
-{
-    print_json_open(pid, t, th, n, native, 0, lr, src);
-    fputs("}\n", stdout);
-}
-
 #define DUMP_TRIES 64    /* rounds read again until every thread reads whole */
-
-/* ---- --async ---- */
-
-static void print_frame_json(const unw_frame_t *f, int first, dump_src_t *src)
-{
-    fputs(first ? "{\"function\":" : ",{\"function\":", stdout);
-    out_json_str(stdout, f->function);
-    fputs(",\"file\":", stdout);
-    out_json_str(stdout, f->file);
-    printf(",\"line\":%d", f->line);
-    print_src_json(src, f);
-    fputc('}', stdout);
-}
-
-static void print_tasks_json(const unw_task_t *tk, size_t n, dump_src_t *src)
-{
-    size_t i, k;
-
-    fputs(",\"tasks\":[", stdout);
-    for (i = 0; i < n; i++) {
-        printf("%s{\"id\":%llu,\"name\":", i ? "," : "", (unsigned long long)tk[i].id);
-        out_json_str(stdout, tk[i].name);
-        printf(",\"thread\":%d,\"state\":\"%s\",\"frames\":[", (int)tk[i].thread,
-               tk[i].running ? "running" : "pending");
-        for (k = 0; k < tk[i].nframes; k++)
-            print_frame_json(&tk[i].frames[k], k == 0, src);
-        fputs("],\"awaited_by\":[", stdout);
-        for (k = 0; k < tk[i].nawaited_by; k++)
-            printf("%s%llu", k ? "," : "", (unsigned long long)tk[i].awaited_by[k]);
-        fputs("]}", stdout);
-    }
-    fputc(']', stdout);
-}
-
-#define TREE_MAX_DEPTH 256
-
-/* Task i and, indented under it, the tasks it awaits' awaiters... : the tasks whose
- * awaited_by names it. 'done' marks tasks printed (a task under two awaiters is printed
- * under the first; an await cycle is cut where it comes back). */
-static void print_task_tree(const unw_task_t *tk, size_t n, size_t i, unsigned char *done, int depth,
-                            dump_src_t *src)
-{
-    size_t j, k;
-
-    done[i] = 1;
-    printf("%*s(T) ", 2 * depth, "");
-    out_text_str(stdout, tk[i].name, 0);
-    printf(" [%s] id 0x%llx", tk[i].running ? "running" : "pending", (unsigned long long)tk[i].id);
-    if (tk[i].thread)
-        printf(" thread %d", (int)tk[i].thread);
-    fputc('\n', stdout);
-    for (k = 0; k < tk[i].nframes; k++) {
-        const unw_frame_t *f = &tk[i].frames[k];
-        printf("%*s    ", 2 * depth, "");
-        out_text_str(stdout, f->function, 0);
-        fputs(" (", stdout);
-        out_text_str(stdout, f->file, 0);
-        printf(":%d)\n", f->line);
-        print_src_text(src, f, 2 * depth + 8);
-    }
-    for (j = 0; j < n; j++)
-        for (k = 0; k < tk[j].nawaited_by; k++)
-            if (tk[j].awaited_by[k] == tk[i].id) {
-                if (done[j])
-                    printf("%*s  (T) 0x%llx: printed above (an await cycle or a second awaiter)\n",
-                           2 * depth, "", (unsigned long long)tk[j].id);
-                else if (depth + 1 >= TREE_MAX_DEPTH)
-                    printf("%*s  ... deeper than %d\n", 2 * depth, "", TREE_MAX_DEPTH);
-                else
-                    print_task_tree(tk, n, j, done, depth + 1, src);
-                break;
-            }
-}
-
-static void print_tasks_text(pid_t pid, const py_target_t *t, const unw_task_t *tk, size_t n,
-                             dump_src_t *src)
-{
-    unsigned char *done = calloc(n + 1, 1);
-    size_t i;
-
-    printf("Process %d: Python %s (", (int)pid, t->version);
-    out_text_str(stdout, t->binary, 0);
-    fputs(")\n", stdout);
-    if (n == 0) {
-        puts("no asyncio tasks");
-        free(done);
-        return;
-    }
-    if (done == NULL)
-        return;
-    printf("%zu asyncio task%s; each under the tasks awaiting it\n", n, n == 1 ? "" : "s");
-    for (i = 0; i < n; i++)
-        if (tk[i].nawaited_by == 0 && !done[i])
-            print_task_tree(tk, n, i, done, 0, src);
-    for (i = 0; i < n; i++)
-        if (!done[i]) {
-            puts("(in an await cycle:)");
-            print_task_tree(tk, n, i, done, 0, src);
-        }
-    free(done);
-}
 
 /* One process's tasks: JSON (the process object, its threads and tasks) or text. */
 static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, char *why, size_t whylen,
@@ -360,7 +42,7 @@ static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, 
         return err;
     }
     if (!json) {
-        print_tasks_text(pid, t, tk, n, src);
+        dump_print_tasks_text(pid, t, tk, n, src);
         return REMORA_OK;
     }
     /* the tasks are kept until the next unw_tasks(): a sample of the threads, each with
@@ -370,8 +52,8 @@ static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, 
         snprintf(why, whylen, "could not read the thread list");
         return err;
     }
-    print_json_open(pid, t, th, nth, 0, 1, NULL, src);
-    print_tasks_json(tk, n, src);
+    dump_print_json_open(pid, t, th, nth, 0, 1, NULL, src);
+    dump_print_tasks_json(tk, n, src);
     fputs("}\n", stdout);
     return REMORA_OK;
 }
@@ -486,10 +168,10 @@ static void dump_descendants(pid_t pid, int json, int async, int source)
             src.p = p;
             if (json) {
                 fputc(',', stdout);
-                print_json(kids[k], &t, th, n, 0, NULL, source ? &src : NULL);
+                dump_print_json(kids[k], &t, th, n, 0, NULL, source ? &src : NULL);
             } else {
                 fputc('\n', stdout);
-                print_text(kids[k], &t, th, n, NULL, source ? &src : NULL);
+                dump_print_text(kids[k], &t, th, n, NULL, source ? &src : NULL);
             }
         }
         dump_src_fini(&src);
@@ -526,14 +208,151 @@ static int path_problem(const char *path, int want_dir, char *why, size_t cap)
     return 1;
 }
 
+/* dump's options. */
+typedef struct dump_args {
+    pid_t pid;                      /* -p (0: --core) */
+    const char *core, *exe, *root;  /* --core, --exe, --root (NULL: not given) */
+    int json, subprocesses, native, async, locals;
+    int source;                     /* 0 with --no-source */
+} dump_args_t;
+
+/* Returns 0, 1 after --help (printed), or -1 after one line. */
+static int parse_dump(int argc, char **argv, dump_args_t *d)
+{
+    int i;
+
+    memset(d, 0, sizeof *d);
+    d->source = 1;
+    for (i = 1; i < argc; i++) {
+        const char *flag, *v;
+        switch (cli_opt_next("dump", dump_opts, argc, argv, &i, &flag, &v)) {
+        case CLI_ARG_BAD:
+            return -1;
+        case CLI_ARG_WORD:
+            cli_error("dump: unexpected argument '%s'; usage: %s", flag, dump_usage);
+            return -1;
+        case D_HELP:
+            cli_opt_help(stdout, dump_usage, "print every thread's Python stack, of a live "
+                         "process or of a core dump", dump_opts);
+            return 1;
+        case D_PID:
+            if (cli_parse_pid(v, &d->pid) != 0)
+                return cli_bad_value("dump", flag, v, cli_pid_accepts);
+            break;
+        case D_CORE:
+            if (path_arg(flag, v, "a core file", &d->core))
+                return -1;
+            break;
+        case D_EXE:
+            if (path_arg(flag, v, "the Python executable the core is of", &d->exe))
+                return -1;
+            break;
+        case D_ROOT:
+            if (path_arg(flag, v, "the directory the core's process saw as /", &d->root))
+                return -1;
+            break;
+        case D_JSON:
+            d->json = 1;
+            break;
+        case D_SUBPROCESSES:
+            d->subprocesses = 1;
+            break;
+        case D_NATIVE:
+            d->native = 1;
+            break;
+        case D_ASYNC:
+            d->async = 1;
+            break;
+        case D_LOCALS:
+            d->locals = 1;
+            break;
+        case D_NO_SOURCE:
+            d->source = 0;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* The options that do not go together, and --exe's and --root's paths. Returns 0, or -1
+ * after one line. */
+static int check_dump(const dump_args_t *d)
+{
+    char why[512];
+
+    if ((d->pid == 0) == (d->core == NULL)) {
+        cli_error("dump needs one target, a pid or a core file: usage: %s", dump_usage);
+        return -1;
+    }
+    if (d->native && d->subprocesses) {
+        cli_error("dump: --native reads one process; leave out --subprocesses");
+        return -1;
+    }
+    if (d->native && d->async) {
+        cli_error("dump: --async shows tasks, --native C frames: one at a time");
+        return -1;
+    }
+    if (d->locals && d->async) {
+        cli_error("dump: --async shows tasks, --locals thread stacks' variables: one at a time");
+        return -1;
+    }
+    if (d->locals && d->subprocesses) {
+        cli_error("dump: --locals reads one process; leave out --subprocesses");
+        return -1;
+    }
+    if (d->core != NULL && d->subprocesses) {
+        cli_error("dump: --subprocesses reads live processes, not a core file");
+        return -1;
+    }
+    if (d->core == NULL && (d->exe != NULL || d->root != NULL)) {
+        cli_error("dump: --exe and --root go with --core; usage: %s", dump_usage);
+        return -1;
+    }
+    if (d->exe != NULL && path_problem(d->exe, 0, why, sizeof why)) {
+        cli_error("dump: --exe takes the Python executable the core is of: '%s': %s", d->exe,
+                  why);
+        return -1;
+    }
+    if (d->root != NULL && path_problem(d->root, 1, why, sizeof why)) {
+        cli_error("dump: --root takes the directory the core's process saw as /: '%s': %s",
+                  d->root, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* --native: u merges C stacks in; a live target's threads held still (*frz) while they
+ * are read. Returns REMORA_OK, an error for the caller's line (why set), or with
+ * *printed set the exit code after its line. */
+static int native_on(const dump_args_t *d, proc_t *p, pid_t pid, unwinder_t *u,
+                     freezer_t **frz, char *why, size_t whylen, int *printed)
+{
+    int err = unw_native_enable(u);
+
+    if (err) {
+        snprintf(why, whylen, "--native: %s", err == REMORA_EUSAGE ?
+                 "C stacks are read on x86_64 only" : "no ELF file of the target could be read");
+        return err;
+    }
+    if (d->core != NULL)
+        return REMORA_OK;
+    /* its threads held still while their C stacks are read */
+    if ((err = freeze_new(p, frz)) != REMORA_OK) {
+        *printed = 1;
+        return cli_sampler_fail(err, pid, "--native");
+    }
+    freeze_want_states(*frz);
+    return freeze_stop(*frz);
+}
+
 int cmd_dump(int argc, char **argv)
 {
-    pid_t pid = 0;
-    int json = 0, subprocesses = 0, native = 0, async = 0, locals = 0, source = 1, i, err;
+    dump_args_t d;
+    pid_t pid;
+    int err, printed = 0;
     dump_src_t src;
     unw_locals_t *lr = NULL;
     freezer_t *frz = NULL;
-    const char *core = NULL, *exe = NULL, *root = NULL;
     proc_t *p = NULL;
     py_target_t t;
     unwinder_t *u = NULL;
@@ -541,101 +360,20 @@ int cmd_dump(int argc, char **argv)
     size_t n = 0;
     char why[512] = "";
 
-    for (i = 1; i < argc; i++) {
-        const char *flag, *v;
-        switch (cli_opt_next("dump", dump_opts, argc, argv, &i, &flag, &v)) {
-        case CLI_ARG_BAD:
-            return REMORA_EXIT_USAGE;
-        case CLI_ARG_WORD:
-            cli_error("dump: unexpected argument '%s'; usage: %s", flag, dump_usage);
-            return REMORA_EXIT_USAGE;
-        case D_HELP:
-            cli_opt_help(stdout, dump_usage, "print every thread's Python stack, of a live "
-                         "process or of a core dump", dump_opts);
-            return REMORA_EXIT_OK;
-        case D_PID:
-            if (cli_parse_pid(v, &pid) != 0) {
-                cli_bad_value("dump", flag, v, cli_pid_accepts);
-                return REMORA_EXIT_USAGE;
-            }
-            break;
-        case D_CORE:
-            if (path_arg(flag, v, "a core file", &core))
-                return REMORA_EXIT_USAGE;
-            break;
-        case D_EXE:
-            if (path_arg(flag, v, "the Python executable the core is of", &exe))
-                return REMORA_EXIT_USAGE;
-            break;
-        case D_ROOT:
-            if (path_arg(flag, v, "the directory the core's process saw as /", &root))
-                return REMORA_EXIT_USAGE;
-            break;
-        case D_JSON:
-            json = 1;
-            break;
-        case D_SUBPROCESSES:
-            subprocesses = 1;
-            break;
-        case D_NATIVE:
-            native = 1;
-            break;
-        case D_ASYNC:
-            async = 1;
-            break;
-        case D_LOCALS:
-            locals = 1;
-            break;
-        case D_NO_SOURCE:
-            source = 0;
-            break;
-        }
+    switch (parse_dump(argc, argv, &d)) {
+    case 0: break;
+    case 1: return REMORA_EXIT_OK;
+    default: return REMORA_EXIT_USAGE;
     }
-    if ((pid == 0) == (core == NULL)) {
-        cli_error("dump needs one target, a pid or a core file: usage: %s", dump_usage);
+    if (check_dump(&d))
         return REMORA_EXIT_USAGE;
-    }
-    if (native && subprocesses) {
-        cli_error("dump: --native reads one process; leave out --subprocesses");
-        return REMORA_EXIT_USAGE;
-    }
-    if (native && async) {
-        cli_error("dump: --async shows tasks, --native C frames: one at a time");
-        return REMORA_EXIT_USAGE;
-    }
-    if (locals && async) {
-        cli_error("dump: --async shows tasks, --locals thread stacks' variables: one at a time");
-        return REMORA_EXIT_USAGE;
-    }
-    if (locals && subprocesses) {
-        cli_error("dump: --locals reads one process; leave out --subprocesses");
-        return REMORA_EXIT_USAGE;
-    }
-    if (core != NULL && subprocesses) {
-        cli_error("dump: --subprocesses reads live processes, not a core file");
-        return REMORA_EXIT_USAGE;
-    }
-    if (core == NULL && (exe != NULL || root != NULL)) {
-        cli_error("dump: --exe and --root go with --core; usage: %s", dump_usage);
-        return REMORA_EXIT_USAGE;
-    }
-
-    if (exe != NULL && path_problem(exe, 0, why, sizeof why)) {
-        cli_error("dump: --exe takes the Python executable the core is of: '%s': %s", exe, why);
-        return REMORA_EXIT_USAGE;
-    }
-    if (root != NULL && path_problem(root, 1, why, sizeof why)) {
-        cli_error("dump: --root takes the directory the core's process saw as /: '%s': %s",
-                  root, why);
-        return REMORA_EXIT_USAGE;
-    }
-    why[0] = '\0';
+    pid = d.pid;
     dump_src_init(&src, NULL);
 
-    if (core != NULL) {
-        err = proc_open_core(core, exe, root, &p);
+    if (d.core != NULL) {
+        err = proc_open_core(d.core, d.exe, d.root, &p);
         if (err)
-            return core_fail(err, core, NULL, NULL);
+            return core_fail(err, d.core, NULL, NULL);
         pid = proc_pid(p);
     } else {
         err = proc_open(pid, &p);
@@ -649,42 +387,29 @@ int cmd_dump(int argc, char **argv)
     err = unw_new(p, &t, &u);
     if (err)
         goto fail;
-    if (locals && (err = unw_locals_new(p, &t, &lr)) != REMORA_OK)
+    if (d.locals && (err = unw_locals_new(p, &t, &lr)) != REMORA_OK)
         goto fail;
-    if (native) {
-        err = unw_native_enable(u);
-        if (err) {
-            snprintf(why, sizeof why, "--native: %s", err == REMORA_EUSAGE ?
-                     "C stacks are read on x86_64 only" : "no ELF file of the target could be read");
-            goto fail;
-        }
-        if (core == NULL) {
-            /* its threads held still while their C stacks are read */
-            if ((err = freeze_new(p, &frz)) != REMORA_OK) {
-                err = cli_sampler_fail(err, pid, "--native");
-                goto out;
-            }
-            freeze_want_states(frz);
-            if ((err = freeze_stop(frz)) != REMORA_OK)
-                goto fail;
-        }
+    if (d.native && (err = native_on(&d, p, pid, u, &frz, why, sizeof why, &printed)) != REMORA_OK) {
+        if (printed)
+            goto out;
+        goto fail;
     }
-    if (async) {
-        if (subprocesses)
-            fputs(json ? "{\"processes\":[" : "", stdout);
-        err = dump_async(u, pid, &t, json, why, sizeof why, source ? &src : NULL);
+    if (d.async) {
+        if (d.subprocesses)
+            fputs(d.json ? "{\"processes\":[" : "", stdout);
+        err = dump_async(u, pid, &t, d.json, why, sizeof why, d.source ? &src : NULL);
         if (err != REMORA_OK) {
-            if (subprocesses && json)
+            if (d.subprocesses && d.json)
                 fputs("]}\n", stdout);
-            if (err == REMORA_ENOPROC && core == NULL) {
+            if (err == REMORA_ENOPROC && d.core == NULL) {
                 cli_error("pid %d exited during the dump", (int)pid);
                 err = REMORA_EXIT_NOPROC;
                 goto out;
             }
             goto fail;
         }
-        if (subprocesses)
-            dump_descendants(pid, json, 1, source);
+        if (d.subprocesses)
+            dump_descendants(pid, d.json, 1, d.source);
         fflush(stdout);
         err = REMORA_EXIT_OK;
         goto out;
@@ -696,7 +421,7 @@ int cmd_dump(int argc, char **argv)
         frz = NULL;
     }
     if (err) {
-        if (err == REMORA_ENOPROC && core == NULL) {
+        if (err == REMORA_ENOPROC && d.core == NULL) {
             cli_error("pid %d exited during the dump", (int)pid);
             err = REMORA_EXIT_NOPROC;
             goto out;
@@ -704,21 +429,21 @@ int cmd_dump(int argc, char **argv)
         snprintf(why, sizeof why, "could not read the thread list");
         goto fail;
     }
-    if (subprocesses)
-        fputs(json ? "{\"processes\":[" : "", stdout);
-    if (json)
-        print_json(pid, &t, th, n, native, lr, source ? &src : NULL);
+    if (d.subprocesses)
+        fputs(d.json ? "{\"processes\":[" : "", stdout);
+    if (d.json)
+        dump_print_json(pid, &t, th, n, d.native, lr, d.source ? &src : NULL);
     else
-        print_text(pid, &t, th, n, lr, source ? &src : NULL);
-    if (subprocesses)
-        dump_descendants(pid, json, 0, source);
+        dump_print_text(pid, &t, th, n, lr, d.source ? &src : NULL);
+    if (d.subprocesses)
+        dump_descendants(pid, d.json, 0, d.source);
     fflush(stdout);
     err = REMORA_EXIT_OK;
     goto out;
 fail:
-    if (core != NULL) {
+    if (d.core != NULL) {
         /* ENOPROC from a core means a read found nothing, not a process gone */
-        err = core_fail(err == REMORA_ENOPROC ? REMORA_EFAULT : err, core, p, why);
+        err = core_fail(err == REMORA_ENOPROC ? REMORA_EFAULT : err, d.core, p, why);
     } else {
         err = cli_fail(err, pid, why);
     }

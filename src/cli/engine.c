@@ -1,5 +1,6 @@
 /* cli/engine.c — which engine reads the target: --engine, and the one line that says
- * why the kernel engine is not used when it was asked for or expected.
+ * why the kernel engine is not used when it was asked for or expected; the sampler's
+ * options record and top take from the ones they share.
  */
 #include <stdio.h>
 #include <string.h>
@@ -83,4 +84,34 @@ int cli_engine_enable(const char *what, const cli_sampling_t *c, struct unwinder
 const char *cli_engine_name(const struct kern *k)
 {
     return k != NULL ? "kernel" : "user";
+}
+
+const char *cli_holder(const cli_sampling_t *c)
+{
+    return c->native ? "--native" : c->blocking ? "--blocking" : NULL;
+}
+
+int cli_sampler_opts(const char *what, const cli_sampling_t *c, const cli_target_t *ct,
+                     struct unwinder *u, struct kern **k, sampler_opts_t *so)
+{
+    int rc;
+
+    memset(so, 0, sizeof *so);
+    so->rate_hz = c->rate;
+    so->duration_s = c->duration;
+    so->mode = c->mode;
+    so->gc = c->gc;
+    so->child = ct->child;
+    so->subprocesses = c->subprocesses;
+    so->blocking = c->blocking || c->native;
+    so->function = c->function;
+    so->opcodes = c->opcodes;
+    so->idle = c->idle;
+    so->async = c->async;
+    if (c->native && (rc = cli_native_enable(u, ct->pid)) != REMORA_EXIT_OK)
+        return rc;
+    if ((rc = cli_engine_enable(what, c, u, k)) != REMORA_EXIT_OK)
+        return rc;
+    so->kern = *k;
+    return REMORA_EXIT_OK;
 }

@@ -299,32 +299,87 @@ int rec_outs_end(rec_outs_t *o, const profile_meta_t *whole, uint64_t periods, c
 
 /* ---- what record and convert share: the formats, the names, the checks ---------------- */
 
-/* The lines after the options of `record --help` and `convert --help`. */
-void rec_formats_help(int writers_only)
+/* Prints lead, then each space-separated word of words after a space, wrapped within 78
+ * columns (a line cut goes on after two spaces). */
+static void put_wrapped(const char *lead, const char *words)
 {
-    const char *names = out_format_names(writers_only);
-    size_t col = 9;
+    size_t col = strlen(lead) - (lead[0] == '\n');
 
-    /* the names, wrapped within 80 columns */
-    fputs("\nformats:", stdout);
-    while (*names) {
-        size_t n = strcspn(names, " ");
+    fputs(lead, stdout);
+    while (*words) {
+        size_t n = strcspn(words, " ");
         if (col + 1 + n > 78) {
             fputs("\n ", stdout);
             col = 1;
         }
-        printf(" %.*s", (int)n, names);
+        printf(" %.*s", (int)n, words);
         col += 1 + n;
-        names += n;
-        while (*names == ' ')
-            names++;
+        words += n;
+        while (*words == ' ')
+            words++;
     }
-    printf("\n"
-           "  by -o's ending: .html flamegraph, .json speedscope, .gecko.json firefox,\n"
-           "  .pb.gz pprof, .collapsed or .txt collapsed, .pstats pstats, .heatmap.html\n"
-           "  heatmap (-f heatmap -o DIR: DIR/index.html), .jsonl jsonl%s\n"
-           "  without -o: the table on stdout\n",
-           writers_only ? "" : ", .remora raw");
+    fputc('\n', stdout);
+}
+
+/* Appends len bytes of s to buf (n bytes held, cap in all), if they fit; returns n. */
+static size_t append(char *buf, size_t cap, size_t n, const char *s, size_t len)
+{
+    if (n + len < cap) {
+        memcpy(buf + n, s, len);
+        n += len;
+        buf[n] = '\0';
+    }
+    return n;
+}
+
+/* The formats the names' endings select, in the order of their help_at: ".html
+ * flamegraph, ..., .collapsed or .txt collapsed, ..." into buf (cap bytes: the table is
+ * short). */
+static void endings(int writers_only, char *buf, size_t cap)
+{
+    const out_format_t *f;
+    const char *e;
+    size_t n = 0, i, len;
+    int at, k;
+
+    buf[0] = '\0';
+    for (at = 1;; at++) {
+        for (i = 0; (f = out_format_at(i)) != NULL && f->help_at != at; i++)
+            ;
+        if (f == NULL)
+            break;
+        if (writers_only && f->write == NULL)
+            continue;
+        if (n > 0)
+            n = append(buf, cap, n, ", ", 2);
+        for (k = 0, e = f->exts; k < f->help_exts && *e; k++) {
+            if (k > 0)
+                n = append(buf, cap, n, " or ", 4);
+            len = strcspn(e, " ");
+            n = append(buf, cap, n, e, len);
+            e += len;
+            while (*e == ' ')
+                e++;
+        }
+        n = append(buf, cap, n, " ", 1);
+        n = append(buf, cap, n, f->name, strlen(f->name));
+        if (f->help_note != NULL) {
+            n = append(buf, cap, n, " ", 1);
+            n = append(buf, cap, n, f->help_note, strlen(f->help_note));
+        }
+    }
+}
+
+/* The lines after the options of `record --help` and `convert --help`, from the format
+ * table. */
+void rec_formats_help(int writers_only)
+{
+    char ends[512];
+
+    put_wrapped("\nformats:", out_format_names(writers_only));
+    endings(writers_only, ends, sizeof ends);
+    put_wrapped("  by -o's ending:", ends);
+    fputs("  without -o: the table on stdout\n", stdout);
     if (!writers_only)
         printf("\nlong recordings: --every 60 -o 'prof-%%t.pb.gz' writes a profile a minute\n"
                "  (%%t: the period's start, UTC; %%n: its number); a .jsonl output is one\n"

@@ -1,13 +1,13 @@
 /* cli/record.c — `remora record`: attach to a pid or launch a command, sample it, and
  * write the profile: one period, or with --every one after another, each written by
  * outputs.c; signals and --control (control.c) pause, resume and snapshot it between
- * rounds (the sampler's hook). The sampling loop is sample/sampler.c. */
+ * rounds (the sampler's hook); summary.c prints its last lines. The sampling loop is
+ * sample/sampler.c. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,19 +36,6 @@ static void on_signal(int sig)
         stop_flag = 1;
     poke_flag = 1;
 }
-
-typedef struct record_args {
-    cli_sampling_t c;       /* -p, --, -r, -d, --mode, --no-gc, -l */
-    const char *out_path[RECORD_MAX_OUT];   /* NULL: the table on stdout */
-    const out_format_t *fmt[RECORD_MAX_OUT];
-    int nout;
-    int stats;
-    int anchor;             /* --frame-anchor: 3.15's last_profiled_frame (writes) */
-    uint64_t max_samples;
-    const char *diff;       /* a baseline for a differential flamegraph */
-    double every;           /* --every: seconds a period (0: one period) */
-    const char *control;    /* --control fifo:CTL[,ACK] */
-} record_args_t;
 
 enum { R_OUTPUT = CLI_O_OWN, R_FORMAT, R_MAX_SAMPLES, R_DIFF, R_FRAME_ANCHOR, R_STATS, R_EVERY,
        R_CONTROL };
@@ -79,84 +66,75 @@ static const char record_usage[] =
 
 static char heatmap_index[RECORD_MAX_OUT + 1][4096];   /* -o DIR's page, per output */
 
-/* Returns 0, 1 after --help (printed), or -1 after one line. */
-static int parse_record(int argc, char **argv, record_args_t *a)
+/* Takes record's own option 'id' (given as 'flag' with value v) into a; -f's value into
+ * *fname, its flag as given into *fflag. Returns 0, 1 after --help (printed), or -1
+ * after one line. */
+static int take_own(int id, const char *flag, const char *v, record_args_t *a,
+                    const char **fname, const char **fflag)
 {
-    const char *fname = NULL, *fflag = "-f";
+    unsigned long long n;
+
+    switch (id) {
+    case CLI_O_HELP:
+        cli_opt_help(stdout, record_usage, "sample a process and write a profile", record_opts);
+        cli_modes_help();
+        rec_formats_help(0);
+        return 1;
+    case R_OUTPUT:
+        if (v == NULL || *v == '\0')
+            return cli_bad_value("record", flag, v ? "" : NULL, rec_out_accepts);
+        if (a->nout == RECORD_MAX_OUT) {
+            cli_error("record: at most %d outputs", RECORD_MAX_OUT);
+            return -1;
+        }
+        a->out_path[a->nout++] = v;
+        break;
+    case R_FORMAT:
+        if (v == NULL) {
+            cli_error("record: %s takes a format: none given; use one of %s", flag,
+                      out_format_names(0));
+            return -1;
+        }
+        *fname = v;
+        *fflag = flag;
+        break;
+    case R_MAX_SAMPLES:
+        if (cli_parse_uint(v, 1, RECORD_MAX_SAMPLES, &n))
+            return cli_bad_value("record", flag, v,
+                                 "a number of samples, a whole number from 1 to 1000000000000");
+        a->max_samples = n;
+        break;
+    case R_DIFF:
+        if (v == NULL || *v == '\0')
+            return cli_bad_value("record", flag, v ? "" : NULL, rec_diff_accepts);
+        a->diff = v;
+        break;
+    case R_FRAME_ANCHOR:
+        a->anchor = 1;
+        break;
+    case R_STATS:
+        a->stats = 1;
+        break;
+    case R_EVERY:
+        if (v == NULL || cli_parse_duration(v, &a->every) || a->every < 1.0)
+            return cli_bad_value("record", flag, v, "a period of 1 s or more: 10, 60, 1m");
+        break;
+    case R_CONTROL:
+        if (v == NULL || strncmp(v, "fifo:", 5) != 0 || v[5] == '\0')
+            return cli_bad_value("record", flag, v, rec_ctl_accepts);
+        a->control = v;
+        break;
+    }
+    return 0;
+}
+
+/* Each output's format: the name's ending, else -f (fname, given as fflag; NULL: none);
+ * no -o: the format asked for (the table by default) on stdout. Returns 0, or -1 after
+ * one line. */
+static int pick_formats(record_args_t *a, const char *fname, const char *fflag)
+{
     int i, nraw = 0;
 
-    memset(a, 0, sizeof *a);
-    cli_sampling_init(&a->c);
-    for (i = 1; i < argc; i++) {
-        const char *s, *v;
-        int id = cli_opt_next("record", record_opts, argc, argv, &i, &s, &v), took;
-        unsigned long long n;
-        if (id == CLI_ARG_BAD)
-            return -1;
-        if (id == CLI_ARG_WORD) {
-            cli_error("record: unexpected argument '%s'; see 'remora record --help' for the "
-                      "options (a command to run goes after --)", s);
-            return -1;
-        }
-        took = cli_sampling_take("record", id, s, v, argc, argv, &i, &a->c);
-        if (took < 0)
-            return -1;
-        if (took)
-            continue;
-        switch (id) {
-        case CLI_O_HELP:
-            cli_opt_help(stdout, record_usage, "sample a process and write a profile", record_opts);
-            cli_modes_help();
-            rec_formats_help(0);
-            return 1;
-        case R_OUTPUT:
-            if (v == NULL || *v == '\0')
-                return cli_bad_value("record", s, v ? "" : NULL, rec_out_accepts);
-            if (a->nout == RECORD_MAX_OUT) {
-                cli_error("record: at most %d outputs", RECORD_MAX_OUT);
-                return -1;
-            }
-            a->out_path[a->nout++] = v;
-            break;
-        case R_FORMAT:
-            if (v == NULL) {
-                cli_error("record: %s takes a format: none given; use one of %s", s,
-                          out_format_names(0));
-                return -1;
-            }
-            fname = v;
-            fflag = s;
-            break;
-        case R_MAX_SAMPLES:
-            if (cli_parse_uint(v, 1, RECORD_MAX_SAMPLES, &n))
-                return cli_bad_value("record", s, v,
-                                     "a number of samples, a whole number from 1 to 1000000000000");
-            a->max_samples = n;
-            break;
-        case R_DIFF:
-            if (v == NULL || *v == '\0')
-                return cli_bad_value("record", s, v ? "" : NULL, rec_diff_accepts);
-            a->diff = v;
-            break;
-        case R_FRAME_ANCHOR:
-            a->anchor = 1;
-            break;
-        case R_STATS:
-            a->stats = 1;
-            break;
-        case R_EVERY:
-            if (v == NULL || cli_parse_duration(v, &a->every) || a->every < 1.0)
-                return cli_bad_value("record", s, v, "a period of 1 s or more: 10, 60, 1m");
-            break;
-        case R_CONTROL:
-            if (v == NULL || strncmp(v, "fifo:", 5) != 0 || v[5] == '\0')
-                return cli_bad_value("record", s, v, rec_ctl_accepts);
-            a->control = v;
-            break;
-        }
-    }
-    if (cli_sampling_check("record", &a->c))
-        return -1;
     if (fname != NULL && out_format_by_name(fname) == NULL) {
         cli_error("record: %s takes a format: '%s' is not one; use one of %s", fflag, fname,
                   out_format_names(0));
@@ -168,7 +146,6 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         return -1;
     }
     if (a->nout == 0) {
-        /* no -o: the format asked for (the table by default) on stdout */
         a->out_path[0] = NULL;
         a->fmt[0] = out_format_by_name(fname ? fname : "table");
         a->nout = 1;
@@ -209,42 +186,35 @@ static int parse_record(int argc, char **argv, record_args_t *a)
     return 0;
 }
 
-
-static void status_line(const sampler_t *s, void *ctx)
+/* Returns 0, 1 after --help (printed), or -1 after one line. */
+static int parse_record(int argc, char **argv, record_args_t *a)
 {
-    const sampler_stats_t *st = sampler_stats(s);
-    double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
+    const char *fname = NULL, *fflag = "-f";
+    int i;
 
-    (void)ctx;
-    fprintf(stderr, "\rremora: %llu samples, %.0f Hz, %llu errors, %.1f s   ",
-            (unsigned long long)st->rounds, secs > 0 ? (double)st->rounds / secs : 0.0,
-            (unsigned long long)st->errors, secs);
-    fflush(stderr);
+    memset(a, 0, sizeof *a);
+    cli_sampling_init(&a->c);
+    for (i = 1; i < argc; i++) {
+        const char *s, *v;
+        int id = cli_opt_next("record", record_opts, argc, argv, &i, &s, &v), took;
+        if (id == CLI_ARG_BAD)
+            return -1;
+        if (id == CLI_ARG_WORD) {
+            cli_error("record: unexpected argument '%s'; see 'remora record --help' for the "
+                      "options (a command to run goes after --)", s);
+            return -1;
+        }
+        took = cli_sampling_take("record", id, s, v, argc, argv, &i, &a->c);
+        if (took < 0)
+            return -1;
+        if (!took && (took = take_own(id, s, v, a, &fname, &fflag)) != 0)
+            return took;
+    }
+    if (cli_sampling_check("record", &a->c))
+        return -1;
+    return pick_formats(a, fname, fflag);
 }
 
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-/* A running record: its outputs, the period being recorded and its control. */
-typedef struct rec_run {
-    record_args_t *a;
-    sampler_t *s;
-    rec_outs_t outs;
-    rec_ctl_t ctl;
-    stk_table_t *table;             /* this period's */
-    profile_t prof;                 /* the metadata every period shares; the baseline */
-    uint64_t n;                     /* this period's number, from 1 */
-    int64_t period_ns;              /* its start, since sampling began */
-    uint64_t rounds0, errors0, late0;   /* the counts when it began */
-    int failed;                     /* an output could not be written: the run ends */
-    int rc;                         /* the worst exit code of the writes so far */
-} rec_run_t;
 
 /* The metadata of this period up to 'end' (ns since sampling began). */
 static void period_meta(const rec_run_t *r, int64_t end, profile_meta_t *m)
@@ -380,69 +350,54 @@ static int record_hook(sampler_t *s, void *ctx, int64_t now_mono)
     return err;
 }
 
-static void print_stats(const record_args_t *a, const sampler_stats_t *st, proc_t *p, unwinder_t *u,
-                        kern_t *kern, stk_table_t *table, double cpu_s, int blocking);
-
-int cmd_record(int argc, char **argv)
+/* The first period's names of the outputs (the others differ only by their time or
+ * number), each checked writable before anything is sampled. Returns REMORA_EXIT_OK or
+ * REMORA_EXIT_USAGE after one line. */
+static int check_outputs(const record_args_t *a, const struct timespec *wall)
 {
-    record_args_t a;
-    rec_run_t r;
-    proc_t *p = NULL;
-    py_target_t t;
-    unwinder_t *u = NULL;
-    sampler_t *s = NULL;
-    kern_t *kern = NULL;
-    sampler_opts_t so;
-    sample_sink_t sink;
-    profile_t base;
-    stk_table_t *base_table = NULL;
-    const sampler_stats_t *st;
-    profile_meta_t whole;
-    cli_target_t ct;
-    pid_t pid = 0;
-    int err, rc = REMORA_EXIT_OK, gone = 0, i;
-    double cpu0, cpu1;
-    struct sigaction sa;
-    struct timespec wall;
     char name[4096];
+    int i;
 
-    memset(&r, 0, sizeof r);
-    memset(&whole, 0, sizeof whole);
-    r.ctl.fd = r.ctl.ack = -1;
-    r.outs.raw_at = -1;
-    rc = parse_record(argc, argv, &a);
-    if (rc != 0)
-        return rc > 0 ? REMORA_EXIT_OK : REMORA_EXIT_USAGE;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    for (i = 0; i < a.nout; i++) {
-        /* the first period's names (the others differ only by their time or number) */
-        if (a.out_path[i] != NULL && rec_out_name(a.out_path[i], a.fmt[i], (int64_t)wall.tv_sec * 1000000000, 1, 0,
-                                                  name, sizeof name)) {
-            cli_error("the name '%s' is too long once expanded; choose a shorter -o", a.out_path[i]);
+    for (i = 0; i < a->nout; i++) {
+        if (a->out_path[i] != NULL && rec_out_name(a->out_path[i], a->fmt[i],
+                                                   (int64_t)wall->tv_sec * 1000000000, 1, 0,
+                                                   name, sizeof name)) {
+            cli_error("the name '%s' is too long once expanded; choose a shorter -o", a->out_path[i]);
             return REMORA_EXIT_USAGE;
         }
-        if (rec_check_writable(a.out_path[i] != NULL ? name : NULL))
+        if (rec_check_writable(a->out_path[i] != NULL ? name : NULL))
             return REMORA_EXIT_USAGE;
     }
-    memset(&base, 0, sizeof base);
-    if (a.diff != NULL) {
-        /* read the baseline first: a bad one is found before anything is sampled */
-        base_table = stk_new();
-        if (base_table == NULL) {
-            cli_error("out of memory");
-            return REMORA_EXIT_FAIL;
-        }
-        rc = rec_load_profile(a.diff, base_table, &base.meta, NULL);
-        if (rc != REMORA_OK) {
-            stk_free(base_table);
-            return rc;
-        }
-        base.stacks = base_table;
+    return REMORA_EXIT_OK;
+}
+
+/* --diff: the baseline read into *table (the caller frees it) and base, before anything
+ * is sampled, so a bad one is found first. Returns REMORA_EXIT_OK or an exit code after
+ * one line. */
+static int load_baseline(const char *path, profile_t *base, stk_table_t **table)
+{
+    int rc;
+
+    memset(base, 0, sizeof *base);
+    *table = NULL;
+    if (path == NULL)
+        return REMORA_EXIT_OK;
+    if ((*table = stk_new()) == NULL) {
+        cli_error("out of memory");
+        return REMORA_EXIT_FAIL;
     }
-    if (a.control != NULL && rec_ctl_open(a.control, &r.ctl)) {
-        stk_free(base_table);
-        return REMORA_EXIT_USAGE;
+    if ((rc = rec_load_profile(path, *table, &base->meta, NULL)) != REMORA_OK) {
+        stk_free(*table);
+        *table = NULL;
+        return rc;
     }
+    base->stacks = *table;
+    return REMORA_EXIT_OK;
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
 
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -450,227 +405,195 @@ int cmd_record(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGUSR2, &sa, NULL);
+}
 
-    /* the engine is opened before the target is attached to: what out: frees must be
-     * nothing yet when it fails */
-    memset(&ct, 0, sizeof ct);
-    ct.child_status = -1;
-    if ((rc = cli_engine_open("record", &a.c, a.anchor, &kern)) != REMORA_EXIT_OK)
-        goto out;
-    rc = cli_attach(a.c.pid, a.c.cmd, a.c.subprocesses, &stop_flag, &ct);
-    if (rc != REMORA_EXIT_OK || ct.ended)
-        goto out;
-    p = ct.p;
-    t = ct.t;
-    pid = ct.pid;
-    if (cli_check_mode(a.c.mode, &t)) {
-        rc = remora_exit_code(REMORA_EVERSION);
-        goto out;
-    }
-    if (a.anchor && t.layout.ts_last_profiled == 0) {
+/* The target attached to (or the command launched) and its readers: the engine opened
+ * first, the mode and --frame-anchor checked, the first period's table, the unwinder.
+ * Returns REMORA_EXIT_OK (r->ct.ended: nothing to sample), or an exit code after one
+ * line; what it made is freed by the caller either way. */
+static int attach_target(rec_run_t *r)
+{
+    const record_args_t *a = r->a;
+    const py_target_t *t = &r->ct.t;
+    int rc;
+
+    /* the engine is opened before the target is attached to: what the caller frees must
+     * be nothing yet when it fails */
+    if ((rc = cli_engine_open("record", &a->c, a->anchor, &r->kern)) != REMORA_EXIT_OK)
+        return rc;
+    rc = cli_attach(a->c.pid, a->c.cmd, a->c.subprocesses, &stop_flag, &r->ct);
+    if (rc != REMORA_EXIT_OK || r->ct.ended)
+        return rc;
+    if (cli_check_mode(a->c.mode, t))
+        return remora_exit_code(REMORA_EVERSION);
+    if (a->anchor && t->layout.ts_last_profiled == 0) {
         cli_error("--frame-anchor: Python %s (%s) has no last_profiled_frame to anchor; it "
-                  "needs CPython 3.15: record without it", t.version, t.binary);
-        rc = remora_exit_code(REMORA_EVERSION);
-        goto out;
+                  "needs CPython 3.15: record without it", t->version, t->binary);
+        return remora_exit_code(REMORA_EVERSION);
     }
-    r.table = stk_new();
+    r->table = stk_new();
     /* a command that is not Python, whose descendants are (--subprocesses): no unwinder */
-    if (r.table == NULL || (ct.python_pid == 0 && unw_new(p, &t, &u))) {
+    if (r->table == NULL || (r->ct.python_pid == 0 && unw_new(r->ct.p, t, &r->u))) {
         cli_error("out of memory");
-        rc = REMORA_EXIT_FAIL;
-        goto out;
+        return REMORA_EXIT_FAIL;
     }
-    if (a.c.async && (rc = cli_async_check(u, &t)) != REMORA_EXIT_OK)
-        goto out;
-    r.a = &a;
-    r.n = 1;
-    r.outs.n = a.nout;
-    r.outs.limit = a.c.limit;
-    r.outs.p = p;
-    for (i = 0; i < a.nout; i++) {
-        r.outs.path[i] = a.out_path[i];
-        r.outs.fmt[i] = a.fmt[i];
-        r.outs.timeline |= a.fmt[i]->timeline;
-        if (a.fmt[i]->write == NULL)
-            r.outs.raw_at = i;
-    }
-    r.prof.baseline = base_table ? &base : NULL;
-    r.prof.meta.pid = pid;
-    r.prof.meta.start_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
-    r.prof.meta.rate_hz = a.c.rate;
-    snprintf(r.prof.meta.python, sizeof r.prof.meta.python, "%s", t.version);
-    snprintf(r.prof.meta.mode, sizeof r.prof.meta.mode, "%s", cli_mode_name(a.c.mode));
-    cli_read_cmdline(pid, r.prof.meta.command, sizeof r.prof.meta.command);
-    memset(&so, 0, sizeof so);
-    so.rate_hz = a.c.rate;
-    so.duration_s = a.c.duration;
-    so.mode = a.c.mode;
-    so.gc = a.c.gc;
-    so.anchor = a.anchor;
-    so.child = ct.child;
-    so.max_rounds = a.max_samples;
-    so.subprocesses = a.c.subprocesses;
-    so.blocking = a.c.blocking || a.c.native;
-    so.function = a.c.function;
-    so.opcodes = a.c.opcodes;
-    so.idle = a.c.idle;
-    so.async = a.c.async;
-    if (a.c.native && (rc = cli_native_enable(u, pid)) != REMORA_EXIT_OK)
-        goto out;
-    if ((rc = cli_engine_enable("record", &a.c, u, &kern)) != REMORA_EXIT_OK)
-        goto out;
-    snprintf(r.prof.meta.engine, sizeof r.prof.meta.engine, "%s", cli_engine_name(kern));
-    so.kern = kern;
-    whole = r.prof.meta;
-    if ((rc = rec_outs_begin(&r.outs, &whole, 1, 0)) != REMORA_EXIT_OK)
-        goto out;
-    sink.ctx = r.outs.raw;
-    sink.sample = r.outs.raw != NULL ? rec_raw_sink : NULL;
-    if ((err = sampler_new(u, p, r.table, &sink, &so, &s)) != REMORA_OK) {
-        rc = cli_sampler_fail(err, pid, a.c.native ? "--native" : a.c.blocking ? "--blocking" : NULL);
-        goto out;
-    }
-    r.s = s;
-    /* signals and commands are looked at every 10 ms, and at once on a signal */
-    sampler_set_hook(s, record_hook, &r, 0.01, &poke_flag);
-    if (a.every > 0)
-        sampler_hook_due(s, sampler_now_ns() + (int64_t)(a.every * 1e9));  /* set anew at the start */
+    if (a->c.async)
+        return cli_async_check(r->u, t);
+    return REMORA_EXIT_OK;
+}
 
-    cpu0 = cpu_seconds();
-    err = sampler_run(s, &stop_flag, isatty(2) ? status_line : NULL, NULL);
-    cpu1 = cpu_seconds();
+/* The outputs of the run and the metadata every period shares (base: the baseline, or
+ * NULL), as of wall, when sampling begins. */
+static void setup_run(rec_run_t *r, profile_t *base, const struct timespec *wall)
+{
+    const record_args_t *a = r->a;
+    int i;
+
+    r->n = 1;
+    r->outs.n = a->nout;
+    r->outs.limit = a->c.limit;
+    r->outs.p = r->ct.p;
+    for (i = 0; i < a->nout; i++) {
+        r->outs.path[i] = a->out_path[i];
+        r->outs.fmt[i] = a->fmt[i];
+        r->outs.timeline |= a->fmt[i]->timeline;
+        if (a->fmt[i]->write == NULL)
+            r->outs.raw_at = i;
+    }
+    r->prof.baseline = base;
+    r->prof.meta.pid = r->ct.pid;
+    r->prof.meta.start_unix_ns = (int64_t)wall->tv_sec * 1000000000 + wall->tv_nsec;
+    r->prof.meta.rate_hz = a->c.rate;
+    snprintf(r->prof.meta.python, sizeof r->prof.meta.python, "%s", r->ct.t.version);
+    snprintf(r->prof.meta.mode, sizeof r->prof.meta.mode, "%s", cli_mode_name(a->c.mode));
+    cli_read_cmdline(r->ct.pid, r->prof.meta.command, sizeof r->prof.meta.command);
+}
+
+/* The sampler made on the target, its recording begun (whole: the run's metadata).
+ * Returns REMORA_EXIT_OK, or an exit code after one line. */
+static int start_sampler(rec_run_t *r, profile_meta_t *whole)
+{
+    const record_args_t *a = r->a;
+    sampler_opts_t so;
+    sample_sink_t sink;
+    int rc, err;
+
+    if ((rc = cli_sampler_opts("record", &a->c, &r->ct, r->u, &r->kern, &so)) != REMORA_EXIT_OK)
+        return rc;
+    so.anchor = a->anchor;
+    so.max_rounds = a->max_samples;
+    r->blocking = so.blocking;
+    snprintf(r->prof.meta.engine, sizeof r->prof.meta.engine, "%s", cli_engine_name(r->kern));
+    *whole = r->prof.meta;
+    if ((rc = rec_outs_begin(&r->outs, whole, 1, 0)) != REMORA_EXIT_OK)
+        return rc;
+    sink.ctx = r->outs.raw;
+    sink.sample = r->outs.raw != NULL ? rec_raw_sink : NULL;
+    if ((err = sampler_new(r->u, r->ct.p, r->table, &sink, &so, &r->s)) != REMORA_OK)
+        return cli_sampler_fail(err, r->ct.pid, cli_holder(&a->c));
+    /* signals and commands are looked at every 10 ms, and at once on a signal */
+    sampler_set_hook(r->s, record_hook, r, 0.01, &poke_flag);
+    if (a->every > 0)
+        sampler_hook_due(r->s, sampler_now_ns() + (int64_t)(a->every * 1e9));  /* set anew at the start */
+    return REMORA_EXIT_OK;
+}
+
+/* Samples until the run ends, then writes what was collected, whatever ended it (the
+ * last period, with --every one cut short, then the streams' end), and the summary.
+ * Returns the exit code. */
+static int sample_and_write(rec_run_t *r, profile_meta_t *whole)
+{
+    const record_args_t *a = r->a;
+    const sampler_stats_t *st;
+    double cpu0;
+    int err, rc = REMORA_EXIT_OK;
+
+    cpu0 = rec_cpu_seconds();
+    err = sampler_run(r->s, &stop_flag, isatty(2) ? rec_status_line : NULL, NULL);
+    r->cpu_s = rec_cpu_seconds() - cpu0;
     if (isatty(2))
         fputs("\r\033[K", stderr);
-    st = sampler_stats(s);
+    st = sampler_stats(r->s);
     if (err == REMORA_ENOPROC) {
-        gone = 1;
-        if (ct.child != 0 && sampler_child_status(s) != -1) {
-            ct.child_status = sampler_child_status(s);
-            ct.child = 0;
+        r->gone = 1;
+        if (r->ct.child != 0 && sampler_child_status(r->s) != -1) {
+            r->ct.child_status = sampler_child_status(r->s);
+            r->ct.child = 0;
         }
-    } else if (err && !r.failed) {
-        cli_error("sampling pid %d stopped: %s", (int)pid, remora_strerror(err));
+    } else if (err && !r->failed) {
+        cli_error("sampling pid %d stopped: %s", (int)r->ct.pid, remora_strerror(err));
         rc = err == REMORA_EPERM ? REMORA_EXIT_PERM : REMORA_EXIT_FAIL;
     }
-    if (sampler_paused(s))
-        sampler_pause(s, 0);        /* the time paused counted */
+    if (sampler_paused(r->s))
+        sampler_pause(r->s, 0);     /* the time paused counted */
 
-    /* write what was collected, whatever ended the recording: the last period (with
-     * --every, one cut short), then the streams' end */
-    if (!r.failed)
-        write_period(&r, 0, st->end_ns - st->start_ns);
-    whole.duration_s = (double)(st->end_ns - st->start_ns) / 1e9;
-    whole.samples = st->rounds;
-    whole.errors = st->errors;
-    whole.late = st->late;
-    whole.start_mono_ns = st->start_ns;
-    if (rec_outs_end(&r.outs, &whole, r.n, gone ? "target exited" : r.failed ? "output failed" :
+    if (!r->failed)
+        write_period(r, 0, st->end_ns - st->start_ns);
+    whole->duration_s = (double)(st->end_ns - st->start_ns) / 1e9;
+    whole->samples = st->rounds;
+    whole->errors = st->errors;
+    whole->late = st->late;
+    whole->start_mono_ns = st->start_ns;
+    if (rec_outs_end(&r->outs, whole, r->n, r->gone ? "target exited" : r->failed ? "output failed" :
                      stop_flag ? "stopped" : "duration") != REMORA_EXIT_OK)
-        r.rc = REMORA_EXIT_FAIL;
-    if (r.rc != REMORA_EXIT_OK && rc == REMORA_EXIT_OK)
-        rc = r.rc;
-    if (a.c.subprocesses)
-        fprintf(stderr, "remora: %llu subprocesses sampled\n", (unsigned long long)st->subprocesses);
-    fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), "
-            "%llu partial (%.2f%%), %llu late, engine %s%s\n",
-            (unsigned long long)st->rounds, whole.duration_s,
-            whole.duration_s > 0 ? (double)st->rounds / whole.duration_s : 0.0, a.c.rate,
-            (unsigned long long)st->errors,
-            st->samples + st->errors ? 100.0 * (double)st->errors / (double)(st->samples + st->errors) : 0.0,
-            (unsigned long long)st->partial, st->samples ? 100.0 * (double)st->partial / (double)st->samples : 0.0,
-            (unsigned long long)st->late, cli_engine_name(kern), gone ? "; the target exited" : "");
-    if (st->pauses > 0 || a.every > 0)
-        fprintf(stderr, "remora: %llu periods, %llu snapshots, paused %llu times for %.2f s\n",
-                (unsigned long long)r.n, (unsigned long long)r.outs.snapshots,
-                (unsigned long long)st->pauses, (double)st->paused_ns / 1e9);
-    if (a.stats)
-        print_stats(&a, st, p, u, kern, r.table, cpu1 - cpu0, so.blocking);
-    if (rc == REMORA_EXIT_OK && gone && a.c.cmd == NULL && a.c.duration > 0)
+        r->rc = REMORA_EXIT_FAIL;
+    if (r->rc != REMORA_EXIT_OK && rc == REMORA_EXIT_OK)
+        rc = r->rc;
+    rec_print_summary(r, whole);
+    if (a->stats)
+        rec_print_stats(r);
+    if (rc == REMORA_EXIT_OK && r->gone && a->c.cmd == NULL && a->c.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */
-out:
-    rec_outs_end(&r.outs, &whole, r.n, "failed");
-    rec_ctl_close(&r.ctl);
-    if (a.c.cmd != NULL && cli_finish_child(&ct) >= 0 && (rc == REMORA_EXIT_OK || gone))
-        rc = cli_child_exit_code(ct.child_status);
-    sampler_free(s);
-    unw_free(u);
-    kern_close(kern);               /* after every unwinder (the sampler's too) */
-    stk_free(r.table);
-    stk_free(base_table);
-    proc_free(ct.p);
     return rc;
 }
 
-/* record --stats: the lines after the summary. */
-static void print_stats(const record_args_t *a, const sampler_stats_t *st, proc_t *p, unwinder_t *u,
-                        kern_t *kern, stk_table_t *table, double cpu_s, int blocking)
+int cmd_record(int argc, char **argv)
 {
-    const proc_stats_t *ps = proc_stats(p);
-    double n = st->rounds ? (double)st->rounds : 1.0;
-    struct rusage ru;
-    unw_stats_t us;
+    record_args_t a;
+    rec_run_t r;
+    profile_t base;
+    stk_table_t *base_table;
+    profile_meta_t whole;
+    struct timespec wall;
+    int rc;
 
-    getrusage(RUSAGE_SELF, &ru);
-    fprintf(stderr, "stats: samples=%llu errors=%llu partial=%llu reads=%llu bytes=%llu reads_per_sample=%.2f "
-            "cpu_us_per_sample=%.2f\n",
-            (unsigned long long)st->rounds, (unsigned long long)st->errors, (unsigned long long)st->partial,
-            (unsigned long long)ps->reads, (unsigned long long)ps->bytes, (double)ps->reads / n,
-            cpu_s * 1e6 / n);
-    fprintf(stderr, "memory: maxrss_kb=%ld table_bytes=%zu\n", ru.ru_maxrss, stk_memory(table));
-    if (a->anchor)
-        fprintf(stderr, "anchor: writes=%llu writes_per_sample=%.4f\n",
-                (unsigned long long)ps->writes, (double)ps->writes / n);
-    memset(&us, 0, sizeof us);
-    if (u != NULL)
-        unw_get_stats(u, &us);
-    fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
-            (unsigned long long)us.thread_samples);
-    if (kern == NULL)
-        fprintf(stderr, "idle: sched_reads=%llu state_reads=%llu kept=%llu\n",
-                (unsigned long long)us.idle_sched, (unsigned long long)us.idle_states,
-                (unsigned long long)us.idle_kept);
-    fprintf(stderr, "names: readings=%llu reads=%llu scans=%llu torn=%llu unscanned=%llu us=%llu\n",
-            (unsigned long long)us.name_readings, (unsigned long long)us.name_reads,
-            (unsigned long long)us.name_scans, (unsigned long long)us.name_torn,
-            (unsigned long long)us.name_unscanned, (unsigned long long)(us.name_ns / 1000));
-    if (blocking)
-        fprintf(stderr, "held: us_per_sample=%.2f share_of_run=%.4f\n",
-                (double)st->held_ns / 1e3 / n,
-                st->end_ns > st->start_ns ? (double)st->held_ns / (double)(st->end_ns - st->start_ns) : 0.0);
-    if (a->c.async)
-        fprintf(stderr, "async: task_samples=%llu waiting=%llu unknown=%llu list_reads=%llu "
-                "list_errors=%llu us_per_list_read=%.1f\n", (unsigned long long)st->tasks,
-                (unsigned long long)st->task_waiting, (unsigned long long)st->task_unknown,
-                (unsigned long long)st->task_reads, (unsigned long long)st->task_read_errors,
-                st->task_reads ? (double)st->task_read_ns / 1e3 / (double)st->task_reads : 0.0);
-    if (kern != NULL) {
-        kern_stats_t ks;
-        unw_kern_stats_t uk;
-        kern_get_stats(kern, &ks);
-        memset(&uk, 0, sizeof uk);
-        if (u != NULL)
-            unw_kern_get_stats(u, &uk);
-        fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
-                "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
-                "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu ticks_late=%llu "
-                "unsettled=%llu behind=%llu\n",
-                (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
-                (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
-                (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
-                (unsigned long long)ks.nostate, (unsigned long long)uk.proc_reads,
-                (unsigned long long)uk.samples, (unsigned long long)uk.missed,
-                (unsigned long long)uk.gone, (unsigned long long)st->light,
-                (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns,
-                (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns,
-                (unsigned long long)st->kernel_late, (unsigned long long)st->kernel_unsettled,
-                (unsigned long long)uk.behind);
+    memset(&r, 0, sizeof r);
+    memset(&whole, 0, sizeof whole);
+    r.ctl.fd = r.ctl.ack = -1;
+    r.outs.raw_at = -1;
+    r.ct.child_status = -1;
+    r.a = &a;
+    rc = parse_record(argc, argv, &a);
+    if (rc != 0)
+        return rc > 0 ? REMORA_EXIT_OK : REMORA_EXIT_USAGE;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    if ((rc = check_outputs(&a, &wall)) != REMORA_EXIT_OK)
+        return rc;
+    if ((rc = load_baseline(a.diff, &base, &base_table)) != REMORA_EXIT_OK)
+        return rc;
+    if (a.control != NULL && rec_ctl_open(a.control, &r.ctl)) {
+        stk_free(base_table);
+        return REMORA_EXIT_USAGE;
     }
-    if (a->c.native && u != NULL) {
-        unw_native_stats_t ns;
-        unw_native_get_stats(u, &ns);
-        fprintf(stderr, "native: threads=%llu frames=%llu unreadable=%llu cut=%llu "
-                "unplaced=%llu\n", (unsigned long long)ns.threads,
-                (unsigned long long)ns.frames, (unsigned long long)ns.unreadable,
-                (unsigned long long)ns.cut, (unsigned long long)ns.unplaced);
-    }
+    catch_signals();
+
+    rc = attach_target(&r);
+    if (rc != REMORA_EXIT_OK || r.ct.ended)
+        goto out;
+    setup_run(&r, base_table ? &base : NULL, &wall);
+    if ((rc = start_sampler(&r, &whole)) != REMORA_EXIT_OK)
+        goto out;
+    rc = sample_and_write(&r, &whole);
+out:
+    rec_outs_end(&r.outs, &whole, r.n, "failed");
+    rec_ctl_close(&r.ctl);
+    if (a.c.cmd != NULL && cli_finish_child(&r.ct) >= 0 && (rc == REMORA_EXIT_OK || r.gone))
+        rc = cli_child_exit_code(r.ct.child_status);
+    sampler_free(r.s);
+    unw_free(r.u);
+    kern_close(r.kern);             /* after every unwinder (the sampler's too) */
+    stk_free(r.table);
+    stk_free(base_table);
+    proc_free(r.ct.p);
+    return rc;
 }

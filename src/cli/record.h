@@ -1,6 +1,6 @@
 /* cli/record.h — what record.c shares with its parts: outputs.c (the outputs of one
- * period or snapshot, their names) and control.c (--control and the signals that pause,
- * resume and snapshot a running record).
+ * period or snapshot, their names), control.c (--control and the signals that pause,
+ * resume and snapshot a running record) and summary.c (the lines that end a record).
  */
 #ifndef REMORA_CLI_RECORD_H
 #define REMORA_CLI_RECORD_H
@@ -10,6 +10,7 @@
 #include "../formats/out.h"
 #include "../formats/raw.h"
 #include "../proc/proc.h"
+#include "cli.h"
 
 #define RECORD_MAX_OUT 16
 
@@ -84,6 +85,54 @@ int rec_ctl_next(rec_ctl_t *c);
 /* Answers the last command. */
 void rec_ctl_ack(rec_ctl_t *c, const char *answer);
 void rec_ctl_close(rec_ctl_t *c);
+
+/* record.c: record's options, and a running record. */
+typedef struct record_args {
+    cli_sampling_t c;       /* -p, --, -r, -d, --mode, --no-gc, -l */
+    const char *out_path[RECORD_MAX_OUT];   /* NULL: the table on stdout */
+    const out_format_t *fmt[RECORD_MAX_OUT];
+    int nout;
+    int stats;
+    int anchor;             /* --frame-anchor: 3.15's last_profiled_frame (writes) */
+    uint64_t max_samples;
+    const char *diff;       /* a baseline for a differential flamegraph */
+    double every;           /* --every: seconds a period (0: one period) */
+    const char *control;    /* --control fifo:CTL[,ACK] */
+} record_args_t;
+
+struct sampler;
+struct unwinder;
+struct kern;
+
+/* A running record: its target, its outputs, the period being recorded and its control. */
+typedef struct rec_run {
+    record_args_t *a;
+    cli_target_t ct;                /* the target attached to, or the command launched */
+    struct unwinder *u;             /* NULL: a command not Python, its descendants are */
+    struct kern *kern;              /* the kernel engine, NULL: user space alone */
+    struct sampler *s;
+    rec_outs_t outs;
+    rec_ctl_t ctl;
+    stk_table_t *table;             /* this period's */
+    profile_t prof;                 /* the metadata every period shares; the baseline */
+    uint64_t n;                     /* this period's number, from 1 */
+    int64_t period_ns;              /* its start, since sampling began */
+    uint64_t rounds0, errors0, late0;   /* the counts when it began */
+    int failed;                     /* an output could not be written: the run ends */
+    int rc;                         /* the worst exit code of the writes so far */
+    int gone;                       /* the target exited while sampled */
+    int blocking;                   /* the sampler held the target (--blocking, --native) */
+    double cpu_s;                   /* remora's CPU time while sampling */
+} rec_run_t;
+
+/* summary.c: the status line while sampling (the sampler's status callback, on a
+ * terminal); remora's CPU time so far, for --stats; the lines on stderr after a record,
+ * of the whole run's counts (whole, its duration) and why it ended, and with --stats the
+ * reads, memory and engines' counts. */
+void rec_status_line(const struct sampler *s, void *ctx);
+double rec_cpu_seconds(void);
+void rec_print_summary(const rec_run_t *r, const profile_meta_t *whole);
+void rec_print_stats(const rec_run_t *r);
 
 /* outputs.c: what record and convert share. */
 extern const char rec_out_accepts[], rec_diff_accepts[];

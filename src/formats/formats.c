@@ -14,16 +14,24 @@
 #include "../util/util.h"
 
 static const out_format_t formats[] = {
-    { "flamegraph", ".html .htm", out_flamegraph_write },
-    { "firefox", ".gecko.json .firefox.json", out_firefox_write, 1 },
-    { "speedscope", ".json .speedscope", out_speedscope_write },
-    { "collapsed", ".collapsed .txt .folded", out_collapsed_write },
-    { "table", ".table", out_table_write },
-    { "pstats", ".pstats .prof", out_pstats_write },
-    { "pprof", ".pb.gz .pprof", out_pprof_write },
-    { "heatmap", ".heatmap.html", out_heatmap_write },
-    { "jsonl", ".jsonl", out_jsonl_write, 0, 1 },
-    { "raw", ".remora", NULL },
+    { .name = "flamegraph", .exts = ".html .htm", .write = out_flamegraph_write,
+      .help_exts = 1, .help_at = 1 },
+    { .name = "firefox", .exts = ".gecko.json .firefox.json", .write = out_firefox_write,
+      .timeline = 1, .help_exts = 1, .help_at = 3 },
+    { .name = "speedscope", .exts = ".json .speedscope", .write = out_speedscope_write,
+      .help_exts = 1, .help_at = 2 },
+    { .name = "collapsed", .exts = ".collapsed .txt .folded", .write = out_collapsed_write,
+      .help_exts = 2, .help_at = 5 },
+    { .name = "table", .exts = ".table", .write = out_table_write },
+    { .name = "pstats", .exts = ".pstats .prof", .write = out_pstats_write,
+      .help_exts = 1, .help_at = 6 },
+    { .name = "pprof", .exts = ".pb.gz .pprof", .write = out_pprof_write,
+      .help_exts = 1, .help_at = 4 },
+    { .name = "heatmap", .exts = ".heatmap.html", .write = out_heatmap_write,
+      .help_exts = 1, .help_at = 7, .help_note = "(-f heatmap -o DIR: DIR/index.html)" },
+    { .name = "jsonl", .exts = ".jsonl", .write = out_jsonl_write, .stream = 1,
+      .help_exts = 1, .help_at = 8 },
+    { .name = "raw", .exts = ".remora", .write = NULL, .help_exts = 1, .help_at = 9 },
 };
 #define NFORMATS (sizeof formats / sizeof formats[0])
 
@@ -35,6 +43,11 @@ const out_format_t *out_format_by_name(const char *name)
         if (strcmp(formats[i].name, name) == 0)
             return &formats[i];
     return NULL;
+}
+
+const out_format_t *out_format_at(size_t i)
+{
+    return i < NFORMATS ? &formats[i] : NULL;
 }
 
 /* The length of the longest of exts (space-separated) that path ends with, or 0. */

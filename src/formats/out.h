@@ -103,6 +103,10 @@ typedef struct out_format {
     out_write_fn write;     /* NULL for the raw recording (written while sampling) */
     int timeline;           /* needs the profile's events: written from a recording */
     int stream;             /* record writes it as it goes, a period at a time (jsonl) */
+    /* --help's line "by -o's ending: .html flamegraph, ...": */
+    int help_exts;          /* how many of exts it names, joined by "or" (0: not there) */
+    int help_at;            /* the format's place on it, from 1 */
+    const char *help_note;  /* said after the name, or NULL */
 } out_format_t;
 
 /* The format called 'name', or NULL. */
@@ -113,6 +117,8 @@ const out_format_t *out_format_for_path(const char *path);
  * with 'writers_only', only those a profile can be written to after sampling (all but
  * raw). A static string. */
 const char *out_format_names(int writers_only);
+/* The table's i-th format, or NULL past its end. */
+const out_format_t *out_format_at(size_t i);
 
 /* Writes a profile to 'path' through a temporary file in the same directory and a
  * rename, so a half-written profile never exists under the final name. "-" writes to

@@ -1,0 +1,47 @@
+/* cli/dump.h — what dump.c shares with dump_print.c, which prints what it reads. */
+#ifndef REMORA_CLI_DUMP_H
+#define REMORA_CLI_DUMP_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "../proc/proc.h"
+#include "../py/py.h"
+#include "../unwind/unwind.h"
+
+/* Each frame's source line, from the files as the target sees them (proc/source.c), each
+ * file read once a dump; DUMP_SRC_FILES files at most, a file past them read for its line
+ * and let go. */
+#define DUMP_SRC_FILES 64
+typedef struct dump_src {
+    proc_t *p;
+    size_t n;
+    struct {
+        char *path;
+        proc_src_t s;
+    } e[DUMP_SRC_FILES];
+    proc_src_t spare;               /* the file past the bound, read last */
+} dump_src_t;
+
+/* A dump's source files, read through p (set before the first line is asked for). */
+void dump_src_init(dump_src_t *c, proc_t *p);
+void dump_src_fini(dump_src_t *c);
+
+/* One process's threads (th, n of them): text, or the JSON process object (with
+ * dump_print_json_open, without its closing brace; 'tasks': each thread's running task
+ * too). lr: each frame's locals too (NULL: none); src: each frame's source line (NULL:
+ * none); native: each frame says whether it is C (JSON). */
+void dump_print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
+                     unw_locals_t *lr, dump_src_t *src);
+void dump_print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
+                          int native, int tasks, unw_locals_t *lr, dump_src_t *src);
+void dump_print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
+                     int native, unw_locals_t *lr, dump_src_t *src);
+
+/* One process's asyncio tasks (tk, n of them): the "tasks" member of its JSON object, or
+ * as text the process's line and a tree of tasks under those awaiting them. */
+void dump_print_tasks_json(const unw_task_t *tk, size_t n, dump_src_t *src);
+void dump_print_tasks_text(pid_t pid, const py_target_t *t, const unw_task_t *tk, size_t n,
+                           dump_src_t *src);
+
+#endif

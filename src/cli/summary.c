@@ -1,0 +1,135 @@
+/* cli/summary.c — record's lines on stderr: the status line while it samples (on a
+ * terminal); at its end what was sampled, how fast, how many errors, which engine, its
+ * periods and pauses, and with --stats the reads, memory and each reader's and engine's
+ * counts. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "remora.h"
+#include "cli.h"
+#include "record.h"
+#include "../kern/kern.h"
+#include "../proc/proc.h"
+#include "../sample/sampler.h"
+#include "../unwind/unwind.h"
+
+void rec_status_line(const sampler_t *s, void *ctx)
+{
+    const sampler_stats_t *st = sampler_stats(s);
+    double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
+
+    (void)ctx;
+    fprintf(stderr, "\rremora: %llu samples, %.0f Hz, %llu errors, %.1f s   ",
+            (unsigned long long)st->rounds, secs > 0 ? (double)st->rounds / secs : 0.0,
+            (unsigned long long)st->errors, secs);
+    fflush(stderr);
+}
+
+double rec_cpu_seconds(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+void rec_print_summary(const rec_run_t *r, const profile_meta_t *whole)
+{
+    const record_args_t *a = r->a;
+    const sampler_stats_t *st = sampler_stats(r->s);
+
+    if (a->c.subprocesses)
+        fprintf(stderr, "remora: %llu subprocesses sampled\n", (unsigned long long)st->subprocesses);
+    fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), "
+            "%llu partial (%.2f%%), %llu late, engine %s%s\n",
+            (unsigned long long)st->rounds, whole->duration_s,
+            whole->duration_s > 0 ? (double)st->rounds / whole->duration_s : 0.0, a->c.rate,
+            (unsigned long long)st->errors,
+            st->samples + st->errors ? 100.0 * (double)st->errors / (double)(st->samples + st->errors) : 0.0,
+            (unsigned long long)st->partial, st->samples ? 100.0 * (double)st->partial / (double)st->samples : 0.0,
+            (unsigned long long)st->late, cli_engine_name(r->kern), r->gone ? "; the target exited" : "");
+    if (st->pauses > 0 || a->every > 0)
+        fprintf(stderr, "remora: %llu periods, %llu snapshots, paused %llu times for %.2f s\n",
+                (unsigned long long)r->n, (unsigned long long)r->outs.snapshots,
+                (unsigned long long)st->pauses, (double)st->paused_ns / 1e9);
+}
+
+/* record --stats: the lines after the summary. */
+void rec_print_stats(const rec_run_t *r)
+{
+    const record_args_t *a = r->a;
+    const sampler_stats_t *st = sampler_stats(r->s);
+    const proc_stats_t *ps = proc_stats(r->ct.p);
+    unwinder_t *u = r->u;
+    kern_t *kern = r->kern;
+    double cpu_s = r->cpu_s;
+    double n = st->rounds ? (double)st->rounds : 1.0;
+    struct rusage ru;
+    unw_stats_t us;
+
+    getrusage(RUSAGE_SELF, &ru);
+    fprintf(stderr, "stats: samples=%llu errors=%llu partial=%llu reads=%llu bytes=%llu reads_per_sample=%.2f "
+            "cpu_us_per_sample=%.2f\n",
+            (unsigned long long)st->rounds, (unsigned long long)st->errors, (unsigned long long)st->partial,
+            (unsigned long long)ps->reads, (unsigned long long)ps->bytes, (double)ps->reads / n,
+            cpu_s * 1e6 / n);
+    fprintf(stderr, "memory: maxrss_kb=%ld table_bytes=%zu\n", ru.ru_maxrss, stk_memory(r->table));
+    if (a->anchor)
+        fprintf(stderr, "anchor: writes=%llu writes_per_sample=%.4f\n",
+                (unsigned long long)ps->writes, (double)ps->writes / n);
+    memset(&us, 0, sizeof us);
+    if (u != NULL)
+        unw_get_stats(u, &us);
+    fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
+            (unsigned long long)us.thread_samples);
+    if (kern == NULL)
+        fprintf(stderr, "idle: sched_reads=%llu state_reads=%llu kept=%llu\n",
+                (unsigned long long)us.idle_sched, (unsigned long long)us.idle_states,
+                (unsigned long long)us.idle_kept);
+    fprintf(stderr, "names: readings=%llu reads=%llu scans=%llu torn=%llu unscanned=%llu us=%llu\n",
+            (unsigned long long)us.name_readings, (unsigned long long)us.name_reads,
+            (unsigned long long)us.name_scans, (unsigned long long)us.name_torn,
+            (unsigned long long)us.name_unscanned, (unsigned long long)(us.name_ns / 1000));
+    if (r->blocking)
+        fprintf(stderr, "held: us_per_sample=%.2f share_of_run=%.4f\n",
+                (double)st->held_ns / 1e3 / n,
+                st->end_ns > st->start_ns ? (double)st->held_ns / (double)(st->end_ns - st->start_ns) : 0.0);
+    if (a->c.async)
+        fprintf(stderr, "async: task_samples=%llu waiting=%llu unknown=%llu list_reads=%llu "
+                "list_errors=%llu us_per_list_read=%.1f\n", (unsigned long long)st->tasks,
+                (unsigned long long)st->task_waiting, (unsigned long long)st->task_unknown,
+                (unsigned long long)st->task_reads, (unsigned long long)st->task_read_errors,
+                st->task_reads ? (double)st->task_read_ns / 1e3 / (double)st->task_reads : 0.0);
+    if (kern != NULL) {
+        kern_stats_t ks;
+        unw_kern_stats_t uk;
+        kern_get_stats(kern, &ks);
+        memset(&uk, 0, sizeof uk);
+        if (u != NULL)
+            unw_kern_get_stats(u, &uk);
+        fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
+                "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
+                "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu ticks_late=%llu "
+                "unsettled=%llu behind=%llu\n",
+                (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
+                (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
+                (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
+                (unsigned long long)ks.nostate, (unsigned long long)uk.proc_reads,
+                (unsigned long long)uk.samples, (unsigned long long)uk.missed,
+                (unsigned long long)uk.gone, (unsigned long long)st->light,
+                (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns,
+                (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns,
+                (unsigned long long)st->kernel_late, (unsigned long long)st->kernel_unsettled,
+                (unsigned long long)uk.behind);
+    }
+    if (a->c.native && u != NULL) {
+        unw_native_stats_t ns;
+        unw_native_get_stats(u, &ns);
+        fprintf(stderr, "native: threads=%llu frames=%llu unreadable=%llu cut=%llu "
+                "unplaced=%llu\n", (unsigned long long)ns.threads,
+                (unsigned long long)ns.frames, (unsigned long long)ns.unreadable,
+                (unsigned long long)ns.cut, (unsigned long long)ns.unplaced);
+    }
+}
