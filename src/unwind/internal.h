@@ -101,8 +101,8 @@ typedef struct unw_code {
     size_t str_len[2];          /* objects (+8), and the bytes of each compared */
     unsigned char *str_img;     /* owned: those bytes, UNW_FP_STR apart (NULL: 3.12+) */
     uint64_t stamp;             /* the sample in which it was last validated */
-    uint64_t gen;               /* the code generation it was last validated at (fast.c) */
-    uint64_t fresh;             /* the sample that fetched it (fast.c) */
+    uint64_t gen;               /* the code generation it was last validated at (naming.c) */
+    uint64_t fresh;             /* the sample that fetched it (naming.c) */
     uint64_t kfp;               /* its fingerprint as the kernel engine mixes it (kernel.c;
                                  * 0: not computed yet) */
     uint64_t kgen;              /* kernel.c, 3.12+: 1 + the code-object counter's value at
@@ -360,12 +360,12 @@ void unw_reader_free(struct reader *r);
                                    * 3.9/3.10: this close after the generator object's start
                                    * (gi_exc_state at 64 and 56) */
 #endif
-#define RD_CHUNK_HDR 24u
+#define RD_CHUNK_HDR 24u          /* struct _PyStackChunk: previous, size, top */
 #define RD_FREED_RUN 8            /* 3.9/3.10: freed frames in a row a walk goes through */
 #define RD_SPEC 512               /* speculative blocks per thread, at most */
-#define RD_SPEC_CODES 512         /* code objects validated in the first read */          /* struct _PyStackChunk: previous, size, top */
+#define RD_SPEC_CODES 512         /* code objects validated in the first read */
 
-typedef struct fast_interp {
+typedef struct rd_interp {
     uint64_t addr;
     int64_t id;
     uint64_t gil;                   /* 3.12+: the struct _gil_runtime_state in use */
@@ -379,14 +379,14 @@ typedef struct fast_interp {
     uint64_t last_sw, last_holder;  /* sw and holder as the last sample read them */
 } rd_interp_t;
 
-typedef struct fast_block {
+typedef struct rd_block {
     uint64_t addr;
     size_t len;
     unsigned char *one, *two;       /* read while walking, re-read to validate */
     size_t cap;
 } rd_block_t;
 
-typedef struct fast_thread {
+typedef struct rd_thread {
     uint64_t tstate;
     size_t interp;
     pid_t native_id;
