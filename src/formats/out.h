@@ -1,22 +1,6 @@
 /* formats/ — output writers. They read the profile model of sample/ only (and use
  * util/), never proc/ or unwind/, so a recording can be converted later without the
- * process.
- *
- *   json.c        JSON string escaping shared by the JSON-based writers
- *   text.c        escaping of names in text for a terminal (the table, remora dump)
- *   formats.c     the format table, inference from a file name, atomic file writing,
- *                 the time a sample stands for
- *   collapsed.c   Brendan Gregg's collapsed stacks (write and read)
- *   table.c       the table printed when no -o is given
- *   pstats.c      Python's pstats file (cProfile's), through marshal.c
- *   marshal.c     the objects of Python's marshal format that a pstats file holds
- *   speedscope.c  speedscope JSON
- *   flamegraph.c  the self-contained HTML flamegraph (template in flamegraph.html)
- *   pprof.c       pprof's profile.proto, gzipped (zlib)
- *   firefox.c     the Firefox Profiler's processed format (a timeline: needs events)
- *   heatmap.c     the line heatmap: HTML of the sampled source lines (source given by the caller)
- *   strs.c        string tables by index (pprof, firefox)
- *   raw.c         the .remora recording (an event log; see raw.h)
+ * process. Which file writes what: docs/layout.md.
  */
 #ifndef REMORA_OUT_H
 #define REMORA_OUT_H

@@ -1,15 +1,4 @@
-/* proc/ internals shared by its files.
- *
- *   proc.c      the handle, the live source (process_vm_readv), dispatch of reads,
- *               opening core and snapshot handles, saving a snapshot
- *   maps.c      /proc/PID/maps parsing; opening the files a target maps
- *   task.c      /proc/PID/task: thread ids, states, names; a process's descendants
- *   freeze.c    --blocking: the target's threads stopped and resumed (ptrace)
- *   elf.c       ELF symbols and sections; traces of lookups, stub files for snapshots
- *   image.c     the memory image of a non-live source: segments, mapped files, tasks
- *   core.c      the ELF core file source (builds an image)
- *   snapshot.c  the snapshot file source (builds an image) and the recorder
- *   file.c      errno to REMORA_E* codes; whole-file reads
+/* proc/ internals shared by its files (which file does what: docs/layout.md).
  *
  * Calls go one way, never back up this list:
  *   freeze.c          → task.c, proc.c

@@ -1,10 +1,5 @@
 /* sample/ — the stack table (interning and aggregation) and the profile model that
- * every output writer reads.
- *
- *   sampler.h  the sampling loop (sampler.c), which hands each thread sample to a sink
- *   stacks.c   frames interned by (function, file, line); per-thread tries of stacks
- *              with counts; memory grows with distinct stacks, never with samples
- *   functions.c  per-function totals of a table (the pstats table, `remora top`)
+ * every output writer reads (which file does what: docs/layout.md).
  */
 #ifndef REMORA_SAMPLE_H
 #define REMORA_SAMPLE_H

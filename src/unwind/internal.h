@@ -1,17 +1,6 @@
-/* unwind/internal.h — the per-sample reader's state, shared by the files that read a sample.
- *
- *   sample.c       unw_sample(): one round, thread by thread
- *   copy.c         the first read: states, GIL, stack copies; copying again
- *   batch.c        requests merged into few vectored reads
- *   threadcache.c  the interpreters and thread states kept between samples
- *   walk.c         walking a thread's frames in its copies, and checking them
- *   anchor.c       --frame-anchor (3.15)
- *   parked.c       threads that have not held the GIL since their last walk
- *   idle.c         which threads are on a CPU (without the kernel engine)
- *   naming.c       validating the sample's code objects
- *   native.c       --native: C stacks (elfutils libdwfl) merged with the Python frames
- *   tasks.c        asyncio tasks; per sample, each thread's running task
- *   pyobj.c        dicts, sets, lists, modules, instance attributes (for tasks.c)
+/* unwind/internal.h — the per-sample reader's state, shared by the files that read a sample,
+ * and what the other files of unwind/ share, declared file by file (which file does what:
+ * docs/layout.md).
  *
  * Not for use outside src/unwind/.
  */

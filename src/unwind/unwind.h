@@ -2,16 +2,8 @@
  *
  * Never prints: every function returns data and a REMORA_E* code. This header is the
  * folder's public face: the unwinder (unw_new, unw_sample) and the pure line-table
- * decoders. How a sample is read, file by file, is in internal.h:
- *   linetable.c  line-number decoders for 3.9 lnotab, 3.10 linetable, 3.11+ locations
- *   pystr.c      reading str and bytes objects out of the target
- *   locals.c     dump --locals: a frame's arguments and locals as repr() text
- *   pynames.c    Python thread names, from the threading module's registry
- *   code.c       the code-object cache (bounded, validated by a fingerprint)
- *   threads.c    the unwinder's handle; interpreter and thread-state lists; native ids
- *   native.c     --native: each thread's C stack merged with its Python frames
- *   tasks.c      asyncio: every task of every event loop, its coroutine stack and awaiters
- *   sample.c ... the per-sample reader (internal.h lists its files)
+ * decoders. internal.h declares, file by file, what the folder's files share; which file
+ * does what: docs/layout.md.
  */
 #ifndef REMORA_UNWIND_H
 #define REMORA_UNWIND_H
