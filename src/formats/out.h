@@ -17,7 +17,7 @@ size_t out_utf8_len(const unsigned char *s, size_t n);
 /* Writes str as a JSON string literal (quoted, escaped, always valid UTF-8). */
 void out_json_str(FILE *f, const char *str);
 
-/* Writes str for a terminal, one name on one line, reversibly: a backslash → \\,
+/* Writes str for a terminal, one string on one line, reversibly: a backslash → \\,
  * newline, carriage return, tab → \n \r \t, other control characters (C0, DEL and the
  * C1 code points U+0080..U+009F) → \xNN (the code point in hex), U+2028 and U+2029 →
  * \u2028 \u2029, each byte that is not part of valid UTF-8 → U+FFFD, and the character
