@@ -193,8 +193,8 @@ static void write_nodes(FILE *f, const stk_table_t *t, int col)
 #define DIFF_MIN_COLOUR 0.2     /* the intensity of a change just beyond the noise */
 #define DIFF_MIN_CHANGE 0.01    /* and a change of share under a point is never coloured:
                                  * two runs of one program differ by up to ~1 point beyond
-                                 * binomial noise (partial stacks, scheduling: measured
-                                 * on a near-100% frame, -0.78 points against 3 SE of 0.70) */
+                                 * binomial noise (partial stacks, scheduling; the run
+                                 * that showed it: docs/measured.md, "--diff") */
 
 /* An open-addressing map of 64-bit keys to dense ids 0, 1, 2... */
 typedef struct idmap {
