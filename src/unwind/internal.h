@@ -1,7 +1,7 @@
 /* unwind/internal.h — the per-sample reader's state, shared by the files that read a sample,
  * and what the other files of unwind/ share, declared file by file (which file does what:
  * docs/layout.md). Longer than a file should be (~730 lines) because it is the folder's
- * one internal header: declarations only, a section per file, each short.
+ * one internal header: declarations and a few inline helpers, a section per file.
  *
  * Not for use outside src/unwind/.
  */
