@@ -11,11 +11,12 @@
  *              "threads":[[tid,name,samples],...], "depth":[...], "frame":[...],
  *              "self":[...], "native":[...]}
  * "strings" is the string table: each distinct function and file name once; frames are
- * triples of string indexes and a line; "native" lists the C frames' indexes (--native; absent when
- * there are none; "ops", [[frame, instruction, byte offset], ...] the frames at an
- * instruction, --opcodes, absent without). The nodes of every thread's trie follow in depth-first
- * pre-order, thread by thread: depth 0 is a thread's root (frame -1), and a node's
- * parent is the nearest earlier node one level up, so the tree needs no parent links.
+ * triples of string indexes and a line; "native" lists the C frames' indexes (--native;
+ * absent when there are none; "ops", [[frame, instruction, byte offset], ...] the frames
+ * at an instruction, --opcodes, absent without). The nodes of every thread's trie follow
+ * in depth-first pre-order, thread by thread: depth 0 is a thread's root (frame -1), and
+ * a node's parent is the nearest earlier node one level up, so the tree needs no parent
+ * links.
  *
  * With a baseline, the current PROFILE also holds "diff" (one entry per node, in the
  * nodes' order), computed here so that the page only paints it:

@@ -168,8 +168,8 @@ int snapshot_open(const char *file, image_t **out, pid_t *pid);
 int snapshot_open_mem(const void *buf, size_t len, image_t **out, pid_t *pid);
 
 /* The recorder (snapshot.c): every successful read and what proc_maps_read / proc_tasks /
- * proc_task_state / proc_task_name (the comm) / proc_elf_open returned, kept by the handle that
- * made them; it calls nothing of the handle's. */
+ * proc_task_state / proc_task_name (the comm) / proc_elf_open returned, kept by the
+ * handle that made them; it calls nothing of the handle's. */
 recorder_t *rec_new(void);
 void rec_free(recorder_t *r);
 void rec_mem(recorder_t *r, uint64_t addr, const void *buf, size_t len);

@@ -1,7 +1,8 @@
-/* unwind/internal.h — the per-sample reader's state, shared by the files that read a sample,
- * and what the other files of unwind/ share, declared file by file (which file does what:
- * docs/layout.md). Longer than a file should be (~730 lines) because it is the folder's
- * one internal header: declarations and a few inline helpers, a section per file.
+/* unwind/internal.h — the per-sample reader's state, shared by the files that read a
+ * sample, and what the other files of unwind/ share, declared file by file (which file
+ * does what: docs/layout.md). Longer than a file should be (~730 lines) because it is
+ * the folder's one internal header: declarations and a few inline helpers, a section per
+ * file.
  *
  * Not for use outside src/unwind/.
  */
@@ -41,7 +42,8 @@ int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
                                  * was last resized (CPython sizes it to 3 x the count then) */
 #define PYN_MAX_SCAN 8192       /* entries of sys.modules or a module's dict scanned */
 #define PYN_REFRESH_NS 500000000 /* the registry is read again this often ... */
-#define PYN_NEW_NS 20000000     /* ... or, when a thread not in the last reading appears, this */
+#define PYN_NEW_NS 20000000     /* ... or, when a thread not in the last reading appears,
+                                 * this */
 
 typedef struct pynames pynames_t;
 
@@ -660,7 +662,7 @@ int park_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc);
 int park_holds(const py_layout_t *L, const rd_interp_t *fi, const rd_thread_t *tc);
 int park_save(reader_t *r, const rd_interp_t *fi, rd_thread_t *tc, uint64_t cur, size_t nw);
 
-/* ---- naming.c: frame naming (a frame's function, file and line from its code object) ---- */
+/* ---- naming.c: frame naming (function, file and line from a frame's code object) -- */
 
 /* Adds a code address to this sample's set (codes[] holds each once). */
 static inline int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr)
