@@ -96,8 +96,9 @@ static long hexnum(const char *s, int n)
     return v;
 }
 
-/* Writes code point c (< 0x10000) as UTF-8 at w; NUL and surrogates as U+FFFD (names
- * hold neither). Returns the bytes written: never more than the escape's own length. */
+/* Writes code point c (< 0x10000) as UTF-8 at w; NUL and surrogates as U+FFFD (the
+ * strings escaped hold neither). Returns the bytes written: never more than the
+ * escape's own length. */
 static size_t put_cp(char *w, long c)
 {
     if (c == 0 || (c >= 0xd800 && c <= 0xdfff))
@@ -248,7 +249,7 @@ int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_l
         size_t n, i, first = 0;
         uint32_t thread;
         pid_t tid = 0;
-        const char *tname = "";
+        const char *thread_name = "";
 
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -273,11 +274,11 @@ int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_l
             if (open != NULL && open > parts[0] + 7 && open[-1] == ' ') {
                 tid = (pid_t)strtol(open + 1, NULL, 10);
                 open[-1] = '\0';
-                tname = parts[0] + 7;
+                thread_name = parts[0] + 7;
                 first = 1;
             }
         }
-        thread = stk_thread(t, tid, tname);
+        thread = stk_thread(t, tid, thread_name);
         if (thread == STK_NONE) {
             err = REMORA_ENOMEM;
             break;

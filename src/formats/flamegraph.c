@@ -2,7 +2,7 @@
  *
  * Writes the template (src/formats/flamegraph.html, embedded at build time) with the
  * profile inserted as JSON into its <script type="application/json"> element. The page
- * draws on a canvas and reads its data with JSON.parse, so every name from the target
+ * draws on a canvas and reads its data with JSON.parse, so every string from the target
  * stays data: the JSON is escaped so that no byte sequence can close the element.
  *
  * Data layout (read by the template's load()):
@@ -10,12 +10,13 @@
  *   PROFILE = {"meta":{...}, "total":N, "strings":[...], "frames":[fn,file,line,...],
  *              "threads":[[tid,name,samples],...], "depth":[...], "frame":[...],
  *              "self":[...], "native":[...]}
- * strings holds each distinct function and file name once; frames are triples of
- * string indexes and a line; "native" lists the C frames' indexes (--native; absent when
- * there are none; "ops", [[frame, instruction, byte offset], ...] the frames at an
- * instruction, --opcodes, absent without). The nodes of every thread's trie follow in depth-first
- * pre-order, thread by thread: depth 0 is a thread's root (frame -1), and a node's
- * parent is the nearest earlier node one level up, so the tree needs no parent links.
+ * "strings" is the string table: each distinct function and file name once; frames are
+ * triples of string indexes and a line; "native" lists the C frames' indexes (--native;
+ * absent when there are none; "ops", [[frame, instruction, byte offset], ...] the frames
+ * at an instruction, --opcodes, absent without). The nodes of every thread's trie follow
+ * in depth-first pre-order, thread by thread: depth 0 is a thread's root (frame -1), and
+ * a node's parent is the nearest earlier node one level up, so the tree needs no parent
+ * links.
  *
  * With a baseline, the current PROFILE also holds "diff" (one entry per node, in the
  * nodes' order), computed here so that the page only paints it:
@@ -193,8 +194,8 @@ static void write_nodes(FILE *f, const stk_table_t *t, int col)
 #define DIFF_MIN_COLOUR 0.2     /* the intensity of a change just beyond the noise */
 #define DIFF_MIN_CHANGE 0.01    /* and a change of share under a point is never coloured:
                                  * two runs of one program differ by up to ~1 point beyond
-                                 * binomial noise (partial stacks, scheduling: measured
-                                 * on a near-100% frame, -0.78 points against 3 SE of 0.70) */
+                                 * binomial noise (partial stacks, scheduling; the run
+                                 * that showed it: docs/measured.md, "--diff") */
 
 /* An open-addressing map of 64-bit keys to dense ids 0, 1, 2... */
 typedef struct idmap {
@@ -234,22 +235,22 @@ static uint32_t idmap_id(idmap_t *m, uint64_t key)
     return m->ids[j] - 1;
 }
 
-/* Names compared by content across the two tables: a 64-bit FNV-1a of the kind, function
- * and file (a thread: its name, or its tid when it has none), then the names of one hash
- * compared in a chain. */
-typedef struct name_key {
+/* What a node stands for, compared by content across the two tables: a 64-bit FNV-1a of
+ * the kind, function and file (a thread: its name, or its tid when it has none), then the
+ * keys of one hash compared in a chain. */
+typedef struct node_key {
     char kind;                  /* 'f' frame, 't' thread */
     const char *a, *b;          /* function and file; a thread's name (b unused) */
-    long tid;                   /* a nameless thread */
-} name_key_t;
+    long tid;                   /* a thread without a name */
+} node_key_t;
 
-typedef struct names {
+typedef struct keys {
     idmap_t byhash;             /* hash → hash id */
-    uint32_t *head;             /* per hash id: its first name + 1 */
-    name_key_t *list;
-    uint32_t *next;             /* per name: the next of the same hash + 1 */
+    uint32_t *head;             /* per hash id: its first key + 1 */
+    node_key_t *list;
+    uint32_t *next;             /* per key: the next of the same hash + 1 */
     size_t n, cap;
-} names_t;
+} keys_t;
 
 static uint64_t fnv(uint64_t h, const char *s)
 {
@@ -258,7 +259,7 @@ static uint64_t fnv(uint64_t h, const char *s)
     return (h ^ 0xff) * 0x100000001b3ull;   /* a separator: ("ab","c") != ("a","bc") */
 }
 
-static int same_name(const name_key_t *x, const name_key_t *y)
+static int same_key(const node_key_t *x, const node_key_t *y)
 {
     if (x->kind != y->kind)
         return 0;
@@ -267,9 +268,9 @@ static int same_name(const name_key_t *x, const name_key_t *y)
     return strcmp(x->a, y->a) == 0 && strcmp(x->b, y->b) == 0;
 }
 
-/* The id of a name, dense from 0; UINT32_MAX when full (cannot happen: sized for every
+/* The id of a key, dense from 0; UINT32_MAX when full (cannot happen: sized for every
  * frame and thread of both tables). */
-static uint32_t name_id(names_t *ns, const name_key_t *k)
+static uint32_t key_id(keys_t *ks, const node_key_t *k)
 {
     uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)(unsigned char)k->kind;
     uint32_t hid, i;
@@ -281,16 +282,16 @@ static uint32_t name_id(names_t *ns, const name_key_t *k)
     } else {
         h = fnv(fnv(h, k->a), k->b);
     }
-    if (ns->n == ns->cap)
+    if (ks->n == ks->cap)
         return UINT32_MAX;
-    hid = idmap_id(&ns->byhash, h);
-    for (i = ns->head[hid]; i != 0; i = ns->next[i - 1])
-        if (same_name(&ns->list[i - 1], k))
+    hid = idmap_id(&ks->byhash, h);
+    for (i = ks->head[hid]; i != 0; i = ks->next[i - 1])
+        if (same_key(&ks->list[i - 1], k))
             return i - 1;
-    ns->list[ns->n] = *k;
-    ns->next[ns->n] = ns->head[hid];
-    ns->head[hid] = (uint32_t)ns->n + 1;
-    return (uint32_t)ns->n++;
+    ks->list[ks->n] = *k;
+    ks->next[ks->n] = ks->head[hid];
+    ks->head[hid] = (uint32_t)ks->n + 1;
+    return (uint32_t)ks->n++;
 }
 
 typedef struct side {
@@ -300,7 +301,7 @@ typedef struct side {
 } side_t;
 
 /* Fills s->path and s->total. Returns 0 or -1 (out of memory). */
-static int side_paths(side_t *s, names_t *ns, idmap_t *paths)
+static int side_paths(side_t *s, keys_t *ks, idmap_t *paths)
 {
     const stk_table_t *t = s->t;
     size_t nn = stk_nnodes(t), nf = stk_nframes(t), nth = stk_nthreads(t), i;
@@ -316,14 +317,14 @@ static int side_paths(side_t *s, names_t *ns, idmap_t *paths)
     }
     for (i = 0; i < nf; i++) {
         const stk_frame_t *fr = stk_frame_at(t, (uint32_t)i);
-        name_key_t k = { 'f', fr->function ? fr->function : "", fr->file ? fr->file : "", 0 };
-        fkey[i] = name_id(ns, &k);
+        node_key_t k = { 'f', fr->function ? fr->function : "", fr->file ? fr->file : "", 0 };
+        fkey[i] = key_id(ks, &k);
     }
     for (i = 0; i < nth; i++) {
         const stk_thread_t *th = stk_thread_at(t, i);
-        name_key_t k = { 't', th->name ? th->name : "", "", (long)th->tid };
+        node_key_t k = { 't', th->name ? th->name : "", "", (long)th->tid };
         if (th->root < nn)
-            rootkey[th->root] = name_id(ns, &k);
+            rootkey[th->root] = key_id(ks, &k);
     }
     /* a parent is always created before its children: one pass in index order */
     for (i = 0; i < nn; i++) {
@@ -365,9 +366,9 @@ static size_t preorder(const stk_table_t *t, uint32_t *order)
 static int write_diff(FILE *f, const profile_t *p, const profile_t *base)
 {
     side_t cur = { p->stacks, NULL, NULL }, old = { base->stacks, NULL, NULL };
-    size_t nnames = stk_nframes(cur.t) + stk_nframes(old.t) + stk_nthreads(cur.t) + stk_nthreads(old.t);
+    size_t nkeys = stk_nframes(cur.t) + stk_nframes(old.t) + stk_nthreads(cur.t) + stk_nthreads(old.t);
     size_t nn = stk_nnodes(cur.t), nb = stk_nnodes(old.t), i, n, col;
-    names_t ns = { { 0 }, NULL, NULL, NULL, 0, nnames };
+    keys_t ks = { { 0 }, NULL, NULL, NULL, 0, nkeys };
     idmap_t paths = { 0 };
     uint64_t *csum = NULL, *bsum = NULL;
     uint32_t *order = NULL;
@@ -375,11 +376,11 @@ static int write_diff(FILE *f, const profile_t *p, const profile_t *base)
     double *change = NULL, *noise = NULL, full = 0.0;
     int rc = REMORA_ENOMEM;
 
-    ns.head = calloc(nnames + 1, sizeof *ns.head);
-    ns.list = malloc((nnames + 1) * sizeof *ns.list);
-    ns.next = malloc((nnames + 1) * sizeof *ns.next);
-    if (ns.head == NULL || ns.list == NULL || ns.next == NULL || idmap_init(&ns.byhash, nnames) ||
-        idmap_init(&paths, nn + nb) || side_paths(&cur, &ns, &paths) || side_paths(&old, &ns, &paths))
+    ks.head = calloc(nkeys + 1, sizeof *ks.head);
+    ks.list = malloc((nkeys + 1) * sizeof *ks.list);
+    ks.next = malloc((nkeys + 1) * sizeof *ks.next);
+    if (ks.head == NULL || ks.list == NULL || ks.next == NULL || idmap_init(&ks.byhash, nkeys) ||
+        idmap_init(&paths, nn + nb) || side_paths(&cur, &ks, &paths) || side_paths(&old, &ks, &paths))
         goto error;
     csum = calloc(paths.n + 1, sizeof *csum);
     bsum = calloc(paths.n + 1, sizeof *bsum);
@@ -408,8 +409,8 @@ static int write_diff(FILE *f, const profile_t *p, const profile_t *base)
     put_double(f, "full", full);
     n = preorder(cur.t, order);
     for (col = 0; col < 4; col++) {
-        static const char *const names[] = { "base", "change", "noise", "colour" };
-        fprintf(f, ",\n\"%s\":[", names[col]);
+        static const char *const cols[] = { "base", "change", "noise", "colour" };
+        fprintf(f, ",\n\"%s\":[", cols[col]);
         for (i = 0; i < n; i++) {
             uint32_t x = order[i];
             double d = change[x], v;
@@ -443,10 +444,10 @@ error:
     free(cur.total);
     free(old.path);
     free(old.total);
-    free(ns.head);
-    free(ns.list);
-    free(ns.next);
-    idmap_fini(&ns.byhash);
+    free(ks.head);
+    free(ks.list);
+    free(ks.next);
+    idmap_fini(&ks.byhash);
     idmap_fini(&paths);
     return rc;
 }

@@ -1,6 +1,6 @@
-/* formats/formats.c — the table of output formats, inference from file names, writing a
- * profile atomically (temporary file in the same directory, then rename), and the time a
- * sample stands for. */
+/* formats/formats.c — the table of output formats, a format inferred from a path's
+ * suffix, writing a profile atomically (temporary file in the same directory, then
+ * rename), and the time a sample stands for. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -81,12 +81,12 @@ const out_format_t *out_format_for_path(const char *path)
     return best;
 }
 
-/* Long enough for every name of the table, each followed by ", " (checked below). */
-static char names_all[128], names_writers[128];
+/* Long enough for every format of the table, each followed by ", " (checked below). */
+static char list_all[128], list_writers[128];
 
 const char *out_format_names(int writers_only)
 {
-    char *buf = writers_only ? names_writers : names_all;
+    char *buf = writers_only ? list_writers : list_all;
     size_t i, n = 0;
 
     if (buf[0] != '\0')
@@ -95,7 +95,7 @@ const char *out_format_names(int writers_only)
         size_t len = strlen(formats[i].name);
         if (writers_only && formats[i].write == NULL)
             continue;
-        if (n + len + 3 > sizeof names_all)
+        if (n + len + 3 > sizeof list_all)
             break;                  /* cannot happen: the table is short */
         if (n > 0) {
             memcpy(buf + n, ", ", 2);

@@ -1,7 +1,7 @@
 /* formats/json.c — JSON string writing shared by the JSON-based writers.
  *
  * Escapes quotes, backslashes and control characters, and replaces bytes that are not
- * valid UTF-8 with U+FFFD, so names from a hostile target always give valid JSON.
+ * valid UTF-8 with U+FFFD, so strings from a hostile target always give valid JSON.
  */
 #include <string.h>
 

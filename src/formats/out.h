@@ -1,22 +1,6 @@
 /* formats/ — output writers. They read the profile model of sample/ only (and use
  * util/), never proc/ or unwind/, so a recording can be converted later without the
- * process.
- *
- *   json.c        JSON string escaping shared by the JSON-based writers
- *   text.c        escaping of names in text for a terminal (the table, remora dump)
- *   formats.c     the format table, inference from a file name, atomic file writing,
- *                 the time a sample stands for
- *   collapsed.c   Brendan Gregg's collapsed stacks (write and read)
- *   table.c       the table printed when no -o is given
- *   pstats.c      Python's pstats file (cProfile's), through marshal.c
- *   marshal.c     the objects of Python's marshal format that a pstats file holds
- *   speedscope.c  speedscope JSON
- *   flamegraph.c  the self-contained HTML flamegraph (template in flamegraph.html)
- *   pprof.c       pprof's profile.proto, gzipped (zlib)
- *   firefox.c     the Firefox Profiler's processed format (a timeline: needs events)
- *   heatmap.c     the line heatmap: HTML of the sampled source lines (source given by the caller)
- *   strs.c        string tables by index (pprof, firefox)
- *   raw.c         the .remora recording (an event log; see raw.h)
+ * process. Which file writes what: docs/layout.md.
  */
 #ifndef REMORA_OUT_H
 #define REMORA_OUT_H
@@ -33,7 +17,7 @@ size_t out_utf8_len(const unsigned char *s, size_t n);
 /* Writes str as a JSON string literal (quoted, escaped, always valid UTF-8). */
 void out_json_str(FILE *f, const char *str);
 
-/* Writes str for a terminal, one name on one line, reversibly: a backslash → \\,
+/* Writes str for a terminal, one string on one line, reversibly: a backslash → \\,
  * newline, carriage return, tab → \n \r \t, other control characters (C0, DEL and the
  * C1 code points U+0080..U+009F) → \xNN (the code point in hex), U+2028 and U+2029 →
  * \u2028 \u2029, each byte that is not part of valid UTF-8 → U+FFFD, and the character

@@ -66,14 +66,14 @@ int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o)
     for (i = 0; i < nthreads; i++) {
         const stk_thread_t *th = stk_thread_at(t, i);
         size_t cap = strlen(th->name) + 32;
-        char *tname = malloc(cap);
-        if (tname == NULL)
+        char *label = malloc(cap);
+        if (label == NULL)
             return REMORA_ENOMEM;
         /* the whole name, however long (a collapsed file converted may have any) */
-        snprintf(tname, cap, "thread %s (%d)", th->name[0] ? th->name : "?", (int)th->tid);
+        snprintf(label, cap, "thread %s (%d)", th->name[0] ? th->name : "?", (int)th->tid);
         fputs(i ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", f);
-        out_json_str(f, tname);
-        free(tname);
+        out_json_str(f, label);
+        free(label);
         fprintf(f, ",\"unit\":\"seconds\",\"startValue\":0,\"endValue\":%.12g,\"samples\":[",
                 (double)th->samples * c.dt);
         c.f = f;

@@ -1,6 +1,7 @@
-/* formats/text.c — names written into text meant for a terminal (the pstats table, `remora
- * dump`): one name stays on one line and cannot drive the terminal, and the escaping can
- * be undone. See out_text_str() in out.h for the rules.
+/* formats/text.c — strings from the target (function, file and thread names) written
+ * into text meant for a terminal (the pstats table, `remora dump`): one string stays on
+ * one line and cannot drive the terminal, and the escaping can be undone. See
+ * out_text_str() in out.h for the rules.
  */
 #include <string.h>
 

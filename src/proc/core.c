@@ -384,7 +384,7 @@ static int core_parse(image_t *img, pid_t *pid)
             if (*pid == 0 || img->tasks[i].tid < *pid)
                 *pid = img->tasks[i].tid;
     }
-    /* the core keeps the process's name only: the main thread's */
+    /* the core keeps the process's comm only (NT_PRPSINFO's fname): the main thread's */
     for (i = 0; i < img->ntasks; i++) {
         img->tasks[i].has_name = 1;
         if (img->tasks[i].tid == *pid && cn.have_psinfo)

@@ -77,7 +77,7 @@ int proc_open_snapshot(const char *file, proc_t **out);
 int proc_open_snapshot_mem(const void *buf, size_t len, proc_t **out);
 
 /* Starts recording p (any source): from now on every byte range read whole, the maps
- * text, the task list, task states and names, and the symbols and sections looked up
+ * text, the task list, task states and comms, and the symbols and sections looked up
  * in ELF files opened with proc_elf_open() are remembered for proc_snapshot_save().
  * Later reads of the same bytes replace earlier ones. Returns 0 or REMORA_ENOMEM. */
 int proc_record_start(proc_t *p);
@@ -214,7 +214,8 @@ int proc_states_held(const proc_t *p);
 int proc_hold_states(proc_t *p, const pid_t *tids, size_t n);
 void proc_release_states(proc_t *p);
 
-/* The task's name (comm), NUL-terminated, at most 'len' - 1 bytes. Returns 0 or REMORA_ENOPROC. */
+/* The task's comm (the kernel's name for it, /proc/PID/task/TID/comm; not threading's
+ * thread name), NUL-terminated, at most 'len' - 1 bytes. Returns 0 or REMORA_ENOPROC. */
 int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len);
 
 /* ---- --blocking: the target held still while a sample is read (freeze.c) ---- */

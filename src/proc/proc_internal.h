@@ -1,15 +1,4 @@
-/* proc/ internals shared by its files.
- *
- *   proc.c      the handle, the live source (process_vm_readv), dispatch of reads,
- *               opening core and snapshot handles, saving a snapshot
- *   maps.c      /proc/PID/maps parsing; opening the files a target maps
- *   task.c      /proc/PID/task: thread ids, states, names; a process's descendants
- *   freeze.c    --blocking: the target's threads stopped and resumed (ptrace)
- *   elf.c       ELF symbols and sections; traces of lookups, stub files for snapshots
- *   image.c     the memory image of a non-live source: segments, mapped files, tasks
- *   core.c      the ELF core file source (builds an image)
- *   snapshot.c  the snapshot file source (builds an image) and the recorder
- *   file.c      errno to REMORA_E* codes; whole-file reads
+/* proc/ internals shared by its files (which file does what: docs/layout.md).
  *
  * Calls go one way, never back up this list:
  *   freeze.c          → task.c, proc.c
@@ -112,7 +101,7 @@ typedef struct img_file {
 typedef struct img_task {
     pid_t tid;
     char state;                     /* 0: unknown (proc_task_state fails) */
-    int has_name;
+    int has_name;                   /* name holds its comm (the kernel's name for it) */
     char name[64];
     int has_regs;                   /* core: NT_PRSTATUS's registers (x86_64 user_regs) */
     uint64_t regs[27];
@@ -179,8 +168,8 @@ int snapshot_open(const char *file, image_t **out, pid_t *pid);
 int snapshot_open_mem(const void *buf, size_t len, image_t **out, pid_t *pid);
 
 /* The recorder (snapshot.c): every successful read and what proc_maps_read / proc_tasks /
- * proc_task_state / proc_task_name / proc_elf_open returned, kept by the handle that
- * made them; it calls nothing of the handle's. */
+ * proc_task_state / proc_task_name (the comm) / proc_elf_open returned, kept by the
+ * handle that made them; it calls nothing of the handle's. */
 recorder_t *rec_new(void);
 void rec_free(recorder_t *r);
 void rec_mem(recorder_t *r, uint64_t addr, const void *buf, size_t len);

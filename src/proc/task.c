@@ -1,4 +1,4 @@
-/* proc/task.c — the target's threads: /proc/PID/task, each task's state and name
+/* proc/task.c — the target's threads: /proc/PID/task, each task's state and comm
  * (or the tasks a core or snapshot image holds). */
 
 #include <dirent.h>
@@ -315,7 +315,7 @@ int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len)
         return err == REMORA_EPERM ? err : REMORA_ENOPROC;
     }
     if (n > 0 && text[n - 1] == '\n')
-        n--;                    /* the kernel's; a name may end with its own newline */
+        n--;                    /* the kernel's; a comm may end with its own newline */
     if (n >= len)
         n = len - 1;
     memcpy(name, text, n);

@@ -7,8 +7,9 @@
  * one running: the list is read again (before a round's unw_sample(): unw_tasks() samples
  * the threads itself, which ends the validity of an earlier sample's array) only when a
  * thread ran a task it does not hold, or when it is older than ASYNC_PERIOD_NS (async.h).
- * The running task's own frames always come from the thread's sample. Warm, a sample allocates nothing: the stack is built in
- * a scratch array, the "task NAME" strings are cached by the unwinder's interned name.
+ * The running task's own frames always come from the thread's sample. Warm, a sample
+ * allocates nothing: the stack is built in a scratch array, the "task NAME" frames are
+ * cached by the unwinder's interned task name.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,10 +18,10 @@
 #include "remora.h"
 #include "async.h"
 
-typedef struct name_slot {
-    const char *name;           /* the unwinder's interned name (NULL: empty slot) */
+typedef struct task_name_slot {
+    const char *name;           /* the unwinder's interned task name (NULL: empty slot) */
     const char *frame;          /* "task NAME", interned in the table */
-} name_slot_t;
+} task_name_slot_t;
 
 struct async {
     stk_table_t *t;
@@ -28,7 +29,7 @@ struct async {
     const char *unknown;        /* ASYNC_UNKNOWN, interned */
     unw_frame_t *buf;           /* the stack being built, innermost first */
     size_t n, cap;
-    name_slot_t names[ASYNC_NAME_CACHE];
+    task_name_slot_t task_names[ASYNC_TASK_NAMES];
     char text[UNW_MAX_NAME * 4 + sizeof ASYNC_TASK_PREFIX + 8];
     int read;                   /* a list was read at least once */
     int64_t last_ns;            /* when the last reading began */
@@ -139,12 +140,12 @@ static void push_frames(async_t *a, const unw_frame_t *f, size_t n)
     a->n += n;
 }
 
-/* "task NAME" for the unwinder's interned name, interned in the table (cached by the
- * name's address). NULL when out of memory. */
+/* "task NAME" for the unwinder's interned task name, interned in the table (cached by
+ * the name's address). NULL when out of memory. */
 static const char *task_frame_name(async_t *a, const char *name)
 {
     uint64_t h = (uint64_t)(uintptr_t)name * 0x9e3779b97f4a7c15ull;
-    name_slot_t *slot = &a->names[(h >> 40) & (ASYNC_NAME_CACHE - 1)];
+    task_name_slot_t *slot = &a->task_names[(h >> 40) & (ASYNC_TASK_NAMES - 1)];
     const char *fn;
 
     if (name == NULL)

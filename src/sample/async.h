@@ -21,7 +21,7 @@
 #define ASYNC_PERIOD_NS 100000000
 #define ASYNC_COST_FACTOR 20
 #define ASYNC_MAX_FRAMES (2 * UNW_MAX_DEPTH)   /* frames of one written stack, at most */
-#define ASYNC_NAME_CACHE 1024                   /* task names kept as frames (power of two) */
+#define ASYNC_TASK_NAMES 1024                   /* task names kept as frames (power of two) */
 
 typedef struct async async_t;
 

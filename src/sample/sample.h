@@ -1,10 +1,5 @@
 /* sample/ — the stack table (interning and aggregation) and the profile model that
- * every output writer reads.
- *
- *   sampler.h  the sampling loop (sampler.c), which hands each thread sample to a sink
- *   stacks.c   frames interned by (function, file, line); per-thread tries of stacks
- *              with counts; memory grows with distinct stacks, never with samples
- *   functions.c  per-function totals of a table (the pstats table, `remora top`)
+ * every output writer reads (which file does what: docs/layout.md).
  */
 #ifndef REMORA_SAMPLE_H
 #define REMORA_SAMPLE_H
@@ -38,7 +33,9 @@ typedef struct stk_node {
 
 typedef struct stk_thread {
     pid_t tid;
-    const char *name;       /* interned; may be "" */
+    const char *name;       /* what the outputs call it: its thread name (threading's)
+                             * when known, else its comm (the kernel's); interned; may
+                             * be "" */
     uint32_t root;          /* node index of the thread's root */
     uint64_t samples;       /* samples counted for this thread */
 } stk_thread_t;
@@ -68,8 +65,8 @@ uint32_t stk_frame_op(stk_table_t *t, const char *function, const char *file, in
  * apart). Returns its index or STK_NONE. */
 uint32_t stk_thread(stk_table_t *t, pid_t tid, const char *name);
 
-/* Gives thread 'thread' another name (a name that stood for one not known yet). Returns
- * 0, or -1 when out of memory. */
+/* Gives thread 'thread' another name (its thread name, read after its comm stood for
+ * it). Returns 0, or -1 when out of memory. */
 int stk_thread_rename(stk_table_t *t, uint32_t thread, const char *name);
 
 /* Child of 'node' for 'frame', created if absent. Returns its index or STK_NONE. */

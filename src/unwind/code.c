@@ -149,7 +149,7 @@ unw_code_t *code_cache_peek(code_cache_t *c, uint64_t addr)
 }
 
 /* The slot a new entry for 'addr' takes: its own, an empty one, else the one validated
- * longest ago (fast.c stamps entries each sample). */
+ * longest ago (naming.c stamps entries each sample). */
 static unw_code_t *code_victim(code_cache_t *c, uint64_t addr)
 {
     unw_code_t *set = code_set(c, addr), *v = code_cache_peek(c, addr);

@@ -1,17 +1,8 @@
-/* unwind/internal.h — the per-sample reader's state, shared by the files that read a sample.
- *
- *   sample.c       unw_sample(): one round, thread by thread
- *   copy.c         the first read: states, GIL, stack copies; copying again
- *   batch.c        requests merged into few vectored reads
- *   threadcache.c  the interpreters and thread states kept between samples
- *   walk.c         walking a thread's frames in its copies, and checking them
- *   anchor.c       --frame-anchor (3.15)
- *   parked.c       threads that have not held the GIL since their last walk
- *   idle.c         which threads are on a CPU (without the kernel engine)
- *   naming.c       validating the sample's code objects
- *   native.c       --native: C stacks (elfutils libdwfl) merged with the Python frames
- *   tasks.c        asyncio tasks; per sample, each thread's running task
- *   pyobj.c        dicts, sets, lists, modules, instance attributes (for tasks.c)
+/* unwind/internal.h — the per-sample reader's state, shared by the files that read a
+ * sample, and what the other files of unwind/ share, declared file by file (which file
+ * does what: docs/layout.md). Longer than a file should be (~730 lines) because it is
+ * the folder's one internal header: declarations and a few inline helpers, a section per
+ * file.
  *
  * Not for use outside src/unwind/.
  */
@@ -44,14 +35,15 @@ int pystr_from_head(proc_t *p, const py_layout_t *L, uint64_t addr, const unsign
 int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
                  unsigned char **out, size_t *len);
 
-/* ---- pynames.c -------------------------------------------------------------- */
+/* ---- pynames.c: thread names (threading's, not the comm) ------------------- */
 
 #define PYN_MAX_ENTRIES 65536   /* threading._active entries scanned (1.5 MB, 16 reads): all of
                                  * a registry that held at most 21,845 threads when its table
                                  * was last resized (CPython sizes it to 3 x the count then) */
 #define PYN_MAX_SCAN 8192       /* entries of sys.modules or a module's dict scanned */
 #define PYN_REFRESH_NS 500000000 /* the registry is read again this often ... */
-#define PYN_NEW_NS 20000000     /* ... or, when a thread not named before appears, this */
+#define PYN_NEW_NS 20000000     /* ... or, when a thread not in the last reading appears,
+                                 * this */
 
 typedef struct pynames pynames_t;
 
@@ -61,11 +53,11 @@ void pyn_free(pynames_t *pn);
 /* Reads the registry of the interpreter at 'interp' again when it is due: never read,
  * PYN_REFRESH_NS since the last reading, or one of idents[0..n) (the threads' pthread
  * ids) was not among those of the last reading and PYN_NEW_NS passed. A registry that
- * cannot be read names nothing. Returns 0, REMORA_ENOPROC or REMORA_ENOMEM. */
+ * cannot be read gives no thread name. Returns 0, REMORA_ENOPROC or REMORA_ENOMEM. */
 int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *idents, size_t n,
                int force);
 
-/* The name of the thread whose pthread id is 'ident' (UTF-8, valid until the next
+/* The thread name of the thread whose pthread id is 'ident' (UTF-8, valid until the next
  * pyn_update), or NULL. */
 const char *pyn_lookup(const pynames_t *pn, uint64_t ident);
 
@@ -101,8 +93,8 @@ typedef struct unw_code {
     size_t str_len[2];          /* objects (+8), and the bytes of each compared */
     unsigned char *str_img;     /* owned: those bytes, UNW_FP_STR apart (NULL: 3.12+) */
     uint64_t stamp;             /* the sample in which it was last validated */
-    uint64_t gen;               /* the code generation it was last validated at (fast.c) */
-    uint64_t fresh;             /* the sample that fetched it (fast.c) */
+    uint64_t gen;               /* the code generation it was last validated at (naming.c) */
+    uint64_t fresh;             /* the sample that fetched it (naming.c) */
     uint64_t kfp;               /* its fingerprint as the kernel engine mixes it (kernel.c;
                                  * 0: not computed yet) */
     uint64_t kgen;              /* kernel.c, 3.12+: 1 + the code-object counter's value at
@@ -144,14 +136,14 @@ int code_calls_at(const unw_code_t *code, int64_t idx);
 
 /* --opcodes: the name of the instruction at byte 'offset' of the code object's bytecode,
  * read now (the specialised form it has now, 3.11+), or NULL (no such instruction, a
- * failed read, a version without names). */
+ * failed read, a version without opcode names). */
 const char *code_opcode(unwinder_t *u, unw_code_t *e, int offset);
 /* The opcode names of a minor version 3.9-3.15 (py/opnames_generated.h), or NULL. */
 const char *const *code_opnames(int minor);
 
 typedef struct code_cache code_cache_t;
 
-code_cache_t *code_cache_new(strtab_t *names);
+code_cache_t *code_cache_new(strtab_t *strs);     /* interns the entries' strings in strs */
 void code_cache_free(code_cache_t *c);
 
 /* The entry for the code object at 'addr', read from the target on a miss or when the
@@ -214,7 +206,8 @@ static inline int code_line(unw_code_t *code, const py_layout_t *L, int addrq)
 struct unwinder {
     proc_t *p;
     const py_target_t *target;
-    strtab_t *names;
+    strtab_t *names;            /* interned strings (the frames' function and file names,
+                                 * asyncio task names); code.c, native.c, tasks.c intern */
     code_cache_t *codes;
     unw_thread_t *threads;
     size_t nthreads, cap_threads;
@@ -227,7 +220,7 @@ struct unwinder {
     const char *const *opnames; /* the target version's opcode names (--opcodes), or NULL */
     unsigned tries;             /* unw_set_tries() */
     struct reader *reader;      /* the per-sample reader's state (sample.c) */
-    pynames_t *pynames;         /* UNW_WANT_PYNAMES: the registry of thread names */
+    pynames_t *pynames;         /* UNW_WANT_PYNAMES: the thread names (threading's) */
     uint64_t *idents;           /* scratch: this sample's pthread ids */
     size_t cap_idents;
     struct unw_native *native;  /* --native (native.c), or NULL */
@@ -327,7 +320,7 @@ int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n);
 int tasks_walk_test(unwinder_t *u, const py_asyncio_t *a, const uint64_t *lists, size_t nlists,
                     size_t *n, int *moved);
 
-/* ---- naming.c ---- */
+/* ---- naming.c: frame naming ---- */
 
 /* The line offset of a frame's instruction: f_lasti (3.9: bytes, 3.10: code units) or
  * the instruction pointer's distance from the first code unit (3.11+); -1 when it has not
@@ -360,12 +353,12 @@ void unw_reader_free(struct reader *r);
                                    * 3.9/3.10: this close after the generator object's start
                                    * (gi_exc_state at 64 and 56) */
 #endif
-#define RD_CHUNK_HDR 24u
+#define RD_CHUNK_HDR 24u          /* struct _PyStackChunk: previous, size, top */
 #define RD_FREED_RUN 8            /* 3.9/3.10: freed frames in a row a walk goes through */
 #define RD_SPEC 512               /* speculative blocks per thread, at most */
-#define RD_SPEC_CODES 512         /* code objects validated in the first read */          /* struct _PyStackChunk: previous, size, top */
+#define RD_SPEC_CODES 512         /* code objects validated in the first read */
 
-typedef struct fast_interp {
+typedef struct rd_interp {
     uint64_t addr;
     int64_t id;
     uint64_t gil;                   /* 3.12+: the struct _gil_runtime_state in use */
@@ -379,14 +372,14 @@ typedef struct fast_interp {
     uint64_t last_sw, last_holder;  /* sw and holder as the last sample read them */
 } rd_interp_t;
 
-typedef struct fast_block {
+typedef struct rd_block {
     uint64_t addr;
     size_t len;
     unsigned char *one, *two;       /* read while walking, re-read to validate */
     size_t cap;
 } rd_block_t;
 
-typedef struct fast_thread {
+typedef struct rd_thread {
     uint64_t tstate;
     size_t interp;
     pid_t native_id;
@@ -669,7 +662,7 @@ int park_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc);
 int park_holds(const py_layout_t *L, const rd_interp_t *fi, const rd_thread_t *tc);
 int park_save(reader_t *r, const rd_interp_t *fi, rd_thread_t *tc, uint64_t cur, size_t nw);
 
-/* ---- naming.c ---- */
+/* ---- naming.c: frame naming (function, file and line from a frame's code object) -- */
 
 /* Adds a code address to this sample's set (codes[] holds each once). */
 static inline int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr)
@@ -691,12 +684,14 @@ static inline int name_note_code(reader_t *r, code_cache_t *cc, uint64_t addr)
     return 0;
 }
 
-/* Names every thread's frames (u->threads[i].frames, from tc->raw_*) once the code
- * objects are resolved. A frame whose code object was fetched this sample drops its
- * thread (r->fresh counts them); on 3.11 a caller not resting on a call ends the stack
- * known below it. */
+/* Frame naming: every thread's frames (u->threads[i].frames, from tc->raw_*) get their
+ * function, file and line once the code objects are resolved. A frame whose code object
+ * was fetched this sample drops its thread (r->fresh counts them); on 3.11 a caller not
+ * resting on a call ends the stack known below it. */
 void name_frames(unwinder_t *u, reader_t *r);
 
+/* Validates this sample's code objects (naming.c says how). Returns 0, REMORA_ENOPROC or
+ * REMORA_ENOMEM. */
 int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, uint64_t post);
 
 /* ---- idle.c ---- */

@@ -1,9 +1,11 @@
-/* unwind/naming.c — the code objects of a sample's frames, validated once.
+/* unwind/naming.c — frame naming: each frame of a sample gets its function, file and
+ * line from its code object, and the code objects are validated once a sample.
  *
  * Every code address walked this sample is validated in one vectored read, after the
- * frames naming it were copied: by the interpreter's code-object counter where one exists
- * (3.12+), else by a fingerprint re-read (code.c). A code object fetched for the first
- * time this sample is marked fresh: the threads it names are read once more.
+ * frames that hold it were copied: by the interpreter's code-object counter where one
+ * exists (3.12+), else by a fingerprint re-read (code.c). A code object fetched for the
+ * first time this sample is marked fresh: the threads whose frames hold it are read once
+ * more.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,7 @@
  *
  * A frame holds its code object, so the object at a frame's code address is the one the
  * frame ran from for as long as the frame lives; once it returns, a new code object may
- * take the address. What names a frame must therefore be read after the frame was:
+ * take the address. What a frame is named from must therefore be read after the frame was:
  *  - a fingerprint read after the copies that equals the entry's (last sample's codes
  *    are read so in the first read, unless frames were read later; the rest here);
  *  - or a counter moved whenever a code object is made (3.12, 3.13) or freed (3.14+),
@@ -24,8 +26,8 @@
  *    validated: none was made or freed in between. An entry records the counter as
  *    read before its fingerprint ('pre'), which is all the proof needs.
  * A code object fetched now was read after its frame's copy with nothing to tie the
- * two: it is marked fresh, and the threads it names are dropped (unw_sample tries once
- * more, with it cached). */
+ * two: it is marked fresh, and the threads whose frames hold it are dropped (unw_sample
+ * tries once more, with it cached). */
 int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, uint64_t post)
 {
     const py_layout_t *L = &u->target->layout;
@@ -70,7 +72,7 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
             if (gerr == REMORA_ENOPROC || gerr == REMORA_ENOMEM)
                 return gerr;
             if (gerr)
-                continue;           /* no code object there: the frames naming it fail */
+                continue;           /* no code object there: the frames holding it fail */
             e->fresh = r->stamp;
         }
         e->stamp = r->stamp;

@@ -2,16 +2,8 @@
  *
  * Never prints: every function returns data and a REMORA_E* code. This header is the
  * folder's public face: the unwinder (unw_new, unw_sample) and the pure line-table
- * decoders. How a sample is read, file by file, is in internal.h:
- *   linetable.c  line-number decoders for 3.9 lnotab, 3.10 linetable, 3.11+ locations
- *   pystr.c      reading str and bytes objects out of the target
- *   locals.c     dump --locals: a frame's arguments and locals as repr() text
- *   pynames.c    Python thread names, from the threading module's registry
- *   code.c       the code-object cache (bounded, validated by a fingerprint)
- *   threads.c    the unwinder's handle; interpreter and thread-state lists; native ids
- *   native.c     --native: each thread's C stack merged with its Python frames
- *   tasks.c      asyncio: every task of every event loop, its coroutine stack and awaiters
- *   sample.c ... the per-sample reader (internal.h lists its files)
+ * decoders. internal.h declares, file by file, what the folder's files share; which file
+ * does what: docs/layout.md.
  */
 #ifndef REMORA_UNWIND_H
 #define REMORA_UNWIND_H
@@ -29,7 +21,8 @@
 #define UNW_MAX_DEPTH 4096          /* frames per thread */
 #define UNW_MAX_THREADS 4096        /* thread states per interpreter */
 #define UNW_MAX_INTERPS 256
-#define UNW_MAX_NAME 1024           /* code points kept of a name or a path */
+#define UNW_MAX_NAME 1024           /* code points kept of a name (a function's, a thread's,
+                                     * a task's) or a path */
 #define UNW_MAX_LINETABLE (1u << 20)
 #define UNW_CODE_CACHE 4096         /* entries (power of two) */
 
@@ -90,9 +83,10 @@ typedef struct unw_thread {
     int handling_exc;           /* UNW_WANT_EXC: 1 when sys.exc_info() would give an exception
                                  * there (it is inside an except block), 0 when not, -1
                                  * when that could not be read */
-    char name[64];              /* the task's name (comm), only with UNW_WANT_NAMES */
+    char name[64];              /* its comm (the kernel's name for the task), only with
+                                 * UNW_WANT_NAMES */
     uint64_t ident;             /* its pthread_t (threading.get_ident()), 0 if unknown */
-    const char *py_name;        /* UNW_WANT_PYNAMES: its threading.Thread's name (UTF-8,
+    const char *py_name;        /* UNW_WANT_PYNAMES: its thread name (threading's, UTF-8,
                                  * cut after UNW_MAX_NAME code points), NULL when the
                                  * thread is not in threading's registry or that could not
                                  * be read; valid until the next unw_sample() */
@@ -121,12 +115,13 @@ typedef struct unwinder unwinder_t;
 /* What unw_sample reads besides stacks (each costs system calls per thread). */
 #define UNW_WANT_CPU 1u         /* on_cpu of every thread: the kernel engine's table, else
                                  * /proc (idle.c: looked at when it may have changed) */
-#define UNW_WANT_NAMES 2u       /* name, from /proc/PID/task/TID/comm */
+#define UNW_WANT_NAMES 2u       /* name: the comm, from /proc/PID/task/TID/comm */
 #define UNW_WANT_GC 4u          /* gc, from the interpreter's GC state */
 #define UNW_WANT_EXC 8u         /* handling_exc, from the thread state (a read per generator
                                  * or coroutine whose exception slot is walked through) */
-#define UNW_WANT_PYNAMES 32u    /* py_name, from threading._active (read again at most
-                                 * every 20 ms when a thread appears, else every 0.5 s) */
+#define UNW_WANT_PYNAMES 32u    /* py_name: the thread name, from threading._active (read
+                                 * again at most every 20 ms when a thread appears, else
+                                 * every 0.5 s) */
 #define UNW_WANT_ALL 47u
 #define UNW_WANT_ANCHOR 16u     /* 3.15, record --frame-anchor: keep the thread state's
                                  * last_profiled_frame at a frame (writes 8 bytes into the
@@ -179,10 +174,12 @@ typedef struct unw_stats {
     uint64_t thread_samples;    /* threads read by unw_sample(), in all */
     uint64_t parked;            /* ... served from a parked thread's saved walk */
     uint64_t partial;           /* ... whose innermost frames moved (unw_thread_t.partial) */
-    uint64_t name_readings;     /* readings of the thread-name registry (never per sample) */
+    uint64_t name_readings;     /* readings of the thread names' registry (threading._active;
+                                 * never per sample) */
     uint64_t name_reads;        /* ... the system calls they made */
     uint64_t name_scans;        /* ... scans of threading._active (> readings: it moved) */
-    uint64_t name_torn;         /* threads it moved under every time (their last name kept) */
+    uint64_t name_torn;         /* threads it moved under every time (their last thread
+                                 * name kept) */
     uint64_t name_unscanned;    /* _active entries past the bound at the last reading */
     uint64_t name_ns;           /* ... the time the readings took, in all */
     uint64_t idle_sched;        /* without the kernel engine: schedstat reads (idle.c) */

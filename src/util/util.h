@@ -1,12 +1,5 @@
 /* util/ — small helpers every layer uses; they read nothing outside remora's own memory.
- *
- *   grow.c    growing arrays (doubling)
- *   err.c     names and exit codes of the REMORA_E* error codes (include/remora.h)
- *   output.c  opening output files (a temporary name for regular files, devices in place,
- *             directories and /proc refused)
- *   strtab.c  interned strings (stable pointers, grow with distinct names only)
- *   pyrepr.c  Python's repr() of int, float, str and bytes from their parts (dump --locals)
- *   lines.c   a text's lines as Python splits them (source files)
+ * Which file holds what: docs/layout.md.
  */
 #ifndef REMORA_UTIL_H
 #define REMORA_UTIL_H
