@@ -25,17 +25,17 @@ static int add_end_reads(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t c
      * in the chunk below the top then, and at the round's start, lived through the copies
      * (walk_check, the frame walked from). datastack_top follows datastack_chunk in every
      * version's thread state; checked where it is used */
-    if (L->ts_datastack_chunk && L->ts_datastack_chunk + 16 <= L->ts_size &&
-        batch_req(r, tc->tstate + L->ts_datastack_chunk, tc->ds_end, 16))
+    if (L->ts_datastack_chunk && L->ts_datastack_chunk + PY_TS_DATASTACK_SPAN <= L->ts_size &&
+        batch_req(r, tc->tstate + L->ts_datastack_chunk, tc->ds_end, PY_TS_DATASTACK_SPAN))
         return -1;
     if (anchor_on(u, tc) && cp == tc->tstate + L->ts_frame && L->ts_last_profiled > L->ts_frame &&
-        L->ts_last_profiled + 16 - L->ts_frame <= sizeof tc->tail) {
-        tc->tail_len = (size_t)(L->ts_last_profiled + 16 - L->ts_frame);
+        L->ts_last_profiled + PY_TS_LAST_PROFILED_SPAN - L->ts_frame <= sizeof tc->tail) {
+        tc->tail_len = (size_t)(L->ts_last_profiled + PY_TS_LAST_PROFILED_SPAN - L->ts_frame);
         return batch_req(r, cp, tc->tail, tc->tail_len);
     }
     if (batch_req(r, cp, &tc->cur_end, 8))
         return -1;
-    if (anchor_on(u, tc) && batch_req(r, tc->tstate + L->ts_last_profiled, tc->lp_end, 16))
+    if (anchor_on(u, tc) && batch_req(r, tc->tstate + L->ts_last_profiled, tc->lp_end, PY_TS_LAST_PROFILED_SPAN))
         return -1;
     return 0;
 }
@@ -45,7 +45,7 @@ static void unpack_tail(const py_layout_t *L, rd_thread_t *tc)
     if (tc->tail_len == 0)
         return;
     memcpy(&tc->cur_end, tc->tail, 8);
-    memcpy(tc->lp_end, tc->tail + (L->ts_last_profiled - L->ts_frame), 16);
+    memcpy(tc->lp_end, tc->tail + (L->ts_last_profiled - L->ts_frame), PY_TS_LAST_PROFILED_SPAN);
 }
 
 /* Makes room for two copies of len bytes. */

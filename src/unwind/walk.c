@@ -258,7 +258,7 @@ static int pushed_by(const py_layout_t *L, const reader_t *r, const rd_thread_t 
     fb = (second ? tc->b : tc->a) + (w->addr - tc->base);
     cb = (second ? tc->b : tc->a) + (callee->addr - tc->base);
     memcpy(&st, fb + L->fr_calltop, 4);
-    if (st < 0 || fs + 8 * (uint64_t)st + 16 > gap)
+    if (st < 0 || fs + 8 * (uint64_t)st + PY_FR_CALL_SLOTS > gap)
         return 0;
     s0 = get_u64(fb, fs + 8 * (size_t)st);
     s1 = get_u64(fb, fs + 8 * (size_t)st + 8);
@@ -404,11 +404,11 @@ static int walked_from_lived(const py_layout_t *L, const reader_t *r, const rd_t
     uint64_t end, top0;
 
     if (nwalked == 0 || w->shim || w->cached || w->from != FROM_CHUNK || L->ts_datastack_chunk == 0 ||
-        L->ts_datastack_chunk + 16 > L->ts_size || tc->chunk == 0 || w->addr < tc->chunk)
+        L->ts_datastack_chunk + PY_TS_DATASTACK_SPAN > L->ts_size || tc->chunk == 0 || w->addr < tc->chunk)
         return 0;
     if (get_instr(L, second_copy(r, tc, w)) != w->instr || w->code == 0)
         return 0;
-    top0 = get_u64(tc->ts, L->ts_datastack_chunk + 8);
+    top0 = get_u64(tc->ts, L->ts_datastack_chunk + PY_TS_DATASTACK_TOP);
     end = w->addr + L->fr_size;
     return get_u64(tc->ts, L->ts_datastack_chunk) == tc->chunk && tc->ds_end[0] == tc->chunk &&
            end > w->addr && end <= top0 && end <= tc->ds_end[1];
