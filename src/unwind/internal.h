@@ -1,6 +1,7 @@
 /* unwind/internal.h — the per-sample reader's state, shared by the files that read a sample.
  *
  *   sample.c       unw_sample(): one round, thread by thread
+ *   reading.c      one thread's reading, its re-readings, what a moved stack keeps
  *   copy.c         the first read: states, GIL, stack copies; copying again
  *   batch.c        requests merged into few vectored reads
  *   threadcache.c  the interpreters and thread states kept between samples
@@ -620,6 +621,13 @@ void tc_fini(rd_thread_t *tc);
 int tc_rebuild(unwinder_t *u, reader_t *r);
 int tc_lists_unchanged(const py_layout_t *L, const reader_t *r);
 void tc_settle_ids(unwinder_t *u, reader_t *r);
+
+/* ---- reading.c ---- */
+
+/* Reads thread i's stack into r->raw (tc->raw_first, raw_n). Returns 0 (th->error set
+ * when it could not be read; tc->partial when only its outer frames are known), or
+ * REMORA_ENOPROC / REMORA_ENOMEM, which end the round. */
+int read_thread(unwinder_t *u, reader_t *r, size_t i);
 
 /* ---- copy.c ---- */
 
