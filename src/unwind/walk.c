@@ -414,39 +414,39 @@ static int walked_from_lived(const py_layout_t *L, const reader_t *r, const rd_t
            end > w->addr && end <= top0 && end <= tc->ds_end[1];
 }
 
-int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep)
+/* The blocks read while walking, read again, with the current frame after them (to keep
+ * the read's shape: a frame object freed since fails the check) into *cur2, and the
+ * thread's ids. 0: read; 1: nothing holds (the frames freed meanwhile, or the state now
+ * another thread's); -1: out of memory. */
+static int reread_blocks(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t *cur2)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < r->nblocks; i++)
+        if (batch_iov(r, &n, r->blocks[i].addr, r->blocks[i].two, r->blocks[i].len))
+            return -1;
+    if (batch_iov(r, &n, copy_cur_ptr(&u->target->layout, tc), cur2, 8) || ident_req(u, r, tc, &n))
+        return -1;
+    if (proc_readv(u->p, r->iov, n))
+        return 1;                   /* the frames were freed meanwhile: nothing holds */
+    /* the state now another thread's, at the same address, whose current frame is
+     * at the same address too (3.9/3.10: a code object's zombie frame): nothing of
+     * the frames read now is the thread the round named */
+    return !ident_same(u, tc);
+}
+
+/* From the outermost frame in: each frame must be the same in both copies (links and
+ * code object); a caller must also be at the same instruction and look like one.
+ * The first frame that is not the same ends what is known; one that is the same but
+ * moved on, or runs, is the innermost frame known. The walk started from the frame
+ * current between the copies, so when every frame holds the stack is the one of
+ * that moment, however the top moved after it. Returns the innermost frame known
+ * (nwalked: none). */
+static size_t frames_held(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t nwalked)
 {
     const py_layout_t *L = &u->target->layout;
-    size_t i, n = 0, s = nwalked;
-    uint64_t cur2 = 0;
-    /* 3.9/3.10 without remembered blocks: walked from the frame current when the state was
-     * read, before any copy */
-    int from_state = L->frames_kind == PY_FRAMES_OBJECTS && !(tc->nsb && tc->mid_ok);
+    size_t i, s = nwalked;
 
-    *keep = nwalked;
-    r->top_moved = 0;
-    if (r->nblocks > 0) {
-        /* the blocks read while walking, again; the current frame after them, to keep the
-         * read's shape (a frame object freed since fails the check below) */
-        for (i = 0; i < r->nblocks; i++)
-            if (batch_iov(r, &n, r->blocks[i].addr, r->blocks[i].two, r->blocks[i].len))
-                return REMORA_ENOMEM;
-        if (batch_iov(r, &n, copy_cur_ptr(L, tc), &cur2, 8) || ident_req(u, r, tc, &n))
-            return REMORA_ENOMEM;
-        if (proc_readv(u->p, r->iov, n))
-            return REMORA_OK;       /* the frames were freed meanwhile: nothing holds */
-        /* the state now another thread's, at the same address, whose current frame is
-         * at the same address too (3.9/3.10: a code object's zombie frame): nothing of
-         * the frames read now is the thread the round named */
-        if (!ident_same(u, tc))
-            return REMORA_OK;
-    }
-    /* From the outermost frame in: each frame must be the same in both copies (links and
-     * code object); a caller must also be at the same instruction and look like one.
-     * The first frame that is not the same ends what is known; one that is the same but
-     * moved on, or runs, is the innermost frame known. The walk started from the frame
-     * current between the copies, so when every frame holds the stack is the one of
-     * that moment, however the top moved after it. */
     for (i = nwalked; i-- > 0; s = i) {
         const walked_t *w = &r->walk[i];
         const unsigned char *fb;
@@ -475,6 +475,21 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             break;
         }
     }
+    return s;
+}
+
+/* The innermost frame known s, moved out for what moved while the thread was read: the
+ * current frame (cur2: as read again after the blocks), frames outside the chunk read
+ * after it, the top, and 3.11/3.12 the cframe. Sets r->top_moved when the frame walked
+ * from lived through the copies though the top moved after. */
+static size_t moved_while_read(const py_layout_t *L, reader_t *r, const rd_thread_t *tc, uint64_t cur,
+                               uint64_t cur2, size_t nwalked, size_t s)
+{
+    /* 3.9/3.10 without remembered blocks: walked from the frame current when the state was
+     * read, before any copy */
+    int from_state = L->frames_kind == PY_FRAMES_OBJECTS && !(tc->nsb && tc->mid_ok);
+    size_t i;
+
     if (L->frames_kind == PY_FRAMES_OBJECTS) {
         /* 3.9/3.10: frame objects are shared by every thread (free lists, a code object's
          * zombie frame) and outlive their calls (a traceback holds them), so two copies
@@ -528,6 +543,21 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             s = i + 1 < nwalked ? i + 1 : nwalked;
         }
     }
+    return s;
+}
+
+int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep)
+{
+    const py_layout_t *L = &u->target->layout;
+    uint64_t cur2 = 0;
+    size_t s;
+    int held;
+
+    *keep = nwalked;
+    r->top_moved = 0;
+    if (r->nblocks > 0 && (held = reread_blocks(u, r, tc, &cur2)) != 0)
+        return held < 0 ? REMORA_ENOMEM : REMORA_OK;
+    s = moved_while_read(L, r, tc, cur, cur2, nwalked, frames_held(u, r, tc, nwalked));
     if (s < r->freed_below)
         s = r->freed_below;         /* 3.9/3.10: walked through a freed frame */
     if (s > 0)
