@@ -6,6 +6,9 @@
  * compares every link walked with the second copy and applies the caller rules of each
  * version (a caller has run up to its call). walk_learn_blocks() remembers where frames
  * outside the chunk were, for the next sample's first read.
+ * Over 600 lines on purpose: the walk and its check run for every frame of every sample
+ * and share the frame decoder and the copies' accessors as static inlines, which one
+ * file keeps inline in any build (with or without LTO).
  */
 #include <stdlib.h>
 #include <string.h>
