@@ -11,6 +11,7 @@
  *   idle.c         which threads are on a CPU (without the kernel engine)
  *   naming.c       validating the sample's code objects
  *   native.c       --native: C stacks (elfutils libdwfl) merged with the Python frames
+ *                  (native_merge.c; their state in native_int.h)
  *   tasks.c        asyncio tasks; per sample, each thread's running task
  *   pyobj.c        dicts, sets, lists, modules, instance attributes (for tasks.c)
  *
