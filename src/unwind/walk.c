@@ -399,8 +399,8 @@ static size_t one_moment(const reader_t *r, size_t s, size_t nwalked)
  * second copies: a frame that returned, or was a stale callee above its caller, lies at
  * or past the top. Its callers are checked as every caller is. Then the stack from it
  * down is one the thread had during the copies, and what ran above it is not known
- * (fidelity/mix: generators under sum(), re.sub's callback, sorted()'s key: the work
- * function's frame lost in 1-2.5% of 3.11+'s samples without). */
+ * (generators under sum(), re.sub's callback, sorted()'s key: without, the work
+ * function's frame is lost; docs/how-it-reads.md). */
 static int walked_from_lived(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t nwalked)
 {
     const walked_t *w = &r->walk[0];
@@ -533,7 +533,7 @@ static size_t moved_while_read(const py_layout_t *L, reader_t *r, const rd_threa
          * the walk ends at the thread's own root and each caller looked calling in both
          * copies (looks_calling): 3.12, a frame that has returned last ran (stacktop
          * -1); 3.11, it pushed its callee (pushed_by) and rests on its call (naming).
-         * fidelity/mix's re.sub and sorted() calling back lost 1-1.5% of rounds without.
+         * (re.sub and sorted() calling back: docs/how-it-reads.md.)
          * A thread not yet known: the frames below the innermost loop's entry. */
         if (tc->known && nwalked > 0 && r->walk[nwalked - 1].addr == tc->root) {
             if (s < 1 && walked_from_lived(L, r, tc, nwalked))
