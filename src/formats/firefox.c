@@ -201,19 +201,15 @@ static void write_markers(ffx_t *x, FILE *f, const uint32_t *evs, size_t ne)
     fputs("]}", f);
 }
 
-static void write_thread(ffx_t *x, FILE *f, size_t ti)
+/* Numbers thread ti's stacks (nodes but the root), frames and functions in the order its
+ * nodes use them: x->local, x->frames/frame_local (*nf), x->fns/fn_local (*nfn). */
+static void number_thread(ffx_t *x, size_t ti, size_t *nf_out, size_t *nfn_out)
 {
     const stk_table_t *t = x->t;
-    const stk_thread_t *th = stk_thread_at(t, ti);
     const uint32_t *nodes = x->by_thread + x->node_start[ti];
     size_t nn = x->node_start[ti + 1] - x->node_start[ti], nf = 0, nfn = 0, i, k;
-    const uint32_t *evs = x->ev_by_thread + x->ev_start[ti];
-    size_t ne = x->ev_start[ti + 1] - x->ev_start[ti];
     uint32_t stamp = (uint32_t)ti + 1;
-    char name[96];
 
-    /* its stacks (nodes but the root), frames and functions, numbered in the order its
-     * nodes use them */
     for (i = 0, k = 0; i < nn; i++) {
         const stk_node_t *nd = stk_node_at(t, nodes[i]);
         uint32_t fr = nd->frame, row;
@@ -232,16 +228,15 @@ static void write_thread(ffx_t *x, FILE *f, size_t ti)
             }
         }
     }
-    fputs("{\"name\":", f);
-    snprintf(name, sizeof name, "%d", (int)th->tid);
-    out_json_str(f, th->name[0] ? th->name : name);
-    fprintf(f, ",\"isMainThread\":%s,\"processStartupTime\":0,\"processShutdownTime\":null,"
-            "\"registerTime\":0,\"unregisterTime\":null,\"pausedRanges\":[],\"pid\":\"%d\","
-            "\"tid\":%d,\"processType\":\"default\",\"processName\":",
-            th->tid == x->p->meta.pid ? "true" : "false", (int)x->p->meta.pid, (int)th->tid);
-    out_json_str(f, x->p->meta.command[0] ? x->p->meta.command : "Python");
+    *nf_out = nf;
+    *nfn_out = nfn;
+}
 
-    /* samples */
+/* samples: the thread's events, each its stack and time. */
+static void write_samples(ffx_t *x, FILE *f, const stk_thread_t *th, const uint32_t *evs, size_t ne)
+{
+    size_t i;
+
     fputs(",\"samples\":{", f);
     col_begin(f, "stack", 1);
     for (i = 0; i < ne; i++) {
@@ -261,8 +256,14 @@ static void write_thread(ffx_t *x, FILE *f, size_t ti)
     fputc(']', f);
     nulls(f, "eventDelay", ne);
     fprintf(f, ",\"weight\":null,\"weightType\":\"samples\",\"length\":%zu}", ne);
+}
 
-    /* stackTable: the thread's nodes but the root, parents first */
+/* stackTable: the thread's nodes but the root, parents first. */
+static void write_stack_table(ffx_t *x, FILE *f, const stk_thread_t *th, const uint32_t *nodes, size_t nn)
+{
+    const stk_table_t *t = x->t;
+    size_t i, k;
+
     fputs(",\"stackTable\":{", f);
     col_begin(f, "frame", 1);
     for (i = 0, k = 0; i < nn; i++) {
@@ -295,8 +296,14 @@ static void write_thread(ffx_t *x, FILE *f, size_t ti)
             fprintf(f, "%u", x->local[nd->parent]);
     }
     fprintf(f, "],\"length\":%zu}", nn ? nn - 1 : 0);
+}
 
-    /* frameTable */
+/* frameTable: the frames the thread's nodes use. */
+static void write_frame_table(ffx_t *x, FILE *f, size_t nf)
+{
+    const stk_table_t *t = x->t;
+    size_t i;
+
     fputs(",\"frameTable\":{", f);
     /* --opcodes: an instruction's byte offset as the frame's address and its name as the
      * frame's implementation (the profiler's sidebar breaks a function's time down by it) */
@@ -346,8 +353,13 @@ static void write_thread(ffx_t *x, FILE *f, size_t ti)
     repeat(f, "inlineDepth", "0", nf);
     nulls(f, "nativeSymbol", nf);
     fprintf(f, ",\"length\":%zu}", nf);
+}
 
-    /* funcTable */
+/* funcTable: one per (function, file) the thread's frames use. */
+static void write_func_table(ffx_t *x, FILE *f, size_t nfn)
+{
+    size_t i;
+
     fputs(",\"funcTable\":{", f);
     col_begin(f, "name", 1);
     for (i = 0; i < nfn; i++) {
@@ -385,7 +397,30 @@ static void write_thread(ffx_t *x, FILE *f, size_t ti)
     fputc(']', f);
     nulls(f, "columnNumber", nfn);
     fprintf(f, ",\"length\":%zu}", nfn);
+}
 
+static void write_thread(ffx_t *x, FILE *f, size_t ti)
+{
+    const stk_thread_t *th = stk_thread_at(x->t, ti);
+    const uint32_t *nodes = x->by_thread + x->node_start[ti];
+    size_t nn = x->node_start[ti + 1] - x->node_start[ti], nf, nfn;
+    const uint32_t *evs = x->ev_by_thread + x->ev_start[ti];
+    size_t ne = x->ev_start[ti + 1] - x->ev_start[ti];
+    char name[96];
+
+    number_thread(x, ti, &nf, &nfn);
+    fputs("{\"name\":", f);
+    snprintf(name, sizeof name, "%d", (int)th->tid);
+    out_json_str(f, th->name[0] ? th->name : name);
+    fprintf(f, ",\"isMainThread\":%s,\"processStartupTime\":0,\"processShutdownTime\":null,"
+            "\"registerTime\":0,\"unregisterTime\":null,\"pausedRanges\":[],\"pid\":\"%d\","
+            "\"tid\":%d,\"processType\":\"default\",\"processName\":",
+            th->tid == x->p->meta.pid ? "true" : "false", (int)x->p->meta.pid, (int)th->tid);
+    out_json_str(f, x->p->meta.command[0] ? x->p->meta.command : "Python");
+    write_samples(x, f, th, evs, ne);
+    write_stack_table(x, f, th, nodes, nn);
+    write_frame_table(x, f, nf);
+    write_func_table(x, f, nfn);
     fputs(",\"resourceTable\":{\"lib\":[],\"name\":[],\"host\":[],\"type\":[],\"length\":0}"
           ",\"nativeSymbols\":{\"libIndex\":[],\"address\":[],\"name\":[],\"functionSize\":[],"
           "\"length\":0}", f);

@@ -24,6 +24,7 @@
 
 #include "remora.h"
 #include "out.h"
+#include "heatmap.h"
 #include "flamegraph.h"
 #include "../util/util.h"
 
@@ -32,274 +33,6 @@
 #define HM_LINE_SHOWN 400           /* bytes of one source line shown */
 #define HM_TOP_LINES 25             /* rows of the page's table of hottest lines */
 #define HM_OPS 4                    /* --opcodes: instructions shown on a line */
-
-typedef struct hm_line {
-    const char *file;               /* interned: compared by pointer */
-    int line;
-    uint32_t fileno;                /* index into files */
-    uint64_t self, incl, stamp;
-} hm_line_t;
-
-typedef struct hm_call {
-    uint32_t line;                  /* the calling line (index into lines) */
-    uint32_t row;                   /* the function called (a row of stk_fn_rows) */
-    uint64_t n, stamp;
-} hm_call_t;
-
-typedef struct hm_op {
-    uint32_t line;                  /* the line (index into lines) */
-    const char *op;                 /* --opcodes: an instruction samples ended at there */
-    uint64_t n;
-} hm_op_t;
-
-typedef struct hm_file {
-    const char *file;
-    uint64_t self, incl, stamp;
-    uint32_t *lines;                /* its lines (indexes), sorted by line number */
-    size_t nlines, cap;
-    const char *problem;            /* why its source is not shown (a constant), or NULL */
-    int changed;                    /* its file changed after the process started */
-} hm_file_t;
-
-typedef struct hm {
-    const stk_table_t *t;
-    hm_line_t *lines;
-    size_t nlines, cap_lines;
-    uint32_t *slots;                /* line index + 1, open addressing; 0 = empty */
-    size_t nslots;
-    hm_call_t *calls;
-    size_t ncalls, cap_calls;
-    uint32_t *call_slots;
-    size_t ncall_slots;
-    hm_op_t *ops;                   /* --opcodes: self samples by line and instruction */
-    size_t nops, cap_ops;
-    uint32_t *op_slots;
-    size_t nop_slots;
-    hm_file_t *files;
-    size_t nfiles, cap_files;
-    stk_fn_row_t *rows;
-    size_t nrows;
-    uint32_t *row_of_frame;
-    uint64_t stamp;                 /* the stack being counted */
-    int oom;
-} hm_t;
-
-static uint64_t mix(uint64_t h)
-{
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 32;
-    return h;
-}
-
-/* Doubles an open-addressing table of indexes + 1 when it is half full, rehashing with
- * key(i). Returns 0 or -1. */
-static int rehash(uint32_t **slots, size_t *nslots, size_t used, uint64_t (*key)(const hm_t *, uint32_t),
-                  const hm_t *h)
-{
-    size_t cap = *nslots ? *nslots * 2 : 1024, i;
-    uint32_t *s;
-
-    if (used * 2 < *nslots)
-        return 0;
-    if ((s = calloc(cap, sizeof *s)) == NULL)
-        return -1;
-    for (i = 0; i < used; i++) {
-        size_t j = (size_t)mix(key(h, (uint32_t)i)) & (cap - 1);
-        while (s[j])
-            j = (j + 1) & (cap - 1);
-        s[j] = (uint32_t)i + 1;
-    }
-    free(*slots);
-    *slots = s;
-    *nslots = cap;
-    return 0;
-}
-
-static uint64_t line_key(const hm_t *h, uint32_t i)
-{
-    return (uint64_t)(uintptr_t)h->lines[i].file * 31 + (uint64_t)(uint32_t)h->lines[i].line;
-}
-
-static uint64_t call_key(const hm_t *h, uint32_t i)
-{
-    return (uint64_t)h->calls[i].line << 32 | h->calls[i].row;
-}
-
-static uint64_t op_key(const hm_t *h, uint32_t i)
-{
-    return (uint64_t)h->ops[i].line << 32 ^ (uint64_t)(uintptr_t)h->ops[i].op;
-}
-
-static void op_add(hm_t *h, uint32_t line, const char *op, uint64_t n)
-{
-    uint64_t k = (uint64_t)line << 32 ^ (uint64_t)(uintptr_t)op;
-    size_t j;
-
-    if (rehash(&h->op_slots, &h->nop_slots, h->nops, op_key, h) != 0) {
-        h->oom = 1;
-        return;
-    }
-    for (j = (size_t)mix(k) & (h->nop_slots - 1); h->op_slots[j]; j = (j + 1) & (h->nop_slots - 1)) {
-        hm_op_t *o = &h->ops[h->op_slots[j] - 1];
-        if (o->line == line && o->op == op) {
-            o->n += n;
-            return;
-        }
-    }
-    if (remora_grow((void **)&h->ops, &h->cap_ops, h->nops + 1, sizeof *h->ops)) {
-        h->oom = 1;
-        return;
-    }
-    h->ops[h->nops] = (hm_op_t){ line, op, n };
-    h->op_slots[j] = (uint32_t)h->nops + 1;
-    h->nops++;
-}
-
-static uint32_t file_of(hm_t *h, const char *file)
-{
-    size_t i;
-
-    /* few files: a scan (the lines' table is what grows) */
-    for (i = h->nfiles; i-- > 0;)
-        if (h->files[i].file == file)
-            return (uint32_t)i;
-    if (remora_grow((void **)&h->files, &h->cap_files, h->nfiles + 1, sizeof *h->files)) {
-        h->oom = 1;
-        return UINT32_MAX;
-    }
-    memset(&h->files[h->nfiles], 0, sizeof *h->files);
-    h->files[h->nfiles].file = file;
-    return (uint32_t)h->nfiles++;
-}
-
-static uint32_t line_of(hm_t *h, const char *file, int line)
-{
-    uint64_t k = (uint64_t)(uintptr_t)file * 31 + (uint64_t)(uint32_t)line;
-    size_t j;
-    uint32_t fno;
-
-    if (rehash(&h->slots, &h->nslots, h->nlines, line_key, h) != 0) {
-        h->oom = 1;
-        return UINT32_MAX;
-    }
-    for (j = (size_t)mix(k) & (h->nslots - 1); h->slots[j]; j = (j + 1) & (h->nslots - 1)) {
-        hm_line_t *l = &h->lines[h->slots[j] - 1];
-        if (l->file == file && l->line == line)
-            return h->slots[j] - 1;
-    }
-    if ((fno = file_of(h, file)) == UINT32_MAX ||
-        remora_grow((void **)&h->lines, &h->cap_lines, h->nlines + 1, sizeof *h->lines)) {
-        h->oom = 1;
-        return UINT32_MAX;
-    }
-    memset(&h->lines[h->nlines], 0, sizeof *h->lines);
-    h->lines[h->nlines].file = file;
-    h->lines[h->nlines].line = line;
-    h->lines[h->nlines].fileno = fno;
-    h->slots[j] = (uint32_t)h->nlines + 1;
-    return (uint32_t)h->nlines++;
-}
-
-static void call_add(hm_t *h, uint32_t line, uint32_t row, uint64_t n)
-{
-    uint64_t k = (uint64_t)line << 32 | row;
-    size_t j;
-
-    if (rehash(&h->call_slots, &h->ncall_slots, h->ncalls, call_key, h) != 0) {
-        h->oom = 1;
-        return;
-    }
-    for (j = (size_t)mix(k) & (h->ncall_slots - 1); h->call_slots[j]; j = (j + 1) & (h->ncall_slots - 1)) {
-        hm_call_t *c = &h->calls[h->call_slots[j] - 1];
-        if (c->line == line && c->row == row) {
-            if (c->stamp != h->stamp) {
-                c->stamp = h->stamp;
-                c->n += n;
-            }
-            return;
-        }
-    }
-    if (remora_grow((void **)&h->calls, &h->cap_calls, h->ncalls + 1, sizeof *h->calls)) {
-        h->oom = 1;
-        return;
-    }
-    h->calls[h->ncalls] = (hm_call_t){ line, row, n, h->stamp };
-    h->call_slots[j] = (uint32_t)h->ncalls + 1;
-    h->ncalls++;
-}
-
-/* A frame that names a place in a source file: a Python frame with a file and a line
- * (not a marker such as <GC> or <moving>, not a C frame). */
-static const stk_frame_t *py_frame(const hm_t *h, uint32_t fi)
-{
-    const stk_frame_t *f = stk_frame_at(h->t, fi);
-
-    return f != NULL && !f->native && f->file != NULL && *f->file != '\0' && f->line > 0 ? f : NULL;
-}
-
-static void count_stack(void *ctx, const stk_thread_t *thread, const uint32_t *frames, size_t n,
-                        uint64_t count)
-{
-    hm_t *h = ctx;
-    size_t k;
-
-    (void)thread;
-    h->stamp++;
-    for (k = 0; k < n && !h->oom; k++) {
-        const stk_frame_t *f = py_frame(h, frames[k]);
-        uint32_t li;
-        hm_line_t *l;
-        hm_file_t *fl;
-        if (f == NULL || (li = line_of(h, f->file, f->line)) == UINT32_MAX)
-            continue;
-        l = &h->lines[li];
-        fl = &h->files[l->fileno];
-        if (l->stamp != h->stamp) {
-            l->stamp = h->stamp;
-            l->incl += count;
-        }
-        if (fl->stamp != h->stamp) {
-            fl->stamp = h->stamp;
-            fl->incl += count;
-        }
-        if (k + 1 == n) {
-            l->self += count;
-            fl->self += count;
-            if (f->op != NULL)
-                op_add(h, li, f->op, count);
-        } else if (py_frame(h, frames[k + 1]) != NULL) {
-            call_add(h, li, h->row_of_frame[frames[k + 1]], count);
-        }
-    }
-}
-
-static const hm_t *sort_ctx;
-
-static int by_line(const void *a, const void *b)
-{
-    const hm_line_t *x = &sort_ctx->lines[*(const uint32_t *)a], *y = &sort_ctx->lines[*(const uint32_t *)b];
-
-    return (x->line > y->line) - (x->line < y->line);
-}
-
-static int by_self(const void *a, const void *b)
-{
-    const hm_line_t *x = &sort_ctx->lines[*(const uint32_t *)a], *y = &sort_ctx->lines[*(const uint32_t *)b];
-
-    if (x->self != y->self)
-        return x->self < y->self ? 1 : -1;
-    return (x->incl < y->incl) - (x->incl > y->incl);
-}
-
-static int by_file_incl(const void *a, const void *b)
-{
-    const hm_file_t *x = &sort_ctx->files[*(const uint32_t *)a], *y = &sort_ctx->files[*(const uint32_t *)b];
-
-    if (x->incl != y->incl)
-        return x->incl < y->incl ? 1 : -1;
-    return strcmp(x->file, y->file);
-}
 
 /* Text into HTML: & < > " ' as entities, a tab kept, other control characters and each
  * byte that is not UTF-8 shown as U+FFFD; at most 'max' bytes of it, "..." past them. */
@@ -560,40 +293,9 @@ static const char hm_style[] =
     ".o{font-family:ui-monospace,monospace;font-size:.85em;color:#614}"
     "a{color:#1a5fb4;text-decoration:none}a:hover{text-decoration:underline}";
 
-int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o)
+/* The page's head and its first paragraph: what was sampled, how long, what it counts. */
+static void write_head(FILE *f, const profile_t *p, uint64_t total)
 {
-    hm_t h;
-    uint64_t total = stk_total_samples(p->stacks);
-    uint32_t *order = NULL, *top = NULL;
-    size_t i, ntop;
-    int err = REMORA_OK;
-
-    memset(&h, 0, sizeof h);
-    h.t = p->stacks;
-    if (stk_fn_rows(p->stacks, &h.rows, &h.nrows, &h.row_of_frame) != REMORA_OK ||
-        stk_foreach_stack(p->stacks, count_stack, &h) != 0 || h.oom)
-        goto oom;
-    if ((order = malloc((h.nfiles + 1) * sizeof *order)) == NULL ||
-        (top = malloc((h.nlines + 1) * sizeof *top)) == NULL)
-        goto oom;
-    /* each file's lines in order, the files by inclusive share */
-    for (i = 0; i < h.nlines; i++) {
-        hm_file_t *fl = &h.files[h.lines[i].fileno];
-        if (remora_grow((void **)&fl->lines, &fl->cap, fl->nlines + 1, sizeof *fl->lines))
-            goto oom;
-        fl->lines[fl->nlines++] = (uint32_t)i;
-    }
-    sort_ctx = &h;
-    for (i = 0; i < h.nfiles; i++) {
-        qsort(h.files[i].lines, h.files[i].nlines, sizeof *h.files[i].lines, by_line);
-        order[i] = (uint32_t)i;
-    }
-    qsort(order, h.nfiles, sizeof *order, by_file_incl);
-    for (i = 0; i < h.nlines; i++)
-        top[i] = (uint32_t)i;
-    qsort(top, h.nlines, sizeof *top, by_self);
-    ntop = h.nlines < HM_TOP_LINES ? h.nlines : HM_TOP_LINES;
-
     fputs("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>remora heatmap", f);
     if (p->meta.command[0]) {
         fputs(": ", f);
@@ -622,10 +324,18 @@ int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o)
     }
     fputs(". Self: samples whose innermost frame is at a line; inclusive: samples with a "
           "frame at it anywhere in the stack. Shares are of all samples.</p>\n", f);
+}
+
+/* The table of the hottest lines (ntop at most, of order top) and the one of the files
+ * (in order). */
+static void write_tables(FILE *f, const hm_t *h, const uint32_t *order, const uint32_t *top, size_t ntop,
+                         uint64_t total)
+{
+    size_t i;
 
     fputs("<h2>Hottest lines</h2>\n<table><tr><th>self</th><th>incl.</th><th>line</th></tr>\n", f);
-    for (i = 0; i < ntop && h.lines[top[i]].self > 0; i++) {
-        const hm_line_t *l = &h.lines[top[i]];
+    for (i = 0; i < ntop && h->lines[top[i]].self > 0; i++) {
+        const hm_line_t *l = &h->lines[top[i]];
         fprintf(f, "<tr><td class=c>%.1f%%</td><td class=c>%.1f%%</td><td><a href=\"#f%u-%d\">",
                 pct(l->self, total), pct(l->incl, total), l->fileno, l->line);
         put_htmlz(f, l->file);
@@ -633,14 +343,29 @@ int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o)
     }
     fputs("</table>\n", f);
     fputs("<h2>Files</h2>\n<table><tr><th>incl.</th><th>self</th><th>file</th></tr>\n", f);
-    for (i = 0; i < h.nfiles; i++) {
-        const hm_file_t *fl = &h.files[order[i]];
+    for (i = 0; i < h->nfiles; i++) {
+        const hm_file_t *fl = &h->files[order[i]];
         fprintf(f, "<tr><td class=c>%.1f%%</td><td class=c>%.1f%%</td><td><a href=\"#f%u\">",
                 pct(fl->incl, total), pct(fl->self, total), order[i]);
         put_htmlz(f, fl->file);
         fputs("</a></td></tr>\n", f);
     }
     fputs("</table>\n", f);
+}
+
+int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o)
+{
+    hm_t h;
+    uint64_t total = stk_total_samples(p->stacks);
+    uint32_t *order = NULL, *top = NULL;
+    size_t i, ntop;
+    int err = REMORA_OK;
+
+    if (hm_count(&h, p->stacks, &order, &top))
+        goto oom;
+    ntop = h.nlines < HM_TOP_LINES ? h.nlines : HM_TOP_LINES;
+    write_head(f, p, total);
+    write_tables(f, &h, order, top, ntop, total);
     for (i = 0; i < h.nfiles; i++)
         write_file(f, &h, order[i], o, total);
     write_data(f, &h, order, total);
@@ -650,17 +375,7 @@ oom:
     errno = ENOMEM;
     err = REMORA_EIO;
 out:
-    for (i = 0; i < h.nfiles; i++)
-        free(h.files[i].lines);
-    free(h.files);
-    free(h.lines);
-    free(h.slots);
-    free(h.calls);
-    free(h.call_slots);
-    free(h.ops);
-    free(h.op_slots);
-    free(h.rows);
-    free(h.row_of_frame);
+    hm_free(&h);
     free(order);
     free(top);
     if (err == REMORA_OK && ferror(f))

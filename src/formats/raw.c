@@ -402,16 +402,164 @@ static void copy_field(char *dst, size_t cap, char *src)
     free(src);
 }
 
+/* A recording being read: the records so far, numbered as the writer numbered them. */
+typedef struct raw_in {
+    rd_t r;
+    int version;                    /* the header's */
+    stk_table_t *t;
+    profile_meta_t *m;
+    prof_event_t **events;          /* NULL: events not kept */
+    size_t *nevents, cap_events;
+    int64_t now;                    /* the last event's time */
+    const char **strings;
+    size_t nstrings, capstrings;
+    vec32_t frames, nodes, threads;
+} raw_in_t;
+
+/* Each record's reader, after its tag: 0 (read), -1 (not readable: the reading stops,
+ * the recording corrupt) or REMORA_ENOMEM. */
+
+/* S: a string, interned. */
+static int rec_string(raw_in_t *in)
+{
+    char *s = get_str(&in->r);
+
+    if (s == NULL)
+        return -1;
+    if (in->nstrings == in->capstrings) {
+        size_t ncap = in->capstrings ? in->capstrings * 2 : 256;
+        const char **nv = realloc(in->strings, ncap * sizeof *nv);
+        if (nv == NULL) {
+            free(s);
+            return REMORA_ENOMEM;
+        }
+        in->strings = nv;
+        in->capstrings = ncap;
+    }
+    in->strings[in->nstrings++] = stk_intern(in->t, s);
+    free(s);
+    return 0;
+}
+
+/* F (a Python frame) or C (a native one): function, file, line. */
+static int rec_frame(raw_in_t *in, int c)
+{
+    uint64_t fn = get_varint(&in->r), file = get_varint(&in->r);
+    int64_t line = get_svarint(&in->r);
+    uint32_t id;
+
+    if (in->r.bad || fn >= in->nstrings || file >= in->nstrings)
+        return -1;
+    id = stk_frame_kind(in->t, in->strings[fn], in->strings[file], (int)line, c == 'C');
+    return id == STK_NONE || vec_put(&in->frames, in->frames.n, id) ? -1 : 0;
+}
+
+/* I: an --opcodes frame: function, file, line, the instruction's name and offset. */
+static int rec_op_frame(raw_in_t *in)
+{
+    uint64_t fn = get_varint(&in->r), file = get_varint(&in->r);
+    int64_t line = get_svarint(&in->r);
+    uint64_t op = get_varint(&in->r);
+    int64_t offset = get_svarint(&in->r);
+    uint32_t id;
+
+    if (in->r.bad || fn >= in->nstrings || file >= in->nstrings || op >= in->nstrings || offset < 0 ||
+        offset > (1 << 30))
+        return -1;
+    id = stk_frame_op(in->t, in->strings[fn], in->strings[file], (int)line, in->strings[op], (int)offset);
+    return id == STK_NONE || vec_put(&in->frames, in->frames.n, id) ? -1 : 0;
+}
+
+/* T: a thread (index, tid, name, its root's node number), or one renamed. */
+static int rec_thread(raw_in_t *in)
+{
+    stk_table_t *t = in->t;
+    uint64_t idx = get_varint(&in->r), tid = get_varint(&in->r), name = get_varint(&in->r);
+    uint64_t root = get_varint(&in->r);
+    uint32_t th;
+
+    if (in->r.bad || name >= in->nstrings || idx > in->threads.n || root > (1u << 31))
+        return -1;
+    th = vec_get(&in->threads, idx);
+    if (th != STK_NONE) {
+        /* a thread written again under another name: the one it had stood for
+         * this one not known yet (the kernel's, until its Python name was read) */
+        if (stk_thread_at(t, th)->tid != (pid_t)tid || stk_thread_rename(t, th, in->strings[name]))
+            return -1;
+        return 0;
+    }
+    th = stk_thread(t, (pid_t)tid, in->strings[name]);
+    if (th == STK_NONE || vec_put(&in->threads, idx, th) ||
+        vec_put(&in->nodes, root, stk_thread_at(t, th)->root))
+        return -1;
+    return 0;
+}
+
+/* N: a trie node (number, parent's number, frame). */
+static int rec_node(raw_in_t *in)
+{
+    uint64_t id = get_varint(&in->r), parent = get_varint(&in->r), frame = get_varint(&in->r);
+    uint32_t p = vec_get(&in->nodes, parent), fr = vec_get(&in->frames, frame), node;
+
+    if (in->r.bad || p == STK_NONE || fr == STK_NONE || id > (1u << 31))
+        return -1;
+    node = stk_child(in->t, p, fr);
+    return node == STK_NONE || vec_put(&in->nodes, id, node) ? -1 : 0;
+}
+
+/* X: a sample (time since the last, thread, node, flags), counted; kept as an event
+ * when asked. */
+static int rec_sample(raw_in_t *in)
+{
+    uint64_t dt = get_varint(&in->r), thread = get_varint(&in->r), node = get_varint(&in->r);
+    uint32_t th = vec_get(&in->threads, thread), nd = vec_get(&in->nodes, node);
+    int flags = fgetc(in->r.f);
+
+    if (in->r.bad || flags == EOF || th == STK_NONE || nd == STK_NONE || dt > INT64_MAX / 2)
+        return -1;
+    stk_add_at(in->t, th, nd, 1);
+    in->now = (int64_t)dt > INT64_MAX - in->now ? INT64_MAX : in->now + (int64_t)dt;
+    if (in->events != NULL) {
+        prof_event_t *e;
+        if (remora_grow((void **)in->events, &in->cap_events, *in->nevents + 1, sizeof **in->events))
+            return REMORA_ENOMEM;
+        e = &(*in->events)[(*in->nevents)++];
+        e->t_ns = in->now;
+        e->thread = th;
+        e->node = nd;
+        e->flags = (unsigned)flags;
+    }
+    return 0;
+}
+
+/* M: the recording's metadata (fields added by later versions read as the header says). */
+static void rec_meta(raw_in_t *in)
+{
+    profile_meta_t *m = in->m;
+    rd_t *r = &in->r;
+    uint64_t pid = get_varint(r);
+
+    m->pid = (pid_t)pid;
+    copy_field(m->command, sizeof m->command, get_str(r));
+    copy_field(m->python, sizeof m->python, get_str(r));
+    copy_field(m->mode, sizeof m->mode, get_str(r));
+    m->duration_s = (double)get_varint(r) / 1e9;
+    m->rate_hz = (double)get_varint(r) / 1000.0;
+    m->samples = get_varint(r);
+    m->errors = get_varint(r);
+    m->late = get_varint(r);
+    m->start_unix_ns = get_svarint(r);
+    if (in->version >= 2)
+        m->start_mono_ns = get_svarint(r);
+    if (in->version >= 3)
+        copy_field(m->engine, sizeof m->engine, get_str(r));
+}
+
 int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, size_t *nevents)
 {
-    size_t cap_events = 0;
-    int64_t now = 0;
     char head[8];
-    rd_t r = { f, 0 };
-    const char **strings = NULL;
-    size_t nstrings = 0, capstrings = 0;
-    vec32_t frames = { 0 }, nodes = { 0 }, threads = { 0 };
-    int err = REMORA_ECORRUPT, c;
+    raw_in_t in = { .r = { f, 0 }, .t = t, .m = m, .events = events, .nevents = nevents };
+    int err = REMORA_ECORRUPT, c, got;
 
     memset(m, 0, sizeof *m);
     if (events != NULL) {
@@ -421,120 +569,35 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, 
     if (fread(head, 1, 8, f) != 8 || memcmp(head, magic, 7) != 0 || head[7] < 1 ||
         head[7] > RAW_VERSION)
         return ferror(f) ? REMORA_EIO : REMORA_ECORRUPT;
-    while ((c = fgetc(f)) != EOF && !r.bad) {
-        if (c == 'S') {
-            char *s = get_str(&r);
-            if (s == NULL)
-                break;
-            if (nstrings == capstrings) {
-                size_t ncap = capstrings ? capstrings * 2 : 256;
-                const char **nv = realloc(strings, ncap * sizeof *nv);
-                if (nv == NULL) {
-                    free(s);
-                    err = REMORA_ENOMEM;
-                    goto out;
-                }
-                strings = nv;
-                capstrings = ncap;
-            }
-            strings[nstrings++] = stk_intern(t, s);
-            free(s);
-        } else if (c == 'F' || c == 'C') {
-            uint64_t fn = get_varint(&r), file = get_varint(&r);
-            int64_t line = get_svarint(&r);
-            uint32_t id;
-            if (r.bad || fn >= nstrings || file >= nstrings)
-                break;
-            id = stk_frame_kind(t, strings[fn], strings[file], (int)line, c == 'C');
-            if (id == STK_NONE || vec_put(&frames, frames.n, id))
-                break;
-        } else if (c == 'I') {
-            uint64_t fn = get_varint(&r), file = get_varint(&r);
-            int64_t line = get_svarint(&r);
-            uint64_t op = get_varint(&r);
-            int64_t offset = get_svarint(&r);
-            uint32_t id;
-            if (r.bad || fn >= nstrings || file >= nstrings || op >= nstrings || offset < 0 ||
-                offset > (1 << 30))
-                break;
-            id = stk_frame_op(t, strings[fn], strings[file], (int)line, strings[op], (int)offset);
-            if (id == STK_NONE || vec_put(&frames, frames.n, id))
-                break;
-        } else if (c == 'T') {
-            uint64_t idx = get_varint(&r), tid = get_varint(&r), name = get_varint(&r);
-            uint64_t root = get_varint(&r);
-            uint32_t th;
-            if (r.bad || name >= nstrings || idx > threads.n || root > (1u << 31))
-                break;
-            th = vec_get(&threads, idx);
-            if (th != STK_NONE) {
-                /* a thread written again under another name: the one it had stood for
-                 * this one not known yet (the kernel's, until its Python name was read) */
-                if (stk_thread_at(t, th)->tid != (pid_t)tid || stk_thread_rename(t, th, strings[name]))
-                    break;
-                continue;
-            }
-            th = stk_thread(t, (pid_t)tid, strings[name]);
-            if (th == STK_NONE || vec_put(&threads, idx, th) ||
-                vec_put(&nodes, root, stk_thread_at(t, th)->root))
-                break;
-        } else if (c == 'N') {
-            uint64_t id = get_varint(&r), parent = get_varint(&r), frame = get_varint(&r);
-            uint32_t p = vec_get(&nodes, parent), fr = vec_get(&frames, frame), node;
-            if (r.bad || p == STK_NONE || fr == STK_NONE || id > (1u << 31))
-                break;
-            node = stk_child(t, p, fr);
-            if (node == STK_NONE || vec_put(&nodes, id, node))
-                break;
-        } else if (c == 'X') {
-            uint64_t dt = get_varint(&r), thread = get_varint(&r), node = get_varint(&r);
-            uint32_t th = vec_get(&threads, thread), nd = vec_get(&nodes, node);
-            int flags = fgetc(f);
-            if (r.bad || flags == EOF || th == STK_NONE || nd == STK_NONE || dt > INT64_MAX / 2)
-                break;
-            stk_add_at(t, th, nd, 1);
-            now = (int64_t)dt > INT64_MAX - now ? INT64_MAX : now + (int64_t)dt;
-            if (events != NULL) {
-                prof_event_t *e;
-                if (remora_grow((void **)events, &cap_events, *nevents + 1, sizeof **events)) {
-                    err = REMORA_ENOMEM;
-                    goto out;
-                }
-                e = &(*events)[(*nevents)++];
-                e->t_ns = now;
-                e->thread = th;
-                e->node = nd;
-                e->flags = (unsigned)flags;
-            }
-        } else if (c == 'M') {
-            uint64_t pid = get_varint(&r);
-            m->pid = (pid_t)pid;
-            copy_field(m->command, sizeof m->command, get_str(&r));
-            copy_field(m->python, sizeof m->python, get_str(&r));
-            copy_field(m->mode, sizeof m->mode, get_str(&r));
-            m->duration_s = (double)get_varint(&r) / 1e9;
-            m->rate_hz = (double)get_varint(&r) / 1000.0;
-            m->samples = get_varint(&r);
-            m->errors = get_varint(&r);
-            m->late = get_varint(&r);
-            m->start_unix_ns = get_svarint(&r);
-            if (head[7] >= 2)
-                m->start_mono_ns = get_svarint(&r);
-            if (head[7] >= 3)
-                copy_field(m->engine, sizeof m->engine, get_str(&r));
-        } else if (c == 'Z') {
-            err = r.bad ? REMORA_ECORRUPT : REMORA_OK;
-            break;
-        } else {
+    in.version = head[7];
+    while ((c = fgetc(f)) != EOF && !in.r.bad) {
+        if (c == 'Z') {
+            err = in.r.bad ? REMORA_ECORRUPT : REMORA_OK;
             break;
         }
+        switch (c) {
+        case 'S': got = rec_string(&in); break;
+        case 'F': case 'C': got = rec_frame(&in, c); break;
+        case 'I': got = rec_op_frame(&in); break;
+        case 'T': got = rec_thread(&in); break;
+        case 'N': got = rec_node(&in); break;
+        case 'X': got = rec_sample(&in); break;
+        case 'M': rec_meta(&in); got = 0; break;
+        default: got = -1; break;
+        }
+        if (got == REMORA_ENOMEM) {
+            err = REMORA_ENOMEM;
+            goto out;
+        }
+        if (got != 0)
+            break;
     }
     if (ferror(f))
         err = REMORA_EIO;
 out:
-    free(strings);
-    free(frames.v);
-    free(nodes.v);
-    free(threads.v);
+    free(in.strings);
+    free(in.frames.v);
+    free(in.nodes.v);
+    free(in.threads.v);
     return err;
 }

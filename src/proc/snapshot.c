@@ -4,8 +4,6 @@
  * The recorder keeps every byte range read whole, the maps text, the tasks (with their
  * states and names) and, for each ELF file opened with proc_elf_open(), a trace of the
  * lookups made in it. A snapshot alone is enough to run py_target_find + unw_sample.
- * Over 600 lines: the recorder and the replayer share the format below and must stay
- * each other's mirror, so they live together.
  *
  * File format (little-endian; every record starts at a multiple of 8):
  *   header  "RMRSNAP\0", u32 version (1), u32 0

@@ -75,6 +75,12 @@ typedef struct py_layout {
     uint64_t ts_datastack_chunk;    /* 3.11+ */
     uint64_t ts_last_profiled;      /* 3.15: last_profiled_frame (0: not published) */
     uint64_t ts_last_profiled_seq;  /* 3.15: bumped each time the interpreter moves it */
+/* Fields the walker reads as one range from the thread state: datastack_chunk then
+ * datastack_top, two pointers side by side in every 3.11+ version; last_profiled_frame
+ * then its seq, two u64s (the anchor is used only when they sit so, anchor_on()). */
+#define PY_TS_DATASTACK_SPAN 16
+#define PY_TS_DATASTACK_TOP 8       /* datastack_top, from ts_datastack_chunk */
+#define PY_TS_LAST_PROFILED_SPAN 16
     uint64_t ts_exc_info;           /* exc_info: the _PyErr_StackItem * sys.exc_info() starts
                                      * from; 0 = unknown for this build (no exception mode) */
     uint64_t ts_exc_state;          /* exc_state: the thread's own _PyErr_StackItem, where
@@ -146,6 +152,9 @@ typedef struct py_layout {
     uint64_t fr_calltop;            /* 3.11: stacktop (int), saved when the frame pushes
                                      * a callee inline (0: no such rule) */
     uint64_t fr_callfunc;           /* ... and the function a frame runs (3.11: f_func, 0) */
+/* 3.11: the two stack slots at a caller's saved stacktop that a CALL consumes (NULL and
+ * the function, or the method and self), each a PyObject *. */
+#define PY_FR_CALL_SLOTS 16
     uint64_t fr_return_offset;      /* 3.13+: return_offset (u16), never 0 in a Python caller */
     uint64_t fr_funcobj;            /* 3.13+: f_funcobj, None in an interpreter trampoline */
     uint64_t fn_code;               /* 3.11: func_code in PyFunctionObject, to tell a frame

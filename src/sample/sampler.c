@@ -1,10 +1,10 @@
-/* sample/sampler.c — the sampling loop: deadlines, modes, turning each thread's frames
- * into a node of the stack table, handed on to the sink.
+/* sample/sampler.c — the sampling loop: deadlines, rounds, pauses, the kernel engine's
+ * ticks; each thread's sample handed to take.c, which puts it in the stack table and
+ * hands it on to the sink; descendants found by subs.c.
  *
  * Rounds run on absolute deadlines (clock_nanosleep TIMER_ABSTIME) so the rate never
  * drifts; a round that cannot start on time is counted as late and skipped, not
- * squeezed in. Frames are mapped to table frames through a pointer-keyed cache, so a
- * warm round allocates nothing.
+ * squeezed in.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,85 +15,9 @@
 #include <time.h>
 
 #include "remora.h"
-#include "sampler.h"
-#include "async.h"
+#include "sampler_int.h"
 #include "../py/py.h"
 #include "../util/util.h"
-#include "../kern/kern.h"
-
-/* --subprocesses: the target's descendants, found by a scan of /proc every SUB_SCAN_NS,
- * each sampled in the same rounds through an unwinder of its own once its interpreter is
- * found (a child that is not Python yet, a shell or one that has not loaded it, is looked
- * at again on each scan, SUB_FIND_TRIES times at most). */
-#define SUB_MAX 256
-#define SUB_SCAN_NS 200000000
-#define SUB_FIND_TRIES 50
-#define SUB_BAD_ROUNDS 200          /* unreadable this long: it exec'd; find it anew */
-
-typedef struct sub {
-    pid_t pid;
-    proc_t *p;
-    py_target_t *t;
-    unwinder_t *u;                  /* NULL until its interpreter is found */
-    int tries, bad;
-} sub_t;
-
-
-/* A thread's previous stack (outermost first) and the trie node of each prefix: a new
- * stack that shares the prefix reuses its nodes, so aggregation costs O(changed frames). */
-struct last_stack {
-    unw_frame_t *frames;
-    uint32_t *nodes;
-    size_t n, cap;
-};
-
-typedef struct fmap_entry {
-    const char *function, *file;   /* the unwinder's interned strings */
-    int line;
-    uint32_t frame;                /* table frame; STK_NONE = empty */
-} fmap_entry_t;
-
-struct sampler {
-    unwinder_t *u;
-    proc_t *p;
-    stk_table_t *t;
-    sample_sink_t sink;             /* sink.sample NULL: none */
-    sampler_opts_t o;
-    sampler_stats_t st;
-    fmap_entry_t *fmap;
-    size_t fmap_cap, fmap_count;
-    uint32_t gc_frame;
-    uint32_t moving_frame;          /* UNW_MOVING, above a partial stack */
-    unsigned want;                  /* UNW_WANT_* for every unwinder */
-    int child_status;
-    /* (tid, interpreter id) → table thread, last seen; and that thread's last stack, to
-     * reuse its path */
-    pid_t *tids;
-    int64_t *interps;
-    uint32_t *tthreads;
-    const char **tpy;               /* the Python name the table thread has (interned in
-                                     * the table), NULL while it has the kernel's */
-    struct last_stack *last;
-    size_t ntids, cap_tids;
-    sub_t *subs;
-    size_t nsubs, cap_subs;
-    freezer_t *frz;                 /* --blocking */
-    async_t *async;                 /* --async (the target's tasks; never a descendant's) */
-    pid_t found[SUB_MAX];           /* the last scan's descendants */
-    int64_t next_scan;
-    int64_t last_read_ns;           /* when the last round's reading began: no tick is
-                                     * written before it */
-    int64_t tick_ns;                /* the latest time a tick was written at */
-    int paused;                     /* sampler_pause(): no rounds, no ticks */
-    int64_t paused_at;              /* ... since (CLOCK_MONOTONIC) */
-    sampler_hook_t hook;            /* sampler_set_hook(): called between rounds */
-    void *hook_ctx;
-    volatile sig_atomic_t *hook_poke;   /* set (by a signal handler): call it now */
-    int64_t hook_every_ns, hook_next;
-    int64_t hook_due;               /* sampler_hook_due(): called by then too (0: no) */
-    unsigned round_light, round_full;   /* this round's processes that read nothing, and
-                                     * those that read */
-};
 
 int64_t sampler_now_ns(void)
 {
@@ -195,322 +119,6 @@ const sampler_stats_t *sampler_stats(const sampler_t *s)
     return &s->st;
 }
 
-static size_t fmap_slot(const fmap_entry_t *m, size_t cap, const char *fn, const char *file, int line)
-{
-    uint64_t h = ((uint64_t)(uintptr_t)fn * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(uintptr_t)file * 0xc2b2ae3d27d4eb4full) ^
-                 (uint64_t)(unsigned)line * 0x165667b19e3779f9ull;
-    size_t i = (size_t)(h >> 17) & (cap - 1);
-
-    while (m[i].frame != STK_NONE &&
-           (m[i].function != fn || m[i].file != file || m[i].line != line))
-        i = (i + 1) & (cap - 1);
-    return i;
-}
-
-static int fmap_grow(sampler_t *s)
-{
-    size_t ncap = s->fmap_cap * 2, i;
-    fmap_entry_t *nm = malloc(ncap * sizeof *nm);
-
-    if (nm == NULL)
-        return -1;
-    for (i = 0; i < ncap; i++)
-        nm[i].frame = STK_NONE;
-    for (i = 0; i < s->fmap_cap; i++) {
-        const fmap_entry_t *e = &s->fmap[i];
-        if (e->frame != STK_NONE)
-            nm[fmap_slot(nm, ncap, e->function, e->file, e->line)] = *e;
-    }
-    free(s->fmap);
-    s->fmap = nm;
-    s->fmap_cap = ncap;
-    return 0;
-}
-
-static uint32_t map_frame(sampler_t *s, const unw_frame_t *f)
-{
-    size_t i;
-    uint32_t id;
-
-    if (f->op != NULL)              /* --opcodes: not in the map, which keys no instruction */
-        return stk_frame_op(s->t, f->function, f->file, f->line, f->op, f->offset);
-    i = fmap_slot(s->fmap, s->fmap_cap, f->function, f->file, f->line);
-    if (s->fmap[i].frame != STK_NONE)
-        return s->fmap[i].frame;
-    id = stk_frame_kind(s->t, f->function, f->file, f->line, f->native);
-    if (id == STK_NONE)
-        return STK_NONE;
-    s->fmap[i].function = f->function;
-    s->fmap[i].file = f->file;
-    s->fmap[i].line = f->line;
-    s->fmap[i].frame = id;
-    if (++s->fmap_count * 2 > s->fmap_cap && fmap_grow(s))
-        return STK_NONE;
-    return id;
-}
-
-/* What follows a thread's name in the table: " [interpreter N]" for its state in a
- * subinterpreter (the main interpreter's, id 0, carry no mark), " [pid N]" for a
- * descendant's thread (--subprocesses). */
-static void name_marks(char *name, size_t cap, int64_t interp, pid_t pid)
-{
-    size_t len = strlen(name);
-
-    if (interp != 0 && len < cap)
-        len += (size_t)snprintf(name + len, cap - len, " [interpreter %lld]", (long long)interp);
-    if (pid != 0 && len < cap)
-        snprintf(name + len, cap - len, " [pid %d]", (int)pid);
-}
-
-/* The table thread a thread's sample goes to, keyed by its native id and interpreter (a
- * thread that entered a subinterpreter has a stack in each), under its Python name
- * (threading.Thread's, as the unwinder last read it) or, while it has none, the kernel's
- * (from /proc), marked by name_marks(). A thread first seen under the kernel's name takes
- * its Python name when one is known (the kernel's stood for it); one renamed while
- * recorded goes on as another table thread of the same tid, so each name keeps the
- * samples taken under it; one whose Python name is not read any more keeps the last.
- * Returns the index in s->tids, or (size_t)-1 when out of memory. */
-static size_t map_thread(sampler_t *s, proc_t *p, const unw_thread_t *ut)
-{
-    pid_t tid = ut->native_id, pid = p != s->p ? proc_pid(p) : 0;
-    int64_t interp = ut->interp_id;
-    const char *py = ut->py_name;
-    size_t i;
-    char name[1100] = "";
-    uint32_t th;
-
-    if (py != NULL && (pid != 0 || interp != 0)) {
-        snprintf(name, sizeof name, "%.1024s", py);
-        name_marks(name, sizeof name, interp, pid);
-        py = name;
-    }
-    for (i = 0; i < s->ntids; i++)
-        if (s->tids[i] == tid && s->interps[i] == interp)
-            break;
-    if (i < s->ntids) {
-        if (py == NULL || (s->tpy[i] != NULL && strcmp(s->tpy[i], py) == 0))
-            return i;
-        if (s->tpy[i] == NULL) {
-            if (stk_thread_rename(s->t, s->tthreads[i], py))
-                return (size_t)-1;
-        } else {
-            th = stk_thread(s->t, tid, py);
-            if (th == STK_NONE)
-                return (size_t)-1;
-            s->tthreads[i] = th;
-            s->last[i].n = 0;       /* its nodes are the other thread's */
-        }
-        s->tpy[i] = stk_thread_at(s->t, s->tthreads[i])->name;
-        return i;
-    }
-    if (s->ntids == s->cap_tids) {
-        size_t ncap = s->cap_tids ? s->cap_tids * 2 : 16;
-        pid_t *nt = realloc(s->tids, ncap * sizeof *nt);
-        uint32_t *nn;
-        const char **np;
-        struct last_stack *nl;
-        int64_t *ni;
-        if (nt == NULL)
-            return (size_t)-1;
-        s->tids = nt;
-        nn = realloc(s->tthreads, ncap * sizeof *nn);
-        if (nn == NULL)
-            return (size_t)-1;
-        s->tthreads = nn;
-        np = realloc(s->tpy, ncap * sizeof *np);
-        if (np == NULL)
-            return (size_t)-1;
-        s->tpy = np;
-        nl = realloc(s->last, ncap * sizeof *nl);
-        if (nl == NULL)
-            return (size_t)-1;
-        s->last = nl;
-        ni = realloc(s->interps, ncap * sizeof *ni);
-        if (ni == NULL)
-            return (size_t)-1;
-        s->interps = ni;
-        s->cap_tids = ncap;
-    }
-    if (py == NULL) {
-        if (tid > 0)
-            proc_task_name(p, tid, name, sizeof name);
-        name_marks(name, sizeof name, interp, pid);
-    }
-    th = stk_thread(s->t, tid, py != NULL ? py : name);
-    if (th == STK_NONE)
-        return (size_t)-1;
-    s->tids[s->ntids] = tid;
-    s->interps[s->ntids] = interp;
-    s->tthreads[s->ntids] = th;
-    s->tpy[s->ntids] = py != NULL ? stk_thread_at(s->t, th)->name : NULL;
-    memset(&s->last[s->ntids], 0, sizeof s->last[s->ntids]);
-    return s->ntids++;
-}
-
-/* The trie node of a thread's stack (frames innermost first), reusing the nodes of the
- * prefix it shares with the thread's previous stack. STK_NONE when out of memory. */
-static uint32_t stack_node(sampler_t *s, size_t ti, const unw_thread_t *th)
-{
-    struct last_stack *ls = &s->last[ti];
-    size_t n = th->nframes, same = 0, k;
-    uint32_t node;
-
-    if (n > ls->cap) {
-        size_t ncap = n < 64 ? 64 : n * 2;
-        unw_frame_t *nf = realloc(ls->frames, ncap * sizeof *nf);
-        uint32_t *nn;
-        if (nf == NULL)
-            return STK_NONE;
-        ls->frames = nf;
-        nn = realloc(ls->nodes, ncap * sizeof *nn);
-        if (nn == NULL)
-            return STK_NONE;
-        ls->nodes = nn;
-        ls->cap = ncap;
-    }
-    /* frames are interned by the unwinder: pointers and lines compare */
-    while (same < n && same < ls->n) {
-        const unw_frame_t *a = &th->frames[n - 1 - same], *b = &ls->frames[same];
-        if (a->function != b->function || a->file != b->file || a->line != b->line)
-            break;
-        same++;
-    }
-    node = same ? ls->nodes[same - 1] : stk_thread_at(s->t, s->tthreads[ti])->root;
-    for (k = same; k < n; k++) {
-        uint32_t fr = map_frame(s, &th->frames[n - 1 - k]);
-        if (fr == STK_NONE || (node = stk_child(s->t, node, fr)) == STK_NONE)
-            return STK_NONE;
-        ls->frames[k] = th->frames[n - 1 - k];
-        ls->nodes[k] = node;
-    }
-    ls->n = n;
-    return node;
-}
-
-/* --async-mode all: every waiting task of the list read this round, once, under the
- * thread that runs its loop (a task of a loop no thread runs: under a thread of its own,
- * native id 0). Returns 0 or a fatal code. */
-static int waiting_tasks(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *threads,
-                         size_t n, int64_t now_ns)
-{
-    size_t i, k, nt = async_ntasks(s->async);
-
-    for (i = 0; i < nt; i++) {
-        unw_thread_t ts;
-        const unw_thread_t *owner = NULL;
-        const unw_frame_t *af;
-        pid_t tid;
-        size_t ti;
-        uint32_t node;
-        int err = async_task_stack(s->async, u, i, &tid, &af, &ts.nframes);
-        if (err)
-            return err;
-        if (ts.nframes == 0)
-            continue;               /* running: its thread's sample has it */
-        /* the list may be some rounds old: a task running now is its thread's sample */
-        for (k = 0; k < n && threads[k].task != async_task_id(s->async, i); k++)
-            ;
-        if (k < n)
-            continue;
-        for (k = 0; tid != 0 && k < n && owner == NULL; k++)
-            if (threads[k].native_id == tid)
-                owner = &threads[k];
-        if (owner == NULL) {
-            static const unw_thread_t none = { .py_name = "asyncio (no running loop)" };
-            owner = &none;
-        }
-        ti = map_thread(s, p, owner);
-        if (ti == (size_t)-1)
-            return REMORA_ENOMEM;
-        ts.frames = (unw_frame_t *)af;
-        node = stack_node(s, ti, &ts);
-        if (node == STK_NONE)
-            return REMORA_ENOMEM;
-        stk_add_at(s->t, s->tthreads[ti], node, 1);
-        s->st.task_waiting++;
-        if (s->sink.sample != NULL &&
-            (err = s->sink.sample(s->sink.ctx, s->t, s->tthreads[ti], node,
-                                  now_ns - s->st.start_ns, 0)))
-            return err;
-    }
-    return REMORA_OK;
-}
-
-/* One thread's sample, filtered by mode, into the table and to the sink 'count' times
- * (the periods it stands for); t_ns since sampling began. Returns 0 or a fatal code. */
-static int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, int64_t t_ns,
-                       unsigned count)
-{
-    uint32_t tt, node;
-    unsigned flags = (th->on_cpu ? SAMPLE_F_ON_CPU : 0) | (th->holds_gil ? SAMPLE_F_GIL : 0) |
-                     (th->t_ns != 0 ? SAMPLE_F_TICK : 0), c;
-    size_t ti;
-    int err;
-
-    if (count == 0)
-        return REMORA_OK;
-    /* idle: asleep in the kernel (not running or runnable) and not holding the GIL
-     * (a thread blocked while it holds it stops every other: never idle) */
-    if (!s->o.idle && !th->on_cpu && !th->holds_gil)
-        return REMORA_OK;
-    /* cpu: on a CPU (a thread waiting for one, as the kernel engine knows, is not) */
-    if (s->o.mode == SAMPLE_CPU && (!th->on_cpu || th->runnable))
-        return REMORA_OK;
-    if (s->o.mode == SAMPLE_GIL && !th->holds_gil)
-        return REMORA_OK;
-    if (s->o.mode == SAMPLE_EXCEPTION && th->handling_exc != 1) {
-        if (th->handling_exc < 0)       /* its exception state could not be read */
-            s->st.errors++;
-        return REMORA_OK;
-    }
-    /* exception mode shows where the handling happens: a partial stack may have lost
-     * the frame holding the except block among those that moved */
-    if (s->o.mode == SAMPLE_EXCEPTION && th->partial)
-        return REMORA_OK;
-    if (th->error) {
-        s->st.errors++;
-        return REMORA_OK;
-    }
-    ti = map_thread(s, p, th);
-    if (ti == (size_t)-1)
-        return REMORA_ENOMEM;
-    tt = s->tthreads[ti];
-    if (th->task != 0 && u == s->u && s->async != NULL) {
-        /* a task's frames under its awaiter chain, in place of the loop's */
-        unw_thread_t as = *th;
-        const unw_frame_t *af;
-        err = async_thread_stack(s->async, u, th, &s->st, &af, &as.nframes);
-        if (err)
-            return err;
-        as.frames = (unw_frame_t *)af;
-        node = stack_node(s, ti, &as);
-    } else {
-        node = stack_node(s, ti, th);
-    }
-    if (node == STK_NONE)
-        return REMORA_ENOMEM;
-    if (th->partial) {
-        /* the innermost frames moved while they were read: marked, never guessed */
-        s->st.partial++;
-        if (!th->moving_in_frames && (node = stk_child(s->t, node, s->moving_frame)) == STK_NONE)
-            return REMORA_ENOMEM;
-    }
-    /* a partial stack moved after the GC state was read: no <GC> above its marker */
-    if (s->o.gc && th->gc && th->holds_gil && !th->partial) {
-        flags |= SAMPLE_F_GC;
-        if ((node = stk_child(s->t, node, s->gc_frame)) == STK_NONE)
-            return REMORA_ENOMEM;
-    }
-    stk_add_at(s->t, tt, node, count);
-    s->st.samples += count;
-    if (th->partial)
-        s->st.partial += count - 1;
-    for (c = 0; c < count && s->sink.sample != NULL; c++)
-        if ((err = s->sink.sample(s->sink.ctx, s->t, tt, node, t_ns, flags)))
-            return err;
-    return REMORA_OK;
-}
-
 static int kern_drain(sampler_t *s, int64_t *read_ns);
 #define DRAIN_UNSETTLED (-1)         /* kern_drain(): a walk still under way after the wait */
 
@@ -585,94 +193,8 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
             return err;
     }
     if (u == s->u && s->async != NULL && s->o.async == SAMPLE_ASYNC_ALL)
-        return waiting_tasks(s, u, p, threads, n, now_ns);
+        return take_waiting_tasks(s, u, p, threads, n, now_ns);
     return REMORA_OK;
-}
-
-/* The frame cache and the threads' last stacks hold an unwinder's string pointers:
- * forgotten when one is freed, so no new string at a freed address passes for an old. */
-static void forget_frames(sampler_t *s)
-{
-    size_t i;
-
-    for (i = 0; i < s->fmap_cap; i++)
-        s->fmap[i].frame = STK_NONE;
-    s->fmap_count = 0;
-    for (i = 0; i < s->ntids; i++)
-        s->last[i].n = 0;
-}
-
-static void sub_reset(sampler_t *s, sub_t *c)
-{
-    if (c->u != NULL)
-        forget_frames(s);
-    unw_free(c->u);
-    proc_free(c->p);
-    c->u = NULL;
-    c->p = NULL;
-    c->tries = c->bad = 0;
-}
-
-/* Finds the target's new descendants, forgets the ones gone, and looks for the
- * interpreter of those that have none yet. */
-static void scan_subs(sampler_t *s)
-{
-    size_t i, k, n;
-
-    if (proc_descendants(proc_pid(s->p), s->found, SUB_MAX, &n) != REMORA_OK)
-        return;
-    /* a launched command that is not Python yet: looked at as a descendant, if it exec's one */
-    if (s->u == NULL && n < SUB_MAX)
-        s->found[n++] = proc_pid(s->p);
-    for (k = 0; k < s->nsubs;) {
-        for (i = 0; i < n && s->found[i] != s->subs[k].pid; i++)
-            ;
-        if (i == n) {                   /* gone, or no longer the target's */
-            sub_reset(s, &s->subs[k]);
-            free(s->subs[k].t);
-            s->subs[k] = s->subs[--s->nsubs];
-        } else {
-            k++;
-        }
-    }
-    for (i = 0; i < n; i++) {
-        sub_t *c;
-        for (k = 0; k < s->nsubs && s->subs[k].pid != s->found[i]; k++)
-            ;
-        if (k < s->nsubs)
-            continue;
-        if (remora_grow((void **)&s->subs, &s->cap_subs, s->nsubs + 1, sizeof *s->subs))
-            return;
-        c = &s->subs[s->nsubs];
-        memset(c, 0, sizeof *c);
-        c->pid = s->found[i];
-        c->t = malloc(sizeof *c->t);
-        if (c->t == NULL)
-            return;
-        s->nsubs++;
-    }
-    for (k = 0; k < s->nsubs; k++) {
-        sub_t *c = &s->subs[k];
-        char why[256];
-        if (c->u != NULL || c->tries >= SUB_FIND_TRIES)
-            continue;
-        c->tries++;
-        if (c->p == NULL && proc_open(c->pid, &c->p) != REMORA_OK) {
-            c->p = NULL;
-            continue;
-        }
-        if (py_target_find(c->p, c->t, why, sizeof why) != REMORA_OK ||
-            unw_new(c->p, c->t, &c->u) != REMORA_OK) {
-            c->u = NULL;
-            proc_free(c->p);            /* opened anew next time: it may exec */
-            c->p = NULL;
-            continue;
-        }
-        unw_set_want(c->u, s->want);
-        if (s->o.kern != NULL)          /* else its threads are read from user space */
-            unw_kern_enable(c->u, s->o.kern, why, sizeof why);
-        s->st.subprocesses++;
-    }
 }
 
 #define LATE_SLACK_NS 1000          /* a tick written this much after its time is not late */
@@ -767,7 +289,7 @@ int sampler_set_table(sampler_t *s, stk_table_t *t, const sample_sink_t *sink)
     }
     /* every cache of the old table's indexes: the frame cache, the threads' last stacks
      * and the thread map (a thread is named again in the new table) */
-    forget_frames(s);
+    take_forget(s);
     for (i = 0; i < s->ntids; i++) {
         free(s->last[i].frames);
         free(s->last[i].nodes);
@@ -852,7 +374,7 @@ int sampler_round(sampler_t *s, int64_t now_ns)
     int err;
 
     if (s->o.subprocesses && now_ns >= s->next_scan) {
-        scan_subs(s);
+        subs_scan(s);
         s->next_scan = now_ns + SUB_SCAN_NS;
     }
     if (s->u == NULL) {
@@ -879,7 +401,7 @@ int sampler_round(sampler_t *s, int64_t now_ns)
         } else if (err == REMORA_ENOMEM || err == REMORA_EIO) {
             return err;
         } else if ((err != REMORA_ECORRUPT && err != REMORA_EFAULT) || ++c->bad > SUB_BAD_ROUNDS) {
-            sub_reset(s, c);            /* exited, or exec'd: the next scan says which */
+            subs_reset(s, c);            /* exited, or exec'd: the next scan says which */
         }
     }
     return REMORA_OK;

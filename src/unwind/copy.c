@@ -25,17 +25,17 @@ static int add_end_reads(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t c
      * in the chunk below the top then, and at the round's start, lived through the copies
      * (walk_check, the frame walked from). datastack_top follows datastack_chunk in every
      * version's thread state; checked where it is used */
-    if (L->ts_datastack_chunk && L->ts_datastack_chunk + 16 <= L->ts_size &&
-        batch_req(r, tc->tstate + L->ts_datastack_chunk, tc->ds_end, 16))
+    if (L->ts_datastack_chunk && L->ts_datastack_chunk + PY_TS_DATASTACK_SPAN <= L->ts_size &&
+        batch_req(r, tc->tstate + L->ts_datastack_chunk, tc->ds_end, PY_TS_DATASTACK_SPAN))
         return -1;
     if (anchor_on(u, tc) && cp == tc->tstate + L->ts_frame && L->ts_last_profiled > L->ts_frame &&
-        L->ts_last_profiled + 16 - L->ts_frame <= sizeof tc->tail) {
-        tc->tail_len = (size_t)(L->ts_last_profiled + 16 - L->ts_frame);
+        L->ts_last_profiled + PY_TS_LAST_PROFILED_SPAN - L->ts_frame <= sizeof tc->tail) {
+        tc->tail_len = (size_t)(L->ts_last_profiled + PY_TS_LAST_PROFILED_SPAN - L->ts_frame);
         return batch_req(r, cp, tc->tail, tc->tail_len);
     }
     if (batch_req(r, cp, &tc->cur_end, 8))
         return -1;
-    if (anchor_on(u, tc) && batch_req(r, tc->tstate + L->ts_last_profiled, tc->lp_end, 16))
+    if (anchor_on(u, tc) && batch_req(r, tc->tstate + L->ts_last_profiled, tc->lp_end, PY_TS_LAST_PROFILED_SPAN))
         return -1;
     return 0;
 }
@@ -45,7 +45,7 @@ static void unpack_tail(const py_layout_t *L, rd_thread_t *tc)
     if (tc->tail_len == 0)
         return;
     memcpy(&tc->cur_end, tc->tail, 8);
-    memcpy(tc->lp_end, tc->tail + (L->ts_last_profiled - L->ts_frame), 16);
+    memcpy(tc->lp_end, tc->tail + (L->ts_last_profiled - L->ts_frame), PY_TS_LAST_PROFILED_SPAN);
 }
 
 /* Makes room for two copies of len bytes. */
@@ -81,18 +81,18 @@ uint64_t copy_cur_ptr(const py_layout_t *L, const rd_thread_t *tc)
     return tc->tstate + L->ts_frame;
 }
 
-/* The first read of a sample: lists, GIL, GC, thread states, chunk copies. */
-int copy_states(unwinder_t *u, reader_t *r)
+/* Requests the round's state: the interpreter list's head; each interpreter's thread
+ * list, next, GIL and GC state; each thread's state (and cframe's current frame, and
+ * 3.9/3.10 the tid in its struct pthread); which threads are expected still parked; and
+ * 3.11+ the first copies of the frames outside the chunks. -1: out of memory. */
+static int req_state(unwinder_t *u, reader_t *r)
 {
     const py_layout_t *L = &u->target->layout;
     uint64_t rt = u->target->runtime;
-    size_t n = 0, i, k, first;
-    int err;
+    size_t i, k;
 
-    /* first the state (lists, GIL, GC, thread states), merged; then the copies, in order */
-    batch_reset(r);
     if (batch_req(r, rt + L->rt_interpreters_head, &r->rt_head, 8))
-        return REMORA_ENOMEM;
+        return -1;
     for (i = 0; i < r->ninterps; i++) {
         rd_interp_t *fi = &r->interps[i];
         uint64_t gil = gil_base(L, rt, fi);
@@ -103,17 +103,17 @@ int copy_states(unwinder_t *u, reader_t *r)
         fi->gc = 0;
         if (batch_req(r, fi->addr + L->is_threads_head, &fi->head, 8) ||
             batch_req(r, fi->addr + L->is_next, &fi->next, 8))
-            return REMORA_ENOMEM;
+            return -1;
         if (gil != 0 && (batch_req(r, gil + L->gil_locked, &fi->locked, 4) ||
                          batch_req(r, gil + L->gil_holder, &fi->holder, 8)))
-            return REMORA_ENOMEM;
+            return -1;
         /* the GIL's switch count moves whenever a thread takes it from another */
         fi->sw = 0;
         fi->sw_ok = gil != 0 && L->gil_switch != 0;
         if (fi->sw_ok && batch_req(r, gil + L->gil_switch, &fi->sw, 8))
-            return REMORA_ENOMEM;
+            return -1;
         if ((u->want & UNW_WANT_GC) && batch_req(r, fi->addr + L->is_gc_collecting, &fi->gc, 4))
-            return REMORA_ENOMEM;
+            return -1;
     }
     for (i = 0; i < r->nthreads; i++) {
         rd_thread_t *tc = &r->threads[i];
@@ -121,13 +121,13 @@ int copy_states(unwinder_t *u, reader_t *r)
         tc->cur_spec = 0;
         if (batch_req(r, tc->tstate, tc->ts, L->ts_size) ||
             (L->frames_kind == PY_FRAMES_CFRAME && cp && batch_req(r, cp, &tc->cur_spec, 8)))
-            return REMORA_ENOMEM;
+            return -1;
         /* 3.9/3.10 keep no native id: the tid in the thread's struct pthread, read each
          * sample, since a new thread may take over both a freed state and a cached stack */
         tc->tid_now = 0;
         if (L->ts_native_thread_id == 0 && u->pthread_tid_off >= 0 && tc->pthread_seen != 0 &&
             batch_req(r, tc->pthread_seen + (uint64_t)u->pthread_tid_off, &tc->tid_now, 4))
-            return REMORA_ENOMEM;
+            return -1;
     }
     /* 3.11+: the first copies of the frames outside the chunks (C-stack entry frames,
      * generators) join the state: any time before the current frame is read between
@@ -143,94 +143,122 @@ int copy_states(unwinder_t *u, reader_t *r)
         for (i = 0; i < r->nthreads; i++)
             for (k = 0; k < r->threads[i].nsb && !r->threads[i].reuse; k++)
                 if (batch_req(r, r->threads[i].sb[k].addr, r->threads[i].sb[k].one, r->threads[i].sb[k].len))
-                    return REMORA_ENOMEM;
-    if (batch_merge(r, &n, 0))
-        return REMORA_ENOMEM;
-    for (i = 0; i < r->nthreads; i++) {
-        rd_thread_t *tc = &r->threads[i];
-        uint64_t cp = copy_cur_ptr(L, tc);
-        int copy = L->frames_kind != PY_FRAMES_OBJECTS && tc->chunk && tc->copy_len && cp;
-        tc->cur_mid = 0;
-        tc->copied = 0;
-        tc->tail_len = 0;
-        tc->ds_end[0] = tc->ds_end[1] = 0;
-        if (tc->reuse)
-            continue;
-        /* first copies, the current frame, second copies: the walk starts from a current
-         * frame read between two copies that agree, so it is what the copies show */
-        if (copy) {
-            if (copy_room(tc, tc->copy_len) || batch_iov(r, &n, tc->base, tc->a, tc->copy_len))
-                return REMORA_ENOMEM;
-            tc->copied = tc->copy_len;
-        }
-        tc->mid_ok = 0;
-        if (L->frames_kind == PY_FRAMES_OBJECTS && tc->nsb) {
-            /* 3.9/3.10: the frame objects remembered, then the current frame between
-             * their two copies: the walk starts there, as from a chunk's copies */
-            for (k = 0; k < tc->nsb; k++)
-                if (batch_iov(r, &n, tc->sb[k].addr, tc->sb[k].one, tc->sb[k].len))
-                    return REMORA_ENOMEM;
-            if (batch_iov(r, &n, cp, &tc->cur_mid, 8))
-                return REMORA_ENOMEM;
-            tc->mid_ok = 1;
-        }
-        tc->tail_len = 0;
-        if (copy && (batch_iov(r, &n, cp, &tc->cur_mid, 8) || batch_iov(r, &n, tc->base, tc->b, tc->copy_len)))
-            return REMORA_ENOMEM;
-        /* what must follow the second copies, merged: the current frame (and anchor)
-         * again, the second copies of the frames outside the chunk, the cframe again */
-        first = r->nreq;
-        if (copy && add_end_reads(u, r, tc, cp))
-            return REMORA_ENOMEM;
-        for (k = 0; k < tc->nsb; k++)
-            if (batch_req(r, tc->sb[k].addr, tc->sb[k].two, tc->sb[k].len))
-                return REMORA_ENOMEM;
-        /* 3.9/3.10: the current frame again, after the blocks' second copies */
-        if (L->frames_kind == PY_FRAMES_OBJECTS && tc->nsb) {
-            if (batch_merge(r, &n, first))
-                return REMORA_ENOMEM;
-            first = r->nreq;
-            if (batch_req(r, cp, &tc->cur_end, 8))
-                return REMORA_ENOMEM;
-        }
-        tc->tid_end = 0;
-        if (L->ts_native_thread_id == 0 && u->pthread_tid_off >= 0 && tc->pthread_seen != 0 &&
-            batch_req(r, tc->pthread_seen + (uint64_t)u->pthread_tid_off, &tc->tid_end, 4))
-            return REMORA_ENOMEM;
-        /* 3.11/3.12: the cframe again: a nested eval loop's cframe lives on the C stack,
-         * and once that loop returns its current_frame reads NULL or stale */
-        if (L->frames_kind == PY_FRAMES_CFRAME && batch_req(r, tc->tstate + L->ts_frame, &tc->cf_end, 8))
-            return REMORA_ENOMEM;
-        if (batch_merge(r, &n, first))
-            return REMORA_ENOMEM;
+                    return -1;
+    return 0;
+}
+
+/* Adds one thread's copies to the read (*n vectors so far), in order: first copies, the
+ * current frame, second copies, then what must follow them. Nothing for a thread
+ * expected still parked. -1: out of memory. */
+static int req_copies(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t *n)
+{
+    const py_layout_t *L = &u->target->layout;
+    uint64_t cp = copy_cur_ptr(L, tc);
+    int copy = L->frames_kind != PY_FRAMES_OBJECTS && tc->chunk && tc->copy_len && cp;
+    size_t k, first;
+
+    tc->cur_mid = 0;
+    tc->copied = 0;
+    tc->tail_len = 0;
+    tc->ds_end[0] = tc->ds_end[1] = 0;
+    if (tc->reuse)
+        return 0;
+    /* first copies, the current frame, second copies: the walk starts from a current
+     * frame read between two copies that agree, so it is what the copies show */
+    if (copy) {
+        if (copy_room(tc, tc->copy_len) || batch_iov(r, n, tc->base, tc->a, tc->copy_len))
+            return -1;
+        tc->copied = tc->copy_len;
     }
-    /* after every copy: the code-object counters again and the fingerprints of last
-     * sample's code objects. Read before a copy, they would vouch for a code object
-     * freed and made anew at the same address in between (resolve_codes) */
+    tc->mid_ok = 0;
+    if (L->frames_kind == PY_FRAMES_OBJECTS && tc->nsb) {
+        /* 3.9/3.10: the frame objects remembered, then the current frame between
+         * their two copies: the walk starts there, as from a chunk's copies */
+        for (k = 0; k < tc->nsb; k++)
+            if (batch_iov(r, n, tc->sb[k].addr, tc->sb[k].one, tc->sb[k].len))
+                return -1;
+        if (batch_iov(r, n, cp, &tc->cur_mid, 8))
+            return -1;
+        tc->mid_ok = 1;
+    }
+    tc->tail_len = 0;
+    if (copy && (batch_iov(r, n, cp, &tc->cur_mid, 8) || batch_iov(r, n, tc->base, tc->b, tc->copy_len)))
+        return -1;
+    /* what must follow the second copies, merged: the current frame (and anchor)
+     * again, the second copies of the frames outside the chunk, the cframe again */
     first = r->nreq;
+    if (copy && add_end_reads(u, r, tc, cp))
+        return -1;
+    for (k = 0; k < tc->nsb; k++)
+        if (batch_req(r, tc->sb[k].addr, tc->sb[k].two, tc->sb[k].len))
+            return -1;
+    /* 3.9/3.10: the current frame again, after the blocks' second copies */
+    if (L->frames_kind == PY_FRAMES_OBJECTS && tc->nsb) {
+        if (batch_merge(r, n, first))
+            return -1;
+        first = r->nreq;
+        if (batch_req(r, cp, &tc->cur_end, 8))
+            return -1;
+    }
+    tc->tid_end = 0;
+    if (L->ts_native_thread_id == 0 && u->pthread_tid_off >= 0 && tc->pthread_seen != 0 &&
+        batch_req(r, tc->pthread_seen + (uint64_t)u->pthread_tid_off, &tc->tid_end, 4))
+        return -1;
+    /* 3.11/3.12: the cframe again: a nested eval loop's cframe lives on the C stack,
+     * and once that loop returns its current_frame reads NULL or stale */
+    if (L->frames_kind == PY_FRAMES_CFRAME && batch_req(r, tc->tstate + L->ts_frame, &tc->cf_end, 8))
+        return -1;
+    return batch_merge(r, n, first) ? -1 : 0;
+}
+
+/* Requests, after every copy, the code-object counters again and the fingerprints of
+ * last sample's code objects. Read before a copy, they would vouch for a code object
+ * freed and made anew at the same address in between (resolve_codes). -1: out of memory. */
+static int req_after_copies(unwinder_t *u, reader_t *r)
+{
+    const py_layout_t *L = &u->target->layout;
+    size_t i, k;
+
     r->gen_global = 0;
     if (u->target->code_version && batch_req(r, u->target->code_version, &r->gen_global, 4))
-        return REMORA_ENOMEM;
+        return -1;
     for (i = 0; i < r->ninterps; i++) {
         rd_interp_t *fi = &r->interps[i];
         fi->gen = 0;
         if (L->is_code_generation && batch_req(r, fi->addr + L->is_code_generation, &fi->gen, 8))
-            return REMORA_ENOMEM;
+            return -1;
         if (!L->is_code_generation && L->is_code_version &&
             batch_req(r, fi->addr + L->is_code_version, &fi->gen, 4))
-            return REMORA_ENOMEM;
+            return -1;
     }
     for (k = 0; k < r->nspec_codes; k++)
         if (batch_fp(u, r, r->spec_codes[k], r->spec_fps + k * UNW_FP_MAX))
+            return -1;
+    return 0;
+}
+
+/* The first read of a sample: lists, GIL, GC, thread states, chunk copies; first the
+ * state, merged, then the copies in order, then what must follow every copy. */
+int copy_states(unwinder_t *u, reader_t *r)
+{
+    size_t n = 0, i, first;
+    int err;
+
+    batch_reset(r);
+    if (req_state(u, r) || batch_merge(r, &n, 0))
+        return REMORA_ENOMEM;
+    for (i = 0; i < r->nthreads; i++)
+        if (req_copies(u, r, &r->threads[i], &n))
             return REMORA_ENOMEM;
-    if (batch_merge(r, &n, first))
+    first = r->nreq;
+    if (req_after_copies(u, r) || batch_merge(r, &n, first))
         return REMORA_ENOMEM;
     batch_fix(r);
     err = proc_readv(u->p, r->iov, n);
     if (err == REMORA_OK) {
         batch_scatter(r);
         for (i = 0; i < r->nthreads; i++)
-            unpack_tail(L, &r->threads[i]);
+            unpack_tail(&u->target->layout, &r->threads[i]);
     }
     return err;
 }

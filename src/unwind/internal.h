@@ -614,6 +614,13 @@ int tc_rebuild(unwinder_t *u, reader_t *r);
 int tc_lists_unchanged(const py_layout_t *L, const reader_t *r);
 void tc_settle_ids(unwinder_t *u, reader_t *r);
 
+/* ---- reading.c ---- */
+
+/* Reads thread i's stack into r->raw (tc->raw_first, raw_n). Returns 0 (th->error set
+ * when it could not be read; tc->partial when only its outer frames are known), or
+ * REMORA_ENOPROC / REMORA_ENOMEM, which end the round. */
+int read_thread(unwinder_t *u, reader_t *r, size_t i);
+
 /* ---- copy.c ---- */
 
 /* The thread's ids (pthread_t; native id, or 3.9/3.10 the tid in its struct pthread)

@@ -8,7 +8,7 @@
  * are named from the files' symbol tables (file:line where debug information is found),
  * "??" with the module and offset where nothing names them.
  *
- * Merging: each call of the interpreter's eval loop on the C stack is replaced by the
+ * Merging (native_merge.c): each call of the interpreter's eval loop on the C stack is replaced by the
  * Python frames it ran (unw_frame_t.entry marks where each call's frames begin). Which C
  * frame is an eval loop's is found, in order of preference, by an address the eval loop
  * keeps in its own C frame: 3.12+ the C-owned shim frame it pushes (a local variable),
@@ -23,64 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <elfutils/libdwfl.h>
 #include <dwarf.h>
 
 #include "remora.h"
-#include "internal.h"
-
-#define NAT_MAX_FRAMES 512          /* C frames per thread */
-#define NAT_STACK_MAX (1u << 20)    /* bytes of a thread's stack copied */
-#define NAT_WORD_READS 64           /* words read outside that copy, per thread */
-#define NAT_SYMS 4096               /* pc -> name cache (a power of two) */
-#define NAT_EVAL_RANGES 8
-#define NAT_CFRAMES 1024            /* 3.11: _PyCFrame links followed */
-#define NAT_REMAP_NS 1000000000LL   /* modules reported again at most once a second */
-#define NAT_MODULES 4096
-
-typedef struct nat_sym {
-    uint64_t pc;                    /* 0: empty */
-    const char *function, *file;
-    int line;
-} nat_sym_t;
-
-typedef struct nat_raw {
-    uint64_t pc;                    /* the address looked up (a return address less 1) */
-    uint64_t sp;                    /* the frame's stack pointer (0: not known) */
-} nat_raw_t;
-
-enum { NAT_END_OK, NAT_END_CUT };
-
-struct unw_native {
-    proc_t *p;
-    strtab_t *names;
-    Dwfl *dwfl;
-    Dwfl_Callbacks cb;
-    int64_t mapped_ns;              /* when the maps were last read for the modules */
-    uint64_t files_hash;            /* files_hash() of the maps the modules came from */
-    /* the thread being unwound */
-    uint64_t regs[PROC_NREGS];
-    unsigned char *stack;
-    uint64_t stack_lo;
-    size_t stack_len;
-    unsigned words, words_max;      /* words read outside the copy; at most */
-    nat_raw_t raw[NAT_MAX_FRAMES];
-    size_t nraw;
-    int end;
-    struct nat_range { uint64_t start, end; } *ranges;  /* writable mappings */
-    size_t nranges, cap_ranges;
-    int maps_again;                 /* the maps were read again this round */
-    uint64_t eval_lo[NAT_EVAL_RANGES], eval_hi[NAT_EVAL_RANGES];
-    size_t neval;
-    nat_sym_t *syms;
-    uint64_t marks[UNW_MAX_DEPTH];  /* one per Python group */
-    size_t gs[UNW_MAX_DEPTH + 1];   /* where each group's frames begin */
-    unw_frame_t *out;               /* every thread's merged frames, back to back */
-    size_t cap_out;
-    size_t *first;                  /* each thread's first frame in out */
-    size_t cap_first;
-    unw_native_stats_t st;
-};
+#include "native_int.h"
 
 static int64_t now_ns(void)
 {
@@ -104,7 +50,7 @@ static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_arg)
     return true;
 }
 
-static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+bool nat_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
     unw_native_t *n = arg;
 
@@ -132,7 +78,7 @@ static bool cb_set_initial_registers(Dwfl_Thread *thread, void *arg)
 static const Dwfl_Thread_Callbacks thread_cb = {
     .next_thread = cb_next_thread,
     .get_thread = cb_get_thread,
-    .memory_read = cb_memory_read,
+    .memory_read = nat_memory_read,
     .set_initial_registers = cb_set_initial_registers,
 };
 
@@ -169,7 +115,7 @@ static int eval_module(Dwfl_Module *mod, void **userdata, const char *name, Dwar
     return DWARF_CB_OK;
 }
 
-static int eval_pc(const unw_native_t *n, uint64_t pc)
+int nat_eval_pc(const unw_native_t *n, uint64_t pc)
 {
     size_t i;
 
@@ -394,7 +340,7 @@ static int walk_native(unw_native_t *n, pid_t tid)
 
 /* ---- names ---------------------------------------------------------------------- */
 
-static const nat_sym_t *name_pc(unw_native_t *n, uint64_t pc)
+const nat_sym_t *nat_name_pc(unw_native_t *n, uint64_t pc)
 {
     nat_sym_t *e = &n->syms[(pc * 0x9E3779B97F4A7C15ull) >> (64 - 12) & (NAT_SYMS - 1)];
     Dwfl_Module *mod;
@@ -440,128 +386,6 @@ static const nat_sym_t *name_pc(unw_native_t *n, uint64_t pc)
     e->file = file;
     e->line = line;
     return e;
-}
-
-/* ---- the merge ------------------------------------------------------------------- */
-
-static int in_stack(const unw_native_t *n, uint64_t a)
-{
-    return a >= n->stack_lo && a - n->stack_lo < n->stack_len;
-}
-
-static unw_frame_t *out_frame(unw_native_t *n, size_t *k)
-{
-    if (remora_grow((void **)&n->out, &n->cap_out, *k + 1, sizeof *n->out))
-        return NULL;
-    return &n->out[(*k)++];
-}
-
-static int put_marker(unw_native_t *n, size_t *k, const char *what)
-{
-    unw_frame_t *f = out_frame(n, k);
-
-    if (f == NULL)
-        return REMORA_ENOMEM;
-    memset(f, 0, sizeof *f);
-    f->function = strtab_intern(n->names, what, strlen(what));
-    f->file = strtab_intern(n->names, "", 0);
-    f->native = 1;
-    return f->function && f->file ? REMORA_OK : REMORA_ENOMEM;
-}
-
-/* Python group g (frames [gs[g], gs[g+1])) into out. */
-static int put_group(unw_native_t *n, size_t *k, const unw_thread_t *th, const size_t *gs, size_t g)
-{
-    size_t i;
-
-    for (i = gs[g]; i < gs[g + 1]; i++) {
-        unw_frame_t *f = out_frame(n, k);
-        if (f == NULL)
-            return REMORA_ENOMEM;
-        *f = th->frames[i];
-    }
-    return REMORA_OK;
-}
-
-/* Group g of th's Python frames; above the first, a partial stack's UNW_MOVING frame
- * (where the frames that moved were: inner of those known, under the C frames). */
-static int put_python(unw_native_t *n, size_t *k, unw_thread_t *th, const size_t *gs, size_t g)
-{
-    if (g == 0 && th->partial) {
-        unw_frame_t *f = out_frame(n, k);
-        if (f == NULL)
-            return REMORA_ENOMEM;
-        memset(f, 0, sizeof *f);
-        f->function = strtab_intern(n->names, UNW_MOVING, strlen(UNW_MOVING));
-        f->file = strtab_intern(n->names, "", 0);
-        if (f->function == NULL || f->file == NULL)
-            return REMORA_ENOMEM;
-        th->moving_in_frames = 1;
-    }
-    return put_group(n, k, th, gs, g);
-}
-
-/* Merges thread th's Python frames with its C stack (n->raw) into out from *k. */
-static int merge(unw_native_t *n, const py_layout_t *L, unw_thread_t *th, size_t *k)
-{
-    size_t *gs = n->gs, ng = 0, g = 0, i, c = 0, nf = th->nframes < UNW_MAX_DEPTH ? th->nframes : UNW_MAX_DEPTH;
-    int err;
-
-    /* the groups, innermost first: each ends at a frame one call of the eval loop began
-     * with; 3.12+: one whose C-owned frame is not on the C stack (an interpreter
-     * trampoline on the data stack) ends none */
-    gs[0] = 0;
-    for (i = 0; i < nf; i++) {
-        const unw_frame_t *f = &th->frames[i];
-        int ends = f->entry && (L->walk_root != PY_ROOT_SHIM || in_stack(n, f->below));
-        if (ends || i + 1 == nf) {
-            n->marks[ng] = L->walk_root == PY_ROOT_SHIM ? f->below : 0;
-            gs[++ng] = i + 1;
-        }
-    }
-    /* 3.11: the eval loops' _PyCFrame chain, innermost first, one per group */
-    if (L->walk_root == PY_ROOT_ENTRY && L->frames_kind == PY_FRAMES_CFRAME) {
-        uint64_t cf = 0;
-        if (cb_memory_read(NULL, th->tstate + L->ts_frame, &cf, n)) {
-            for (g = 0; g < ng && cf != 0 && in_stack(n, cf); g++) {
-                n->marks[g] = cf;
-                if (cb_memory_read(NULL, cf + L->cframe_current_frame + 8, &cf, n) == false)
-                    break;
-            }
-            g = 0;
-        }
-    }
-    for (c = 0; c < n->nraw; c++) {
-        uint64_t lo = n->raw[c].sp, hi = c + 1 < n->nraw ? n->raw[c + 1].sp : UINT64_MAX;
-        const nat_sym_t *s;
-        unw_frame_t *f;
-        /* groups whose eval loop's frame lies below this one: placed before it */
-        while (g < ng && n->marks[g] != 0 && in_stack(n, n->marks[g]) && lo != 0 && n->marks[g] < lo)
-            if ((err = put_python(n, k, th, gs, g++)) != REMORA_OK)
-                return err;
-        if (g < ng && ((n->marks[g] != 0 && in_stack(n, n->marks[g]) && lo != 0 && hi != 0 &&
-                        n->marks[g] >= lo && n->marks[g] < hi) ||
-                       ((n->marks[g] == 0 || !in_stack(n, n->marks[g])) && eval_pc(n, n->raw[c].pc)))) {
-            if ((err = put_python(n, k, th, gs, g++)) != REMORA_OK)
-                return err;
-            continue;
-        }
-        if ((s = name_pc(n, n->raw[c].pc)) == NULL || (f = out_frame(n, k)) == NULL)
-            return REMORA_ENOMEM;
-        memset(f, 0, sizeof *f);
-        f->function = s->function;
-        f->file = s->file;
-        f->line = s->line;
-        f->native = 1;
-    }
-    if (n->end == NAT_END_CUT && (err = put_marker(n, k, UNW_NATIVE_CUT)) != REMORA_OK)
-        return err;
-    if (g < ng)
-        n->st.unplaced++;
-    while (g < ng)
-        if ((err = put_python(n, k, th, gs, g++)) != REMORA_OK)
-            return err;
-    return REMORA_OK;
 }
 
 /* ---- the handle -------------------------------------------------------------------- */
@@ -633,7 +457,7 @@ void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, si
             n->nraw = 0;
             n->stack_len = 0;           /* no other thread's copy for this one's merge */
             n->st.unreadable++;
-            if (!th[i].error && put_marker(n, &k, UNW_NATIVE_NONE) != REMORA_OK)
+            if (!th[i].error && nat_put_marker(n, &k, UNW_NATIVE_NONE) != REMORA_OK)
                 return;
         } else {
             /* a pc in no module: a library loaded since, report them again (once a
@@ -650,7 +474,7 @@ void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, si
             n->st.frames += n->nraw;
             n->st.cut += n->end == NAT_END_CUT;
         }
-        if ((err = merge(n, &u->target->layout, &th[i], &k)) != REMORA_OK) {
+        if ((err = nat_merge(n, &u->target->layout, &th[i], &k)) != REMORA_OK) {
             k = start;
             return;
         }
@@ -675,7 +499,7 @@ int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *r
     if (n->stack_len)
         memcpy(n->stack, stack, n->stack_len);
     unwind_regs(n, proc_pid(n->p));
-    if ((err = merge(n, L, th, &k)) != REMORA_OK)
+    if ((err = nat_merge(n, L, th, &k)) != REMORA_OK)
         return err;
     th->frames = n->out;
     th->nframes = k;

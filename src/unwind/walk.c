@@ -6,6 +6,9 @@
  * compares every link walked with the second copy and applies the caller rules of each
  * version (a caller has run up to its call). walk_learn_blocks() remembers where frames
  * outside the chunk were, for the next sample's first read.
+ * Over 600 lines on purpose: the walk and its check run for every frame of every sample
+ * and share the frame decoder and the copies' accessors as static inlines, which one
+ * file keeps inline in any build (with or without LTO).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -258,7 +261,7 @@ static int pushed_by(const py_layout_t *L, const reader_t *r, const rd_thread_t 
     fb = (second ? tc->b : tc->a) + (w->addr - tc->base);
     cb = (second ? tc->b : tc->a) + (callee->addr - tc->base);
     memcpy(&st, fb + L->fr_calltop, 4);
-    if (st < 0 || fs + 8 * (uint64_t)st + 16 > gap)
+    if (st < 0 || fs + 8 * (uint64_t)st + PY_FR_CALL_SLOTS > gap)
         return 0;
     s0 = get_u64(fb, fs + 8 * (size_t)st);
     s1 = get_u64(fb, fs + 8 * (size_t)st + 8);
@@ -396,57 +399,57 @@ static size_t one_moment(const reader_t *r, size_t s, size_t nwalked)
  * second copies: a frame that returned, or was a stale callee above its caller, lies at
  * or past the top. Its callers are checked as every caller is. Then the stack from it
  * down is one the thread had during the copies, and what ran above it is not known
- * (fidelity/mix: generators under sum(), re.sub's callback, sorted()'s key: the work
- * function's frame lost in 1-2.5% of 3.11+'s samples without). */
+ * (generators under sum(), re.sub's callback, sorted()'s key: without, the work
+ * function's frame is lost; docs/how-it-reads.md). */
 static int walked_from_lived(const py_layout_t *L, const reader_t *r, const rd_thread_t *tc, size_t nwalked)
 {
     const walked_t *w = &r->walk[0];
     uint64_t end, top0;
 
     if (nwalked == 0 || w->shim || w->cached || w->from != FROM_CHUNK || L->ts_datastack_chunk == 0 ||
-        L->ts_datastack_chunk + 16 > L->ts_size || tc->chunk == 0 || w->addr < tc->chunk)
+        L->ts_datastack_chunk + PY_TS_DATASTACK_SPAN > L->ts_size || tc->chunk == 0 || w->addr < tc->chunk)
         return 0;
     if (get_instr(L, second_copy(r, tc, w)) != w->instr || w->code == 0)
         return 0;
-    top0 = get_u64(tc->ts, L->ts_datastack_chunk + 8);
+    top0 = get_u64(tc->ts, L->ts_datastack_chunk + PY_TS_DATASTACK_TOP);
     end = w->addr + L->fr_size;
     return get_u64(tc->ts, L->ts_datastack_chunk) == tc->chunk && tc->ds_end[0] == tc->chunk &&
            end > w->addr && end <= top0 && end <= tc->ds_end[1];
 }
 
-int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep)
+/* The blocks read while walking, read again, with the current frame after them (to keep
+ * the read's shape: a frame object freed since fails the check) into *cur2, and the
+ * thread's ids. 0: read; 1: nothing holds (the frames freed meanwhile, or the state now
+ * another thread's); -1: out of memory. */
+static int reread_blocks(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t *cur2)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < r->nblocks; i++)
+        if (batch_iov(r, &n, r->blocks[i].addr, r->blocks[i].two, r->blocks[i].len))
+            return -1;
+    if (batch_iov(r, &n, copy_cur_ptr(&u->target->layout, tc), cur2, 8) || ident_req(u, r, tc, &n))
+        return -1;
+    if (proc_readv(u->p, r->iov, n))
+        return 1;                   /* the frames were freed meanwhile: nothing holds */
+    /* the state now another thread's, at the same address, whose current frame is
+     * at the same address too (3.9/3.10: a code object's zombie frame): nothing of
+     * the frames read now is the thread the round named */
+    return !ident_same(u, tc);
+}
+
+/* From the outermost frame in: each frame must be the same in both copies (links and
+ * code object); a caller must also be at the same instruction and look like one.
+ * The first frame that is not the same ends what is known; one that is the same but
+ * moved on, or runs, is the innermost frame known. The walk started from the frame
+ * current between the copies, so when every frame holds the stack is the one of
+ * that moment, however the top moved after it. Returns the innermost frame known
+ * (nwalked: none). */
+static size_t frames_held(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t nwalked)
 {
     const py_layout_t *L = &u->target->layout;
-    size_t i, n = 0, s = nwalked;
-    uint64_t cur2 = 0;
-    /* 3.9/3.10 without remembered blocks: walked from the frame current when the state was
-     * read, before any copy */
-    int from_state = L->frames_kind == PY_FRAMES_OBJECTS && !(tc->nsb && tc->mid_ok);
+    size_t i, s = nwalked;
 
-    *keep = nwalked;
-    r->top_moved = 0;
-    if (r->nblocks > 0) {
-        /* the blocks read while walking, again; the current frame after them, to keep the
-         * read's shape (a frame object freed since fails the check below) */
-        for (i = 0; i < r->nblocks; i++)
-            if (batch_iov(r, &n, r->blocks[i].addr, r->blocks[i].two, r->blocks[i].len))
-                return REMORA_ENOMEM;
-        if (batch_iov(r, &n, copy_cur_ptr(L, tc), &cur2, 8) || ident_req(u, r, tc, &n))
-            return REMORA_ENOMEM;
-        if (proc_readv(u->p, r->iov, n))
-            return REMORA_OK;       /* the frames were freed meanwhile: nothing holds */
-        /* the state now another thread's, at the same address, whose current frame is
-         * at the same address too (3.9/3.10: a code object's zombie frame): nothing of
-         * the frames read now is the thread the round named */
-        if (!ident_same(u, tc))
-            return REMORA_OK;
-    }
-    /* From the outermost frame in: each frame must be the same in both copies (links and
-     * code object); a caller must also be at the same instruction and look like one.
-     * The first frame that is not the same ends what is known; one that is the same but
-     * moved on, or runs, is the innermost frame known. The walk started from the frame
-     * current between the copies, so when every frame holds the stack is the one of
-     * that moment, however the top moved after it. */
     for (i = nwalked; i-- > 0; s = i) {
         const walked_t *w = &r->walk[i];
         const unsigned char *fb;
@@ -475,6 +478,21 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             break;
         }
     }
+    return s;
+}
+
+/* The innermost frame known s, moved out for what moved while the thread was read: the
+ * current frame (cur2: as read again after the blocks), frames outside the chunk read
+ * after it, the top, and 3.11/3.12 the cframe. Sets r->top_moved when the frame walked
+ * from lived through the copies though the top moved after. */
+static size_t moved_while_read(const py_layout_t *L, reader_t *r, const rd_thread_t *tc, uint64_t cur,
+                               uint64_t cur2, size_t nwalked, size_t s)
+{
+    /* 3.9/3.10 without remembered blocks: walked from the frame current when the state was
+     * read, before any copy */
+    int from_state = L->frames_kind == PY_FRAMES_OBJECTS && !(tc->nsb && tc->mid_ok);
+    size_t i;
+
     if (L->frames_kind == PY_FRAMES_OBJECTS) {
         /* 3.9/3.10: frame objects are shared by every thread (free lists, a code object's
          * zombie frame) and outlive their calls (a traceback holds them), so two copies
@@ -515,7 +533,7 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
          * the walk ends at the thread's own root and each caller looked calling in both
          * copies (looks_calling): 3.12, a frame that has returned last ran (stacktop
          * -1); 3.11, it pushed its callee (pushed_by) and rests on its call (naming).
-         * fidelity/mix's re.sub and sorted() calling back lost 1-1.5% of rounds without.
+         * (re.sub and sorted() calling back: docs/how-it-reads.md.)
          * A thread not yet known: the frames below the innermost loop's entry. */
         if (tc->known && nwalked > 0 && r->walk[nwalked - 1].addr == tc->root) {
             if (s < 1 && walked_from_lived(L, r, tc, nwalked))
@@ -528,6 +546,21 @@ int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t
             s = i + 1 < nwalked ? i + 1 : nwalked;
         }
     }
+    return s;
+}
+
+int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep)
+{
+    const py_layout_t *L = &u->target->layout;
+    uint64_t cur2 = 0;
+    size_t s;
+    int held;
+
+    *keep = nwalked;
+    r->top_moved = 0;
+    if (r->nblocks > 0 && (held = reread_blocks(u, r, tc, &cur2)) != 0)
+        return held < 0 ? REMORA_ENOMEM : REMORA_OK;
+    s = moved_while_read(L, r, tc, cur, cur2, nwalked, frames_held(u, r, tc, nwalked));
     if (s < r->freed_below)
         s = r->freed_below;         /* 3.9/3.10: walked through a freed frame */
     if (s > 0)
