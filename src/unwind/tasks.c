@@ -49,7 +49,6 @@
 #define TK_FRAME_READ 128           /* bytes read of a 3.9/3.10 frame object */
 #define TK_TYPES 32                 /* task subclasses remembered (before 3.14) */
 #define TK_TYPE_DEPTH 16            /* tp_base links followed from a type */
-#define TK_TP_BASE 256              /* PyTypeObject.tp_base (3.9-3.15, 64-bit) */
 #define TK_C 1                      /* the C task class, or a subclass of it */
 #define TK_PY 2                     /* the pure-Python one, or a subclass of it */
 
@@ -345,14 +344,8 @@ static int read_names(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
             tk->tasks[i].name = strtab_intern(u->names, name, len);
         } else if (type != 0 && type == u->target->long_type) {
             /* a small non-negative int: one 30-bit digit (or two) */
-            uint64_t tag = get_u64(h, 16), v = 0;
-            int64_t nd = L->long_tagged ? ((tag & 3) ? -1 : (int64_t)(tag >> 3)) : (int64_t)tag;
-            if (nd >= 0 && nd <= 2) {
-                for (int d = (int)nd - 1; d >= 0; d--) {
-                    uint32_t dig;
-                    memcpy(&dig, h + L->long_digits + 4 * d, 4);
-                    v = v << 30 | (dig & 0x3fffffff);
-                }
+            uint64_t v = 0;
+            if (pyo_long(u, h, TK_NAME_HEAD, &v) == REMORA_OK && v < (UINT64_C(1) << 60)) {
                 len = (size_t)snprintf(name, sizeof name, "Task-%llu", (unsigned long long)v);
                 tk->tasks[i].name = strtab_intern(u->names, name, len);
             }
@@ -737,7 +730,7 @@ static int set_moved(unwinder_t *u, struct unw_tasks_state *tk)
 
     for (i = 0; i < tk->nsets; i++)
         if (proc_read(u->p, tk->sets[i], h, sizeof h) != REMORA_OK ||
-            memcmp(h + 16, tk->set_head[i] + 16, 32) != 0)
+            memcmp(h + u->target->layout.ob_head, tk->set_head[i] + u->target->layout.ob_head, 32) != 0)
             return 1;
     return 0;
 }
@@ -761,7 +754,7 @@ static int weakset_objects(unwinder_t *u, struct unw_tasks_state *tk, uint64_t w
         err = REMORA_ENOMEM;            /* more than the bound: refused, not cut */
     if (err == REMORA_OK) {
         for (i = 0; i < nref; i++)
-            refs[i] += 16;          /* PyWeakReference: ob_refcnt, ob_type, wr_object */
+            refs[i] += u->target->layout.ob_head;   /* PyWeakReference: the header, wr_object */
         objs = malloc(nref * 8 + 8);
         err = objs == NULL ? REMORA_ENOMEM : read_many(u, tk, refs, nref, 8, objs);
         for (i = 0; err == REMORA_OK && i < nref; i++)
@@ -819,7 +812,7 @@ static int task_kind_learn(unwinder_t *u, struct unw_tasks_state *tk, uint64_t t
         if (tk->types[i].type == type)
             return tk->types[i].kind;
     for (d = 0; d < TK_TYPE_DEPTH && kind == 0; d++) {
-        if (t % 8 != 0 || proc_read_u64(u->p, t + TK_TP_BASE, &t) != REMORA_OK)
+        if (t % 8 != 0 || proc_read_u64(u->p, t + u->target->layout.tp_base, &t) != REMORA_OK)
             return 0;               /* not remembered: learnt again next reading */
         if (t == 0)
             break;
@@ -992,7 +985,7 @@ static int registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
             uint64_t tid = 0, ident = 0;
             unsigned char h[48];
             if (pyo_attr(u, loops[l], "_thread_id", &tid) != REMORA_OK || tid == 0 ||
-                proc_read(u->p, tid, h, sizeof h) != REMORA_OK || pyo_long(u, h, &ident) != REMORA_OK)
+                proc_read(u->p, tid, h, sizeof h) != REMORA_OK || pyo_long(u, h, sizeof h, &ident) != REMORA_OK)
                 continue;
             for (i = 0; i < nth; i++)
                 if (ident != 0 && th[i].ident == ident && (!py_only || tk->tsv[3 * i + 1] == 0)) {
@@ -1035,12 +1028,12 @@ static size_t shield_inner(unwinder_t *u, struct unw_tasks_state *tk, uint64_t f
     if (proc_read_u64(u->p, cb + a->func_closure, &closure) != REMORA_OK || closure == 0 ||
         closure % 8 != 0 || proc_read(u->p, closure, th, sizeof th) != REMORA_OK)
         return 0;
-    memcpy(&size, th + 16, 8);
+    memcpy(&size, th + u->target->layout.ob_size, 8);
     if (size < 1 || size > 8)
         return 0;
     for (i = 0; i < (size_t)size; i++) {
         cells[i] = get_u64(th, a->tuple_items + 8 * i);
-        if (cells[i] == 0 || cells[i] % 8 != 0 || proc_read_u64(u->p, cells[i] + 16, &obj) != REMORA_OK)
+        if (cells[i] == 0 || cells[i] % 8 != 0 || proc_read_u64(u->p, cells[i] + u->target->layout.cell_ref, &obj) != REMORA_OK)
             continue;
         if (find_task(tk, tk->nkeys, obj) >= 0) {
             items[0] = obj;
@@ -1326,7 +1319,7 @@ static uint64_t loop_ident(unwinder_t *u, struct unw_tasks_state *tk, uint64_t l
             return tk->loops[i].ident;
     if (pyo_attr(u, loop, "_thread_id", &tid) == REMORA_OK && tid != 0 &&
         proc_read(u->p, tid, h, sizeof h) == REMORA_OK)
-        pyo_long(u, h, &ident);
+        pyo_long(u, h, sizeof h, &ident);
     for (i = 0; i < tk->nloops; i++)
         if (tk->loops[i].loop == loop)
             break;
@@ -1354,6 +1347,7 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
     int64_t now = now_ns();
     unsigned char h[48];
     uint64_t keys, entries, esz = 24;
+    pyo_keys_t dk;
     int64_t nent;
     size_t i, j, k;
     int err;
@@ -1380,25 +1374,16 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
     keys = get_u64(h, L->dict_keys);
     if (keys == 0 || keys % 8 != 0 || (err = proc_read(u->p, keys, tk->curbuf, 64)) != REMORA_OK)
         goto gone;
-    memcpy(&nent, tk->curbuf + L->dk_nentries, 8);
-    if (L->dk_layout == PY_DK_SIZED) {
-        uint64_t size = get_u64(tk->curbuf, 8), width;
-        if (size < 8 || size > 64 || (size & (size - 1)) != 0)
-            return REMORA_OK;
-        width = 1;
-        entries = L->dk_indices + size * width;
-    } else {
-        unsigned log2_size = tk->curbuf[8], log2_ib = tk->curbuf[9], kind = tk->curbuf[10];
-        if (log2_size < 3 || log2_size > 6 || log2_ib < log2_size || log2_ib > log2_size + 3 || kind != 0)
-            return REMORA_OK;
-        entries = L->dk_indices + ((uint64_t)1 << log2_ib);
-    }
+    if (pyo_keys(L, tk->curbuf, 64, &dk) != REMORA_OK || dk.size > 64 || dk.esz != esz)
+        return REMORA_OK;
+    nent = dk.nent;
+    entries = dk.entries;
     if (nent < 0 || entries + (uint64_t)nent * esz > TK_CUR_READ)
         return REMORA_OK;               /* more loops than a sample reads: none named */
     if ((err = proc_read(u->p, keys + entries, tk->curbuf, (size_t)nent * esz)) != REMORA_OK)
         goto gone;
     for (j = 0; j < (size_t)nent; j++) {
-        uint64_t loop = get_u64(tk->curbuf, j * esz + 8), task = get_u64(tk->curbuf, j * esz + 16);
+        uint64_t loop = get_u64(tk->curbuf, j * esz + dk.koff), task = get_u64(tk->curbuf, j * esz + dk.voff);
         uint64_t ident;
         if (loop == 0 || task == 0 || task % 8 != 0)
             continue;
