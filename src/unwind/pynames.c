@@ -38,6 +38,7 @@
 
 #define PYN_NAME_BYTES (UNW_MAX_NAME + 1)   /* >= 256 code points of any kind */
 #define PYN_HEAD 64                         /* bytes first read of each object */
+#define PYN_BASICSIZE 4096                  /* a Thread's size, at most */
 #define PYN_STR_HEAD 192                    /* ... of each name (most fit whole) */
 #define PYN_RETRIES 3                       /* readings for a thread not named yet */
 #define PYN_SLOTS 64                        /* attributes of a Thread looked through */
@@ -68,8 +69,8 @@ typedef struct pyn_table {
 
 /* A Thread's type, as this reading found it. */
 typedef struct pyn_type {
-    uint64_t addr, flags, basicsize, keys;
-    int64_t dictoffset;
+    uint64_t addr;
+    pyo_type_t t;
     int name_idx;                   /* "_name" in its shared keys (-1: not there) */
 } pyn_type_t;
 
@@ -89,7 +90,7 @@ typedef struct pyn_item {
     int state;                      /* IT_*: IT_NAMED and IT_DONE (no name) are final */
     uint64_t key, value;            /* the int and the Thread */
     uint64_t type;                  /* the Thread's type */
-    unsigned char pre[24];          /* its words at -32, -24 and +16 */
+    unsigned char obj[PYO_PRE_MAX + PYN_HEAD];  /* its bytes from L->inst_pre before it */
     uint64_t dict;                  /* its attribute dict (0: none) */
     uint64_t vbase;                 /* its values[] (0: not known) */
     int idx;                        /* "_name" at vbase[idx] */
@@ -198,26 +199,6 @@ static int read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t st
     return pyo_readv_zero(p, pn->iov, k);
 }
 
-/* Is the str object whose first bytes are head[0..got) the ASCII string 'want'? */
-static int head_is(const unwinder_t *u, const unsigned char *head, size_t got, const char *want)
-{
-    const py_layout_t *L = &u->target->layout;
-    size_t wl = strlen(want);
-    uint32_t state;
-    int64_t length;
-
-    if (L->u_ascii_size + wl > got || L->u_state + 4 > got || L->u_length + 8 > got ||
-        get_u64(head, L->ob_type) != u->target->str_type)
-        return 0;
-    memcpy(&state, head + L->u_state, 4);
-    memcpy(&length, head + L->u_length, 8);
-    /* compact ASCII: kind 1, compact, ascii */
-    if (((state >> 2) & 7) != 1 || !((state >> 5) & 1) || !((state >> 6) & 1) ||
-        length != (int64_t)wl)
-        return 0;
-    return memcmp(head + L->u_ascii_size, want, wl) == 0;
-}
-
 /* The entries of the keys object at 'keys' (values from 'values', a values[] array, when
  * not 0): pn->kv[0..*n) = (key, value, slot, index), empty ones left out, at most 'max'
  * entries scanned. 0, REMORA_ECORRUPT, a read error or REMORA_ENOMEM. */
@@ -226,9 +207,8 @@ static int keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t valu
 {
     const py_layout_t *L = &u->target->layout;
     unsigned char h[48];
-    uint64_t entries, esz, koff, voff;
-    int64_t nent;
-    size_t i, k = 0;
+    pyo_keys_t k;
+    size_t i, nent, got = 0;
     int err;
 
     *n = 0;
@@ -236,53 +216,32 @@ static int keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t valu
         return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, keys, h, sizeof h)) != REMORA_OK)
         return err;
-    memcpy(&nent, h + L->dk_nentries, 8);
-    if (L->dk_layout == PY_DK_SIZED) {
-        uint64_t size = get_u64(h, 8), width;
-        if (size < 8 || size > (1u << 26) || (size & (size - 1)) != 0)
-            return REMORA_ECORRUPT;
-        width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
-        entries = L->dk_indices + size * width;
-        esz = 24;
-        if (nent < 0 || (uint64_t)nent > size)
-            return REMORA_ECORRUPT;
-    } else {
-        unsigned log2_size = h[8], log2_ib = h[9], kind = h[10];
-        if (log2_size < 3 || log2_size > 26 || log2_ib < log2_size || log2_ib > log2_size + 3 ||
-            kind > 2)
-            return REMORA_ECORRUPT;
-        entries = L->dk_indices + ((uint64_t)1 << log2_ib);
-        esz = kind == 0 ? 24 : 16;
-        if (nent < 0 || (uint64_t)nent > ((uint64_t)1 << log2_size))
-            return REMORA_ECORRUPT;
-    }
-    koff = esz == 24 ? 8 : 0;
-    voff = esz == 24 ? 16 : 8;
-    if ((size_t)nent > max)
-        nent = (int64_t)max;
+    if (pyo_keys(L, h, sizeof h, &k) != REMORA_OK)
+        return REMORA_ECORRUPT;
+    nent = (size_t)k.nent > max ? max : (size_t)k.nent;
     if (nent == 0)
         return REMORA_OK;
-    if (buf_need(pn, (size_t)nent * (esz + 8)) ||
-        remora_grow((void **)&pn->kv, &pn->cap_kv, (size_t)nent, sizeof *pn->kv))
+    if (buf_need(pn, nent * (k.esz + 8)) ||
+        remora_grow((void **)&pn->kv, &pn->cap_kv, nent, sizeof *pn->kv))
         return REMORA_ENOMEM;
-    if ((err = proc_read(u->p, keys + entries, pn->buf, (size_t)nent * esz)) != REMORA_OK)
+    if ((err = proc_read(u->p, keys + k.entries, pn->buf, nent * k.esz)) != REMORA_OK)
         return err;
     if (values != 0 &&
-        (err = proc_read(u->p, values, pn->buf + (size_t)nent * esz, (size_t)nent * 8)) != REMORA_OK)
+        (err = proc_read(u->p, values, pn->buf + nent * k.esz, nent * 8)) != REMORA_OK)
         return err;
-    for (i = 0; i < (size_t)nent; i++) {
-        uint64_t key = get_u64(pn->buf, i * esz + koff);
-        uint64_t val = values != 0 ? get_u64(pn->buf, (size_t)nent * esz + i * 8) :
-                       get_u64(pn->buf, i * esz + voff);
+    for (i = 0; i < nent; i++) {
+        uint64_t key = get_u64(pn->buf, i * k.esz + k.koff);
+        uint64_t val = values != 0 ? get_u64(pn->buf, nent * k.esz + i * 8) :
+                       get_u64(pn->buf, i * k.esz + k.voff);
         if (key == 0 || key % 8 != 0)
             continue;
-        pn->kv[k].key = key;
-        pn->kv[k].value = val;
-        pn->kv[k].slot = values != 0 ? values + i * 8 : keys + entries + i * esz + voff;
-        pn->kv[k].index = i;
-        k++;
+        pn->kv[got].key = key;
+        pn->kv[got].value = val;
+        pn->kv[got].slot = values != 0 ? values + i * 8 : keys + k.entries + i * k.esz + k.voff;
+        pn->kv[got].index = i;
+        got++;
     }
-    *n = k;
+    *n = got;
     return REMORA_OK;
 }
 
@@ -334,7 +293,7 @@ static uint64_t kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want
     }
     free(addrs);
     for (i = 0; i < n; i++)
-        if (head_is(u, pn->buf + i * len, len, want)) {
+        if (pyo_str_is_head(u, pn->buf + i * len, len, want)) {
             *cache = pn->kv[i].key;
             if (idx)
                 *idx = (int)pn->kv[i].index;
@@ -345,34 +304,13 @@ static uint64_t kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want
     return 0;
 }
 
-/* A PyLongObject's value as a u64 (its first bytes in h): 0 when negative, too large or
- * not an int. */
+/* A PyLongObject's value as a u64 (its first PYN_HEAD bytes in h): 0 when negative,
+ * too large or not an int. */
 static uint64_t long_value(const unwinder_t *u, const unsigned char *h)
 {
-    const py_layout_t *L = &u->target->layout;
-    uint64_t tag = get_u64(h, 16), v = 0;
-    int64_t nd;
-    int i;
+    uint64_t v;
 
-    if (get_u64(h, L->ob_type) != u->target->long_type)
-        return 0;
-    if (L->long_tagged) {
-        if ((tag & 3) != 0)         /* zero or negative */
-            return 0;
-        nd = (int64_t)(tag >> 3);
-    } else {
-        nd = (int64_t)tag;
-    }
-    if (nd < 1 || nd > 3 || L->long_digits + 4 * (uint64_t)nd > PYN_HEAD)
-        return 0;
-    for (i = (int)nd - 1; i >= 0; i--) {
-        uint32_t d;
-        memcpy(&d, h + L->long_digits + 4 * i, 4);
-        if (d >= (1u << 30) || (i == 2 && d >= 16))
-            return 0;
-        v = v << 30 | d;
-    }
-    return v;
+    return pyo_long(u, h, PYN_HEAD, &v) == REMORA_OK ? v : 0;
 }
 
 /* The type of a Thread (a heap type): flags, basic size, dict offset, and where "_name"
@@ -393,17 +331,12 @@ static pyn_type_t *thread_type(unwinder_t *u, pynames_t *pn, uint64_t addr)
         return NULL;
     ty = &pn->types[pn->ntypes];
     ty->addr = addr;
-    ty->flags = get_u64(h, L->tp_flags);
-    ty->basicsize = get_u64(h, L->tp_basicsize);
-    memcpy(&ty->dictoffset, h + L->tp_dictoffset, 8);
-    ty->keys = 0;
-    if (!(ty->flags & (1u << 9)) || ty->basicsize < 16 || ty->basicsize > 4096)
+    if (pyo_type(L, h, L->ht_cached_keys + 8, &ty->t) != REMORA_OK || ty->t.basicsize > PYN_BASICSIZE)
         return NULL;                /* not a heap type: not a threading.Thread */
-    if (L->inst_dict != PY_INST_DICTOFFSET ? (ty->flags & (1u << 4)) == 0 :
-        ty->dictoffset <= 0 || ty->dictoffset + 8 > PYN_HEAD)
+    if (L->inst_dict != PY_INST_DICTOFFSET ? !ty->t.managed :
+        ty->t.dictoffset <= 0 || ty->t.dictoffset + 8 > PYN_HEAD)
         return NULL;                /* no dict where one is looked for */
-    ty->keys = get_u64(h, L->ht_cached_keys);
-    if (ty->keys != 0 && keys_items(u, pn, ty->keys, 0, PYN_SLOTS, &n) == REMORA_OK)
+    if (ty->t.keys != 0 && keys_items(u, pn, ty->t.keys, 0, PYN_SLOTS, &n) == REMORA_OK)
         kv_find(u, pn, n, "_name", &pn->k_name, &idx, NULL);
     ty->name_idx = idx;
     pn->ntypes++;
@@ -516,6 +449,7 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
     const py_layout_t *L = &u->target->layout;
     unsigned char h[48];
     uint64_t keys, entries, room, nscan, off, again;
+    pyo_keys_t dk;
     int64_t nent;
     size_t found = 0;
     int err;
@@ -530,26 +464,11 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
         return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, keys, h, sizeof h)) != REMORA_OK)
         return err;
-    memcpy(&nent, h + L->dk_nentries, 8);
-    if (L->dk_layout == PY_DK_SIZED) {
-        uint64_t size = get_u64(h, 8), width;
-        if (size < 8 || size > (1u << 26) || (size & (size - 1)) != 0)
-            return REMORA_ECORRUPT;
-        width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
-        entries = keys + L->dk_indices + size * width;
-        room = (size << 1) / 3;
-        if (nent < 0 || (uint64_t)nent > size)
-            return REMORA_ECORRUPT;
-    } else {
-        unsigned log2_size = h[8], log2_ib = h[9], kind = h[10];
-        if (log2_size < 3 || log2_size > 26 || log2_ib < log2_size || log2_ib > log2_size + 3 ||
-            kind != 0)              /* DICT_KEYS_GENERAL: entries hold their hash */
-            return REMORA_ECORRUPT;
-        entries = keys + L->dk_indices + ((uint64_t)1 << log2_ib);
-        room = ((uint64_t)1 << (log2_size + 1)) / 3;
-        if (nent < 0 || (uint64_t)nent > ((uint64_t)1 << log2_size))
-            return REMORA_ECORRUPT;
-    }
+    if (pyo_keys(L, h, sizeof h, &dk) != REMORA_OK || dk.esz != PYN_ESZ)
+        return REMORA_ECORRUPT;     /* DICT_KEYS_GENERAL: entries hold their hash */
+    nent = dk.nent;
+    entries = keys + dk.entries;
+    room = (dk.size << 1) / 3;       /* USABLE_FRACTION */
     /* The whole room of entries the table has (CPython allocates USABLE_FRACTION of its
      * size, zeroed), not only dk_nentries: a table being built (3.9 and 3.10 point the
      * dict to it first, copy the entries, then set dk_nentries) says 0 while its entries
@@ -587,12 +506,11 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
         unsigned char h2[48];
         proc_iov_t v[2] = { { .addr = active + L->dict_keys, .buf = &again, .len = 8 },
                             { .addr = keys, .buf = h2, .len = sizeof h2 } };
-        int64_t nent2;
+        pyo_keys_t k2;
         if ((err = proc_readv(u->p, v, 2)) == REMORA_ENOPROC)
             return err;
-        memcpy(&nent2, h2 + L->dk_nentries, 8);
-        *moved = err != REMORA_OK || again != keys || nent2 != nent ||
-                 memcmp(h2 + 8, h + 8, L->dk_layout == PY_DK_SIZED ? 8 : 3) != 0;
+        *moved = err != REMORA_OK || again != keys || pyo_keys(L, h2, sizeof h2, &k2) != REMORA_OK ||
+                 k2.nent != nent || k2.size != dk.size || k2.entries != dk.entries || k2.kind != dk.kind;
     }
     /* an empty table, or none of the threads asked for in it while none is named yet:
      * the main thread is there as soon as threading is imported, so more likely a table
@@ -609,22 +527,18 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
  * breaks them most of the time.) A longer str: 1, nothing seen. */
 static int str_whole(const py_layout_t *L, const unsigned char *head, size_t got)
 {
-    uint32_t state;
-    int64_t length;
-    uint64_t kind, hdr, i;
+    pyo_str_t s;
+    uint64_t i;
 
-    memcpy(&state, head + L->u_state, 4);
-    memcpy(&length, head + L->u_length, 8);
-    kind = (state >> 2) & 7;
-    hdr = (state >> 6) & 1 ? L->u_ascii_size : L->u_compact_size;
-    if (length < 0 || kind == 0 || kind > 4 || hdr + ((uint64_t)length + 1) * kind > got)
+    if (pyo_str(L, head, got, &s) != REMORA_OK ||
+        s.data + ((uint64_t)s.length + 1) * s.kind > got)
         return 1;
-    for (i = 0; i < kind; i++)
-        if (head[hdr + (uint64_t)length * kind + i] != 0)
+    for (i = 0; i < s.kind; i++)
+        if (head[s.data + (uint64_t)s.length * s.kind + i] != 0)
             return 0;
-    if ((state >> 6) & 1)
-        for (i = 0; i < (uint64_t)length; i++)
-            if (head[hdr + i] >= 0x80)
+    if (s.ascii)
+        for (i = 0; i < (uint64_t)s.length; i++)
+            if (head[s.data + i] >= 0x80)
                 return 0;
     return 1;
 }
@@ -679,25 +593,24 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
         if (it->state == IT_FOUND && long_value(u, pn->buf + i * PYN_HEAD) != it->ident)
             it->state = IT_TORN;
     }
-    /* the Thread objects, from 32 bytes before (the managed dict's pointers) */
-    ITEMS_AT(pn, IT_FOUND, it->value > 32 ? it->value - 32 : 0);
-    if ((err = read_heads(u->p, pn, &pn->items[0].a, stride, pn->nitems, PYN_HEAD + 32)))
+    /* the Thread objects, from the bytes before them (the managed dict's pointers) */
+    ITEMS_AT(pn, IT_FOUND, it->value > L->inst_pre ? it->value - L->inst_pre : 0);
+    if ((err = read_heads(u->p, pn, &pn->items[0].a, stride, pn->nitems, L->inst_pre + PYN_HEAD)))
         return err;
     for (i = 0; i < pn->nitems; i++) {
-        const unsigned char *h = pn->buf + i * (PYN_HEAD + 32);
+        const unsigned char *h = pn->buf + i * (L->inst_pre + PYN_HEAD);
         it = &pn->items[i];
         if (it->state != IT_FOUND)
             continue;
-        it->type = get_u64(h, 32 + L->ob_type);
-        memcpy(it->pre, h, 16);                 /* -32, -24 */
-        memcpy(it->pre + 16, h + 32 + 16, 8);   /* +16: 3.9/3.10's usual dict */
+        it->type = get_u64(h, L->inst_pre + L->ob_type);
+        memcpy(it->obj, h, L->inst_pre + PYN_HEAD);
         it->dict = it->vbase = it->name = it->slot = 0;
         it->idx = -1;
     }
     /* their types (thread_type() reads into pn->buf), where each keeps its attributes */
     for (i = 0; i < pn->nitems; i++) {
         pyn_type_t *ty;
-        uint64_t vals = 0, dict = 0;
+        uint64_t vals = 0, dict = 0, dict_at = 0;
         it = &pn->items[i];
         if (it->state != IT_FOUND)
             continue;
@@ -705,30 +618,15 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
             it->state = IT_TORN;
             continue;
         }
-        switch (L->inst_dict) {
-        case PY_INST_DICTOFFSET:
-            if (ty->dictoffset == 16)
-                dict = get_u64(it->pre, 16);
-            else if (proc_read_u64(u->p, it->value + (uint64_t)ty->dictoffset, &dict))
-                dict = 0;
-            break;
-        case PY_INST_MANAGED:
-            vals = get_u64(it->pre, 0);
-            dict = get_u64(it->pre, 8);
-            break;
-        case PY_INST_TAGGED: {
-            uint64_t dv = get_u64(it->pre, 8);
-            if (dv & 1)
-                vals = dv + 1;      /* stored as the values' address - 1 */
-            else
-                dict = dv;
-            break;
+        if (pyo_inst(L, &ty->t, it->value, it->obj, &dict, &vals, &dict_at) != REMORA_OK) {
+            it->state = IT_TORN;
+            continue;
         }
-        case PY_INST_INLINE:
-            dict = get_u64(it->pre, 8);
-            if (dict == 0 && (ty->flags & (1u << 2)))
-                vals = it->value + ty->basicsize;
-            break;
+        if (dict_at != 0) {         /* at tp_dictoffset: in the head read, or read now */
+            if (dict_at - it->value + 8 <= PYN_HEAD)
+                dict = get_u64(it->obj, L->inst_pre + (dict_at - it->value));
+            else if (proc_read_u64(u->p, dict_at, &dict))
+                dict = 0;
         }
         it->dict = dict;
         if (dict == 0 && vals != 0 && ty->name_idx >= 0) {
@@ -751,7 +649,7 @@ static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
             if (pn->types[j].addr == it->type)
                 ty = &pn->types[j];
         if (ty != NULL && ty->name_idx >= 0 && get_u64(h, L->ob_type) == T->dict_type &&
-            get_u64(h, L->dict_keys) == ty->keys && get_u64(h, L->dict_values) != 0) {
+            get_u64(h, L->dict_keys) == ty->t.keys && get_u64(h, L->dict_values) != 0) {
             it->vbase = get_u64(h, L->dict_values);
             it->idx = ty->name_idx;
             it->dict = 0;
@@ -953,7 +851,7 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
         pn->items[i].moving = 0;
     }
     if (L->dk_layout == 0 || T->str_type == 0 || T->dict_type == 0 || T->long_type == 0 ||
-        T->module_type == 0 || interp == 0)
+        T->module_type == 0 || interp == 0 || L->inst_pre > PYO_PRE_MAX)
         err = REMORA_EVERSION;
     else
         err = find_active(u, pn, interp, &active);
