@@ -28,6 +28,7 @@
 #define LOC_TRIES 3             /* readings of a value that moved while read */
 #define LOC_SCAN 4              /* dict and set entries scanned per item shown, at most */
 #define LOC_TPNAME 64           /* bytes of a type's name */
+#define LOC_HEAD 128            /* bytes first read of a value */
 
 typedef struct slot {
     uint64_t at;                /* where the slot is in the target (re-read: moved?) */
@@ -111,22 +112,18 @@ static void value(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, int depth);
 /* A str object's repr. */
 static void show_str(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, const unsigned char *h)
 {
-    const py_layout_t *L = lr->L;
-    uint32_t state;
+    pyo_str_t s;
+    unsigned kind;
     int64_t length;
-    unsigned kind, compact, ascii;
     uint64_t hdr, keep, i;
 
-    memcpy(&state, h + L->u_state, 4);
-    memcpy(&length, h + L->u_length, 8);
-    kind = (state >> 2) & 7;
-    compact = (state >> 5) & 1;
-    ascii = (state >> 6) & 1;
-    if (!compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1) || length < 0) {
+    if (pyo_str(lr->L, h, LOC_HEAD, &s) != REMORA_OK) {
         pyr_puts(b, "<unreadable>");
         return;
     }
-    hdr = ascii ? L->u_ascii_size : L->u_compact_size;
+    kind = s.kind;
+    length = s.length;
+    hdr = s.data;
     keep = (uint64_t)length > UNW_LOCAL_STR ? UNW_LOCAL_STR : (uint64_t)length;
     if (keep > 0 && rd(lr, obj + hdr, lr->raw, keep * kind) != REMORA_OK) {
         pyr_puts(b, "<unreadable>");
@@ -173,21 +170,9 @@ static void show_long(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, const unsign
     uint64_t n;
     int neg;
 
-    if (L->long_tagged) {
-        uint64_t tag = get_u64(h, 16);
-        n = tag >> 3;
-        neg = (tag & 3) == 2;
-        if ((tag & 3) == 1)
-            n = 0;
-        if ((tag & 3) == 3) {
-            pyr_puts(b, "<unreadable>");
-            return;
-        }
-    } else {
-        int64_t size;
-        memcpy(&size, h + 16, 8);
-        neg = size < 0;
-        n = neg ? (uint64_t)0 - (uint64_t)size : (uint64_t)size;
+    if (pyo_long_digits(L, h, &n, &neg) != REMORA_OK) {
+        pyr_puts(b, "<unreadable>");
+        return;
     }
     if (is_bool) {
         pyr_puts(b, n == 0 ? "False" : "True");
@@ -282,15 +267,15 @@ static void show_dict(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, const unsign
 {
     const py_layout_t *L = lr->L;
     uint64_t keys = get_u64(h, L->dict_keys), values = get_u64(h, L->dict_values);
-    uint64_t entries, esz, koff, voff, ent[UNW_LOCAL_ITEMS * LOC_SCAN * 3];
+    uint64_t ent[UNW_LOCAL_ITEMS * LOC_SCAN * 3];
     uint64_t vals[UNW_LOCAL_ITEMS * LOC_SCAN];
     unsigned char kh[48];
-    int64_t nent;
+    pyo_keys_t dk;
     size_t scan, i, shown = 0;
 
     int64_t used;
 
-    memcpy(&used, h + 16, 8);           /* ma_used, after the object header, in all */
+    memcpy(&used, h + L->ob_head, 8);   /* ma_used, after the object header, in all */
     if (used == 0) {
         pyr_puts(b, "{}");              /* (3.11+: the shared empty keys, not a table) */
         return;
@@ -299,35 +284,17 @@ static void show_dict(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, const unsign
         pyr_puts(b, "<unreadable>");
         return;
     }
-    memcpy(&nent, kh + L->dk_nentries, 8);
-    if (L->dk_layout == PY_DK_SIZED) {
-        uint64_t size = get_u64(kh, 8);
-        if (size < 8 || size > (1u << 30) || (size & (size - 1)) != 0)
-            goto bad;
-        entries = L->dk_indices + size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffu ? 4 : 8);
-        esz = 24;
-        if (nent < 0 || (uint64_t)nent > size)
-            goto bad;
-    } else {
-        unsigned log2_size = kh[8], log2_ib = kh[9], kind = kh[10];
-        if (log2_size < 3 || log2_size > 30 || log2_ib < log2_size || log2_ib > log2_size + 3 || kind > 2)
-            goto bad;
-        entries = L->dk_indices + ((uint64_t)1 << log2_ib);
-        esz = kind == 0 ? 24 : 16;
-        if (nent < 0 || (uint64_t)nent > ((uint64_t)1 << log2_size))
-            goto bad;
-    }
-    koff = esz == 24 ? 8 : 0;
-    voff = esz == 24 ? 16 : 8;
-    scan = (size_t)nent < UNW_LOCAL_ITEMS * LOC_SCAN ? (size_t)nent : UNW_LOCAL_ITEMS * LOC_SCAN;
-    if (scan > 0 && rd(lr, keys + entries, ent, scan * esz) != REMORA_OK)
+    if (pyo_keys(L, kh, sizeof kh, &dk) != REMORA_OK)
+        goto bad;
+    scan = (size_t)dk.nent < UNW_LOCAL_ITEMS * LOC_SCAN ? (size_t)dk.nent : UNW_LOCAL_ITEMS * LOC_SCAN;
+    if (scan > 0 && rd(lr, keys + dk.entries, ent, scan * dk.esz) != REMORA_OK)
         goto bad;
     if (values != 0 && scan > 0 && rd(lr, values + L->dv_values, vals, scan * 8) != REMORA_OK)
         goto bad;
     pyr_puts(b, "{");
     for (i = 0; i < scan && !b->full; i++) {
-        const unsigned char *e = (const unsigned char *)ent + i * esz;
-        uint64_t k = get_u64(e, koff), v = values ? vals[i] : get_u64(e, voff);
+        const unsigned char *e = (const unsigned char *)ent + i * dk.esz;
+        uint64_t k = get_u64(e, dk.koff), v = values ? vals[i] : get_u64(e, dk.voff);
         if (k == 0 || v == 0)
             continue;               /* a deleted entry */
         if (shown == UNW_LOCAL_ITEMS)
@@ -415,7 +382,7 @@ static void value(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, int depth)
 {
     const py_target_t *t = lr->t;
     const py_layout_t *L = lr->L;
-    unsigned char h[128];
+    unsigned char h[LOC_HEAD];
     uint64_t type;
     int64_t n;
     int err;
