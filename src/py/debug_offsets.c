@@ -114,6 +114,21 @@ static const unsigned char layout_315[] = {
 
 #undef S
 
+/* Each release's order, 3.PY_MINOR_DEBUG to 3.PY_MINOR_LAST in turn: a release added
+ * to py.h without its own order here does not build. */
+static const struct {
+    const unsigned char *order;
+    size_t n;
+} layouts[] = {
+    { layout_313, sizeof layout_313 },
+    { layout_314, sizeof layout_314 },
+    { layout_315, sizeof layout_315 },
+};
+_Static_assert(sizeof layouts / sizeof layouts[0] == PY_MINOR_LAST - PY_MINOR_DEBUG + 1,
+               "_Py_DebugOffsets: one order for each release read");
+
+#define COMPACT_TAIL 16             /* PyCompactUnicodeObject after its PyASCIIObject:
+                                     * utf8_length, utf8 (when not published) */
 #define DBG_MAX_FIELDS 256
 #define DBG_MAX_STRUCT (1u << 20)   /* no section of the runtime is this large */
 
@@ -201,8 +216,8 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
     }
     hex = raw[1];
     minor = (int)((hex >> 16) & 0xff);
-    if ((hex >> 24) != 3 || minor < 13 || minor > 15) {
-        snprintf(why, whylen, "Python %d.%d (_Py_DebugOffsets version 0x%08llx) has a layout remora does not know; it reads CPython 3.9 to 3.15",
+    if ((hex >> 24) != 3 || minor < PY_MINOR_DEBUG || minor > PY_MINOR_LAST) {
+        snprintf(why, whylen, "Python %d.%d (_Py_DebugOffsets version 0x%08llx) has a layout remora does not know; it reads " PY_READS_TEXT,
                  (int)(hex >> 24), minor, (unsigned long long)hex);
         return REMORA_EVERSION;
     }
@@ -212,16 +227,8 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
                  3, minor, (unsigned long long)hex);
         return REMORA_EVERSION;
     }
-    if (minor == 13) {
-        order = layout_313;
-        n = sizeof layout_313;
-    } else if (minor == 14) {
-        order = layout_314;
-        n = sizeof layout_314;
-    } else {
-        order = layout_315;
-        n = sizeof layout_315;
-    }
+    order = layouts[minor - PY_MINOR_DEBUG].order;
+    n = layouts[minor - PY_MINOR_DEBUG].n;
     err = proc_read(p, runtime, raw, n * sizeof(uint64_t));
     if (err)
         return err;
@@ -304,7 +311,7 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
     L->u_length = f[D_U_LENGTH];
     L->u_ascii_size = f[D_U_ASCII_SIZE];
     /* PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+) */
-    L->u_compact_size = f[D_U_COMPACT_SIZE] ? f[D_U_COMPACT_SIZE] : f[D_U_ASCII_SIZE] + 16;
+    L->u_compact_size = f[D_U_COMPACT_SIZE] ? f[D_U_COMPACT_SIZE] : f[D_U_ASCII_SIZE] + COMPACT_TAIL;
     exc_layout(L, f);
     locals_layout(L, f);
 

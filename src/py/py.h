@@ -243,6 +243,11 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *out, 
  * lists them; py_target_find() refuses the others). */
 #define PY_MINOR_FIRST 9
 #define PY_MINOR_LAST 15
+#define PY_MINOR_DEBUG 13       /* the first through _Py_DebugOffsets */
+#define PY_XSTR_(x) #x
+#define PY_XSTR(x) PY_XSTR_(x)
+/* "CPython 3.9 to 3.15", for messages */
+#define PY_READS_TEXT "CPython 3." PY_XSTR(PY_MINOR_FIRST) " to 3." PY_XSTR(PY_MINOR_LAST)
 
 /* Where the interpreter lives in a target and what version it is. */
 typedef struct py_target {

@@ -98,7 +98,7 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
         name_minor = minor_from_name(m->path, &major);
         if (name_minor >= 0 && elf_symbol(e, "Py_Initialize", &sym, NULL) == REMORA_OK) {
             *found_old = 1;
-            snprintf(why, whylen, "Python %d.%d (%s) is not supported: remora reads CPython 3.9 to 3.15",
+            snprintf(why, whylen, "Python %d.%d (%s) is not supported: remora reads " PY_READS_TEXT,
                      major, name_minor, m->path);
         }
         elf_free(e);
@@ -172,7 +172,7 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
         minor = minor_from_name(m->path, &major);
         if (minor < 0) {
             /* renamed binary: find "3.M.P" for a plausible M */
-            for (minor = 15; minor >= 0; minor--)
+            for (minor = PY_MINOR_LAST; minor >= 0; minor--)
                 if (patch_from_file(e, minor) >= 0)
                     break;
         }
@@ -190,11 +190,11 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
     major = (int)(vers >> 24);
     minor = (int)((vers >> 16) & 0xff);
     if (major != 3 || minor < PY_MINOR_FIRST || minor > PY_MINOR_LAST) {
-        snprintf(why, whylen, "Python %s (%s) is not supported: remora reads CPython 3.9 to 3.15",
+        snprintf(why, whylen, "Python %s (%s) is not supported: remora reads " PY_READS_TEXT,
                  t->version, t->binary);
         return REMORA_EVERSION;
     }
-    if (minor >= 13) {
+    if (minor >= PY_MINOR_DEBUG) {
         err = py_layout_from_debug_offsets(p, t->runtime, &t->layout, why, whylen);
         if (err)
             return err;

@@ -486,8 +486,8 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
         }
         for (i = 0; i < k; i++) {
             uint64_t hash = get_u64(pn->ents, i * PYN_ESZ);
-            uint64_t key = get_u64(pn->ents, i * PYN_ESZ + 8);
-            uint64_t value = get_u64(pn->ents, i * PYN_ESZ + 16);
+            uint64_t key = get_u64(pn->ents, i * PYN_ESZ + dk.koff);
+            uint64_t value = get_u64(pn->ents, i * PYN_ESZ + dk.voff);
             pyn_item_t *it;
             if (key == 0 || key % 8 != 0 || value == 0 || value % 8 != 0 || hash >= PYN_M61 ||
                 (it = item_of(pn, hash)) == NULL || it->state != IT_WANTED)
