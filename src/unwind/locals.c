@@ -562,119 +562,104 @@ static int read_i32(unw_locals_t *lr, uint64_t addr, int32_t *v)
     return proc_read(lr->p, addr, v, 4);
 }
 
-int unw_locals_read(unw_locals_t *lr, const unw_frame_t *f, const unw_local_t **out,
-                    size_t *nout, size_t *more)
+/* 3.11+: one slot per name, its kind in co_localspluskinds: lr->slots[0..*n) of the
+ * frame at addr (names, kinds, where each is), *total the names there are. 0 or a code. */
+static int slots_311(unw_locals_t *lr, uint64_t code, uint64_t addr, size_t nargs, size_t *n,
+                     size_t *total)
 {
     const py_layout_t *L = lr->L;
-    uint64_t code = f->code, addr = f->addr, check, bits[UNW_LOCALS_MAX];
-    int32_t argcount = 0, kwonly = 0, flags = 0;
-    size_t n = 0, total = 0, nargs, i, k;
+    uint64_t names, kinds;
+    unsigned char kb[UNW_LOCALS_MAX];
+    int64_t ksize;
+    size_t i;
     int err;
 
-    *out = NULL;
-    *nout = 0;
-    *more = 0;
-    lr->tlen = 0;
-    if (L->fr_localsplus == 0 || L->co_argcount == 0)
-        return REMORA_EVERSION;
-    if (f->native || addr == 0 || code == 0)
-        return REMORA_EUSAGE;
-    /* the frame still runs the code it was walked with (else it moved since) */
-    if ((err = proc_read(lr->p, addr + L->fr_code, &check, 8)) != REMORA_OK)
+    if ((err = proc_read(lr->p, code + L->co_localsplusnames, &names, 8)) ||
+        (err = proc_read(lr->p, code + L->co_localspluskinds, &kinds, 8)))
         return err;
-    if ((check & ~(uint64_t)(L->tagged_executable ? 7 : 0)) != code)
-        return REMORA_ECORRUPT;
-    if ((err = read_i32(lr, code + L->co_argcount, &argcount)) ||
-        (err = read_i32(lr, code + L->co_kwonlyargcount, &kwonly)) ||
-        (err = read_i32(lr, code + L->co_flags, &flags)))
+    if ((err = tuple_names(lr, names, 0, UNW_LOCALS_MAX, n, total)) != REMORA_OK)
         return err;
-    if (argcount < 0 || kwonly < 0 || argcount > 65536 || kwonly > 65536)
+    if ((err = proc_read(lr->p, kinds + L->bytes_size, &ksize, 8)) != REMORA_OK)
+        return err;
+    if (ksize < 0 || (size_t)ksize != *total)
         return REMORA_ECORRUPT;
-    nargs = (size_t)argcount + (size_t)kwonly + !!(flags & CO_VARARGS) + !!(flags & CO_VARKEYWORDS);
+    if (*n > 0 && (err = proc_read(lr->p, kinds + L->bytes_sval, kb, *n)) != REMORA_OK)
+        return err;
+    for (i = 0; i < *n; i++) {
+        lr->slots[i].at = addr + L->fr_localsplus + i * 8;
+        lr->slots[i].kind = (kb[i] & CO_FAST_CELL ? UNW_LOCAL_CELL : 0) |
+                            (kb[i] & CO_FAST_FREE ? UNW_LOCAL_FREE : 0) |
+                            (i < nargs ? UNW_LOCAL_ARG : 0) |
+                            (kb[i] & CO_FAST_HIDDEN ? UNW_LOCAL_HIDDEN : 0);
+        lr->slots[i].deref = (kb[i] & (CO_FAST_CELL | CO_FAST_FREE)) != 0;
+    }
+    return REMORA_OK;
+}
 
-    if (L->co_localsplusnames != 0) {
-        /* 3.11+: one slot per name, its kind in co_localspluskinds */
-        uint64_t names, kinds;
-        unsigned char kb[UNW_LOCALS_MAX];
-        int64_t ksize;
-        if ((err = proc_read(lr->p, code + L->co_localsplusnames, &names, 8)) ||
-            (err = proc_read(lr->p, code + L->co_localspluskinds, &kinds, 8)))
+/* 3.9/3.10: co_nlocals locals (co_varnames), then cells, then free variables; as
+ * slots_311. */
+static int slots_39(unw_locals_t *lr, uint64_t code, uint64_t addr, size_t nargs, size_t *n,
+                    size_t *total)
+{
+    const py_layout_t *L = lr->L;
+    uint64_t tv[3];
+    int32_t nlocals;
+    size_t got[3], tot[3], start = 0, g, i;
+    int err;
+
+    if ((err = proc_read(lr->p, code + L->co_varnames, &tv[0], 8)) ||
+        (err = proc_read(lr->p, code + L->co_cellvars, &tv[1], 8)) ||
+        (err = proc_read(lr->p, code + L->co_freevars, &tv[2], 8)) ||
+        (err = read_i32(lr, code + L->co_nlocals, &nlocals)))
+        return err;
+    for (g = 0; g < 3; g++) {
+        if ((err = tuple_names(lr, tv[g], start, UNW_LOCALS_MAX, &got[g], &tot[g])) != REMORA_OK)
             return err;
-        if ((err = tuple_names(lr, names, 0, UNW_LOCALS_MAX, &n, &total)) != REMORA_OK)
-            return err;
-        if ((err = proc_read(lr->p, kinds + L->bytes_size, &ksize, 8)) != REMORA_OK)
-            return err;
-        if (ksize < 0 || (size_t)ksize != total)
+        if (g == 0 && (nlocals < 0 || (size_t)nlocals != tot[0]))
             return REMORA_ECORRUPT;
-        if (n > 0 && (err = proc_read(lr->p, kinds + L->bytes_sval, kb, n)) != REMORA_OK)
-            return err;
-        for (i = 0; i < n; i++) {
-            lr->slots[i].at = addr + L->fr_localsplus + i * 8;
-            lr->slots[i].kind = (kb[i] & CO_FAST_CELL ? UNW_LOCAL_CELL : 0) |
-                                (kb[i] & CO_FAST_FREE ? UNW_LOCAL_FREE : 0) |
-                                (i < nargs ? UNW_LOCAL_ARG : 0) |
-                                (kb[i] & CO_FAST_HIDDEN ? UNW_LOCAL_HIDDEN : 0);
-            lr->slots[i].deref = (kb[i] & (CO_FAST_CELL | CO_FAST_FREE)) != 0;
+        for (i = start; i < start + got[g]; i++) {
+            lr->slots[i].kind = g == 1 ? UNW_LOCAL_CELL : g == 2 ? UNW_LOCAL_FREE :
+                                i < nargs ? UNW_LOCAL_ARG : 0;
+            lr->slots[i].deref = g > 0;
         }
-    } else {
-        /* 3.9/3.10: co_nlocals locals (co_varnames), then cells, then free variables */
-        uint64_t tv[3];
-        int32_t nlocals;
-        size_t got[3], tot[3], start = 0, g;
-        if ((err = proc_read(lr->p, code + L->co_varnames, &tv[0], 8)) ||
-            (err = proc_read(lr->p, code + L->co_cellvars, &tv[1], 8)) ||
-            (err = proc_read(lr->p, code + L->co_freevars, &tv[2], 8)) ||
-            (err = read_i32(lr, code + L->co_nlocals, &nlocals)))
-            return err;
-        for (g = 0; g < 3; g++) {
-            if ((err = tuple_names(lr, tv[g], start, UNW_LOCALS_MAX, &got[g], &tot[g])) != REMORA_OK)
-                return err;
-            if (g == 0 && (nlocals < 0 || (size_t)nlocals != tot[0]))
-                return REMORA_ECORRUPT;
-            for (i = start; i < start + got[g]; i++) {
-                lr->slots[i].kind = g == 1 ? UNW_LOCAL_CELL : g == 2 ? UNW_LOCAL_FREE :
-                                    i < nargs ? UNW_LOCAL_ARG : 0;
-                lr->slots[i].deref = g > 0;
+        /* the slots follow the names only while every name before was kept */
+        for (i = start; i < start + got[g]; i++)
+            lr->slots[i].at = got[0] == tot[0] && (g < 2 || got[1] == tot[1]) ?
+                              addr + L->fr_localsplus + i * 8 : 0;
+        start += got[g];
+        *total += tot[g];
+    }
+    *n = start;
+    return REMORA_OK;
+}
+
+/* 3.9/3.10: an argument that a closure uses lives in its cell (its own slot NULL):
+ * shown once, as an argument and a cell, where the argument is. */
+static void cells_as_args(unw_locals_t *lr, size_t n, size_t nargs)
+{
+    size_t i, k;
+
+    for (i = 0; i < n; i++) {
+        if (!(lr->slots[i].kind & UNW_LOCAL_CELL))
+            continue;
+        for (k = 0; k < nargs && k < n; k++)
+            if ((lr->slots[k].kind & UNW_LOCAL_ARG) && lr->slots[k].bits == 0 &&
+                !(lr->slots[k].kind & UNW_LOCAL_CELL) &&
+                strcmp(lr->text + lr->slots[k].name_off, lr->text + lr->slots[i].name_off) == 0) {
+                lr->slots[k] = lr->slots[i];
+                lr->slots[k].kind |= UNW_LOCAL_ARG;
+                lr->slots[i].kind |= UNW_LOCAL_HIDDEN;
+                break;
             }
-            /* the slots follow the names only while every name before was kept */
-            for (i = start; i < start + got[g]; i++)
-                lr->slots[i].at = got[0] == tot[0] && (g < 2 || got[1] == tot[1]) ?
-                                  addr + L->fr_localsplus + i * 8 : 0;
-            start += got[g];
-            total += tot[g];
-        }
-        n = start;
     }
-    *more = total - n;
+}
 
-    /* the slots, in one read (3.9/3.10: as far as the names were all kept) */
-    for (k = 0; k < n && lr->slots[k].at != 0; k++)
-        ;
-    if (k > 0 && (err = proc_read(lr->p, addr + L->fr_localsplus, bits, k * 8)) != REMORA_OK)
-        return err;
-    for (i = 0; i < n; i++)
-        lr->slots[i].bits = i < k ? bits[i] : 0;
+/* Each of lr->slots[0..n)'s values into lr->out[0..*k) (offsets into lr->text), read
+ * again while its slot moved under it. 0 or REMORA_ENOMEM. */
+static int read_values(unw_locals_t *lr, size_t n, size_t *kout)
+{
+    size_t i, k = 0;
 
-    /* 3.9/3.10: an argument that a closure uses lives in its cell (its own slot NULL):
-     * shown once, as an argument and a cell, where the argument is */
-    if (L->co_localsplusnames == 0) {
-        for (i = 0; i < n; i++) {
-            if (!(lr->slots[i].kind & UNW_LOCAL_CELL))
-                continue;
-            for (k = 0; k < nargs && k < n; k++)
-                if ((lr->slots[k].kind & UNW_LOCAL_ARG) && lr->slots[k].bits == 0 &&
-                    !(lr->slots[k].kind & UNW_LOCAL_CELL) &&
-                    strcmp(lr->text + lr->slots[k].name_off, lr->text + lr->slots[i].name_off) == 0) {
-                    lr->slots[k] = lr->slots[i];
-                    lr->slots[k].kind |= UNW_LOCAL_ARG;
-                    lr->slots[i].kind |= UNW_LOCAL_HIDDEN;
-                    break;
-                }
-        }
-    }
-
-    /* each value, read again while its slot moved under it */
-    k = 0;
     for (i = 0; i < n; i++) {
         slot_t *s = &lr->slots[i];
         const char *v = NULL;
@@ -712,6 +697,58 @@ int unw_locals_read(unw_locals_t *lr, const unw_frame_t *f, const unw_local_t **
         lr->out[k].has_value = voff >= 0;
         k++;
     }
+    *kout = k;
+    return REMORA_OK;
+}
+
+int unw_locals_read(unw_locals_t *lr, const unw_frame_t *f, const unw_local_t **out,
+                    size_t *nout, size_t *more)
+{
+    const py_layout_t *L = lr->L;
+    uint64_t code = f->code, addr = f->addr, check, bits[UNW_LOCALS_MAX];
+    int32_t argcount = 0, kwonly = 0, flags = 0;
+    size_t n = 0, total = 0, nargs, i, k;
+    int err;
+
+    *out = NULL;
+    *nout = 0;
+    *more = 0;
+    lr->tlen = 0;
+    if (L->fr_localsplus == 0 || L->co_argcount == 0)
+        return REMORA_EVERSION;
+    if (f->native || addr == 0 || code == 0)
+        return REMORA_EUSAGE;
+    /* the frame still runs the code it was walked with (else it moved since) */
+    if ((err = proc_read(lr->p, addr + L->fr_code, &check, 8)) != REMORA_OK)
+        return err;
+    if ((check & ~(uint64_t)(L->tagged_executable ? 7 : 0)) != code)
+        return REMORA_ECORRUPT;
+    if ((err = read_i32(lr, code + L->co_argcount, &argcount)) ||
+        (err = read_i32(lr, code + L->co_kwonlyargcount, &kwonly)) ||
+        (err = read_i32(lr, code + L->co_flags, &flags)))
+        return err;
+    if (argcount < 0 || kwonly < 0 || argcount > 65536 || kwonly > 65536)
+        return REMORA_ECORRUPT;
+    nargs = (size_t)argcount + (size_t)kwonly + !!(flags & CO_VARARGS) + !!(flags & CO_VARKEYWORDS);
+
+    err = L->co_localsplusnames != 0 ? slots_311(lr, code, addr, nargs, &n, &total) :
+                                        slots_39(lr, code, addr, nargs, &n, &total);
+    if (err != REMORA_OK)
+        return err;
+    *more = total - n;
+
+    /* the slots, in one read (3.9/3.10: as far as the names were all kept) */
+    for (k = 0; k < n && lr->slots[k].at != 0; k++)
+        ;
+    if (k > 0 && (err = proc_read(lr->p, addr + L->fr_localsplus, bits, k * 8)) != REMORA_OK)
+        return err;
+    for (i = 0; i < n; i++)
+        lr->slots[i].bits = i < k ? bits[i] : 0;
+
+    if (L->co_localsplusnames == 0)
+        cells_as_args(lr, n, nargs);
+    if ((err = read_values(lr, n, &k)) != REMORA_OK)
+        return err;
     /* offsets into text to pointers, now that it no longer moves */
     for (i = 0; i < k; i++) {
         lr->out[i].name = lr->text + (uintptr_t)lr->out[i].name;
