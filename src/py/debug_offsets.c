@@ -197,50 +197,10 @@ static void locals_layout(py_layout_t *L, const uint64_t *f)
         L->fr_localsplus = 0;   /* not this build's layout: no locals */
 }
 
-int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, char *why, size_t whylen)
+/* Fills L from the fields f of a _Py_DebugOffsets of release 3.minor (version hex).
+ * 0, or REMORA_EVERSION with 'why'. */
+static int fill(py_layout_t *L, const uint64_t *f, int minor, uint64_t hex, char *why, size_t whylen)
 {
-    const unsigned char *order;
-    size_t n, i;
-    uint64_t raw[DBG_MAX_FIELDS];
-    uint64_t f[D_NFIELDS];
-    uint64_t hex;
-    int minor, err;
-
-    memset(f, 0, sizeof f);
-    err = proc_read(p, runtime, raw, 2 * sizeof(uint64_t));
-    if (err)
-        return err;
-    if (memcmp(raw, "xdebugpy", 8) != 0) {
-        snprintf(why, whylen, "no _Py_DebugOffsets cookie at _PyRuntime");
-        return REMORA_EVERSION;
-    }
-    hex = raw[1];
-    minor = (int)((hex >> 16) & 0xff);
-    if ((hex >> 24) != 3 || minor < PY_MINOR_DEBUG || minor > PY_MINOR_LAST) {
-        snprintf(why, whylen, "Python %d.%d (_Py_DebugOffsets version 0x%08llx) has a layout remora does not know; it reads " PY_READS_TEXT,
-                 (int)(hex >> 24), minor, (unsigned long long)hex);
-        return REMORA_EVERSION;
-    }
-    if ((hex & 0xf0) != 0xf0 && (hex & 0xf0) != 0xc0 && minor >= 14) {
-        /* alphas and betas changed the struct; only release candidates and finals are known */
-        snprintf(why, whylen, "Python %d.%d pre-release 0x%08llx: its _Py_DebugOffsets layout is not known to remora (release candidates and finals are)",
-                 3, minor, (unsigned long long)hex);
-        return REMORA_EVERSION;
-    }
-    order = layouts[minor - PY_MINOR_DEBUG].order;
-    n = layouts[minor - PY_MINOR_DEBUG].n;
-    err = proc_read(p, runtime, raw, n * sizeof(uint64_t));
-    if (err)
-        return err;
-    for (i = 0; i < n; i++)
-        if (order[i] != D_SKIP)
-            f[order[i]] = raw[i];
-    if (f[D_FREE_THREADED]) {
-        snprintf(why, whylen, "Python %d.%d is a free-threaded build, which remora does not read yet",
-                 3, minor);
-        return REMORA_EVERSION;
-    }
-
     memset(L, 0, sizeof *L);
     L->hexversion = (uint32_t)hex;
     L->major = 3;
@@ -314,8 +274,15 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
     L->u_compact_size = f[D_U_COMPACT_SIZE] ? f[D_U_COMPACT_SIZE] : f[D_U_ASCII_SIZE] + COMPACT_TAIL;
     exc_layout(L, f);
     locals_layout(L, f);
+    return REMORA_OK;
+}
 
-    /* every offset used must fit the struct the same table declares */
+/* Every offset L uses fits the struct the same table declares (f): 0, or
+ * REMORA_EVERSION with 'why'. */
+static int check_all(const py_layout_t *L, const uint64_t *f, char *why, size_t whylen)
+{
+    int err;
+
     if ((err = check(L->rt_interpreters_head, 8, L->rt_size, "runtime.interpreters_head", why, whylen)) ||
         (err = check(L->is_next, 8, L->is_size, "interp.next", why, whylen)) ||
         (err = check(L->is_id, 8, L->is_size, "interp.id", why, whylen)) ||
@@ -350,4 +317,53 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
         (err = check(L->u_compact_size, 0, 256, "unicode.compactobject_size", why, whylen)))
         return err;
     return REMORA_OK;
+}
+
+int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, char *why, size_t whylen)
+{
+    const unsigned char *order;
+    size_t n, i;
+    uint64_t raw[DBG_MAX_FIELDS];
+    uint64_t f[D_NFIELDS];
+    uint64_t hex;
+    int minor, err;
+
+    memset(f, 0, sizeof f);
+    err = proc_read(p, runtime, raw, 2 * sizeof(uint64_t));
+    if (err)
+        return err;
+    if (memcmp(raw, "xdebugpy", 8) != 0) {
+        snprintf(why, whylen, "no _Py_DebugOffsets cookie at _PyRuntime");
+        return REMORA_EVERSION;
+    }
+    hex = raw[1];
+    minor = (int)((hex >> 16) & 0xff);
+    if ((hex >> 24) != 3 || minor < PY_MINOR_DEBUG || minor > PY_MINOR_LAST) {
+        snprintf(why, whylen, "Python %d.%d (_Py_DebugOffsets version 0x%08llx) has a layout remora does not know; it reads " PY_READS_TEXT,
+                 (int)(hex >> 24), minor, (unsigned long long)hex);
+        return REMORA_EVERSION;
+    }
+    if ((hex & 0xf0) != 0xf0 && (hex & 0xf0) != 0xc0 && minor >= 14) {
+        /* alphas and betas changed the struct; only release candidates and finals are known */
+        snprintf(why, whylen, "Python %d.%d pre-release 0x%08llx: its _Py_DebugOffsets layout is not known to remora (release candidates and finals are)",
+                 3, minor, (unsigned long long)hex);
+        return REMORA_EVERSION;
+    }
+    order = layouts[minor - PY_MINOR_DEBUG].order;
+    n = layouts[minor - PY_MINOR_DEBUG].n;
+    err = proc_read(p, runtime, raw, n * sizeof(uint64_t));
+    if (err)
+        return err;
+    for (i = 0; i < n; i++)
+        if (order[i] != D_SKIP)
+            f[order[i]] = raw[i];
+    if (f[D_FREE_THREADED]) {
+        snprintf(why, whylen, "Python %d.%d is a free-threaded build, which remora does not read yet",
+                 3, minor);
+        return REMORA_EVERSION;
+    }
+
+    if ((err = fill(L, f, minor, hex, why, whylen)) != REMORA_OK)
+        return err;
+    return check_all(L, f, why, whylen);
 }
