@@ -279,6 +279,18 @@ static int follow_slots(unwinder_t *u, pynames_t *pn)
     return REMORA_OK;
 }
 
+/* Where an item's bytes of this round are (at it->boff): its it->nb heads, returned,
+ * then its slot readings (*sl), then the int, type and values' header (*c). */
+static unsigned char *item_area(pynames_t *pn, const pyn_item_t *it, unsigned char **sl,
+                                unsigned char **c)
+{
+    unsigned char *b = pn->buf + it->boff;
+
+    *sl = b + it->nb * PYN_STR_HEAD;
+    *c = *sl + (it->nb + 1) * 8;
+    return b;
+}
+
 /* One round's reads into pn->iov[0..*k): for each IT_FOUND item, its it->nb heads,
  * each between two readings of its slot, then its int, its type and its values'
  * header. */
@@ -295,9 +307,7 @@ static void round_request(const unwinder_t *u, pynames_t *pn, size_t *kout)
         if (it->state != IT_FOUND)
             continue;
         nb = it->nb;
-        b = pn->buf + it->boff;
-        sl = b + nb * PYN_STR_HEAD;
-        c = sl + (nb + 1) * 8;
+        b = item_area(pn, it, &sl, &c);
         memset(b, 0, PYN_ITEM_BYTES(nb));
         for (j = 0; j < nb; j++) {
             pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = sl + 8 * j, .len = 8 };
@@ -329,7 +339,7 @@ static int round_judge(unwinder_t *u, pynames_t *pn, pyn_table_t *t, int *pendin
     int err;
 
     for (i = 0; i < pn->nitems; i++) {
-        const unsigned char *b, *sl, *c;
+        unsigned char *b, *sl, *c;
         uint64_t now, last;
         size_t j, nb, len;
         int moved = 0, named = 0;
@@ -337,9 +347,7 @@ static int round_judge(unwinder_t *u, pynames_t *pn, pyn_table_t *t, int *pendin
         if (it->state != IT_FOUND)
             continue;
         nb = it->nb;
-        b = pn->buf + it->boff;
-        sl = b + nb * PYN_STR_HEAD;
-        c = sl + (nb + 1) * 8;
+        b = item_area(pn, it, &sl, &c);
         if (long_value(u, c + C_INT) != it->ident || get_u64(c, C_TYPE) != it->type ||
             c[C_VALID + 3] == 0) {
             it->state = IT_TORN;    /* not the entry read: the scan again */
