@@ -7,6 +7,12 @@
  */
 #include "py.h"
 
+/* PyHeapTypeObject's ht_cached_keys, 3.PY_MINOR_FIRST to 3.PY_MINOR_LAST in turn (see
+ * below): a release added to py.h without its own entry here does not build. */
+static const uint64_t cached_keys[] = { 864, 872, 872, 880, 880, 880, 888 };
+_Static_assert(sizeof cached_keys / sizeof cached_keys[0] == PY_MINOR_LAST - PY_MINOR_FIRST + 1,
+               "ht_cached_keys: one entry for each release read");
+
 void py_layout_derive(py_layout_t *L)
 {
     int m = L->minor;
@@ -54,7 +60,8 @@ void py_layout_derive(py_layout_t *L)
     if (m < 11)
         L->co_qualname = L->co_name;
     L->co_version = m >= 12 && L->co_filename >= L->co_firstlineno + 24 ? L->co_filename - 20 : 0;
-    L->ob_size = 16;
+    L->ob_head = 16;                /* ob_refcnt, ob_type */
+    L->ob_size = L->ob_head;
 
     /* dump --locals. PyCodeObject 3.11-3.15: co_flags, co_argcount, co_posonlyargcount,
      * co_kwonlyargcount, ints in a row (3.13+ publish only co_argcount). PySetObject:
@@ -80,7 +87,7 @@ void py_layout_derive(py_layout_t *L)
      * dk_indices; 3.11+: dk_refcnt, three u8s, dk_version (u32), dk_usable, dk_nentries,
      * dk_indices. PyDictValues: values[] alone (3.11/3.12), after capacity, size,
      * embedded, valid and 4 bytes of padding (3.13+). PyTypeObject: tp_basicsize 32,
-     * tp_flags 168, tp_dictoffset 288 in all; PyHeapTypeObject's ht_cached_keys follows
+     * tp_flags 168, tp_base 256, tp_dictoffset 288 in all; PyHeapTypeObject's ht_cached_keys follows
      * ht_name, ht_slots, ht_qualname (3.9 864, 3.10/3.11 872, 3.12-3.14 880, 3.15 888,
      * where PyTypeObject grew). PyModuleObject: PyObject_HEAD, then md_dict. */
     L->dk_layout = m >= 11 ? PY_DK_LOG2 : PY_DK_SIZED;
@@ -92,9 +99,15 @@ void py_layout_derive(py_layout_t *L)
     L->tp_basicsize = 32;
     L->tp_flags = 168;
     L->tp_dictoffset = 288;
-    L->ht_cached_keys = m == 9 ? 864 : m <= 11 ? 872 : m <= 14 ? 880 : m == 15 ? 888 : 0;
+    L->ht_cached_keys = m >= PY_MINOR_FIRST && m <= PY_MINOR_LAST ? cached_keys[m - PY_MINOR_FIRST] : 0;
     L->inst_dict = m <= 10 ? PY_INST_DICTOFFSET : m == 11 ? PY_INST_MANAGED :
                    m == 12 ? PY_INST_TAGGED : PY_INST_INLINE;
+    /* before an instance: 3.11 its values pointer at -32 and dict at -24, 3.12+ its
+     * dict (or PyDictOrValues) at -24, then the GC header (two words) in every release */
+    L->inst_pre = 32;
+    L->inst_pre_values = 0;
+    L->inst_pre_dict = 8;
+    L->tp_base = 256;
     L->long_tagged = m >= 12;
     L->long_digits = 24;
     L->md_dict = 16;

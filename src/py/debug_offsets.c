@@ -114,6 +114,21 @@ static const unsigned char layout_315[] = {
 
 #undef S
 
+/* Each release's order, 3.PY_MINOR_DEBUG to 3.PY_MINOR_LAST in turn: a release added
+ * to py.h without its own order here does not build. */
+static const struct {
+    const unsigned char *order;
+    size_t n;
+} layouts[] = {
+    { layout_313, sizeof layout_313 },
+    { layout_314, sizeof layout_314 },
+    { layout_315, sizeof layout_315 },
+};
+_Static_assert(sizeof layouts / sizeof layouts[0] == PY_MINOR_LAST - PY_MINOR_DEBUG + 1,
+               "_Py_DebugOffsets: one order for each release read");
+
+#define COMPACT_TAIL 16             /* PyCompactUnicodeObject after its PyASCIIObject:
+                                     * utf8_length, utf8 (when not published) */
 #define DBG_MAX_FIELDS 256
 #define DBG_MAX_STRUCT (1u << 20)   /* no section of the runtime is this large */
 
@@ -182,58 +197,10 @@ static void locals_layout(py_layout_t *L, const uint64_t *f)
         L->fr_localsplus = 0;   /* not this build's layout: no locals */
 }
 
-int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, char *why, size_t whylen)
+/* Fills L from the fields f of a _Py_DebugOffsets of release 3.minor (version hex).
+ * 0, or REMORA_EVERSION with 'why'. */
+static int fill(py_layout_t *L, const uint64_t *f, int minor, uint64_t hex, char *why, size_t whylen)
 {
-    const unsigned char *order;
-    size_t n, i;
-    uint64_t raw[DBG_MAX_FIELDS];
-    uint64_t f[D_NFIELDS];
-    uint64_t hex;
-    int minor, err;
-
-    memset(f, 0, sizeof f);
-    err = proc_read(p, runtime, raw, 2 * sizeof(uint64_t));
-    if (err)
-        return err;
-    if (memcmp(raw, "xdebugpy", 8) != 0) {
-        snprintf(why, whylen, "no _Py_DebugOffsets cookie at _PyRuntime");
-        return REMORA_EVERSION;
-    }
-    hex = raw[1];
-    minor = (int)((hex >> 16) & 0xff);
-    if ((hex >> 24) != 3 || minor < 13 || minor > 15) {
-        snprintf(why, whylen, "Python %d.%d (_Py_DebugOffsets version 0x%08llx) has a layout remora does not know; it reads CPython 3.9 to 3.15",
-                 (int)(hex >> 24), minor, (unsigned long long)hex);
-        return REMORA_EVERSION;
-    }
-    if ((hex & 0xf0) != 0xf0 && (hex & 0xf0) != 0xc0 && minor >= 14) {
-        /* alphas and betas changed the struct; only release candidates and finals are known */
-        snprintf(why, whylen, "Python %d.%d pre-release 0x%08llx: its _Py_DebugOffsets layout is not known to remora (release candidates and finals are)",
-                 3, minor, (unsigned long long)hex);
-        return REMORA_EVERSION;
-    }
-    if (minor == 13) {
-        order = layout_313;
-        n = sizeof layout_313;
-    } else if (minor == 14) {
-        order = layout_314;
-        n = sizeof layout_314;
-    } else {
-        order = layout_315;
-        n = sizeof layout_315;
-    }
-    err = proc_read(p, runtime, raw, n * sizeof(uint64_t));
-    if (err)
-        return err;
-    for (i = 0; i < n; i++)
-        if (order[i] != D_SKIP)
-            f[order[i]] = raw[i];
-    if (f[D_FREE_THREADED]) {
-        snprintf(why, whylen, "Python %d.%d is a free-threaded build, which remora does not read yet",
-                 3, minor);
-        return REMORA_EVERSION;
-    }
-
     memset(L, 0, sizeof *L);
     L->hexversion = (uint32_t)hex;
     L->major = 3;
@@ -304,11 +271,18 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
     L->u_length = f[D_U_LENGTH];
     L->u_ascii_size = f[D_U_ASCII_SIZE];
     /* PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+) */
-    L->u_compact_size = f[D_U_COMPACT_SIZE] ? f[D_U_COMPACT_SIZE] : f[D_U_ASCII_SIZE] + 16;
+    L->u_compact_size = f[D_U_COMPACT_SIZE] ? f[D_U_COMPACT_SIZE] : f[D_U_ASCII_SIZE] + COMPACT_TAIL;
     exc_layout(L, f);
     locals_layout(L, f);
+    return REMORA_OK;
+}
 
-    /* every offset used must fit the struct the same table declares */
+/* Every offset L uses fits the struct the same table declares (f): 0, or
+ * REMORA_EVERSION with 'why'. */
+static int check_all(const py_layout_t *L, const uint64_t *f, char *why, size_t whylen)
+{
+    int err;
+
     if ((err = check(L->rt_interpreters_head, 8, L->rt_size, "runtime.interpreters_head", why, whylen)) ||
         (err = check(L->is_next, 8, L->is_size, "interp.next", why, whylen)) ||
         (err = check(L->is_id, 8, L->is_size, "interp.id", why, whylen)) ||
@@ -343,4 +317,53 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, ch
         (err = check(L->u_compact_size, 0, 256, "unicode.compactobject_size", why, whylen)))
         return err;
     return REMORA_OK;
+}
+
+int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *L, char *why, size_t whylen)
+{
+    const unsigned char *order;
+    size_t n, i;
+    uint64_t raw[DBG_MAX_FIELDS];
+    uint64_t f[D_NFIELDS];
+    uint64_t hex;
+    int minor, err;
+
+    memset(f, 0, sizeof f);
+    err = proc_read(p, runtime, raw, 2 * sizeof(uint64_t));
+    if (err)
+        return err;
+    if (memcmp(raw, "xdebugpy", 8) != 0) {
+        snprintf(why, whylen, "no _Py_DebugOffsets cookie at _PyRuntime");
+        return REMORA_EVERSION;
+    }
+    hex = raw[1];
+    minor = (int)((hex >> 16) & 0xff);
+    if ((hex >> 24) != 3 || minor < PY_MINOR_DEBUG || minor > PY_MINOR_LAST) {
+        snprintf(why, whylen, "Python %d.%d (_Py_DebugOffsets version 0x%08llx) has a layout remora does not know; it reads " PY_READS_TEXT,
+                 (int)(hex >> 24), minor, (unsigned long long)hex);
+        return REMORA_EVERSION;
+    }
+    if ((hex & 0xf0) != 0xf0 && (hex & 0xf0) != 0xc0 && minor >= 14) {
+        /* alphas and betas changed the struct; only release candidates and finals are known */
+        snprintf(why, whylen, "Python %d.%d pre-release 0x%08llx: its _Py_DebugOffsets layout is not known to remora (release candidates and finals are)",
+                 3, minor, (unsigned long long)hex);
+        return REMORA_EVERSION;
+    }
+    order = layouts[minor - PY_MINOR_DEBUG].order;
+    n = layouts[minor - PY_MINOR_DEBUG].n;
+    err = proc_read(p, runtime, raw, n * sizeof(uint64_t));
+    if (err)
+        return err;
+    for (i = 0; i < n; i++)
+        if (order[i] != D_SKIP)
+            f[order[i]] = raw[i];
+    if (f[D_FREE_THREADED]) {
+        snprintf(why, whylen, "Python %d.%d is a free-threaded build, which remora does not read yet",
+                 3, minor);
+        return REMORA_EVERSION;
+    }
+
+    if ((err = fill(L, f, minor, hex, why, whylen)) != REMORA_OK)
+        return err;
+    return check_all(L, f, why, whylen);
 }

@@ -112,6 +112,8 @@ typedef struct py_layout {
     uint64_t co_code;               /* 3.9/3.10: the bytecode's bytes object (--opcodes) */
 
     /* objects */
+    uint64_t ob_head;               /* sizeof(PyObject): what follows the header starts here
+                                     * (a dict's ma_used, a weak reference's wr_object) */
     uint64_t ob_type;
     uint64_t bytes_size;            /* PyBytesObject.ob_size */
     uint64_t bytes_sval;            /* PyBytesObject.ob_sval */
@@ -193,6 +195,11 @@ typedef struct py_layout {
     uint64_t tp_basicsize, tp_flags, tp_dictoffset;    /* PyTypeObject */
     uint64_t ht_cached_keys;        /* PyHeapTypeObject: keys shared by its instances */
     int inst_dict;                  /* enum py_inst_dict: where an instance's attributes are */
+    uint64_t inst_pre;              /* bytes before an instance read with it: 3.11+'s
+                                     * managed values and dict pointers, the GC header */
+    uint64_t inst_pre_values;       /* 3.11: the values pointer, in those bytes */
+    uint64_t inst_pre_dict;         /* 3.11+: the dict (3.12: PyDictOrValues), in them */
+    uint64_t tp_base;               /* PyTypeObject: tp_base */
     int long_tagged;                /* 3.12+: PyLongObject's lv_tag (digits << 3 | sign),
                                      * before: ob_size (signed count of digits) */
     uint64_t long_digits;           /* ob_digit: 30-bit digits in u32s */
@@ -220,11 +227,12 @@ enum py_dk_layout {
 /* Where an instance of a plain Python class keeps its attributes. */
 enum py_inst_dict {
     PY_INST_DICTOFFSET = 1,/* 3.9/3.10: a dict at tp_dictoffset */
-    PY_INST_MANAGED = 2,   /* 3.11: Py_TPFLAGS_MANAGED_DICT (1 << 4): values pointer at
-                            * -32, dict at -24 (either may be NULL); keys ht_cached_keys */
-    PY_INST_TAGGED = 3,    /* 3.12: PyDictOrValues at -24: the values' address - 1 (odd),
-                            * or a dict */
-    PY_INST_INLINE = 4,    /* 3.13+: dict at -24; with Py_TPFLAGS_INLINE_VALUES (1 << 2)
+    PY_INST_MANAGED = 2,   /* 3.11: Py_TPFLAGS_MANAGED_DICT (1 << 4): values pointer and
+                            * dict before the object (inst_pre_values, inst_pre_dict;
+                            * either may be NULL); keys ht_cached_keys */
+    PY_INST_TAGGED = 3,    /* 3.12: PyDictOrValues (inst_pre_dict): the values' address
+                            * - 1 (odd), or a dict */
+    PY_INST_INLINE = 4,    /* 3.13+: dict (inst_pre_dict); with Py_TPFLAGS_INLINE_VALUES (1 << 2)
                             * values inline at tp_basicsize, while the header says valid */
 };
 
@@ -244,6 +252,11 @@ int py_layout_from_debug_offsets(proc_t *p, uint64_t runtime, py_layout_t *out, 
  * lists them; py_target_find() refuses the others). */
 #define PY_MINOR_FIRST 9
 #define PY_MINOR_LAST 15
+#define PY_MINOR_DEBUG 13       /* the first through _Py_DebugOffsets */
+#define PY_XSTR_(x) #x
+#define PY_XSTR(x) PY_XSTR_(x)
+/* "CPython 3.9 to 3.15", for messages */
+#define PY_READS_TEXT "CPython 3." PY_XSTR(PY_MINOR_FIRST) " to 3." PY_XSTR(PY_MINOR_LAST)
 
 /* Where the interpreter lives in a target and what version it is. */
 typedef struct py_target {

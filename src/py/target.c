@@ -80,38 +80,12 @@ static int candidate(const proc_map_t *m)
     return m->path != NULL && m->path[0] == '/' && m->offset == 0 && m->inode != 0;
 }
 
-static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *t,
-                    char *why, size_t whylen, int *found_old)
+/* The addresses of the type objects and symbols remora compares with (each 0 when the
+ * binary lacks it), relocated by bias. */
+static void type_symbols(elf_t *e, uint64_t bias, py_target_t *t)
 {
-    const proc_map_t *m = &maps->v[at];
-    elf_t *e = NULL;
-    uint64_t sym, size, base, bias, vers;
-    int err, major = 3, minor, name_minor;
-    unsigned char head[16];
+    uint64_t sym;
 
-    /* any source: live (through /proc/PID/root), core (the host's file), snapshot */
-    if (proc_elf_open(p, m->path, m->inode, &e) != REMORA_OK)
-        return REMORA_ENOTPY;
-    if (elf_symbol(e, "_PyRuntime", &sym, &size) != REMORA_OK &&
-        elf_section(e, ".PyRuntime", &sym, &size) != REMORA_OK) {
-        /* Python 2 has no _PyRuntime; remember it to say so */
-        name_minor = minor_from_name(m->path, &major);
-        if (name_minor >= 0 && elf_symbol(e, "Py_Initialize", &sym, NULL) == REMORA_OK) {
-            *found_old = 1;
-            snprintf(why, whylen, "Python %d.%d (%s) is not supported: remora reads CPython 3.9 to 3.15",
-                     major, name_minor, m->path);
-        }
-        elf_free(e);
-        return REMORA_ENOTPY;
-    }
-    if (elf_base_vaddr(e, &base) != REMORA_OK) {
-        elf_free(e);
-        return REMORA_ENOTPY;
-    }
-    bias = m->start - base;
-    memset(t, 0, sizeof *t);
-    t->runtime = sym + bias;
-    snprintf(t->binary, sizeof t->binary, "%s", m->path);
     if (elf_symbol(e, "PyCode_Type", &sym, NULL) == REMORA_OK)
         t->code_type = sym + bias;
     /* 3.12's code-object counter is a file-local symbol: present unless stripped */
@@ -151,50 +125,53 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
             if (elf_symbol(e, types[i].name, &sym, NULL) == REMORA_OK)
                 *(uint64_t *)((char *)t + types[i].off) = sym + bias;
     }
+}
 
-    err = proc_read(p, t->runtime, head, sizeof head);
-    if (err) {
-        elf_free(e);
+/* The version of the interpreter in e (mapping m): its _Py_DebugOffsets, Py_Version, or
+ * failing both the file's name or the "3.M.P" it holds. 0 with *vers, a proc error, or
+ * REMORA_EVERSION with 'why'. */
+static int read_version(proc_t *p, elf_t *e, const proc_map_t *m, const py_target_t *t,
+                        uint64_t bias, uint64_t *vers, char *why, size_t whylen)
+{
+    unsigned char head[16];
+    uint64_t sym;
+    int err, major = 3, minor;
+
+    if ((err = proc_read(p, t->runtime, head, sizeof head)) != REMORA_OK)
         return err;
-    }
     if (memcmp(head, "xdebugpy", 8) == 0) {
-        memcpy(&vers, head + 8, 8);
+        memcpy(vers, head + 8, 8);
     } else if (elf_symbol(e, "Py_Version", &sym, NULL) == REMORA_OK) {
         uint32_t v;
-        err = proc_read(p, sym + bias, &v, sizeof v);
-        if (err) {
-            elf_free(e);
+        if ((err = proc_read(p, sym + bias, &v, sizeof v)) != REMORA_OK)
             return err;
-        }
-        vers = v;
+        *vers = v;
     } else {
         int patch;
         minor = minor_from_name(m->path, &major);
         if (minor < 0) {
             /* renamed binary: find "3.M.P" for a plausible M */
-            for (minor = 15; minor >= 0; minor--)
+            for (minor = PY_MINOR_LAST; minor >= 0; minor--)
                 if (patch_from_file(e, minor) >= 0)
                     break;
         }
         if (minor < 0) {
             snprintf(why, whylen, "found _PyRuntime in %s but cannot tell its Python version", m->path);
-            elf_free(e);
             return REMORA_EVERSION;
         }
         patch = patch_from_file(e, minor);
-        vers = (uint64_t)major << 24 | (uint64_t)minor << 16 | (uint64_t)(patch < 0 ? 0 : patch) << 8 | 0xf0;
+        *vers = (uint64_t)major << 24 | (uint64_t)minor << 16 | (uint64_t)(patch < 0 ? 0 : patch) << 8 | 0xf0;
     }
-    elf_free(e);
+    return REMORA_OK;
+}
 
-    version_string((uint32_t)vers, t->version, sizeof t->version);
-    major = (int)(vers >> 24);
-    minor = (int)((vers >> 16) & 0xff);
-    if (major != 3 || minor < PY_MINOR_FIRST || minor > PY_MINOR_LAST) {
-        snprintf(why, whylen, "Python %s (%s) is not supported: remora reads CPython 3.9 to 3.15",
-                 t->version, t->binary);
-        return REMORA_EVERSION;
-    }
-    if (minor >= 13) {
+/* t's layout for release 3.minor (version vers): from its _Py_DebugOffsets, or built
+ * in. 0, a proc error, or REMORA_EVERSION with 'why'. */
+static int set_layout(proc_t *p, py_target_t *t, int minor, uint64_t vers, char *why, size_t whylen)
+{
+    int err;
+
+    if (minor >= PY_MINOR_DEBUG) {
         err = py_layout_from_debug_offsets(p, t->runtime, &t->layout, why, whylen);
         if (err)
             return err;
@@ -209,6 +186,54 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
     }
     py_layout_derive(&t->layout);
     return REMORA_OK;
+}
+
+static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *t,
+                    char *why, size_t whylen, int *found_old)
+{
+    const proc_map_t *m = &maps->v[at];
+    elf_t *e = NULL;
+    uint64_t sym, size, base, bias, vers;
+    int err, major = 3, minor, name_minor;
+
+    /* any source: live (through /proc/PID/root), core (the host's file), snapshot */
+    if (proc_elf_open(p, m->path, m->inode, &e) != REMORA_OK)
+        return REMORA_ENOTPY;
+    if (elf_symbol(e, "_PyRuntime", &sym, &size) != REMORA_OK &&
+        elf_section(e, ".PyRuntime", &sym, &size) != REMORA_OK) {
+        /* Python 2 has no _PyRuntime; remember it to say so */
+        name_minor = minor_from_name(m->path, &major);
+        if (name_minor >= 0 && elf_symbol(e, "Py_Initialize", &sym, NULL) == REMORA_OK) {
+            *found_old = 1;
+            snprintf(why, whylen, "Python %d.%d (%s) is not supported: remora reads " PY_READS_TEXT,
+                     major, name_minor, m->path);
+        }
+        elf_free(e);
+        return REMORA_ENOTPY;
+    }
+    if (elf_base_vaddr(e, &base) != REMORA_OK) {
+        elf_free(e);
+        return REMORA_ENOTPY;
+    }
+    bias = m->start - base;
+    memset(t, 0, sizeof *t);
+    t->runtime = sym + bias;
+    snprintf(t->binary, sizeof t->binary, "%s", m->path);
+    type_symbols(e, bias, t);
+    err = read_version(p, e, m, t, bias, &vers, why, whylen);
+    elf_free(e);
+    if (err)
+        return err;
+
+    version_string((uint32_t)vers, t->version, sizeof t->version);
+    major = (int)(vers >> 24);
+    minor = (int)((vers >> 16) & 0xff);
+    if (major != 3 || minor < PY_MINOR_FIRST || minor > PY_MINOR_LAST) {
+        snprintf(why, whylen, "Python %s (%s) is not supported: remora reads " PY_READS_TEXT,
+                 t->version, t->binary);
+        return REMORA_EVERSION;
+    }
+    return set_layout(p, t, minor, vers, why, whylen);
 }
 
 int py_target_find(proc_t *p, py_target_t *t, char *why, size_t whylen)

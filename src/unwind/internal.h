@@ -275,7 +275,7 @@ int threads_list(unwinder_t *u, unw_thread_t **threads, size_t *n);
  * one (0 if none). */
 int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts, uint64_t *at);
 
-/* ---- pyobj.c: Python objects read the slow way (unw_tasks(), never per sample) ---- */
+/* ---- pyobj.c: one decoder per object kind; objects read the slow way ----------- */
 
 #define PYO_MAX_ITEMS 65536         /* entries of a dict read, at most */
 #define PYO_MAX_ATTRS 4096          /* keys a type's instances share, at most */
@@ -305,8 +305,65 @@ int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t
 int pyo_list_items(unwinder_t *u, uint64_t list, uint64_t *items, size_t max, size_t *n);
 /* Is the object at addr the ASCII str 'want'? 1 or 0. */
 int pyo_str_is(unwinder_t *u, uint64_t addr, const char *want);
-/* A non-negative int below 2^64 whose first 40 bytes are h. 0 or REMORA_ECORRUPT. */
-int pyo_long(const unwinder_t *u, const unsigned char *h, uint64_t *v);
+
+/* The decoders: one per object kind, over bytes already read (h[0..got), from the
+ * object's start), used by every reader of objects. Nothing is read from the target. */
+
+#define PYO_KEYS_LOG2_MAX 26        /* a dict's keys table: 2^26 slots at most */
+#define PYO_PRE_MAX 64              /* bytes before an object read, at most (inst_pre) */
+
+/* A dict's keys object (PyDictKeysObject), decoded from its header. */
+typedef struct pyo_keys {
+    uint64_t size;                  /* slots: a power of 2, 8 to 2^PYO_KEYS_LOG2_MAX */
+    uint64_t entries;               /* where entries[] begins, from the keys object */
+    uint64_t esz;                   /* bytes an entry: 24 (hash, key, value) or 16 */
+    uint64_t koff, voff;            /* the key and the value in an entry */
+    int64_t nent;                   /* dk_nentries: entries used, 0 to size */
+    unsigned kind;                  /* 3.11+: dk_kind (0: DICT_KEYS_GENERAL); 0 before */
+} pyo_keys_t;
+
+/* Decodes the keys object whose header is kh[0..got). 0 or REMORA_ECORRUPT. */
+int pyo_keys(const py_layout_t *L, const unsigned char *kh, size_t got, pyo_keys_t *k);
+
+/* An int's count of 30-bit digits and sign, from its header h (at least L->ob_size + 8
+ * bytes; its type not checked: a bool's too). 0, or REMORA_ECORRUPT (a tag no int has). */
+int pyo_long_digits(const py_layout_t *L, const unsigned char *h, uint64_t *nd, int *neg);
+/* A non-negative int below 2^64 (three digits at most) whose first got bytes are h, its
+ * type checked. 0 or REMORA_ECORRUPT. */
+int pyo_long(const unwinder_t *u, const unsigned char *h, size_t got, uint64_t *v);
+
+/* A compact str's header. */
+typedef struct pyo_str {
+    unsigned kind;                  /* bytes a code point: 1, 2 or 4 */
+    int ascii;
+    int64_t length;                 /* code points, >= 0 */
+    uint64_t data;                  /* where its code points begin, from the object */
+} pyo_str_t;
+
+/* Decodes the header of the str whose first got bytes are h (its type not checked).
+ * 0, or REMORA_ECORRUPT (not compact, a kind or length no str has, or bytes missing). */
+int pyo_str(const py_layout_t *L, const unsigned char *h, size_t got, pyo_str_t *s);
+/* Is h[0..got) the head of the compact ASCII str 'want' (its type checked)? 1 or 0. */
+int pyo_str_is_head(const unwinder_t *u, const unsigned char *h, size_t got, const char *want);
+
+/* A heap type, as its instances' attributes are found through it. */
+typedef struct pyo_type {
+    uint64_t flags, basicsize;      /* tp_flags, tp_basicsize */
+    int64_t dictoffset;             /* tp_dictoffset */
+    uint64_t keys;                  /* ht_cached_keys: the keys its instances share */
+    int managed;                    /* 3.11+: its instances' dict is before them (the
+                                     * layout's inst_dict), not at tp_dictoffset */
+} pyo_type_t;
+
+/* Decodes the type whose first got (at least L->ht_cached_keys + 8) bytes are th.
+ * 0, or REMORA_ECORRUPT (not a heap type, a size no instance has). */
+int pyo_type(const py_layout_t *L, const unsigned char *th, size_t got, pyo_type_t *ty);
+/* Where the instance at obj of type ty keeps its attributes, from pre (the L->inst_pre
+ * bytes before obj): *dict (its dict) or *vals (its values[]: the type's shared keys
+ * index them), either 0; or *dict_at, the address of its dict pointer (tp_dictoffset),
+ * for the caller to read. 0, or REMORA_ECORRUPT (no dict where one is looked for). */
+int pyo_inst(const py_layout_t *L, const pyo_type_t *ty, uint64_t obj, const unsigned char *pre,
+             uint64_t *dict, uint64_t *vals, uint64_t *dict_at);
 
 /* ---- tasks.c, tasks_running.c (tasks_sample), tasks_lists.c (tasks_walk_test) ---- */
 

@@ -19,7 +19,7 @@
  *
  * A registry that changes while it is read: each name is read between two readings of
  * the slot it hangs from, with the thread's int and its Thread's type, in one vectored
- * read (follow()); a slot that moved (a rename) is followed, at most PYN_NAME_ROUNDS
+ * read (pyn_follow()); a slot that moved (a rename) is followed, at most PYN_NAME_ROUNDS
  * rounds, each reading every str the slot pointed to in this reading (PYN_CANDS at most)
  * between two readings of the slot. A thread whose chain moved otherwise, or a scan
  * during which the dict's table was replaced or grew (its address or header changed),
@@ -35,95 +35,7 @@
 
 #include "remora.h"
 #include "internal.h"
-
-#define PYN_NAME_BYTES (UNW_MAX_NAME + 1)   /* >= 256 code points of any kind */
-#define PYN_HEAD 64                         /* bytes first read of each object */
-#define PYN_STR_HEAD 192                    /* ... of each name (most fit whole) */
-#define PYN_RETRIES 3                       /* readings for a thread not named yet */
-#define PYN_SLOTS 64                        /* attributes of a Thread looked through */
-#define PYN_CHUNK 4096                      /* _active entries read at once (96 KB) */
-#define PYN_ESZ 24                          /* an _active entry: hash, key, value */
-#define PYN_TRIES 4                         /* scans of a registry that moved, per reading */
-#ifndef PYN_NAME_ROUNDS
-#define PYN_NAME_ROUNDS 16                  /* a name's slot followed as the thread is renamed */
-#endif
-#define PYN_CANDS 8                         /* ... each round to the strs it last pointed to */
-#define PYN_MOVING "<moving>"               /* the name of a thread renamed through every round */
-#define PYN_M61 ((UINT64_C(1) << 61) - 1)   /* an int's hash: its value modulo 2^61 - 1 */
-
-typedef struct pyn_name {
-    uint64_t ident;
-    uint64_t thread;                /* the Thread object it was read from */
-    size_t off;                     /* its name: text + off */
-    int moving;                     /* PYN_MOVING: renamed all the while it was read */
-} pyn_name_t;
-
-/* Where a reading's names are kept (two: the last reading's, kept for torn threads). */
-typedef struct pyn_table {
-    pyn_name_t *tab;                /* sorted by ident */
-    size_t n, cap;
-    char *text;
-    size_t used, cap_text;
-} pyn_table_t;
-
-/* A Thread's type, as this reading found it. */
-typedef struct pyn_type {
-    uint64_t addr, flags, basicsize, keys;
-    int64_t dictoffset;
-    int name_idx;                   /* "_name" in its shared keys (-1: not there) */
-} pyn_type_t;
-
-#define PYN_TYPES 8
-
-/* A dict entry: key, value, the address the value was read from, its index. */
-typedef struct pyn_kv {
-    uint64_t key, value, slot;
-    size_t index;
-} pyn_kv_t;
-
-/* A thread asked for, and its _active entry while it is read (one per ident). */
-enum { IT_WANTED = 0, IT_FOUND, IT_NAMED, IT_TORN, IT_DONE };
-
-typedef struct pyn_item {
-    uint64_t hash, ident;           /* sorted by hash */
-    int state;                      /* IT_*: IT_NAMED and IT_DONE (no name) are final */
-    uint64_t key, value;            /* the int and the Thread */
-    uint64_t type;                  /* the Thread's type */
-    unsigned char pre[24];          /* its words at -32, -24 and +16 */
-    uint64_t dict;                  /* its attribute dict (0: none) */
-    uint64_t vbase;                 /* its values[] (0: not known) */
-    int idx;                        /* "_name" at vbase[idx] */
-    uint64_t name;                  /* the str */
-    uint64_t slot;                  /* where 'name' was read (0: not known) */
-    uint64_t a;                     /* the address read for it in the current step */
-    int moving;                     /* this reading: renamed through every round */
-    uint64_t cand[PYN_CANDS];       /* the strs the slot pointed to, the latest first */
-    int ncand;
-    size_t nb, boff;                /* this round: heads read, where its bytes are */
-} pyn_item_t;
-
-struct pynames {
-    pyn_table_t t[2];               /* t[cur]: the names now; the other, the last reading's */
-    int cur;
-    uint64_t *seen;                 /* idents asked for at the last reading (sorted) */
-    size_t nseen, cap_seen;
-    int64_t last_ns;
-    int done;                       /* read at least once */
-    int retries;                    /* readings since the last new ident, for unnamed ones */
-    uint64_t k_threading, k_active, k_name;   /* key str objects matched before */
-    pyn_item_t *items;              /* one per ident asked for */
-    size_t nitems, cap_items;
-    unsigned char *ents;            /* PYN_CHUNK entries of _active */
-    pyn_kv_t *kv;                   /* a dict's entries */
-    size_t cap_kv;
-    unsigned char *buf;             /* reads land here */
-    size_t cap_buf;
-    proc_iov_t *iov;
-    size_t cap_iov;
-    pyn_type_t types[PYN_TYPES];
-    size_t ntypes;
-    pyn_stats_t st;
-};
+#include "pynames_int.h"
 
 static int64_t now_ns(void)
 {
@@ -166,7 +78,7 @@ void pyn_free(pynames_t *pn)
     free(pn);
 }
 
-static int buf_need(pynames_t *pn, size_t len)
+int pyn_buf_need(pynames_t *pn, size_t len)
 {
     return remora_grow((void **)&pn->buf, &pn->cap_buf, len, 1) ? REMORA_ENOMEM : REMORA_OK;
 }
@@ -174,14 +86,14 @@ static int buf_need(pynames_t *pn, size_t len)
 /* Reads n objects' first 'len' bytes (addrs[i * stride], as uint64_t) into pn->buf,
  * len apart, in one vectored read (pyo_readv_zero); an address that is 0 or not aligned
  * is not read, its bytes zeroed. Returns 0 or REMORA_ENOMEM / REMORA_ENOPROC. */
-static int read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t stride, size_t n,
+int pyn_read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t stride, size_t n,
                       size_t len)
 {
     size_t i, k = 0;
 
     if (n == 0)
         return REMORA_OK;
-    if (buf_need(pn, n * len) ||
+    if (pyn_buf_need(pn, n * len) ||
         remora_grow((void **)&pn->iov, &pn->cap_iov, n, sizeof *pn->iov))
         return REMORA_ENOMEM;
     for (i = 0; i < n; i++) {
@@ -198,37 +110,16 @@ static int read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t st
     return pyo_readv_zero(p, pn->iov, k);
 }
 
-/* Is the str object whose first bytes are head[0..got) the ASCII string 'want'? */
-static int head_is(const unwinder_t *u, const unsigned char *head, size_t got, const char *want)
-{
-    const py_layout_t *L = &u->target->layout;
-    size_t wl = strlen(want);
-    uint32_t state;
-    int64_t length;
-
-    if (L->u_ascii_size + wl > got || L->u_state + 4 > got || L->u_length + 8 > got ||
-        get_u64(head, L->ob_type) != u->target->str_type)
-        return 0;
-    memcpy(&state, head + L->u_state, 4);
-    memcpy(&length, head + L->u_length, 8);
-    /* compact ASCII: kind 1, compact, ascii */
-    if (((state >> 2) & 7) != 1 || !((state >> 5) & 1) || !((state >> 6) & 1) ||
-        length != (int64_t)wl)
-        return 0;
-    return memcmp(head + L->u_ascii_size, want, wl) == 0;
-}
-
 /* The entries of the keys object at 'keys' (values from 'values', a values[] array, when
  * not 0): pn->kv[0..*n) = (key, value, slot, index), empty ones left out, at most 'max'
  * entries scanned. 0, REMORA_ECORRUPT, a read error or REMORA_ENOMEM. */
-static int keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t values, size_t max,
+int pyn_keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t values, size_t max,
                       size_t *n)
 {
     const py_layout_t *L = &u->target->layout;
     unsigned char h[48];
-    uint64_t entries, esz, koff, voff;
-    int64_t nent;
-    size_t i, k = 0;
+    pyo_keys_t k;
+    size_t i, nent, got = 0;
     int err;
 
     *n = 0;
@@ -236,58 +127,37 @@ static int keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t valu
         return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, keys, h, sizeof h)) != REMORA_OK)
         return err;
-    memcpy(&nent, h + L->dk_nentries, 8);
-    if (L->dk_layout == PY_DK_SIZED) {
-        uint64_t size = get_u64(h, 8), width;
-        if (size < 8 || size > (1u << 26) || (size & (size - 1)) != 0)
-            return REMORA_ECORRUPT;
-        width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
-        entries = L->dk_indices + size * width;
-        esz = 24;
-        if (nent < 0 || (uint64_t)nent > size)
-            return REMORA_ECORRUPT;
-    } else {
-        unsigned log2_size = h[8], log2_ib = h[9], kind = h[10];
-        if (log2_size < 3 || log2_size > 26 || log2_ib < log2_size || log2_ib > log2_size + 3 ||
-            kind > 2)
-            return REMORA_ECORRUPT;
-        entries = L->dk_indices + ((uint64_t)1 << log2_ib);
-        esz = kind == 0 ? 24 : 16;
-        if (nent < 0 || (uint64_t)nent > ((uint64_t)1 << log2_size))
-            return REMORA_ECORRUPT;
-    }
-    koff = esz == 24 ? 8 : 0;
-    voff = esz == 24 ? 16 : 8;
-    if ((size_t)nent > max)
-        nent = (int64_t)max;
+    if (pyo_keys(L, h, sizeof h, &k) != REMORA_OK)
+        return REMORA_ECORRUPT;
+    nent = (size_t)k.nent > max ? max : (size_t)k.nent;
     if (nent == 0)
         return REMORA_OK;
-    if (buf_need(pn, (size_t)nent * (esz + 8)) ||
-        remora_grow((void **)&pn->kv, &pn->cap_kv, (size_t)nent, sizeof *pn->kv))
+    if (pyn_buf_need(pn, nent * (k.esz + 8)) ||
+        remora_grow((void **)&pn->kv, &pn->cap_kv, nent, sizeof *pn->kv))
         return REMORA_ENOMEM;
-    if ((err = proc_read(u->p, keys + entries, pn->buf, (size_t)nent * esz)) != REMORA_OK)
+    if ((err = proc_read(u->p, keys + k.entries, pn->buf, nent * k.esz)) != REMORA_OK)
         return err;
     if (values != 0 &&
-        (err = proc_read(u->p, values, pn->buf + (size_t)nent * esz, (size_t)nent * 8)) != REMORA_OK)
+        (err = proc_read(u->p, values, pn->buf + nent * k.esz, nent * 8)) != REMORA_OK)
         return err;
-    for (i = 0; i < (size_t)nent; i++) {
-        uint64_t key = get_u64(pn->buf, i * esz + koff);
-        uint64_t val = values != 0 ? get_u64(pn->buf, (size_t)nent * esz + i * 8) :
-                       get_u64(pn->buf, i * esz + voff);
+    for (i = 0; i < nent; i++) {
+        uint64_t key = get_u64(pn->buf, i * k.esz + k.koff);
+        uint64_t val = values != 0 ? get_u64(pn->buf, nent * k.esz + i * 8) :
+                       get_u64(pn->buf, i * k.esz + k.voff);
         if (key == 0 || key % 8 != 0)
             continue;
-        pn->kv[k].key = key;
-        pn->kv[k].value = val;
-        pn->kv[k].slot = values != 0 ? values + i * 8 : keys + entries + i * esz + voff;
-        pn->kv[k].index = i;
-        k++;
+        pn->kv[got].key = key;
+        pn->kv[got].value = val;
+        pn->kv[got].slot = values != 0 ? values + i * 8 : keys + k.entries + i * k.esz + k.voff;
+        pn->kv[got].index = i;
+        got++;
     }
-    *n = k;
+    *n = got;
     return REMORA_OK;
 }
 
 /* The items of the dict object at 'dict' (pn->kv, as keys_items). */
-static int dict_items(unwinder_t *u, pynames_t *pn, uint64_t dict, size_t max, size_t *n)
+int pyn_dict_items(unwinder_t *u, pynames_t *pn, uint64_t dict, size_t max, size_t *n)
 {
     const py_layout_t *L = &u->target->layout;
     unsigned char h[48];
@@ -302,13 +172,13 @@ static int dict_items(unwinder_t *u, pynames_t *pn, uint64_t dict, size_t max, s
     if (get_u64(h, L->ob_type) != u->target->dict_type)
         return REMORA_ECORRUPT;
     values = get_u64(h, L->dict_values);
-    return keys_items(u, pn, get_u64(h, L->dict_keys), values ? values + L->dv_values : 0, max, n);
+    return pyn_keys_items(u, pn, get_u64(h, L->dict_keys), values ? values + L->dv_values : 0, max, n);
 }
 
 /* The value under the str key 'want' in pn->kv[0..n) (cache: the key object matched
  * last time, tried first), or 0. *idx: its entry's index, *slot: where its value was read
  * (either may be NULL). */
-static uint64_t kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want, uint64_t *cache,
+uint64_t pyn_kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want, uint64_t *cache,
                         int *idx, uint64_t *slot)
 {
     size_t i, len = u->target->layout.u_ascii_size + strlen(want);
@@ -328,13 +198,13 @@ static uint64_t kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want
         return 0;
     for (i = 0; i < n; i++)
         addrs[i] = pn->kv[i].key;
-    if (read_heads(u->p, pn, addrs, 1, n, len) != REMORA_OK) {
+    if (pyn_read_heads(u->p, pn, addrs, 1, n, len) != REMORA_OK) {
         free(addrs);
         return 0;
     }
     free(addrs);
     for (i = 0; i < n; i++)
-        if (head_is(u, pn->buf + i * len, len, want)) {
+        if (pyo_str_is_head(u, pn->buf + i * len, len, want)) {
             *cache = pn->kv[i].key;
             if (idx)
                 *idx = (int)pn->kv[i].index;
@@ -343,82 +213,6 @@ static uint64_t kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want
             return pn->kv[i].value;
         }
     return 0;
-}
-
-/* A PyLongObject's value as a u64 (its first bytes in h): 0 when negative, too large or
- * not an int. */
-static uint64_t long_value(const unwinder_t *u, const unsigned char *h)
-{
-    const py_layout_t *L = &u->target->layout;
-    uint64_t tag = get_u64(h, 16), v = 0;
-    int64_t nd;
-    int i;
-
-    if (get_u64(h, L->ob_type) != u->target->long_type)
-        return 0;
-    if (L->long_tagged) {
-        if ((tag & 3) != 0)         /* zero or negative */
-            return 0;
-        nd = (int64_t)(tag >> 3);
-    } else {
-        nd = (int64_t)tag;
-    }
-    if (nd < 1 || nd > 3 || L->long_digits + 4 * (uint64_t)nd > PYN_HEAD)
-        return 0;
-    for (i = (int)nd - 1; i >= 0; i--) {
-        uint32_t d;
-        memcpy(&d, h + L->long_digits + 4 * i, 4);
-        if (d >= (1u << 30) || (i == 2 && d >= 16))
-            return 0;
-        v = v << 30 | d;
-    }
-    return v;
-}
-
-/* The type of a Thread (a heap type): flags, basic size, dict offset, and where "_name"
- * lies in the keys its instances share. NULL when it cannot be read. */
-static pyn_type_t *thread_type(unwinder_t *u, pynames_t *pn, uint64_t addr)
-{
-    const py_layout_t *L = &u->target->layout;
-    unsigned char h[1024];
-    pyn_type_t *ty;
-    size_t i, n;
-    int idx = -1;
-
-    for (i = 0; i < pn->ntypes; i++)
-        if (pn->types[i].addr == addr)
-            return &pn->types[i];
-    if (pn->ntypes == PYN_TYPES || addr == 0 || addr % 8 != 0 || L->ht_cached_keys + 8 > sizeof h ||
-        proc_read(u->p, addr, h, L->ht_cached_keys + 8) != REMORA_OK)
-        return NULL;
-    ty = &pn->types[pn->ntypes];
-    ty->addr = addr;
-    ty->flags = get_u64(h, L->tp_flags);
-    ty->basicsize = get_u64(h, L->tp_basicsize);
-    memcpy(&ty->dictoffset, h + L->tp_dictoffset, 8);
-    ty->keys = 0;
-    if (!(ty->flags & (1u << 9)) || ty->basicsize < 16 || ty->basicsize > 4096)
-        return NULL;                /* not a heap type: not a threading.Thread */
-    if (L->inst_dict != PY_INST_DICTOFFSET ? (ty->flags & (1u << 4)) == 0 :
-        ty->dictoffset <= 0 || ty->dictoffset + 8 > PYN_HEAD)
-        return NULL;                /* no dict where one is looked for */
-    ty->keys = get_u64(h, L->ht_cached_keys);
-    if (ty->keys != 0 && keys_items(u, pn, ty->keys, 0, PYN_SLOTS, &n) == REMORA_OK)
-        kv_find(u, pn, n, "_name", &pn->k_name, &idx, NULL);
-    ty->name_idx = idx;
-    pn->ntypes++;
-    return ty;
-}
-
-/* The name str of a Thread found through its attribute dict (the slow way); *slot:
- * where it was read. */
-static uint64_t name_in_dict(unwinder_t *u, pynames_t *pn, uint64_t dict, uint64_t *slot)
-{
-    size_t n;
-
-    if (dict_items(u, pn, dict, PYN_SLOTS, &n) != REMORA_OK)
-        return 0;
-    return kv_find(u, pn, n, "_name", &pn->k_name, NULL, slot);
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -460,7 +254,7 @@ static const pyn_name_t *tab_find(const pyn_table_t *t, uint64_t ident, uint64_t
 }
 
 /* Appends (ident, thread, name[0..len), moving) to t. 0 or REMORA_ENOMEM. */
-static int tab_add(pyn_table_t *t, uint64_t ident, uint64_t thread, const char *name, size_t len,
+int pyn_tab_add(pyn_table_t *t, uint64_t ident, uint64_t thread, const char *name, size_t len,
                    int moving)
 {
     if (remora_grow((void **)&t->tab, &t->cap, t->n + 1, sizeof *t->tab) ||
@@ -490,9 +284,9 @@ static int find_active(unwinder_t *u, pynames_t *pn, uint64_t interp, uint64_t *
 
     if ((err = proc_read_u64(u->p, interp + L->is_modules, &modules)) != REMORA_OK)
         return err;
-    if ((err = dict_items(u, pn, modules, PYN_MAX_SCAN, &n)) != REMORA_OK)
+    if ((err = pyn_dict_items(u, pn, modules, PYN_MAX_SCAN, &n)) != REMORA_OK)
         return err;
-    threading = kv_find(u, pn, n, "threading", &pn->k_threading, NULL, NULL);
+    threading = pyn_kv_find(u, pn, n, "threading", &pn->k_threading, NULL, NULL);
     if (threading == 0 || threading % 8 != 0)
         return REMORA_ECORRUPT;     /* not imported (yet) */
     if ((err = proc_read(u->p, threading, h, sizeof h)) != REMORA_OK)
@@ -500,9 +294,9 @@ static int find_active(unwinder_t *u, pynames_t *pn, uint64_t interp, uint64_t *
     if (get_u64(h, L->ob_type) != t->module_type)
         return REMORA_ECORRUPT;
     md = get_u64(h, L->md_dict);
-    if ((err = dict_items(u, pn, md, PYN_MAX_SCAN, &n)) != REMORA_OK)
+    if ((err = pyn_dict_items(u, pn, md, PYN_MAX_SCAN, &n)) != REMORA_OK)
         return err;
-    *active = kv_find(u, pn, n, "_active", &pn->k_active, NULL, NULL);
+    *active = pyn_kv_find(u, pn, n, "_active", &pn->k_active, NULL, NULL);
     return *active != 0 && *active % 8 == 0 ? REMORA_OK : REMORA_ECORRUPT;
 }
 
@@ -516,6 +310,7 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
     const py_layout_t *L = &u->target->layout;
     unsigned char h[48];
     uint64_t keys, entries, room, nscan, off, again;
+    pyo_keys_t dk;
     int64_t nent;
     size_t found = 0;
     int err;
@@ -530,26 +325,11 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
         return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, keys, h, sizeof h)) != REMORA_OK)
         return err;
-    memcpy(&nent, h + L->dk_nentries, 8);
-    if (L->dk_layout == PY_DK_SIZED) {
-        uint64_t size = get_u64(h, 8), width;
-        if (size < 8 || size > (1u << 26) || (size & (size - 1)) != 0)
-            return REMORA_ECORRUPT;
-        width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
-        entries = keys + L->dk_indices + size * width;
-        room = (size << 1) / 3;
-        if (nent < 0 || (uint64_t)nent > size)
-            return REMORA_ECORRUPT;
-    } else {
-        unsigned log2_size = h[8], log2_ib = h[9], kind = h[10];
-        if (log2_size < 3 || log2_size > 26 || log2_ib < log2_size || log2_ib > log2_size + 3 ||
-            kind != 0)              /* DICT_KEYS_GENERAL: entries hold their hash */
-            return REMORA_ECORRUPT;
-        entries = keys + L->dk_indices + ((uint64_t)1 << log2_ib);
-        room = ((uint64_t)1 << (log2_size + 1)) / 3;
-        if (nent < 0 || (uint64_t)nent > ((uint64_t)1 << log2_size))
-            return REMORA_ECORRUPT;
-    }
+    if (pyo_keys(L, h, sizeof h, &dk) != REMORA_OK || dk.esz != PYN_ESZ)
+        return REMORA_ECORRUPT;     /* DICT_KEYS_GENERAL: entries hold their hash */
+    nent = dk.nent;
+    entries = keys + dk.entries;
+    room = (dk.size << 1) / 3;       /* USABLE_FRACTION */
     /* The whole room of entries the table has (CPython allocates USABLE_FRACTION of its
      * size, zeroed), not only dk_nentries: a table being built (3.9 and 3.10 point the
      * dict to it first, copy the entries, then set dk_nentries) says 0 while its entries
@@ -567,8 +347,8 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
         }
         for (i = 0; i < k; i++) {
             uint64_t hash = get_u64(pn->ents, i * PYN_ESZ);
-            uint64_t key = get_u64(pn->ents, i * PYN_ESZ + 8);
-            uint64_t value = get_u64(pn->ents, i * PYN_ESZ + 16);
+            uint64_t key = get_u64(pn->ents, i * PYN_ESZ + dk.koff);
+            uint64_t value = get_u64(pn->ents, i * PYN_ESZ + dk.voff);
             pyn_item_t *it;
             if (key == 0 || key % 8 != 0 || value == 0 || value % 8 != 0 || hash >= PYN_M61 ||
                 (it = item_of(pn, hash)) == NULL || it->state != IT_WANTED)
@@ -587,12 +367,11 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
         unsigned char h2[48];
         proc_iov_t v[2] = { { .addr = active + L->dict_keys, .buf = &again, .len = 8 },
                             { .addr = keys, .buf = h2, .len = sizeof h2 } };
-        int64_t nent2;
+        pyo_keys_t k2;
         if ((err = proc_readv(u->p, v, 2)) == REMORA_ENOPROC)
             return err;
-        memcpy(&nent2, h2 + L->dk_nentries, 8);
-        *moved = err != REMORA_OK || again != keys || nent2 != nent ||
-                 memcmp(h2 + 8, h + 8, L->dk_layout == PY_DK_SIZED ? 8 : 3) != 0;
+        *moved = err != REMORA_OK || again != keys || pyo_keys(L, h2, sizeof h2, &k2) != REMORA_OK ||
+                 k2.nent != nent || k2.size != dk.size || k2.entries != dk.entries || k2.kind != dk.kind;
     }
     /* an empty table, or none of the threads asked for in it while none is named yet:
      * the main thread is there as soon as threading is imported, so more likely a table
@@ -600,336 +379,6 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
      * copy the entries, then set dk_nentries) than a true answer. Looked for again */
     if (nent == 0 || (found == 0 && !any_named))
         *moved = 1;
-    return REMORA_OK;
-}
-
-/* Does the str whose first bytes are head[0..got) keep CPython's rules for a finished
- * str, where they can be seen in those bytes: its code points followed by a zero one,
- * an ASCII one's all below 0x80? (A str read while it was being built, over-allocated,
- * breaks them most of the time.) A longer str: 1, nothing seen. */
-static int str_whole(const py_layout_t *L, const unsigned char *head, size_t got)
-{
-    uint32_t state;
-    int64_t length;
-    uint64_t kind, hdr, i;
-
-    memcpy(&state, head + L->u_state, 4);
-    memcpy(&length, head + L->u_length, 8);
-    kind = (state >> 2) & 7;
-    hdr = (state >> 6) & 1 ? L->u_ascii_size : L->u_compact_size;
-    if (length < 0 || kind == 0 || kind > 4 || hdr + ((uint64_t)length + 1) * kind > got)
-        return 1;
-    for (i = 0; i < kind; i++)
-        if (head[hdr + (uint64_t)length * kind + i] != 0)
-            return 0;
-    if ((state >> 6) & 1)
-        for (i = 0; i < (uint64_t)length; i++)
-            if (head[hdr + i] >= 0x80)
-                return 0;
-    return 1;
-}
-
-/* Makes x the latest of it->cand (moved to the front if there, else added, the oldest
- * dropped when full). */
-static void cand_add(pyn_item_t *it, uint64_t x)
-{
-    int i, at = it->ncand < PYN_CANDS ? it->ncand : PYN_CANDS - 1;
-
-    for (i = 0; i < it->ncand; i++)
-        if (it->cand[i] == x) {
-            at = i;
-            break;
-        }
-    if (at == it->ncand)
-        it->ncand++;
-    memmove(&it->cand[1], &it->cand[0], (size_t)at * sizeof *it->cand);
-    it->cand[0] = x;
-}
-
-/* Each item in state 'from' gets it->a = expr (of 'it', the caller's pointer, set to
- * each item in turn), the others 0. */
-#define ITEMS_AT(pn, from, expr)                                          \
-    do {                                                                  \
-        size_t i_;                                                        \
-        for (i_ = 0; i_ < (pn)->nitems; i_++) {                           \
-            it = &(pn)->items[i_];                                        \
-            it->a = it->state == (from) ? (expr) : 0;                     \
-        }                                                                 \
-    } while (0)
-
-/* Follows each IT_FOUND item from its entry to its name, checks that what it went
- * through still holds, and adds its name to t: IT_NAMED. An item whose chain fails a
- * check or moved: IT_TORN. 0, REMORA_ENOPROC or REMORA_ENOMEM. */
-static int follow(unwinder_t *u, pynames_t *pn, pyn_table_t *t)
-{
-    const py_layout_t *L = &u->target->layout;
-    const py_target_t *T = u->target;
-    const size_t stride = sizeof *pn->items / 8;
-    const size_t vlen = 8 + 8 * PYN_SLOTS;
-    pyn_item_t *it;
-    size_t i, k;
-    int err;
-
-    /* the ints: the ident each holds */
-    ITEMS_AT(pn, IT_FOUND, it->key);
-    if ((err = read_heads(u->p, pn, &pn->items[0].a, stride, pn->nitems, PYN_HEAD)))
-        return err;
-    for (i = 0; i < pn->nitems; i++) {
-        it = &pn->items[i];
-        if (it->state == IT_FOUND && long_value(u, pn->buf + i * PYN_HEAD) != it->ident)
-            it->state = IT_TORN;
-    }
-    /* the Thread objects, from 32 bytes before (the managed dict's pointers) */
-    ITEMS_AT(pn, IT_FOUND, it->value > 32 ? it->value - 32 : 0);
-    if ((err = read_heads(u->p, pn, &pn->items[0].a, stride, pn->nitems, PYN_HEAD + 32)))
-        return err;
-    for (i = 0; i < pn->nitems; i++) {
-        const unsigned char *h = pn->buf + i * (PYN_HEAD + 32);
-        it = &pn->items[i];
-        if (it->state != IT_FOUND)
-            continue;
-        it->type = get_u64(h, 32 + L->ob_type);
-        memcpy(it->pre, h, 16);                 /* -32, -24 */
-        memcpy(it->pre + 16, h + 32 + 16, 8);   /* +16: 3.9/3.10's usual dict */
-        it->dict = it->vbase = it->name = it->slot = 0;
-        it->idx = -1;
-    }
-    /* their types (thread_type() reads into pn->buf), where each keeps its attributes */
-    for (i = 0; i < pn->nitems; i++) {
-        pyn_type_t *ty;
-        uint64_t vals = 0, dict = 0;
-        it = &pn->items[i];
-        if (it->state != IT_FOUND)
-            continue;
-        if ((ty = thread_type(u, pn, it->type)) == NULL) {
-            it->state = IT_TORN;
-            continue;
-        }
-        switch (L->inst_dict) {
-        case PY_INST_DICTOFFSET:
-            if (ty->dictoffset == 16)
-                dict = get_u64(it->pre, 16);
-            else if (proc_read_u64(u->p, it->value + (uint64_t)ty->dictoffset, &dict))
-                dict = 0;
-            break;
-        case PY_INST_MANAGED:
-            vals = get_u64(it->pre, 0);
-            dict = get_u64(it->pre, 8);
-            break;
-        case PY_INST_TAGGED: {
-            uint64_t dv = get_u64(it->pre, 8);
-            if (dv & 1)
-                vals = dv + 1;      /* stored as the values' address - 1 */
-            else
-                dict = dv;
-            break;
-        }
-        case PY_INST_INLINE:
-            dict = get_u64(it->pre, 8);
-            if (dict == 0 && (ty->flags & (1u << 2)))
-                vals = it->value + ty->basicsize;
-            break;
-        }
-        it->dict = dict;
-        if (dict == 0 && vals != 0 && ty->name_idx >= 0) {
-            it->vbase = vals;
-            it->idx = ty->name_idx;
-        }
-    }
-    /* a dict of the type's shared keys: its values[] names it too */
-    ITEMS_AT(pn, IT_FOUND, it->dict);
-    if ((err = read_heads(u->p, pn, &pn->items[0].a, stride, pn->nitems, 48)))
-        return err;
-    for (i = 0; i < pn->nitems; i++) {
-        const unsigned char *h = pn->buf + i * 48;
-        pyn_type_t *ty = NULL;
-        size_t j;
-        it = &pn->items[i];
-        if (it->state != IT_FOUND || it->dict == 0)
-            continue;
-        for (j = 0; j < pn->ntypes; j++)
-            if (pn->types[j].addr == it->type)
-                ty = &pn->types[j];
-        if (ty != NULL && ty->name_idx >= 0 && get_u64(h, L->ob_type) == T->dict_type &&
-            get_u64(h, L->dict_keys) == ty->keys && get_u64(h, L->dict_values) != 0) {
-            it->vbase = get_u64(h, L->dict_values);
-            it->idx = ty->name_idx;
-            it->dict = 0;
-        }
-    }
-    /* the name str pointers: through the dict (the slow way), or values[idx] (3.13+:
-     * after the header, and 'valid'), in one vectored read */
-    for (i = 0; i < pn->nitems; i++) {
-        it = &pn->items[i];
-        if (it->state != IT_FOUND)
-            continue;
-        if (it->dict != 0) {
-            if ((it->name = name_in_dict(u, pn, it->dict, &it->slot)) == 0)
-                it->state = IT_TORN;
-        } else if (it->vbase == 0 || it->vbase % 8 != 0 || it->idx < 0 || it->idx >= PYN_SLOTS) {
-            it->state = IT_TORN;
-        }
-    }
-    if (buf_need(pn, pn->nitems * vlen) ||
-        remora_grow((void **)&pn->iov, &pn->cap_iov, pn->nitems, sizeof *pn->iov))
-        return REMORA_ENOMEM;
-    for (i = 0, k = 0; i < pn->nitems; i++) {
-        it = &pn->items[i];
-        if (it->state != IT_FOUND || it->dict != 0)
-            continue;
-        pn->iov[k].addr = it->vbase;
-        pn->iov[k].buf = pn->buf + i * vlen;
-        pn->iov[k].len = L->dv_values + 8 * (size_t)(it->idx + 1);
-        k++;
-    }
-    if ((err = pyo_readv_zero(u->p, pn->iov, k)))
-        return err;
-    for (i = 0; i < pn->nitems; i++) {
-        const unsigned char *v = pn->buf + i * vlen;
-        it = &pn->items[i];
-        if (it->state != IT_FOUND || it->dict != 0)
-            continue;
-        if (L->dv_values >= 8 && v[3] == 0) {   /* values no longer valid: a dict now */
-            it->state = IT_TORN;
-            continue;
-        }
-        it->slot = it->vbase + L->dv_values + 8 * (size_t)it->idx;
-        it->name = get_u64(v, L->dv_values + 8 * (size_t)it->idx);
-        if (it->name == 0 || it->name % 8 != 0)
-            it->state = IT_TORN;
-    }
-    /* the names: each str's first bytes read between two readings of the slot it was
-     * read from, in one vectored read (the kernel reads the segments in order), with the
-     * int, the Thread's type and the values' 'valid' byte. Both readings of the slot
-     * must point to the str: it was the thread's name then, so what lay between is its
-     * text, unless the thread was renamed twice within one system call (the allocator
-     * gives a freed name's memory to the next name: a name read once, the slot checked
-     * once after, can catch the next-but-one name being built there).
-     * A slot that moved (the thread renamed meanwhile) is followed, at most
-     * PYN_NAME_ROUNDS rounds. Not only to the str it pointed to last: a thread renamed in
-     * a loop has freed that one by the next system call (seen on 3.13: the slot pointed
-     * elsewhere at the start of each of 64 rounds, and the thread kept the kernel's
-     * name), while the allocator makes its next names where its last ones were. So each
-     * round after the first reads every address the slot held in this reading (the
-     * PYN_CANDS last), twice over, each between two readings of the slot: a str is taken
-     * when the slot pointed to it at both ends of its own read. */
-    {
-        /* per item: its heads (a bracket each), then its slot readings, the int's head,
-         * the type, the values' header */
-        enum { C_INT = 0, C_TYPE = PYN_HEAD, C_VALID = C_TYPE + 8, C_LEN = C_VALID + 8 };
-        /* the bytes of an item whose round reads nb heads (its brackets) */
-#define PYN_ITEM_BYTES(nb) ((nb) * PYN_STR_HEAD + ((nb) + 1) * 8 + C_LEN)
-        char name[PYN_NAME_BYTES];
-        int round, pending = 1;
-        size_t need;
-
-        for (i = 0; i < pn->nitems; i++)
-            if (pn->items[i].state == IT_FOUND) {
-                pn->items[i].cand[0] = pn->items[i].name;
-                pn->items[i].ncand = 1;
-            }
-        if (remora_grow((void **)&pn->iov, &pn->cap_iov, (4 * PYN_CANDS + 4) * pn->nitems,
-                        sizeof *pn->iov))
-            return REMORA_ENOMEM;
-        for (round = 0; round < PYN_NAME_ROUNDS && pending; round++) {
-            pending = 0;
-            /* each item's bytes at it->boff: one head in the first round, then two per
-             * address the slot held */
-            for (i = 0, need = 0; i < pn->nitems; i++) {
-                it = &pn->items[i];
-                if (it->state != IT_FOUND)
-                    continue;
-                it->nb = round == 0 ? 1 : 2 * (size_t)it->ncand;
-                it->boff = need;
-                need += PYN_ITEM_BYTES(it->nb);
-            }
-            if (buf_need(pn, need))
-                return REMORA_ENOMEM;
-            for (i = 0, k = 0; i < pn->nitems; i++) {
-                unsigned char *b, *sl, *c;
-                size_t j, nb;
-                it = &pn->items[i];
-                if (it->state != IT_FOUND)
-                    continue;
-                nb = it->nb;
-                b = pn->buf + it->boff;
-                sl = b + nb * PYN_STR_HEAD;
-                c = sl + (nb + 1) * 8;
-                memset(b, 0, PYN_ITEM_BYTES(nb));
-                for (j = 0; j < nb; j++) {
-                    pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = sl + 8 * j, .len = 8 };
-                    pn->iov[k++] = (proc_iov_t){ .addr = it->cand[j % it->ncand],
-                                                 .buf = b + j * PYN_STR_HEAD, .len = PYN_STR_HEAD };
-                }
-                pn->iov[k++] = (proc_iov_t){ .addr = it->slot, .buf = sl + 8 * nb, .len = 8 };
-                pn->iov[k++] = (proc_iov_t){ .addr = it->key, .buf = c + C_INT, .len = PYN_HEAD };
-                pn->iov[k++] = (proc_iov_t){ .addr = it->value + L->ob_type, .buf = c + C_TYPE, .len = 8 };
-                if (it->vbase != 0 && it->dict == 0 && L->dv_values >= 8)
-                    pn->iov[k++] = (proc_iov_t){ .addr = it->vbase, .buf = c + C_VALID, .len = 8 };
-                else
-                    c[C_VALID + 3] = 1;
-            }
-            if ((err = pyo_readv_zero(u->p, pn->iov, k)))
-                return err;
-            for (i = 0; i < pn->nitems; i++) {
-                const unsigned char *b, *sl, *c;
-                uint64_t now, last;
-                size_t j, nb, len;
-                int moved = 0, named = 0;
-                it = &pn->items[i];
-                if (it->state != IT_FOUND)
-                    continue;
-                nb = it->nb;
-                b = pn->buf + it->boff;
-                sl = b + nb * PYN_STR_HEAD;
-                c = sl + (nb + 1) * 8;
-                if (long_value(u, c + C_INT) != it->ident || get_u64(c, C_TYPE) != it->type ||
-                    c[C_VALID + 3] == 0) {
-                    it->state = IT_TORN;    /* not the entry read: the scan again */
-                    continue;
-                }
-                for (j = 0; j < nb && !named; j++) {
-                    const unsigned char *h = b + j * PYN_STR_HEAD;
-                    uint64_t x = it->cand[j % it->ncand];
-                    if (get_u64(sl, 8 * j) != x || get_u64(sl, 8 * (j + 1)) != x)
-                        continue;           /* not its name all the while it was read */
-                    if (get_u64(h, L->ob_type) == T->str_type && str_whole(L, h, PYN_STR_HEAD) &&
-                        (pystr_from_head(NULL, L, x, h, PYN_STR_HEAD, name, sizeof name,
-                                         &len) == REMORA_OK ||
-                         /* longer than its head: the rest read, then the slot again */
-                         (pystr_from_head(u->p, L, x, h, PYN_STR_HEAD, name, sizeof name,
-                                          &len) == REMORA_OK &&
-                          proc_read_u64(u->p, it->slot, &now) == REMORA_OK && now == x))) {
-                        if ((err = tab_add(t, it->ident, it->value, name, len, 0)) != REMORA_OK)
-                            return err;
-                        it->state = IT_NAMED;
-                        named = 1;
-                    }
-                }
-                if (named)
-                    continue;
-                /* the addresses the slot held, the latest first; moved: it changed */
-                last = it->cand[0];
-                for (j = 0; j <= nb; j++) {
-                    uint64_t x = get_u64(sl, 8 * j);
-                    moved |= x != last;
-                    if (x != 0 && x % 8 == 0)
-                        cand_add(it, x);
-                }
-                if (moved && get_u64(sl, 8 * nb) != 0 && get_u64(sl, 8 * nb) % 8 == 0)
-                    pending = 1;            /* renamed meanwhile: the new strs too */
-                else
-                    it->state = IT_TORN;    /* still, and no str: the scan again */
-            }
-        }
-#undef PYN_ITEM_BYTES
-        /* renamed through every round: its name was moving */
-        for (i = 0; i < pn->nitems; i++)
-            if (pn->items[i].state == IT_FOUND) {
-                pn->items[i].state = IT_TORN;
-                pn->items[i].moving = 1;
-            }
-    }
     return REMORA_OK;
 }
 
@@ -953,7 +402,7 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
         pn->items[i].moving = 0;
     }
     if (L->dk_layout == 0 || T->str_type == 0 || T->dict_type == 0 || T->long_type == 0 ||
-        T->module_type == 0 || interp == 0)
+        T->module_type == 0 || interp == 0 || L->inst_pre > PYO_PRE_MAX)
         err = REMORA_EVERSION;
     else
         err = find_active(u, pn, interp, &active);
@@ -965,7 +414,7 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
                 pn->items[i].state = IT_WANTED;
         err = scan_active(u, pn, active, t->n > 0, &moved);
         if (err == REMORA_OK)
-            err = follow(u, pn, t);
+            err = pyn_follow(u, pn, t);
         else if (err != REMORA_ENOPROC && err != REMORA_ENOMEM)
             err = REMORA_OK, moved = 1;     /* a table read as it was replaced: again */
         if (err)
@@ -992,10 +441,10 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
             if ((it->state != IT_TORN && it->state != IT_WANTED) || it->value == 0)
                 continue;
             if ((e = tab_find(old, it->ident, it->value)) != NULL)
-                err = tab_add(t, it->ident, it->value, old->text + e->off, strlen(old->text + e->off),
+                err = pyn_tab_add(t, it->ident, it->value, old->text + e->off, strlen(old->text + e->off),
                               e->moving);
             else if (it->moving)
-                err = tab_add(t, it->ident, it->value, PYN_MOVING, strlen(PYN_MOVING), 1);
+                err = pyn_tab_add(t, it->ident, it->value, PYN_MOVING, strlen(PYN_MOVING), 1);
             if (err)
                 break;
         }

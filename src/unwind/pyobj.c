@@ -1,10 +1,16 @@
-/* unwind/pyobj.c — a few Python objects read from outside, the slow way, for readers that
- * run now and then (unw_tasks(), never per sample): a module's dict through sys.modules,
- * a dict's items and a str key's value, an instance's attribute (a dict at tp_dictoffset,
- * or the managed dict or values of 3.11+ found by the facts py_layout_t names), a set's
- * keys, a list's items, a non-negative int. Every object's type is checked against the
- * target's own type objects where remora knows them (dict, str, int, module); every
- * count is bounded (PYO_MAX_ITEMS) and every read checked.
+/* unwind/pyobj.c — Python objects read from outside: one reader per object kind.
+ *
+ * The decoders (pyo_keys, pyo_long_digits, pyo_long, pyo_str, pyo_str_is_head,
+ * pyo_type, pyo_inst) read bytes already copied from the target and nothing else: every
+ * reader of objects (locals.c, pynames.c, tasks.c and the slow readers below) decodes a
+ * dict's keys, an int, a str's header and where an instance keeps its attributes
+ * through them, with the layout's facts (py_layout_t) and one set of bounds.
+ *
+ * The slow readers, for readers that run now and then (unw_tasks(), never per sample):
+ * a module's dict through sys.modules, a dict's items and a str key's value, an
+ * instance's attribute, a set's keys, a list's items. Every object's type is checked
+ * against the target's own type objects where remora knows them (dict, str, int, module);
+ * every count is bounded (PYO_MAX_ITEMS) and every read checked.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +20,171 @@
 
 #define PYO_KEY_HEAD 128            /* bytes of a key str read to compare it (header and
                                      * a name of up to 79 ASCII characters) */
+#define PYO_MAX_BASICSIZE 65536     /* an instance's size, at most */
+#define TPF_INLINE_VALUES (1u << 2) /* Py_TPFLAGS_INLINE_VALUES (3.13+) */
+#define TPF_MANAGED_DICT (1u << 4)  /* Py_TPFLAGS_MANAGED_DICT (3.11+) */
+#define TPF_HEAPTYPE (1u << 9)      /* Py_TPFLAGS_HEAPTYPE */
 
 static int aligned(uint64_t a)
 {
     return a != 0 && a % 8 == 0;
 }
+
+/* ---- decoders: bytes already read ----------------------------------------------- */
+
+int pyo_keys(const py_layout_t *L, const unsigned char *kh, size_t got, pyo_keys_t *k)
+{
+    int64_t nent;
+
+    memset(k, 0, sizeof *k);
+    if (L->dk_layout == 0 || L->dk_nentries + 8 > got || got < 16)
+        return REMORA_ECORRUPT;
+    memcpy(&nent, kh + L->dk_nentries, 8);
+    if (L->dk_layout == PY_DK_SIZED) {
+        uint64_t size = get_u64(kh, 8);
+        if (size < 8 || size > ((uint64_t)1 << PYO_KEYS_LOG2_MAX) || (size & (size - 1)) != 0)
+            return REMORA_ECORRUPT;
+        k->size = size;
+        k->entries = L->dk_indices + size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : 4);
+        k->esz = 24;
+    } else {
+        unsigned log2_size = kh[8], log2_ib = kh[9], kind = kh[10];
+        if (log2_size < 3 || log2_size > PYO_KEYS_LOG2_MAX || log2_ib < log2_size ||
+            log2_ib > log2_size + 3 || kind > 2)
+            return REMORA_ECORRUPT;
+        k->size = (uint64_t)1 << log2_size;
+        k->kind = kind;
+        k->entries = L->dk_indices + ((uint64_t)1 << log2_ib);
+        k->esz = kind == 0 ? 24 : 16;
+    }
+    if (nent < 0 || (uint64_t)nent > k->size)
+        return REMORA_ECORRUPT;
+    k->nent = nent;
+    k->koff = k->esz == 24 ? 8 : 0;
+    k->voff = k->koff + 8;
+    return REMORA_OK;
+}
+
+int pyo_long_digits(const py_layout_t *L, const unsigned char *h, uint64_t *nd, int *neg)
+{
+    uint64_t tag = get_u64(h, L->ob_size);     /* lv_tag, or ob_size before 3.12 */
+
+    *nd = 0;
+    *neg = 0;
+    if (L->long_tagged) {
+        if ((tag & 3) == 3)
+            return REMORA_ECORRUPT;
+        *neg = (tag & 3) == 2;
+        *nd = (tag & 3) == 1 ? 0 : tag >> 3;
+    } else {
+        *neg = (int64_t)tag < 0;
+        *nd = *neg ? (uint64_t)0 - tag : tag;
+    }
+    return REMORA_OK;
+}
+
+int pyo_long(const unwinder_t *u, const unsigned char *h, size_t got, uint64_t *v)
+{
+    const py_layout_t *L = &u->target->layout;
+    uint64_t nd, x = 0;
+    int neg, i;
+
+    *v = 0;
+    if (u->target->long_type == 0 || L->ob_type + 8 > got || L->ob_size + 8 > got ||
+        get_u64(h, L->ob_type) != u->target->long_type ||
+        pyo_long_digits(L, h, &nd, &neg) != REMORA_OK || neg || nd > 3 ||
+        L->long_digits + 4 * nd > got)
+        return REMORA_ECORRUPT;
+    for (i = (int)nd - 1; i >= 0; i--) {
+        uint32_t d;
+        memcpy(&d, h + L->long_digits + 4 * i, 4);
+        if (d >= (1u << 30) || (i == 2 && d >= 16))
+            return REMORA_ECORRUPT;
+        x = x << 30 | d;
+    }
+    *v = x;
+    return REMORA_OK;
+}
+
+int pyo_str(const py_layout_t *L, const unsigned char *h, size_t got, pyo_str_t *s)
+{
+    uint32_t state;
+
+    if (L->u_state + 4 > got || L->u_length + 8 > got)
+        return REMORA_ECORRUPT;
+    memcpy(&state, h + L->u_state, 4);
+    memcpy(&s->length, h + L->u_length, 8);
+    /* GIL builds: interned:2, kind:3, compact:1, ascii:1 */
+    s->kind = (state >> 2) & 7;
+    s->ascii = (state >> 6) & 1;
+    s->data = s->ascii ? L->u_ascii_size : L->u_compact_size;
+    if (!((state >> 5) & 1) || (s->kind != 1 && s->kind != 2 && s->kind != 4) ||
+        (s->ascii && s->kind != 1) || s->length < 0)
+        return REMORA_ECORRUPT;
+    return REMORA_OK;
+}
+
+int pyo_str_is_head(const unwinder_t *u, const unsigned char *h, size_t got, const char *want)
+{
+    const py_layout_t *L = &u->target->layout;
+    size_t wl = strlen(want);
+    pyo_str_t s;
+
+    if (L->u_ascii_size + wl > got || L->ob_type + 8 > got ||
+        get_u64(h, L->ob_type) != u->target->str_type || pyo_str(L, h, got, &s) != REMORA_OK ||
+        !s.ascii || s.length != (int64_t)wl)
+        return 0;
+    return memcmp(h + s.data, want, wl) == 0;
+}
+
+int pyo_type(const py_layout_t *L, const unsigned char *th, size_t got, pyo_type_t *ty)
+{
+    memset(ty, 0, sizeof *ty);
+    if (L->ht_cached_keys == 0 || L->ht_cached_keys + 8 > got)
+        return REMORA_ECORRUPT;
+    ty->flags = get_u64(th, L->tp_flags);
+    ty->basicsize = get_u64(th, L->tp_basicsize);
+    memcpy(&ty->dictoffset, th + L->tp_dictoffset, 8);
+    ty->keys = get_u64(th, L->ht_cached_keys);
+    ty->managed = L->inst_dict != PY_INST_DICTOFFSET && (ty->flags & TPF_MANAGED_DICT);
+    if (!(ty->flags & TPF_HEAPTYPE) || ty->basicsize < L->ob_size || ty->basicsize > PYO_MAX_BASICSIZE)
+        return REMORA_ECORRUPT;     /* not a heap type: no attributes of its own */
+    return REMORA_OK;
+}
+
+int pyo_inst(const py_layout_t *L, const pyo_type_t *ty, uint64_t obj, const unsigned char *pre,
+             uint64_t *dict, uint64_t *vals, uint64_t *dict_at)
+{
+    *dict = *vals = *dict_at = 0;
+    if (ty->managed) {
+        uint64_t dv = get_u64(pre, L->inst_pre_dict);
+        switch (L->inst_dict) {
+        case PY_INST_MANAGED:
+            *vals = get_u64(pre, L->inst_pre_values);
+            *dict = dv;
+            break;
+        case PY_INST_TAGGED:
+            if (dv & 1)
+                *vals = dv + 1;     /* stored as the values' address - 1 */
+            else
+                *dict = dv;
+            break;
+        default:                    /* PY_INST_INLINE */
+            *dict = dv;
+            if (dv == 0 && (ty->flags & TPF_INLINE_VALUES))
+                *vals = obj + ty->basicsize;
+            break;
+        }
+        return REMORA_OK;
+    }
+    if (ty->dictoffset > 0 && ty->dictoffset < PYO_MAX_BASICSIZE) {
+        *dict_at = obj + (uint64_t)ty->dictoffset;
+        return REMORA_OK;
+    }
+    return REMORA_ECORRUPT;
+}
+
+/* ---- the slow readers ----------------------------------------------------------- */
 
 /* Reads iov[0..n) in one vectored read; when that fails, each half again, down to single
  * segments: a bad address among n costs about 2 log2(n) reads more, not n. A segment
@@ -58,10 +224,10 @@ int pyo_dict_items(unwinder_t *u, uint64_t dict, uint64_t *keys, uint64_t *vals,
 {
     const py_layout_t *L = &u->target->layout;
     unsigned char h[48], kh[48];
-    uint64_t kobj, values, entries, esz, koff, voff;
-    int64_t nent;
+    uint64_t kobj, values;
+    pyo_keys_t k;
     unsigned char *buf;
-    size_t i, k = 0;
+    size_t i, got = 0;
     int err;
 
     *n = 0;
@@ -77,66 +243,34 @@ int pyo_dict_items(unwinder_t *u, uint64_t dict, uint64_t *keys, uint64_t *vals,
         return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, kobj, kh, sizeof kh)) != REMORA_OK)
         return err;
-    memcpy(&nent, kh + L->dk_nentries, 8);
-    if (L->dk_layout == PY_DK_SIZED) {
-        uint64_t size = get_u64(kh, 8), width;
-        if (size < 8 || size > (1u << 26) || (size & (size - 1)) != 0 || nent < 0 || (uint64_t)nent > size)
-            return REMORA_ECORRUPT;
-        width = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffu ? 4 : 8;
-        entries = L->dk_indices + size * width;
-        esz = 24;
-    } else {
-        unsigned log2_size = kh[8], log2_ib = kh[9], kind = kh[10];
-        if (log2_size < 3 || log2_size > 26 || log2_ib < log2_size || log2_ib > log2_size + 3 ||
-            kind > 2 || nent < 0 || (uint64_t)nent > ((uint64_t)1 << log2_size))
-            return REMORA_ECORRUPT;
-        entries = L->dk_indices + ((uint64_t)1 << log2_ib);
-        esz = kind == 0 ? 24 : 16;
-    }
-    koff = esz == 24 ? 8 : 0;
-    voff = esz == 24 ? 16 : 8;
-    if ((size_t)nent > PYO_MAX_ITEMS)
+    if (pyo_keys(L, kh, sizeof kh, &k) != REMORA_OK)
+        return REMORA_ECORRUPT;
+    if ((size_t)k.nent > PYO_MAX_ITEMS)
         return REMORA_ENOMEM;
-    if (nent == 0)
+    if (k.nent == 0)
         return REMORA_OK;
-    if ((buf = malloc((size_t)nent * (esz + 8))) == NULL)
+    if ((buf = malloc((size_t)k.nent * (k.esz + 8))) == NULL)
         return REMORA_ENOMEM;
-    err = proc_read(u->p, kobj + entries, buf, (size_t)nent * esz);
+    err = proc_read(u->p, kobj + k.entries, buf, (size_t)k.nent * k.esz);
     if (err == REMORA_OK && values != 0)
-        err = proc_read(u->p, values + L->dv_values, buf + (size_t)nent * esz, (size_t)nent * 8);
+        err = proc_read(u->p, values + L->dv_values, buf + (size_t)k.nent * k.esz, (size_t)k.nent * 8);
     if (err != REMORA_OK) {
         free(buf);
         return err;
     }
-    for (i = 0; i < (size_t)nent && k < max; i++) {
-        uint64_t key = get_u64(buf, i * esz + koff);
-        uint64_t val = values != 0 ? get_u64(buf, (size_t)nent * esz + i * 8) : get_u64(buf, i * esz + voff);
+    for (i = 0; i < (size_t)k.nent && got < max; i++) {
+        uint64_t key = get_u64(buf, i * k.esz + k.koff);
+        uint64_t val = values != 0 ? get_u64(buf, (size_t)k.nent * k.esz + i * 8) :
+                       get_u64(buf, i * k.esz + k.voff);
         if (!aligned(key) || val == 0)
             continue;
-        keys[k] = key;
-        vals[k] = val;
-        k++;
+        keys[got] = key;
+        vals[got] = val;
+        got++;
     }
     free(buf);
-    *n = k;
+    *n = got;
     return REMORA_OK;
-}
-
-/* Is the object at 'at' (its first bytes in h) the compact ASCII str 'want'? */
-static int str_is(const unwinder_t *u, const unsigned char *h, size_t got, const char *want)
-{
-    const py_layout_t *L = &u->target->layout;
-    size_t wl = strlen(want);
-    uint32_t state;
-    int64_t length;
-
-    if (L->u_ascii_size + wl > got || get_u64(h, L->ob_type) != u->target->str_type)
-        return 0;
-    memcpy(&state, h + L->u_state, 4);
-    memcpy(&length, h + L->u_length, 8);
-    if (((state >> 2) & 7) != 1 || !((state >> 5) & 1) || !((state >> 6) & 1) || length != (int64_t)wl)
-        return 0;
-    return memcmp(h + L->u_ascii_size, want, wl) == 0;
 }
 
 /* The index among keys[0..n) of the str key 'want' (all keys' heads in one vectored
@@ -169,7 +303,7 @@ static ssize_t key_index(unwinder_t *u, const uint64_t *keys, size_t n, const ch
                 memset(buf + i * PYO_KEY_HEAD, 0, len);
     }
     for (i = 0; i < n && found < 0; i++)
-        if (str_is(u, buf + i * PYO_KEY_HEAD, len, want))
+        if (pyo_str_is_head(u, buf + i * PYO_KEY_HEAD, len, want))
             found = (ssize_t)i;
     free(buf);
     free(iov);
@@ -229,89 +363,57 @@ int pyo_module_dict(unwinder_t *u, uint64_t interp, const char *name, uint64_t *
 int pyo_attr(unwinder_t *u, uint64_t obj, const char *name, uint64_t *val)
 {
     const py_layout_t *L = &u->target->layout;
-    unsigned char pre[32 + 16], th[1024];
-    uint64_t type, flags, basicsize, dict = 0, vals = 0, ckeys;
-    int64_t dictoffset;
+    unsigned char pre[PYO_PRE_MAX + 64], th[1024];
+    uint64_t type, dict, vals, dict_at;
+    pyo_type_t ty;
     int err;
 
     *val = 0;
-    if (!aligned(obj) || obj < 32 || L->ht_cached_keys + 8 > sizeof th)
+    if (!aligned(obj) || obj < L->inst_pre || L->inst_pre > PYO_PRE_MAX || L->ob_type + 8 > 64 ||
+        L->ht_cached_keys + 8 > sizeof th)
         return REMORA_ECORRUPT;
-    if ((err = proc_read(u->p, obj - 32, pre, sizeof pre)) != REMORA_OK)
+    if ((err = proc_read(u->p, obj - L->inst_pre, pre, L->inst_pre + L->ob_type + 8)) != REMORA_OK)
         return err;
-    type = get_u64(pre, 32 + L->ob_type);
+    type = get_u64(pre, L->inst_pre + L->ob_type);
     if (!aligned(type) || (err = proc_read(u->p, type, th, L->ht_cached_keys + 8)) != REMORA_OK)
         return aligned(type) ? err : REMORA_ECORRUPT;
-    flags = get_u64(th, L->tp_flags);
-    basicsize = get_u64(th, L->tp_basicsize);
-    memcpy(&dictoffset, th + L->tp_dictoffset, 8);
-    if (!(flags & (1u << 9)) || basicsize < 16 || basicsize > 65536)
-        return REMORA_ECORRUPT;             /* not a heap type: no attributes of its own */
-    if (L->inst_dict != PY_INST_DICTOFFSET && (flags & (1u << 4))) {
-        switch (L->inst_dict) {
-        case PY_INST_MANAGED:
-            vals = get_u64(pre, 0);
-            dict = get_u64(pre, 8);
-            break;
-        case PY_INST_TAGGED: {
-            uint64_t dv = get_u64(pre, 8);
-            if (dv & 1)
-                vals = dv + 1;
-            else
-                dict = dv;
-            break;
-        }
-        default:
-            dict = get_u64(pre, 8);
-            if (dict == 0 && (flags & (1u << 2)))
-                vals = obj + basicsize;
-            break;
-        }
-    } else if (dictoffset > 0 && dictoffset < 65536) {
-        if ((err = proc_read_u64(u->p, obj + (uint64_t)dictoffset, &dict)) != REMORA_OK)
-            return err;
-    } else {
+    if (pyo_type(L, th, L->ht_cached_keys + 8, &ty) != REMORA_OK ||
+        pyo_inst(L, &ty, obj, pre, &dict, &vals, &dict_at) != REMORA_OK)
         return REMORA_ECORRUPT;
-    }
+    if (dict_at != 0 && (err = proc_read_u64(u->p, dict_at, &dict)) != REMORA_OK)
+        return err;
     if (dict != 0)
         return pyo_dict_get(u, dict, name, val);
-    ckeys = get_u64(th, L->ht_cached_keys);
-    if (!aligned(vals) || !aligned(ckeys))
+    if (!aligned(vals) || !aligned(ty.keys))
         return REMORA_EFAULT;
     {
         /* the values of the type's shared keys: the key's index, then values[index] */
         unsigned char kh[48];
-        uint64_t *keys = malloc(PYO_MAX_ATTRS * sizeof *keys), entries, esz;
+        uint64_t *keys = malloc(PYO_MAX_ATTRS * sizeof *keys);
+        pyo_keys_t k;
         size_t n = 0, i;
         ssize_t at;
         unsigned char *ent;
-        int64_t nent;
 
         if (keys == NULL)
             return REMORA_ENOMEM;
-        if ((err = proc_read(u->p, ckeys, kh, sizeof kh)) != REMORA_OK) {
+        if ((err = proc_read(u->p, ty.keys, kh, sizeof kh)) != REMORA_OK) {
             free(keys);
             return err;
         }
-        memcpy(&nent, kh + L->dk_nentries, 8);
-        {
-            unsigned log2_size = kh[8], log2_ib = kh[9], kind = kh[10];
-            if (L->dk_layout != PY_DK_LOG2 || log2_size > 26 || log2_ib < log2_size ||
-                log2_ib > log2_size + 3 || kind > 2 || nent < 0 || nent > PYO_MAX_ATTRS) {
-                free(keys);
-                return REMORA_ECORRUPT;
-            }
-            entries = L->dk_indices + ((uint64_t)1 << log2_ib);
-            esz = kind == 0 ? 24 : 16;
+        if (L->dk_layout != PY_DK_LOG2 || pyo_keys(L, kh, sizeof kh, &k) != REMORA_OK ||
+            k.nent > PYO_MAX_ATTRS) {
+            free(keys);
+            return REMORA_ECORRUPT;
         }
-        ent = malloc((size_t)nent * esz + 1);
-        if (ent == NULL || (err = proc_read(u->p, ckeys + entries, ent, (size_t)nent * esz)) != REMORA_OK) {
+        ent = malloc((size_t)k.nent * k.esz + 1);
+        if (ent == NULL || (err = proc_read(u->p, ty.keys + k.entries, ent, (size_t)k.nent * k.esz)) != REMORA_OK) {
             free(ent);
             free(keys);
             return ent == NULL ? REMORA_ENOMEM : err;
         }
-        for (i = 0; i < (size_t)nent; i++)
-            keys[n++] = get_u64(ent, i * esz + (esz == 24 ? 8 : 0));
+        for (i = 0; i < (size_t)k.nent; i++)
+            keys[n++] = get_u64(ent, i * k.esz + k.koff);
         free(ent);
         at = key_index(u, keys, n, name);
         free(keys);
@@ -339,11 +441,12 @@ int pyo_str_is(unwinder_t *u, uint64_t addr, const char *want)
 
     if (!aligned(addr) || len > sizeof h || proc_read(u->p, addr, h, len) != REMORA_OK)
         return 0;
-    return str_is(u, h, len, want);
+    return pyo_str_is_head(u, h, len, want);
 }
 
 int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t *n)
 {
+    const py_layout_t *L = &u->target->layout;
     unsigned char h[48];
     uint64_t mask, table, j;
     unsigned char *buf;
@@ -351,13 +454,12 @@ int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t
     int err;
 
     *n = 0;
-    if (!aligned(set))
+    if (!aligned(set) || L->set_mask + 8 > sizeof h || L->set_table + 8 > sizeof h)
         return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, set, h, sizeof h)) != REMORA_OK)
         return err;
-    /* PySetObject: ob_refcnt, ob_type, fill, used, mask, table (3.9-3.15) */
-    mask = get_u64(h, 32);
-    table = get_u64(h, 40);
+    mask = get_u64(h, L->set_mask);
+    table = get_u64(h, L->set_table);
     if (mask + 1 > PYO_MAX_SET || ((mask + 1) & mask) != 0 || !aligned(table))
         return REMORA_ECORRUPT;
     if ((buf = malloc((mask + 1) * 16)) == NULL)
@@ -378,6 +480,7 @@ int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t
 
 int pyo_list_items(unwinder_t *u, uint64_t list, uint64_t *items, size_t max, size_t *n)
 {
+    const py_layout_t *L = &u->target->layout;
     unsigned char h[40];
     int64_t size;
     uint64_t at;
@@ -386,11 +489,12 @@ int pyo_list_items(unwinder_t *u, uint64_t list, uint64_t *items, size_t max, si
     *n = 0;
     if (!aligned(list))
         return REMORA_ECORRUPT;
-    /* PyListObject: ob_refcnt, ob_type, ob_size, ob_item */
+    if (L->ob_size + 8 > sizeof h || L->list_items == 0 || L->list_items + 8 > sizeof h)
+        return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, list, h, sizeof h)) != REMORA_OK)
         return err;
-    memcpy(&size, h + 16, 8);
-    at = get_u64(h, 24);
+    memcpy(&size, h + L->ob_size, 8);
+    at = get_u64(h, L->list_items);
     if (size < 0 || (size > 0 && !aligned(at)))
         return REMORA_ECORRUPT;
     if ((uint64_t)size > max)
@@ -400,35 +504,5 @@ int pyo_list_items(unwinder_t *u, uint64_t list, uint64_t *items, size_t max, si
     if ((err = proc_read(u->p, at, items, (size_t)size * 8)) != REMORA_OK)
         return err;
     *n = (size_t)size;
-    return REMORA_OK;
-}
-
-int pyo_long(const unwinder_t *u, const unsigned char *h, uint64_t *v)
-{
-    const py_layout_t *L = &u->target->layout;
-    uint64_t tag = get_u64(h, 16), x = 0;
-    int64_t nd;
-    int i;
-
-    *v = 0;
-    if (u->target->long_type == 0 || get_u64(h, L->ob_type) != u->target->long_type)
-        return REMORA_ECORRUPT;
-    if (L->long_tagged) {
-        if ((tag & 3) == 2)             /* negative */
-            return REMORA_ECORRUPT;
-        nd = (int64_t)(tag >> 3);
-    } else {
-        nd = (int64_t)tag;
-    }
-    if (nd < 0 || nd > 3)
-        return REMORA_ECORRUPT;
-    for (i = (int)nd - 1; i >= 0; i--) {
-        uint32_t d;
-        memcpy(&d, h + L->long_digits + 4 * i, 4);
-        if (d >= (1u << 30) || (i == 2 && d >= 16))
-            return REMORA_ECORRUPT;
-        x = x << 30 | d;
-    }
-    *v = x;
     return REMORA_OK;
 }

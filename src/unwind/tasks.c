@@ -120,14 +120,8 @@ static int read_names(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
             tk->tasks[i].name = strtab_intern(u->names, name, len);
         } else if (type != 0 && type == u->target->long_type) {
             /* a small non-negative int: one 30-bit digit (or two) */
-            uint64_t tag = get_u64(h, 16), v = 0;
-            int64_t nd = L->long_tagged ? ((tag & 3) ? -1 : (int64_t)(tag >> 3)) : (int64_t)tag;
-            if (nd >= 0 && nd <= 2) {
-                for (int d = (int)nd - 1; d >= 0; d--) {
-                    uint32_t dig;
-                    memcpy(&dig, h + L->long_digits + 4 * d, 4);
-                    v = v << 30 | (dig & 0x3fffffff);
-                }
+            uint64_t v = 0;
+            if (pyo_long(u, h, TK_NAME_HEAD, &v) == REMORA_OK && v < (UINT64_C(1) << 60)) {
                 len = (size_t)snprintf(name, sizeof name, "Task-%llu", (unsigned long long)v);
                 tk->tasks[i].name = strtab_intern(u->names, name, len);
             }

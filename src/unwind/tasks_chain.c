@@ -392,12 +392,12 @@ static size_t shield_inner(unwinder_t *u, struct unw_tasks_state *tk, uint64_t f
     if (proc_read_u64(u->p, cb + a->func_closure, &closure) != REMORA_OK || closure == 0 ||
         closure % 8 != 0 || proc_read(u->p, closure, th, sizeof th) != REMORA_OK)
         return 0;
-    memcpy(&size, th + 16, 8);
+    memcpy(&size, th + u->target->layout.ob_size, 8);
     if (size < 1 || size > 8)
         return 0;
     for (i = 0; i < (size_t)size; i++) {
         cells[i] = get_u64(th, a->tuple_items + 8 * i);
-        if (cells[i] == 0 || cells[i] % 8 != 0 || proc_read_u64(u->p, cells[i] + 16, &obj) != REMORA_OK)
+        if (cells[i] == 0 || cells[i] % 8 != 0 || proc_read_u64(u->p, cells[i] + u->target->layout.cell_ref, &obj) != REMORA_OK)
             continue;
         if (find_task(tk, tk->nkeys, obj) >= 0) {
             items[0] = obj;

@@ -19,7 +19,6 @@
 #include "tasks.h"
 
 #define TK_TYPE_DEPTH 16            /* tp_base links followed from a type */
-#define TK_TP_BASE 256              /* PyTypeObject.tp_base (3.9-3.15, 64-bit) */
 
 /* Reads n objects' first len bytes at addrs[0..n) into out (len apart), in vectored reads
  * of at most 512 segments; an unreadable or unaligned one is zeroed. */
@@ -75,7 +74,7 @@ static int set_moved(unwinder_t *u, struct unw_tasks_state *tk)
 
     for (i = 0; i < tk->nsets; i++)
         if (proc_read(u->p, tk->sets[i], h, sizeof h) != REMORA_OK ||
-            memcmp(h + 16, tk->set_head[i] + 16, 32) != 0)
+            memcmp(h + u->target->layout.ob_head, tk->set_head[i] + u->target->layout.ob_head, 32) != 0)
             return 1;
     return 0;
 }
@@ -99,7 +98,7 @@ static int weakset_objects(unwinder_t *u, struct unw_tasks_state *tk, uint64_t w
         err = REMORA_ENOMEM;            /* more than the bound: refused, not cut */
     if (err == REMORA_OK) {
         for (i = 0; i < nref; i++)
-            refs[i] += 16;          /* PyWeakReference: ob_refcnt, ob_type, wr_object */
+            refs[i] += u->target->layout.ob_head;   /* PyWeakReference: the header, wr_object */
         objs = malloc(nref * 8 + 8);
         err = objs == NULL ? REMORA_ENOMEM : read_many(u, tk, refs, nref, 8, objs);
         for (i = 0; err == REMORA_OK && i < nref; i++)
@@ -137,7 +136,7 @@ static int task_kind_learn(unwinder_t *u, struct unw_tasks_state *tk, uint64_t t
         if (tk->types[i].type == type)
             return tk->types[i].kind;
     for (d = 0; d < TK_TYPE_DEPTH && kind == 0; d++) {
-        if (t % 8 != 0 || proc_read_u64(u->p, t + TK_TP_BASE, &t) != REMORA_OK)
+        if (t % 8 != 0 || proc_read_u64(u->p, t + u->target->layout.tp_base, &t) != REMORA_OK)
             return 0;               /* not remembered: learnt again next reading */
         if (t == 0)
             break;
@@ -301,7 +300,7 @@ static int registry_running(unwinder_t *u, struct unw_tasks_state *tk, uint64_t 
             uint64_t tid = 0, ident = 0;
             unsigned char h[48];
             if (pyo_attr(u, loops[l], "_thread_id", &tid) != REMORA_OK || tid == 0 ||
-                proc_read(u->p, tid, h, sizeof h) != REMORA_OK || pyo_long(u, h, &ident) != REMORA_OK)
+                proc_read(u->p, tid, h, sizeof h) != REMORA_OK || pyo_long(u, h, sizeof h, &ident) != REMORA_OK)
                 continue;
             for (i = 0; i < nth; i++)
                 if (ident != 0 && th[i].ident == ident && (!py_only || tk->tsv[3 * i + 1] == 0)) {

@@ -69,7 +69,7 @@ static uint64_t loop_ident(unwinder_t *u, struct unw_tasks_state *tk, uint64_t l
             return tk->loops[i].ident;
     if (pyo_attr(u, loop, "_thread_id", &tid) == REMORA_OK && tid != 0 &&
         proc_read(u->p, tid, h, sizeof h) == REMORA_OK)
-        pyo_long(u, h, &ident);
+        pyo_long(u, h, sizeof h, &ident);
     for (i = 0; i < tk->nloops; i++)
         if (tk->loops[i].loop == loop)
             break;
@@ -173,6 +173,7 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
     int64_t now = now_ns();
     unsigned char h[48];
     uint64_t keys, entries, esz = 24;
+    pyo_keys_t dk;
     int64_t nent;
     size_t i, j;
     int err;
@@ -199,25 +200,16 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
     keys = get_u64(h, L->dict_keys);
     if (keys == 0 || keys % 8 != 0 || (err = proc_read(u->p, keys, tk->curbuf, 64)) != REMORA_OK)
         goto gone;
-    memcpy(&nent, tk->curbuf + L->dk_nentries, 8);
-    if (L->dk_layout == PY_DK_SIZED) {
-        uint64_t size = get_u64(tk->curbuf, 8), width;
-        if (size < 8 || size > 64 || (size & (size - 1)) != 0)
-            return REMORA_OK;
-        width = 1;
-        entries = L->dk_indices + size * width;
-    } else {
-        unsigned log2_size = tk->curbuf[8], log2_ib = tk->curbuf[9], kind = tk->curbuf[10];
-        if (log2_size < 3 || log2_size > 6 || log2_ib < log2_size || log2_ib > log2_size + 3 || kind != 0)
-            return REMORA_OK;
-        entries = L->dk_indices + ((uint64_t)1 << log2_ib);
-    }
+    if (pyo_keys(L, tk->curbuf, 64, &dk) != REMORA_OK || dk.size > 64 || dk.esz != esz)
+        return REMORA_OK;
+    nent = dk.nent;
+    entries = dk.entries;
     if (nent < 0 || entries + (uint64_t)nent * esz > TK_CUR_READ)
         return REMORA_OK;               /* more loops than a sample reads: none named */
     if ((err = proc_read(u->p, keys + entries, tk->curbuf, (size_t)nent * esz)) != REMORA_OK)
         goto gone;
     for (j = 0; j < (size_t)nent; j++) {
-        uint64_t loop = get_u64(tk->curbuf, j * esz + 8), task = get_u64(tk->curbuf, j * esz + 16);
+        uint64_t loop = get_u64(tk->curbuf, j * esz + dk.koff), task = get_u64(tk->curbuf, j * esz + dk.voff);
         uint64_t ident;
         if (loop == 0 || task == 0 || task % 8 != 0)
             continue;

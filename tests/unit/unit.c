@@ -983,6 +983,8 @@ static int pn_read(uint64_t interp, const uint64_t *idents, size_t n, pynames_t 
     L->long_tagged = 0, L->long_digits = 24;
     L->md_dict = 16;
     L->is_modules = 40;
+    L->ob_head = 16, L->ob_size = 16, L->list_items = 24, L->set_mask = 32, L->set_table = 40;
+    L->inst_pre = 32, L->inst_pre_values = 0, L->inst_pre_dict = 8, L->tp_base = 256;
     *p = pn_source();
     *pn = pyn_new();
     if (*p == NULL || *pn == NULL)
