@@ -1,21 +1,6 @@
 /* cli/ — the remora command: argument parsing, messages, subcommands.
  *
- *   main.c    the entry point: usage, dispatch to the subcommands; one-line messages
- *   opts.c    the option tables: the walker each command's parser uses, and --help
- *   args.c    option values parsed strictly (pids, counts, rates, durations), and the
- *             one line for a bad one
- *   attach.c  what record and top share: their options, attaching to a pid or launching
- *             a command, the launched command's exit code, the target's command line
- *   engine.c  --engine, and the sampler's options record and top take from theirs
- *   dump.c    `remora dump`: every thread's stack, of a live process or a core (dump.h)
- *   dump_print.c  what dump prints: threads, tasks, source lines, as text or JSON
- *   record.c  `remora record`: the run, its periods, pause and snapshots (record.h)
- *   outputs.c record's outputs a period at a time, their names; what convert shares
- *   control.c record --control's FIFOs
- *   summary.c record's lines on stderr: the status line, the summary, --stats
- *   convert.c `remora convert`, and the profile reader record's --diff uses
- *   top.c     `remora top`: the live table, its keys and the run (top.h)
- *   top_draw.c  what top draws: the header, the rows fitted to the terminal
+ * Which file does what: docs/layout.md.
  */
 #ifndef REMORA_CLI_H
 #define REMORA_CLI_H

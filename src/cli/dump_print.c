@@ -122,7 +122,7 @@ void dump_print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, si
     fputs(")\n", stdout);
     for (i = 0; i < n; i++) {
         printf("\nThread %d \"", (int)th[i].native_id);
-        out_text_str(stdout, th[i].py_name ? th[i].py_name : th[i].name, '"');
+        out_text_str(stdout, th[i].thread_name ? th[i].thread_name : th[i].comm, '"');
         fputc('"', stdout);
         printf(" interpreter %lld", (long long)th[i].interp_id);
         if (th[i].is_main || th[i].holds_gil || th[i].on_cpu || th[i].handling_exc == 1) {
@@ -174,7 +174,7 @@ void dump_print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *t
     fputs(",\"threads\":[", stdout);
     for (i = 0; i < n; i++) {
         printf("%s{\"native_id\":%d,\"name\":", i ? "," : "", (int)th[i].native_id);
-        out_json_str(stdout, th[i].py_name ? th[i].py_name : th[i].name);
+        out_json_str(stdout, th[i].thread_name ? th[i].thread_name : th[i].comm);
         printf(",\"interpreter\":%lld", (long long)th[i].interp_id);
         printf(",\"main\":%s,\"gil\":%s,\"on_cpu\":%s", th[i].is_main ? "true" : "false",
                th[i].holds_gil ? "true" : "false", th[i].on_cpu ? "true" : "false");

@@ -89,9 +89,9 @@ void rec_print_stats(const rec_run_t *r)
                 (unsigned long long)us.idle_sched, (unsigned long long)us.idle_states,
                 (unsigned long long)us.idle_kept);
     fprintf(stderr, "names: readings=%llu reads=%llu scans=%llu torn=%llu unscanned=%llu us=%llu\n",
-            (unsigned long long)us.name_readings, (unsigned long long)us.name_reads,
-            (unsigned long long)us.name_scans, (unsigned long long)us.name_torn,
-            (unsigned long long)us.name_unscanned, (unsigned long long)(us.name_ns / 1000));
+            (unsigned long long)us.thread_name_readings, (unsigned long long)us.thread_name_reads,
+            (unsigned long long)us.thread_name_scans, (unsigned long long)us.thread_name_torn,
+            (unsigned long long)us.thread_name_unscanned, (unsigned long long)(us.thread_name_ns / 1000));
     if (r->blocking)
         fprintf(stderr, "held: us_per_sample=%.2f share_of_run=%.4f\n",
                 (double)st->held_ns / 1e3 / n,

@@ -3,12 +3,7 @@
  * read), and keep every target thread's on/off-CPU state where user space reads it
  * without a system call.
  *
- *   remora.bpf.c  the BPF side: a perf program on each target thread's task-clock event
- *                 (the frame walker: it runs after every period of that thread's own CPU
- *                 time, wherever the thread runs) and a sched_switch tracepoint program
- *                 (the thread-state table)
- *   kern.c        the loader (libbpf skeleton embedded in the binary), the maps, the ring
- *                 buffer's consumer
+ * Which file does what: docs/layout.md.
  *
  * Nothing here knows CPython's structs: the caller hands over a kern_layout_t of plain
  * offsets; frames come back as the raw words that name them (code object, instruction,

@@ -386,7 +386,7 @@ static int core_parse(image_t *img, pid_t *pid)
     }
     /* the core keeps the process's comm only (NT_PRPSINFO's fname): the main thread's */
     for (i = 0; i < img->ntasks; i++) {
-        img->tasks[i].has_name = 1;
+        img->tasks[i].has_comm = 1;
         if (img->tasks[i].tid == *pid && cn.have_psinfo)
             snprintf(img->tasks[i].name, sizeof img->tasks[i].name, "%s", cn.fname);
     }

@@ -216,7 +216,7 @@ void proc_release_states(proc_t *p);
 
 /* The task's comm (the kernel's name for it, /proc/PID/task/TID/comm; not threading's
  * thread name), NUL-terminated, at most 'len' - 1 bytes. Returns 0 or REMORA_ENOPROC. */
-int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len);
+int proc_task_comm(proc_t *p, pid_t tid, char *name, size_t len);
 
 /* ---- --blocking: the target held still while a sample is read (freeze.c) ---- */
 

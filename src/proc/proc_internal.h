@@ -101,7 +101,7 @@ typedef struct img_file {
 typedef struct img_task {
     pid_t tid;
     char state;                     /* 0: unknown (proc_task_state fails) */
-    int has_name;                   /* name holds its comm (the kernel's name for it) */
+    int has_comm;                   /* name holds its comm (the kernel's name for it) */
     char name[64];
     int has_regs;                   /* core: NT_PRSTATUS's registers (x86_64 user_regs) */
     uint64_t regs[27];
@@ -168,7 +168,7 @@ int snapshot_open(const char *file, image_t **out, pid_t *pid);
 int snapshot_open_mem(const void *buf, size_t len, image_t **out, pid_t *pid);
 
 /* The recorder (snapshot.c): every successful read and what proc_maps_read / proc_tasks /
- * proc_task_state / proc_task_name (the comm) / proc_elf_open returned, kept by the
+ * proc_task_state / proc_task_comm (the comm) / proc_elf_open returned, kept by the
  * handle that made them; it calls nothing of the handle's. */
 recorder_t *rec_new(void);
 void rec_free(recorder_t *r);
@@ -176,7 +176,7 @@ void rec_mem(recorder_t *r, uint64_t addr, const void *buf, size_t len);
 void rec_maps(recorder_t *r, const char *text, size_t len);
 void rec_task(recorder_t *r, pid_t tid);
 void rec_task_state(recorder_t *r, pid_t tid, char state);
-void rec_task_name(recorder_t *r, pid_t tid, const char *name);
+void rec_task_comm(recorder_t *r, pid_t tid, const char *name);
 /* The trace to attach to an ELF file opened at 'path' (created on first use from e). */
 void rec_elf(recorder_t *r, const char *path, uint64_t inode, elf_t *e);
 /* What r holds as a snapshot of process 'pid' recorded from a source of 'kind': into a

@@ -10,7 +10,7 @@
  *   record  u32 type, u32 0, u64 len, payload[len], zero padding to a multiple of 8
  *     1 META  u32 pid, u32 source kind (enum proc_kind) it was recorded from
  *     2 MAPS  the text of a maps file
- *     3 TASK  i32 tid, u8 state (0: unknown), u8 has_name, u16 name length, name
+ *     3 TASK  i32 tid, u8 state (0: unknown), u8 has_comm, u16 name length, name
  *     4 FILE  u64 inode, u32 path length, u32 0, path, padding to 8, a stub ELF file
  *     5 MEM   u64 address, the bytes read there
  *   Records of other types are skipped. Overlapping MEM records: the first one wins.
@@ -153,7 +153,7 @@ static int snapshot_parse(image_t *img, pid_t *pid)
             memset(t, 0, sizeof *t);
             t->tid = tid;
             t->state = (char)r.p[4];
-            t->has_name = r.p[5] != 0;
+            t->has_comm = r.p[5] != 0;
             if (nlen >= sizeof t->name)
                 nlen = sizeof t->name - 1;
             memcpy(t->name, r.p + 8, nlen);
@@ -376,13 +376,13 @@ void rec_task_state(recorder_t *r, pid_t tid, char state)
         t->state = state;
 }
 
-void rec_task_name(recorder_t *r, pid_t tid, const char *name)
+void rec_task_comm(recorder_t *r, pid_t tid, const char *name)
 {
     img_task_t *t = rec_task_get(r, tid);
 
     if (t != NULL) {
         snprintf(t->name, sizeof t->name, "%s", name);
-        t->has_name = 1;
+        t->has_comm = 1;
     }
 }
 
@@ -572,12 +572,12 @@ int rec_save_mem(const recorder_t *r, pid_t pid, int kind, unsigned char **out, 
     }
     for (i = 0; i < r->ntasks; i++) {
         const img_task_t *t = &r->tasks[i];
-        uint16_t nlen = t->has_name ? (uint16_t)strlen(t->name) : 0;
+        uint16_t nlen = t->has_comm ? (uint16_t)strlen(t->name) : 0;
         unsigned char head[8];
         int32_t tid = t->tid;
         memcpy(head, &tid, 4);
         head[4] = (unsigned char)t->state;
-        head[5] = (unsigned char)t->has_name;
+        head[5] = (unsigned char)t->has_comm;
         memcpy(head + 6, &nlen, 2);
         record_head(&w, R_TASK, 8u + nlen);
         put(&w, head, 8);

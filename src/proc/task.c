@@ -288,7 +288,7 @@ void proc_release_states(proc_t *p)
     p->nheld = 0;
 }
 
-int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len)
+int proc_task_comm(proc_t *p, pid_t tid, char *name, size_t len)
 {
     char path[96];
     char *text;
@@ -299,13 +299,13 @@ int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len)
         return REMORA_OK;
     if (p->img != NULL) {
         const img_task_t *t = image_task(p->img, tid);
-        if (t == NULL || !t->has_name) {
+        if (t == NULL || !t->has_comm) {
             name[0] = '\0';
             return REMORA_ENOPROC;
         }
         snprintf(name, len, "%s", t->name);
         if (p->rec != NULL)
-            rec_task_name(p->rec, tid, t->name);
+            rec_task_comm(p->rec, tid, t->name);
         return REMORA_OK;
     }
     snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)p->pid, (int)tid);
@@ -322,7 +322,7 @@ int proc_task_name(proc_t *p, pid_t tid, char *name, size_t len)
     name[n] = '\0';
     free(text);
     if (p->rec != NULL)
-        rec_task_name(p->rec, tid, name);
+        rec_task_comm(p->rec, tid, name);
     return REMORA_OK;
 }
 

@@ -94,7 +94,7 @@ static void type_symbols(elf_t *e, uint64_t bias, py_target_t *t)
     /* None: an exception slot holding it is empty (sys.exc_info(), 3.9/3.10 mostly) */
     if (elf_symbol(e, "_Py_NoneStruct", &sym, NULL) == REMORA_OK)
         t->none = sym + bias;
-    /* the types of what thread names are read through (unwind/pynames.c) */
+    /* the types of what thread names are read through (unwind/thread_names.c) */
     if (elf_symbol(e, "PyUnicode_Type", &sym, NULL) == REMORA_OK)
         t->str_type = sym + bias;
     if (elf_symbol(e, "PyDict_Type", &sym, NULL) == REMORA_OK)

@@ -59,7 +59,7 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
               (o->gc ? UNW_WANT_GC : 0) |
               (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
               (o->function ? UNW_WANT_FIRSTLINE : 0) | (o->opcodes ? UNW_WANT_OPCODES : 0) |
-              UNW_WANT_PYNAMES;
+              UNW_WANT_THREAD_NAMES;
     if (o->async && u != NULL) {
         int err = async_new(t, &s->async);
         if (err) {
@@ -94,7 +94,7 @@ void sampler_free(sampler_t *s)
     free(s->tids);
     free(s->interps);
     free(s->tthreads);
-    free(s->tpy);
+    free(s->tname);
     for (i = 0; i < s->ntids; i++) {
         free(s->last[i].frames);
         free(s->last[i].nodes);

@@ -63,7 +63,7 @@ struct sampler {
     pid_t *tids;
     int64_t *interps;
     uint32_t *tthreads;
-    const char **tpy;               /* the Python name the table thread has (interned in
+    const char **tname;               /* the Python name the table thread has (interned in
                                      * the table), NULL while it has the kernel's */
     struct last_stack *last;
     size_t ntids, cap_tids;

@@ -79,18 +79,18 @@ static void name_marks(char *name, size_t cap, int64_t interp, pid_t pid)
 }
 
 /* The table thread a thread's sample goes to, keyed by its native id and interpreter (a
- * thread that entered a subinterpreter has a stack in each), under its Python name
+ * thread that entered a subinterpreter has a stack in each), under its thread name
  * (threading.Thread's, as the unwinder last read it) or, while it has none, the kernel's
- * (from /proc), marked by name_marks(). A thread first seen under the kernel's name takes
- * its Python name when one is known (the kernel's stood for it); one renamed while
+ * (from /proc), marked by name_marks(). A thread first seen under its comm takes
+ * its thread name when one is known (its comm stood for it); one renamed while
  * recorded goes on as another table thread of the same tid, so each name keeps the
- * samples taken under it; one whose Python name is not read any more keeps the last.
+ * samples taken under it; one whose thread name is not read any more keeps the last.
  * Returns the index in s->tids, or (size_t)-1 when out of memory. */
 static size_t map_thread(sampler_t *s, proc_t *p, const unw_thread_t *ut)
 {
     pid_t tid = ut->native_id, pid = p != s->p ? proc_pid(p) : 0;
     int64_t interp = ut->interp_id;
-    const char *py = ut->py_name;
+    const char *py = ut->thread_name;
     size_t i;
     char name[1100] = "";
     uint32_t th;
@@ -104,9 +104,9 @@ static size_t map_thread(sampler_t *s, proc_t *p, const unw_thread_t *ut)
         if (s->tids[i] == tid && s->interps[i] == interp)
             break;
     if (i < s->ntids) {
-        if (py == NULL || (s->tpy[i] != NULL && strcmp(s->tpy[i], py) == 0))
+        if (py == NULL || (s->tname[i] != NULL && strcmp(s->tname[i], py) == 0))
             return i;
-        if (s->tpy[i] == NULL) {
+        if (s->tname[i] == NULL) {
             if (stk_thread_rename(s->t, s->tthreads[i], py))
                 return (size_t)-1;
         } else {
@@ -116,7 +116,7 @@ static size_t map_thread(sampler_t *s, proc_t *p, const unw_thread_t *ut)
             s->tthreads[i] = th;
             s->last[i].n = 0;       /* its nodes are the other thread's */
         }
-        s->tpy[i] = stk_thread_at(s->t, s->tthreads[i])->name;
+        s->tname[i] = stk_thread_at(s->t, s->tthreads[i])->name;
         return i;
     }
     if (s->ntids == s->cap_tids) {
@@ -133,10 +133,10 @@ static size_t map_thread(sampler_t *s, proc_t *p, const unw_thread_t *ut)
         if (nn == NULL)
             return (size_t)-1;
         s->tthreads = nn;
-        np = realloc(s->tpy, ncap * sizeof *np);
+        np = realloc(s->tname, ncap * sizeof *np);
         if (np == NULL)
             return (size_t)-1;
-        s->tpy = np;
+        s->tname = np;
         nl = realloc(s->last, ncap * sizeof *nl);
         if (nl == NULL)
             return (size_t)-1;
@@ -149,7 +149,7 @@ static size_t map_thread(sampler_t *s, proc_t *p, const unw_thread_t *ut)
     }
     if (py == NULL) {
         if (tid > 0)
-            proc_task_name(p, tid, name, sizeof name);
+            proc_task_comm(p, tid, name, sizeof name);
         name_marks(name, sizeof name, interp, pid);
     }
     th = stk_thread(s->t, tid, py != NULL ? py : name);
@@ -158,7 +158,7 @@ static size_t map_thread(sampler_t *s, proc_t *p, const unw_thread_t *ut)
     s->tids[s->ntids] = tid;
     s->interps[s->ntids] = interp;
     s->tthreads[s->ntids] = th;
-    s->tpy[s->ntids] = py != NULL ? stk_thread_at(s->t, th)->name : NULL;
+    s->tname[s->ntids] = py != NULL ? stk_thread_at(s->t, th)->name : NULL;
     memset(&s->last[s->ntids], 0, sizeof s->last[s->ntids]);
     return s->ntids++;
 }
@@ -232,7 +232,7 @@ int take_waiting_tasks(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_
             if (threads[k].native_id == tid)
                 owner = &threads[k];
         if (owner == NULL) {
-            static const unw_thread_t none = { .py_name = "asyncio (no running loop)" };
+            static const unw_thread_t none = { .thread_name = "asyncio (no running loop)" };
             owner = &none;
         }
         ti = map_thread(s, p, owner);

@@ -20,16 +20,16 @@
 #define CODE_WAYS 4                     /* the cache is set-associative: UNW_CODE_CACHE / 4 sets */
 
 struct code_cache {
-    strtab_t *names;
+    strtab_t *strs;
     unw_code_t slots[UNW_CODE_CACHE];
 };
 
-code_cache_t *code_cache_new(strtab_t *names)
+code_cache_t *code_cache_new(strtab_t *strs)
 {
     code_cache_t *c = calloc(1, sizeof *c);
 
     if (c != NULL)
-        c->names = names;
+        c->strs = strs;
     return c;
 }
 
@@ -187,7 +187,7 @@ static int intern_str(code_cache_t *c, proc_t *p, const py_layout_t *L, uint64_t
 
     if (err)
         return err;
-    *out = strtab_intern(c->names, buf, len);
+    *out = strtab_intern(c->strs, buf, len);
     if (e != NULL)
         e->str_at[k] = addr + 8;
     return *out ? REMORA_OK : REMORA_ENOMEM;

@@ -35,43 +35,43 @@ int pystr_from_head(proc_t *p, const py_layout_t *L, uint64_t addr, const unsign
 int pybytes_read(proc_t *p, const py_layout_t *L, uint64_t addr, size_t max,
                  unsigned char **out, size_t *len);
 
-/* ---- pynames.c: thread names (threading's, not the comm) ------------------- */
+/* ---- thread_names.c: thread names (threading's, not the comm) ------------------- */
 
-#define PYN_MAX_ENTRIES 65536   /* threading._active entries scanned (1.5 MB, 16 reads): all of
+#define TN_MAX_ENTRIES 65536   /* threading._active entries scanned (1.5 MB, 16 reads): all of
                                  * a registry that held at most 21,845 threads when its table
                                  * was last resized (CPython sizes it to 3 x the count then) */
-#define PYN_MAX_SCAN 8192       /* entries of sys.modules or a module's dict scanned */
-#define PYN_REFRESH_NS 500000000 /* the registry is read again this often ... */
-#define PYN_NEW_NS 20000000     /* ... or, when a thread not in the last reading appears,
+#define TN_MAX_SCAN 8192       /* entries of sys.modules or a module's dict scanned */
+#define TN_REFRESH_NS 500000000 /* the registry is read again this often ... */
+#define TN_NEW_NS 20000000     /* ... or, when a thread not in the last reading appears,
                                  * this */
 
-typedef struct pynames pynames_t;
+typedef struct thread_names thread_names_t;
 
-pynames_t *pyn_new(void);
-void pyn_free(pynames_t *pn);
+thread_names_t *tn_new(void);
+void tn_free(thread_names_t *pn);
 
 /* Reads the registry of the interpreter at 'interp' again when it is due: never read,
- * PYN_REFRESH_NS since the last reading, or one of idents[0..n) (the threads' pthread
- * ids) was not among those of the last reading and PYN_NEW_NS passed. A registry that
+ * TN_REFRESH_NS since the last reading, or one of idents[0..n) (the threads' pthread
+ * ids) was not among those of the last reading and TN_NEW_NS passed. A registry that
  * cannot be read gives no thread name. Returns 0, REMORA_ENOPROC or REMORA_ENOMEM. */
-int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *idents, size_t n,
+int tn_update(unwinder_t *u, thread_names_t *pn, uint64_t interp, const uint64_t *idents, size_t n,
                int force);
 
 /* The thread name of the thread whose pthread id is 'ident' (UTF-8, valid until the next
- * pyn_update), or NULL. */
-const char *pyn_lookup(const pynames_t *pn, uint64_t ident);
+ * tn_update), or NULL. */
+const char *tn_lookup(const thread_names_t *pn, uint64_t ident);
 
 /* What the readings cost and found. */
-typedef struct pyn_stats {
+typedef struct tn_stats {
     uint64_t readings;          /* times the registry was read */
     uint64_t reads;             /* system calls those readings made */
     uint64_t scans;             /* scans of _active (more than one in a reading: it moved) */
-    uint64_t torn;              /* threads left unread after PYN_TRIES scans, in all */
-    uint64_t unscanned;         /* _active entries past PYN_MAX_ENTRIES at the last scan */
+    uint64_t torn;              /* threads left unread after TN_TRIES scans, in all */
+    uint64_t unscanned;         /* _active entries past TN_MAX_ENTRIES at the last scan */
     uint64_t ns;                /* time those readings took, in all */
-} pyn_stats_t;
+} tn_stats_t;
 
-void pyn_get_stats(const pynames_t *pn, pyn_stats_t *out);
+void tn_get_stats(const thread_names_t *pn, tn_stats_t *out);
 
 /* ---- code.c --------------------------------------------------------------- */
 
@@ -206,7 +206,7 @@ static inline int code_line(unw_code_t *code, const py_layout_t *L, int addrq)
 struct unwinder {
     proc_t *p;
     const py_target_t *target;
-    strtab_t *names;            /* interned strings (the frames' function and file names,
+    strtab_t *strs;            /* interned strings (the frames' function and file names,
                                  * asyncio task names); code.c, native.c, tasks.c intern */
     code_cache_t *codes;
     unw_thread_t *threads;
@@ -220,7 +220,7 @@ struct unwinder {
     const char *const *opnames; /* the target version's opcode names (--opcodes), or NULL */
     unsigned tries;             /* unw_set_tries() */
     struct reader *reader;      /* the per-sample reader's state (sample.c) */
-    pynames_t *pynames;         /* UNW_WANT_PYNAMES: the thread names (threading's) */
+    thread_names_t *thread_names;         /* UNW_WANT_THREAD_NAMES: the thread names (threading's) */
     uint64_t *idents;           /* scratch: this sample's pthread ids */
     size_t cap_idents;
     struct unw_native *native;  /* --native (native.c), or NULL */
@@ -236,7 +236,7 @@ typedef struct unw_native unw_native_t;
 
 /* Reports the target's ELF files to libdwfl. Returns 0 or as unw_native_enable(). Names
  * are interned in 'names'. */
-int native_new(proc_t *p, strtab_t *names, unw_native_t **out);
+int native_new(proc_t *p, strtab_t *strs, unw_native_t **out);
 void native_free(unw_native_t *n);
 /* Each of th[0..nth): its C stack unwound and merged with its frames, which then point
  * into n's buffer (valid until the next call). Out of memory: left as they were. */

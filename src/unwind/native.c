@@ -6,7 +6,7 @@
  * its stack, copied in one read from the stack pointer to the end of its mapping (at most
  * NAT_STACK_MAX); any other word is read alone, NAT_WORD_READS at most per thread. Frames
  * are named from the files' symbol tables (file:line where debug information is found),
- * "??" with the module and offset where nothing names them.
+ * "??" with the module and offset where no symbol covers them.
  *
  * Merging (native_merge.c): each call of the interpreter's eval loop on the C stack is replaced by the
  * Python frames it ran (unw_frame_t.entry marks where each call's frames begin). Which C
@@ -338,7 +338,7 @@ static int walk_native(unw_native_t *n, pid_t tid)
     return unwind_regs(n, tid);
 }
 
-/* ---- names ---------------------------------------------------------------------- */
+/* ---- symbols: a C frame's function and file --------------------------------------- */
 
 const nat_sym_t *nat_name_pc(unw_native_t *n, uint64_t pc)
 {
@@ -362,22 +362,22 @@ const nat_sym_t *nat_name_pc(unw_native_t *n, uint64_t pc)
             Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
             const char *src = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
             /* "clock_nanosleep@GLIBC_2.2.5": the name without its symbol version */
-            fn = strtab_intern(n->names, s, strcspn(s, "@") < UNW_MAX_NAME ? strcspn(s, "@") : UNW_MAX_NAME);
+            fn = strtab_intern(n->strs, s, strcspn(s, "@") < UNW_MAX_NAME ? strcspn(s, "@") : UNW_MAX_NAME);
             if (src == NULL || line <= 0) {
                 line = 0;
                 src = mainfile ? mainfile : modname ? modname : "";
             }
-            file = strtab_intern(n->names, src, strnlen(src, UNW_MAX_NAME));
+            file = strtab_intern(n->strs, src, strnlen(src, UNW_MAX_NAME));
         } else {
             int k = snprintf(buf, sizeof buf, "%s+0x%llx", modname ? modname : "?",
                              (unsigned long long)(pc - start));
-            fn = strtab_intern(n->names, "??", 2);
-            file = strtab_intern(n->names, buf, k > 0 && (size_t)k < sizeof buf ? (size_t)k : 0);
+            fn = strtab_intern(n->strs, "??", 2);
+            file = strtab_intern(n->strs, buf, k > 0 && (size_t)k < sizeof buf ? (size_t)k : 0);
         }
     } else {
         int k = snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)pc);
-        fn = strtab_intern(n->names, "??", 2);
-        file = strtab_intern(n->names, buf, (size_t)k);
+        fn = strtab_intern(n->strs, "??", 2);
+        file = strtab_intern(n->strs, buf, (size_t)k);
     }
     if (fn == NULL || file == NULL)
         return NULL;
@@ -390,14 +390,14 @@ const nat_sym_t *nat_name_pc(unw_native_t *n, uint64_t pc)
 
 /* ---- the handle -------------------------------------------------------------------- */
 
-int native_new(proc_t *p, strtab_t *names, unw_native_t **out)
+int native_new(proc_t *p, strtab_t *strs, unw_native_t **out)
 {
     unw_native_t *n;
     int err;
 
     *out = NULL;
 #if !defined(__x86_64__)
-    (void)p, (void)names;
+    (void)p, (void)strs;
     return REMORA_EUSAGE;
 #else
     if (proc_kind(p) == PROC_SNAPSHOT)
@@ -405,7 +405,7 @@ int native_new(proc_t *p, strtab_t *names, unw_native_t **out)
     if ((n = calloc(1, sizeof *n)) == NULL)
         return REMORA_ENOMEM;
     n->p = p;
-    n->names = names;
+    n->strs = strs;
     n->words_max = NAT_WORD_READS;
     n->stack = malloc(NAT_STACK_MAX);
     n->syms = calloc(NAT_SYMS, sizeof *n->syms);

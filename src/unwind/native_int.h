@@ -35,7 +35,7 @@ enum { NAT_END_OK, NAT_END_CUT };
 
 struct unw_native {
     proc_t *p;
-    strtab_t *names;
+    strtab_t *strs;
     Dwfl *dwfl;
     Dwfl_Callbacks cb;
     int64_t mapped_ns;              /* when the maps were last read for the modules */

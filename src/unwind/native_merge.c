@@ -30,8 +30,8 @@ int nat_put_marker(unw_native_t *n, size_t *k, const char *what)
     if (f == NULL)
         return REMORA_ENOMEM;
     memset(f, 0, sizeof *f);
-    f->function = strtab_intern(n->names, what, strlen(what));
-    f->file = strtab_intern(n->names, "", 0);
+    f->function = strtab_intern(n->strs, what, strlen(what));
+    f->file = strtab_intern(n->strs, "", 0);
     f->native = 1;
     return f->function && f->file ? REMORA_OK : REMORA_ENOMEM;
 }
@@ -59,8 +59,8 @@ static int put_python(unw_native_t *n, size_t *k, unw_thread_t *th, const size_t
         if (f == NULL)
             return REMORA_ENOMEM;
         memset(f, 0, sizeof *f);
-        f->function = strtab_intern(n->names, UNW_MOVING, strlen(UNW_MOVING));
-        f->file = strtab_intern(n->names, "", 0);
+        f->function = strtab_intern(n->strs, UNW_MOVING, strlen(UNW_MOVING));
+        f->file = strtab_intern(n->strs, "", 0);
         if (f->function == NULL || f->file == NULL)
             return REMORA_ENOMEM;
         th->moving_in_frames = 1;

@@ -2,7 +2,7 @@
  *
  * The decoders (pyo_keys, pyo_long_digits, pyo_long, pyo_str, pyo_str_is_head,
  * pyo_type, pyo_inst) read bytes already copied from the target and nothing else: every
- * reader of objects (locals.c, pynames.c, tasks.c and the slow readers below) decodes a
+ * reader of objects (locals.c, thread_names.c, tasks.c and the slow readers below) decodes a
  * dict's keys, an int, a str's header and where an instance keeps its attributes
  * through them, with the layout's facts (py_layout_t) and one set of bounds.
  *

@@ -47,8 +47,8 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
      * it; without, after its walk (idle_decide) */
     if (th->native_id > 0 && u->kern != NULL)
         kern_cpu_state(u, tc, th);
-    if (th->native_id > 0 && (u->want & UNW_WANT_NAMES))
-        proc_task_name(u->p, th->native_id, th->name, sizeof th->name);
+    if (th->native_id > 0 && (u->want & UNW_WANT_COMM))
+        proc_task_comm(u->p, th->native_id, th->comm, sizeof th->comm);
 }
 
 /* The thread's current frame as this round's first read has it (3.11/3.12 through its

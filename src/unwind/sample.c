@@ -155,15 +155,15 @@ static int any_incomplete(const unwinder_t *u)
     return 0;
 }
 
-/* Each thread's Python name, from the registry read again when due (pynames.c): the
+/* Each thread's Python name, from the registry read again when due (thread_names.c): the
  * main interpreter's (id 0), whose threading module names every thread it started. */
-static int sample_names(unwinder_t *u, reader_t *r)
+static int sample_thread_names(unwinder_t *u, reader_t *r)
 {
     uint64_t interp = 0;
     size_t i;
     int err;
 
-    if (u->pynames == NULL && (u->pynames = pyn_new()) == NULL)
+    if (u->thread_names == NULL && (u->thread_names = tn_new()) == NULL)
         return REMORA_ENOMEM;
     if (remora_grow((void **)&u->idents, &u->cap_idents, u->nthreads, sizeof *u->idents))
         return REMORA_ENOMEM;
@@ -172,10 +172,10 @@ static int sample_names(unwinder_t *u, reader_t *r)
     for (i = 0; i < r->ninterps; i++)
         if (r->interps[i].id == 0)
             interp = r->interps[i].addr;
-    if ((err = pyn_update(u, u->pynames, interp, u->idents, u->nthreads, 0)) != REMORA_OK)
+    if ((err = tn_update(u, u->thread_names, interp, u->idents, u->nthreads, 0)) != REMORA_OK)
         return err;
     for (i = 0; i < u->nthreads; i++)
-        u->threads[i].py_name = u->threads[i].ident ? pyn_lookup(u->pynames, u->threads[i].ident) : NULL;
+        u->threads[i].thread_name = u->threads[i].ident ? tn_lookup(u->thread_names, u->threads[i].ident) : NULL;
     return REMORA_OK;
 }
 
@@ -226,7 +226,7 @@ int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n)
         return err;
     for (size_t i = 0; i < u->nthreads; i++)
         u->stats.partial += u->threads[i].partial != 0;
-    if ((u->want & UNW_WANT_PYNAMES) && (err = sample_names(u, u->reader)) != REMORA_OK)
+    if ((u->want & UNW_WANT_THREAD_NAMES) && (err = sample_thread_names(u, u->reader)) != REMORA_OK)
         return err;
     if (u->native != NULL && (u->want & UNW_WANT_NATIVE))
         native_merge_all(u->native, u, u->threads, u->nthreads);

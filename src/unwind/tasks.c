@@ -117,17 +117,17 @@ static int read_names(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
         tk->tasks[i].name = NULL;
         if (type != 0 && type == u->target->str_type &&
             pystr_from_head(u->p, L, tk->raw[i].name, h, TK_NAME_HEAD, name, sizeof name, &len) == REMORA_OK) {
-            tk->tasks[i].name = strtab_intern(u->names, name, len);
+            tk->tasks[i].name = strtab_intern(u->strs, name, len);
         } else if (type != 0 && type == u->target->long_type) {
             /* a small non-negative int: one 30-bit digit (or two) */
             uint64_t v = 0;
             if (pyo_long(u, h, TK_NAME_HEAD, &v) == REMORA_OK && v < (UINT64_C(1) << 60)) {
                 len = (size_t)snprintf(name, sizeof name, "Task-%llu", (unsigned long long)v);
-                tk->tasks[i].name = strtab_intern(u->names, name, len);
+                tk->tasks[i].name = strtab_intern(u->strs, name, len);
             }
         }
         if (tk->tasks[i].name == NULL) {
-            if (tk->unnamed == NULL && (tk->unnamed = strtab_intern(u->names, "?", 1)) == NULL)
+            if (tk->unnamed == NULL && (tk->unnamed = strtab_intern(u->strs, "?", 1)) == NULL)
                 return REMORA_ENOMEM;
             tk->tasks[i].name = tk->unnamed;
         }

@@ -28,8 +28,8 @@ int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
     u->opnames = t->layout.major == 3 ? code_opnames(t->layout.minor) : NULL;
     u->pthread_tid_off = -1;
     u->want = UNW_WANT_ALL;
-    u->names = strtab_new();
-    u->codes = u->names ? code_cache_new(u->names) : NULL;
+    u->strs = strtab_new();
+    u->codes = u->strs ? code_cache_new(u->strs) : NULL;
     u->tsbuf = malloc(TS_MAX_READ);
     if (t->layout.fn_code)
         u->funcs = calloc(UNW_FUNCS, sizeof *u->funcs);
@@ -54,15 +54,15 @@ void unw_set_tries(unwinder_t *u, unsigned tries)
 void unw_get_stats(const unwinder_t *u, unw_stats_t *out)
 {
     *out = u->stats;
-    if (u->pynames != NULL) {
-        pyn_stats_t ps;
-        pyn_get_stats(u->pynames, &ps);
-        out->name_readings = ps.readings;
-        out->name_reads = ps.reads;
-        out->name_scans = ps.scans;
-        out->name_torn = ps.torn;
-        out->name_unscanned = ps.unscanned;
-        out->name_ns = ps.ns;
+    if (u->thread_names != NULL) {
+        tn_stats_t ps;
+        tn_get_stats(u->thread_names, &ps);
+        out->thread_name_readings = ps.readings;
+        out->thread_name_reads = ps.reads;
+        out->thread_name_scans = ps.scans;
+        out->thread_name_torn = ps.torn;
+        out->thread_name_unscanned = ps.unscanned;
+        out->thread_name_ns = ps.ns;
     }
 }
 
@@ -72,7 +72,7 @@ int unw_native_enable(unwinder_t *u)
 
     if (u->native != NULL)
         return REMORA_OK;
-    if ((err = native_new(u->p, u->names, &u->native)) != REMORA_OK)
+    if ((err = native_new(u->p, u->strs, &u->native)) != REMORA_OK)
         return err;
     u->want |= UNW_WANT_NATIVE;
     return REMORA_OK;
@@ -94,10 +94,10 @@ void unw_free(unwinder_t *u)
     kern_unw_free(u->kern, proc_pid(u->p));
     tasks_free(u->tasks);
     unw_reader_free(u->reader);
-    pyn_free(u->pynames);
+    tn_free(u->thread_names);
     free(u->idents);
     code_cache_free(u->codes);
-    strtab_free(u->names);
+    strtab_free(u->strs);
     free(u->threads);
     free(u->frames);
     free(u->tsbuf);

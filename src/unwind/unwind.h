@@ -83,10 +83,10 @@ typedef struct unw_thread {
     int handling_exc;           /* UNW_WANT_EXC: 1 when sys.exc_info() would give an exception
                                  * there (it is inside an except block), 0 when not, -1
                                  * when that could not be read */
-    char name[64];              /* its comm (the kernel's name for the task), only with
-                                 * UNW_WANT_NAMES */
+    char comm[64];              /* its comm (the kernel's name for the task), only with
+                                 * UNW_WANT_COMM */
     uint64_t ident;             /* its pthread_t (threading.get_ident()), 0 if unknown */
-    const char *py_name;        /* UNW_WANT_PYNAMES: its thread name (threading's, UTF-8,
+    const char *thread_name;        /* UNW_WANT_THREAD_NAMES: its thread name (threading's, UTF-8,
                                  * cut after UNW_MAX_NAME code points), NULL when the
                                  * thread is not in threading's registry or that could not
                                  * be read; valid until the next unw_sample() */
@@ -115,11 +115,11 @@ typedef struct unwinder unwinder_t;
 /* What unw_sample reads besides stacks (each costs system calls per thread). */
 #define UNW_WANT_CPU 1u         /* on_cpu of every thread: the kernel engine's table, else
                                  * /proc (idle.c: looked at when it may have changed) */
-#define UNW_WANT_NAMES 2u       /* name: the comm, from /proc/PID/task/TID/comm */
+#define UNW_WANT_COMM 2u       /* name: the comm, from /proc/PID/task/TID/comm */
 #define UNW_WANT_GC 4u          /* gc, from the interpreter's GC state */
 #define UNW_WANT_EXC 8u         /* handling_exc, from the thread state (a read per generator
                                  * or coroutine whose exception slot is walked through) */
-#define UNW_WANT_PYNAMES 32u    /* py_name: the thread name, from threading._active (read
+#define UNW_WANT_THREAD_NAMES 32u    /* thread_name: the thread name, from threading._active (read
                                  * again at most every 20 ms when a thread appears, else
                                  * every 0.5 s) */
 #define UNW_WANT_ALL 47u
@@ -174,14 +174,14 @@ typedef struct unw_stats {
     uint64_t thread_samples;    /* threads read by unw_sample(), in all */
     uint64_t parked;            /* ... served from a parked thread's saved walk */
     uint64_t partial;           /* ... whose innermost frames moved (unw_thread_t.partial) */
-    uint64_t name_readings;     /* readings of the thread names' registry (threading._active;
+    uint64_t thread_name_readings;     /* readings of the thread names' registry (threading._active;
                                  * never per sample) */
-    uint64_t name_reads;        /* ... the system calls they made */
-    uint64_t name_scans;        /* ... scans of threading._active (> readings: it moved) */
-    uint64_t name_torn;         /* threads it moved under every time (their last thread
+    uint64_t thread_name_reads;        /* ... the system calls they made */
+    uint64_t thread_name_scans;        /* ... scans of threading._active (> readings: it moved) */
+    uint64_t thread_name_torn;         /* threads it moved under every time (their last thread
                                  * name kept) */
-    uint64_t name_unscanned;    /* _active entries past the bound at the last reading */
-    uint64_t name_ns;           /* ... the time the readings took, in all */
+    uint64_t thread_name_unscanned;    /* _active entries past the bound at the last reading */
+    uint64_t thread_name_ns;           /* ... the time the readings took, in all */
     uint64_t idle_sched;        /* without the kernel engine: schedstat reads (idle.c) */
     uint64_t idle_states;       /* ... stat reads (a thread's state letter) */
     uint64_t idle_kept;         /* ... thread samples whose state was its last look's */

@@ -264,7 +264,7 @@ int fuzz_core(const uint8_t *data, size_t size)
         for (i = 0; i < n && i < 64; i++) {
             char st, name[64];
             (void)proc_task_state(p, tids[i], &st);
-            (void)proc_task_name(p, tids[i], name, sizeof name);
+            (void)proc_task_comm(p, tids[i], name, sizeof name);
         }
     }
     unwind_all(p);

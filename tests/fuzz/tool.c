@@ -186,7 +186,7 @@ static void print_json(FILE *out, pid_t pid, const py_target_t *t, const unw_thr
     fputs(",\"threads\":[", out);
     for (i = 0; i < n; i++) {
         fprintf(out, "%s{\"native_id\":%d,\"name\":", i ? "," : "", (int)th[i].native_id);
-        out_json_str(out, th[i].name);
+        out_json_str(out, th[i].comm);
         fprintf(out, ",\"main\":%s,\"gil\":%s,\"on_cpu\":%s", th[i].is_main ? "true" : "false",
                th[i].holds_gil ? "true" : "false", th[i].on_cpu ? "true" : "false");
         if (th[i].error) {

@@ -815,7 +815,7 @@ static void test_fn_rows(void)
     stk_free(t);
 }
 
-/* ---- thread names (unwind/pynames.c) over synthetic memory: a snapshot holding a
+/* ---- thread names (unwind/thread_names.c) over synthetic memory: a snapshot holding a
  * sys.modules, a threading module, its _active dict and Thread objects laid out as a
  * 3.9-like target (sized dict keys, a Thread's dict at +16) with offsets of our own ---- */
 
@@ -965,8 +965,8 @@ static void pn_begin(void)
     pn_put(pn_thread_type + PN_HT_KEYS, 0);
 }
 
-/* Reads the names of idents[0..n) from the registry at 'interp'; pyn_update's code. */
-static int pn_read(uint64_t interp, const uint64_t *idents, size_t n, pynames_t **pn, proc_t **p,
+/* Reads the names of idents[0..n) from the registry at 'interp'; tn_update's code. */
+static int tn_test_read(uint64_t interp, const uint64_t *idents, size_t n, thread_names_t **pn, proc_t **p,
                    unwinder_t *u, py_target_t *T)
 {
     py_layout_t *L = &T->layout;
@@ -986,30 +986,30 @@ static int pn_read(uint64_t interp, const uint64_t *idents, size_t n, pynames_t 
     L->ob_head = 16, L->ob_size = 16, L->list_items = 24, L->set_mask = 32, L->set_table = 40;
     L->inst_pre = 32, L->inst_pre_values = 0, L->inst_pre_dict = 8, L->tp_base = 256;
     *p = pn_source();
-    *pn = pyn_new();
+    *pn = tn_new();
     if (*p == NULL || *pn == NULL)
         return -1;
     u->p = *p;
     u->target = T;
-    return pyn_update(u, *pn, interp, idents, n, 1);
+    return tn_update(u, *pn, interp, idents, n, 1);
 }
 
-static void pn_end(pynames_t *pn, proc_t *p)
+static void tn_test_end(thread_names_t *pn, proc_t *p)
 {
-    pyn_free(pn);
+    tn_free(pn);
     proc_free(p);
 }
 
-static void test_pynames(void)
+static void test_thread_names(void)
 {
     const uint64_t A = 0x7f0000001000, B = 0x7f0000002000, C = 0x7f0000003000, D = 0x7f0000004000,
                    E = 0x7f0000005000, F = 0x7f0000006000, G = 0x7f0000007000, H = 0x7f0000008000;
     uint64_t reg[10][3], interp, idents[8] = { A, B, D, E, F, C, G, H }, s1, s2;
     py_target_t T;
     unwinder_t u;
-    pynames_t *pn;
+    thread_names_t *pn;
     proc_t *p;
-    pyn_stats_t st;
+    tn_stats_t st;
     int err;
 
     pn_mem = calloc(1, PN_SIZE);
@@ -1034,24 +1034,24 @@ static void test_pynames(void)
     reg[7][0] = G, reg[7][1] = pn_int(G), reg[7][2] = pn_thread(s1);
     reg[8][0] = H, reg[8][1] = pn_int(H), reg[8][2] = pn_thread(s2);
     interp = pn_registry(reg, 9, 16, 9);
-    err = pn_read(interp, idents, 8, &pn, &p, &u, &T);
+    err = tn_test_read(interp, idents, 8, &pn, &p, &u, &T);
     CHECK(err == 0 && pn != NULL, "read: %d", err);
     if (err == 0) {
-        const char *a = pyn_lookup(pn, A), *b = pyn_lookup(pn, B);
+        const char *a = tn_lookup(pn, A), *b = tn_lookup(pn, B);
         CHECK(a != NULL && strcmp(a, "alpha") == 0, "A named %s", a ? a : "(none)");
         CHECK(b != NULL && strcmp(b, "beta") == 0, "B named %s", b ? b : "(none)");
-        CHECK(pyn_lookup(pn, D) == NULL, "D (not in the registry) named");
-        CHECK(pyn_lookup(pn, E) == NULL, "E (a str key) named %s", pyn_lookup(pn, E));
-        CHECK(pyn_lookup(pn, F) == NULL, "F (an int name) named %s", pyn_lookup(pn, F));
-        CHECK(pyn_lookup(pn, C) == NULL, "C (an int, not a Thread) named %s", pyn_lookup(pn, C));
-        CHECK(pyn_lookup(pn, 9) == NULL, "an ident not asked for named");
-        CHECK(pyn_lookup(pn, G) == NULL, "G (no terminating zero) named %s", pyn_lookup(pn, G));
-        CHECK(pyn_lookup(pn, H) == NULL, "H (ASCII with a high byte) named %s", pyn_lookup(pn, H));
-        pyn_get_stats(pn, &st);
+        CHECK(tn_lookup(pn, D) == NULL, "D (not in the registry) named");
+        CHECK(tn_lookup(pn, E) == NULL, "E (a str key) named %s", tn_lookup(pn, E));
+        CHECK(tn_lookup(pn, F) == NULL, "F (an int name) named %s", tn_lookup(pn, F));
+        CHECK(tn_lookup(pn, C) == NULL, "C (an int, not a Thread) named %s", tn_lookup(pn, C));
+        CHECK(tn_lookup(pn, 9) == NULL, "an ident not asked for named");
+        CHECK(tn_lookup(pn, G) == NULL, "G (no terminating zero) named %s", tn_lookup(pn, G));
+        CHECK(tn_lookup(pn, H) == NULL, "H (ASCII with a high byte) named %s", tn_lookup(pn, H));
+        tn_get_stats(pn, &st);
         CHECK(st.readings == 1 && st.unscanned == 0 && st.scans <= 4, "stats: %llu readings, %llu scans",
               (unsigned long long)st.readings, (unsigned long long)st.scans);
     }
-    pn_end(pn, p);
+    tn_test_end(pn, p);
 
     /* a reading whose chains fail where the last reading's held: a thread read through
      * the same Thread object keeps its last name (counted torn), one whose Thread object
@@ -1060,8 +1060,8 @@ static void test_pynames(void)
     reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
     reg[1][0] = B, reg[1][1] = pn_int(B), reg[1][2] = pn_thread(pn_str("beta"));
     interp = pn_registry(reg, 2, 8, 2);
-    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
-    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) != NULL && pyn_lookup(pn, B) != NULL,
+    err = tn_test_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && tn_lookup(pn, A) != NULL && tn_lookup(pn, B) != NULL,
           "before: err %d", err);
     if (err == 0 && pn != NULL) {
         proc_t *p2;
@@ -1072,35 +1072,35 @@ static void test_pynames(void)
         pn_put(ents + 24 + 16, pn_thread(pn_int(7)));   /* B: another Thread, no str name */
         p2 = pn_source();
         u.p = p2;
-        err = p2 != NULL ? pyn_update(&u, pn, interp, idents, 2, 1) : -1;
-        pyn_get_stats(pn, &st);
-        CHECK(err == 0 && pyn_lookup(pn, A) != NULL && strcmp(pyn_lookup(pn, A), "alpha") == 0 &&
-              pyn_lookup(pn, B) == NULL && st.torn == 2 && st.scans == 1 + 4,
+        err = p2 != NULL ? tn_update(&u, pn, interp, idents, 2, 1) : -1;
+        tn_get_stats(pn, &st);
+        CHECK(err == 0 && tn_lookup(pn, A) != NULL && strcmp(tn_lookup(pn, A), "alpha") == 0 &&
+              tn_lookup(pn, B) == NULL && st.torn == 2 && st.scans == 1 + 4,
               "after: err %d, A %s, B %s, torn %llu, scans %llu", err,
-              pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)", pyn_lookup(pn, B) ? pyn_lookup(pn, B) : "(none)",
+              tn_lookup(pn, A) ? tn_lookup(pn, A) : "(none)", tn_lookup(pn, B) ? tn_lookup(pn, B) : "(none)",
               (unsigned long long)st.torn, (unsigned long long)st.scans);
         proc_free(p2);
     }
-    pn_end(pn, p);
+    tn_test_end(pn, p);
 
     /* a table as 3.9 and 3.10 build it: the dict points to it, its entries copied, its
      * dk_nentries still 0: read all the same */
     pn_begin();
     reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
     interp = pn_registry(reg, 1, 8, 0);
-    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
-    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) != NULL && strcmp(pyn_lookup(pn, A), "alpha") == 0,
-          "dk_nentries 0: err %d, A %s", err, pn && pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)");
-    pn_end(pn, p);
+    err = tn_test_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && tn_lookup(pn, A) != NULL && strcmp(tn_lookup(pn, A), "alpha") == 0,
+          "dk_nentries 0: err %d, A %s", err, pn && tn_lookup(pn, A) ? tn_lookup(pn, A) : "(none)");
+    tn_test_end(pn, p);
 
     /* nentries lies: more than its table holds; then within the table, past the memory */
     pn_begin();
     reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
     interp = pn_registry(reg, 1, 8, 9);
-    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
-    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) == NULL, "nentries > size: err %d, A %s", err,
-          pn && pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)");
-    pn_end(pn, p);
+    err = tn_test_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && tn_lookup(pn, A) == NULL, "nentries > size: err %d, A %s", err,
+          pn && tn_lookup(pn, A) ? tn_lookup(pn, A) : "(none)");
+    tn_test_end(pn, p);
     pn_begin();
     reg[0][0] = A, reg[0][1] = pn_int(A), reg[0][2] = pn_thread(pn_str("alpha"));
     interp = pn_registry(reg, 1, 8, 1);
@@ -1110,14 +1110,14 @@ static void test_pynames(void)
         pn_put(keys + 8, 1u << 26);         /* a table of 2^26, its entries far away */
         pn_put(keys + 32, 1u << 26);
     }
-    err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
-    CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) == NULL, "nentries past the memory: err %d", err);
+    err = tn_test_read(interp, idents, 2, &pn, &p, &u, &T);
+    CHECK(err == 0 && pn != NULL && tn_lookup(pn, A) == NULL, "nentries past the memory: err %d", err);
     if (pn != NULL) {
-        pyn_get_stats(pn, &st);
+        tn_get_stats(pn, &st);
         CHECK(st.scans == 4 && st.reads < 100, "past the memory: %llu scans, %llu reads",
               (unsigned long long)st.scans, (unsigned long long)st.reads);
     }
-    pn_end(pn, p);
+    tn_test_end(pn, p);
 
     /* the bound: 70,000 entries, A at entry 100, B at entry 69,000 (past 65,536: the
      * kernel's name, counted) */
@@ -1132,17 +1132,17 @@ static void test_pynames(void)
         big[100][0] = A, big[100][1] = pn_int(A), big[100][2] = pn_thread(pn_str("alpha"));
         big[69000][0] = B, big[69000][1] = pn_int(B), big[69000][2] = pn_thread(pn_str("beta"));
         interp = pn_registry((const uint64_t (*)[3])big, N, 1u << 17, N);
-        err = pn_read(interp, idents, 2, &pn, &p, &u, &T);
-        CHECK(err == 0 && pn != NULL && pyn_lookup(pn, A) != NULL && strcmp(pyn_lookup(pn, A), "alpha") == 0,
-              "70,000 entries: err %d, A %s", err, pn && pyn_lookup(pn, A) ? pyn_lookup(pn, A) : "(none)");
+        err = tn_test_read(interp, idents, 2, &pn, &p, &u, &T);
+        CHECK(err == 0 && pn != NULL && tn_lookup(pn, A) != NULL && strcmp(tn_lookup(pn, A), "alpha") == 0,
+              "70,000 entries: err %d, A %s", err, pn && tn_lookup(pn, A) ? tn_lookup(pn, A) : "(none)");
         if (err == 0 && pn != NULL) {
-            pyn_get_stats(pn, &st);
-            CHECK(pyn_lookup(pn, B) == NULL && st.unscanned == N - PYN_MAX_ENTRIES && st.scans == 1 &&
+            tn_get_stats(pn, &st);
+            CHECK(tn_lookup(pn, B) == NULL && st.unscanned == N - TN_MAX_ENTRIES && st.scans == 1 &&
                   st.reads < 40, "past the bound: B %s, %llu unscanned, %llu scans, %llu reads",
-                  pyn_lookup(pn, B) ? pyn_lookup(pn, B) : "(none)", (unsigned long long)st.unscanned,
+                  tn_lookup(pn, B) ? tn_lookup(pn, B) : "(none)", (unsigned long long)st.unscanned,
                   (unsigned long long)st.scans, (unsigned long long)st.reads);
         }
-        pn_end(pn, p);
+        tn_test_end(pn, p);
     }
     free(pn_mem);
 }
@@ -1268,7 +1268,7 @@ static void test_tasks(void)
     py_asyncio_t a;
     py_target_t T;
     unwinder_t u;
-    pynames_t *pn = NULL;
+    thread_names_t *pn = NULL;
     proc_t *p = NULL;
     uint64_t head, tasks[5], lists[2], keys[16], items[4];
     size_t n = 0, i;
@@ -1288,40 +1288,40 @@ static void test_tasks(void)
         tasks[i] = tk_task(i != 2);
     tk_link(head, tasks, 5);
     lists[0] = head, lists[1] = tasks[0] + TK_NODE;
-    CHECK(pn_read(0, NULL, 0, &pn, &p, &u, &T) == 0 || p != NULL, "synthetic source");
+    CHECK(tn_test_read(0, NULL, 0, &pn, &p, &u, &T) == 0 || p != NULL, "synthetic source");
     err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
     CHECK(err == 0 && n == 4 && !moved, "a list of 5 tasks, one done: err %d, %zu tasks, moved %d", err, n, moved);
-    pn_end(pn, p);
+    tn_test_end(pn, p);
 
     /* the last node loops to itself (its back link holds): bounded, not a hang */
     pn_put(tasks[4] + TK_NODE, tasks[4] + TK_NODE);
     pn_put(tasks[4] + TK_NODE + 8, tasks[4] + TK_NODE);
     pn_put(tasks[3] + TK_NODE, tasks[4] + TK_NODE);
-    pn_read(0, NULL, 0, &pn, &p, &u, &T);
+    tn_test_read(0, NULL, 0, &pn, &p, &u, &T);
     err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
     CHECK(moved == 1 || err == REMORA_ENOMEM, "a node looping to itself: err %d, moved %d", err, moved);
-    pn_end(pn, p);
+    tn_test_end(pn, p);
 
     /* a wrong back link (a list changing under the walk), an unaligned and an unmapped
      * next: moved, every time */
     tk_link(head, tasks, 5);
     pn_put(tasks[2] + TK_NODE + 8, tasks[0] + TK_NODE);
-    pn_read(0, NULL, 0, &pn, &p, &u, &T);
+    tn_test_read(0, NULL, 0, &pn, &p, &u, &T);
     err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
     CHECK(err == 0 && moved == 1, "a wrong back link: err %d, moved %d", err, moved);
-    pn_end(pn, p);
+    tn_test_end(pn, p);
     tk_link(head, tasks, 5);
     pn_put(tasks[1] + TK_NODE, tasks[2] + TK_NODE + 3);
-    pn_read(0, NULL, 0, &pn, &p, &u, &T);
+    tn_test_read(0, NULL, 0, &pn, &p, &u, &T);
     err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
     CHECK(err == 0 && moved == 1, "an unaligned next: err %d, moved %d", err, moved);
-    pn_end(pn, p);
+    tn_test_end(pn, p);
     tk_link(head, tasks, 5);
     pn_put(tasks[1] + TK_NODE, 0x7f0000000000ull + TK_NODE);
-    pn_read(0, NULL, 0, &pn, &p, &u, &T);
+    tn_test_read(0, NULL, 0, &pn, &p, &u, &T);
     err = tasks_walk_test(&u, &a, lists, 1, &n, &moved);
     CHECK(err == 0 && moved == 1, "an unmapped next: err %d, moved %d", err, moved);
-    pn_end(pn, p);
+    tn_test_end(pn, p);
 
     /* a set whose mask is too large, one whose mask is not 2^k - 1, a good one; a list
      * longer than asked for; a dict key that is not there */
@@ -1339,15 +1339,15 @@ static void test_tasks(void)
         kv[0][0] = 1, kv[0][1] = pn_str("data"), kv[0][2] = set;
         d = pn_dict(kv, 1, 8, 1);
         pn_put(set + 32, (uint64_t)1 << 40);
-        pn_read(0, NULL, 0, &pn, &p, &u, &T);
+        tn_test_read(0, NULL, 0, &pn, &p, &u, &T);
         CHECK(pyo_set_keys(&u, set, keys, 16, &n) == REMORA_ECORRUPT, "a set of 2^40 slots is refused");
-        pn_end(pn, p);
+        tn_test_end(pn, p);
         pn_put(set + 32, 6);
-        pn_read(0, NULL, 0, &pn, &p, &u, &T);
+        tn_test_read(0, NULL, 0, &pn, &p, &u, &T);
         CHECK(pyo_set_keys(&u, set, keys, 16, &n) == REMORA_ECORRUPT, "a mask of 6 is refused");
-        pn_end(pn, p);
+        tn_test_end(pn, p);
         pn_put(set + 32, 7);
-        pn_read(0, NULL, 0, &pn, &p, &u, &T);
+        tn_test_read(0, NULL, 0, &pn, &p, &u, &T);
         err = pyo_set_keys(&u, set, keys, 16, &n);
         CHECK(err == 0 && n == 2 && keys[0] == tasks[0] && keys[1] == tasks[1], "a set's keys: err %d, %zu", err, n);
         err = pyo_list_items(&u, lst, items, 4, &n);
@@ -1355,7 +1355,7 @@ static void test_tasks(void)
         err = pyo_dict_get(&u, d, "data", &items[0]);
         CHECK(err == 0 && items[0] == set, "dict['data']: err %d", err);
         CHECK(pyo_dict_get(&u, d, "nothere", &items[0]) == REMORA_EFAULT, "dict['nothere']: EFAULT");
-        pn_end(pn, p);
+        tn_test_end(pn, p);
     }
     free(pn_mem);
     pn_mem = NULL;
@@ -1446,7 +1446,7 @@ int main(void)
     test_anchor_walk();
     test_objects_walk();
     test_lived_walk();
-    test_pynames();
+    test_thread_names();
     test_tasks();
     test_pyrepr();
     printf("unit: %d passed, %d failed\n", passed, failed);

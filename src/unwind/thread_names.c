@@ -1,32 +1,32 @@
-/* unwind/pynames.c — Python thread names (threading.Thread.name), read from the target.
+/* unwind/thread_names.c — Python thread names (threading.Thread.name), read from the target.
  *
  * The main interpreter's sys.modules, its "threading" module's dict, the "_active" dict
  * there ({ident: Thread}, ident the thread state's thread_id) and each Thread's "_name"
  * attribute: a table ident -> name kept between samples. It is read again only every so
- * often (pyn_update: a thread ident not there at the last reading appears, at most every
- * PYN_NEW_NS; otherwise every PYN_REFRESH_NS), never per sample.
+ * often (tn_update: a thread ident not there at the last reading appears, at most every
+ * TN_NEW_NS; otherwise every TN_REFRESH_NS), never per sample.
  *
  * Bounded whatever the registry holds: _active's entries (the table's whole room) are
- * scanned in chunks of PYN_CHUNK (one read each, at most PYN_MAX_ENTRIES), only those whose
+ * scanned in chunks of TN_CHUNK (one read each, at most TN_MAX_ENTRIES), only those whose
  * stored hash is that of a thread asked for (an int's hash is its value) are followed:
  * the reads after the scan depend on the threads sampled, not on the registry's size,
- * and are vectored. Entries past PYN_MAX_ENTRIES are not looked at (counted: those
- * threads keep the kernel's names). PYN_MAX_SCAN entries of any other dict, names cut
- * at PYN_NAME_BYTES. Memory: the chunk buffer (allocated once), per-thread arrays that
+ * and are vectored. Entries past TN_MAX_ENTRIES are not looked at (counted: those
+ * threads keep the kernel's names). TN_MAX_SCAN entries of any other dict, names cut
+ * at TN_NAME_BYTES. Memory: the chunk buffer (allocated once), per-thread arrays that
  * grow with the threads sampled, two name tables. Every object read has its type
  * checked (str, dict, int and module types from the symbols); a registry that fails a
  * check names nothing, and the caller keeps the kernel's names.
  *
  * A registry that changes while it is read: each name is read between two readings of
  * the slot it hangs from, with the thread's int and its Thread's type, in one vectored
- * read (pyn_follow()); a slot that moved (a rename) is followed, at most PYN_NAME_ROUNDS
- * rounds, each reading every str the slot pointed to in this reading (PYN_CANDS at most)
+ * read (tn_follow()); a slot that moved (a rename) is followed, at most TN_NAME_ROUNDS
+ * rounds, each reading every str the slot pointed to in this reading (TN_CANDS at most)
  * between two readings of the slot. A thread whose chain moved otherwise, or a scan
  * during which the dict's table was replaced or grew (its address or header changed),
  * or that found none of the threads (a table being built), is read again, at most
- * PYN_TRIES scans in one reading (and the whole reading once more if it failed). A
+ * TN_TRIES scans in one reading (and the whole reading once more if it failed). A
  * thread still not read then keeps the name of the last reading if its Thread object is
- * the same one; otherwise, if it was renamed through every round, PYN_MOVING (its name
+ * the same one; otherwise, if it was renamed through every round, TN_MOVING (its name
  * not known, said so); otherwise the kernel's.
  */
 #include <stdlib.h>
@@ -35,7 +35,7 @@
 
 #include "remora.h"
 #include "internal.h"
-#include "pynames_int.h"
+#include "thread_names_int.h"
 
 static int64_t now_ns(void)
 {
@@ -45,13 +45,13 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-pynames_t *pyn_new(void)
+thread_names_t *tn_new(void)
 {
-    pynames_t *pn = calloc(1, sizeof *pn);
+    thread_names_t *pn = calloc(1, sizeof *pn);
 
     if (pn == NULL)
         return NULL;
-    pn->ents = malloc(PYN_CHUNK * PYN_ESZ);
+    pn->ents = malloc(TN_CHUNK * TN_ESZ);
     if (pn->ents == NULL) {
         free(pn);
         return NULL;
@@ -59,7 +59,7 @@ pynames_t *pyn_new(void)
     return pn;
 }
 
-void pyn_free(pynames_t *pn)
+void tn_free(thread_names_t *pn)
 {
     int i;
 
@@ -78,7 +78,7 @@ void pyn_free(pynames_t *pn)
     free(pn);
 }
 
-int pyn_buf_need(pynames_t *pn, size_t len)
+int tn_buf_need(thread_names_t *pn, size_t len)
 {
     return remora_grow((void **)&pn->buf, &pn->cap_buf, len, 1) ? REMORA_ENOMEM : REMORA_OK;
 }
@@ -86,14 +86,14 @@ int pyn_buf_need(pynames_t *pn, size_t len)
 /* Reads n objects' first 'len' bytes (addrs[i * stride], as uint64_t) into pn->buf,
  * len apart, in one vectored read (pyo_readv_zero); an address that is 0 or not aligned
  * is not read, its bytes zeroed. Returns 0 or REMORA_ENOMEM / REMORA_ENOPROC. */
-int pyn_read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t stride, size_t n,
+int tn_read_heads(proc_t *p, thread_names_t *pn, const uint64_t *addrs, size_t stride, size_t n,
                       size_t len)
 {
     size_t i, k = 0;
 
     if (n == 0)
         return REMORA_OK;
-    if (pyn_buf_need(pn, n * len) ||
+    if (tn_buf_need(pn, n * len) ||
         remora_grow((void **)&pn->iov, &pn->cap_iov, n, sizeof *pn->iov))
         return REMORA_ENOMEM;
     for (i = 0; i < n; i++) {
@@ -113,7 +113,7 @@ int pyn_read_heads(proc_t *p, pynames_t *pn, const uint64_t *addrs, size_t strid
 /* The entries of the keys object at 'keys' (values from 'values', a values[] array, when
  * not 0): pn->kv[0..*n) = (key, value, slot, index), empty ones left out, at most 'max'
  * entries scanned. 0, REMORA_ECORRUPT, a read error or REMORA_ENOMEM. */
-int pyn_keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t values, size_t max,
+int tn_keys_items(unwinder_t *u, thread_names_t *pn, uint64_t keys, uint64_t values, size_t max,
                       size_t *n)
 {
     const py_layout_t *L = &u->target->layout;
@@ -132,7 +132,7 @@ int pyn_keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t values,
     nent = (size_t)k.nent > max ? max : (size_t)k.nent;
     if (nent == 0)
         return REMORA_OK;
-    if (pyn_buf_need(pn, nent * (k.esz + 8)) ||
+    if (tn_buf_need(pn, nent * (k.esz + 8)) ||
         remora_grow((void **)&pn->kv, &pn->cap_kv, nent, sizeof *pn->kv))
         return REMORA_ENOMEM;
     if ((err = proc_read(u->p, keys + k.entries, pn->buf, nent * k.esz)) != REMORA_OK)
@@ -157,7 +157,7 @@ int pyn_keys_items(unwinder_t *u, pynames_t *pn, uint64_t keys, uint64_t values,
 }
 
 /* The items of the dict object at 'dict' (pn->kv, as keys_items). */
-int pyn_dict_items(unwinder_t *u, pynames_t *pn, uint64_t dict, size_t max, size_t *n)
+int tn_dict_items(unwinder_t *u, thread_names_t *pn, uint64_t dict, size_t max, size_t *n)
 {
     const py_layout_t *L = &u->target->layout;
     unsigned char h[48];
@@ -172,13 +172,13 @@ int pyn_dict_items(unwinder_t *u, pynames_t *pn, uint64_t dict, size_t max, size
     if (get_u64(h, L->ob_type) != u->target->dict_type)
         return REMORA_ECORRUPT;
     values = get_u64(h, L->dict_values);
-    return pyn_keys_items(u, pn, get_u64(h, L->dict_keys), values ? values + L->dv_values : 0, max, n);
+    return tn_keys_items(u, pn, get_u64(h, L->dict_keys), values ? values + L->dv_values : 0, max, n);
 }
 
 /* The value under the str key 'want' in pn->kv[0..n) (cache: the key object matched
  * last time, tried first), or 0. *idx: its entry's index, *slot: where its value was read
  * (either may be NULL). */
-uint64_t pyn_kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want, uint64_t *cache,
+uint64_t tn_kv_find(unwinder_t *u, thread_names_t *pn, size_t n, const char *want, uint64_t *cache,
                         int *idx, uint64_t *slot)
 {
     size_t i, len = u->target->layout.u_ascii_size + strlen(want);
@@ -198,7 +198,7 @@ uint64_t pyn_kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want, u
         return 0;
     for (i = 0; i < n; i++)
         addrs[i] = pn->kv[i].key;
-    if (pyn_read_heads(u->p, pn, addrs, 1, n, len) != REMORA_OK) {
+    if (tn_read_heads(u->p, pn, addrs, 1, n, len) != REMORA_OK) {
         free(addrs);
         return 0;
     }
@@ -217,27 +217,27 @@ uint64_t pyn_kv_find(unwinder_t *u, pynames_t *pn, size_t n, const char *want, u
 
 static int cmp_name(const void *a, const void *b)
 {
-    const pyn_name_t *x = a, *y = b;
+    const tn_name_t *x = a, *y = b;
     return x->ident < y->ident ? -1 : x->ident > y->ident;
 }
 
 static int cmp_item(const void *a, const void *b)
 {
-    const pyn_item_t *x = a, *y = b;
+    const tn_item_t *x = a, *y = b;
     return x->hash < y->hash ? -1 : x->hash > y->hash;
 }
 
 /* The item asked for whose ident's hash is h, or NULL. */
-static pyn_item_t *item_of(pynames_t *pn, uint64_t h)
+static tn_item_t *item_of(thread_names_t *pn, uint64_t h)
 {
-    pyn_item_t key;
+    tn_item_t key;
 
     key.hash = h;
     return pn->nitems ? bsearch(&key, pn->items, pn->nitems, sizeof *pn->items, cmp_item) : NULL;
 }
 
 /* The entry of 'ident' in table t, read from Thread 'thread' (0: any), or NULL. */
-static const pyn_name_t *tab_find(const pyn_table_t *t, uint64_t ident, uint64_t thread)
+static const tn_name_t *tab_find(const tn_table_t *t, uint64_t ident, uint64_t thread)
 {
     size_t lo = 0, hi = t->n;
 
@@ -254,7 +254,7 @@ static const pyn_name_t *tab_find(const pyn_table_t *t, uint64_t ident, uint64_t
 }
 
 /* Appends (ident, thread, name[0..len), moving) to t. 0 or REMORA_ENOMEM. */
-int pyn_tab_add(pyn_table_t *t, uint64_t ident, uint64_t thread, const char *name, size_t len,
+int tn_tab_add(tn_table_t *t, uint64_t ident, uint64_t thread, const char *name, size_t len,
                    int moving)
 {
     if (remora_grow((void **)&t->tab, &t->cap, t->n + 1, sizeof *t->tab) ||
@@ -273,7 +273,7 @@ int pyn_tab_add(pyn_table_t *t, uint64_t ident, uint64_t thread, const char *nam
 
 /* The address of the "_active" dict: sys.modules["threading"].__dict__["_active"].
  * 0, or a code (REMORA_ECORRUPT: threading not imported, or a check failed). */
-static int find_active(unwinder_t *u, pynames_t *pn, uint64_t interp, uint64_t *active)
+static int find_active(unwinder_t *u, thread_names_t *pn, uint64_t interp, uint64_t *active)
 {
     const py_layout_t *L = &u->target->layout;
     const py_target_t *t = u->target;
@@ -284,9 +284,9 @@ static int find_active(unwinder_t *u, pynames_t *pn, uint64_t interp, uint64_t *
 
     if ((err = proc_read_u64(u->p, interp + L->is_modules, &modules)) != REMORA_OK)
         return err;
-    if ((err = pyn_dict_items(u, pn, modules, PYN_MAX_SCAN, &n)) != REMORA_OK)
+    if ((err = tn_dict_items(u, pn, modules, TN_MAX_SCAN, &n)) != REMORA_OK)
         return err;
-    threading = pyn_kv_find(u, pn, n, "threading", &pn->k_threading, NULL, NULL);
+    threading = tn_kv_find(u, pn, n, "threading", &pn->k_threading, NULL, NULL);
     if (threading == 0 || threading % 8 != 0)
         return REMORA_ECORRUPT;     /* not imported (yet) */
     if ((err = proc_read(u->p, threading, h, sizeof h)) != REMORA_OK)
@@ -294,9 +294,9 @@ static int find_active(unwinder_t *u, pynames_t *pn, uint64_t interp, uint64_t *
     if (get_u64(h, L->ob_type) != t->module_type)
         return REMORA_ECORRUPT;
     md = get_u64(h, L->md_dict);
-    if ((err = pyn_dict_items(u, pn, md, PYN_MAX_SCAN, &n)) != REMORA_OK)
+    if ((err = tn_dict_items(u, pn, md, TN_MAX_SCAN, &n)) != REMORA_OK)
         return err;
-    *active = pyn_kv_find(u, pn, n, "_active", &pn->k_active, NULL, NULL);
+    *active = tn_kv_find(u, pn, n, "_active", &pn->k_active, NULL, NULL);
     return *active != 0 && *active % 8 == 0 ? REMORA_OK : REMORA_ECORRUPT;
 }
 
@@ -305,7 +305,7 @@ static int find_active(unwinder_t *u, pynames_t *pn, uint64_t interp, uint64_t *
  * gained entries meanwhile, or part of it could not be read, or nothing was found in it
  * while nothing is named yet (any_named 0): an item not found may be there. 0, or a
  * code: REMORA_ECORRUPT when the dict fails a check. */
-static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_named, int *moved)
+static int scan_active(unwinder_t *u, thread_names_t *pn, uint64_t active, int any_named, int *moved)
 {
     const py_layout_t *L = &u->target->layout;
     unsigned char h[48];
@@ -325,7 +325,7 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
         return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, keys, h, sizeof h)) != REMORA_OK)
         return err;
-    if (pyo_keys(L, h, sizeof h, &dk) != REMORA_OK || dk.esz != PYN_ESZ)
+    if (pyo_keys(L, h, sizeof h, &dk) != REMORA_OK || dk.esz != TN_ESZ)
         return REMORA_ECORRUPT;     /* DICT_KEYS_GENERAL: entries hold their hash */
     nent = dk.nent;
     entries = keys + dk.entries;
@@ -334,11 +334,11 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
      * size, zeroed), not only dk_nentries: a table being built (3.9 and 3.10 point the
      * dict to it first, copy the entries, then set dk_nentries) says 0 while its entries
      * are there, and an entry added as it is read is seen. */
-    nscan = room < PYN_MAX_ENTRIES ? room : PYN_MAX_ENTRIES;
+    nscan = room < TN_MAX_ENTRIES ? room : TN_MAX_ENTRIES;
     pn->st.unscanned = (uint64_t)nent > nscan ? (uint64_t)nent - nscan : 0;
-    for (off = 0; off < nscan; off += PYN_CHUNK) {
-        size_t k = nscan - off < PYN_CHUNK ? (size_t)(nscan - off) : PYN_CHUNK, i;
-        err = proc_read(u->p, entries + off * PYN_ESZ, pn->ents, k * PYN_ESZ);
+    for (off = 0; off < nscan; off += TN_CHUNK) {
+        size_t k = nscan - off < TN_CHUNK ? (size_t)(nscan - off) : TN_CHUNK, i;
+        err = proc_read(u->p, entries + off * TN_ESZ, pn->ents, k * TN_ESZ);
         if (err == REMORA_ENOPROC)
             return err;
         if (err) {
@@ -346,11 +346,11 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
             return REMORA_OK;
         }
         for (i = 0; i < k; i++) {
-            uint64_t hash = get_u64(pn->ents, i * PYN_ESZ);
-            uint64_t key = get_u64(pn->ents, i * PYN_ESZ + dk.koff);
-            uint64_t value = get_u64(pn->ents, i * PYN_ESZ + dk.voff);
-            pyn_item_t *it;
-            if (key == 0 || key % 8 != 0 || value == 0 || value % 8 != 0 || hash >= PYN_M61 ||
+            uint64_t hash = get_u64(pn->ents, i * TN_ESZ);
+            uint64_t key = get_u64(pn->ents, i * TN_ESZ + dk.koff);
+            uint64_t value = get_u64(pn->ents, i * TN_ESZ + dk.voff);
+            tn_item_t *it;
+            if (key == 0 || key % 8 != 0 || value == 0 || value % 8 != 0 || hash >= TN_M61 ||
                 (it = item_of(pn, hash)) == NULL || it->state != IT_WANTED)
                 continue;           /* a deleted entry, a thread not asked for */
             it->state = IT_FOUND;
@@ -384,11 +384,11 @@ static int scan_active(unwinder_t *u, pynames_t *pn, uint64_t active, int any_na
 
 /* Reads the registry into the table not current, then makes it current. 0, or a code:
  * the current table is then empty. */
-static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
+static int tn_read(unwinder_t *u, thread_names_t *pn, uint64_t interp)
 {
     const py_layout_t *L = &u->target->layout;
     const py_target_t *T = u->target;
-    pyn_table_t *t = &pn->t[!pn->cur], *old = &pn->t[pn->cur];
+    tn_table_t *t = &pn->t[!pn->cur], *old = &pn->t[pn->cur];
     uint64_t active = 0;
     size_t i;
     int err = REMORA_OK, tries, left = 0;
@@ -406,7 +406,7 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
         err = REMORA_EVERSION;
     else
         err = find_active(u, pn, interp, &active);
-    for (tries = 0; err == REMORA_OK && tries < PYN_TRIES; tries++) {
+    for (tries = 0; err == REMORA_OK && tries < TN_TRIES; tries++) {
         int moved = 0;
         pn->st.scans++;
         for (i = 0; i < pn->nitems; i++)
@@ -414,14 +414,14 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
                 pn->items[i].state = IT_WANTED;
         err = scan_active(u, pn, active, t->n > 0, &moved);
         if (err == REMORA_OK)
-            err = pyn_follow(u, pn, t);
+            err = tn_follow(u, pn, t);
         else if (err != REMORA_ENOPROC && err != REMORA_ENOMEM)
             err = REMORA_OK, moved = 1;     /* a table read as it was replaced: again */
         if (err)
             break;
         left = 0;
         for (i = 0; i < pn->nitems; i++) {
-            pyn_item_t *it = &pn->items[i];
+            tn_item_t *it = &pn->items[i];
             if (it->state == IT_WANTED && !moved)
                 it->state = IT_DONE;        /* not in the registry */
             left += it->state == IT_WANTED || it->state == IT_TORN;
@@ -431,20 +431,20 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
     }
     if (err == REMORA_OK && left > 0) {
         /* read as the registry moved every time: the last reading's name, if it was read
-         * from the same Thread; else, for a thread renamed all the while, PYN_MOVING (in
+         * from the same Thread; else, for a thread renamed all the while, TN_MOVING (in
          * the registry, its name not known: not the kernel's name, which it no longer
          * has); else nothing (the kernel's name) */
         pn->st.torn += (uint64_t)left;
         for (i = 0; i < pn->nitems; i++) {
-            pyn_item_t *it = &pn->items[i];
-            const pyn_name_t *e;
+            tn_item_t *it = &pn->items[i];
+            const tn_name_t *e;
             if ((it->state != IT_TORN && it->state != IT_WANTED) || it->value == 0)
                 continue;
             if ((e = tab_find(old, it->ident, it->value)) != NULL)
-                err = pyn_tab_add(t, it->ident, it->value, old->text + e->off, strlen(old->text + e->off),
+                err = tn_tab_add(t, it->ident, it->value, old->text + e->off, strlen(old->text + e->off),
                               e->moving);
             else if (it->moving)
-                err = pyn_tab_add(t, it->ident, it->value, PYN_MOVING, strlen(PYN_MOVING), 1);
+                err = tn_tab_add(t, it->ident, it->value, TN_MOVING, strlen(TN_MOVING), 1);
             if (err)
                 break;
         }
@@ -462,7 +462,7 @@ static int pyn_read(unwinder_t *u, pynames_t *pn, uint64_t interp)
 
 /* Makes pn->items the idents asked for (nonzero, once each), sorted by their hash.
  * 0 or REMORA_ENOMEM. */
-static int items_set(pynames_t *pn, const uint64_t *idents, size_t n)
+static int items_set(thread_names_t *pn, const uint64_t *idents, size_t n)
 {
     size_t i, k = 0;
 
@@ -473,7 +473,7 @@ static int items_set(pynames_t *pn, const uint64_t *idents, size_t n)
             continue;
         memset(&pn->items[k], 0, sizeof pn->items[k]);
         pn->items[k].ident = idents[i];
-        pn->items[k].hash = idents[i] % PYN_M61;
+        pn->items[k].hash = idents[i] % TN_M61;
         k++;
     }
     if (k > 1)
@@ -484,41 +484,41 @@ static int items_set(pynames_t *pn, const uint64_t *idents, size_t n)
     return REMORA_OK;
 }
 
-const char *pyn_lookup(const pynames_t *pn, uint64_t ident)
+const char *tn_lookup(const thread_names_t *pn, uint64_t ident)
 {
-    const pyn_name_t *e = tab_find(&pn->t[pn->cur], ident, 0);
+    const tn_name_t *e = tab_find(&pn->t[pn->cur], ident, 0);
 
     return e != NULL ? pn->t[pn->cur].text + e->off : NULL;
 }
 
-/* Has the thread 'ident' a name from the last reading (PYN_MOVING is none)? */
-static int named(const pynames_t *pn, uint64_t ident)
+/* Has the thread 'ident' a name from the last reading (TN_MOVING is none)? */
+static int named(const thread_names_t *pn, uint64_t ident)
 {
-    const pyn_name_t *e = tab_find(&pn->t[pn->cur], ident, 0);
+    const tn_name_t *e = tab_find(&pn->t[pn->cur], ident, 0);
 
     return e != NULL && !e->moving;
 }
 
-static int seen_has(const pynames_t *pn, uint64_t ident)
+static int seen_has(const thread_names_t *pn, uint64_t ident)
 {
     return pn->nseen != 0 && bsearch(&ident, pn->seen, pn->nseen, sizeof *pn->seen, cmp_u64) != NULL;
 }
 
-int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *idents, size_t n,
+int tn_update(unwinder_t *u, thread_names_t *pn, uint64_t interp, const uint64_t *idents, size_t n,
                int force)
 {
     int64_t now = now_ns();
-    int fresh = force || !pn->done || now - pn->last_ns >= PYN_REFRESH_NS;
+    int fresh = force || !pn->done || now - pn->last_ns >= TN_REFRESH_NS;
     uint64_t reads0;
     size_t i;
     int err;
 
-    if (!fresh && now - pn->last_ns >= PYN_NEW_NS) {
+    if (!fresh && now - pn->last_ns >= TN_NEW_NS) {
         for (i = 0; i < n && !fresh; i++)
             fresh = idents[i] != 0 && !seen_has(pn, idents[i]);
         if (fresh) {
             pn->retries = 0;
-        } else if (pn->retries < PYN_RETRIES) {
+        } else if (pn->retries < TN_RETRIES) {
             /* a thread seen before it was in the registry (threading adds it once the
              * thread runs): asked again a few times, then left to the periodic reading */
             for (i = 0; i < n && !fresh; i++)
@@ -534,9 +534,9 @@ int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *id
     reads0 = proc_stats(u->p)->reads;
     err = items_set(pn, idents, n);
     if (err == REMORA_OK)
-        err = pyn_read(u, pn, interp);
+        err = tn_read(u, pn, interp);
     if (err != REMORA_OK && err != REMORA_ENOPROC && err != REMORA_ENOMEM && err != REMORA_EVERSION)
-        err = pyn_read(u, pn, interp);      /* once more: read as it changed, maybe */
+        err = tn_read(u, pn, interp);      /* once more: read as it changed, maybe */
     pn->st.reads += proc_stats(u->p)->reads - reads0;
     pn->st.ns += (uint64_t)(now_ns() - now);
     if (err) {
@@ -554,7 +554,7 @@ int pyn_update(unwinder_t *u, pynames_t *pn, uint64_t interp, const uint64_t *id
     return REMORA_OK;
 }
 
-void pyn_get_stats(const pynames_t *pn, pyn_stats_t *out)
+void tn_get_stats(const thread_names_t *pn, tn_stats_t *out)
 {
     *out = pn->st;
 }
