@@ -55,23 +55,13 @@ int pystr_read(proc_t *p, const py_layout_t *L, uint64_t addr, char *out, size_t
 static int str_parse(const py_layout_t *L, const unsigned char *head, size_t got, unsigned *kind,
                      uint64_t *keep, uint64_t *hdr)
 {
-    uint32_t state;
-    int64_t length;
-    unsigned compact, ascii;
+    pyo_str_t s;
 
-    if (L->u_length + 8 > got || L->u_state + 4 > got)
+    if (pyo_str(L, head, got, &s) != REMORA_OK || s.length > (1 << 30))
         return REMORA_ECORRUPT;
-    memcpy(&state, head + L->u_state, 4);
-    memcpy(&length, head + L->u_length, 8);
-    /* GIL builds: interned:2, kind:3, compact:1, ascii:1 */
-    *kind = (state >> 2) & 7;
-    compact = (state >> 5) & 1;
-    ascii = (state >> 6) & 1;
-    if (!compact || (*kind != 1 && *kind != 2 && *kind != 4) || (ascii && *kind != 1) ||
-        length < 0 || length > (1 << 30))
-        return REMORA_ECORRUPT;
-    *hdr = ascii ? L->u_ascii_size : L->u_compact_size;
-    *keep = (uint64_t)length > UNW_MAX_NAME ? UNW_MAX_NAME : (uint64_t)length;
+    *kind = s.kind;
+    *hdr = s.data;
+    *keep = (uint64_t)s.length > UNW_MAX_NAME ? UNW_MAX_NAME : (uint64_t)s.length;
     return REMORA_OK;
 }
 
