@@ -67,8 +67,10 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
             return err;
         }
     }
-    if (u != NULL)
+    if (u != NULL) {
         unw_set_want(u, s->want | (s->async != NULL ? UNW_WANT_TASKS : 0));
+        unw_set_reread_ns(u, sampler_reread_ns(o));
+    }
     if (o->blocking && u != NULL) {
         int err = freeze_new(p, &s->frz);
         if (err) {

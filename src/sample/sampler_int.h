@@ -100,6 +100,13 @@ int take_waiting_tasks(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_
 /* Forgets the frame cache and the threads' last stacks (an unwinder's strings). */
 void take_forget(sampler_t *s);
 
+/* How long a thread whose stack moved may be read again in a round (unw_set_reread_ns):
+ * a quarter of the period asked. */
+static inline int64_t sampler_reread_ns(const sampler_opts_t *o)
+{
+    return (int64_t)(0.25e9 / (o->rate_hz > 0 ? o->rate_hz : 1000));
+}
+
 /* ---- subs.c ---- */
 
 /* Frees a descendant's unwinder and process (the frames forgotten), to be found anew. */

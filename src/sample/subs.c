@@ -74,6 +74,7 @@ void subs_scan(sampler_t *s)
             continue;
         }
         unw_set_want(c->u, s->want);
+        unw_set_reread_ns(c->u, sampler_reread_ns(&s->o));
         if (s->o.kern != NULL)          /* else its threads are read from user space */
             unw_kern_enable(c->u, s->o.kern, why, sizeof why);
         s->st.subprocesses++;

@@ -219,6 +219,7 @@ struct unwinder {
     unsigned want;              /* UNW_WANT_* */
     const char *const *opnames; /* the target version's opcode names (--opcodes), or NULL */
     unsigned tries;             /* unw_set_tries() */
+    int64_t reread_ns;          /* unw_set_reread_ns() */
     struct reader *reader;      /* the per-sample reader's state (sample.c) */
     thread_names_t *thread_names;         /* UNW_WANT_THREAD_NAMES: the thread names (threading's) */
     uint64_t *idents;           /* scratch: this sample's pthread ids */

@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "remora.h"
 #include "internal.h"
@@ -291,7 +292,16 @@ static int exc_frame_walked(const py_layout_t *L, const reader_t *r, const rd_th
     return 0;
 }
 
-#define RD_REREADS 5                /* readings again of a thread whose stack moved */
+#define RD_REREADS 5                /* readings again of a thread whose stack moved, always */
+#define RD_REREADS_MORE 10          /* ... and up to this many while u->reread_ns lasts */
+
+static int64_t rd_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* The thread's state read again, alone, for a second reading: what the round's first
  * read had of it is from before its stack moved. */
@@ -362,7 +372,8 @@ static int read_parked(unwinder_t *u, reader_t *r, size_t i, int *err)
 }
 
 /* A thread whose stack moved while it was read (or that had no frame): read again at
- * once, from its state on, until a reading is whole (RD_REREADS times at most); the
+ * once, from its state on, until a reading is whole (RD_REREADS times, and up to
+ * RD_REREADS_MORE while the re-readings have lasted under u->reread_ns); the
  * reading that knows the most frames is kept, marked partial. A thread with no frame at
  * all (being born or ending, or read between two eval loops) is read again too: empty
  * only if it stays so. A re-reading picks the moments a stack changes fastest, where two
@@ -377,12 +388,15 @@ static int read_again(unwinder_t *u, reader_t *r, rd_thread_t *tc, reading_t *g)
     size_t best = g->err == REMORA_OK ? g->nw - g->keep : 0, tries;
     size_t limit = g->err == REMORA_OK && g->nw == 0 ? 1
                  : !L->reread_moved ? 0
-                 : RD_REREADS;
+                 : RD_REREADS_MORE;
+    int64_t began = limit > RD_REREADS ? rd_now_ns() : 0;
     int other = 0;
 
     memcpy(r->walk2, r->walk + g->keep, best * sizeof *r->walk);
     for (tries = 0; tries < limit; tries++) {
         uint64_t cur2 = 0;
+        if (tries >= RD_REREADS && rd_now_ns() - began >= u->reread_ns)
+            break;                  /* the rest of the round's time is the other threads' */
         size_t nw2 = 0, keep2 = 0;
         int err2;
         /* the frames this walk found outside the chunk are read with the copies:

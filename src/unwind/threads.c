@@ -51,6 +51,11 @@ void unw_set_tries(unwinder_t *u, unsigned tries)
     u->tries = tries;
 }
 
+void unw_set_reread_ns(unwinder_t *u, int64_t ns)
+{
+    u->reread_ns = ns;
+}
+
 void unw_get_stats(const unwinder_t *u, unw_stats_t *out)
 {
     *out = u->stats;

@@ -159,6 +159,11 @@ void unw_set_want(unwinder_t *u, unsigned want);
  * policy: nothing above the unwinder retries. */
 void unw_set_tries(unwinder_t *u, unsigned tries);
 
+/* How long a thread whose stack moved while it was read may go on being read again, after
+ * its first five re-readings (up to ten in all): a profiler gives it a share of its period
+ * (default 0: five). */
+void unw_set_reread_ns(unwinder_t *u, int64_t ns);
+
 /* Reads every thread of every interpreter and its frames: the thread list kept from the
  * last sample and checked, all thread states (and, on 3.11+, each thread's data-stack
  * chunk, copied twice to detect change) in one vectored read, frames walked in the copy,
