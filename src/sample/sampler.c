@@ -21,10 +21,7 @@
 
 int64_t sampler_now_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return remora_now_ns();
 }
 
 int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *sink,

@@ -28,13 +28,6 @@
 #include "remora.h"
 #include "native_int.h"
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* ---- libdwfl's view of the thread: registers and memory ---------------------- */
 
 static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_arg)
@@ -152,7 +145,7 @@ static int report_modules(unw_native_t *n)
     uint64_t h;
     int err;
 
-    n->mapped_ns = now_ns();
+    n->mapped_ns = remora_now_ns();
     if ((err = proc_maps_read(n->p, &m)) != REMORA_OK)
         return err;
     keep_ranges(n, &m);
@@ -464,7 +457,7 @@ void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, si
              * second at most), then unwind again */
             for (c = 0; c < n->nraw && n->dwfl && dwfl_addrmodule(n->dwfl, n->raw[c].pc) != NULL; c++)
                 ;
-            if (c < n->nraw && !remapped && now_ns() - n->mapped_ns > NAT_REMAP_NS) {
+            if (c < n->nraw && !remapped && remora_now_ns() - n->mapped_ns > NAT_REMAP_NS) {
                 uint64_t before = n->files_hash;
                 remapped = 1;
                 if (report_modules(n) == REMORA_OK && n->files_hash != before)

@@ -7,7 +7,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "remora.h"
 #include "internal.h"
@@ -295,13 +294,6 @@ static int exc_frame_walked(const py_layout_t *L, const reader_t *r, const rd_th
 #define RD_REREADS 5                /* readings again of a thread whose stack moved, always */
 #define RD_REREADS_MORE 10          /* ... and up to this many while u->reread_ns lasts */
 
-static int64_t rd_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* The thread's state read again, alone, for a second reading: what the round's first
  * read had of it is from before its stack moved. */
@@ -389,13 +381,13 @@ static int read_again(unwinder_t *u, reader_t *r, rd_thread_t *tc, reading_t *g)
     size_t limit = g->err == REMORA_OK && g->nw == 0 ? 1
                  : !L->reread_moved ? 0
                  : RD_REREADS_MORE;
-    int64_t began = limit > RD_REREADS ? rd_now_ns() : 0;
+    int64_t began = limit > RD_REREADS ? remora_now_ns() : 0;
     int other = 0;
 
     memcpy(r->walk2, r->walk + g->keep, best * sizeof *r->walk);
     for (tries = 0; tries < limit; tries++) {
         uint64_t cur2 = 0;
-        if (tries >= RD_REREADS && rd_now_ns() - began >= u->reread_ns)
+        if (tries >= RD_REREADS && remora_now_ns() - began >= u->reread_ns)
             break;                  /* the rest of the round's time is the other threads' */
         size_t nw2 = 0, keep2 = 0;
         int err2;

@@ -62,7 +62,7 @@ int tk_layout(unwinder_t *u, struct unw_tasks_state **out)
         u->tasks = tk;
     }
     *out = tk;
-    now = now_ns();
+    now = remora_now_ns();
     if (tk->looked && (tk->a.found || tk->err != REMORA_OK || now - tk->looked_ns < TK_RELOOK_NS))
         return tk->err;
     tk->looked = 1;

@@ -111,13 +111,6 @@ static inline int tk_moved(struct unw_tasks_state *tk, const char *why)
     return REMORA_ECORRUPT;
 }
 
-static inline int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static inline int need_buf(struct unw_tasks_state *tk, size_t len)
 {
     return remora_grow((void **)&tk->buf, &tk->cap_buf, len, 1) ? REMORA_ENOMEM : REMORA_OK;

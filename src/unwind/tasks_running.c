@@ -170,7 +170,7 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
                            int py_only)
 {
     const py_layout_t *L = &u->target->layout;
-    int64_t now = now_ns();
+    int64_t now = remora_now_ns();
     unsigned char h[48];
     uint64_t keys, entries, esz = 24;
     pyo_keys_t dk;

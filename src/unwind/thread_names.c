@@ -37,14 +37,6 @@
 #include "internal.h"
 #include "thread_names_int.h"
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 thread_names_t *tn_new(void)
 {
     thread_names_t *pn = calloc(1, sizeof *pn);
@@ -507,7 +499,7 @@ static int seen_has(const thread_names_t *pn, uint64_t ident)
 int tn_update(unwinder_t *u, thread_names_t *pn, uint64_t interp, const uint64_t *idents, size_t n,
                int force)
 {
-    int64_t now = now_ns();
+    int64_t now = remora_now_ns();
     int fresh = force || !pn->done || now - pn->last_ns >= TN_REFRESH_NS;
     uint64_t reads0;
     size_t i;
@@ -538,7 +530,7 @@ int tn_update(unwinder_t *u, thread_names_t *pn, uint64_t interp, const uint64_t
     if (err != REMORA_OK && err != REMORA_ENOPROC && err != REMORA_ENOMEM && err != REMORA_EVERSION)
         err = tn_read(u, pn, interp);      /* once more: read as it changed, maybe */
     pn->st.reads += proc_stats(u->p)->reads - reads0;
-    pn->st.ns += (uint64_t)(now_ns() - now);
+    pn->st.ns += (uint64_t)(remora_now_ns() - now);
     if (err) {
         pn->t[pn->cur].n = 0;       /* nothing known: the kernel's names */
         if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)

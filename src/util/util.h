@@ -6,6 +6,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC, in nanoseconds. */
+static inline int64_t remora_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* ---- grow.c --------------------------------------------------------------- */
 
