@@ -187,7 +187,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     /* a thread on a CPU is sampled by its ticks, none of its time by the round */
     for (i = 0; i < n; i++) {
         const unw_thread_t *th = &threads[i];
-        unsigned count = (th->kernel ? 0 : th->periods ? th->periods : 1) + th->failed_ticks;
+        unsigned count = (th->kernel ? 0 : th->periods || th->weighed ? th->periods : 1) + th->failed_ticks;
         if ((err = take_thread(s, u, p, th, read_ns - s->st.start_ns, count)) != REMORA_OK)
             return err;
     }

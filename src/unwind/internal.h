@@ -508,6 +508,12 @@ typedef struct rd_thread {
      * so, and the thread that was */
     pid_t kbehind_tid;
     uint64_t kbehind_cpu;
+    /* ... and its time off a CPU (kern_cpu_state): when a round last looked at it, its CPU
+     * time then, and the time off a CPU not yet counted by a sample (ns, may be < 0) */
+    pid_t koff_tid;
+    int64_t koff_ns;
+    uint64_t koff_cpu;
+    int64_t koff_carry;
     /* the idle test without the kernel engine (idle.c) */
     pid_t idle_tid;                 /* the thread the fields below are of (0: none yet) */
     int idle_state;                 /* IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING */

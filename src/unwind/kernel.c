@@ -45,6 +45,7 @@ struct unw_kern {
     int64_t looked_ns;              /* the round before this one (read or not) */
     int64_t checked_ns;             /* ... this one's time, once looked */
     int64_t period_ns;              /* the rounds' period (the ticks') */
+    int64_t resumed_ns;             /* the last unw_kern_resume(): no look before it counts */
     int cpu;                        /* ... on this CPU */
     unw_kern_stats_t stats;
 };
@@ -223,12 +224,37 @@ static int behind(const struct unw_kern *ku, const kern_tstate_t *st, int64_t no
            cpu - st->tick_cpu > (uint64_t)KU_BEHIND * (uint64_t)ku->period_ns;
 }
 
+/* The thread's time off a CPU since the round that last looked at it (the wall time
+ * less its CPU time: every stint, not the last alone), added to its carry; the look is
+ * now. 0, or -1 when there is no look to count from (the first, or before a pause). */
+static int off_since_look(struct unw_kern *ku, rd_thread_t *tc, const kern_tstate_t *st)
+{
+    uint64_t cpu = cpu_time(st, ku->woke_ns);
+    int64_t cap = (int64_t)KU_MAX_PERIODS * ku->period_ns, off;
+    int looked = tc->koff_tid == tc->native_id && tc->koff_ns >= ku->resumed_ns &&
+                 tc->koff_ns < ku->woke_ns && cpu >= tc->koff_cpu;
+
+    if (looked) {
+        off = (ku->woke_ns - tc->koff_ns) - (int64_t)(cpu - tc->koff_cpu);
+        tc->koff_carry += off > 0 ? off : 0;
+        if (tc->koff_carry > cap)
+            tc->koff_carry = cap;
+    } else {
+        tc->koff_carry = 0;
+    }
+    tc->koff_tid = tc->native_id;
+    tc->koff_ns = ku->woke_ns;
+    tc->koff_cpu = cpu;
+    return looked ? 0 : -1;
+}
+
 void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
 {
     struct unw_kern *ku = u->kern;
     kern_tstate_t st;
     size_t i;
     char state;
+    int looked;
 
     for (i = 0; i < ku->nnow; i++)
         if (ku->now[i].tid == tc->native_id)
@@ -273,6 +299,7 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
                  tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     if (st.on_cpu && !th->kernel)
         ku->stats.missed++;
+    looked = ku->period_ns > 0 ? off_since_look(ku, tc, &st) : -1;
     /* With KU_BEHIND periods of CPU time and no tick (a tick comes every period of it):
      * its CPU is held up (a virtual CPU its host did not run, interrupts off), and the
      * thread neither moves nor ticks; the round reads it, its sample standing for the
@@ -294,8 +321,23 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
         ku->stats.behind++;
         return;
     }
-    /* off a CPU since 'since': each period from then, or from the last look, is this
-     * reading's (rounds after one that read nothing are up to 1 ms apart) */
+    /* off a CPU and the round's: the time it spent off a CPU since it was last looked
+     * at, and before (its carry: found on a CPU then, or a fraction of a period), a
+     * period a sample, rounded, the rest carried; 0 when under half a period. A time
+     * counted so is the time off a CPU, whatever the stints' lengths: counted as one
+     * period at least at each round that found it off, a thread that runs in short
+     * bursts had its waits counted as more than they lasted (aiohttp's select) */
+    if (!st.on_cpu && !th->kernel && looked == 0) {
+        int64_t n = (tc->koff_carry + ku->period_ns / 2) / ku->period_ns;
+        if (n > KU_MAX_PERIODS)
+            n = KU_MAX_PERIODS;
+        tc->koff_carry -= n * ku->period_ns;
+        th->periods = (unsigned)n;
+        th->weighed = 1;
+        return;
+    }
+    /* else (no look before this): each period since it went off, or from the last
+     * round, is this reading's (rounds after one that read nothing are up to 1 ms apart) */
     if (!st.on_cpu && ku->period_ns > 0 && ku->looked_ns > 0) {
         int64_t from = (int64_t)st.since_ns > ku->looked_ns ? (int64_t)st.since_ns : ku->looked_ns;
         int64_t n = from > 0 && ku->woke_ns > from ? (ku->woke_ns - from + ku->period_ns / 2) / ku->period_ns : 1;
@@ -580,6 +622,7 @@ void unw_kern_resume(unwinder_t *u, int64_t now_ns)
     /* a thread off a CPU stands for the periods since now, not since before the pause;
      * ticks that failed before it are not read for after it */
     ku->checked_ns = now_ns;
+    ku->resumed_ns = now_ns;
     ku->npending = 0;
 }
 

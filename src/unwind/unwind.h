@@ -73,7 +73,10 @@ typedef struct unw_thread {
     unsigned periods;           /* the kernel engine, a thread off a CPU: the periods since it
                                  * went off (or since the last round, if later) that this
                                  * reading stands for, its stack unmoved since (rounds after
-                                 * one that read nothing come up to 1 ms apart); 0 = 1 */
+                                 * one that read nothing come up to 1 ms apart); 0 = 1
+                                 * unless weighed */
+    int weighed;                /* periods is the count (0: its time off a CPU since the last
+                                 * sample is under half a period, carried to the next) */
     unsigned failed_ticks;      /* ticks of it the kernel could not read since the round
                                  * before: this round's stack, read from user space, stands
                                  * for them too */
