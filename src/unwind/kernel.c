@@ -21,6 +21,9 @@
 #define KU_WAKE_NS 50000            /* a switch this close before a round woke is its doing */
 #define KU_MAX_PERIODS 100000       /* periods one reading stands for, at most */
 #define KU_BEHIND 2                 /* periods of CPU time with no tick: ticks held up */
+#define KU_CARRY 2                  /* periods of time off a CPU a thread found on one carries,
+                                     * at most (one on a CPU at every round, remora's wake-up
+                                     * preempting it, would pile up its preemptions) */
 
 /* A thread whose ticks could not be read in the kernel since the last round (a page not
  * present, no state known, deeper than the kernel walks, a walk not rooted): the next
@@ -225,23 +228,21 @@ static int behind(const struct unw_kern *ku, const kern_tstate_t *st, int64_t no
 }
 
 /* The thread's time off a CPU since the round that last looked at it (the wall time
- * less its CPU time: every stint, not the last alone), added to its carry; the look is
- * now. 0, or -1 when there is no look to count from (the first, or before a pause). */
-static int off_since_look(struct unw_kern *ku, rd_thread_t *tc, const kern_tstate_t *st)
+ * less its CPU time: every stint, not the last alone), in *off; the look is now. 0, or
+ * -1 when there is no look to count from (the first, or before a pause). */
+static int off_since_look(struct unw_kern *ku, rd_thread_t *tc, const kern_tstate_t *st, int64_t *off)
 {
     uint64_t cpu = cpu_time(st, ku->woke_ns);
-    int64_t cap = (int64_t)KU_MAX_PERIODS * ku->period_ns, off;
     int looked = tc->koff_tid == tc->native_id && tc->koff_ns >= ku->resumed_ns &&
                  tc->koff_ns < ku->woke_ns && cpu >= tc->koff_cpu;
 
-    if (looked) {
-        off = (ku->woke_ns - tc->koff_ns) - (int64_t)(cpu - tc->koff_cpu);
-        tc->koff_carry += off > 0 ? off : 0;
-        if (tc->koff_carry > cap)
-            tc->koff_carry = cap;
-    } else {
+    *off = 0;
+    if (looked)
+        *off = (ku->woke_ns - tc->koff_ns) - (int64_t)(cpu - tc->koff_cpu);
+    if (*off < 0)
+        *off = 0;
+    if (!looked)
         tc->koff_carry = 0;
-    }
     tc->koff_tid = tc->native_id;
     tc->koff_ns = ku->woke_ns;
     tc->koff_cpu = cpu;
@@ -255,6 +256,7 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
     size_t i;
     char state;
     int looked;
+    int64_t off = 0, total;
 
     for (i = 0; i < ku->nnow; i++)
         if (ku->now[i].tid == tc->native_id)
@@ -299,7 +301,10 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
                  tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     if (st.on_cpu && !th->kernel)
         ku->stats.missed++;
-    looked = ku->period_ns > 0 ? off_since_look(ku, tc, &st) : -1;
+    looked = ku->period_ns > 0 ? off_since_look(ku, tc, &st, &off) : -1;
+    total = tc->koff_carry + off;
+    if (looked == 0 && (st.on_cpu || th->kernel))
+        tc->koff_carry = total < KU_CARRY * ku->period_ns ? total : KU_CARRY * ku->period_ns;
     /* With KU_BEHIND periods of CPU time and no tick (a tick comes every period of it):
      * its CPU is held up (a virtual CPU its host did not run, interrupts off), and the
      * thread neither moves nor ticks; the round reads it, its sample standing for the
@@ -322,16 +327,18 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
         return;
     }
     /* off a CPU and the round's: the time it spent off a CPU since it was last looked
-     * at, and before (its carry: found on a CPU then, or a fraction of a period), a
-     * period a sample, rounded, the rest carried; 0 when under half a period. A time
-     * counted so is the time off a CPU, whatever the stints' lengths: counted as one
-     * period at least at each round that found it off, a thread that runs in short
-     * bursts had its waits counted as more than they lasted (aiohttp's select) */
+     * at, and before (its carry, KU_CARRY periods at most: found on a CPU then, or a
+     * fraction of a period), a period a sample, rounded, the rest carried; 0 when under
+     * half a period. A time counted so is the time off a CPU, whatever the stints'
+     * lengths: counted as one period at least at each round that found it off, a thread
+     * that runs in short bursts had its waits counted as more than they lasted */
     if (!st.on_cpu && !th->kernel && looked == 0) {
-        int64_t n = (tc->koff_carry + ku->period_ns / 2) / ku->period_ns;
+        int64_t n = (total + ku->period_ns / 2) / ku->period_ns;
         if (n > KU_MAX_PERIODS)
             n = KU_MAX_PERIODS;
-        tc->koff_carry -= n * ku->period_ns;
+        tc->koff_carry = total - n * ku->period_ns;
+        if (tc->koff_carry > KU_CARRY * ku->period_ns)
+            tc->koff_carry = KU_CARRY * ku->period_ns;
         th->periods = (unsigned)n;
         th->weighed = 1;
         return;
