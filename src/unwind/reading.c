@@ -294,7 +294,6 @@ static int exc_frame_walked(const py_layout_t *L, const reader_t *r, const rd_th
 #define RD_REREADS 5                /* readings again of a thread whose stack moved, always */
 #define RD_REREADS_MORE 10          /* ... and up to this many while u->reread_ns lasts */
 
-
 /* The thread's state read again, alone, for a second reading: what the round's first
  * read had of it is from before its stack moved. */
 static int thread_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc, int *other)
