@@ -84,7 +84,11 @@ def test_no_caps(remora):
         with busy(HOST[0]) as t:
             t.wait_ready()
             out = os.path.join(d, "x.collapsed")
-            rc, _, err = remora.run(["record", "-p", t.pid, "-d", "0.5", "-o", out], prefix=NO_CAPS)
+            # the default engine's fallback (--engine auto named: a forced user-engine run,
+            # REMORA_TEST_ENGINE=user, would otherwise ask for the user engine, which says
+            # nothing)
+            rc, _, err = remora.run(["record", "--engine", "auto", "-p", t.pid, "-d", "0.5", "-o", out],
+                                    prefix=NO_CAPS)
             if rc != 0:
                 raise Fail("without CAP_BPF/CAP_PERFMON: exit %d, want 0: %s" % (rc, tail(err)))
             notices = [l for l in err.splitlines() if NOTICE in l]
