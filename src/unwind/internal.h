@@ -437,14 +437,14 @@ typedef struct rd_block {
     size_t cap;
 } rd_block_t;
 
-/* The kernel engine's last look at a thread's time off a CPU (kernel.c, unw_off_weigh): when
+/* The kernel engine's last look at a thread's time off a CPU (kernel.c, kern_off_weigh): when
  * a round looked (0: no look that counts), the thread's CPU time then, and its time off a
  * CPU not yet counted by a sample (ns, may be < 0). */
-typedef struct unw_offw {
+typedef struct kern_offw {
     int64_t ns;
     uint64_t cpu;
     int64_t carry;
-} unw_offw_t;
+} kern_offw_t;
 
 typedef struct rd_thread {
     uint64_t tstate;
@@ -519,7 +519,7 @@ typedef struct rd_thread {
     uint64_t kbehind_cpu;
     /* ... and its time off a CPU (kern_cpu_state): the thread the look below is of */
     pid_t koff_tid;
-    unw_offw_t koff;
+    kern_offw_t koff;
     /* the idle test without the kernel engine (idle.c) */
     pid_t idle_tid;                 /* the thread the fields below are of (0: none yet) */
     int idle_state;                 /* IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING */
@@ -804,7 +804,7 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th);
  * the thread is of it off a CPU) *periods gets what that sample stands for (may be 0) and
  * 1 is returned; else (on a CPU: carried, KU_CARRY periods at most) 0. 0 too, and no
  * carry, with no look before to count from. */
-int unw_off_weigh(unw_offw_t *w, int64_t now, uint64_t cpu, int64_t period, int off, unsigned *periods);
+int kern_off_weigh(kern_offw_t *w, int64_t now, uint64_t cpu, int64_t period, int off, unsigned *periods);
 /* The round reads no stack of th: its time on a CPU is its ticks', none failed. */
 static inline int kern_skips(const unw_thread_t *th)
 {

@@ -227,7 +227,7 @@ static int behind(const struct unw_kern *ku, const kern_tstate_t *st, int64_t no
            cpu - st->tick_cpu > (uint64_t)KU_BEHIND * (uint64_t)ku->period_ns;
 }
 
-int unw_off_weigh(unw_offw_t *w, int64_t now, uint64_t cpu, int64_t period, int off, unsigned *periods)
+int kern_off_weigh(kern_offw_t *w, int64_t now, uint64_t cpu, int64_t period, int off, unsigned *periods)
 {
     int looked = w->ns > 0 && w->ns < now && cpu >= w->cpu && period > 0;
     int64_t since = 0, total, n;
@@ -321,9 +321,9 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
      * waits counted as more or less than they lasted, as the rounds fell on its bursts */
     if (ku->period_ns > 0) {
         if (tc->koff_tid != tc->native_id || tc->koff.ns < ku->resumed_ns)
-            tc->koff = (unw_offw_t){0, 0, 0};
+            tc->koff = (kern_offw_t){0, 0, 0};
         tc->koff_tid = tc->native_id;
-        weighed = unw_off_weigh(&tc->koff, ku->woke_ns, cpu_time(&st, ku->woke_ns), (int64_t)ku->period_ns,
+        weighed = kern_off_weigh(&tc->koff, ku->woke_ns, cpu_time(&st, ku->woke_ns), (int64_t)ku->period_ns,
                                 !st.on_cpu && !th->kernel, &periods);
     }
     /* With KU_BEHIND periods of CPU time and no tick (a tick comes every period of it):

@@ -1453,7 +1453,7 @@ static int64_t ow_gap(struct ow_sched *s, int i, int64_t period)
 
 /* The CPU share of the thread's bursts as a profile made of these rounds would give it
  * (its time on a CPU counted by its ticks, a period of CPU time each; off a CPU by
- * unw_off_weigh), and as the rule before it would: a sample off a CPU standing for the
+ * kern_off_weigh), and as the rule before it would: a sample off a CPU standing for the
  * periods since it went off or since the round before, one at least. */
 static void ow_run(struct ow_sched *s, int64_t period, int rounds, double *truth, double *now_share,
                    double *old_share)
@@ -1461,7 +1461,7 @@ static void ow_run(struct ow_sched *s, int64_t period, int rounds, double *truth
     const int64_t t0 = 1000000000;
     int64_t t = t0, prev = 0, cyc = s->burst + s->wait;
     uint64_t counted = 0, old = 0, cpu = 0;
-    unw_offw_t w = {0, 0, 0};
+    kern_offw_t w = {0, 0, 0};
     int i;
 
     for (i = 0; i < rounds; i++) {
@@ -1473,7 +1473,7 @@ static void ow_run(struct ow_sched *s, int64_t period, int rounds, double *truth
         on = x < s->burst;
         cpu = (uint64_t)(k * s->burst + (on ? x : s->burst));
         since = t0 + (on ? k - 1 : k) * cyc + s->burst;     /* its last switch off */
-        if (unw_off_weigh(&w, t, cpu, period, !on, &n))
+        if (kern_off_weigh(&w, t, cpu, period, !on, &n))
             counted += n;
         if (!on && prev > 0) {
             int64_t from = since > prev ? since : prev;
@@ -1497,7 +1497,7 @@ static void test_off_weigh(void)
         {300000, 700000, 2, 11},
         {100000, 500000, 1, 3},
     };
-    unw_offw_t w = {0, 0, 0};
+    kern_offw_t w = {0, 0, 0};
     int64_t t = 1000000000;
     uint64_t cpu = 0;
     unsigned n = 0, i;
@@ -1517,8 +1517,8 @@ static void test_off_weigh(void)
     }
 
     /* no look before: nothing counted, no carry; the first look counts from itself */
-    CHECK(unw_off_weigh(&w, t, 0, P, 1, &n) == 0 && w.carry == 0, "off weigh: a first look weighs nothing");
-    CHECK(unw_off_weigh(&w, t + 3 * P, 0, P, 1, &n) == 1 && n == 3 && w.carry == 0,
+    CHECK(kern_off_weigh(&w, t, 0, P, 1, &n) == 0 && w.carry == 0, "off weigh: a first look weighs nothing");
+    CHECK(kern_off_weigh(&w, t + 3 * P, 0, P, 1, &n) == 1 && n == 3 && w.carry == 0,
           "off weigh: three periods off stand for %u", n);
     /* a thread on a CPU at every round, remora's wake-up preempting it 30 us each time:
      * its preemptions pile up KU_CARRY (2) periods at most, not the 30 periods of 1000 */
@@ -1526,24 +1526,24 @@ static void test_off_weigh(void)
     for (i = 0; i < 1000; i++) {
         t += P;
         cpu += (uint64_t)(P - 30000);
-        unw_off_weigh(&w, t, cpu, P, 0, &n);
+        kern_off_weigh(&w, t, cpu, P, 0, &n);
     }
     t += 5 * P;
-    CHECK(unw_off_weigh(&w, t, cpu, P, 1, &n) == 1 && n >= 5 && n <= 7, "off weigh: 5 periods off after"
+    CHECK(kern_off_weigh(&w, t, cpu, P, 1, &n) == 1 && n >= 5 && n <= 7, "off weigh: 5 periods off after"
           " preemptions stand for %u", n);
     /* a wait a late round found over (the thread on a CPU again): two periods of it carry */
     w.carry = 0;
     t += P;
     cpu += (uint64_t)P;
-    unw_off_weigh(&w, t, cpu, P, 0, &n);
+    kern_off_weigh(&w, t, cpu, P, 0, &n);
     t += 6 * P;
     cpu += (uint64_t)(P / 4);
-    unw_off_weigh(&w, t, cpu, P, 0, &n);
+    kern_off_weigh(&w, t, cpu, P, 0, &n);
     t += P;
-    CHECK(unw_off_weigh(&w, t, cpu, P, 1, &n) == 1 && n == 3, "off weigh: 2 carried + 1 periods off stand for %u", n);
+    CHECK(kern_off_weigh(&w, t, cpu, P, 1, &n) == 1 && n == 3, "off weigh: 2 carried + 1 periods off stand for %u", n);
     /* a look before the one kept (a pause, another thread) counts nothing */
     w.ns = t + P;
-    CHECK(unw_off_weigh(&w, t, cpu, P, 1, &n) == 0 && w.carry == 0, "off weigh: a look from the future counts");
+    CHECK(kern_off_weigh(&w, t, cpu, P, 1, &n) == 0 && w.carry == 0, "off weigh: a look from the future counts");
 }
 
 int main(void)
