@@ -472,6 +472,10 @@ typedef struct rd_thread {
     size_t copy_len, copied;        /* bytes to copy next time; bytes copied now */
     unsigned char *a, *b;           /* the two copies */
     size_t cap;
+    /* the frames of its last sample, innermost first: the calls it was making a round
+     * before (walk_moment_cut) */
+    struct rd_call { uint64_t addr, code, instr; } *calls;
+    size_t ncalls, cap_calls;
     rd_block_t *sb;               /* frames outside the chunk last time, read again */
     size_t nsb, cap_sb;
     /* --frame-anchor (3.15): the interpreter keeps last_profiled_frame at a frame remora
@@ -576,6 +580,22 @@ typedef struct rd_key {
     size_t req;
 } rd_key_t;
 
+/* The round's first reading of a thread whose stack moved, kept while it is read again
+ * (walk_moment_save, walk_moment_cut). */
+typedef struct rd_moment {
+    /* 3.11+: the first copies of the chunk one after the other, where they start, the
+     * bytes in each (0: none kept), the data stack's top both before and after them, and
+     * the lower current frame in the chunk (UINT64_MAX: outside it) */
+    unsigned char *copies;
+    size_t cap, len;
+    uint64_t base, top, cur;
+    /* 3.9/3.10: the frames that reading knew, innermost first (UNW_MAX_DEPTH), and
+     * whether the innermost was the current frame then (else it was calling) */
+    struct walked *walk;
+    size_t nwalk;
+    int walk_top;
+} rd_moment_t;
+
 typedef struct reader {
     int valid;
     uint64_t rt_head;               /* the runtime's first interpreter, read this sample */
@@ -598,6 +618,7 @@ typedef struct reader {
     size_t cap_order;
     walked_t *walk;                 /* UNW_MAX_DEPTH */
     walked_t *walk2;                /* UNW_MAX_DEPTH: a first reading's frames, kept */
+    rd_moment_t moment;             /* the round's first reading of a moved stack */
     uint64_t *scratch;              /* UNW_MAX_DEPTH */
     rd_block_t *blocks;           /* frames read outside the chunk this sample */
     size_t nblocks, cap_blocks;
@@ -732,6 +753,8 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
 int walk_check(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_t nwalked, size_t *keep);
 int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t from, size_t nwalked);
 int walk_learn_page(const py_layout_t *L, rd_thread_t *tc, uint64_t addr);
+int walk_moment_save(const py_layout_t *L, reader_t *r, const rd_thread_t *tc, size_t keep, size_t nw);
+size_t walk_moment_cut(const py_target_t *T, reader_t *r, const rd_thread_t *tc, size_t keep, size_t nw, int *cut);
 
 /* ---- parked.c ---- */
 

@@ -178,6 +178,25 @@ static void next_copy_len(const py_layout_t *L, const reader_t *r, rd_thread_t *
     tc->copy_len = copy_clamp(tc, tc->copy_len);
 }
 
+/* Keeps walk[from..nw) as the calls the thread makes, for the next round's
+ * walk_moment_cut(). Returns 0 or REMORA_ENOMEM. */
+static int keep_calls(reader_t *r, rd_thread_t *tc, size_t from, size_t nw)
+{
+    size_t k;
+
+    if (remora_grow((void **)&tc->calls, &tc->cap_calls, nw - from, sizeof *tc->calls))
+        return REMORA_ENOMEM;
+    tc->ncalls = 0;
+    for (k = from; k < nw; k++)
+        if (!r->walk[k].cached) {
+            struct rd_call *c = &tc->calls[tc->ncalls++];
+            c->addr = r->walk[k].addr;
+            c->code = r->walk[k].code;
+            c->instr = r->walk[k].instr;
+        }
+    return REMORA_OK;
+}
+
 /* Keeps walk[from..nw) as thread i's frames, to be named (shims left out). */
 static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, size_t nw)
 {
@@ -210,7 +229,7 @@ static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, si
             return REMORA_ENOMEM;
     }
     tc->raw_n = r->nraw - tc->raw_first;
-    return REMORA_OK;
+    return keep_calls(r, tc, from, nw);
 }
 
 /* Swaps the roles of a thread's two copies (the chunk's and the remembered blocks'). */
@@ -551,6 +570,7 @@ static int read_keep(unwinder_t *u, reader_t *r, size_t i, const reading_t *g)
  * marker alone), or REMORA_ENOPROC / REMORA_ENOMEM. */
 static int read_failed(rd_thread_t *tc, unw_thread_t *th, const reading_t *g, int err)
 {
+    tc->ncalls = 0;
     if (err == REMORA_ENOPROC || err == REMORA_ENOMEM)
         return err;
     if (err == REMORA_ECORRUPT && !g->unsure && g->was_known) {
@@ -584,7 +604,7 @@ int read_thread(unwinder_t *u, reader_t *r, size_t i)
     rd_thread_t *tc = &r->threads[i];
     unw_thread_t *th = &u->threads[i];
     reading_t g = {0};
-    int err;
+    int err, cut;
 
     tc->raw_n = 0;
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
@@ -608,10 +628,17 @@ int read_thread(unwinder_t *u, reader_t *r, size_t i)
         return g.err;
     g.moved = g.err == REMORA_OK && r->top_moved;
     if (g.err != REMORA_OK || g.keep > 0 || g.moved || g.nw == 0) {
+        /* the round's moment: what its first copies had (walk_moment_cut) */
+        if (walk_moment_save(L, r, tc, g.keep, g.err == REMORA_OK ? g.nw : 0))
+            return REMORA_ENOMEM;
         if ((err = read_again(u, r, tc, &g)) != REMORA_OK)
             return err;
         if (g.failed)
             return read_failed(tc, th, &g, g.err);
+        cut = 0;
+        g.keep = walk_moment_cut(u->target, r, tc, g.keep, g.nw, &cut);
+        if (cut)
+            tc->partial = 1;
     }
     if ((err = read_judge(u, r, tc, &g)) != REMORA_OK)
         return read_failed(tc, th, &g, err);

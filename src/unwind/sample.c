@@ -34,6 +34,8 @@ void unw_reader_free(reader_t *r)
     free(r->order);
     free(r->walk);
     free(r->walk2);
+    free(r->moment.walk);
+    free(r->moment.copies);
     free(r->scratch);
     free(r->codes);
     free(r->fps);
@@ -188,8 +190,9 @@ static int reader_new(reader_t **out)
         return REMORA_ENOMEM;
     r->walk = malloc(UNW_MAX_DEPTH * sizeof *r->walk);
     r->walk2 = malloc(UNW_MAX_DEPTH * sizeof *r->walk2);
+    r->moment.walk = malloc(UNW_MAX_DEPTH * sizeof *r->moment.walk);
     r->scratch = malloc(UNW_MAX_DEPTH * sizeof *r->scratch);
-    if (r->walk == NULL || r->walk2 == NULL || r->scratch == NULL) {
+    if (r->walk == NULL || r->walk2 == NULL || r->moment.walk == NULL || r->scratch == NULL) {
         unw_reader_free(r);
         *out = NULL;
         return REMORA_ENOMEM;

@@ -26,6 +26,7 @@ void tc_fini(rd_thread_t *tc)
     free(tc->sb);
     free(tc->below);
     free(tc->saved);
+    free(tc->calls);
     memset(tc, 0, sizeof *tc);
 }
 

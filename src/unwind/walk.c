@@ -673,3 +673,136 @@ int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t
     tc->nsb = k;
     return 0;
 }
+
+/* A stack that moved while the round read it (read_again): keeps what the round's first
+ * reading had, for walk_moment_cut(). 3.11+: its copies of the chunk, and the data
+ * stack's top both before and after them (nothing without copies, with an anchor, or
+ * when the chunk changed meanwhile); 3.9/3.10: the frames it knew, walk[keep..nw) (nw 0:
+ * it knew none). Returns 0, or -1 out of memory. */
+int walk_moment_save(const py_layout_t *L, reader_t *r, const rd_thread_t *tc, size_t keep, size_t nw)
+{
+    rd_moment_t *m = &r->moment;
+    uint64_t top0, top1;
+
+    m->len = 0;
+    m->nwalk = 0;
+    if (L->frames_kind == PY_FRAMES_OBJECTS) {
+        if (nw > keep && nw <= UNW_MAX_DEPTH) {
+            memcpy(m->walk, r->walk + keep, (nw - keep) * sizeof *m->walk);
+            m->nwalk = nw - keep;
+            m->walk_top = keep == 0;
+        }
+        return 0;
+    }
+    if (tc->chunk == 0 || tc->copied == 0 || tc->base != tc->chunk || L->ts_datastack_chunk == 0 ||
+        L->ts_datastack_chunk + PY_TS_DATASTACK_SPAN > L->ts_size ||
+        get_u64(tc->ts, L->ts_datastack_chunk) != tc->chunk || tc->ds_end[0] != tc->chunk)
+        return 0;
+    top0 = get_u64(tc->ts, L->ts_datastack_chunk + PY_TS_DATASTACK_TOP);
+    top1 = tc->ds_end[1];
+    if (tc->copied > SIZE_MAX / 2 || remora_grow((void **)&m->copies, &m->cap, 2 * tc->copied, 1))
+        return -1;
+    memcpy(m->copies, tc->a, tc->copied);
+    memcpy(m->copies + tc->copied, tc->b, tc->copied);
+    m->len = tc->copied;
+    m->base = tc->base;
+    m->top = top0 < top1 ? top0 : top1;
+    /* the lower of the current frames read before and between the copies, in the chunk
+     * (outside it, a generator's or a C stack's: every frame in the chunk is calling) */
+    m->cur = UINT64_MAX;
+    if (tc->cur0 >= tc->chunk && tc->cur0 < m->top)
+        m->cur = tc->cur0;
+    if (tc->cur_mid >= tc->chunk && tc->cur_mid < m->top && tc->cur_mid < m->cur)
+        m->cur = tc->cur_mid;
+    return 0;
+}
+
+/* Was the call at addr (code, instr) being made at the thread's last sample too? */
+static int moment_long(const rd_thread_t *tc, uint64_t addr, uint64_t code, uint64_t instr)
+{
+    size_t j;
+
+    for (j = 0; j < tc->ncalls; j++)
+        if (tc->calls[j].addr == addr)
+            return tc->calls[j].code == code && tc->calls[j].instr == instr;
+    return 0;
+}
+
+/* 3.9/3.10, walk_moment_cut() on the frames the first reading knew: the i-th frame from
+ * the root, calling then, must be the same frame object at the same call. */
+static size_t moment_cut_objects(reader_t *r, const rd_thread_t *tc, size_t keep, size_t nw, int *cut)
+{
+    const rd_moment_t *m = &r->moment;
+    size_t i, calling = m->walk_top ? 1 : 0;
+
+    for (i = 0; i < nw - keep && i + calling < m->nwalk; i++) {
+        walked_t *w = &r->walk[nw - 1 - i];
+        const walked_t *f = &m->walk[m->nwalk - 1 - i];
+        if (w->addr == f->addr && w->code == f->code && w->instr == f->instr && w->prev == f->prev)
+            continue;
+        if (!moment_long(tc, f->addr, f->code, f->instr))
+            return keep;            /* a short call ended: the moving top */
+        *cut = 1;
+        if (w->prev != f->prev)
+            return nw - i;          /* another caller's frame then: cut */
+        *w = *f;
+        return nw - 1 - i;
+    }
+    return keep;
+}
+
+/* A reading kept after re-readings (walk[keep..nw), innermost first) is of a later
+ * moment than the round's, and re-readings last longer where a stack moves faster: one
+ * that ends after a long call the thread was making at the round's first reading has
+ * returned gives that call's samples to the calls after it (fidelity/mix under the user
+ * engine: the pipeline of generators read again until it returned, its samples written as
+ * callback_sub's, 2-3 points each way; on 3.9, recurse's as json_roundtrip's). Read
+ * outermost first, each frame that was calling then is checked; 3.11+ a frame in the
+ * chunk as the first copies have it (below the current frame, below the top both before
+ * and after the copies, the same in both copies), 3.9/3.10 one the first reading knew.
+ * Another function's frame at its place, or the same at another call, is kept as the
+ * first reading had it and the frames inside it are cut, when that call was being made a
+ * round before too (tc->calls: it lasted a round, and so the re-readings crossing its end
+ * are what moves its share); a frame with another caller then is cut with them. A short
+ * call that ended is the moving top the re-readings are for (cutting those too would make
+ * two in five of Django's samples partial): from there, as from the current frame then
+ * and wherever the first reading knew nothing, the reading is kept as it is. Returns the
+ * new keep (the innermost frame kept); *cut is set when the frames from there are the
+ * first reading's outer ones (partial), else left as it was. */
+size_t walk_moment_cut(const py_target_t *T, reader_t *r, const rd_thread_t *tc, size_t keep, size_t nw, int *cut)
+{
+    const py_layout_t *L = &T->layout;
+    const rd_moment_t *m = &r->moment;
+    size_t k, fs = L->fr_size;
+
+    if (L->frames_kind == PY_FRAMES_OBJECTS)
+        return moment_cut_objects(r, tc, keep, nw, cut);
+    if (m->len == 0 || fs > m->len)
+        return keep;
+    for (k = nw; k > keep; k--) {
+        walked_t *w = &r->walk[k - 1];
+        rd_fields_t f1, f2;
+        if (w->from != FROM_CHUNK || w->cached)
+            continue;
+        if (w->addr < m->base || w->addr - m->base > m->len - fs || w->addr + fs > m->top || w->addr >= m->cur)
+            return keep;            /* the top then, or above it: nothing known */
+        frame_decode(T, m->copies + (w->addr - m->base), &f1);
+        frame_decode(T, m->copies + m->len + (w->addr - m->base), &f2);
+        if (f1.code != f2.code || f1.prev != f2.prev || f1.instr != f2.instr || f1.code == 0)
+            return keep;
+        if (f1.code == w->code && f1.instr == w->instr && f1.prev == w->prev)
+            continue;               /* the same call: held */
+        if (!moment_long(tc, w->addr, f1.code, f1.instr))
+            return keep;            /* a short call ended: the moving top */
+        *cut = 1;
+        if (f1.prev != w->prev)
+            return k;               /* another caller's frame then: cut */
+        w->code = f1.code;
+        w->instr = f1.instr;
+        w->entry = f1.entry;
+        w->gen = f1.gen;
+        w->shim = f1.shim;
+        return k - 1;
+    }
+    return keep;
+}

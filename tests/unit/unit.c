@@ -537,6 +537,229 @@ static void test_lived_walk(void)
 }
 
 
+/* ---- a re-reading kept for a stack that moved holds the round's moment: a long call the
+ * first copies saw being made that has returned since is kept as they had it, and the
+ * frames inside it cut; a short one (the moving top) is left to the re-reading ---- */
+
+/* The re-reading of test_moment_cut, innermost first: callee at s3, 'code' at s2 (at
+ * 'instr', its caller 'prev'), s1, the root s0. */
+static void moment_reading(walked_t *walk, uint64_t s0, uint64_t code, uint64_t prev, uint64_t instr)
+{
+    static const uint64_t codes[4] = { 0xc4, 0, 0xc1, 0xc0 };
+    size_t k;
+
+    memset(walk, 0, 4 * sizeof *walk);
+    for (k = 0; k < 4; k++) {
+        walk[k].addr = s0 + (3 - k) * 80;
+        walk[k].code = codes[k];
+        walk[k].instr = codes[k] + 40;
+        walk[k].prev = k < 3 ? s0 + (2 - k) * 80 : 0;
+        walk[k].from = FROM_CHUNK;
+    }
+    walk[1].code = code;
+    walk[1].instr = instr;
+    walk[1].prev = prev;
+}
+
+static void test_moment_cut(void)
+{
+    enum { FS = 80, TS = 64 };
+    py_target_t T;
+    unwinder_t u;
+    reader_t r;
+    rd_thread_t tc;
+    walked_t walk[8];
+    struct rd_call calls[3];
+    unsigned char one[RD_CHUNK_HDR + 3 * FS], two[RD_CHUNK_HDR + 3 * FS], ts[TS];
+    uint64_t chunk = 0x10000, s0 = chunk + RD_CHUNK_HDR, s1 = s0 + FS, s2 = s1 + FS, top = s2 + FS + 16;
+    uint64_t gen = 0x7000000, k;
+    size_t keep;
+    int cut;
+
+    walk_fixture(&T, &u, &r, &tc, walk);
+    memset(ts, 0, sizeof ts);
+    memset(calls, 0, sizeof calls);
+    frame_layout(&T.layout, PY_FRAMES_DIRECT, FS, 0, 8, 56);
+    T.layout.fr_owner_gen = -1;
+    T.layout.ts_frame = 8;
+    T.layout.ts_datastack_chunk = 32;
+    T.layout.ts_size = TS;
+    /* the round's first copies: the root s0, s1 calling s2 (0xc2, a work function),
+     * s2 calling a generator outside the chunk, the current frame then */
+    memset(one, 0, sizeof one);
+    lived_frame(one + RD_CHUNK_HDR, 0xc0, 0, 0xc0 + 40);
+    lived_frame(one + RD_CHUNK_HDR + FS, 0xc1, s0, 0xc1 + 40);
+    lived_frame(one + RD_CHUNK_HDR + 2 * FS, 0xc2, s1, 0xc2 + 40);
+    memcpy(two, one, sizeof one);
+    memcpy(ts + 8, &gen, 8);
+    memcpy(ts + 32, &chunk, 8);
+    memcpy(ts + 40, &top, 8);
+    tc.ts = ts;
+    tc.chunk = tc.base = chunk;
+    tc.a = one;
+    tc.b = two;
+    tc.copied = sizeof one;
+    tc.cur0 = tc.cur_mid = gen;
+    tc.ds_end[0] = chunk;
+    tc.ds_end[1] = top;
+    /* a round before, the same calls were being made */
+    for (k = 0; k < 3; k++) {
+        calls[k].addr = s2 - k * FS;
+        calls[k].code = 0xc2 - k;
+        calls[k].instr = 0xc2 - k + 40;
+    }
+    tc.calls = calls;
+    tc.ncalls = 3;
+
+    CHECK(walk_moment_save(&T.layout, &r, &tc, 0, 0) == 0 && r.moment.len == sizeof one && r.moment.top == top &&
+          r.moment.cur == UINT64_MAX, "saved: %zu bytes, top %#llx", r.moment.len, (unsigned long long)r.moment.top);
+    /* the copies change after the save (the re-readings copy into them) */
+    memset(one, 0xee, sizeof one);
+
+    /* re-read after s2 returned and s1 called another function (0xc3) there: s2 as the
+     * first copies had it, the innermost kept, its callee cut */
+    moment_reading(walk, s0, 0xc3, s1, 0xc3 + 40);
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+    CHECK(keep == 1 && cut && walk[1].code == 0xc2 && walk[1].instr == 0xc2 + 40,
+          "a long call ended: keep %zu, code %#llx", keep, (unsigned long long)walk[1].code);
+
+    /* the same call still: kept whole */
+    moment_reading(walk, s0, 0xc2, s1, 0xc2 + 40);
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+    CHECK(keep == 0 && !cut && walk[1].code == 0xc2, "the same call: keep %zu", keep);
+
+    /* the same function at another call (it returned from the call, made another) */
+    moment_reading(walk, s0, 0xc2, s1, 0xc2 + 48);
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+    CHECK(keep == 1 && cut && walk[1].instr == 0xc2 + 40, "another call: keep %zu", keep);
+
+    /* another caller's frame at s2 then: s2 cut with its callee */
+    moment_reading(walk, s0, 0xc3, s1 + 8, 0xc3 + 40);
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+    CHECK(keep == 2 && cut, "another caller: keep %zu", keep);
+
+    /* not being made a round before: a short call, the moving top, the re-reading kept */
+    tc.ncalls = 2;
+    calls[0].addr = s1;
+    calls[0].code = 0xc1;
+    calls[0].instr = 0xc1 + 40;
+    calls[1].addr = s0;
+    calls[1].code = 0xc0;
+    calls[1].instr = 0xc0 + 40;
+    moment_reading(walk, s0, 0xc3, s1, 0xc3 + 40);
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+    CHECK(keep == 0 && !cut && walk[1].code == 0xc3, "a short call: keep %zu", keep);
+    tc.ncalls = 3;
+    for (k = 0; k < 3; k++) {
+        calls[k].addr = s2 - k * FS;
+        calls[k].code = 0xc2 - k;
+        calls[k].instr = 0xc2 - k + 40;
+    }
+
+    /* s2 the current frame then (its own code running, not a call): the moving top */
+    memcpy(one, two, sizeof one);
+    tc.cur0 = tc.cur_mid = s2;
+    walk_moment_save(&T.layout, &r, &tc, 0, 0);
+    moment_reading(walk, s0, 0xc3, s1, 0xc3 + 40);
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+    CHECK(keep == 0 && !cut && walk[1].code == 0xc3, "the current frame then: keep %zu", keep);
+    tc.cur0 = tc.cur_mid = gen;
+
+    /* s2 above the top read after the copies (it returned while they were taken) */
+    tc.ds_end[1] = s2;
+    walk_moment_save(&T.layout, &r, &tc, 0, 0);
+    moment_reading(walk, s0, 0xc3, s1, 0xc3 + 40);
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+    CHECK(keep == 0 && !cut && walk[1].code == 0xc3, "above the top: keep %zu", keep);
+    tc.ds_end[1] = top;
+
+    /* the two first copies disagree on s2: nothing known of it */
+    lived_frame(two + RD_CHUNK_HDR + 2 * FS, 0xc5, s1, 0xc5 + 40);
+    walk_moment_save(&T.layout, &r, &tc, 0, 0);
+    moment_reading(walk, s0, 0xc3, s1, 0xc3 + 40);
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+    CHECK(keep == 0 && !cut && walk[1].code == 0xc3, "copies disagree: keep %zu", keep);
+    memcpy(two, one, sizeof one);
+
+    /* another chunk by the end of the copies: nothing saved, nothing cut */
+    tc.ds_end[0] = chunk + 0x100000;
+    CHECK(walk_moment_save(&T.layout, &r, &tc, 0, 0) == 0 && r.moment.len == 0, "another chunk: %zu bytes saved", r.moment.len);
+    moment_reading(walk, s0, 0xc3, s1, 0xc3 + 40);
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+    CHECK(keep == 0 && !cut, "nothing saved: keep %zu", keep);
+    free(r.moment.copies);
+
+    /* 3.9/3.10: frame objects, checked against the frames the first reading knew. It
+     * knew (innermost first) f2 calling at 0xc2 + 40 (its callee moved), s1, s0; a round
+     * before, the same calls */
+    {
+        walked_t first[5], known[UNW_MAX_DEPTH];
+        uint64_t f0 = 0x50000, f1 = 0x51000, f2 = 0x52000, f3 = 0x53000;
+        memset(&r, 0, sizeof r);
+        r.walk = walk;
+        r.moment.walk = known;
+        frame_layout(&T.layout, PY_FRAMES_OBJECTS, 128, 32, 24, 104);
+        moment_reading(first, f0, 0xc2, f1, 0xc2 + 40);
+        first[0].addr = f3;
+        first[1].addr = f2;
+        first[2].addr = f1;
+        first[3].addr = f0;
+        first[0].prev = f2;
+        first[2].prev = f0;
+        memcpy(walk, first, sizeof first);
+        CHECK(walk_moment_save(&T.layout, &r, &tc, 1, 4) == 0 && r.moment.nwalk == 3 && !r.moment.walk_top,
+              "objects: %zu frames saved", r.moment.nwalk);
+        tc.ncalls = 3;
+        calls[0].addr = f2;
+        calls[1].addr = f1;
+        calls[2].addr = f0;
+        /* re-read in another function's frame object (0xc3 at f3), called by s1: f2 as
+         * the first reading had it, innermost */
+        memcpy(walk, first, sizeof first);
+        walk[1].addr = f3 + 0x800;
+        walk[1].code = 0xc3;
+        walk[1].instr = 0xc3 + 40;
+        walk[0].prev = walk[1].addr;
+        cut = 0;
+        keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+        CHECK(keep == 1 && cut && walk[1].addr == f2 && walk[1].code == 0xc2,
+              "objects, a long call ended: keep %zu, cut %d", keep, cut);
+        /* the same frames still: kept whole */
+        memcpy(walk, first, sizeof first);
+        cut = 0;
+        keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+        CHECK(keep == 0 && !cut, "objects, the same calls: keep %zu", keep);
+        /* not being made a round before: kept as read */
+        memcpy(walk, first, sizeof first);
+        walk[1].addr = f3 + 0x800;
+        walk[1].code = 0xc3;
+        tc.ncalls = 0;
+        cut = 0;
+        keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+        CHECK(keep == 0 && !cut && walk[1].code == 0xc3, "objects, a short call: keep %zu", keep);
+        /* the first reading's innermost the current frame then (not calling): f2 may
+         * have moved on */
+        memcpy(walk, first + 1, 3 * sizeof *walk);
+        CHECK(walk_moment_save(&T.layout, &r, &tc, 0, 3) == 0 && r.moment.walk_top, "objects: the top saved");
+        tc.ncalls = 3;
+        memcpy(walk, first, sizeof first);
+        walk[1].addr = f3 + 0x800;
+        walk[1].code = 0xc3;
+        cut = 0;
+        keep = walk_moment_cut(&T, &r, &tc, 0, 4, &cut);
+        CHECK(keep == 0 && !cut && walk[1].code == 0xc3, "objects, the current frame then: keep %zu", keep);
+    }
+}
+
 /* ---- marshal: the bytes Python's marshal format gives each object (version 4, no refs) ---- */
 
 static int bytes_are(const char *buf, size_t len, const char *want, size_t wlen)
@@ -1563,6 +1786,7 @@ int main(void)
     test_anchor_walk();
     test_objects_walk();
     test_lived_walk();
+    test_moment_cut();
     test_thread_names();
     test_tasks();
     test_pyrepr();
