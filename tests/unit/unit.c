@@ -462,6 +462,35 @@ static void lived_frame(unsigned char *b, uint64_t code, uint64_t prev, uint64_t
     memcpy(b + 56, &instr, 8);
 }
 
+/* A chunk at 'chunk' holding three frames of 80 bytes (the root s0 0xc0, s1 0xc1 calling
+ * s2 0xc2, each at its code + 40) in both copies of len bytes, and a thread state of 64
+ * bytes naming 'cur' the current frame, the chunk and 'top' its top. */
+static void three_frames(py_target_t *T, rd_thread_t *tc, unsigned char *one, unsigned char *two, size_t len,
+                         unsigned char *ts, uint64_t chunk, uint64_t cur, uint64_t top)
+{
+    uint64_t s0 = chunk + RD_CHUNK_HDR, s1 = s0 + 80;
+
+    memset(one, 0, len);
+    memset(ts, 0, 64);
+    frame_layout(&T->layout, PY_FRAMES_DIRECT, 80, 0, 8, 56);
+    T->layout.fr_owner_gen = -1;
+    T->layout.ts_frame = 8;
+    T->layout.ts_datastack_chunk = 32;
+    T->layout.ts_size = 64;
+    lived_frame(one + RD_CHUNK_HDR, 0xc0, 0, 0xc0 + 40);
+    lived_frame(one + RD_CHUNK_HDR + 80, 0xc1, s0, 0xc1 + 40);
+    lived_frame(one + RD_CHUNK_HDR + 160, 0xc2, s1, 0xc2 + 40);
+    memcpy(two, one, len);
+    memcpy(ts + 8, &cur, 8);
+    memcpy(ts + 32, &chunk, 8);
+    memcpy(ts + 40, &top, 8);
+    tc->ts = ts;
+    tc->chunk = tc->base = chunk;
+    tc->a = one;
+    tc->b = two;
+    tc->copied = len;
+}
+
 static void test_lived_walk(void)
 {
     enum { FS = 80, TS = 64 };
@@ -477,26 +506,8 @@ static void test_lived_walk(void)
     int err;
 
     walk_fixture(&T, &u, &r, &tc, walk);
-    memset(one, 0, sizeof one);
-    memset(ts, 0, sizeof ts);
-    frame_layout(&T.layout, PY_FRAMES_DIRECT, FS, 0, 8, 56);
-    T.layout.fr_owner_gen = -1;
-    T.layout.ts_frame = 8;
-    T.layout.ts_datastack_chunk = 32;
-    T.layout.ts_size = TS;
     /* s2 (0xc2) calls C at one instruction in both copies, over s1 and the root s0 */
-    lived_frame(one + RD_CHUNK_HDR, 0xc0, 0, 0xc0 + 40);
-    lived_frame(one + RD_CHUNK_HDR + FS, 0xc1, s0, 0xc1 + 40);
-    lived_frame(one + RD_CHUNK_HDR + 2 * FS, 0xc2, s1, 0xc2 + 40);
-    memcpy(two, one, sizeof one);
-    memcpy(ts + 8, &s2, 8);
-    memcpy(ts + 32, &chunk, 8);
-    memcpy(ts + 40, &top, 8);
-    tc.ts = ts;
-    tc.chunk = tc.base = chunk;
-    tc.a = one;
-    tc.b = two;
-    tc.copied = sizeof one;
+    three_frames(&T, &tc, one, two, sizeof one, ts, chunk, s2, top);
     tc.known = 1;
     tc.root = s0;
     tc.root_code = 0xc0;
@@ -577,28 +588,10 @@ static void test_moment_cut(void)
     int cut;
 
     walk_fixture(&T, &u, &r, &tc, walk);
-    memset(ts, 0, sizeof ts);
     memset(calls, 0, sizeof calls);
-    frame_layout(&T.layout, PY_FRAMES_DIRECT, FS, 0, 8, 56);
-    T.layout.fr_owner_gen = -1;
-    T.layout.ts_frame = 8;
-    T.layout.ts_datastack_chunk = 32;
-    T.layout.ts_size = TS;
     /* the round's first copies: the root s0, s1 calling s2 (0xc2, a work function),
      * s2 calling a generator outside the chunk, the current frame then */
-    memset(one, 0, sizeof one);
-    lived_frame(one + RD_CHUNK_HDR, 0xc0, 0, 0xc0 + 40);
-    lived_frame(one + RD_CHUNK_HDR + FS, 0xc1, s0, 0xc1 + 40);
-    lived_frame(one + RD_CHUNK_HDR + 2 * FS, 0xc2, s1, 0xc2 + 40);
-    memcpy(two, one, sizeof one);
-    memcpy(ts + 8, &gen, 8);
-    memcpy(ts + 32, &chunk, 8);
-    memcpy(ts + 40, &top, 8);
-    tc.ts = ts;
-    tc.chunk = tc.base = chunk;
-    tc.a = one;
-    tc.b = two;
-    tc.copied = sizeof one;
+    three_frames(&T, &tc, one, two, sizeof one, ts, chunk, gen, top);
     tc.cur0 = tc.cur_mid = gen;
     tc.ds_end[0] = chunk;
     tc.ds_end[1] = top;
