@@ -21,6 +21,9 @@ static int add_end_reads(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t c
 
     tc->tail_len = 0;
     tc->ds_end[0] = tc->ds_end[1] = 0;
+    if (L->frames_kind == PY_FRAMES_CFRAME && tc->cfw_len > 0 &&
+        batch_req(r, tc->cfw_lo, tc->cfw + RD_CFW_MAX, tc->cfw_len))
+        return -1;
     /* 3.11+: the data stack's chunk and top once more, after the second copies: a frame
      * in the chunk below the top then, and at the round's start, lived through the copies
      * (walk_check, the frame walked from). datastack_top follows datastack_chunk in every
@@ -46,6 +49,88 @@ static void unpack_tail(const py_layout_t *L, rd_thread_t *tc)
         return;
     memcpy(&tc->cur_end, tc->tail, 8);
     memcpy(tc->lp_end, tc->tail + (L->ts_last_profiled - L->ts_frame), PY_TS_LAST_PROFILED_SPAN);
+}
+
+/* 3.11/3.12: a thread's current frame is its innermost eval loop's cframe's, and that
+ * cframe is a local of the loop, on the C stack: the state names another whenever C code
+ * calls back into Python or returns (a class made, a generator resumed: on Django's
+ * templates most of a thread's readings, 87% of them before the copies' middle). So the
+ * thread state's cframe is read just before the current frame between the copies, and
+ * with the current frame through last sample's cframe the window of the C stack that
+ * holds the current_frame of every cframe seen lately is copied, again after the second
+ * copies: copy_cframe_settle() takes the current frame through the cframe current then. */
+static int cfw_holds(const rd_thread_t *tc, uint64_t f)
+{
+    return tc->cfw_len > 0 && f >= tc->cfw_lo && f - tc->cfw_lo <= tc->cfw_len - 8;
+}
+
+int copy_cfw_holds(const py_layout_t *L, const rd_thread_t *tc, uint64_t cf)
+{
+    return L->frames_kind == PY_FRAMES_CFRAME && cf + L->cframe_current_frame >= cf &&
+           cfw_holds(tc, cf + L->cframe_current_frame);
+}
+
+/* (internal.h) The window's bytes are the current_frame fields' addresses, f. */
+int copy_cfw_learn(const py_layout_t *L, rd_thread_t *tc, uint64_t cf)
+{
+    uint64_t f = cf + L->cframe_current_frame, lo, hi;
+
+    if (cf == 0 || f < cf || !cf_nested(L, tc, cf) || cfw_holds(tc, f) ||
+        f > UINT64_MAX - 8)
+        return 0;
+    if (tc->cfw == NULL && (tc->cfw = malloc(2 * (size_t)RD_CFW_MAX)) == NULL)
+        return -1;
+    if (tc->cfw_len == 0) {
+        lo = f;
+        hi = f + 8;
+    } else if (f < tc->cfw_lo) {
+        lo = f;
+        hi = tc->cfw_lo + tc->cfw_len;
+        if (hi - lo > RD_CFW_MAX)
+            hi = lo + RD_CFW_MAX;
+    } else {
+        hi = f + 8;
+        lo = tc->cfw_lo;
+        if (hi - lo > RD_CFW_MAX)
+            lo = hi - RD_CFW_MAX;
+    }
+    tc->cfw_lo = lo;
+    tc->cfw_len = (size_t)(hi - lo);
+    return 0;
+}
+
+/* (internal.h) The cframe read through holds if it was the state's just before the
+ * current frame was read (cf_mid); else the window's two copies give cur_mid and cur_end
+ * through cf_mid. Then tc->cframe is the one they were read through, as walk_check()
+ * compares with the state's cframe read last (cf_end). */
+int copy_cframe_settle(const py_layout_t *L, rd_thread_t *tc)
+{
+    uint64_t f = tc->cf_mid + L->cframe_current_frame;
+
+    tc->cfw_hit = 0;
+    if (L->frames_kind != PY_FRAMES_CFRAME || !tc->copied || tc->cf_mid == 0)
+        return 0;
+    if (tc->cf_mid == tc->cframe) {
+        tc->cfw_hit = 1;
+    } else if (f >= tc->cf_mid && cfw_holds(tc, f)) {
+        tc->cframe = tc->cf_mid;
+        tc->cur_mid = get_u64(tc->cfw, (size_t)(f - tc->cfw_lo));
+        tc->cur_end = get_u64(tc->cfw + RD_CFW_MAX, (size_t)(f - tc->cfw_lo));
+        tc->cfw_hit = 1;
+    }
+    return copy_cfw_learn(L, tc, tc->cf_mid) || copy_cfw_learn(L, tc, tc->cf_end) ? -1 : 0;
+}
+
+/* The reads between the copies: the current frame (3.11/3.12: the state's cframe first,
+ * the window after). -1: out of memory. */
+static int add_mid_reads(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t *n, uint64_t cp)
+{
+    int cf = L->frames_kind == PY_FRAMES_CFRAME;
+
+    tc->cf_mid = 0;
+    return (cf && batch_iov(r, n, tc->tstate + L->ts_frame, &tc->cf_mid, 8)) ||
+           batch_iov(r, n, cp, &tc->cur_mid, 8) ||
+           (cf && tc->cfw_len > 0 && batch_iov(r, n, tc->cfw_lo, tc->cfw, tc->cfw_len)) ? -1 : 0;
 }
 
 /* Makes room for two copies of len bytes. */
@@ -182,7 +267,7 @@ static int req_copies(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t *n)
         tc->mid_ok = 1;
     }
     tc->tail_len = 0;
-    if (copy && (batch_iov(r, n, cp, &tc->cur_mid, 8) || batch_iov(r, n, tc->base, tc->b, tc->copy_len)))
+    if (copy && (add_mid_reads(L, r, tc, n, cp) || batch_iov(r, n, tc->base, tc->b, tc->copy_len)))
         return -1;
     /* what must follow the second copies, merged: the current frame (and anchor)
      * again, the second copies of the frames outside the chunk, the cframe again */
@@ -257,8 +342,11 @@ int copy_states(unwinder_t *u, reader_t *r)
     err = proc_readv(u->p, r->iov, n);
     if (err == REMORA_OK) {
         batch_scatter(r);
-        for (i = 0; i < r->nthreads; i++)
+        for (i = 0; i < r->nthreads; i++) {
             unpack_tail(&u->target->layout, &r->threads[i]);
+            if (!r->threads[i].reuse && copy_cframe_settle(&u->target->layout, &r->threads[i]))
+                return REMORA_ENOMEM;
+        }
     }
     return err;
 }
@@ -280,7 +368,7 @@ int copy_again(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t len)
     if (batch_merge(r, &n, 0))
         return REMORA_ENOMEM;
     k = r->nreq;
-    if (batch_iov(r, &n, tc->base, tc->a, len) || batch_iov(r, &n, copy_cur_ptr(L, tc), &tc->cur_mid, 8) ||
+    if (batch_iov(r, &n, tc->base, tc->a, len) || add_mid_reads(L, r, tc, &n, copy_cur_ptr(L, tc)) ||
         batch_iov(r, &n, tc->base, tc->b, len) || add_end_reads(u, r, tc, copy_cur_ptr(L, tc)) ||
         (L->frames_kind == PY_FRAMES_CFRAME && batch_req(r, tc->tstate + L->ts_frame, &tc->cf_end, 8)))
         return REMORA_ENOMEM;
@@ -293,11 +381,23 @@ int copy_again(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t len)
     tc->copied = 0;
     r->late = 1;
     /* read after the state: the state may be another thread's by now */
-    if (proc_readv(u->p, r->iov, n) || !ident_same(u, tc))
+    if (proc_readv(u->p, r->iov, n)) {
+        tc->cfw_len = 0;            /* the window too may be what failed */
+        return REMORA_ECORRUPT;
+    }
+    if (!ident_same(u, tc))
         return REMORA_ECORRUPT;
     batch_scatter(r);
     unpack_tail(L, tc);
     tc->copied = len;
+    if (copy_cframe_settle(L, tc))
+        return REMORA_ENOMEM;
+    if (L->frames_kind == PY_FRAMES_CFRAME && tc->cur0 == 0) {
+        /* its current frame left to these copies (thread_current): as it checks */
+        tc->cur0 = tc->cur_mid;
+        if (tc->cur_mid == 0 && cf_nested(L, tc, tc->cframe))
+            return REMORA_ECORRUPT;
+    }
     return REMORA_OK;
 }
 

@@ -402,6 +402,9 @@ void unw_reader_free(struct reader *r);
 
 #define RD_MIN_COPY 1024u
 #define RD_MAX_COPY (256u << 10)
+/* 3.11/3.12: the C stack copied around the current frame's read, to find it through the
+ * cframe current at that moment (copy.c, copy_cframe_settle) */
+#define RD_CFW_MAX 8192u
 #define RD_BLOCK 4096u
 #ifndef RD_GAP
 #define RD_GAP 512u               /* bytes between two frames still read as one range */
@@ -457,6 +460,13 @@ typedef struct rd_thread {
     uint64_t cur0;                  /* the current frame the state names (through its cframe) */
     uint64_t cur_end;               /* and again after the second */
     uint64_t cf_end;                /* 3.11/3.12: the thread state's cframe, read last */
+    uint64_t cf_mid;                /* 3.11/3.12: ... and just before cur_mid */
+    uint64_t cfw_lo;                /* 3.11/3.12: the window of the C stack that holds the
+                                     * current_frame of the cframes seen (cfw_len bytes from
+                                     * cfw_lo, at most RD_CFW_MAX; 0: none yet) */
+    size_t cfw_len;
+    unsigned char *cfw;             /* ... its copies: with cur_mid, then with cur_end */
+    int cfw_hit;                    /* cur_mid was read through the cframe current then */
     uint64_t ds_end[2];             /* 3.11+: its datastack_chunk and _top, read last (0: not
                                      * read this sample) */
     uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */
@@ -713,6 +723,22 @@ void tc_settle_ids(unwinder_t *u, reader_t *r);
 int read_thread(unwinder_t *u, reader_t *r, size_t i);
 
 /* ---- copy.c ---- */
+
+/* 3.11/3.12: is cframe cf one of a nested eval loop (on the C stack), not the thread
+ * state's own root cframe? */
+static inline int cf_nested(const py_layout_t *L, const rd_thread_t *tc, uint64_t cf)
+{
+    return cf < tc->tstate || cf - tc->tstate >= L->ts_size;
+}
+/* Does the window of tc's C stack (copy.c) hold cframe cf's current frame? */
+int copy_cfw_holds(const py_layout_t *L, const rd_thread_t *tc, uint64_t cf);
+/* The window grown to hold cf's (a nested eval loop's), at most RD_CFW_MAX bytes kept on
+ * the side of the newest. 0, or -1 out of memory. */
+int copy_cfw_learn(const py_layout_t *L, rd_thread_t *tc, uint64_t cf);
+/* After a read of tc's copies: its current frame through the cframe current between
+ * them (tc->cfw_hit), from the window's copies when that is not the one read through;
+ * the cframes seen learnt. 0, or -1 out of memory. */
+int copy_cframe_settle(const py_layout_t *L, rd_thread_t *tc);
 
 /* The thread's ids (pthread_t; native id, or 3.9/3.10 the tid in its struct pthread)
  * read again with frames read after the round's first read: the state may have been

@@ -52,7 +52,7 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
 }
 
 /* The thread's current frame as this round's first read has it (3.11/3.12 through its
- * cframe, read again when the cframe moved), and its chunk: the copies start anew when
+ * cframe, read again when the cframe moved unless the copies found it), and its chunk: the copies start anew when
  * it changed. Returns 0, REMORA_ECORRUPT or a read error. */
 static int thread_current(unwinder_t *u, rd_thread_t *tc, uint64_t *cur)
 {
@@ -63,19 +63,27 @@ static int thread_current(unwinder_t *u, rd_thread_t *tc, uint64_t *cur)
     *cur = get_u64(tc->ts, L->ts_frame);
     if (L->frames_kind == PY_FRAMES_CFRAME) {
         uint64_t cf = *cur;
-        if (cf != tc->cframe || cf == 0) {
-            /* the eval loop's cframe moved: read through it, copy again */
+        if (tc->copied && tc->cfw_hit) {
+            /* copied with the current frame read through the cframe current then
+             * (copy_cframe_settle): the copies hold, whatever the state named before */
+            cf = tc->cframe;
+            *cur = tc->cur_mid;
+        } else if (cf != tc->cframe || cf == 0) {
+            /* the eval loop's cframe moved: read through it, copy again (the copies
+             * read its current frame in the window when it lies there: not now) */
             tc->cframe = cf;
             tc->copied = 0;
             *cur = 0;
-            if (cf != 0 && (err = proc_read_u64(u->p, cf + L->cframe_current_frame, cur)) != 0)
+            if (cf != 0 && !copy_cfw_holds(L, tc, cf) &&
+                (err = proc_read_u64(u->p, cf + L->cframe_current_frame, cur)) != 0)
                 return err;
         } else {
             *cur = tc->cur_spec;
         }
         /* a nested eval loop publishes its cframe before setting the frame in it: only
-         * the thread state's own root cframe may hold no frame */
-        if (cf != 0 && *cur == 0 && (cf < tc->tstate || cf - tc->tstate >= L->ts_size))
+         * the thread state's own root cframe may hold no frame (copy_again() checks the
+         * frame it reads likewise) */
+        if (cf != 0 && *cur == 0 && !copy_cfw_holds(L, tc, cf) && cf_nested(L, tc, cf))
             return REMORA_ECORRUPT;
     }
     tc->cur0 = *cur;
@@ -113,8 +121,10 @@ static int thread_walk(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t *cu
     int err;
 
     for (tries = 0;; tries++) {
-        if (L->frames_kind != PY_FRAMES_OBJECTS && tc->chunk && tc->copied == 0 && *cur != 0) {
-            /* nothing copied yet this sample: copy what the current frame needs */
+        if (L->frames_kind != PY_FRAMES_OBJECTS && tc->chunk && tc->copied == 0 &&
+            (*cur != 0 || copy_cfw_holds(L, tc, tc->cframe))) {
+            /* nothing copied yet this sample: copy what the current frame needs (3.11/
+             * 3.12: not read yet when the copies read it, thread_current) */
             size_t want = *cur > tc->base && *cur - tc->base < RD_MAX_COPY ? (size_t)(*cur - tc->base) + L->fr_size
                                                                           : RD_MIN_COPY;
             if (want < tc->copy_len)

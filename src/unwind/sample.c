@@ -67,6 +67,7 @@ static int sample_lists(unwinder_t *u, reader_t *r)
             tc->chunk = 0;
             tc->base = 0;
             tc->cframe = 0;
+            tc->cfw_len = 0;
             tc->nsb = 0;
             if (tc->anc_state != ANC_OFF)
                 tc->anc_state = ANC_NONE;

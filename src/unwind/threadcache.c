@@ -27,6 +27,7 @@ void tc_fini(rd_thread_t *tc)
     free(tc->below);
     free(tc->saved);
     free(tc->calls);
+    free(tc->cfw);
     memset(tc, 0, sizeof *tc);
 }
 

@@ -572,6 +572,75 @@ static void moment_reading(walked_t *walk, uint64_t s0, uint64_t code, uint64_t 
     walk[1].prev = prev;
 }
 
+/* 3.11/3.12: the window of the C stack that holds the current_frame of the cframes seen
+ * (copy_cfw_learn) and the current frame taken through the cframe current between the
+ * copies (copy_cframe_settle). */
+static void test_cframe_window(void)
+{
+    py_layout_t L;
+    rd_thread_t tc;
+    uint64_t st = 0x7ffc0000f000, c0 = st - 0x100, c1 = st - 0x600, c2 = st - 0x400;
+    uint64_t off, v;
+
+    for (off = 0; off <= 8; off += 8) {
+        memset(&L, 0, sizeof L);
+        memset(&tc, 0, sizeof tc);
+        L.frames_kind = PY_FRAMES_CFRAME;
+        L.cframe_current_frame = off;
+        L.ts_size = 0x200;
+        tc.tstate = 0x5000;
+        /* the state's own root cframe, NULL and one that wraps: no window */
+        CHECK(copy_cfw_learn(&L, &tc, tc.tstate + 0x40) == 0 && copy_cfw_learn(&L, &tc, 0) == 0 &&
+              copy_cfw_learn(&L, &tc, UINT64_MAX - 4) == 0 && tc.cfw_len == 0,
+              "off %llu: root, NULL, wrapping: window %zu", (unsigned long long)off, tc.cfw_len);
+        /* two cframes: the window spans both */
+        CHECK(copy_cfw_learn(&L, &tc, c0) == 0 && copy_cfw_learn(&L, &tc, c1) == 0 && tc.cfw != NULL &&
+              tc.cfw_lo == c1 + off && tc.cfw_len == c0 - c1 + 8 && copy_cfw_holds(&L, &tc, c0) &&
+              copy_cfw_holds(&L, &tc, c1) && copy_cfw_holds(&L, &tc, c2) && !copy_cfw_holds(&L, &tc, c0 + 8),
+              "off %llu: window %#llx + %zu", (unsigned long long)off, (unsigned long long)tc.cfw_lo, tc.cfw_len);
+        /* one far below: the window moves to it, RD_CFW_MAX bytes at most */
+        CHECK(copy_cfw_learn(&L, &tc, c1 - 3 * RD_CFW_MAX) == 0 && tc.cfw_len == RD_CFW_MAX &&
+              copy_cfw_holds(&L, &tc, c1 - 3 * RD_CFW_MAX) && !copy_cfw_holds(&L, &tc, c0),
+              "off %llu: moved down, %zu bytes", (unsigned long long)off, tc.cfw_len);
+        /* and far above again */
+        CHECK(copy_cfw_learn(&L, &tc, c0) == 0 && tc.cfw_len == RD_CFW_MAX && copy_cfw_holds(&L, &tc, c0) &&
+              !copy_cfw_holds(&L, &tc, c1 - 3 * RD_CFW_MAX), "off %llu: moved up", (unsigned long long)off);
+        tc.cfw_len = 0;
+        CHECK(copy_cfw_learn(&L, &tc, c0) == 0 && copy_cfw_learn(&L, &tc, c1) == 0, "relearnt");
+
+        /* read through c0 (last sample's), and c0 the state's between the copies too */
+        tc.copied = 1024;
+        tc.cframe = c0;
+        tc.cf_mid = c0;
+        tc.cf_end = c0;
+        tc.cur_mid = 0x1111;
+        tc.cur_end = 0x1111;
+        memset(tc.cfw, 0, 2 * RD_CFW_MAX);
+        v = 0x2222, memcpy(tc.cfw + (c1 + off - tc.cfw_lo), &v, 8);
+        v = 0x3333, memcpy(tc.cfw + RD_CFW_MAX + (c1 + off - tc.cfw_lo), &v, 8);
+        CHECK(copy_cframe_settle(&L, &tc) == 0 && tc.cfw_hit && tc.cframe == c0 && tc.cur_mid == 0x1111 &&
+              tc.cur_end == 0x1111, "off %llu: the cframe read through: cur %#llx", (unsigned long long)off,
+              (unsigned long long)tc.cur_mid);
+        /* c1 the state's between the copies: its current frame from the window's copies */
+        tc.cf_mid = c1;
+        CHECK(copy_cframe_settle(&L, &tc) == 0 && tc.cfw_hit && tc.cframe == c1 && tc.cur_mid == 0x2222 &&
+              tc.cur_end == 0x3333, "off %llu: through the window: cframe %#llx cur %#llx end %#llx",
+              (unsigned long long)off, (unsigned long long)tc.cframe, (unsigned long long)tc.cur_mid,
+              (unsigned long long)tc.cur_end);
+        /* one outside the window: not found (the reading is judged as before), learnt */
+        tc.cframe = c0;
+        tc.cur_mid = 0x1111;
+        tc.cf_mid = c0 + 0x100;
+        CHECK(copy_cframe_settle(&L, &tc) == 0 && !tc.cfw_hit && tc.cframe == c0 && tc.cur_mid == 0x1111 &&
+              copy_cfw_holds(&L, &tc, c0 + 0x100), "off %llu: outside: hit %d", (unsigned long long)off, tc.cfw_hit);
+        /* not copied, or no cframe read: nothing */
+        tc.copied = 0;
+        tc.cf_mid = c1;
+        CHECK(copy_cframe_settle(&L, &tc) == 0 && !tc.cfw_hit && tc.cframe == c0, "not copied");
+        free(tc.cfw);
+    }
+}
+
 static void test_moment_cut(void)
 {
     enum { FS = 80, TS = 64 };
@@ -1780,6 +1849,7 @@ int main(void)
     test_objects_walk();
     test_lived_walk();
     test_moment_cut();
+    test_cframe_window();
     test_thread_names();
     test_tasks();
     test_pyrepr();
