@@ -52,8 +52,8 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
 }
 
 /* The thread's current frame as this round's first read has it (3.11/3.12 through its
- * cframe, read again when the cframe moved unless the copies found it), and its chunk: the copies start anew when
- * it changed. Returns 0, REMORA_ECORRUPT or a read error. */
+ * cframe, read again when the cframe moved unless the copies find it), and its chunk:
+ * the copies start anew when it changed. Returns 0, REMORA_ECORRUPT or a read error. */
 static int thread_current(unwinder_t *u, rd_thread_t *tc, uint64_t *cur)
 {
     const py_layout_t *L = &u->target->layout;
@@ -63,6 +63,7 @@ static int thread_current(unwinder_t *u, rd_thread_t *tc, uint64_t *cur)
     *cur = get_u64(tc->ts, L->ts_frame);
     if (L->frames_kind == PY_FRAMES_CFRAME) {
         uint64_t cf = *cur;
+        int later = 0;              /* its current frame left to the copies */
         if (tc->copied && tc->cfw_hit) {
             /* copied with the current frame read through the cframe current then
              * (copy_cframe_settle): the copies hold, whatever the state named before */
@@ -74,8 +75,8 @@ static int thread_current(unwinder_t *u, rd_thread_t *tc, uint64_t *cur)
             tc->cframe = cf;
             tc->copied = 0;
             *cur = 0;
-            if (cf != 0 && !copy_cfw_holds(L, tc, cf) &&
-                (err = proc_read_u64(u->p, cf + L->cframe_current_frame, cur)) != 0)
+            later = cf != 0 && copy_cfw_holds(L, tc, cf);
+            if (cf != 0 && !later && (err = proc_read_u64(u->p, cf + L->cframe_current_frame, cur)) != 0)
                 return err;
         } else {
             *cur = tc->cur_spec;
@@ -83,7 +84,7 @@ static int thread_current(unwinder_t *u, rd_thread_t *tc, uint64_t *cur)
         /* a nested eval loop publishes its cframe before setting the frame in it: only
          * the thread state's own root cframe may hold no frame (copy_again() checks the
          * frame it reads likewise) */
-        if (cf != 0 && *cur == 0 && !copy_cfw_holds(L, tc, cf) && cf_nested(L, tc, cf))
+        if (cf != 0 && *cur == 0 && !later && cf_nested(L, tc, cf))
             return REMORA_ECORRUPT;
     }
     tc->cur0 = *cur;
