@@ -405,6 +405,7 @@ void unw_reader_free(struct reader *r);
 /* 3.11/3.12: the C stack copied around the current frame's read, to find it through the
  * cframe current at that moment (copy.c, copy_cframe_settle) */
 #define RD_CFW_MAX 8192u
+#define RD_CALL_LOCALS 8u          /* words of a calling frame's locals kept (walk_keep_calls) */
 #define RD_BLOCK 4096u
 #ifndef RD_GAP
 #define RD_GAP 512u               /* bytes between two frames still read as one range */
@@ -483,8 +484,10 @@ typedef struct rd_thread {
     unsigned char *a, *b;           /* the two copies */
     size_t cap;
     /* the frames of its last sample, innermost first: the calls it was making a round
-     * before (walk_moment_cut) */
-    struct rd_call { uint64_t addr, code, instr; } *calls;
+     * before (walk_moment_cut); 3.11+ with each frame in the chunk the first nloc words of
+     * its locals (below its callee's frame; call_locals()), which tell one call from
+     * another at the same place (nloc 0: not known) */
+    struct rd_call { uint64_t addr, code, instr, locals; unsigned nloc; } *calls;
     size_t ncalls, cap_calls;
     rd_block_t *sb;               /* frames outside the chunk last time, read again */
     size_t nsb, cap_sb;
@@ -781,6 +784,7 @@ int walk_learn_blocks(const py_layout_t *L, reader_t *r, rd_thread_t *tc, size_t
 int walk_learn_page(const py_layout_t *L, rd_thread_t *tc, uint64_t addr);
 int walk_moment_save(const py_layout_t *L, reader_t *r, const rd_thread_t *tc, size_t keep, size_t nw);
 size_t walk_moment_cut(const py_target_t *T, reader_t *r, const rd_thread_t *tc, size_t keep, size_t nw, int *cut);
+int walk_keep_calls(const py_target_t *T, reader_t *r, rd_thread_t *tc, size_t from, size_t nw);
 
 /* ---- parked.c ---- */
 

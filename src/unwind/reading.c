@@ -189,25 +189,6 @@ static void next_copy_len(const py_layout_t *L, const reader_t *r, rd_thread_t *
     tc->copy_len = copy_clamp(tc, tc->copy_len);
 }
 
-/* Keeps walk[from..nw) as the calls the thread makes, for the next round's
- * walk_moment_cut(). Returns 0 or REMORA_ENOMEM. */
-static int keep_calls(reader_t *r, rd_thread_t *tc, size_t from, size_t nw)
-{
-    size_t k;
-
-    if (remora_grow((void **)&tc->calls, &tc->cap_calls, nw - from, sizeof *tc->calls))
-        return REMORA_ENOMEM;
-    tc->ncalls = 0;
-    for (k = from; k < nw; k++)
-        if (!r->walk[k].cached) {
-            struct rd_call *c = &tc->calls[tc->ncalls++];
-            c->addr = r->walk[k].addr;
-            c->code = r->walk[k].code;
-            c->instr = r->walk[k].instr;
-        }
-    return REMORA_OK;
-}
-
 /* Keeps walk[from..nw) as thread i's frames, to be named (shims left out). */
 static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, size_t nw)
 {
@@ -240,7 +221,7 @@ static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, si
             return REMORA_ENOMEM;
     }
     tc->raw_n = r->nraw - tc->raw_first;
-    return keep_calls(r, tc, from, nw);
+    return REMORA_OK;
 }
 
 /* Swaps the roles of a thread's two copies (the chunk's and the remembered blocks'). */
@@ -540,6 +521,8 @@ static int read_keep(unwinder_t *u, reader_t *r, size_t i, const reading_t *g)
 
     if (tc->chunk)
         next_copy_len(L, r, tc, g->cur, nw);
+    if (walk_keep_calls(u->target, r, tc, keep, nw))
+        return REMORA_ENOMEM;
     /* 3.9/3.10: with the innermost frame known, the one above it, whose call outlasts
      * the round more often than not (a work function's, read late this time) */
     if (!g->learned && walk_learn_blocks(L, r, tc, keep > 0 && L->frames_kind == PY_FRAMES_OBJECTS ? keep - 1 : keep, nw))

@@ -717,14 +717,89 @@ int walk_moment_save(const py_layout_t *L, reader_t *r, const rd_thread_t *tc, s
     return 0;
 }
 
-/* Was the call at addr (code, instr) being made at the thread's last sample too? */
-static int moment_long(const rd_thread_t *tc, uint64_t addr, uint64_t code, uint64_t instr)
+/* The first n words of the locals of the frame whose header is at fb, mixed into one. */
+static uint64_t call_locals(const unsigned char *fb, size_t off, unsigned n)
 {
-    size_t j;
+    uint64_t h = UINT64_C(0xCBF29CE484222325);
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        h = (h ^ get_u64(fb, off + 8 * (size_t)i)) * UINT64_C(0x9E3779B97F4A7C15);
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* Keeps walk[from..nw) as the calls the thread makes, for the next round's
+ * walk_moment_cut(). 3.11+: a frame in the chunk with another frame of the chunk inside
+ * it (its callee, or one a C call made) keeps the first RD_CALL_LOCALS words of its
+ * locals below that frame, as both copies have them: a loop's every short call at one
+ * place (asyncio's _run_once running each ready handle at `handle._run()`) has other
+ * locals (the handle), where one long call keeps them. Returns 0 or REMORA_ENOMEM. */
+int walk_keep_calls(const py_target_t *T, reader_t *r, rd_thread_t *tc, size_t from, size_t nw)
+{
+    const py_layout_t *L = &T->layout;
+    size_t k, off = L->fr_localsplus;
+    uint64_t inner = 0;             /* the nearest frame inside, in the chunk (0: none) */
+
+    if (remora_grow((void **)&tc->calls, &tc->cap_calls, nw - from, sizeof *tc->calls))
+        return REMORA_ENOMEM;
+    tc->ncalls = 0;
+    for (k = from; k < nw; k++) {
+        const walked_t *w = &r->walk[k];
+        struct rd_call *c;
+        if (w->cached)
+            continue;
+        c = &tc->calls[tc->ncalls++];
+        c->addr = w->addr;
+        c->code = w->code;
+        c->instr = w->instr;
+        c->locals = 0;
+        c->nloc = 0;
+        if (w->from != FROM_CHUNK || L->frames_kind == PY_FRAMES_OBJECTS)
+            continue;
+        if (inner > w->addr && off != 0 && off <= L->fr_size && inner - w->addr >= off + 8 && w->addr >= tc->base) {
+            uint64_t span = (inner - w->addr - off) / 8;
+            unsigned n = span < RD_CALL_LOCALS ? (unsigned)span : RD_CALL_LOCALS;
+            size_t at = (size_t)(w->addr - tc->base);
+            rd_fields_t ff;
+            if (w->addr - tc->base <= tc->copied && tc->copied - at >= off + 8 * (size_t)n &&
+                tc->copied - at >= L->fr_size) {
+                frame_decode(T, tc->a + at, &ff);
+                if (ff.code == w->code && ff.instr == w->instr &&
+                    memcmp(tc->a + at + off, tc->b + at + off, 8 * (size_t)n) == 0) {
+                    c->locals = call_locals(tc->a + at, off, n);
+                    c->nloc = n;
+                }
+            }
+        }
+        inner = w->addr;
+    }
+    return REMORA_OK;
+}
+
+/* Was the call at addr (code, instr) being made at the thread's last sample too? With
+ * its locals known then (3.11+), the same words in the first copies (fb: that frame's
+ * header in the first of them, fb2 in the second; NULL: 3.9/3.10) must hold them still,
+ * else it is another call at the same place. len: the bytes from fb on in each copy. */
+static int moment_long(const py_layout_t *L, const rd_thread_t *tc, uint64_t addr, uint64_t code, uint64_t instr,
+                       const unsigned char *fb, const unsigned char *fb2, size_t len)
+{
+    size_t j, n;
 
     for (j = 0; j < tc->ncalls; j++)
-        if (tc->calls[j].addr == addr)
-            return tc->calls[j].code == code && tc->calls[j].instr == instr;
+        if (tc->calls[j].addr == addr) {
+            const struct rd_call *c = &tc->calls[j];
+            if (c->code != code || c->instr != instr)
+                return 0;
+            if (c->nloc == 0 || fb == NULL)
+                return 1;
+            n = 8 * (size_t)c->nloc;
+            if (L->fr_localsplus > len || len - L->fr_localsplus < n ||
+                memcmp(fb + L->fr_localsplus, fb2 + L->fr_localsplus, n) != 0)
+                return 1;           /* not known now: as it was */
+            return call_locals(fb, L->fr_localsplus, c->nloc) == c->locals;
+        }
     return 0;
 }
 
@@ -740,7 +815,7 @@ static size_t moment_cut_objects(reader_t *r, const rd_thread_t *tc, size_t keep
         const walked_t *f = &m->walk[m->nwalk - 1 - i];
         if (w->addr == f->addr && w->code == f->code && w->instr == f->instr && w->prev == f->prev)
             continue;
-        if (!moment_long(tc, f->addr, f->code, f->instr))
+        if (!moment_long(NULL, tc, f->addr, f->code, f->instr, NULL, NULL, 0))
             return keep;            /* a short call ended: the moving top */
         *cut = 1;
         if (w->prev != f->prev)
@@ -763,7 +838,9 @@ static size_t moment_cut_objects(reader_t *r, const rd_thread_t *tc, size_t keep
  * Another function's frame at its place, or the same at another call, is kept as the
  * first reading had it and the frames inside it are cut, when that call was being made a
  * round before too (tc->calls: it lasted a round, and so the re-readings crossing its end
- * are what moves its share); a frame with another caller then is cut with them. A short
+ * are what moves its share; the same frame gone on to another instruction, only with the
+ * locals it had then: a loop's calls at one place are each short); a frame with another
+ * caller then is cut with them. A short
  * call that ended is the moving top the re-readings are for (cutting those too would make
  * two in five of Django's samples partial): from there, as from the current frame then
  * and wherever the first reading knew nothing, the reading is kept as it is. Returns the
@@ -773,7 +850,8 @@ size_t walk_moment_cut(const py_target_t *T, reader_t *r, const rd_thread_t *tc,
 {
     const py_layout_t *L = &T->layout;
     const rd_moment_t *m = &r->moment;
-    size_t k, fs = L->fr_size;
+    size_t k, at, fs = L->fr_size;
+    int same;
 
     if (L->frames_kind == PY_FRAMES_OBJECTS)
         return moment_cut_objects(r, tc, keep, nw, cut);
@@ -786,13 +864,18 @@ size_t walk_moment_cut(const py_target_t *T, reader_t *r, const rd_thread_t *tc,
             continue;
         if (w->addr < m->base || w->addr - m->base > m->len - fs || w->addr + fs > m->top || w->addr >= m->cur)
             return keep;            /* the top then, or above it: nothing known */
-        frame_decode(T, m->copies + (w->addr - m->base), &f1);
-        frame_decode(T, m->copies + m->len + (w->addr - m->base), &f2);
+        at = (size_t)(w->addr - m->base);
+        frame_decode(T, m->copies + at, &f1);
+        frame_decode(T, m->copies + m->len + at, &f2);
         if (f1.code != f2.code || f1.prev != f2.prev || f1.instr != f2.instr || f1.code == 0)
             return keep;
         if (f1.code == w->code && f1.instr == w->instr && f1.prev == w->prev)
             continue;               /* the same call: held */
-        if (!moment_long(tc, w->addr, f1.code, f1.instr))
+        /* the same frame gone on to another instruction: the call it made then must be
+         * the one it made a round before (its locals), not another at that place */
+        same = f1.code == w->code && f1.prev == w->prev;
+        if (!moment_long(L, tc, w->addr, f1.code, f1.instr, same ? m->copies + at : NULL, m->copies + m->len + at,
+                         (size_t)(m->top - w->addr) < m->len - at ? (size_t)(m->top - w->addr) : m->len - at))
             return keep;            /* a short call ended: the moving top */
         *cut = 1;
         if (f1.prev != w->prev)

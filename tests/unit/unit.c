@@ -572,6 +572,102 @@ static void moment_reading(walked_t *walk, uint64_t s0, uint64_t code, uint64_t 
     walk[1].prev = prev;
 }
 
+/* A calling frame's locals tell a long call from another call at the same place: the
+ * calls kept at a sample (walk_keep_calls) hold the first words of each frame's locals
+ * below the frame inside it, and walk_moment_cut takes a frame gone on to another
+ * instruction as a long call that ended only when its locals are those of a round
+ * before (asyncio's _run_once: each ready handle run at `handle._run()`). */
+static void test_call_locals(void)
+{
+    enum { FS = 80, TS = 64, LOC = 64 };
+    py_target_t T;
+    unwinder_t u;
+    reader_t r;
+    rd_thread_t tc;
+    walked_t walk[8];
+    unsigned char one[RD_CHUNK_HDR + 4 * FS], two[RD_CHUNK_HDR + 4 * FS], ts[TS];
+    uint64_t chunk = 0x10000, s0 = chunk + RD_CHUNK_HDR, s1 = s0 + FS, s2 = s1 + FS, s3 = s2 + FS;
+    uint64_t top = s3 + FS, gen = 0x7000000, h1 = 0xa1000, h2 = 0xa2000, five = 5;
+    size_t keep, k;
+    int cut;
+
+    walk_fixture(&T, &u, &r, &tc, walk);
+    three_frames(&T, &tc, one, two, sizeof one, ts, chunk, gen, top);
+    T.layout.fr_localsplus = LOC;
+    lived_frame(one + RD_CHUNK_HDR + 3 * FS, 0xc3, s2, 0xc3 + 40);
+    memcpy(one + (s1 - chunk) + LOC, &h1, 8);       /* s1's locals: the handle, 5 */
+    memcpy(one + (s1 - chunk) + LOC + 8, &five, 8);
+    memcpy(two, one, sizeof one);
+    tc.cur0 = tc.cur_mid = gen;
+    tc.ds_end[0] = chunk;
+    tc.ds_end[1] = top;
+
+    /* the last sample: s3 (innermost) in s2 in s1 in s0, all in the chunk */
+    memset(walk, 0, 4 * sizeof *walk);
+    for (k = 0; k < 4; k++) {
+        walk[k].addr = s3 - k * FS;
+        walk[k].code = 0xc3 - k;
+        walk[k].instr = 0xc3 - k + 40;
+        walk[k].prev = k < 3 ? s3 - (k + 1) * FS : 0;
+        walk[k].from = FROM_CHUNK;
+    }
+    CHECK(walk_keep_calls(&T, &r, &tc, 0, 4) == 0 && tc.ncalls == 4, "calls kept: %zu", tc.ncalls);
+    CHECK(tc.calls[0].nloc == 0 && tc.calls[1].nloc == 2 && tc.calls[2].nloc == 2 && tc.calls[3].nloc == 2,
+          "locals kept below the frame inside: %u %u %u %u", tc.calls[0].nloc, tc.calls[1].nloc, tc.calls[2].nloc,
+          tc.calls[3].nloc);
+    /* a local the two copies disagree on, a header unlike the walk's: not known */
+    two[(s1 - chunk) + LOC + 8] ^= 1;
+    walk[1].instr++;
+    CHECK(walk_keep_calls(&T, &r, &tc, 0, 4) == 0 && tc.calls[2].nloc == 0 && tc.calls[1].nloc == 0 &&
+          tc.calls[3].nloc == 2, "copies apart, header apart: %u %u", tc.calls[2].nloc, tc.calls[1].nloc);
+    two[(s1 - chunk) + LOC + 8] ^= 1;
+    walk[1].instr--;
+    CHECK(walk_keep_calls(&T, &r, &tc, 0, 4) == 0 && tc.calls[2].nloc == 2, "kept again: %u", tc.calls[2].nloc);
+
+    /* the round's first copies: s1 calling s2 with the same locals; re-read after s2
+     * returned and s1 went on to another instruction: the long call ended, cut */
+    CHECK(walk_moment_save(&T.layout, &r, &tc, 0, 0) == 0 && r.moment.len == sizeof one, "saved %zu", r.moment.len);
+    moment_reading(walk, s0, 0xc2, s1, 0xc2 + 40);
+    walk[1].addr = s1;                              /* innermost first: s1, s0 */
+    walk[1].code = 0xc1;
+    walk[1].instr = 0xc1 + 48;
+    walk[1].prev = s0;
+    walk[0] = walk[1];
+    walk[1] = walk[3];
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 2, &cut);
+    CHECK(keep == 0 && cut && walk[0].instr == 0xc1 + 40, "the same call ended: keep %zu cut %d", keep, cut);
+
+    /* the first copies with another handle at that place: another call there, short:
+     * the re-reading kept */
+    memcpy(one + (s1 - chunk) + LOC, &h2, 8);
+    memcpy(two + (s1 - chunk) + LOC, &h2, 8);
+    CHECK(walk_moment_save(&T.layout, &r, &tc, 0, 0) == 0, "saved");
+    walk[0].instr = 0xc1 + 48;
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 2, &cut);
+    CHECK(keep == 0 && !cut && walk[0].instr == 0xc1 + 48, "another call at that place: keep %zu cut %d", keep, cut);
+
+    /* another function's frame at s1 now: s1's activation lasted a round, whatever it
+     * called: cut as before */
+    walk[0].code = 0xc5;
+    walk[0].instr = 0xc5 + 40;
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 2, &cut);
+    CHECK(keep == 0 && cut && walk[0].code == 0xc1, "another function there: keep %zu cut %d", keep, cut);
+
+    /* the locals not the same in both first copies: not known, as before (cut) */
+    memcpy(two + (s1 - chunk) + LOC, &h1, 8);
+    CHECK(walk_moment_save(&T.layout, &r, &tc, 0, 0) == 0, "saved");
+    walk[0].code = 0xc1;
+    walk[0].instr = 0xc1 + 48;
+    cut = 0;
+    keep = walk_moment_cut(&T, &r, &tc, 0, 2, &cut);
+    CHECK(keep == 0 && cut && walk[0].instr == 0xc1 + 40, "locals torn: keep %zu cut %d", keep, cut);
+    free(r.moment.copies);
+    free(tc.calls);
+}
+
 /* 3.11/3.12: the window of the C stack that holds the current_frame of the cframes seen
  * (copy_cfw_learn) and the current frame taken through the cframe current between the
  * copies (copy_cframe_settle). */
@@ -1849,6 +1945,7 @@ int main(void)
     test_objects_walk();
     test_lived_walk();
     test_moment_cut();
+    test_call_locals();
     test_cframe_window();
     test_thread_names();
     test_tasks();
