@@ -84,6 +84,7 @@ void rec_print_stats(const rec_run_t *r)
         unw_get_stats(u, &us);
     fprintf(stderr, "parked: reused=%llu thread_samples=%llu\n", (unsigned long long)us.parked,
             (unsigned long long)us.thread_samples);
+    fprintf(stderr, "outer: chunk_callers=%llu\n", (unsigned long long)us.chunk_outer);
     if (kern == NULL)
         fprintf(stderr, "idle: sched_reads=%llu state_reads=%llu kept=%llu\n",
                 (unsigned long long)us.idle_sched, (unsigned long long)us.idle_states,

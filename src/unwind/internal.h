@@ -785,6 +785,7 @@ int walk_learn_page(const py_layout_t *L, rd_thread_t *tc, uint64_t addr);
 int walk_moment_save(const py_layout_t *L, reader_t *r, const rd_thread_t *tc, size_t keep, size_t nw);
 size_t walk_moment_cut(const py_target_t *T, reader_t *r, const rd_thread_t *tc, size_t keep, size_t nw, int *cut);
 int walk_keep_calls(const py_target_t *T, reader_t *r, rd_thread_t *tc, size_t from, size_t nw);
+size_t walk_chunk_outer(const py_target_t *T, reader_t *r, const rd_thread_t *tc);
 
 /* ---- parked.c ---- */
 

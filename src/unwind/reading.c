@@ -446,7 +446,18 @@ static int read_again(unwinder_t *u, reader_t *r, rd_thread_t *tc, reading_t *g)
             g->learned = 1;
         }
         if (best == 0) {
-            g->failed = 1;
+            size_t nw = g->err == REMORA_ECORRUPT ? walk_chunk_outer(u->target, r, tc) : 0;
+            if (nw == 0 || !rooted(L, r, nw)) {
+                g->failed = 1;
+                return REMORA_OK;
+            }
+            /* its callers in the chunk: the frames inside them not known */
+            u->stats.chunk_outer++;
+            g->err = REMORA_OK;
+            g->cur = 0;
+            g->nw = nw;
+            g->keep = 0;
+            tc->partial = 1;
             return REMORA_OK;
         }
         memcpy(r->walk, r->walk2, best * sizeof *r->walk);

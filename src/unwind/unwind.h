@@ -182,6 +182,8 @@ typedef struct unw_stats {
     uint64_t thread_samples;    /* threads read by unw_sample(), in all */
     uint64_t parked;            /* ... served from a parked thread's saved walk */
     uint64_t partial;           /* ... whose innermost frames moved (unw_thread_t.partial) */
+    uint64_t chunk_outer;       /* ... of them, no reading walked from the current frame:
+                                 * the callers in the chunk alone (walk_chunk_outer) */
     uint64_t thread_name_readings;     /* readings of the thread names' registry (threading._active;
                                  * never per sample) */
     uint64_t thread_name_reads;        /* ... the system calls they made */

@@ -778,6 +778,62 @@ int walk_keep_calls(const py_target_t *T, reader_t *r, rd_thread_t *tc, size_t f
     return REMORA_OK;
 }
 
+/* 3.11+, a round none of whose readings could be walked from the current frame (the
+ * frame read through the state had moved on by the time its own memory was read: one of
+ * fidelity/mix's pipeline of generators, suspended and linking to nothing): every frame
+ * in the chunk below the data stack's top is one of the thread's callers then, and
+ * while it holds the same in both copies it is one of its callers throughout them. The
+ * walk from the innermost call of the last sample (tc->calls) that the last copies still
+ * hold at its place, below the top both before (the state read) and after them, through
+ * frames of the chunk only, each the same in both copies, each below the one before.
+ * Returns the frames walked into r->walk (innermost first), 0 when none could be; the
+ * caller takes them as partial (the frames inside are not known) if rooted. */
+size_t walk_chunk_outer(const py_target_t *T, reader_t *r, const rd_thread_t *tc)
+{
+    const py_layout_t *L = &T->layout;
+    size_t j, k, fs = L->fr_size;
+    uint64_t top, top0;
+
+    if (L->frames_kind == PY_FRAMES_OBJECTS || tc->chunk == 0 || tc->base != tc->chunk || tc->copied < fs ||
+        L->ts_datastack_chunk == 0 || L->ts_datastack_chunk + PY_TS_DATASTACK_SPAN > L->ts_size ||
+        get_u64(tc->ts, L->ts_datastack_chunk) != tc->chunk || tc->ds_end[0] != tc->chunk)
+        return 0;
+    top0 = get_u64(tc->ts, L->ts_datastack_chunk + PY_TS_DATASTACK_TOP);
+    top = top0 < tc->ds_end[1] ? top0 : tc->ds_end[1];
+    for (j = 0; j < tc->ncalls; j++) {
+        const struct rd_call *c = &tc->calls[j];
+        uint64_t frame = c->addr;
+        rd_fields_t f1, f2;
+        if (frame < tc->chunk + RD_CHUNK_HDR || frame % 8 || frame - tc->base > tc->copied - fs || frame + fs > top)
+            continue;
+        frame_decode(T, tc->a + (frame - tc->base), &f1);
+        if (f1.code != c->code || f1.code == 0)
+            continue;
+        for (k = 0; frame != 0; k++) {
+            walked_t *w = &r->walk[k];
+            if (k == UNW_MAX_DEPTH || frame < tc->chunk + RD_CHUNK_HDR || frame % 8 ||
+                frame - tc->base > tc->copied - fs || frame + fs > top)
+                return 0;
+            frame_decode(T, tc->a + (frame - tc->base), &f1);
+            frame_decode(T, tc->b + (frame - tc->base), &f2);
+            if (f1.code != f2.code || f1.prev != f2.prev || f1.instr != f2.instr || f1.code == 0 || f1.gen ||
+                (f1.prev != 0 && f1.prev >= frame))
+                return 0;
+            memset(w, 0, sizeof *w);
+            w->addr = frame;
+            w->prev = f1.prev;
+            w->code = f1.code;
+            w->instr = f1.instr;
+            w->shim = f1.shim;
+            w->entry = f1.entry;
+            w->from = FROM_CHUNK;
+            frame = f1.prev;
+        }
+        return k;
+    }
+    return 0;
+}
+
 /* Was the call at addr (code, instr) being made at the thread's last sample too? With
  * its locals known then (3.11+), the same words in the first copies (fb: that frame's
  * header in the first of them, fb2 in the second; NULL: 3.9/3.10) must hold them still,
