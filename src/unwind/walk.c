@@ -102,6 +102,22 @@ static inline void frame_decode(const py_target_t *T, const unsigned char *fb, r
     ff->freed = L->frames_kind == PY_FRAMES_OBJECTS && get_u64(fb, 0) == 0;
 }
 
+/* Walked frame w: the frame at addr, its header's fields ff, read from 'from' (idx). */
+static inline void walked_fill(walked_t *w, uint64_t addr, const rd_fields_t *ff, int from, unsigned idx)
+{
+    w->addr = addr;
+    w->prev = ff->prev;
+    w->code = ff->code;
+    w->instr = ff->instr;
+    w->shim = ff->shim;
+    w->entry = ff->entry;
+    w->gen = ff->gen;
+    w->genobj = ff->genobj;
+    w->from = from;
+    w->idx = idx;
+    w->cached = 0;
+}
+
 /* Is 'frame' inside the part of the chunk the copies can hold? */
 static inline int in_chunk(const py_layout_t *L, const rd_thread_t *tc, uint64_t frame)
 {
@@ -183,17 +199,7 @@ int walk_frames(unwinder_t *u, reader_t *r, rd_thread_t *tc, uint64_t cur, size_
             nfreed = 0;
         }
         w = &r->walk[k++];
-        w->addr = frame;
-        w->prev = ff.prev;
-        w->code = ff.code;
-        w->instr = ff.instr;
-        w->shim = ff.shim;
-        w->entry = ff.entry;
-        w->gen = ff.gen;
-        w->genobj = ff.genobj;
-        w->from = from;
-        w->idx = idx;
-        w->cached = 0;
+        walked_fill(w, frame, &ff, from, idx);
         frame = w->prev;
         if (tc->anc_state == ANC_CACHED && w->addr == tc->anc && from == FROM_CHUNK) {
             /* the anchor: below it, the frames remembered when it was set, as they still
@@ -819,14 +825,7 @@ size_t walk_chunk_outer(const py_target_t *T, reader_t *r, const rd_thread_t *tc
             if (f1.code != f2.code || f1.prev != f2.prev || f1.instr != f2.instr || f1.code == 0 || f1.gen ||
                 (f1.prev != 0 && f1.prev >= frame))
                 return 0;
-            memset(w, 0, sizeof *w);
-            w->addr = frame;
-            w->prev = f1.prev;
-            w->code = f1.code;
-            w->instr = f1.instr;
-            w->shim = f1.shim;
-            w->entry = f1.entry;
-            w->from = FROM_CHUNK;
+            walked_fill(w, frame, &f1, FROM_CHUNK, 0);
             frame = f1.prev;
         }
         return k;

@@ -671,73 +671,53 @@ static void test_call_locals(void)
 /* A round none of whose readings could be walked from the current frame keeps the
  * thread's callers in the chunk: walked from the innermost call of the last sample the
  * copies still hold at its place, below the top before and after them, each frame the
- * same in both copies (walk_chunk_outer). */
-static void test_chunk_outer(void)
+ * same in both copies (walk_chunk_outer). On test_moment_cut's three frames, the calls
+ * of the last sample s2, s1, s0; left as it found them. */
+static void check_chunk_outer(const py_target_t *T, reader_t *r, rd_thread_t *tc, unsigned char *one,
+                              unsigned char *two, size_t len)
 {
-    enum { FS = 80, TS = 64 };
-    py_target_t T;
-    unwinder_t u;
-    reader_t r;
-    rd_thread_t tc;
-    walked_t walk[8];
-    struct rd_call calls[3];
-    unsigned char one[RD_CHUNK_HDR + 3 * FS], two[RD_CHUNK_HDR + 3 * FS], ts[TS];
-    uint64_t chunk = 0x10000, s0 = chunk + RD_CHUNK_HDR, s1 = s0 + FS, s2 = s1 + FS, top = s2 + FS + 16;
-    uint64_t gen = 0x7000000;
-    size_t nw;
+    enum { FS = 80 };
+    const walked_t *walk = r->walk;
+    uint64_t s0 = tc->chunk + RD_CHUNK_HDR, s1 = s0 + FS, s2 = s1 + FS, top = tc->ds_end[1];
+    size_t nw = walk_chunk_outer(T, r, tc);
 
-    walk_fixture(&T, &u, &r, &tc, walk);
-    three_frames(&T, &tc, one, two, sizeof one, ts, chunk, gen, top);
-    tc.ds_end[0] = chunk;
-    tc.ds_end[1] = top;
-    memset(calls, 0, sizeof calls);
-    calls[0].addr = gen;                            /* the last sample: a generator's frame */
-    calls[0].code = 0xc9;
-    calls[1].addr = s2;                             /* in s2, in s1 (in s0) */
-    calls[1].code = 0xc2;
-    calls[2].addr = s1;
-    calls[2].code = 0xc1;
-    tc.calls = calls;
-    tc.ncalls = 3;
-
-    nw = walk_chunk_outer(&T, &r, &tc);
     CHECK(nw == 3 && walk[0].addr == s2 && walk[0].code == 0xc2 && walk[0].instr == 0xc2 + 40 &&
           walk[2].addr == s0 && walk[2].prev == 0 && walk[1].from == FROM_CHUNK,
           "callers from s2: %zu frames, innermost %#llx", nw, (unsigned long long)walk[0].addr);
 
     /* s2 above the top read after the copies (it returned meanwhile): from s1 */
-    tc.ds_end[1] = s2 + 8;
-    nw = walk_chunk_outer(&T, &r, &tc);
+    tc->ds_end[1] = s2 + 8;
+    nw = walk_chunk_outer(T, r, tc);
     CHECK(nw == 2 && walk[0].addr == s1, "s2 above the top: %zu frames", nw);
-    tc.ds_end[1] = top;
+    tc->ds_end[1] = top;
 
     /* another function's frame at s2 now: from s1 */
-    calls[1].code = 0xc5;
-    nw = walk_chunk_outer(&T, &r, &tc);
+    tc->calls[0].code = 0xc5;
+    nw = walk_chunk_outer(T, r, tc);
     CHECK(nw == 2 && walk[0].addr == s1, "another function at s2: %zu frames", nw);
-    calls[1].code = 0xc2;
+    tc->calls[0].code = 0xc2;
 
     /* the copies disagree on s1: nothing */
     lived_frame(two + RD_CHUNK_HDR + FS, 0xc1, s0, 0xc1 + 48);
-    nw = walk_chunk_outer(&T, &r, &tc);
+    nw = walk_chunk_outer(T, r, tc);
     CHECK(nw == 0, "copies apart: %zu frames", nw);
 
     /* a link up the chunk (a loop): nothing */
     lived_frame(one + RD_CHUNK_HDR + FS, 0xc1, s2, 0xc1 + 40);
-    memcpy(two, one, sizeof one);
-    nw = walk_chunk_outer(&T, &r, &tc);
+    memcpy(two, one, len);
+    nw = walk_chunk_outer(T, r, tc);
     CHECK(nw == 0, "a link up: %zu frames", nw);
     lived_frame(one + RD_CHUNK_HDR + FS, 0xc1, s0, 0xc1 + 40);
-    memcpy(two, one, sizeof one);
+    memcpy(two, one, len);
 
-    /* another chunk by the end of the copies, or no call in the chunk: nothing */
-    tc.ds_end[0] = chunk + 0x100000;
-    CHECK(walk_chunk_outer(&T, &r, &tc) == 0, "another chunk");
-    tc.ds_end[0] = chunk;
-    tc.ncalls = 1;
-    CHECK(walk_chunk_outer(&T, &r, &tc) == 0, "no call in the chunk");
-    tc.ncalls = 3;
-    CHECK(walk_chunk_outer(&T, &r, &tc) == 3, "as at first");
+    /* another chunk by the end of the copies, or no call: nothing */
+    tc->ds_end[0] = tc->chunk + 0x100000;
+    CHECK(walk_chunk_outer(T, r, tc) == 0, "another chunk");
+    tc->ds_end[0] = tc->chunk;
+    tc->ncalls = 0;
+    CHECK(walk_chunk_outer(T, r, tc) == 0, "no call");
+    tc->ncalls = 3;
+    CHECK(walk_chunk_outer(T, r, tc) == 3, "as at first");
 }
 
 /* 3.11/3.12: the window of the C stack that holds the current_frame of the cframes seen
@@ -840,6 +820,7 @@ static void test_moment_cut(void)
     }
     tc.calls = calls;
     tc.ncalls = 3;
+    check_chunk_outer(&T, &r, &tc, one, two, sizeof one);
 
     CHECK(walk_moment_save(&T.layout, &r, &tc, 0, 0) == 0 && r.moment.len == sizeof one && r.moment.top == top &&
           r.moment.cur == UINT64_MAX, "saved: %zu bytes, top %#llx", r.moment.len, (unsigned long long)r.moment.top);
@@ -2018,7 +1999,6 @@ int main(void)
     test_lived_walk();
     test_moment_cut();
     test_call_locals();
-    test_chunk_outer();
     test_cframe_window();
     test_thread_names();
     test_tasks();
