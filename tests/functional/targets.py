@@ -29,15 +29,17 @@ class Target:
     """A target script run by one interpreter, stdin a pipe (EOF ends it). The script is
     copied into a fresh directory (inside the chroot for chroot interpreters); argv[1] is
     a file in that directory, which the target writes when it is ready (no such argument
-    if out_name is None), followed by args. With spawn=False nothing is started: argv is
-    the command line, for a test that starts it some other way (e.g. `remora record --`)."""
+    if out_name is None), followed by args; the files `support` are copied beside it. With
+    spawn=False nothing is started: argv is the command line, for a test that starts it
+    some other way (e.g. `remora record --`)."""
 
-    def __init__(self, interp, script, out_name, args=(), spawn=True):
+    def __init__(self, interp, script, out_name, args=(), spawn=True, support=()):
         self.name, self.python, self.root = interp
         self.script = script
         self.out_name = out_name
         self.args = [str(a) for a in args]
         self.spawn = spawn
+        self.support = support
         self.proc = None
         self.dir = None
 
@@ -60,6 +62,8 @@ class Target:
         visible = self.dir[len(self.root):] if self.root else self.dir
         script = os.path.join(visible, os.path.basename(self.script))
         shutil.copy(self.script, self.host_path(script))
+        for path in self.support:
+            shutil.copy(path, self.host_path(os.path.join(visible, os.path.basename(path))))
         self.visible_dir = visible
         self.out = os.path.join(visible, self.out_name) if self.out_name else None
         argv = interp_command((self.name, self.python, self.root),

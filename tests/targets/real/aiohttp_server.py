@@ -1,8 +1,8 @@
 # Real-program target (tests/functional/real_tests.py): Debian's aiohttp serving HTTP on
 # 127.0.0.1 (a port the kernel picks: loopback only) under a load client in a separate
 # process, which keeps CONNECTIONS keep-alive connections busy with the same cycle of
-# requests (stationary: recordings made one after another see the same mix). The server
-# process is the target.
+# requests (its mix still moves from one window to the next: its clock, below, is the
+# truth of each). The server process is the target.
 #
 #   python aiohttp_server.py READY                   the server (starts its client)
 #   python aiohttp_server.py --client PORT SECONDS   the load client

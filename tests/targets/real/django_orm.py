@@ -1,24 +1,21 @@
 # Real-program target (tests/functional/real_tests.py): Debian's Django, an ORM on an
 # in-memory sqlite database and the template engine, in a loop that does the same work
-# every iteration (stationary: recordings made one after another see the same mix).
+# every iteration (its mix by its own clock still moves by 1-3 points from one 5-s
+# window to the next).
 #
 #   python django_orm.py READY
 #
 # Models are made in code (settings.configure, no project); one iteration runs a few
 # queries (select_related, an annotated aggregate, a filter over a join, an update, a row
 # created and deleted, so the database keeps its size) and renders two templates (a base
-# and a child extending it, with a loop, filters and an include) with their results.
-# After WARMUP iterations it writes READY (temp + rename): {"pid": N, "main": TID,
-# "django": VERSION}. It polls stdin between iterations and exits at EOF, or after
-# LIFETIME seconds whatever happens.
+# and a child extending it, with a loop, filters and an include) with their results, in
+# four steps it times (fetch, change, render, cleanup). The loop, the clock, the marks
+# and READY ({"django": VERSION} among its fields): stepclock.py, copied beside it.
 
 import datetime
 import decimal
 import os
-import select
 import sys
-import threading
-import time
 
 import django
 from django.conf import settings
@@ -65,6 +62,10 @@ from django.db import connection, models                          # noqa: E402
 from django.db.models import Avg, Count, F, Q                     # noqa: E402
 from django.template.loader import render_to_string               # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))    # -I leaves it out
+import stepclock                                                  # noqa: E402
+from stepclock import timed                                       # noqa: E402
+
 
 class Category(models.Model):
     name = models.CharField(max_length=40)
@@ -108,7 +109,7 @@ def populate():
         for i in range(400)])
 
 
-def iteration(i):
+def fetch(i):
     cats = list(Category.objects.order_by("name"))
     cat = cats[i % len(cats)]
     products = list(Product.objects.select_related("category")
@@ -118,9 +119,16 @@ def iteration(i):
                  .order_by("added")[:15])
     counts = list(Product.objects.values(cname=F("category__name")).annotate(n=Count("id"), avg=Avg("price"))
                   .order_by("cname"))
+    return cats, cat, products, cheap, counts
+
+
+def change(i, cat, products):
     Product.objects.filter(id__in=[p.id for p in products[:5]]).update(hits=F("hits") + 1)
-    extra = Product.objects.create(name="Temporary Item %d" % (i % 10), category=cat,
-                                   price=decimal.Decimal("9.99"), stock=1, added=datetime.date(2024, 6, 1))
+    return Product.objects.create(name="Temporary Item %d" % (i % 10), category=cat,
+                                  price=decimal.Decimal("9.99"), stock=1, added=datetime.date(2024, 6, 1))
+
+
+def render(cats, cat, products, cheap, counts):
     total = sum(p.price for p in products)
     html = render_to_string("list.html", {
         "title": "products in %s" % cat.name, "products": products, "categories": cats,
@@ -128,38 +136,21 @@ def iteration(i):
     html += render_to_string("list.html", {
         "title": "bargains", "products": cheap, "categories": cats, "counts": counts[:2],
         "now": datetime.date(2025, 3, 1), "total": sum(p.price for p in cheap)})
+    return html
+
+
+def cleanup(extra):
     extra.delete()
+
+
+def iteration(i):
+    cats, cat, products, cheap, counts = timed(fetch, i)
+    extra = timed(change, i, cat, products)
+    html = timed(render, cats, cat, products, cheap, counts)
+    timed(cleanup, extra)
     return len(html)
 
 
-def stdin_closed():
-    """True once stdin reached EOF (polled, never blocking)."""
-    while select.select([0], [], [], 0)[0]:
-        if not os.read(0, 4096):
-            return True
-    return False
-
-
-def write(path, text):
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.rename(path + ".tmp", path)
-
-
-def main():
-    import json
-    start = time.monotonic()
-    populate()
-    i = 0
-    while True:
-        iteration(i)
-        i += 1
-        if i == WARMUP:
-            write(sys.argv[1], json.dumps({"pid": os.getpid(), "main": threading.get_native_id(),
-                                           "django": django.get_version()}))
-        if stdin_closed() or time.monotonic() - start > LIFETIME:
-            return
-
-
 if __name__ == "__main__":
-    main()
+    populate()
+    stepclock.run(iteration, (fetch, change, render, cleanup), WARMUP, LIFETIME, {"django": django.get_version()})

@@ -1,6 +1,5 @@
 # Real-program target (tests/functional/real_tests.py): Debian's docutils turning
-# reStructuredText into HTML, the same document every iteration (stationary: recordings
-# made one after another see the same mix).
+# reStructuredText into HTML, the same document every iteration.
 #
 #   python docutils_html.py READY
 #
@@ -9,20 +8,21 @@
 # substitutions, footnote and citation references), bullet, enumerated, definition and
 # field lists, option lists, literal and doctest blocks, grid and simple tables,
 # admonitions, a topic with a table of contents, line blocks and block quotes; one
-# iteration is docutils.core.publish_string(..., writer_name="html") of it.
-# After WARMUP iterations it writes READY (temp + rename): {"pid": N, "main": TID,
-# "docutils": VERSION}. It polls stdin between iterations and exits at EOF, or after
-# LIFETIME seconds whatever happens.
+# iteration is what docutils.core.publish_string(..., writer_name="html") does, in the
+# four steps it times: the publisher set up (components), the document read (parse),
+# its transforms (transform) and the HTML written (render). The loop, the clock, the
+# marks and READY ({"docutils": VERSION} among its fields): stepclock.py, copied beside it.
 
-import json
 import os
-import select
 import sys
-import threading
-import time
 
 import docutils
 import docutils.core
+import docutils.io
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))    # -I leaves it out
+import stepclock                                                  # noqa: E402
+from stepclock import timed                                       # noqa: E402
 
 WARMUP = 3
 LIFETIME = 600.0
@@ -156,38 +156,36 @@ DOCUMENT = HEAD + "".join(CHAPTER.format(n=i + 1, m=20 + i, k=30 + i, title=t)
 SETTINGS = {"report_level": 5, "halt_level": 5, "warning_stream": False, "output_encoding": "unicode"}
 
 
+def components():
+    pub = docutils.core.Publisher(source_class=docutils.io.StringInput,
+                                  destination_class=docutils.io.StringOutput)
+    pub.set_components("standalone", "restructuredtext", "html")
+    pub.process_programmatic_settings(None, SETTINGS, None)
+    pub.set_source(DOCUMENT, None)
+    pub.set_destination(None, None)
+    return pub
+
+
+def parse(pub):
+    pub.document = pub.reader.read(pub.source, pub.parser, pub.settings)
+
+
+def transform(pub):
+    pub.apply_transforms()
+
+
+def render(pub):
+    return pub.writer.write(pub.document, pub.destination)
+
+
 def iteration(i):
     del i
-    out = docutils.core.publish_string(DOCUMENT, writer_name="html", settings_overrides=SETTINGS)
-    return len(out)
-
-
-def stdin_closed():
-    """True once stdin reached EOF (polled, never blocking)."""
-    while select.select([0], [], [], 0)[0]:
-        if not os.read(0, 4096):
-            return True
-    return False
-
-
-def write(path, text):
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.rename(path + ".tmp", path)
-
-
-def main():
-    start = time.monotonic()
-    i = 0
-    while True:
-        iteration(i)
-        i += 1
-        if i == WARMUP:
-            write(sys.argv[1], json.dumps({"pid": os.getpid(), "main": threading.get_native_id(),
-                                           "docutils": docutils.__version__}))
-        if stdin_closed() or time.monotonic() - start > LIFETIME:
-            return
+    pub = timed(components)
+    timed(parse, pub)
+    timed(transform, pub)
+    return len(timed(render, pub))
 
 
 if __name__ == "__main__":
-    main()
+    stepclock.run(iteration, (components, parse, transform, render), WARMUP, LIFETIME,
+                  {"docutils": docutils.__version__})

@@ -1,7 +1,6 @@
 # Real-program target (tests/functional/real_tests.py): Debian's numpy called from Python
 # loops on small arrays, as a simulation or a filter written by a scientist does, with
-# pure-Python bookkeeping around it; the same work every iteration (stationary:
-# recordings made one after another see the same mix).
+# pure-Python bookkeeping around it; the same work every iteration.
 #
 #   python numpy_loops.py READY
 #
@@ -9,19 +8,19 @@
 # through np.linalg.solve, ufuncs on 4-element vectors), 100 steps of a 64-particle
 # system (vectorised distances, np.where, clipping, a reduction), a histogram and sort of
 # the results, and plain Python over them (a dict of bins, a list comprehension, string
-# formatting of a report). Random numbers from a fixed seed, reset every iteration.
-# After WARMUP iterations it writes READY (temp + rename): {"pid": N, "main": TID,
-# "numpy": VERSION}. It polls stdin between iterations and exits at EOF, or after
-# LIFETIME seconds whatever happens.
+# formatting of a report). Random numbers from a fixed seed, reset every iteration. Its
+# steps are timed: kalman, particles, forces (within particles: the memory-bound part,
+# whose share of particles moves most from one window to the next) and summarise; the loop, the clock, the marks
+# and READY ({"numpy": VERSION} among its fields): stepclock.py, copied beside it.
 
-import json
 import os
-import select
 import sys
-import threading
-import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))    # -I leaves it out
+import stepclock                                                  # noqa: E402
+from stepclock import timed                                       # noqa: E402
 
 WARMUP = 5
 LIFETIME = 600.0
@@ -53,16 +52,20 @@ def kalman(rng):
     return track
 
 
+def forces(pos):
+    d = pos[:, None, :] - pos[None, :, :]
+    r2 = np.einsum("ijk,ijk->ij", d, d) + np.eye(64)
+    force = np.where(r2 < 0.25, 1.0 / r2, 0.0)
+    np.fill_diagonal(force, 0.0)
+    return (force[:, :, None] * d).sum(axis=1) * 1e-4
+
+
 def particles(rng):
     pos = rng.uniform(-1.0, 1.0, (64, 2))
     vel = np.zeros((64, 2))
     energy = []
     for _ in range(100):
-        d = pos[:, None, :] - pos[None, :, :]
-        r2 = np.einsum("ijk,ijk->ij", d, d) + np.eye(64)
-        force = np.where(r2 < 0.25, 1.0 / r2, 0.0)
-        np.fill_diagonal(force, 0.0)
-        acc = (force[:, :, None] * d).sum(axis=1) * 1e-4
+        acc = timed(forces, pos)
         vel = np.clip(vel + acc, -0.05, 0.05)
         pos = pos + vel
         out = np.abs(pos) > 1.0
@@ -85,37 +88,10 @@ def summarise(track, pos, energy):
 def iteration(i):
     del i
     rng = np.random.default_rng(12345)
-    track = kalman(rng)
-    pos, energy = particles(rng)
-    return summarise(track, pos, energy)
-
-
-def stdin_closed():
-    """True once stdin reached EOF (polled, never blocking)."""
-    while select.select([0], [], [], 0)[0]:
-        if not os.read(0, 4096):
-            return True
-    return False
-
-
-def write(path, text):
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.rename(path + ".tmp", path)
-
-
-def main():
-    start = time.monotonic()
-    i = 0
-    while True:
-        iteration(i)
-        i += 1
-        if i == WARMUP:
-            write(sys.argv[1], json.dumps({"pid": os.getpid(), "main": threading.get_native_id(),
-                                           "numpy": np.__version__}))
-        if stdin_closed() or time.monotonic() - start > LIFETIME:
-            return
+    track = timed(kalman, rng)
+    pos, energy = timed(particles, rng)
+    return timed(summarise, track, pos, energy)
 
 
 if __name__ == "__main__":
-    main()
+    stepclock.run(iteration, (kalman, particles, forces, summarise), WARMUP, LIFETIME, {"numpy": np.__version__})

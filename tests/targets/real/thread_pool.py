@@ -1,6 +1,6 @@
 # Real-program target (tests/functional/real_tests.py): a concurrent.futures thread pool
 # of WORKERS threads doing mixed work, as a batch job does; the same batch every iteration
-# (stationary: recordings made one after another see the same mix).
+# (its mix still moves from one window to the next: its clock, below, is the truth of each).
 #
 #   python thread_pool.py READY
 #
@@ -17,10 +17,10 @@
 # It times itself: each thread adds the wall time (time.perf_counter_ns) of each call of a
 # step (a worker: each step of a job; main: its concurrent.futures.wait and stdin_closed)
 # to its own totals. It polls stdin as jobs finish: a line "mark" appends one JSON line
-# to marks.jsonl beside READY, {"at": perf_counter_ns, "threads": {TID: {step: ns}}}, so
-# that a test has, between two marks around a recording, each thread's share of the
-# window in each step (the truth for inclusive shares); EOF ends it, as do LIFETIME
-# seconds whatever happens.
+# to marks.jsonl beside READY (stepclock.py, copied beside it), {"at": perf_counter_ns,
+# "threads": {TID: {step: ns}}}, so that a test has, between two marks around a
+# recording, each thread's share of the window in each step (the truth for inclusive
+# shares); EOF ends it, as do LIFETIME seconds whatever happens.
 
 import collections
 import concurrent.futures
@@ -28,10 +28,12 @@ import hashlib
 import json
 import os
 import re
-import select
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))    # -I leaves it out
+import stepclock                                                  # noqa: E402
 
 WARMUP = 40
 LIFETIME = 600.0
@@ -98,7 +100,6 @@ def digest():
 
 STEPS = (word_count, parse_nested, json_roundtrip, slow_requests, digest)
 totals = {}                 # {tid: {step: ns}}, each thread writing only its own
-marks = []                  # the open marks.jsonl
 
 
 def timed(fn, mine):
@@ -115,22 +116,8 @@ def job():
 
 def stdin_closed():
     """True once stdin reached EOF (polled, never blocking); a "mark" line read writes a
-    mark to marks."""
-    while select.select([0], [], [], 0)[0]:
-        data = os.read(0, 4096)
-        if not data:
-            return True
-        for _ in range(data.count(b"mark\n")):
-            snapshot = {str(tid): dict(steps) for tid, steps in list(totals.items())}
-            marks[0].write(json.dumps({"at": time.perf_counter_ns(), "threads": snapshot}) + "\n")
-            marks[0].flush()
-    return False
-
-
-def write(path, text):
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.rename(path + ".tmp", path)
+    mark of every thread's totals."""
+    return stepclock.stdin_closed(lambda: {str(tid): dict(steps) for tid, steps in list(totals.items())})
 
 
 def main():
@@ -139,7 +126,7 @@ def main():
     pending = {pool.submit(job) for _ in range(IN_FLIGHT)}
     done = 0
     mine = totals.setdefault(threading.get_native_id(), {})
-    marks.append(open(os.path.join(os.path.dirname(sys.argv[1]), "marks.jsonl"), "w"))
+    stepclock.open_marks(sys.argv[1])
 
     def wait():
         return concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
@@ -152,7 +139,7 @@ def main():
         before, done = done, done + len(finished)
         if before < WARMUP <= done:
             workers = {t.name: t.native_id for t in threading.enumerate() if t.name.startswith("pool")}
-            write(sys.argv[1], json.dumps({"pid": os.getpid(), "main": threading.get_native_id(),
+            stepclock.write(sys.argv[1], json.dumps({"pid": os.getpid(), "main": threading.get_native_id(),
                                            "workers": workers, "file": os.path.abspath(__file__),
                                            "steps": [fn.__name__ for fn in STEPS]}))
         if timed(stdin_closed, mine) or time.monotonic() - start > LIFETIME:
