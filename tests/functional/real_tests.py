@@ -180,19 +180,21 @@ class Keys:
         return tuple(sorted(fn.rsplit(".", 1)[-1] for fn, fi in rec.funcs[node]
                             if fi and os.path.basename(fi) == base and fn.rsplit(".", 1)[-1] in names))
 
+    @staticmethod
+    def index(table, strata, ids, own, st, key):
+        """key's index in stratum st of table (strata, ids: each index's stratum and the
+        key's own index in own), made when new."""
+        if (st, key) not in table:
+            table[(st, key)] = len(table)
+            strata.append(st)
+            ids.append(own.setdefault(key, len(own)))
+        return table[(st, key)]
+
     def leaf(self, st, leaf):
-        if (st, leaf) not in self.leaves:
-            self.leaves[(st, leaf)] = len(self.leaves)
-            self.leaf_stratum.append(st)
-            self.leaf_id.append(self.lids.setdefault(leaf, len(self.lids)))
-        return self.leaves[(st, leaf)]
+        return self.index(self.leaves, self.leaf_stratum, self.leaf_id, self.lids, st, leaf)
 
     def func(self, st, f):
-        if (st, f) not in self.funcs:
-            self.funcs[(st, f)] = len(self.funcs)
-            self.func_stratum.append(st)
-            self.func_id.append(self.fids.setdefault(f, len(self.fids)))
-        return self.funcs[(st, f)]
+        return self.index(self.funcs, self.func_stratum, self.func_id, self.fids, st, f)
 
     def vectors(self, rec, blocks):
         out = []
