@@ -451,6 +451,8 @@ int tn_follow(unwinder_t *u, thread_names_t *pn, tn_table_t *t)
 {
     int err;
 
+    if (pn->nitems == 0)            /* nothing to follow (and items may be NULL) */
+        return REMORA_OK;
     if ((err = follow_ints(u, pn)) || (err = follow_threads(u, pn)) ||
         (err = follow_shared(u, pn)) || (err = follow_slots(u, pn)))
         return err;
