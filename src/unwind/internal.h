@@ -473,6 +473,8 @@ typedef struct rd_thread {
     uint64_t pthread_seen;          /* 3.9/3.10: its pthread_t last sample (0: not yet) */
     int32_t tid_now, tid_end;       /* 3.9/3.10: the tid in that pthread, read this sample
                                      * with the state and again after the thread's copies */
+    int unstarted;                  /* its thread has not started: left out of this round
+                                     * (tc_settle_ids) */
     uint64_t exc_item;              /* the exception-state item handling one at the round's
                                      * start (--mode exception), or 0 */
     uint64_t late_pt, late_nid;     /* its ids read again after frames read late (ident_*) */
@@ -717,6 +719,9 @@ void tc_fini(rd_thread_t *tc);
 int tc_rebuild(unwinder_t *u, reader_t *r);
 int tc_lists_unchanged(const py_layout_t *L, const reader_t *r);
 void tc_settle_ids(unwinder_t *u, reader_t *r);
+#define PTHREAD_SCAN 2048           /* bytes of struct pthread searched for the tid */
+int pthread_tid_offset(const unsigned char *scan, const uint64_t *pthreads, size_t n,
+                       const pid_t *tids, size_t ntids, pid_t pid);
 
 /* ---- reading.c ---- */
 

@@ -183,13 +183,16 @@ void tc_settle_ids(unwinder_t *u, reader_t *r)
             if (shared)
                 r->valid = 0;
         }
-        if (shared && !th->error && th->nframes == 0 && (th->native_id == 0 || later || framed))
-            continue;           /* not started yet */
+        r->threads[i].unstarted = shared && !th->error && th->nframes == 0 &&
+                                  (th->native_id == 0 || later || framed);
         if (shared && !th->error && th->nframes > 0 && (th->native_id == 0 || framed || stale)) {
             th->error = REMORA_ECORRUPT;
             th->nframes = 0;
         }
-        u->threads[keep++] = *th;
     }
+    /* dropped once every state was judged: each judgement sees the others in place */
+    for (i = 0; i < u->nthreads; i++)
+        if (!r->threads[i].unstarted)
+            u->threads[keep++] = u->threads[i];
     u->nthreads = keep;
 }

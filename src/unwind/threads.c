@@ -14,7 +14,6 @@
 #include "internal.h"
 
 #define TS_MAX_READ 8192
-#define PTHREAD_SCAN 2048          /* bytes of struct pthread searched for the tid */
 
 int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
 {
@@ -166,7 +165,47 @@ static int tid_in(const pid_t *tids, size_t n, int32_t v)
     return 0;
 }
 
-/* 3.9/3.10: find each thread's native id through its pthread_t. */
+/* 3.9/3.10: where the tid lies in the C library's struct pthread, from n copies of
+ * PTHREAD_SCAN bytes of it (scan; pthreads[i] the address each was read at) and the
+ * process's live tids: an offset at which every copy holds a live tid, copies of two
+ * different structs two different tids, and one of them the process's own pid (the main
+ * thread's: a thread state list without one cannot tell the offset). A wrong offset
+ * must not pass: with pid_max at 32768 the high half of every user-space pointer
+ * (0x7fxx) is a tid some thread may hold, so an offset at a multiple of 8 (where the tid
+ * lies in glibc and musl) is taken before any other, and the first of those. Returns
+ * the offset, or -1. */
+int pthread_tid_offset(const unsigned char *scan, const uint64_t *pthreads, size_t n,
+                       const pid_t *tids, size_t ntids, pid_t pid)
+{
+    int off, best = -1;
+    size_t i, j;
+
+    for (off = 0; off + 4 <= PTHREAD_SCAN; off += 4) {
+        int fits = n > 0, has_pid = 0;
+        for (i = 0; i < n && fits; i++) {
+            int32_t v, w;
+            memcpy(&v, scan + i * PTHREAD_SCAN + off, 4);
+            fits = v > 0 && tid_in(tids, ntids, v);
+            has_pid |= v == pid;
+            for (j = 0; j < i && fits; j++) {
+                memcpy(&w, scan + j * PTHREAD_SCAN + off, 4);
+                fits = (pthreads[j] == pthreads[i]) == (w == v);
+            }
+        }
+        if (!fits || !has_pid)
+            continue;
+        if (off % 8 == 0)
+            return off;
+        if (best < 0)
+            best = off;
+    }
+    return best;
+}
+
+/* 3.9/3.10: each thread's native id through its pthread_t: the tid at the offset found
+ * once (pthread_tid_offset()) and kept for the process's life (it is the C library's);
+ * a value there that is no live tid (its thread has ended: the kernel clears it) names
+ * no thread (0). */
 static void resolve_native_ids(unwinder_t *u, const uint64_t *pthreads)
 {
     pid_t tids[1024];
@@ -184,26 +223,14 @@ static void resolve_native_ids(unwinder_t *u, const uint64_t *pthreads)
     for (i = 0; i < nth; i++)
         if (pthreads[i] == 0 || proc_read(u->p, pthreads[i], scan + i * PTHREAD_SCAN, PTHREAD_SCAN))
             memset(scan + i * PTHREAD_SCAN, 0, PTHREAD_SCAN);
-    /* keep the calibrated offset while it still works; else find one that fits all */
-    for (off = u->pthread_tid_off >= 0 ? u->pthread_tid_off : 0; off + 4 <= PTHREAD_SCAN; off += 4) {
-        size_t ok = 0;
+    if (u->pthread_tid_off < 0)
+        u->pthread_tid_off = pthread_tid_offset(scan, pthreads, nth, tids, ntids, proc_pid(u->p));
+    if ((off = u->pthread_tid_off) >= 0)
         for (i = 0; i < nth; i++) {
             int32_t v;
             memcpy(&v, scan + i * PTHREAD_SCAN + off, 4);
-            ok += v > 0 && tid_in(tids, ntids, v);
+            u->threads[i].native_id = v > 0 && tid_in(tids, ntids, v) ? v : 0;
         }
-        if (ok == nth)
-            break;
-        if (u->pthread_tid_off >= 0) {   /* stale: search from the start */
-            u->pthread_tid_off = -1;
-            off = -4;
-        }
-    }
-    if (off + 4 <= PTHREAD_SCAN) {
-        u->pthread_tid_off = off;
-        for (i = 0; i < nth; i++)
-            memcpy(&u->threads[i].native_id, scan + i * PTHREAD_SCAN + off, 4);
-    }
     free(scan);
 }
 

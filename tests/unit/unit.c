@@ -1980,6 +1980,56 @@ static void test_off_weigh(void)
     CHECK(kern_off_weigh(&w, t, cpu, P, 1, &n) == 0 && w.carry == 0, "off weigh: a look from the future counts");
 }
 
+/* ---- 3.9/3.10: the tid's offset in struct pthread ---- */
+
+/* One struct pthread as glibc lays it out on x86-64: the pointer to itself first, the
+ * tid at 720. */
+static void pt_fill(unsigned char *b, uint64_t self, int32_t tid)
+{
+    memset(b, 0, PTHREAD_SCAN);
+    memcpy(b, &self, 8);
+    memcpy(b + 16, &self, 8);
+    memcpy(b + 720, &tid, 4);
+}
+
+static void test_pthread_tid_offset(void)
+{
+    static unsigned char scan[3 * PTHREAD_SCAN];
+    /* pid_max 32768: the high half of a pointer at 0x7f91... is tid 0x7f91, a worker's */
+    const uint64_t main_pt = 0x7f91acdd3b80ull, w1 = 0x7f91ab55f6c0ull, w2 = 0x7f91abd606c0ull;
+    pid_t tids[] = {1000, 0x7f91, 2000, 2001};
+    uint64_t pts[3] = {main_pt, w1, w2};
+
+    /* the main thread's state alone, a worker alive whose tid is that high half: the
+     * first offset where every copy holds a live tid (4) would name main by the worker */
+    pt_fill(scan, main_pt, 1000);
+    CHECK(pthread_tid_offset(scan, pts, 1, tids, 4, 1000) == 720, "tid offset: main alone, a pointer's high half a live tid");
+    /* with two workers: the high halves are one tid for three threads */
+    pt_fill(scan + PTHREAD_SCAN, w1, 2000);
+    pt_fill(scan + 2 * PTHREAD_SCAN, w2, 2001);
+    CHECK(pthread_tid_offset(scan, pts, 3, tids, 4, 1000) == 720, "tid offset: three threads");
+    /* the pid itself 0x7f91: offset 4 holds it too, the 8-aligned offset is taken */
+    tids[0] = 0x7f91;
+    tids[1] = 1000;
+    pt_fill(scan, main_pt, 0x7f91);
+    CHECK(pthread_tid_offset(scan, pts, 1, tids, 4, 0x7f91) == 720, "tid offset: the pid a pointer's high half");
+    tids[0] = 1000;
+    tids[1] = 0x7f91;
+    pt_fill(scan, main_pt, 1000);
+    /* a state whose thread has ended (tid 0): no offset yet, nor without the main thread */
+    pt_fill(scan + 2 * PTHREAD_SCAN, w2, 0);
+    CHECK(pthread_tid_offset(scan, pts, 3, tids, 4, 1000) == -1, "tid offset: an ended thread's state");
+    CHECK(pthread_tid_offset(scan + PTHREAD_SCAN, pts + 1, 1, tids, 4, 1000) == -1, "tid offset: no main thread");
+    /* two states of one struct pthread (a state made for a thread not started yet) */
+    pts[2] = main_pt;
+    memcpy(scan + 2 * PTHREAD_SCAN, scan, PTHREAD_SCAN);
+    CHECK(pthread_tid_offset(scan, pts, 3, tids, 4, 1000) == 720, "tid offset: a shared pthread_t");
+    /* two structs holding one tid at an offset: not where the tid lies */
+    pts[2] = w2;
+    pt_fill(scan + 2 * PTHREAD_SCAN, w2, 2000);
+    CHECK(pthread_tid_offset(scan, pts, 3, tids, 4, 1000) == -1, "tid offset: one tid in two structs");
+}
+
 int main(void)
 {
     test_linetables();
@@ -2004,6 +2054,7 @@ int main(void)
     test_tasks();
     test_pyrepr();
     test_off_weigh();
+    test_pthread_tid_offset();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
