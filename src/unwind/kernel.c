@@ -473,15 +473,22 @@ static int kern_rooted(const py_layout_t *L, const kern_sample_t *ks)
     return 1;
 }
 
-/* The thread of the last round with this tid, or NULL. */
-static const unw_thread_t *last_thread(const unwinder_t *u, pid_t tid)
+/* The thread of the last round with this tid, or NULL: the state the kernel walked from
+ * when the round listed it with this tid (3.9-3.11 give a state made for a thread not
+ * started yet its creator's ids), else the first with the tid. */
+static const unw_thread_t *last_thread(const unwinder_t *u, pid_t tid, uint64_t tstate)
 {
+    const unw_thread_t *first = NULL;
     size_t i;
 
     for (i = 0; i < u->nthreads; i++)
-        if (u->threads[i].native_id == tid)
-            return &u->threads[i];
-    return NULL;
+        if (u->threads[i].native_id == tid) {
+            if (u->threads[i].tstate == tstate)
+                return &u->threads[i];
+            if (first == NULL)
+                first = &u->threads[i];
+        }
+    return first;
 }
 
 static void tick_failed(struct unw_kern *ku, pid_t tid)
@@ -503,7 +510,7 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
 {
     const py_layout_t *L = &u->target->layout;
     struct unw_kern *ku = u->kern;
-    const unw_thread_t *last = last_thread(u, ks->tid);
+    const unw_thread_t *last = last_thread(u, ks->tid, ks->tstate);
     unw_thread_t *th = &ku->th;
     size_t k, n = 0, cut = 0;
     uint64_t gen_read = 0;
