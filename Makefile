@@ -238,8 +238,17 @@ $(BUILD)/unwind_ab: tests/bench/unwind_ab.c $(OBJ) $(HDR)
 bench: remora $(BUILD)/vmread
 	python3 tests/bench/bench.py --remora ./remora --vmread $(BUILD)/vmread
 
+# issue 29's bounds on the real programs without most of one window's sampling error: each
+# real/* test's recordings made REAL_CYCLES times in turn, REAL_SECONDS s each, pooled
+# (about 20 min on two cores; docs/measured.md)
+REAL_CYCLES ?= 4
+REAL_SECONDS ?= 6
+bench-real: remora
+	REMORA_REAL_CYCLES=$(REAL_CYCLES) REMORA_REAL_SECONDS=$(REAL_SECONDS) \
+	    python3 tests/functional/run.py --remora ./remora --only real/
+
 # instructions per sample of another build against this one (callgrind; needs valgrind):
 #   make bench-ab BASELINE=/path/to/older/remora
 bench-ab: remora
 	tests/bench/ab.sh $(BASELINE) ./remora
-.PHONY: bench bench-ab
+.PHONY: bench bench-ab bench-real
