@@ -12,7 +12,8 @@
 #       used here), two `--blocking` recordings (the reference A and the floor's B), and
 #       with REMORA_REAL_USER=1 `--engine user` (its figures reported, never asserted);
 #       with REMORA_REAL_CYCLES=K all of them K times in turn, each kind's pooled (make
-#       bench-real).
+#       bench-real); with REMORA_REAL_DEFAULT_MODE=1 the default engine's without --idle
+#       (the one-thread programs only).
 #
 # Figures, each recording against A: partial = the summary's partial share; leaf TV = the
 # total-variation distance (points) of the innermost-frame distributions (a frame is
@@ -63,7 +64,9 @@
 # lock -- is dropped by the default engine but kept in some rounds of a --blocking one
 # (each stop wakes every waiting thread, and one on its way back into its wait reads as
 # runnable: docs/cli.md), so the reference would differ by an artefact of ptrace, not of
-# how stacks are read. Threads are pooled for TV and incl (one profile of the program, as
+# how stacks are read (Django's, docutils' and numpy's one thread always computes: the
+# default mode samples it in every round too; REMORA_REAL_DEFAULT_MODE=1 measures that).
+# Threads are pooled for TV and incl (one profile of the program, as
 # its flame graph shows it); the threadpool's workers are also compared one by one
 # (reported), and its clock is per thread.
 
@@ -108,6 +111,10 @@ SECONDS = float(os.environ.get("REMORA_REAL_SECONDS") or SECONDS)
 # each kind's K pooled, every figure and clock over the pooled windows: the measurement of
 # the bounds without most of a single window's sampling error (`make bench-real`)
 CYCLES = max(1, int(os.environ.get("REMORA_REAL_CYCLES") or 1))
+# REMORA_REAL_DEFAULT_MODE=1: the default engine's recordings without --idle (remora's
+# default mode, idle threads left out; the --blocking ones keep it), for the one-thread
+# programs only, whose thread always computes: the figures users get as they run remora
+DEFAULT_MODE = os.environ.get("REMORA_REAL_DEFAULT_MODE") == "1"
 # the user engine's recording, reported and never asserted: with REMORA_REAL_USER=1 only (a
 # measurement for issue 29's notes; make test leaves it out for time, issue 31)
 WITH_USER = os.environ.get("REMORA_REAL_USER") == "1"
@@ -351,11 +358,12 @@ class Figures:
 
 # --- recording ---------------------------------------------------------------------------
 
-def recording(remora, t, d, label, extra):
-    """Records the target t for SECONDS at RATE into d/label.remora: (Summary, Recording,
-    stderr)."""
+def recording(remora, t, d, label, extra, idle=True):
+    """Records the target t for SECONDS at RATE into d/label.remora (with --idle unless
+    told otherwise): (Summary, Recording, stderr)."""
     path = os.path.join(d, label + ".remora")
-    _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SECONDS, "--idle", "-o", path] + list(extra))
+    _, err = record(remora, ["-p", t.pid, "-r", RATE, "-d", SECONDS, "-o", path] + ["--idle"] * idle
+                    + list(extra))
     if t.proc.poll() is not None:
         raise Fail("the target exited (%d) during the %s recording: %s"
                    % (t.proc.returncode, label, t.log_tail()))
@@ -371,7 +379,7 @@ def import_problem(interp, module):
     return tail(p.stdout.decode("utf-8", "replace"), 1)
 
 
-def measure(remora, interp, script, d):
+def measure(remora, interp, script, d, reference):
     """The three (four) recordings of one program, one after another, CYCLES times:
     ({label: [Summary]}, {label: [Recording]}, {label: [(mark before, mark after)]}, the
     target's ready file). Skip when the default engine is not the kernel's."""
@@ -384,7 +392,8 @@ def measure(remora, interp, script, d):
             for label, extra in (("default", ["--stats"]), ("A", ["--blocking"]), ("B", ["--blocking"]),
                                  ("user", ["--engine", "user"]))[:4 if WITH_USER else 3]:
                 before = mark(t, 2 * n + 1)
-                sm, rec, err = recording(remora, t, d, "%s%d" % (label, cycle), extra)
+                sm, rec, err = recording(remora, t, d, "%s%d" % (label, cycle), extra,
+                                         idle=not (DEFAULT_MODE and reference and label == "default"))
                 marks[label].append((before, mark(t, 2 * n + 2)))
                 summ[label].append(sm)
                 recs[label].append(rec)
@@ -476,7 +485,9 @@ def test_real(remora, interp, script, module, reference):
         raise Skip("%s does not import %s: %s" % (interp[0], module, why))
     d = workdir()
     try:
-        summ, recs, marks, ready = measure(remora, interp, script, d)
+        if DEFAULT_MODE and not reference:
+            raise Skip("REMORA_REAL_DEFAULT_MODE=1: for the one-thread programs only")
+        summ, recs, marks, ready = measure(remora, interp, script, d, reference)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     # the largest partial share of a kind's recordings
@@ -494,7 +505,8 @@ def test_real(remora, interp, script, module, reference):
     # that computes), leaf TV and incl against it too, A and B weighted to the default's
     # mix of steps (each window's own: the clock), else reported
     clocks = {k: Clock(recs[k], marks[k], ready) for k in marks}
-    pooled = " (%d windows of each kind pooled)" % CYCLES if CYCLES > 1 else ""
+    pooled = (" (%d windows of each kind pooled)" % CYCLES if CYCLES > 1 else "") + \
+        (", default mode (no --idle)" if DEFAULT_MODE else "")
     problems += ["against its clock: " + p for p in clocks["default"].problems()]
     judged = dflt.problems("")
     shown = []
