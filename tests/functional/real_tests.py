@@ -379,7 +379,7 @@ def import_problem(interp, module):
     return tail(p.stdout.decode("utf-8", "replace"), 1)
 
 
-def measure(remora, interp, script, d, reference):
+def measure(remora, interp, script, d):
     """The three (four) recordings of one program, one after another, CYCLES times:
     ({label: [Summary]}, {label: [Recording]}, {label: [(mark before, mark after)]}, the
     target's ready file). Skip when the default engine is not the kernel's."""
@@ -393,7 +393,7 @@ def measure(remora, interp, script, d, reference):
                                  ("user", ["--engine", "user"]))[:4 if WITH_USER else 3]:
                 before = mark(t, 2 * n + 1)
                 sm, rec, err = recording(remora, t, d, "%s%d" % (label, cycle), extra,
-                                         idle=not (DEFAULT_MODE and reference and label == "default"))
+                                         idle=not (DEFAULT_MODE and label == "default"))
                 marks[label].append((before, mark(t, 2 * n + 2)))
                 summ[label].append(sm)
                 recs[label].append(rec)
@@ -483,11 +483,11 @@ def test_real(remora, interp, script, module, reference):
     why = import_problem(interp, module)
     if why:
         raise Skip("%s does not import %s: %s" % (interp[0], module, why))
+    if DEFAULT_MODE and not reference:
+        raise Skip("REMORA_REAL_DEFAULT_MODE=1: for the one-thread programs only")
     d = workdir()
     try:
-        if DEFAULT_MODE and not reference:
-            raise Skip("REMORA_REAL_DEFAULT_MODE=1: for the one-thread programs only")
-        summ, recs, marks, ready = measure(remora, interp, script, d, reference)
+        summ, recs, marks, ready = measure(remora, interp, script, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     # the largest partial share of a kind's recordings
