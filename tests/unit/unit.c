@@ -261,7 +261,7 @@ static void test_text(void)
     fclose(f);
     CHECK(strchr(buf, '\n') == buf + len - 1, "one line: %s", buf);
     f = fmemopen(buf, len, "r");
-    CHECK(out_collapsed_read(f, back, &samples, &bad) == 0 && samples == 3, "read back (line %zu)", bad);
+    CHECK(out_collapsed_read(f, back, OUT_COLLAPSED_MAX_LINE, &samples, &bad) == 0 && samples == 3, "read back (line %zu)", bad);
     fclose(f);
     CHECK(stk_nthreads(back) == 1 && strcmp(stk_thread_at(back, 0)->name, "th;\\\n\xef\xbf\xbd") == 0,
           "thread name read back: %s", stk_nthreads(back) ? stk_thread_at(back, 0)->name : "(none)");
