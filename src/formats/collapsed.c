@@ -238,7 +238,8 @@ static int read_line(FILE *f, char **line, size_t *cap, size_t max, size_t *len)
     int c;
 
     *len = 0;
-    while ((c = getc(f)) != EOF && c != '\n') {
+    /* unlocked: the stream is this reader's alone (getc would lock it a byte at a time) */
+    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
         if (n == max) {
             *len = n + 1;
             return -1;
