@@ -301,7 +301,8 @@ int out_collapsed_read(FILE *f, stk_table_t *t, size_t max_line, uint64_t *sampl
         }
         errno = 0;
         count = strtoull(sp + 1, &end, 10);
-        if (*end != '\0' || errno == ERANGE) {
+        /* the total too must be a count: no sum of lines wraps around */
+        if (*end != '\0' || errno == ERANGE || count > UINT64_MAX - *samples) {
             err = REMORA_ECORRUPT;
             break;
         }

@@ -138,8 +138,9 @@ int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, co
 /* Reads collapsed stacks (as written by out_collapsed_write, or by other tools) into t.
  * Lines "thread NAME (TID);f1;f2 N" keep their thread; others go to thread 0. A frame
  * "name (file:line)" is split; anything else is a function with no file. A line is
- * malformed without a count (digits after its last space) or with a control byte (C0 but
- * tab, or DEL: binary data). No line is held past max_line bytes. Returns 0, REMORA_EIO,
+ * malformed without a count (digits after its last space; the total of all lines at most
+ * 2^64 - 1) or with a control byte (C0 but tab, or DEL: binary data). No line is held
+ * past max_line bytes. Returns 0, REMORA_EIO,
  * REMORA_ECORRUPT with *bad_line set to the first malformed line (the stream left just
  * past it), or REMORA_ENOMEM: with *bad_line set, that line is longer than max_line (the
  * stream left inside it), else out of memory. */
