@@ -49,15 +49,17 @@ HEATMAP_S = 10.0                # 0.7 s here with the fix, 20 s without (55 s se
 PF_KTHREAD = 0x00200000
 
 
+AS_WORKS = {}                   # remora's path -> whether it starts under AS_LIMIT
+
+
 def address_space_limit_works(remora):
     """Whether remora starts under RLIMIT_AS of AS_LIMIT (an ASan build reserves terabytes
     of shadow and does not): then each bounded run gets it, else only the RSS check."""
-    cache = address_space_limit_works.__dict__.setdefault("cache", {})
-    if remora.path not in cache:
+    if remora.path not in AS_WORKS:
         p = subprocess.run(remora.argv(["--version"]), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, preexec_fn=limit_as, timeout=30)
-        cache[remora.path] = p.returncode == 0
-    return cache[remora.path]
+        AS_WORKS[remora.path] = p.returncode == 0
+    return AS_WORKS[remora.path]
 
 
 def limit_as():
@@ -65,8 +67,9 @@ def limit_as():
 
 
 def bounded_run(remora, args, cwd=None, limit_s=LIMIT_S):
-    """Runs remora with stdin /dev/null, killed after limit_s. Returns (rc, stdout, stderr,
-    seconds, peak RSS in bytes); Fail on a hang, a signal or a sanitizer report."""
+    """Runs remora with stdin /dev/null (under AS_LIMIT where it can), killed after
+    limit_s. Returns (rc, stdout, stderr, seconds); Fail on a hang, a signal or a sanitizer
+    report."""
     argv = remora.argv(args)
     start = time.monotonic()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
