@@ -101,7 +101,7 @@ def peak_rss_run(remora, args, cwd=None, limit_s=LIMIT_S):
         "    os.setsid()\n"
         "    if aslimit: resource.setrlimit(resource.RLIMIT_AS, (aslimit, aslimit))\n"
         "    fd = os.open('/dev/null', os.O_RDONLY); os.dup2(fd, 0)\n"
-        "    os.execv(argv[0], argv)\n"
+        "    os.execvp(argv[0], argv)\n"
         "signal.signal(signal.SIGALRM, lambda *a: os.killpg(pid, 9))\n"
         "signal.setitimer(signal.ITIMER_REAL, limit)\n"
         "while True:\n"
