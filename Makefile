@@ -198,7 +198,7 @@ browser-deps:
 # fuzz_tool replays the committed corpora and crash inputs (make test, make asan) and
 # records snapshots; `make fuzz` builds one libFuzzer binary per target with clang
 # (ASan + UBSan) and runs each for FUZZ_SECONDS.
-FUZZ_TARGETS := maps elf lnotab lt310 locations core unwind native locals
+FUZZ_TARGETS := maps elf lnotab lt310 locations core unwind native locals collapsed raw
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \

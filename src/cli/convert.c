@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "remora.h"
@@ -20,9 +19,10 @@ static char heatmap_index[4096];    /* -f heatmap -o DIR's page */
 static const char reads[] = "remora reads .remora recordings and collapsed stacks";
 
 /* What a file that is not a profile remora reads looks like, from its first bytes, for
- * the message that refuses it. */
+ * the message that refuses it; bad_line its first line that is not a stack (too_long: as
+ * it is longer than OUT_COLLAPSED_MAX_LINE). */
 static const char *looks_like(const unsigned char *head, size_t n, char *buf, size_t cap,
-                              size_t bad_line)
+                              size_t bad_line, int too_long)
 {
     size_t i = 0;
 
@@ -40,6 +40,11 @@ static const char *looks_like(const unsigned char *head, size_t n, char *buf, si
             return "binary data";
     if (bad_line == 0)
         return "no samples in it";
+    if (too_long) {
+        snprintf(buf, cap, "text whose line %zu is longer than %u MB, far more than any "
+                 "collapsed stack", bad_line, OUT_COLLAPSED_MAX_LINE >> 20);
+        return buf;
+    }
     snprintf(buf, cap, "text whose line %zu is not a collapsed stack, 'frame;frame COUNT'",
              bad_line);
     return buf;
@@ -62,20 +67,23 @@ static int cut_short(FILE *f)
 int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events)
 {
     unsigned char head[512];
-    char what[128];
-    struct stat st;
+    char what[160];
+    const char *kind;
     size_t n;
     FILE *f;
-    int err;
+    int fd, err;
 
     memset(m, 0, sizeof *m);
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        cli_error("'%s' is a directory, not a profile: %s", path, reads);
+    /* a regular file only: a FIFO would block, a device (/dev/zero) never end */
+    fd = remora_input_open(path, &kind);
+    if (fd < 0 && kind != NULL) {
+        cli_error("'%s' is %s, not a profile: %s", path, kind, reads);
         return REMORA_EXIT_USAGE;
     }
-    f = fopen(path, "rb");
-    if (f == NULL) {
+    if (fd < 0 || (f = fdopen(fd, "rb")) == NULL) {
         cli_error("cannot read '%s': %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return REMORA_EXIT_USAGE;
     }
     n = fread(head, 1, sizeof head, f);
@@ -122,11 +130,19 @@ int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profil
     } else {
         uint64_t samples = 0;
         size_t bad = 0;
+        int too_long;
         rewind(f);
-        err = out_collapsed_read(f, t, &samples, &bad);
-        if ((err == REMORA_OK || err == REMORA_ECORRUPT) && samples == 0) {
+        err = out_collapsed_read(f, t, OUT_COLLAPSED_MAX_LINE, &samples, &bad);
+        too_long = err == REMORA_ENOMEM && bad != 0;
+        if ((err == REMORA_OK || err == REMORA_ECORRUPT || too_long) && samples == 0) {
             cli_error("'%s' is not a profile (%s): %s", path,
-                      looks_like(head, n, what, sizeof what, bad), reads);
+                      looks_like(head, n, what, sizeof what, bad, too_long), reads);
+            fclose(f);
+            return REMORA_EXIT_USAGE;
+        }
+        if (too_long) {
+            cli_error("'%s' line %zu is longer than %u MB, far more than any collapsed "
+                      "stack: %s", path, bad, OUT_COLLAPSED_MAX_LINE >> 20, reads);
             fclose(f);
             return REMORA_EXIT_USAGE;
         }

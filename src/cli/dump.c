@@ -97,6 +97,11 @@ static int core_fail(int err, const char *core, const proc_t *p, const char *why
     case REMORA_EPERM:
         cli_error("permission denied reading core file '%s'", core);
         break;
+    case REMORA_EUSAGE:
+        /* found by its type on opening (check_dump looked before): never read */
+        cli_error("'%s' is not a regular file, so not a core file: give a core dump "
+                  "(gcore, or the kernel's core pattern)", core);
+        break;
     case REMORA_ENOTPY:
     case REMORA_EVERSION:
         if (p == NULL)
@@ -201,8 +206,8 @@ static int path_problem(const char *path, int want_dir, char *why, size_t cap)
         snprintf(why, cap, "%s", strerror(errno));
     else if (want_dir && !S_ISDIR(st.st_mode))
         snprintf(why, cap, "not a directory");
-    else if (!want_dir && S_ISDIR(st.st_mode))
-        snprintf(why, cap, "a directory");
+    else if (!want_dir && !S_ISREG(st.st_mode))
+        snprintf(why, cap, "%s, not a regular file", remora_file_kind(st.st_mode));
     else
         return 0;
     return 1;
@@ -278,6 +283,7 @@ static int parse_dump(int argc, char **argv, dump_args_t *d)
  * after one line. */
 static int check_dump(const dump_args_t *d)
 {
+    struct stat st;
     char why[512];
 
     if ((d->pid == 0) == (d->core == NULL)) {
@@ -302,6 +308,13 @@ static int check_dump(const dump_args_t *d)
     }
     if (d->core != NULL && d->subprocesses) {
         cli_error("dump: --subprocesses reads live processes, not a core file");
+        return -1;
+    }
+    /* a FIFO, device or directory is no core: refused by its type, never read (a missing
+     * file is exit 2, as a missing process, when it is opened) */
+    if (d->core != NULL && stat(d->core, &st) == 0 && !S_ISREG(st.st_mode)) {
+        cli_error("dump: --core takes a core file: '%s' is %s, not a regular file", d->core,
+                  remora_file_kind(st.st_mode));
         return -1;
     }
     if (d->core == NULL && (d->exe != NULL || d->root != NULL)) {

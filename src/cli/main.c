@@ -45,7 +45,14 @@ int cli_fail(int err, pid_t pid, const char *why)
         break;
     case REMORA_ENOTPY:
     case REMORA_EVERSION:
-        cli_error("%s", why && *why ? why : remora_strerror(err));
+        if (why && *why)
+            cli_error("%s", why);
+        else if (err == REMORA_ENOTPY && proc_is_kernel_thread(pid))
+            cli_error("pid %d is a kernel thread, not a Python process", (int)pid);
+        else if (err == REMORA_ENOTPY)
+            cli_error("pid %d is not a Python process", (int)pid);
+        else
+            cli_error("%s", remora_strerror(err));
         break;
     default:
         if (why && *why)

@@ -18,6 +18,7 @@
 
 #include "remora.h"
 #include "out.h"
+#include "../util/util.h"
 
 static void put_escaped(FILE *f, const char *s)
 {
@@ -227,11 +228,41 @@ static int has_control(const char *line, size_t len)
     return 0;
 }
 
-int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_line)
+/* Reads the next line of f into *line (grown as needed, never past max + 1 bytes), its
+ * '\n' dropped and a NUL after it (NUL bytes inside it are kept: *len counts them).
+ * Returns 1, 0 at the end of the stream, or -1 for a line longer than max bytes (the
+ * stream left inside it) or out of memory (*len then 0). */
+static int read_line(FILE *f, char **line, size_t *cap, size_t max, size_t *len)
+{
+    size_t n = 0;
+    int c;
+
+    *len = 0;
+    /* unlocked: the stream is this reader's alone (getc would lock it a byte at a time) */
+    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+        if (n == max) {
+            *len = n + 1;
+            return -1;
+        }
+        if (n + 2 > *cap && remora_grow((void **)line, cap, n + 2, 1))
+            return -1;
+        (*line)[n++] = (char)c;
+    }
+    if (c == EOF && n == 0)
+        return 0;
+    if (*cap == 0 && remora_grow((void **)line, cap, 1, 1))
+        return -1;
+    (*line)[n] = '\0';
+    *len = n;
+    return 1;
+}
+
+int out_collapsed_read(FILE *f, stk_table_t *t, size_t max_line, uint64_t *samples,
+                       size_t *bad_line)
 {
     char *line = NULL;
-    size_t cap = 0, lineno = 0;
-    ssize_t len;
+    size_t cap = 0, lineno = 0, len;
+    int got;
     char **parts = malloc(COLLAPSED_MAX_DEPTH * sizeof *parts);
     uint32_t *frames = malloc(COLLAPSED_MAX_DEPTH * sizeof *frames);
     int err = REMORA_OK;
@@ -243,7 +274,7 @@ int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_l
         free(frames);
         return REMORA_ENOMEM;
     }
-    while ((len = getline(&line, &cap, f)) > 0) {
+    while ((got = read_line(f, &line, &cap, max_line, &len)) != 0) {
         char *sp, *end;
         unsigned long long count;
         size_t n, i, first = 0;
@@ -252,18 +283,26 @@ int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_l
         const char *thread_name = "";
 
         lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        if (got < 0) {
+            /* a line past the bound (binary data, or not collapsed stacks): never held whole */
+            err = REMORA_ENOMEM;
+            if (len > 0)
+                *bad_line = lineno;
+            break;
+        }
+        while (len > 0 && line[len - 1] == '\r')
             line[--len] = '\0';
         if (len == 0)
             continue;
         sp = strrchr(line, ' ');
-        if (sp == NULL || sp[1] < '0' || sp[1] > '9' || has_control(line, (size_t)len)) {
+        if (sp == NULL || sp[1] < '0' || sp[1] > '9' || has_control(line, len)) {
             err = REMORA_ECORRUPT;      /* no count, or binary: a writer escapes control bytes */
             break;
         }
         errno = 0;
         count = strtoull(sp + 1, &end, 10);
-        if (*end != '\0' || errno == ERANGE) {
+        /* the total too must be a count: no sum of lines wraps around */
+        if (*end != '\0' || errno == ERANGE || count > UINT64_MAX - *samples) {
             err = REMORA_ECORRUPT;
             break;
         }

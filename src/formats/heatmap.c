@@ -113,28 +113,21 @@ static void put_callees(FILE *f, const hm_t *h, uint32_t li, uint64_t total)
     uint32_t best[HM_CALLEES];
     size_t nbest = 0, c, k;
 
-    /* the few calls of this line: a scan of all (bounded by the profile's frames) */
-    for (c = 0; c < h->ncalls; c++)
-        if (h->calls[c].line == li)
-            keep_best(best, &nbest, HM_CALLEES, &h->calls[0].n, sizeof *h->calls, c);
+    /* this line's calls only (grouped by hm_count) */
+    for (c = h->call_first[li]; c < h->call_first[li + 1]; c++)
+        keep_best(best, &nbest, HM_CALLEES, &h->calls[0].n, sizeof *h->calls, h->call_list[c]);
     for (k = 0; k < nbest; k++) {
         const hm_call_t *cl = &h->calls[best[k]];
         const stk_fn_row_t *r = &h->rows[cl->row];
-        uint32_t fno;
-        size_t i;
-        for (fno = 0; fno < h->nfiles && h->files[fno].file != r->file; fno++)
-            ;
-        /* to the callee's line nearest its definition that was sampled */
-        for (i = 0; i < h->nlines; i++)
-            if (h->lines[i].file == r->file && h->lines[i].line == r->line)
-                break;
+        /* to the callee's line nearest its definition, if it was sampled */
+        uint32_t at = hm_find_line(h, r->file, r->line);
         fputs(k ? ", " : "", f);
-        if (fno < h->nfiles && i < h->nlines)
-            fprintf(f, "<a href=\"#f%u-%d\">", fno, r->line);
+        if (at != UINT32_MAX)
+            fprintf(f, "<a href=\"#f%u-%d\">", h->lines[at].fileno, r->line);
         fputs("\xe2\x86\x92 ", f);
         put_htmlz(f, r->function);
         fprintf(f, " %.1f%%", pct(cl->n, total));
-        if (fno < h->nfiles && i < h->nlines)
+        if (at != UINT32_MAX)
             fputs("</a>", f);
     }
 }
@@ -145,9 +138,8 @@ static void put_ops(FILE *f, const hm_t *h, uint32_t li, uint64_t total)
     uint32_t best[HM_OPS];
     size_t nbest = 0, c, k;
 
-    for (c = 0; c < h->nops; c++)
-        if (h->ops[c].line == li)
-            keep_best(best, &nbest, HM_OPS, &h->ops[0].n, sizeof *h->ops, c);
+    for (c = h->op_first[li]; c < h->op_first[li + 1]; c++)
+        keep_best(best, &nbest, HM_OPS, &h->ops[0].n, sizeof *h->ops, h->op_list[c]);
     for (k = 0; k < nbest; k++) {
         fprintf(f, "%s<span class=o>", k ? " " : "");
         put_htmlz(f, h->ops[best[k]].op);
@@ -267,13 +259,11 @@ static void write_data(FILE *f, const hm_t *h, const uint32_t *order, uint64_t t
             fprintf(f, "%s[%d,%" PRIu64 ",%" PRIu64 "]", k ? "," : "", l->line, l->self, l->incl);
         }
         fputs("],\"ops\":[", f);
-        for (k = 0, first = 1; k < h->nops; k++) {
-            const hm_line_t *l = &h->lines[h->ops[k].line];
-            if (l->fileno != order[i])
-                continue;
-            fprintf(f, "%s[%d,", first ? "" : ",", l->line);
-            out_flamegraph_json_str(f, h->ops[k].op, strlen(h->ops[k].op));
-            fprintf(f, ",%" PRIu64 "]", h->ops[k].n);
+        for (k = h->file_op_first[order[i]], first = 1; k < h->file_op_first[order[i] + 1]; k++) {
+            const hm_op_t *op = &h->ops[h->file_op_list[k]];
+            fprintf(f, "%s[%d,", first ? "" : ",", h->lines[op->line].line);
+            out_flamegraph_json_str(f, op->op, strlen(op->op));
+            fprintf(f, ",%" PRIu64 "]", op->n);
             first = 0;
         }
         fputs("]}", f);

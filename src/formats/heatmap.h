@@ -52,6 +52,14 @@ typedef struct hm {
     size_t nop_slots;
     hm_file_t *files;
     size_t nfiles, cap_files;
+    uint32_t *file_slots;           /* file index + 1, open addressing; 0 = empty */
+    size_t nfile_slots;
+    /* once counted, each line's calls and instructions, and each file's instructions, in
+     * the order they were met: call_list[call_first[l] .. call_first[l + 1]) are line l's
+     * calls (indexes into calls); the same for ops by line, and for ops by file */
+    uint32_t *call_first, *call_list;
+    uint32_t *op_first, *op_list;
+    uint32_t *file_op_first, *file_op_list;
     stk_fn_row_t *rows;
     size_t nrows;
     uint32_t *row_of_frame;
@@ -66,5 +74,8 @@ typedef struct hm {
  * (hm_free). */
 int hm_count(hm_t *h, const stk_table_t *t, uint32_t **order, uint32_t **top);
 void hm_free(hm_t *h);
+
+/* The index of the counted line (file, line), or UINT32_MAX when none was sampled. */
+uint32_t hm_find_line(const hm_t *h, const char *file, int line);
 
 #endif

@@ -130,12 +130,21 @@ int jsonl_period(jsonl_writer_t *w, const profile_t *p, const char *kind, uint64
                  int64_t end_unix_ns);
 int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, const char *reason);
 
+/* The longest line of collapsed stacks convert reads (bytes, its newline aside): no
+ * writer's stack comes near it (65536 frames of 16 bytes), and a file of one endless line
+ * (binary data, a device) must not be held whole. */
+#define OUT_COLLAPSED_MAX_LINE (1u << 20)
+
 /* Reads collapsed stacks (as written by out_collapsed_write, or by other tools) into t.
  * Lines "thread NAME (TID);f1;f2 N" keep their thread; others go to thread 0. A frame
  * "name (file:line)" is split; anything else is a function with no file. A line is
- * malformed without a count (digits after its last space) or with a control byte (C0 but
- * tab, or DEL: binary data). Returns 0, REMORA_EIO, or REMORA_ECORRUPT with *bad_line set
- * to the first malformed line (the stream left just past it). */
-int out_collapsed_read(FILE *f, stk_table_t *t, uint64_t *samples, size_t *bad_line);
+ * malformed without a count (digits after its last space; the total of all lines at most
+ * 2^64 - 1) or with a control byte (C0 but tab, or DEL: binary data). No line is held
+ * past max_line bytes. Returns 0, REMORA_EIO,
+ * REMORA_ECORRUPT with *bad_line set to the first malformed line (the stream left just
+ * past it), or REMORA_ENOMEM: with *bad_line set, that line is longer than max_line (the
+ * stream left inside it), else out of memory. */
+int out_collapsed_read(FILE *f, stk_table_t *t, size_t max_line, uint64_t *samples,
+                       size_t *bad_line);
 
 #endif

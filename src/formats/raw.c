@@ -411,6 +411,7 @@ typedef struct raw_in {
     prof_event_t **events;          /* NULL: events not kept */
     size_t *nevents, cap_events;
     int64_t now;                    /* the last event's time */
+    uint64_t max_id;                /* no node number reaches it (see raw_read) */
     const char **strings;
     size_t nstrings, capstrings;
     vec32_t frames, nodes, threads;
@@ -478,7 +479,7 @@ static int rec_thread(raw_in_t *in)
     uint64_t root = get_varint(&in->r);
     uint32_t th;
 
-    if (in->r.bad || name >= in->nstrings || idx > in->threads.n || root > (1u << 31))
+    if (in->r.bad || name >= in->nstrings || idx > in->threads.n || root >= in->max_id)
         return -1;
     th = vec_get(&in->threads, idx);
     if (th != STK_NONE) {
@@ -501,7 +502,7 @@ static int rec_node(raw_in_t *in)
     uint64_t id = get_varint(&in->r), parent = get_varint(&in->r), frame = get_varint(&in->r);
     uint32_t p = vec_get(&in->nodes, parent), fr = vec_get(&in->frames, frame), node;
 
-    if (in->r.bad || p == STK_NONE || fr == STK_NONE || id > (1u << 31))
+    if (in->r.bad || p == STK_NONE || fr == STK_NONE || id >= in->max_id)
         return -1;
     node = stk_child(in->t, p, fr);
     return node == STK_NONE || vec_put(&in->nodes, id, node) ? -1 : 0;
@@ -570,6 +571,17 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, 
         head[7] > RAW_VERSION)
         return ferror(f) ? REMORA_EIO : REMORA_ECORRUPT;
     in.version = head[7];
+    /* Node numbers index a table as long as the largest: each node has a record of its
+     * own (N, or the T of the thread it is the root of) of 4 bytes at least, so a number
+     * past the file's length is damage, and the table never outgrows 4 bytes a byte of
+     * the file (a stream of unknown length: 2^31 nodes, as the writer's table) */
+    in.max_id = 1u << 31;
+    {
+        long here = ftell(f), end;
+        if (here >= 0 && fseek(f, 0, SEEK_END) == 0 && (end = ftell(f)) >= 0 &&
+            fseek(f, here, SEEK_SET) == 0 && (uint64_t)end < in.max_id)
+            in.max_id = (uint64_t)end;
+    }
     while ((c = fgetc(f)) != EOF && !in.r.bad) {
         if (c == 'Z') {
             err = in.r.bad ? REMORA_ECORRUPT : REMORA_OK;

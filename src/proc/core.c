@@ -22,6 +22,7 @@
 #include "remora.h"
 #include "proc.h"
 #include "proc_internal.h"
+#include "../util/util.h"
 
 #ifndef NT_FILE
 #define NT_FILE 0x46494c45
@@ -422,16 +423,18 @@ int core_open(const char *core, const char *exe, const char *root, image_t **out
 {
     image_t *img;
     struct stat st;
+    const char *kind;
     void *m;
     int fd, err;
 
     *out = NULL;
-    fd = open(core, O_RDONLY | O_CLOEXEC);
+    /* a FIFO would block the open for ever, a device never end */
+    fd = remora_input_open(core, &kind);
     if (fd < 0)
-        return proc_err_from_errno(errno);
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return kind != NULL ? REMORA_EUSAGE : proc_err_from_errno(errno);
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        return REMORA_ENOTPY;
+        return REMORA_EIO;
     }
     if (st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
         close(fd);

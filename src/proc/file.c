@@ -13,6 +13,7 @@
 
 #include "remora.h"
 #include "proc_internal.h"
+#include "../util/util.h"
 
 int proc_err_from_errno(int e)
 {
@@ -88,13 +89,14 @@ int proc_read_file(const char *path, size_t max, unsigned char **buf, size_t *le
     struct stat st;
     unsigned char *b;
     size_t n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *kind;
+    int fd = remora_input_open(path, &kind);      /* a FIFO must not block it */
 
     *buf = NULL;
     *len = 0;
     if (fd < 0)
-        return proc_err_from_errno(errno);
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return kind != NULL ? REMORA_EUSAGE : proc_err_from_errno(errno);
+    if (fstat(fd, &st) != 0) {
         close(fd);
         return REMORA_EIO;
     }

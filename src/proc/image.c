@@ -20,6 +20,7 @@
 #include "remora.h"
 #include "proc.h"
 #include "proc_internal.h"
+#include "../util/util.h"
 
 #define IMAGE_CHECK_BYTES 4096      /* a core's copy of a file's first page, compared */
 
@@ -288,6 +289,7 @@ int image_file_bytes(image_t *img, size_t i, const unsigned char **bytes, size_t
     char path[4200];
     struct stat st;
     const unsigned char *first;
+    const char *kind;
     size_t nfirst = 0;
     void *m;
     int fd;
@@ -301,16 +303,20 @@ int image_file_bytes(image_t *img, size_t i, const unsigned char **bytes, size_t
             set_problem(img, f->path, "name too long or not absolute");
             return -1;
         }
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* the core names it: a FIFO or a device there must not hang or flood remora */
+        fd = remora_input_open(path, &kind);
         if (fd < 0) {
             char what[4300];
-            snprintf(what, sizeof what, "cannot open %s: %s", path, strerror(errno));
+            if (kind != NULL)
+                snprintf(what, sizeof what, "%s is %s, not a regular file", path, kind);
+            else
+                snprintf(what, sizeof what, "cannot open %s: %s", path, strerror(errno));
             set_problem(img, f->path, what);
             return -1;
         }
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+        if (fstat(fd, &st) != 0 || st.st_size <= 0) {
             close(fd);
-            set_problem(img, f->path, "not a regular file");
+            set_problem(img, f->path, "an empty file");
             return -1;
         }
         m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -17,6 +17,7 @@
 #include "remora.h"
 #include "proc.h"
 #include "proc_internal.h"
+#include "../util/util.h"
 
 static int parse_hex(const char **s, const char *end, uint64_t *out)
 {
@@ -195,10 +196,14 @@ void proc_maps_fini(proc_maps_t *m)
     memset(m, 0, sizeof *m);
 }
 
+/* The file at path (the target's, or one a core names) if it is a regular file and, with
+ * inode not 0, that inode: never a FIFO put there since it was mapped, nor a device
+ * mapped (util/input.c). A descriptor, or -1. */
 static int open_checked(const char *path, uint64_t inode)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *kind;
+    int fd = remora_input_open(path, &kind);
 
     if (fd < 0)
         return -1;
@@ -257,7 +262,7 @@ int proc_open_mapped_file(proc_t *p, const char *path, uint64_t inode)
         if (p->kind == PROC_CORE) {
             if (image_host_path(p->img, idx, buf, sizeof buf) != 0)
                 return -1;
-            return open(buf, O_RDONLY | O_CLOEXEC);
+            return open_checked(buf, 0);
         }
         return memory_file(bytes, len);
     }

@@ -19,6 +19,29 @@
 #include "proc.h"
 #include "proc_internal.h"
 
+#define PROC_PF_KTHREAD 0x00200000u     /* the kernel's PF_KTHREAD (include/linux/sched.h) */
+
+int proc_is_kernel_thread(pid_t pid)
+{
+    char path[64], *text, *s;
+    unsigned long flags = 0;
+    size_t len;
+    int i;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (proc_slurp(path, 4096, &text, &len) != REMORA_OK)
+        return 0;
+    /* after the comm (which may hold anything, ')' too): state, ppid, pgrp, session,
+     * tty_nr, tpgid, then flags */
+    s = strrchr(text, ')');
+    for (i = 0; s != NULL && i < 7; i++)
+        s = strchr(s + 1, ' ');
+    if (s != NULL)
+        flags = strtoul(s + 1, NULL, 10);
+    free(text);
+    return (flags & PROC_PF_KTHREAD) != 0;
+}
+
 int proc_open(pid_t pid, proc_t **out)
 {
     char path[64];
@@ -31,6 +54,9 @@ int proc_open(pid_t pid, proc_t **out)
     snprintf(path, sizeof path, "/proc/%d", (int)pid);
     if (stat(path, &st) != 0)
         return proc_err_from_errno(errno);
+    /* its memory map is empty, as a process that exited: said for what it is */
+    if (proc_is_kernel_thread(pid))
+        return REMORA_ENOTPY;
     p = calloc(1, sizeof *p);
     if (p == NULL)
         return REMORA_ENOMEM;

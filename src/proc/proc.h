@@ -43,8 +43,13 @@ typedef struct proc_stats {
 } proc_stats_t;
 
 /* Opens the live process 'pid'. Returns 0, REMORA_ENOPROC if it does not exist,
- * REMORA_EPERM if we may not read it, REMORA_ENOMEM. Caller frees with proc_free(). */
+ * REMORA_EPERM if we may not read it, REMORA_ENOTPY for a kernel thread (no user memory:
+ * never Python), REMORA_ENOMEM. Caller frees with proc_free(). */
 int proc_open(pid_t pid, proc_t **out);
+
+/* Is pid a kernel thread (PF_KTHREAD in /proc/PID/stat)? 0 when it is not, or cannot be
+ * told (gone, unreadable). */
+int proc_is_kernel_thread(pid_t pid);
 void proc_free(proc_t *p);
 pid_t proc_pid(const proc_t *p);
 const proc_stats_t *proc_stats(const proc_t *p);
@@ -59,9 +64,11 @@ int proc_kind(const proc_t *p);
  * page where the core holds one. Tasks come from NT_PRSTATUS; their state is unknown
  * ('S' is reported, so none counts as on CPU), the main thread's name is the process
  * name from NT_PRPSINFO and the others have none (""). proc_pid() is NT_PRPSINFO's pid.
+ * Only a regular file is read, as every file the core names: a FIFO, a device or a
+ * directory is refused by its type, never opened for long (util/input.c).
  * Returns 0, REMORA_ENOPROC (no such file), REMORA_EPERM, REMORA_EIO,
- * REMORA_ENOTPY (not a 64-bit little-endian ELF core), REMORA_ECORRUPT, REMORA_ENOMEM.
- * Caller frees with proc_free(). */
+ * REMORA_EUSAGE (not a regular file), REMORA_ENOTPY (not a 64-bit little-endian ELF
+ * core), REMORA_ECORRUPT, REMORA_ENOMEM. Caller frees with proc_free(). */
 int proc_open_core(const char *core, const char *exe, const char *root, proc_t **out);
 /* Same over a buffer (copied; tests and fuzzing). */
 int proc_open_core_mem(const void *buf, size_t len, const char *exe, const char *root,

@@ -56,7 +56,8 @@ int proc_err_from_errno(int e);
 int proc_slurp(const char *path, size_t max, char **buf, size_t *len);
 
 /* Reads a whole regular file into a malloc'd buffer (at most 'max' bytes, else
- * REMORA_ENOMEM). Returns 0 or a REMORA_E* code. */
+ * REMORA_ENOMEM; anything but a regular file, never waited for: REMORA_EUSAGE). Returns 0
+ * or a REMORA_E* code. */
 int proc_read_file(const char *path, size_t max, unsigned char **buf, size_t *len);
 
 /* ---- task.c --------------------------------------------------------------- */

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 /* CLOCK_MONOTONIC, in nanoseconds. */
@@ -113,5 +114,17 @@ void pyr_float(pyr_buf_t *b, double x);
 /* int from n 30-bit digits, least significant first. Returns 0, or -1 (nothing
  * written) for n > PYR_INT_DIGITS or a digit of 2^30 or more. */
 int pyr_int(pyr_buf_t *b, const uint32_t *digits, size_t n, int negative);
+
+/* ---- input.c -------------------------------------------------------------- */
+
+/* What a file of this mode is, for a message: "a FIFO", "a directory", ... (constant). */
+const char *remora_file_kind(mode_t mode);
+
+/* Opens 'path' to read an input file from: a regular file only. A FIFO, device,
+ * directory or socket is refused by its type, never opened for long (the open does not
+ * wait, takes no terminal). Returns a blocking read-only descriptor (close-on-exec), or -1
+ * with errno set: *why then says what the file is ("a FIFO", ...), or is NULL when it could
+ * not be opened (errno says why). */
+int remora_input_open(const char *path, const char **why);
 
 #endif

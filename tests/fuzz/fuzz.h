@@ -22,6 +22,8 @@ int fuzz_core(const uint8_t *data, size_t size);
 int fuzz_unwind(const uint8_t *data, size_t size);
 int fuzz_native(const uint8_t *data, size_t size);
 int fuzz_locals(const uint8_t *data, size_t size);
+int fuzz_collapsed(const uint8_t *data, size_t size);
+int fuzz_raw(const uint8_t *data, size_t size);
 
 /* fuzz_native's relocations (its input format, targets.c): a word whose top 16 bits are
  * FUZZ_EXE or FUZZ_LIBC is an address in this program or in libc. */

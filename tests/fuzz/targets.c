@@ -15,6 +15,10 @@
  *   native     --native's C-stack unwinder and merge (unwind/native.c) over a thread's
  *              registers and stack bytes, with this process's own modules (format at
  *              fuzz_native)
+ *   collapsed  convert's line reader (out_collapsed_read) under a line bound the input
+ *              chooses; what it read written and read back (format at fuzz_collapsed)
+ *   raw        convert's .remora reader (raw_read), events kept: every event names a
+ *              thread and node read, the node table bounded by the input's length
  *
  * A target returns 0; a broken invariant aborts (the fuzzer reports it as a crash).
  */
@@ -32,6 +36,7 @@
 #include "unwind/internal.h"
 #include "util/util.h"
 #include "formats/out.h"
+#include "formats/raw.h"
 #include "fuzz.h"
 
 #define CHECK(cond)                                                                 \
@@ -482,6 +487,114 @@ int fuzz_native(const uint8_t *data, size_t size)
     return 0;
 }
 
+/* ---- collapsed -------------------------------------------------------------------
+ * Input: u8 b, then collapsed stacks read under a bound of 1 << (4 + b % 17) bytes a line
+ * (16 bytes to OUT_COLLAPSED_MAX_LINE). A line reported too long is longer than the
+ * bound, and none accepted is; a whole read is written out and read back to the same
+ * number of samples. */
+
+/* The length of line 'no' (1-based) of text[0..n), its newline aside; 0 if none. */
+static size_t line_len(const char *text, size_t n, size_t no)
+{
+    size_t i = 0, at = 1, start = 0;
+
+    for (; i < n && at < no; i++)
+        if (text[i] == '\n') {
+            at++;
+            start = i + 1;
+        }
+    if (at != no)
+        return 0;
+    for (i = start; i < n && text[i] != '\n'; i++)
+        ;
+    return i - start;
+}
+
+int fuzz_collapsed(const uint8_t *data, size_t size)
+{
+    stk_table_t *t = NULL, *back = NULL;
+    size_t max, bad = 0, bad2 = 0, out_len = 0, i, start;
+    uint64_t samples = 0, samples2 = 0;
+    char *text, *out = NULL;
+    profile_t prof;
+    FILE *f;
+    int err;
+
+    if (size < 1)
+        return 0;
+    max = (size_t)1 << (4 + data[0] % 17);
+    text = (char *)copy(data + 1, size - 1);
+    if (text == NULL || (t = stk_new()) == NULL || (f = fmemopen(text, size - 1 ? size - 1 : 1, "r")) == NULL)
+        goto out;
+    if (size == 1)
+        (void)fgetc(f);             /* fmemopen wants a byte: an empty input, read past */
+    err = out_collapsed_read(f, t, max, &samples, &bad);
+    fclose(f);
+    CHECK(err == REMORA_OK || err == REMORA_ECORRUPT || err == REMORA_ENOMEM);
+    if (err == REMORA_ECORRUPT)
+        CHECK(bad >= 1);
+    if (err == REMORA_ENOMEM && bad != 0)
+        CHECK(line_len(text, size - 1, bad) > max);
+    if (err != REMORA_OK)
+        goto out;
+    /* every line held: within the bound */
+    for (i = 0, start = 0; i <= size - 1; i++)
+        if (i == size - 1 || text[i] == '\n') {
+            CHECK(i - start <= max);
+            start = i + 1;
+        }
+    memset(&prof, 0, sizeof prof);
+    prof.stacks = t;
+    if ((f = open_memstream(&out, &out_len)) == NULL)
+        goto out;
+    CHECK(out_collapsed_write(&prof, f, NULL) == REMORA_OK);
+    fclose(f);
+    if ((back = stk_new()) == NULL || (f = fmemopen(out, out_len ? out_len : 1, "r")) == NULL)
+        goto out;
+    if (out_len == 0)
+        (void)fgetc(f);
+    /* escaping can lengthen a line (a byte that is not UTF-8 becomes U+FFFD): no bound */
+    err = out_collapsed_read(f, back, SIZE_MAX - 1, &samples2, &bad2);
+    fclose(f);
+    CHECK(err == REMORA_OK || err == REMORA_ENOMEM);
+    CHECK(err != REMORA_OK || samples2 == samples);
+out:
+    stk_free(back);
+    stk_free(t);
+    free(out);
+    free(text);
+    return 0;
+}
+
+/* ---- raw --------------------------------------------------------------------------
+ * Input: a .remora recording, read with its events. */
+int fuzz_raw(const uint8_t *data, size_t size)
+{
+    stk_table_t *t = stk_new();
+    profile_meta_t m;
+    prof_event_t *ev = NULL;
+    size_t nev = 0, i;
+    unsigned char *b = copy(data, size);
+    FILE *f;
+    int err;
+
+    if (t == NULL || b == NULL || size == 0 || (f = fmemopen(b, size, "r")) == NULL)
+        goto out;
+    err = raw_read(f, t, &m, &ev, &nev);
+    fclose(f);
+    CHECK(err == REMORA_OK || err == REMORA_ECORRUPT || err == REMORA_ENOMEM);
+    /* a node has a record of 4 bytes at least, a thread 5 */
+    CHECK(stk_nnodes(t) <= size && stk_nthreads(t) <= size);
+    for (i = 0; i < nev; i++)
+        CHECK(ev[i].thread < stk_nthreads(t) && ev[i].node < stk_nnodes(t));
+    CHECK(memchr(m.command, 0, sizeof m.command) != NULL && memchr(m.mode, 0, sizeof m.mode) != NULL);
+out:
+    free(ev);
+    free(b);
+    stk_free(t);
+    return 0;
+}
+
 const fuzz_target_t fuzz_targets[] = {
     { "maps", fuzz_maps },
     { "elf", fuzz_elf },
@@ -492,5 +605,7 @@ const fuzz_target_t fuzz_targets[] = {
     { "unwind", fuzz_unwind },
     { "native", fuzz_native },
     { "locals", fuzz_locals },
+    { "collapsed", fuzz_collapsed },
+    { "raw", fuzz_raw },
     { NULL, NULL },
 };

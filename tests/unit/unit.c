@@ -1,11 +1,13 @@
 /* tests/unit/unit.c — unit tests of remora's pure parts: line tables, /proc parsers,
  * ELF reader, interned strings, JSON escaping, frame walks, and the reading of thread
  * names over synthetic memory (a snapshot source). Ends with "unit: N passed, N failed". */
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "remora.h"
@@ -14,6 +16,7 @@
 #include "unwind/internal.h"
 #include "formats/out.h"
 #include "formats/raw.h"
+#include "util/util.h"
 
 static int passed, failed;
 
@@ -261,7 +264,7 @@ static void test_text(void)
     fclose(f);
     CHECK(strchr(buf, '\n') == buf + len - 1, "one line: %s", buf);
     f = fmemopen(buf, len, "r");
-    CHECK(out_collapsed_read(f, back, &samples, &bad) == 0 && samples == 3, "read back (line %zu)", bad);
+    CHECK(out_collapsed_read(f, back, OUT_COLLAPSED_MAX_LINE, &samples, &bad) == 0 && samples == 3, "read back (line %zu)", bad);
     fclose(f);
     CHECK(stk_nthreads(back) == 1 && strcmp(stk_thread_at(back, 0)->name, "th;\\\n\xef\xbf\xbd") == 0,
           "thread name read back: %s", stk_nthreads(back) ? stk_thread_at(back, 0)->name : "(none)");
@@ -2030,6 +2033,71 @@ static void test_pthread_tid_offset(void)
     CHECK(pthread_tid_offset(scan, pts, 3, tids, 4, 1000) == -1, "tid offset: one tid in two structs");
 }
 
+/* ---- input bounds (issue 46): a line over the bound, a total that would wrap, inputs
+ * refused by their type ---- */
+
+static void test_input_bounds(void)
+{
+    static const struct {
+        const char *text;
+        size_t max;
+        int err;
+        size_t bad;
+        uint64_t samples;
+    } cases[] = {
+        { "abcdef 1\n", 8, REMORA_OK, 0, 1 },               /* 8 bytes: at the bound */
+        { "abcdefg 1\n", 8, REMORA_ENOMEM, 1, 0 },          /* 9: over it */
+        { "a 1\nabcdefg 1\n", 8, REMORA_ENOMEM, 2, 1 },
+        { "abcdef 1\r\n", 8, REMORA_ENOMEM, 1, 0 },         /* the CR counts */
+        { "abcdef 1", 8, REMORA_OK, 0, 1 },                 /* no newline at the end */
+        { "a 18446744073709551615\nb 0\n", 64, REMORA_OK, 0, UINT64_MAX },
+        { "a 18446744073709551615\nb 1\n", 64, REMORA_ECORRUPT, 2, UINT64_MAX },
+    };
+    char dir[] = "/tmp/remora-unit-XXXXXX", path[64];
+    const char *why;
+    size_t i;
+    int fd;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        stk_table_t *t = stk_new();
+        FILE *f = fmemopen((void *)cases[i].text, strlen(cases[i].text), "r");
+        uint64_t samples = 0;
+        size_t bad = 0;
+        int err = out_collapsed_read(f, t, cases[i].max, &samples, &bad);
+        CHECK(err == cases[i].err && bad == cases[i].bad && samples == cases[i].samples,
+              "collapsed case %zu: err %d line %zu samples %llu", i, err, bad,
+              (unsigned long long)samples);
+        fclose(f);
+        stk_free(t);
+    }
+
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    CHECK(mkfifo(path, 0600) == 0, "mkfifo");
+    fd = remora_input_open(path, &why);         /* no writer: must not block */
+    CHECK(fd < 0 && why != NULL && strcmp(why, "a FIFO") == 0, "FIFO refused: %s", why ? why : "(opened)");
+    fd = remora_input_open("/dev/zero", &why);
+    CHECK(fd < 0 && why != NULL && strcmp(why, "a character device") == 0, "/dev/zero refused");
+    fd = remora_input_open(dir, &why);
+    CHECK(fd < 0 && why != NULL && strcmp(why, "a directory") == 0, "a directory refused");
+    snprintf(path, sizeof path, "%s/none", dir);
+    fd = remora_input_open(path, &why);
+    CHECK(fd < 0 && why == NULL && errno == ENOENT, "a missing file: ENOENT");
+    snprintf(path, sizeof path, "%s/file", dir);
+    fd = open(path, O_WRONLY | O_CREAT, 0600);
+    CHECK(fd >= 0 && write(fd, "x", 1) == 1, "a file made");
+    close(fd);
+    fd = remora_input_open(path, &why);
+    CHECK(fd >= 0 && why == NULL && (fcntl(fd, F_GETFL) & O_NONBLOCK) == 0,
+          "a regular file opened, blocking");
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     test_linetables();
@@ -2055,6 +2123,7 @@ int main(void)
     test_pyrepr();
     test_off_weigh();
     test_pthread_tid_offset();
+    test_input_bounds();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
