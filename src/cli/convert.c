@@ -56,7 +56,9 @@ static int cut_short(FILE *f)
 
 /* Reads a .remora recording or collapsed stacks, recognised by their content, into t and
  * m, and with 'events' not NULL a recording's samples into events->events (collapsed
- * stacks have none: an error). Anything else is refused. Returns 0, or prints one line
+ * stacks have none: an error), with 'sources' not NULL a recording's source text into
+ * *sources (NULL for collapsed stacks; the caller frees it with raw_sources_free, also
+ * after an error). Anything else is refused. Returns 0, or prints one line
  * and returns an exit code. A recording damaged after some samples, or collapsed stacks
  * whose last line was cut short, keep what could be read (said once, on one line). */
 int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events,
