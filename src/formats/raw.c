@@ -260,9 +260,9 @@ typedef struct src_budget {
     uint64_t bytes, lines;
 } src_budget_t;
 
-/* The lines kept of a file of n lines sampled at lines[0..nl) (ascending): each with
- * RAW_SRC_CONTEXT either side, as the heatmap shows them. Calls put(line) on each in
- * order, returns how many. */
+/* The lines kept of file fl (of h's counts), n lines long: each line sampled with
+ * RAW_SRC_CONTEXT either side, as the heatmap shows them. Calls put(ctx, line) on each in
+ * order; returns how many. */
 static size_t each_kept(const hm_t *h, const hm_file_t *fl, size_t n,
                         void (*put)(void *, long), void *ctx)
 {
@@ -351,7 +351,8 @@ static void put_file_source(raw_writer_t *w, FILE *f, const hm_t *h, const hm_fi
     }
     fputc('L', f);
     put_varint(f, id);
-    put_str(f, problem != NULL ? problem : "");
+    /* a reason is a short constant; the reader takes no longer one */
+    put_bytes(f, problem != NULL ? problem : "", problem != NULL ? strnlen(problem, RAW_SRC_WHY) : 0);
     if (problem != NULL) {
         put_varint(f, 0);
         put_varint(f, 0);
@@ -756,7 +757,7 @@ static int rec_source_lines(raw_in_t *in)
     changed = get_varint(r);
     nlines = get_varint(r);
     nkept = get_varint(r);
-    if (r->bad || file >= in->nstrings || strlen(e.problem) > 256 || changed > 1 ||
+    if (r->bad || file >= in->nstrings || strlen(e.problem) > RAW_SRC_WHY || changed > 1 ||
         nlines > RAW_SRC_LINES || nkept > nlines || (e.problem[0] != '\0' && nlines + nkept > 0) ||
         ++in->src_records > in->nstrings)
         goto out;                   /* a writer writes one a file, named by a string */

@@ -58,6 +58,7 @@
 #define RAW_SRC_LINE 512                    /* bytes kept of a line */
 #define RAW_SRC_FILES 4096                  /* files with text kept */
 #define RAW_SRC_BYTES (32u << 20)           /* bytes of text kept, all files */
+#define RAW_SRC_WHY 256                     /* bytes of a reason there is no text */
 #define RAW_SRC_LINES (64u << 20)           /* the kept files' last kept lines, summed: what
                                              * convert's texts of them hold, newlines */
 
