@@ -303,7 +303,9 @@ int cmd_convert(int argc, char **argv)
         rc = REMORA_EXIT_FAIL;
         goto out;
     }
-    rc = rec_load_profile(in, table, &prof.meta, fmt->timeline ? &prof : NULL, &sources);
+    /* the source a recording keeps: for the heatmap alone (no other format shows it) */
+    rc = rec_load_profile(in, table, &prof.meta, fmt->timeline ? &prof : NULL,
+                          strcmp(fmt->name, "heatmap") == 0 ? &sources : NULL);
     if (rc == REMORA_OK && diff != NULL) {
         rc = rec_load_profile(diff, base_table, &base.meta, NULL, NULL);
         base.stacks = base_table;
