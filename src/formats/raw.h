@@ -28,9 +28,10 @@
  *                               kept's (the first: its number) and its text without the
  *                               line's end, its first RAW_SRC_LINE bytes. Kept: each line
  *                               a sample was at and RAW_SRC_CONTEXT lines either side,
- *                               what a heatmap shows; within RAW_SRC_FILES files and
- *                               RAW_SRC_BYTES bytes of text (a file past them: 'problem'
- *                               says so). `convert` shows these, opening no file.
+ *                               what a heatmap shows; within RAW_SRC_FILES files,
+ *                               RAW_SRC_BYTES bytes of text and RAW_SRC_LINES lines (a
+ *                               file past them: 'problem' says so; a reader refuses
+ *                               more). `convert` shows these, opening no file.
  *   'M' pid command python mode duration_ns rate_mhz rounds errors late start_unix_ns
  *       start_mono_ns engine    metadata, written at the end; strings inline (len bytes)
  *   'Z'                         end of recording
