@@ -61,10 +61,13 @@ static int cut_short(FILE *f)
 
 /* Reads a .remora recording or collapsed stacks, recognised by their content, into t and
  * m, and with 'events' not NULL a recording's samples into events->events (collapsed
- * stacks have none: an error). Anything else is refused. Returns 0, or prints one line
+ * stacks have none: an error), with 'sources' not NULL a recording's source text into
+ * *sources (NULL for collapsed stacks; the caller frees it with raw_sources_free, also
+ * after an error). Anything else is refused. Returns 0, or prints one line
  * and returns an exit code. A recording damaged after some samples, or collapsed stacks
  * whose last line was cut short, keep what could be read (said once, on one line). */
-int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events)
+int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events,
+                     raw_sources_t **sources)
 {
     unsigned char head[512];
     char what[160];
@@ -74,6 +77,8 @@ int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profil
     int fd, err;
 
     memset(m, 0, sizeof *m);
+    if (sources != NULL)
+        *sources = NULL;
     /* a regular file only: a FIFO would block, a device (/dev/zero) never end */
     fd = remora_input_open(path, &kind);
     if (fd < 0 && kind != NULL) {
@@ -113,10 +118,10 @@ int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profil
         rewind(f);
         if (events != NULL) {
             prof_event_t *ev = NULL;
-            err = raw_read(f, t, m, &ev, &events->nevents);
+            err = raw_read_sources(f, t, m, &ev, &events->nevents, sources);
             events->events = ev;
         } else {
-            err = raw_read(f, t, m, NULL, NULL);
+            err = raw_read_sources(f, t, m, NULL, NULL, sources);
         }
         if (err == REMORA_ECORRUPT && stk_total_samples(t) == 0) {
             cli_error("'%s' is a truncated or damaged .remora recording: no sample in it can "
@@ -260,6 +265,7 @@ int cmd_convert(int argc, char **argv)
     const out_format_t *fmt;
     stk_table_t *table = NULL, *base_table = NULL;
     profile_t prof, base;
+    raw_sources_t *sources = NULL;
     int rc, limit;
 
     switch (parse_convert(argc, argv, &c)) {
@@ -313,9 +319,11 @@ int cmd_convert(int argc, char **argv)
         rc = REMORA_EXIT_FAIL;
         goto out;
     }
-    rc = rec_load_profile(in, table, &prof.meta, fmt->timeline ? &prof : NULL);
+    /* the source a recording keeps: for the heatmap alone (no other format shows it) */
+    rc = rec_load_profile(in, table, &prof.meta, fmt->timeline ? &prof : NULL,
+                          strcmp(fmt->name, "heatmap") == 0 ? &sources : NULL);
     if (rc == REMORA_OK && diff != NULL) {
-        rc = rec_load_profile(diff, base_table, &base.meta, NULL);
+        rc = rec_load_profile(diff, base_table, &base.meta, NULL, NULL);
         base.stacks = base_table;
         prof.baseline = &base;
     }
@@ -323,14 +331,17 @@ int cmd_convert(int argc, char **argv)
         goto out;
     prof.stacks = table;
     {
-        /* a recording's files: as this host names them */
-        int werr = rec_write_profile(fmt, &prof, limit, NULL, out_path ? out_path : "-");
+        /* a heatmap's source: what the recording kept, no file opened (the names are the
+         * recording's, perhaps a hostile target's; the files may have changed since) */
+        out_options_t oo = { limit, 0, raw_source, sources };
+        int werr = out_write_file(fmt, &prof, &oo, out_path ? out_path : "-");
         if (werr) {
             cli_error("writing '%s' failed: %s", out_path ? out_path : "stdout", strerror(errno));
             rc = REMORA_EXIT_FAIL;
         }
     }
 out:
+    raw_sources_free(sources);
     free((void *)prof.events);
     stk_free(table);
     stk_free(base_table);

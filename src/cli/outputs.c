@@ -124,7 +124,8 @@ int rec_write_profile(const out_format_t *fmt, const profile_t *prof, int limit,
                       const char *path)
 {
     rec_src_t src = { p, { 0 } };
-    out_options_t oo = { limit, 0, rec_source, &src };
+    /* no target (nothing to read a file as): no file read, none shown */
+    out_options_t oo = { limit, 0, p != NULL ? rec_source : NULL, &src };
     int err = out_write_file(fmt, prof, &oo, path);
 
     proc_src_free(&src.s);
@@ -201,9 +202,14 @@ int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t sn
     prof_event_t *events = NULL;
     size_t nevents = 0;
     int i, err = REMORA_OK, raw_err = REMORA_OK, events_ok = 0, rc = REMORA_EXIT_OK, events_temp = 0;
+    rec_src_t raw_src = { o->p, { 0 } };
 
     /* the recording first (closed, or copied so far), then the timelines from it */
     if (o->raw != NULL) {
+        /* the raw output keeps the source its heatmap shows, read as a heatmap's is
+         * (a timeline's temporary recording needs none) */
+        if (o->raw_at >= 0 && o->p != NULL)
+            raw_keep_source(o->raw, prof->stacks, rec_source, &raw_src);
         if (snap == 0) {
             raw_err = raw_close(o->raw, &prof->meta, 1);
             o->raw = NULL;
@@ -226,6 +232,7 @@ int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t sn
             unlink(events_path);
         if (snap == 0)
             o->raw_temp = 0;
+        proc_src_free(&raw_src.s);
     }
     for (i = 0; i < o->n; i++) {
         const char *shown;

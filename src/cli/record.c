@@ -386,7 +386,7 @@ static int load_baseline(const char *path, profile_t *base, stk_table_t **table)
         cli_error("out of memory");
         return REMORA_EXIT_FAIL;
     }
-    if ((rc = rec_load_profile(path, *table, &base->meta, NULL)) != REMORA_OK) {
+    if ((rc = rec_load_profile(path, *table, &base->meta, NULL, NULL)) != REMORA_OK) {
         stk_free(*table);
         *table = NULL;
         return rc;

@@ -57,7 +57,7 @@ int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t sn
 int rec_outs_end(rec_outs_t *o, const profile_meta_t *whole, uint64_t periods, const char *reason);
 
 /* Writes one profile to path ("-": stdout) in fmt, a heatmap's sources read through the
- * target p (NULL: as this host names them). Returns 0, or REMORA_EIO with errno set. */
+ * target p (NULL: none shown, no file opened). Returns 0, or REMORA_EIO with errno set. */
 int rec_write_profile(const out_format_t *fmt, const profile_t *prof, int limit, proc_t *p,
                       const char *path);
 
@@ -146,8 +146,10 @@ int rec_binary_to_terminal(const char *cmd, const out_format_t *fmt, const char 
 int rec_check_writable(const char *path);
 
 /* convert.c: a profile read from a .remora recording or collapsed stacks into t and m
- * (and with events, the samples in order, for the timelines). Returns 0 or an exit code
- * after one line. */
-int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events);
+ * (and with events, the samples in order, for the timelines; with sources, a recording's
+ * source text, NULL for collapsed stacks: raw_source serves either, freed with
+ * raw_sources_free). Returns 0 or an exit code after one line. */
+int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profile_t *events,
+                     raw_sources_t **sources);
 
 #endif

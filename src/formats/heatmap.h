@@ -1,5 +1,6 @@
 /* formats/heatmap.h — the line heatmap's counts (heatmap_count.c), which heatmap.c
- * writes as HTML. Internal to those two files.
+ * writes as HTML, and raw.c counts to keep the lines the heatmap shows. Internal to
+ * formats/.
  */
 #ifndef REMORA_HEATMAP_H
 #define REMORA_HEATMAP_H

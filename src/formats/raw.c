@@ -1,4 +1,6 @@
-/* formats/raw.c — writing and reading .remora recordings (see raw.h). */
+/* formats/raw.c — writing and reading .remora recordings (see raw.h), with the source
+ * lines their heatmap shows, kept at the end (got through the caller's callback: this
+ * file reads no source) and served back to convert's. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,7 @@
 
 #include "remora.h"
 #include "raw.h"
+#include "heatmap.h"
 #include "../util/util.h"
 
 _Static_assert(RAW_ON_CPU == SAMPLE_F_ON_CPU && RAW_GIL == SAMPLE_F_GIL && RAW_GC == SAMPLE_F_GC &&
@@ -28,6 +31,10 @@ struct raw_writer {
     size_t scap, scount;
     int64_t last_ns;
     int failed;
+    /* raw_keep_source's: the next tail's source */
+    const stk_table_t *src_t;
+    out_source_fn src_fn;
+    void *src_ctx;
 };
 
 static void put_varint(FILE *f, uint64_t v)
@@ -50,11 +57,15 @@ static void put_svarint(FILE *f, int64_t v)
     put_varint(f, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
 }
 
-static void put_str(FILE *f, const char *s)
+static void put_bytes(FILE *f, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     put_varint(f, n);
     fwrite(s, 1, n, f);
+}
+
+static void put_str(FILE *f, const char *s)
+{
+    put_bytes(f, s, strlen(s));
 }
 
 int raw_open(const char *path, raw_writer_t **out)
@@ -138,6 +149,19 @@ static uint32_t string_id(raw_writer_t *w, const char *s)
     fputc('S', w->f);
     put_str(w->f, s);
     return w->svals[i];
+}
+
+/* The id of string s if it is written, else UINT32_MAX. */
+static uint32_t string_find(const raw_writer_t *w, const char *s)
+{
+    size_t i = ((uintptr_t)s >> 3) * 0x9e3779b97f4a7c15ull >> 20 & (w->scap - 1);
+
+    while (w->skeys[i] != NULL) {
+        if (w->skeys[i] == s)
+            return w->svals[i];
+        i = (i + 1) & (w->scap - 1);
+    }
+    return UINT32_MAX;
 }
 
 static int catch_up(raw_writer_t *w, const stk_table_t *t)
@@ -226,9 +250,161 @@ int raw_sample(raw_writer_t *w, const stk_table_t *t, uint32_t thread, uint32_t 
     return REMORA_OK;
 }
 
-/* The metadata and the end. */
-static void put_tail(FILE *f, const profile_meta_t *m)
+/* ---- the source kept ('L') ---- */
+
+static const char src_over[] = "not kept in the recording (past its bound of source text)";
+
+/* What is kept so far of all files: RAW_SRC_FILES, RAW_SRC_BYTES, RAW_SRC_LINES's. */
+typedef struct src_budget {
+    size_t files;
+    uint64_t bytes, lines;
+} src_budget_t;
+
+/* The lines kept of file fl (of h's counts), n lines long: each line sampled with
+ * RAW_SRC_CONTEXT either side, as the heatmap shows them. Calls put(ctx, line) on each in
+ * order; returns how many. */
+static size_t each_kept(const hm_t *h, const hm_file_t *fl, size_t n,
+                        void (*put)(void *, long), void *ctx)
 {
+    long next = 1, ln;
+    size_t k, count = 0;
+
+    for (k = 0; k < fl->nlines; k++) {
+        long l = h->lines[fl->lines[k]].line;
+        long from = l - RAW_SRC_CONTEXT > next ? l - RAW_SRC_CONTEXT : next;
+        long to = l + RAW_SRC_CONTEXT < (long)n ? l + RAW_SRC_CONTEXT : (long)n;
+        for (ln = from; ln <= to; ln++, count++)
+            if (put != NULL)
+                put(ctx, ln);
+        if (to + 1 > next)
+            next = to + 1;
+    }
+    return count;
+}
+
+typedef struct kept_ctx {
+    FILE *f;
+    const char *text;
+    const uint32_t *starts;
+    size_t n;
+    long prev, last;
+    uint64_t bytes;
+} kept_ctx_t;
+
+static void kept_line(kept_ctx_t *k, long ln, int write)
+{
+    size_t len;
+    const char *s = lines_get(k->text, k->starts, k->n, ln, 0, &len);
+
+    if (s == NULL)
+        len = 0;
+    if (len > RAW_SRC_LINE)
+        len = RAW_SRC_LINE;
+    k->bytes += len;
+    k->last = ln;
+    if (write) {
+        put_varint(k->f, (uint64_t)(ln - k->prev));
+        put_bytes(k->f, s != NULL ? s : "", len);
+        k->prev = ln;
+    }
+}
+
+static void count_line(void *ctx, long ln)
+{
+    kept_line(ctx, ln, 0);
+}
+
+static void write_line(void *ctx, long ln)
+{
+    kept_line(ctx, ln, 1);
+}
+
+/* One file's 'L' record: its source got through w's callback, the lines the heatmap
+ * shows of it kept, b's bounds kept. */
+static void put_file_source(raw_writer_t *w, FILE *f, const hm_t *h, const hm_file_t *fl, uint32_t id,
+                            src_budget_t *b)
+{
+    out_source_t src;
+    kept_ctx_t k = { f, NULL, NULL, 0, 0, 0, 0 };
+    uint32_t *starts = NULL;
+    const char *problem;
+    size_t nkept = 0;
+
+    memset(&src, 0, sizeof src);
+    if (b->files >= RAW_SRC_FILES)
+        problem = src_over;
+    else {
+        w->src_fn(w->src_ctx, fl->file, &src);
+        problem = src.problem;
+    }
+    if (problem == NULL && lines_index(src.text, src.len, &starts, &k.n) != 0)
+        problem = "out of memory";          /* as the heatmap would say */
+    if (problem == NULL) {
+        k.text = src.text != NULL ? src.text : "";
+        k.starts = starts;
+        nkept = each_kept(h, fl, k.n, count_line, &k);
+        /* the convert side rebuilds a text of the lines up to the one after the last
+         * kept (raw_source): that is what RAW_SRC_LINES bounds */
+        if (b->bytes + k.bytes > RAW_SRC_BYTES ||
+            b->lines + (uint64_t)k.last + 1 > RAW_SRC_LINES)
+            problem = src_over;
+    }
+    fputc('L', f);
+    put_varint(f, id);
+    /* a reason is a short constant; the reader takes no longer one */
+    put_bytes(f, problem != NULL ? problem : "", problem != NULL ? strnlen(problem, RAW_SRC_WHY) : 0);
+    if (problem != NULL) {
+        put_varint(f, 0);
+        put_varint(f, 0);
+        put_varint(f, 0);
+    } else {
+        b->files++;
+        b->bytes += k.bytes;
+        b->lines += (uint64_t)k.last + 1;
+        put_varint(f, src.changed != 0);
+        put_varint(f, k.n);
+        put_varint(f, nkept);
+        k.prev = 0;
+        each_kept(h, fl, k.n, write_line, &k);
+    }
+    free(starts);
+}
+
+/* The 'L' records of the files of the samples (raw_keep_source's table), the files most
+ * sampled first (the heatmap's order), each one whose name the recording holds. Out of
+ * memory: none (the recording stays whole). */
+static void put_sources(raw_writer_t *w, FILE *f)
+{
+    src_budget_t b = { 0, 0, 0 };
+    uint32_t *order = NULL, *top = NULL;
+    hm_t h;
+    size_t i;
+
+    if (w->src_fn == NULL || w->src_t == NULL)
+        return;
+    if (hm_count(&h, w->src_t, &order, &top) == 0)
+        for (i = 0; i < h.nfiles; i++) {
+            const hm_file_t *fl = &h.files[order[i]];
+            uint32_t id = string_find(w, fl->file);
+            if (id != UINT32_MAX)
+                put_file_source(w, f, &h, fl, id, &b);
+        }
+    hm_free(&h);
+    free(order);
+    free(top);
+}
+
+void raw_keep_source(raw_writer_t *w, const stk_table_t *t, out_source_fn source, void *ctx)
+{
+    w->src_t = t;
+    w->src_fn = source;
+    w->src_ctx = ctx;
+}
+
+/* The source kept, the metadata and the end. */
+static void put_tail(raw_writer_t *w, FILE *f, const profile_meta_t *m)
+{
+    put_sources(w, f);
     fputc('M', f);
     put_varint(f, (uint64_t)m->pid);
     put_str(f, m->command);
@@ -275,7 +451,7 @@ int raw_snapshot(raw_writer_t *w, const profile_meta_t *m, const char *path)
                 break;
         if (ferror(in))
             err = REMORA_EIO;
-        put_tail(out, m);
+        put_tail(w, out, m);
     }
     if (in != NULL)
         fclose(in);
@@ -289,6 +465,7 @@ int raw_snapshot(raw_writer_t *w, const profile_meta_t *m, const char *path)
     }
     if (remora_output_done(path, tmp, !err) != 0 && !err)
         err = REMORA_EIO;
+    w->src_fn = NULL;               /* its ctx is the caller's for this call only */
     return err;
 }
 
@@ -297,7 +474,7 @@ int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit)
     int err = w->failed ? REMORA_EIO : REMORA_OK;
 
     if (commit && !err)
-        put_tail(w->f, m);
+        put_tail(w, w->f, m);
     if (fflush(w->f) != 0 || ferror(w->f))
         err = REMORA_EIO;
     if (fclose(w->f) != 0 && !err)
@@ -402,6 +579,27 @@ static void copy_field(char *dst, size_t cap, char *src)
     free(src);
 }
 
+/* One file's source as a recording keeps it ('L'). */
+typedef struct raw_src_file {
+    const char *file;               /* interned in the table read */
+    size_t seq;                     /* its record's place: a later one for a file wins */
+    char *problem;                  /* NULL: its text kept */
+    int changed;
+    size_t nlines;                  /* the file's */
+    size_t nkept;
+    uint32_t *line;                 /* the kept lines' numbers, ascending */
+    uint32_t *off;                  /* each kept line's text in 'text' (nkept + 1) */
+    char *text;
+} raw_src_file_t;
+
+struct raw_sources {
+    int kept;                       /* the recording is of a version that keeps source */
+    raw_src_file_t *files;
+    size_t n, cap;
+    int sorted;
+    char *built;                    /* the text raw_source gave last */
+};
+
 /* A recording being read: the records so far, numbered as the writer numbered them. */
 typedef struct raw_in {
     rd_t r;
@@ -415,6 +613,9 @@ typedef struct raw_in {
     const char **strings;
     size_t nstrings, capstrings;
     vec32_t frames, nodes, threads;
+    raw_sources_t *src;             /* NULL: 'L' records read past */
+    size_t src_records, src_texts;  /* 'L' records so far, those with text, and their */
+    uint64_t src_bytes, src_lines;  /* bytes and lines: the writer's bounds (raw.h) */
 } raw_in_t;
 
 /* Each record's reader, after its tag: 0 (read), -1 (not readable: the reading stops,
@@ -533,6 +734,90 @@ static int rec_sample(raw_in_t *in)
     return 0;
 }
 
+static void src_file_free(raw_src_file_t *e)
+{
+    free(e->problem);
+    free(e->line);
+    free(e->off);
+    free(e->text);
+}
+
+/* L: a file's source (file, problem, changed, nlines, nkept, then each kept line's gap
+ * and text), held to the writer's bounds: past them, or a line out of order or holding
+ * a line's end, the recording is damaged there. Kept in in->src when it is not NULL. */
+static int rec_source_lines(raw_in_t *in)
+{
+    rd_t *r = &in->r;
+    raw_src_file_t e;
+    uint64_t file = get_varint(r), changed, nlines, nkept, k, at = 0, gap, len;
+    size_t tcap = 0, lcap = 0, ocap = 0, bytes = 0;
+    int got = -1;
+
+    memset(&e, 0, sizeof e);
+    e.problem = get_str(r);
+    changed = get_varint(r);
+    nlines = get_varint(r);
+    nkept = get_varint(r);
+    if (r->bad || file >= in->nstrings || strlen(e.problem) > RAW_SRC_WHY || changed > 1 ||
+        nlines > RAW_SRC_LINES || nkept > nlines || (e.problem[0] != '\0' && nlines + nkept > 0) ||
+        ++in->src_records > in->nstrings)
+        goto out;                   /* a writer writes one a file, named by a string */
+    if (e.problem[0] == '\0') {
+        free(e.problem);
+        e.problem = NULL;
+        if (++in->src_texts > RAW_SRC_FILES)
+            goto out;
+    }
+    e.file = in->strings[file];
+    e.changed = (int)changed;
+    e.nlines = (size_t)nlines;
+    e.nkept = (size_t)nkept;
+    /* the arrays grown as the lines are read: nkept is only what the file says */
+    for (k = 0;; k++) {
+        if (remora_grow((void **)&e.line, &lcap, k + 1, sizeof *e.line) ||
+            remora_grow((void **)&e.off, &ocap, k + 1, sizeof *e.off)) {
+            got = REMORA_ENOMEM;
+            goto out;
+        }
+        e.off[k] = (uint32_t)bytes;
+        if (k == nkept)
+            break;
+        gap = get_varint(r);
+        len = get_varint(r);
+        if (r->bad || gap == 0 || gap > nlines - at || len > RAW_SRC_LINE ||
+            in->src_bytes + bytes + len > RAW_SRC_BYTES || in->src_lines + at + gap + 1 > RAW_SRC_LINES)
+            goto out;
+        at += gap;
+        if (remora_grow((void **)&e.text, &tcap, bytes + len + 1, 1)) {
+            got = REMORA_ENOMEM;
+            goto out;
+        }
+        if (fread(e.text + bytes, 1, len, r->f) != len || memchr(e.text + bytes, '\n', len) != NULL ||
+            memchr(e.text + bytes, '\r', len) != NULL)
+            goto out;
+        e.line[k] = (uint32_t)at;
+        bytes += len;
+    }
+    if (e.problem == NULL) {
+        in->src_bytes += bytes;
+        in->src_lines += at + 1;    /* what raw_source's text of it holds, at most */
+    }
+    if (in->src == NULL) {
+        got = 0;
+        goto out;
+    }
+    if (remora_grow((void **)&in->src->files, &in->src->cap, in->src->n + 1, sizeof *in->src->files)) {
+        got = REMORA_ENOMEM;
+        goto out;
+    }
+    e.seq = in->src->n;
+    in->src->files[in->src->n++] = e;
+    return 0;
+out:
+    src_file_free(&e);
+    return got;
+}
+
 /* M: the recording's metadata (fields added by later versions read as the header says). */
 static void rec_meta(raw_in_t *in)
 {
@@ -558,6 +843,12 @@ static void rec_meta(raw_in_t *in)
 
 int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, size_t *nevents)
 {
+    return raw_read_sources(f, t, m, events, nevents, NULL);
+}
+
+int raw_read_sources(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events,
+                     size_t *nevents, raw_sources_t **sources)
+{
     char head[8];
     raw_in_t in = { .r = { f, 0 }, .t = t, .m = m, .events = events, .nevents = nevents };
     int err = REMORA_ECORRUPT, c, got;
@@ -567,6 +858,8 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, 
         *events = NULL;
         *nevents = 0;
     }
+    if (sources != NULL && (*sources = in.src = calloc(1, sizeof **sources)) == NULL)
+        return REMORA_ENOMEM;
     if (fread(head, 1, 8, f) != 8 || memcmp(head, magic, 7) != 0 || head[7] < 1 ||
         head[7] > RAW_VERSION)
         return ferror(f) ? REMORA_EIO : REMORA_ECORRUPT;
@@ -582,6 +875,8 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, 
             fseek(f, here, SEEK_SET) == 0 && (uint64_t)end < in.max_id)
             in.max_id = (uint64_t)end;
     }
+    if (in.src != NULL)
+        in.src->kept = in.version >= 4;
     while ((c = fgetc(f)) != EOF && !in.r.bad) {
         if (c == 'Z') {
             err = in.r.bad ? REMORA_ECORRUPT : REMORA_OK;
@@ -594,6 +889,7 @@ int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, 
         case 'T': got = rec_thread(&in); break;
         case 'N': got = rec_node(&in); break;
         case 'X': got = rec_sample(&in); break;
+        case 'L': got = rec_source_lines(&in); break;
         case 'M': rec_meta(&in); got = 0; break;
         default: got = -1; break;
         }
@@ -612,4 +908,97 @@ out:
     free(in.nodes.v);
     free(in.threads.v);
     return err;
+}
+
+/* ---- the source kept, served ---- */
+
+static int by_file(const void *a, const void *b)
+{
+    const raw_src_file_t *x = a, *y = b;
+    int c = strcmp(x->file, y->file);
+
+    return c != 0 ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* The last record kept for file, or NULL. */
+static const raw_src_file_t *src_find(raw_sources_t *s, const char *file)
+{
+    size_t lo = 0, hi = s->n;
+
+    if (!s->sorted && s->n > 0) {
+        qsort(s->files, s->n, sizeof *s->files, by_file);
+        s->sorted = 1;
+    }
+    /* the first entry past file's, then one back */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(s->files[mid].file, file) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && strcmp(s->files[lo - 1].file, file) == 0 ? &s->files[lo - 1] : NULL;
+}
+
+void raw_source(void *ctx, const char *file, out_source_t *out)
+{
+    raw_sources_t *s = ctx;
+    const raw_src_file_t *e;
+    size_t k, upto, line;
+    char *p;
+
+    memset(out, 0, sizeof *out);
+    if (s == NULL) {
+        out->problem = "not in the input (collapsed stacks hold no source)";
+        return;
+    }
+    free(s->built);
+    s->built = NULL;
+    if (!s->kept) {
+        out->problem = "not in the recording (made before recordings kept source)";
+        return;
+    }
+    if ((e = src_find(s, file)) == NULL) {
+        out->problem = "not in the recording";
+        return;
+    }
+    if (e->problem != NULL) {
+        out->problem = e->problem;
+        return;
+    }
+    /* a text of the file's lines up to the one after the last kept (so the heatmap counts
+     * as many as it needs: raw.h), the lines not kept empty */
+    upto = e->nkept > 0 ? e->line[e->nkept - 1] + 1 : 1;
+    if (upto > e->nlines)
+        upto = e->nlines;
+    if ((p = s->built = malloc(upto + e->off[e->nkept] + 1)) == NULL) {
+        out->problem = "out of memory";
+        return;
+    }
+    for (k = 0, line = 1; line <= upto; line++) {
+        if (k < e->nkept && e->line[k] == line) {
+            size_t n = e->off[k + 1] - e->off[k];
+            if (n > 0)
+                memcpy(p, e->text + e->off[k], n);
+            p += n;
+            k++;
+        }
+        *p++ = '\n';
+    }
+    out->text = s->built;
+    out->len = (size_t)(p - s->built);
+    out->changed = e->changed;
+}
+
+void raw_sources_free(raw_sources_t *s)
+{
+    size_t i;
+
+    if (s == NULL)
+        return;
+    for (i = 0; i < s->n; i++)
+        src_file_free(&s->files[i]);
+    free(s->files);
+    free(s->built);
+    free(s);
 }

@@ -639,8 +639,8 @@ def gil_markers(doc):
 # --- the raw recording (-o FILE.remora) --------------------------------------------------
 #
 # The .remora format (src/formats/raw.h), as read here: the magic b"REMORA\0" and a version
-# byte (3: the metadata carries start_mono_ns and the engine), then records, a tag byte each, fields in
-# LEB128 varints (signed ones zigzag-encoded):
+# byte (3: the metadata carries start_mono_ns and the engine; 4: and the 'L' records), then
+# records, a tag byte each, fields in LEB128 varints (signed ones zigzag-encoded):
 #   'S' len bytes                    a string; ids count up from 0
 #   'F' fn file line(signed)         a frame; ids count up from 0; strings by id
 #   'C' fn file line(signed)         a C frame (--native), numbered with the 'F' frames
@@ -648,6 +648,12 @@ def gil_markers(doc):
 #   'N' id parent frame              a node of the stack trie; 'frame' is its innermost frame
 #   'X' dt_ns thread node flags(byte)  a sample: dt_ns since the previous sample (the first:
 #                                    since sampling began), the stack's innermost node
+#   'L' file problem changed nlines nkept (gap len bytes)*nkept
+#                                    a sampled file's source (version 4, before 'M'): file a
+#                                    string id; problem len bytes, empty when the text was
+#                                    read; the file's line count; the kept lines (those a
+#                                    heatmap shows), each its number's gap from the last
+#                                    kept's and its text without the line's end
 #   'M' pid command python mode duration_ns rate_mhz rounds errors late
 #       start_unix_ns(signed) start_mono_ns(signed) engine   metadata; strings are len bytes
 #   'Z'                              the end
@@ -661,17 +667,20 @@ class Raw:
         self.strings, self.frames, self.nodes, self.threads = [], [], {}, {}
         self.samples = []           # (absolute ns, thread idx, node id, flags)
         self.meta = None
+        # file -> {"problem": str or None, "changed": bool, "nlines": N,
+        #          "lines": {number: text (bytes)}}: the source kept ('L')
+        self.sources = {}
 
 
 def read_remora(path):
     """Parses a .remora file (format above). Fail if it is not a whole
-    version-3 recording."""
+    version-3 or version-4 recording."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:7] != b"REMORA\0" or len(data) < 8:
         raise Fail("%s is not a .remora recording" % os.path.basename(path))
-    if data[7] != 3:
-        raise Fail("%s is version %d, want 3 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
+    if data[7] not in (3, 4):
+        raise Fail("%s is version %d, want 3 or 4 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
     pos = 8
 
     def varint():
@@ -691,12 +700,17 @@ def read_remora(path):
         u = varint()
         return (u >> 1) ^ -(u & 1)
 
-    def string():
+    def raw_bytes():
         nonlocal pos
         n = varint()
-        s = data[pos:pos + n].decode("utf-8", "replace")
+        b = data[pos:pos + n]
+        if len(b) != n:
+            raise Fail("%s: truncated string at byte %d" % (os.path.basename(path), pos))
         pos += n
-        return s
+        return b
+
+    def string():
+        return raw_bytes().decode("utf-8", "replace")
 
     r, rel = Raw(), []
     while True:
@@ -720,6 +734,15 @@ def read_remora(path):
             flags = data[pos]
             pos += 1
             rel.append((dt, thread, node, flags))
+        elif tag == "L":
+            file, problem = r.strings[varint()], string()
+            src = {"problem": problem or None, "changed": bool(varint()), "nlines": varint(),
+                   "lines": {}}
+            line = 0
+            for _ in range(varint()):
+                line += varint()
+                src["lines"][line] = raw_bytes()
+            r.sources[file] = src
         elif tag == "M":
             m = {"pid": varint(), "command": string(), "python": string(), "mode": string(),
                  "duration_ns": varint(), "rate_mhz": varint(), "rounds": varint(),

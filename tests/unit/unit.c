@@ -1624,6 +1624,168 @@ static void test_native_frames(void)
     stk_free(back);
 }
 
+/* The source a recording keeps: a heatmap converted from it is the page the recording's
+ * own heatmap was, byte for byte (lines around sampled ones, a file's end near one, a
+ * line past it, a file going on well past its last, a long line, \r\n and lone \r ends,
+ * a file without its last newline, one with a problem), and a recording damaged in its 'L'
+ * records is refused there. */
+typedef struct unit_src {
+    const char *file[3], *text[3];
+    int calls;
+} unit_src_t;
+
+static void unit_source(void *ctx, const char *file, out_source_t *out)
+{
+    unit_src_t *u = ctx;
+    int i;
+
+    memset(out, 0, sizeof *out);
+    u->calls++;
+    out->problem = "missing or unreadable";
+    for (i = 0; i < 3; i++)
+        if (strcmp(file, u->file[i]) == 0 && u->text[i] != NULL) {
+            out->problem = NULL;
+            out->text = u->text[i];
+            out->len = strlen(u->text[i]);
+            out->changed = i == 1;
+        }
+}
+
+static char *unit_page(const profile_t *p, out_source_fn fn, void *ctx, size_t *len)
+{
+    out_options_t o = { 0, 0, fn, ctx };
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+
+    if (f == NULL)
+        return NULL;
+    if (out_heatmap_write(p, f, &o) != 0)
+        *len = 0;
+    fclose(f);
+    return buf;
+}
+
+static void test_raw_sources(void)
+{
+    static char big[48 * 64 + 2000];
+    stk_table_t *t = stk_new(), *back = stk_new();
+    unit_src_t u = { { "/a.py", "/b.py", "/c.py" }, { big, "x = 1\r\ny = 2\rz = 3\n4\n5\n6\n7\n8\n9\n10\n11\n12", NULL }, 0 };
+    static const struct { int file, line; } at[] = { { 0, 3 }, { 0, 10 }, { 0, 20 }, { 0, 45 }, { 0, 48 },
+                                                    { 0, 60 }, { 1, 2 }, { 1, 3 }, { 2, 7 } };
+    char path[] = "/tmp/remora-unit-XXXXXX", *want = NULL, *got = NULL;
+    raw_writer_t *w = NULL;
+    raw_sources_t *src = NULL;
+    profile_t p1, p2;
+    profile_meta_t m;
+    size_t i, n = 0, wlen = 0, glen = 0;
+    uint32_t th;
+    FILE *f;
+    int fd = mkstemp(path);
+
+    for (i = 1; i <= 48; i++) {
+        if (i == 20)                /* a long line: more than the heatmap shows */
+            for (size_t k = 0; k < 300; k++)
+                n += (size_t)snprintf(big + n, sizeof big - n, "\xc3\xa9");
+        n += (size_t)snprintf(big + n, sizeof big - n, "line %zu <&>%s", i, i % 7 ? "\n" : "\r\n");
+    }
+    th = stk_thread(t, 1, "main");
+    for (i = 0; i < sizeof at / sizeof at[0]; i++) {
+        uint32_t s[2] = { stk_frame(t, "main", "/a.py", 1),
+                          stk_frame(t, "f", u.file[at[i].file], at[i].line) };
+        stk_add(t, th, s, 2, i + 1);
+    }
+    memset(&m, 0, sizeof m);
+    if (fd >= 0)
+        close(fd);
+    CHECK(fd >= 0 && raw_open(path, &w) == 0, "recording opened");
+    if (w == NULL)
+        goto out;
+    for (i = 0; i < stk_nnodes(t); i++)
+        if (stk_node_at(t, (uint32_t)i)->parent != STK_NONE)
+            raw_sample(w, t, th, (uint32_t)i, 0, 0);
+    raw_keep_source(w, t, unit_source, &u);
+    CHECK(raw_close(w, &m, 1) == 0 && u.calls == 3, "recording with its source written (%d read)", u.calls);
+    f = fopen(path, "rb");
+    CHECK(f != NULL && raw_read_sources(f, back, &m, NULL, NULL, &src) == 0 && src != NULL,
+          "recording with its source read back");
+    if (f != NULL)
+        fclose(f);
+    /* the recording's samples, read without its source: the page the recording's
+     * heatmap would be, its files read through the callback */
+    f = fopen(path, "rb");
+    stk_free(t);
+    t = stk_new();
+    CHECK(f != NULL && t != NULL && raw_read(f, t, &m, NULL, NULL) == 0, "recording read again");
+    if (f != NULL)
+        fclose(f);
+    memset(&p1, 0, sizeof p1);
+    p1.meta = m;
+    p2 = p1;
+    p1.stacks = t;
+    p2.stacks = back;
+    want = unit_page(&p1, unit_source, &u, &wlen);
+    got = unit_page(&p2, raw_source, src, &glen);
+    CHECK(want != NULL && got != NULL && wlen > 0 && wlen == glen && memcmp(want, got, wlen) == 0,
+          "convert's heatmap is the recording's (%zu and %zu bytes)", wlen, glen);
+    if (want != NULL && got != NULL && (wlen != glen || memcmp(want, got, wlen) != 0)) {
+        for (i = 0; i < wlen && i < glen && want[i] == got[i]; i++)
+            ;
+        fprintf(stderr, "  first difference at %zu: want '%.80s' got '%.80s'\n", i, want + i, got + i);
+    }
+    CHECK(want != NULL && strstr(want, "line 9 &lt;&amp;&gt;") != NULL && strstr(want, "\xe2\x80\xa6") != NULL &&
+          strstr(want, "Source not shown: missing or unreadable") != NULL,
+          "the page shows the lines, the long one cut, the problem");
+    {
+        out_source_t o;
+        raw_source(src, "/nowhere.py", &o);
+        CHECK(o.problem != NULL && strstr(o.problem, "not in the recording") != NULL, "a file not kept: %s",
+              o.problem ? o.problem : "(none)");
+        raw_source(NULL, "/a.py", &o);
+        CHECK(o.problem != NULL && o.text == NULL, "collapsed stacks: no source");
+    }
+    /* 'L' records a writer never writes: refused where they are */
+    {
+        static const struct { const char *rec; size_t len; const char *what; } bad[] = {
+            { "L\x00\x00\x00\x03\x01\x02\x01x", 9, NULL },         /* whole: read */
+            { "L\x00\x00\x00\x03\x01\x00\x01x", 9, "a gap of 0" },
+            { "L\x00\x00\x00\x03\x04\x01\x01x", 9, "more lines kept than the file has" },
+            { "L\x00\x00\x00\x03\x01\x04\x01x", 9, "a line past the file's end" },
+            { "L\x00\x00\x00\x03\x01\x01\x02x\n", 10, "a line holding a newline" },
+            { "L\x00\x03why\x00\x03\x00", 9, "a problem and lines" },
+            { "L\x05\x00\x00\x03\x01\x01\x01x", 9, "a file that is no string" },
+            { "L\x00\x00\x00\xff\xff\xff\xff\x0f\x00", 10, "more lines than any file" },
+        };
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char rec[64];
+            size_t k = 0;
+            stk_table_t *bt = stk_new();
+            raw_sources_t *bs = NULL;
+            profile_meta_t bm;
+            FILE *g;
+            memcpy(rec, "REMORA\0\4S\x04" "a.py", 14);      /* a string: "a.py" */
+            k = 14;
+            memcpy(rec + k, bad[i].rec, bad[i].len);
+            k += bad[i].len;
+            rec[k++] = 'Z';
+            g = fmemopen(rec, k, "rb");
+            CHECK(g != NULL && raw_read_sources(g, bt, &bm, NULL, NULL, &bs) ==
+                  (bad[i].what ? REMORA_ECORRUPT : REMORA_OK), "'L' with %s %s",
+                  bad[i].what ? bad[i].what : "one line", bad[i].what ? "refused" : "read");
+            if (g != NULL)
+                fclose(g);
+            raw_sources_free(bs);
+            stk_free(bt);
+        }
+    }
+out:
+    free(want);
+    free(got);
+    raw_sources_free(src);
+    unlink(path);
+    stk_free(t);
+    stk_free(back);
+}
+
 /* --native's bounds: a C stack whose frame pointers loop, and one 600 frames deep (both
  * in memory no module covers: libdwfl's frame-pointer rule), end with UNW_NATIVE_CUT. */
 static void test_native_bounds(void)
@@ -2111,6 +2273,7 @@ int main(void)
     test_marshal();
     test_pstats();
     test_native_frames();
+    test_raw_sources();
     test_native_bounds();
     test_anchor_walk();
     test_objects_walk();
