@@ -177,8 +177,12 @@ int jsonl_open(const char *path, const profile_meta_t *m, jsonl_writer_t **out)
     if (path == NULL || strcmp(path, "-") == 0) {
         w->f = stdout;
     } else {
-        /* written in place, not renamed into place: it is read while written */
-        w->f = fopen(path, "w");
+        /* written in place, not renamed into place: it is read while written (made with
+         * the umask, never through another user's link: util/output.c) */
+        int fd = remora_output_open_stream(path);
+        w->f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (fd >= 0 && w->f == NULL)
+            close(fd);
         w->own = 1;
     }
     if (w->f == NULL) {

@@ -109,6 +109,13 @@ const out_format_t *out_format_at(size_t i);
  * stdout. Returns 0, or REMORA_EIO with errno set. */
 int out_write_file(const out_format_t *fmt, const profile_t *p, const out_options_t *o, const char *path);
 
+/* Keeps a profile out_write_file() could not write to 'path' in a new file beside the
+ * working directory's, $TMPDIR's or /tmp's (remora_output_keep(): the name keeps the
+ * format's ending). Returns 0 with *where (malloc'd, the caller frees it), or REMORA_EIO
+ * with errno set (ESPIPE: 'path' is written in place, stdout, a device, a FIFO). */
+int out_write_keep(const out_format_t *fmt, const profile_t *p, const out_options_t *o,
+                   const char *path, char **where);
+
 int out_collapsed_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_table_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o);

@@ -1607,7 +1607,7 @@ static void test_native_frames(void)
     if (fd >= 0)
         close(fd);
     CHECK(fd >= 0 && raw_open(path, &w) == 0 && raw_sample(w, t, th, n, 0, 0) == 0 &&
-          raw_close(w, &m, 1) == 0, "recording written");
+          raw_close(w, &m, 1, NULL) == 0, "recording written");
     f = fopen(path, "rb");
     CHECK(f != NULL && raw_read(f, back, &m, NULL, NULL) == 0, "recording read back");
     for (i = 0; i < stk_nframes(back); i++)
