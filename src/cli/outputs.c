@@ -319,8 +319,10 @@ int rec_outs_end(rec_outs_t *o, const profile_meta_t *whole, uint64_t periods, c
     for (i = 0; i < o->n; i++) {
         if (o->jl[i] == NULL)
             continue;
-        if (jsonl_close(o->jl[i], whole, periods, reason) != REMORA_OK) {
-            cli_error("writing '%s' failed: %s", o->path[i] ? o->path[i] : "stdout", strerror(errno));
+        char *kept = NULL;
+        if (jsonl_close(o->jl[i], whole, periods, reason, &kept) != REMORA_OK) {
+            failed_line(o->path[i] ? o->path[i] : "stdout", errno, kept, "stream");
+            free(kept);
             rc = REMORA_EXIT_FAIL;
         } else if (o->path[i] != NULL) {
             fprintf(stderr, "remora: wrote %s (%s)\n", o->path[i], o->fmt[i]->name);

@@ -135,7 +135,11 @@ typedef struct jsonl_writer jsonl_writer_t;
 int jsonl_open(const char *path, const profile_meta_t *m, jsonl_writer_t **out);
 int jsonl_period(jsonl_writer_t *w, const profile_t *p, const char *kind, uint64_t n,
                  int64_t end_unix_ns);
-int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, const char *reason);
+/* jsonl_close: a file whose name went while it was written (its directory removed) is
+ * REMORA_EIO (errno ENOENT), what it holds kept elsewhere when kept is not NULL (*kept
+ * its name, malloc'd: remora_output_keep; else NULL). */
+int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, const char *reason,
+                char **kept);
 
 /* Reads collapsed stacks (as written by out_collapsed_write, or by other tools) into t.
  * Lines "thread NAME (TID);f1;f2 N" keep their thread; others go to thread 0. A frame

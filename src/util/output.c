@@ -434,9 +434,9 @@ int remora_output_open_stream(const char *path)
         return how < 0 ? -1 : open_in_place(path, &st);
     /* a new file, else the one there (never a link put there since, nor a file another
      * user made there since in /tmp), emptied */
-    fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666);
+    fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666);
     if (fd < 0 && errno == EEXIST &&
-        (fd = open(name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)) >= 0) {
+        (fd = open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)) >= 0) {
         if (fstat(fd, &now) != 0 || !S_ISREG(now.st_mode) ||
             foreign(name, strlen(name), now.st_uid, "a file", "write into") != NULL) {
             close(fd);
@@ -571,4 +571,34 @@ int remora_output_keep(const char *path, const char *exts, int (*fill)(int fd, v
     }
     errno = saved;
     return -1;
+}
+
+/* remora_output_keep()'s fill for remora_output_keep_copy(): all that *ctx (a descriptor
+ * open for reading) holds, from its start. */
+static int copy_fill(int fd, void *ctx)
+{
+    char buf[65536];
+    int from = *(int *)ctx, saved;
+    off_t at = 0;
+    ssize_t n, done, k;
+
+    while ((n = pread(from, buf, sizeof buf, at)) > 0) {
+        for (done = 0; done < n; done += k)
+            if ((k = write(fd, buf + done, (size_t)(n - done))) < 0)
+                goto error;
+        at += n;
+    }
+    if (n < 0)
+        goto error;
+    return close(fd);
+error:
+    saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
+int remora_output_keep_copy(const char *path, const char *exts, int from, char **where)
+{
+    return remora_output_keep(path, exts, copy_fill, &from, where);
 }

@@ -66,7 +66,8 @@ int remora_output_open(const char *path, char **tmp);
 
 /* The same, written in place (a stream read while written, as jsonl): a new file made
  * with the umask, or the file there emptied; never through a link put there since it was
- * checked. Returns a file descriptor, or -1 with errno set. */
+ * checked. Returns a file descriptor (read-write for a file: what was written can be
+ * kept if its name goes), or -1 with errno set. */
 int remora_output_open_stream(const char *path);
 
 /* Whether remora_output_open() would succeed on 'path' ("-" is stdout: yes), found out
@@ -92,6 +93,10 @@ int remora_output_done(const char *path, char *tmp, int commit);
  * set: ESPIPE when 'path' is stdout, a device or a FIFO (written in place: nothing kept). */
 int remora_output_keep(const char *path, const char *exts, int (*fill)(int fd, void *ctx),
                        void *ctx, char **where);
+
+/* remora_output_keep() of all that the descriptor 'from' (open for reading: a temporary
+ * or stream file whose name is gone) holds from its start. */
+int remora_output_keep_copy(const char *path, const char *exts, int from, char **where);
 
 /* ---- strtab.c ------------------------------------------------------------- */
 

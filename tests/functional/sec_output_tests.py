@@ -6,6 +6,7 @@
 # rather than the real /tmp. The target is cpu_shares.py under the host's python3.
 
 import errno
+import json
 import os
 import re
 import select
@@ -294,14 +295,15 @@ def test_control(remora):
 
 # --- point 9: a profile whose directory is gone at the end ---------------------------------
 
-KEPT = re.compile(r"^remora: writing '([^']*)' failed: (.*); the (profile|recording) is kept in (\S+)$", re.M)
+KEPT = re.compile(r"^remora: writing '([^']*)' failed: (.*); the (profile|recording|stream) is kept in (\S+)$", re.M)
 
 
 def test_kept(remora):
-    """`-o gone/y.html -o gone/y.remora` with gone/ removed while recording (once --control's
-    ping is answered): exit 5, one line per output saying where it is kept, each name keeping
-    its ending; the kept flamegraph is a whole page naming the target's file, the kept
-    recording converts (exit 0) to collapsed stacks of the target's."""
+    """`-o gone/y.html -o gone/y.remora -o gone/y.jsonl` with gone/ removed while recording
+    (once --control's ping is answered): exit 5, one line per output saying where it is
+    kept, each name keeping its ending; the kept flamegraph is a whole page naming the
+    target's file, the kept recording converts (exit 0) to collapsed stacks of the
+    target's, the kept stream is its start, period and end records."""
     needs_host()
     d = workdir()
     try:
@@ -314,7 +316,8 @@ def test_kept(remora):
             t.wait_ready()
             proc = start_record(remora, ["-p", t.pid, "-d", "60", "--idle",
                                          "--control", "fifo:%s,%s" % (ctl, ack),
-                                         "-o", "gone/y.html", "-o", "gone/y.remora"], cwd=d)
+                                         "-o", "gone/y.html", "-o", "gone/y.remora",
+                                         "-o", "gone/y.jsonl"], cwd=d)
             try:
                 fd = wait_opened(ctl, proc)
                 os.write(fd, b"ping\n")
@@ -335,16 +338,25 @@ def test_kept(remora):
         problems = []
         if rc != 5:
             problems.append("exit %d, want 5" % rc)
-        for name in ("gone/y.html", "gone/y.remora"):
+        for name in ("gone/y.html", "gone/y.remora", "gone/y.jsonl"):
             if name not in kept:
                 problems.append("no line says where %s is kept: %s" % (name, tail(err, 4)))
             elif not os.path.isfile(kept[name][1]):
                 problems.append("%s: the line names %s, which is not there" % (name, kept[name][1]))
         if problems:
             raise Fail("; ".join(problems))
-        html, raw = kept["gone/y.html"][1], kept["gone/y.remora"][1]
-        if not html.endswith(".html") or not raw.endswith(".remora"):
-            problems.append("the kept names lost their endings: %s, %s" % (html, raw))
+        html, raw, jl = kept["gone/y.html"][1], kept["gone/y.remora"][1], kept["gone/y.jsonl"][1]
+        if not html.endswith(".html") or not raw.endswith(".remora") or not jl.endswith(".jsonl"):
+            problems.append("the kept names lost their endings: %s, %s, %s" % (html, raw, jl))
+        with open(jl, encoding="utf-8") as f:
+            try:
+                kinds = [json.loads(line)["type"] for line in f]
+            except ValueError as e:
+                kinds = ["not JSON: %s" % e]
+        records = [k for k in kinds if k not in ("string", "frame")]
+        if records != ["start", "period", "end"]:
+            problems.append("the kept stream's records are %s, want start, period, end (and "
+                            "its strings and frames)" % records)
         with open(html, encoding="utf-8") as f:
             page = f.read()
         if "cpu_shares.py" not in page or "</html>" not in page:
@@ -357,8 +369,9 @@ def test_kept(remora):
             problems.append("the kept recording holds no stack of the target's")
         if problems:
             raise Fail("; ".join(problems))
-        return "exit 5; kept %s (%d bytes) and %s (%d bytes), both valid" % (
-            os.path.basename(html), os.path.getsize(html), os.path.basename(raw), os.path.getsize(raw))
+        return "exit 5; kept %s (%d bytes), %s (%d bytes) and %s (%d bytes), each valid" % (
+            os.path.basename(html), os.path.getsize(html), os.path.basename(raw), os.path.getsize(raw),
+            os.path.basename(jl), os.path.getsize(jl))
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
