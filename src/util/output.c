@@ -154,11 +154,24 @@ nomem:
     return -1;
 }
 
+/* Is the link 'name' one of the kernel's own in /proc (/proc/self/fd/1, what /dev/stdout
+ * leads to), standing for a file a process holds open rather than naming one? */
+static int proc_link(const char *name)
+{
+    struct statfs fs;
+    char *dir = dir_of(name, strlen(name));
+    int rc = dir != NULL && statfs(dir, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+
+    free(dir);
+    return rc;
+}
+
 /* The name 'path' ends at once its symlinks are followed, a relative link's target taken
  * from the link's own directory; it need not exist (a link to a name not there yet). A
- * link foreign() refuses is not followed: NULL, errno EACCES, *why the reason. Returns a
- * malloc'd name, or NULL with errno set. */
-static char *final_name(const char *path, const char **why)
+ * link foreign() refuses is not followed: NULL, errno EACCES, *why the reason. *by_proc
+ * says whether a link of /proc was followed on the way (a file handed over open, as
+ * /dev/stdout). Returns a malloc'd name, or NULL with errno set. */
+static char *final_name(const char *path, const char **why, int *by_proc)
 {
     char link[PATH_MAX], *cur = strdup(path), *next, *slash;
     struct stat lst;
@@ -166,6 +179,7 @@ static char *final_name(const char *path, const char **why)
     size_t dir;
     int hops;
 
+    *by_proc = 0;
     for (hops = 0; cur != NULL && hops <= MAX_LINKS; hops++) {
         n = readlink(cur, link, sizeof link - 1);
         if (n < 0) {
@@ -185,6 +199,7 @@ static char *final_name(const char *path, const char **why)
             errno = EACCES;
             return NULL;
         }
+        *by_proc |= proc_link(cur);
         link[n] = '\0';
         slash = strrchr(cur, '/');
         dir = link[0] == '/' || slash == NULL ? 0 : (size_t)(slash - cur) + 1;
@@ -265,7 +280,7 @@ static void random_letters(char *s)
 static int plan(const char *path, char **name, struct stat *st, const char **why)
 {
     struct stat fin;
-    int exists = stat(path, st) == 0;
+    int exists = stat(path, st) == 0, by_proc;
 
     *name = NULL;
     *why = NULL;
@@ -285,7 +300,7 @@ static int plan(const char *path, char **name, struct stat *st, const char **why
         *why = "it is a socket, which cannot be opened as a file";
         return -1;
     }
-    if ((*name = final_name(path, why)) == NULL)
+    if ((*name = final_name(path, why, &by_proc)) == NULL)
         return -1;
     if (exists && (stat(*name, &fin) != 0 || fin.st_dev != st->st_dev || fin.st_ino != st->st_ino)) {
         free(*name);                /* a link only the kernel follows (a deleted file, one */
@@ -296,8 +311,9 @@ static int plan(const char *path, char **name, struct stat *st, const char **why
         }
         return 0;
     }
-    /* another user's file in /tmp: written into, it would hand them the profile */
-    if (exists && (*why = foreign(*name, strlen(*name), st->st_uid,
+    /* another user's file in /tmp: written into, it would hand them the profile (but
+     * for one a process handed over open, as the shell does /dev/stdout's) */
+    if (exists && !by_proc && (*why = foreign(*name, strlen(*name), st->st_uid,
                                   S_ISREG(st->st_mode) ? "a file" : S_ISFIFO(st->st_mode) ? "a FIFO"
                                                                                          : "a device",
                                   S_ISREG(st->st_mode) ? "replace" : "write into")) != NULL)
