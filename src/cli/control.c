@@ -2,7 +2,8 @@
  * shell, a line each, read between rounds without blocking; each answered on ACK. The
  * FIFOs are opened read-write: opening does not wait for the other end, a writer that
  * comes and goes never makes the reads see an end, and an answer nobody reads is dropped
- * once the pipe is full instead of blocking the recording.
+ * once the pipe is full instead of blocking the recording. A FIFO another user could
+ * write is refused: it would let them drive a recording that runs as root.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +16,15 @@
 #include "cli.h"
 #include "record.h"
 
-const char rec_ctl_accepts[] = "fifo:CTL or fifo:CTL,ACK (FIFOs, made when missing)";
+const char rec_ctl_accepts[] = "fifo:CTL or fifo:CTL,ACK (FIFOs, made when missing; yours, "
+                               "writable by no one else, when there)";
 
-/* Opens (making it when missing) a FIFO; -1 after one line. */
+/* Opens a FIFO of --control, made here when missing (mode 0600, less the umask). One
+ * there already is taken only when it is a FIFO (never through a symlink) of the user
+ * running remora that no one else may write (group and others: no w; an ACL granting
+ * more shows in the group bits): whoever may write it drives the recording. What is
+ * checked is the FIFO opened, so a name swapped in the meantime changes nothing.
+ * Returns its descriptor, or -1 after one line. */
 static int open_fifo(const char *path)
 {
     struct stat st;
@@ -27,13 +34,30 @@ static int open_fifo(const char *path)
         cli_error("record: --control: cannot make the FIFO '%s': %s", path, strerror(errno));
         return -1;
     }
-    fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
+    /* O_NONBLOCK: a FIFO's open would wait for a writer; O_NOFOLLOW: a link is refused */
+    fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    if (fd < 0 && errno != ELOOP) {
         cli_error("record: --control: cannot open '%s': %s", path, strerror(errno));
         return -1;
     }
-    if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) {
-        cli_error("record: --control: '%s' is not a FIFO; give a new name or a FIFO (mkfifo)", path);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) {
+        cli_error("record: --control: '%s' is not a FIFO%s; give a new name (remora makes it) or "
+                  "a FIFO (mkfifo)", path, fd < 0 ? " but a symlink, not followed" : "");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        cli_error("record: --control: the FIFO '%s' belongs to user %u, not to you (user %u): "
+                  "whoever may write it drives the recording; give a new name (remora makes "
+                  "it, mode 0600)", path, (unsigned)st.st_uid, (unsigned)geteuid());
+        close(fd);
+        return -1;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        cli_error("record: --control: others may write the FIFO '%s' (mode %04o): whoever may "
+                  "write it drives the recording; chmod go-w it, or give a new name (remora "
+                  "makes it, mode 0600)", path, (unsigned)(st.st_mode & 07777));
         close(fd);
         return -1;
     }

@@ -120,16 +120,43 @@ static void rec_source(void *ctx, const char *file, out_source_t *out)
     }
 }
 
-int rec_write_profile(const out_format_t *fmt, const profile_t *prof, int limit, proc_t *p,
-                      const char *path)
+/* rec_write_profile(); with 'kept' not NULL, a profile that could not be written to path
+ * is kept elsewhere (out_write_keep: *kept its name, malloc'd, else NULL), errno still
+ * saying why path failed. */
+static int write_profile(const out_format_t *fmt, const profile_t *prof, int limit, proc_t *p,
+                         const char *path, char **kept)
 {
     rec_src_t src = { p, { 0 } };
     /* no target (nothing to read a file as): no file read, none shown */
     out_options_t oo = { limit, 0, p != NULL ? rec_source : NULL, &src };
     int err = out_write_file(fmt, prof, &oo, path);
 
+    if (kept != NULL)
+        *kept = NULL;
+    if (err && kept != NULL && err != REMORA_ENOMEM) {
+        int saved = errno;
+        if (out_write_keep(fmt, prof, &oo, path, kept) != REMORA_OK)
+            *kept = NULL;
+        errno = saved;
+    }
     proc_src_free(&src.s);
     return err;
+}
+
+int rec_write_profile(const out_format_t *fmt, const profile_t *prof, int limit, proc_t *p,
+                      const char *path)
+{
+    return write_profile(fmt, prof, limit, p, path, NULL);
+}
+
+/* The one line of an output that failed (shown: its name, e: why), and where what it
+ * held is kept (kept, or NULL: nowhere; what: "profile" or "recording"). */
+static void failed_line(const char *shown, int e, const char *kept, const char *what)
+{
+    if (kept != NULL)
+        cli_error("writing '%s' failed: %s; the %s is kept in %s", shown, strerror(e), what, kept);
+    else
+        cli_error("writing '%s' failed: %s", shown, strerror(e));
 }
 
 int rec_outs_begin(rec_outs_t *o, const profile_meta_t *m, uint64_t n, int64_t origin_ns)
@@ -197,7 +224,7 @@ static int read_events(const char *path, stk_table_t **ev_table, prof_event_t **
 
 int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t snap)
 {
-    char name[4096], events_path[sizeof o->raw_path + 16] = "";
+    char name[4096], events_path[sizeof o->raw_path + 16] = "", *raw_kept = NULL, *kept = NULL;
     stk_table_t *ev_table = NULL;
     prof_event_t *events = NULL;
     size_t nevents = 0;
@@ -211,7 +238,7 @@ int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t sn
         if (o->raw_at >= 0 && o->p != NULL)
             raw_keep_source(o->raw, prof->stacks, rec_source, &raw_src);
         if (snap == 0) {
-            raw_err = raw_close(o->raw, &prof->meta, 1);
+            raw_err = raw_close(o->raw, &prof->meta, 1, &raw_kept);
             o->raw = NULL;
             snprintf(events_path, sizeof events_path, "%s", o->raw_path);
             events_temp = o->raw_temp;
@@ -220,14 +247,14 @@ int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t sn
                              snap, events_path, sizeof events_path))
                 raw_err = (errno = ENAMETOOLONG, REMORA_EIO);
             else
-                raw_err = raw_snapshot(o->raw, &prof->meta, events_path);
+                raw_err = raw_snapshot(o->raw, &prof->meta, events_path, &raw_kept);
         } else {
             snprintf(events_path, sizeof events_path, "%s.snapshot", o->raw_path);
-            raw_err = raw_snapshot(o->raw, &prof->meta, events_path);
+            raw_err = raw_snapshot(o->raw, &prof->meta, events_path, NULL);
             events_temp = 1;
         }
-        if (o->timeline && raw_err == REMORA_OK)
-            events_ok = read_events(events_path, &ev_table, &events, &nevents);
+        if (o->timeline && (raw_err == REMORA_OK || raw_kept != NULL))
+            events_ok = read_events(raw_kept ? raw_kept : events_path, &ev_table, &events, &nevents);
         if (events_temp)
             unlink(events_path);
         if (snap == 0)
@@ -261,19 +288,25 @@ int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t sn
                 tl.events = events;
                 tl.nevents = nevents;
                 /* an unreadable recording fails each timeline output, one line each */
-                err = events_ok ? rec_write_profile(o->fmt[i], &tl, o->limit, o->p, name)
+                err = events_ok ? write_profile(o->fmt[i], &tl, o->limit, o->p, name,
+                                                o->path[i] ? &kept : NULL)
                                 : (errno = EIO, REMORA_EIO);
             } else {
-                err = rec_write_profile(o->fmt[i], prof, o->limit, o->p, name);
+                err = write_profile(o->fmt[i], prof, o->limit, o->p, name, o->path[i] ? &kept : NULL);
             }
         }
         if (err) {
-            cli_error("writing '%s' failed: %s", shown, strerror(errno));
+            /* nothing collected is lost: what could not be written is kept elsewhere */
+            failed_line(shown, errno, i == o->raw_at ? raw_kept : kept,
+                        i == o->raw_at ? "recording" : "profile");
             rc = REMORA_EXIT_FAIL;
         } else if (o->path[i] != NULL && !o->fmt[i]->stream) {
             fprintf(stderr, "remora: wrote %s (%s)\n", shown, o->fmt[i]->name);
         }
+        free(kept);
+        kept = NULL;
     }
+    free(raw_kept);
     stk_free(ev_table);
     free(events);
     return rc;
@@ -284,7 +317,7 @@ int rec_outs_end(rec_outs_t *o, const profile_meta_t *whole, uint64_t periods, c
     int i, rc = REMORA_EXIT_OK;
 
     if (o->raw != NULL) {
-        raw_close(o->raw, whole, 0);
+        raw_close(o->raw, whole, 0, NULL);
         o->raw = NULL;
     }
     if (o->raw_temp)
@@ -293,8 +326,10 @@ int rec_outs_end(rec_outs_t *o, const profile_meta_t *whole, uint64_t periods, c
     for (i = 0; i < o->n; i++) {
         if (o->jl[i] == NULL)
             continue;
-        if (jsonl_close(o->jl[i], whole, periods, reason) != REMORA_OK) {
-            cli_error("writing '%s' failed: %s", o->path[i] ? o->path[i] : "stdout", strerror(errno));
+        char *kept = NULL;
+        if (jsonl_close(o->jl[i], whole, periods, reason, &kept) != REMORA_OK) {
+            failed_line(o->path[i] ? o->path[i] : "stdout", errno, kept, "stream");
+            free(kept);
             rc = REMORA_EXIT_FAIL;
         } else if (o->path[i] != NULL) {
             fprintf(stderr, "remora: wrote %s (%s)\n", o->path[i], o->fmt[i]->name);

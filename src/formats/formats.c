@@ -152,3 +152,38 @@ int out_write_file(const out_format_t *fmt, const profile_t *p, const out_option
         err = REMORA_EIO;
     return err;
 }
+
+/* What out_write_keep() writes: a profile in a format. */
+typedef struct keep_ctx {
+    const out_format_t *fmt;
+    const profile_t *p;
+    const out_options_t *o;
+} keep_ctx_t;
+
+static int keep_fill(int fd, void *ctx)
+{
+    keep_ctx_t *k = ctx;
+    FILE *f = fdopen(fd, "w");
+    int err;
+
+    if (f == NULL) {
+        close(fd);
+        return -1;
+    }
+    err = k->fmt->write(k->p, f, k->o);
+    if (fflush(f) != 0 || ferror(f))
+        err = REMORA_EIO;
+    if (fclose(f) != 0 && !err)
+        err = REMORA_EIO;
+    if (err == REMORA_ENOMEM)
+        errno = ENOMEM;
+    return err ? -1 : 0;
+}
+
+int out_write_keep(const out_format_t *fmt, const profile_t *p, const out_options_t *o,
+                   const char *path, char **where)
+{
+    keep_ctx_t k = { fmt, p, o };
+
+    return remora_output_keep(path, fmt->exts, keep_fill, &k, where) == 0 ? REMORA_OK : REMORA_EIO;
+}

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "remora.h"
@@ -26,6 +27,7 @@ typedef struct jl_frame_key {
 struct jsonl_writer {
     FILE *f;
     int own;                        /* f is ours to close (not stdout) */
+    char *path;                     /* its name, when own (to keep it if the name goes) */
     strtab_t *st;                   /* the strings' stable copies */
     out_strs_t ids;                 /* stable copy -> string id */
     jl_frame_key_t *fkeys;          /* frame id -> key */
@@ -177,9 +179,18 @@ int jsonl_open(const char *path, const profile_meta_t *m, jsonl_writer_t **out)
     if (path == NULL || strcmp(path, "-") == 0) {
         w->f = stdout;
     } else {
-        /* written in place, not renamed into place: it is read while written */
-        w->f = fopen(path, "w");
+        /* written in place, not renamed into place: it is read while written (made with
+         * the umask, never through another user's link: util/output.c) */
+        int fd = remora_output_open_stream(path);
+        w->f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (fd >= 0 && w->f == NULL)
+            close(fd);
         w->own = 1;
+        if (w->f != NULL && (w->path = strdup(path)) == NULL) {
+            fclose(w->f);
+            w->f = NULL;
+            errno = ENOMEM;
+        }
     }
     if (w->f == NULL) {
         int e = errno;
@@ -257,9 +268,14 @@ int jsonl_period(jsonl_writer_t *w, const profile_t *p, const char *kind, uint64
     return v.oom ? REMORA_ENOMEM : w->failed ? REMORA_EIO : REMORA_OK;
 }
 
-int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, const char *reason)
+int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, const char *reason,
+                char **kept)
 {
     int err = w->failed ? REMORA_EIO : REMORA_OK;
+    struct stat st;
+
+    if (kept != NULL)
+        *kept = NULL;
 
     fputs("{\"type\":\"end\",\"reason\":", w->f);
     out_json_str(w->f, reason);
@@ -269,8 +285,17 @@ int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, co
             (unsigned long long)m->late, m->duration_s);
     if ((fflush(w->f) != 0 || ferror(w->f)) && !err)
         err = REMORA_EIO;
+    /* a file whose name went while it was written (its directory removed): what it
+     * holds is copied out before it is closed, lost with it otherwise */
+    if (w->own && !err && fstat(fileno(w->f), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0) {
+        err = REMORA_EIO;
+        if (kept != NULL && remora_output_keep_copy(w->path, ".jsonl", fileno(w->f), kept) != 0)
+            *kept = NULL;
+        errno = ENOENT;
+    }
     if (w->own && fclose(w->f) != 0 && !err)
         err = REMORA_EIO;
+    free(w->path);
     strtab_free(w->st);
     out_strs_free(&w->ids);
     free(w->fkeys);
@@ -298,7 +323,7 @@ int out_jsonl_write(const profile_t *p, FILE *f, const out_options_t *o)
     err = jsonl_period(w, p, "period", 1,
                        p->meta.start_unix_ns + (int64_t)(p->meta.duration_s * 1e9));
     w->own = 0;
-    if (jsonl_close(w, &p->meta, 1, "written") != REMORA_OK && err == REMORA_OK)
+    if (jsonl_close(w, &p->meta, 1, "written", NULL) != REMORA_OK && err == REMORA_OK)
         err = REMORA_EIO;
     return err;
 }

@@ -109,6 +109,13 @@ const out_format_t *out_format_at(size_t i);
  * stdout. Returns 0, or REMORA_EIO with errno set. */
 int out_write_file(const out_format_t *fmt, const profile_t *p, const out_options_t *o, const char *path);
 
+/* Keeps a profile out_write_file() could not write to 'path' in a new file beside the
+ * working directory's, $TMPDIR's or /tmp's (remora_output_keep(): the name keeps the
+ * format's ending). Returns 0 with *where (malloc'd, the caller frees it), or REMORA_EIO
+ * with errno set (ESPIPE: 'path' is written in place, stdout, a device, a FIFO). */
+int out_write_keep(const out_format_t *fmt, const profile_t *p, const out_options_t *o,
+                   const char *path, char **where);
+
 int out_collapsed_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_table_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o);
@@ -128,7 +135,11 @@ typedef struct jsonl_writer jsonl_writer_t;
 int jsonl_open(const char *path, const profile_meta_t *m, jsonl_writer_t **out);
 int jsonl_period(jsonl_writer_t *w, const profile_t *p, const char *kind, uint64_t n,
                  int64_t end_unix_ns);
-int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, const char *reason);
+/* jsonl_close: a file whose name went while it was written (its directory removed) is
+ * REMORA_EIO (errno ENOENT), what it holds kept elsewhere when kept is not NULL (*kept
+ * its name, malloc'd: remora_output_keep; else NULL). */
+int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, const char *reason,
+                char **kept);
 
 /* The longest line of collapsed stacks convert reads (bytes, its newline aside): no
  * writer's stack comes near it (65536 frames of 16 bytes), and a file of one endless line

@@ -16,6 +16,8 @@ _Static_assert(RAW_ON_CPU == SAMPLE_F_ON_CPU && RAW_GIL == SAMPLE_F_GIL && RAW_G
                RAW_TICK == SAMPLE_F_TICK,
                "a recording's flags byte holds the SAMPLE_F_* flags as they are");
 
+#define RAW_EXTS ".remora"          /* the format's ending (formats.c's table) */
+
 static const char magic[8] = { 'R', 'E', 'M', 'O', 'R', 'A', 0, RAW_VERSION };
 
 struct raw_writer {
@@ -426,60 +428,101 @@ void raw_start_at(raw_writer_t *w, int64_t t_ns)
     w->last_ns = t_ns;
 }
 
-int raw_snapshot(raw_writer_t *w, const profile_meta_t *m, const char *path)
+/* What a snapshot or a kept recording holds: what is written so far (whole records: the
+ * stream was flushed between two), read back through the writer's own descriptor (its
+ * name may be gone with its directory), then with m the metadata and the end. */
+typedef struct raw_copy {
+    raw_writer_t *w;
+    const profile_meta_t *m;        /* NULL: the end is written already */
+} raw_copy_t;
+
+/* Writes a raw_copy_t into fd and closes it (remora_output_keep's fill). 0, or -1. */
+static int copy_fill(int fd, void *ctx)
 {
-    char *tmp = NULL, buf[65536];
-    FILE *in, *out;
-    size_t n;
+    raw_copy_t *c = ctx;
+    char buf[65536];
+    FILE *out = fdopen(fd, "w");
+    off_t at = 0;
+    ssize_t n;
+    int err = 0;
+
+    if (out == NULL) {
+        close(fd);
+        return -1;
+    }
+    while ((n = pread(fileno(c->w->f), buf, sizeof buf, at)) > 0) {
+        if (fwrite(buf, 1, (size_t)n, out) != (size_t)n)
+            break;
+        at += n;
+    }
+    if (n < 0)
+        err = -1;
+    if (c->m != NULL)
+        put_tail(c->w, out, c->m);
+    if (fflush(out) != 0 || ferror(out))
+        err = -1;
+    if (fclose(out) != 0)
+        err = -1;
+    return err;
+}
+
+int raw_snapshot(raw_writer_t *w, const profile_meta_t *m, const char *path, char **kept)
+{
+    raw_copy_t c = { w, m };
+    char *tmp = NULL;
     int fd, err = REMORA_OK;
 
+    if (kept != NULL)
+        *kept = NULL;
     if (w->failed || fflush(w->f) != 0)
         return REMORA_EIO;
-    fd = remora_output_open(path, &tmp);
-    if (fd < 0)
+    if (w->tmp == NULL) {
+        errno = ESPIPE;             /* written in place (a device, a FIFO): nothing to copy */
         return REMORA_EIO;
-    out = fdopen(fd, "w");
-    /* written in place (a device, a FIFO): nothing to copy from */
-    in = w->tmp != NULL ? fopen(w->tmp, "rb") : (errno = ESPIPE, NULL);
-    if (out == NULL || in == NULL) {
-        err = REMORA_EIO;
-    } else {
-        /* what is written so far (whole records: the stream was flushed between two),
-         * then the metadata and the end */
-        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-            if (fwrite(buf, 1, n, out) != n)
-                break;
-        if (ferror(in))
-            err = REMORA_EIO;
-        put_tail(w, out, m);
     }
-    if (in != NULL)
-        fclose(in);
-    if (out != NULL) {
-        if ((fflush(out) != 0 || ferror(out)) && !err)
-            err = REMORA_EIO;
-        if (fclose(out) != 0 && !err)
-            err = REMORA_EIO;
-    } else {
-        close(fd);
-    }
-    if (remora_output_done(path, tmp, !err) != 0 && !err)
+    fd = remora_output_open(path, &tmp);
+    if (fd < 0 || copy_fill(fd, &c) != 0)
         err = REMORA_EIO;
+    if (fd >= 0 && remora_output_done(path, tmp, !err) != 0)
+        err = REMORA_EIO;
+    if (err && kept != NULL) {
+        int saved = errno;
+        if (remora_output_keep(path, RAW_EXTS, copy_fill, &c, kept) != 0)
+            *kept = NULL;
+        errno = saved;
+    }
     w->src_fn = NULL;               /* its ctx is the caller's for this call only */
     return err;
 }
 
-int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit)
+int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit, char **kept)
 {
     int err = w->failed ? REMORA_EIO : REMORA_OK;
+    char *tmp;
 
+    if (kept != NULL)
+        *kept = NULL;
     if (commit && !err)
         put_tail(w, w->f, m);
     if (fflush(w->f) != 0 || ferror(w->f))
         err = REMORA_EIO;
+    if (commit && !err && w->tmp != NULL) {
+        /* renamed while still open: if it cannot be (its directory removed), the
+         * recording is still there to copy through the descriptor */
+        tmp = w->tmp;
+        w->tmp = NULL;
+        if (remora_output_done(w->path, tmp, 1) != 0) {
+            raw_copy_t c = { w, NULL };
+            int saved = errno;
+            err = REMORA_EIO;
+            if (kept != NULL && remora_output_keep(w->path, RAW_EXTS, copy_fill, &c, kept) != 0)
+                *kept = NULL;
+            errno = saved;
+        }
+    }
     if (fclose(w->f) != 0 && !err)
         err = REMORA_EIO;
-    if (remora_output_done(w->path, w->tmp, commit && !err) != 0 && !err)
+    if (remora_output_done(w->path, w->tmp, 0) != 0 && !err)
         err = REMORA_EIO;
     free(w->path);
     free(w->skeys);

@@ -86,8 +86,10 @@ int raw_sample(raw_writer_t *w, const stk_table_t *t, uint32_t thread, uint32_t 
 void raw_start_at(raw_writer_t *w, int64_t t_ns);
 
 /* A copy of the recording so far, with the metadata m and the end, to 'path' (through a
- * temporary file and a rename); the recording goes on. Returns 0 or REMORA_EIO. */
-int raw_snapshot(raw_writer_t *w, const profile_meta_t *m, const char *path);
+ * temporary file and a rename); the recording goes on. When 'path' cannot be written and
+ * kept is not NULL, the copy is kept elsewhere (remora_output_keep: *kept its name,
+ * malloc'd; else NULL). Returns 0 or REMORA_EIO (errno set: why 'path' failed). */
+int raw_snapshot(raw_writer_t *w, const profile_meta_t *m, const char *path, char **kept);
 
 /* The source the next raw_snapshot or raw_close keeps of the files of t's samples: read
  * through 'source' (the heatmap's callback, as the target sees the files; ctx lasting
@@ -95,8 +97,10 @@ int raw_snapshot(raw_writer_t *w, const profile_meta_t *m, const char *path);
 void raw_keep_source(raw_writer_t *w, const stk_table_t *t, out_source_fn source, void *ctx);
 
 /* Writes the metadata and the end, and renames the file into place when 'commit';
- * else removes it. Frees w. Returns 0 or REMORA_EIO. */
-int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit);
+ * else removes it. When the rename fails (its directory removed, say) and kept is not
+ * NULL, the recording is kept elsewhere as raw_snapshot() does (*kept). Frees w. Returns
+ * 0 or REMORA_EIO (errno set). */
+int raw_close(raw_writer_t *w, const profile_meta_t *m, int commit, char **kept);
 
 /* Reads a recording into t and m, and when 'events' is not NULL every sample in order
  * into *events (malloc'd, *nevents of them; the caller frees it, also on failure).

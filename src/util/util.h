@@ -57,20 +57,47 @@ int remora_exit_code(int err);
  * temporary name beside it (*tmp, owned by the caller until remora_output_done()); behind a
  * symlink, beside the file it names (the link kept). Anything else (a device, a FIFO, a
  * file through a link only the kernel follows, as /dev/stdout) in place, *tmp = NULL: never
- * renamed over. A directory, a socket, a file of /proc or /sys, or a file the system does
- * not let remora write is refused. Returns a file descriptor, or -1 with errno set. */
+ * renamed over. A directory, a socket, a file of /proc or /sys, a file the system does
+ * not let remora write, and in a sticky world-writable directory (/tmp) a link, FIFO,
+ * device or file another user owns (what fs.protected_symlinks, protected_fifos and
+ * protected_regular do, whatever they are set to) are refused. A new file's mode is
+ * 0666 & ~umask; one replacing a file is no more readable than it was. Returns a file
+ * descriptor (read-write for a temporary file), or -1 with errno set. */
 int remora_output_open(const char *path, char **tmp);
+
+/* The same, written in place (a stream read while written, as jsonl): a new file made
+ * with the umask, or the file there emptied; never through a link put there since it was
+ * checked. Returns a file descriptor (read-write for a file: what was written can be
+ * kept if its name goes), or -1 with errno set. */
+int remora_output_open_stream(const char *path);
 
 /* Whether remora_output_open() would succeed on 'path' ("-" is stdout: yes), found out
  * before sampling without writing there: a probe file is made and removed beside a regular
  * file or a new name; a device or FIFO is not opened. Returns NULL, or the reason it would
- * not, for a message (a constant string or strerror()'s, valid until the next call). */
+ * not, for a message (a constant string, strerror()'s, or one naming the file: valid until
+ * the next call). */
 const char *remora_output_check(const char *path);
 
-/* Ends an output opened with remora_output_open(), its descriptor already closed: with
- * 'commit' the temporary file is renamed into place (the name open resolved 'path' to),
- * else removed; frees tmp. Returns 0, or -1 with errno set (the temporary file removed). */
+/* Ends an output opened with remora_output_open(), its descriptor already closed (or
+ * not: rename needs no descriptor): with 'commit' the temporary file is renamed into
+ * place (the name open resolved 'path' to), else removed; frees tmp. Returns 0, or -1
+ * with errno set (the temporary file removed). */
 int remora_output_done(const char *path, char *tmp, int commit);
+
+/* Keeps an output that could not be written to 'path' (its directory removed, the disk
+ * full, its permissions changed) in a new file: path's last component with ".rescue-" and
+ * six letters put before its ending (the longest of exts, space-separated, so that the
+ * format is still known), made with O_CREAT|O_EXCL|O_NOFOLLOW (nothing replaced, no link
+ * followed) and the umask, in the working directory, else $TMPDIR, else /tmp. fill(fd,
+ * ctx) writes it and closes fd: 0, or -1 with errno set (the file removed, the next
+ * directory tried). Returns 0 with *where its absolute name (malloc'd), or -1 with errno
+ * set: ESPIPE when 'path' is stdout, a device or a FIFO (written in place: nothing kept). */
+int remora_output_keep(const char *path, const char *exts, int (*fill)(int fd, void *ctx),
+                       void *ctx, char **where);
+
+/* remora_output_keep() of all that the descriptor 'from' (open for reading: a temporary
+ * or stream file whose name is gone) holds from its start. */
+int remora_output_keep_copy(const char *path, const char *exts, int from, char **where);
 
 /* ---- strtab.c ------------------------------------------------------------- */
 

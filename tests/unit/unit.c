@@ -1610,7 +1610,7 @@ static void test_native_frames(void)
     if (fd >= 0)
         close(fd);
     CHECK(fd >= 0 && raw_open(path, &w) == 0 && raw_sample(w, t, th, n, 0, 0) == 0 &&
-          raw_close(w, &m, 1) == 0, "recording written");
+          raw_close(w, &m, 1, NULL) == 0, "recording written");
     f = fopen(path, "rb");
     CHECK(f != NULL && raw_read(f, back, &m, NULL, NULL) == 0, "recording read back");
     for (i = 0; i < stk_nframes(back); i++)
@@ -1704,7 +1704,7 @@ static void test_raw_sources(void)
         if (stk_node_at(t, (uint32_t)i)->parent != STK_NONE)
             raw_sample(w, t, th, (uint32_t)i, 0, 0);
     raw_keep_source(w, t, unit_source, &u);
-    CHECK(raw_close(w, &m, 1) == 0 && u.calls == 3, "recording with its source written (%d read)", u.calls);
+    CHECK(raw_close(w, &m, 1, NULL) == 0 && u.calls == 3, "recording with its source written (%d read)", u.calls);
     f = fopen(path, "rb");
     CHECK(f != NULL && raw_read_sources(f, back, &m, NULL, NULL, &src) == 0 && src != NULL,
           "recording with its source read back");
