@@ -6,7 +6,8 @@
 #   security/source-nobody          a uid 65534 target names a root-only file (0700 dir):
 #                                   dump, dump --json and a heatmap hold none of its lines;
 #                                   its own readable file still shows its line; --json's
-#                                   "sources_unread" says why the other was not read
+#                                   "sources_unread" and record --stats' "sources:" line
+#                                   say why the other was not read
 #   security/source-chroot-exit     a chroot target (sid 3.15) that exits while recorded
 #                                   (launched with --, and -p: reaped once the status line
 #                                   shows samples): the heatmap shows the container's
@@ -154,8 +155,9 @@ def test_nobody(remora):
         text, _ = run_ok(remora, ["dump", "-p", t.pid], "dump")
         doc_text, _ = run_ok(remora, ["dump", "--json", "-p", t.pid], "dump --json")
         heat = os.path.join(run, "x.heatmap.html")
-        run_ok(remora, ["record", "-p", t.pid, "--idle", "--max-samples", "20", "-o", heat],
-               "record")
+        _, rec_err = run_ok(remora, ["record", "-p", t.pid, "--idle", "--max-samples", "20",
+                                     "--stats", "-o", heat], "record")
+        said = [l for l in rec_err.split("\n") if l.startswith("sources: ")]
         page = read(heat)
         problems = []
         for what, out in (("dump", text), ("dump --json", doc_text), ("the heatmap", page)):
@@ -171,6 +173,8 @@ def test_nobody(remora):
         unread = {u["file"]: u["why"] for u in doc.get("sources_unread", [])}
         if "user" not in unread.get(secret, ""):
             problems.append("dump --json: sources_unread says %r of the root-only file" % unread)
+        if not said or "unread=0" in said[0] or "user" not in said[0]:
+            problems.append("record --stats does not say the root-only file went unread: %r" % said)
         if "%s_7 = 7" % public_word not in page:
             problems.append("the heatmap does not show the target's own file")
         if problems:
