@@ -151,7 +151,7 @@ int proc_elf_open(proc_t *p, const char *path, uint64_t inode, elf_t **out);
 #define PROC_SRC_MAX (16 << 20)     /* a larger "source" file is not read */
 enum proc_src_state {
     PROC_SRC_OK = 0,
-    PROC_SRC_MISSING,               /* absent */
+    PROC_SRC_MISSING,               /* absent (or unreadable for another reason) */
     PROC_SRC_NOT_FILE,              /* a directory, FIFO, device... */
     PROC_SRC_TOO_BIG,               /* over PROC_SRC_MAX bytes */
     PROC_SRC_BINARY,                /* holds a NUL byte: no Python source does */
@@ -189,7 +189,7 @@ int proc_source_read(proc_t *p, const char *path, proc_src_t *out);
  * NUL-terminated: *len bytes), or NULL when the file has no such line. */
 const char *proc_src_line(const proc_src_t *s, int line, size_t *len);
 void proc_src_free(proc_src_t *s);
-/* What a state means, for a message: "missing", "binary, not source"... */
+/* What a state means, for a message: "missing or unreadable", "binary, not source"... */
 const char *proc_src_state_str(int state);
 /* The handle's source reads so far (p may be NULL: all zero). */
 const proc_src_stats_t *proc_src_stats(const proc_t *p);

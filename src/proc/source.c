@@ -180,7 +180,7 @@ const char *proc_src_state_str(int state)
     case PROC_SRC_OVER_BOUND:
         return "past the bound on source files read for one report";
     default:
-        return "missing";
+        return "missing or unreadable";     /* the words outputs have always used */
     }
 }
 
