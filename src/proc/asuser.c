@@ -7,12 +7,14 @@
  * O_NOFOLLOW, each link read and resolved again inside the root. A target whose
  * credentials could not read everything is given a short child of remora that takes its
  * fsuid, fsgid, groups and capabilities (raw syscalls: the child of a threaded process)
- * and hands the descriptor back over a socket. Nothing here reads the target's memory.
+ * and hands each descriptor back over a socket (one helper a target's report, not one
+ * a file). Nothing here reads the target's memory.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,67 +281,146 @@ static int can_switch(void)
     return can;
 }
 
-/* The child: takes the target's credentials, opens, sends the fd (or its errno) back. */
-static void child_open(int sock, int root, int dir, const char *path, const proc_creds_t *cr)
+/* A request to the helper: which directories come with it (SCM_RIGHTS, in this order),
+ * then the name, NUL-terminated. */
+struct as_req {
+    int has_root, has_dir;
+    char path[WALK_NAME];
+};
+
+/* Sends 'len' bytes of buf with up to two fds (-1: none). Returns 0 or -1. */
+static int send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds)
 {
-    struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-    struct __user_cap_data_struct data[2];
-    char ctl[CMSG_SPACE(sizeof(int))];
+    char ctl[CMSG_SPACE(2 * sizeof(int))];
     struct msghdr m;
     struct iovec iov;
     struct cmsghdr *c;
-    int e = 0, fd = -1;
+
+    memset(&m, 0, sizeof m);
+    iov.iov_base = (void *)buf;
+    iov.iov_len = len;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    if (nfds > 0) {
+        memset(ctl, 0, sizeof ctl);
+        m.msg_control = ctl;
+        m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+    }
+    return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+/* Receives a message into buf (cap bytes) and up to two fds (fds[k] -1 when absent).
+ * Returns its length, 0 at the end, -1 on error. */
+static ssize_t recv_fds(int sock, void *buf, size_t cap, int *fds, int nfds)
+{
+    char ctl[CMSG_SPACE(2 * sizeof(int))];
+    struct msghdr m;
+    struct iovec iov;
+    struct cmsghdr *c;
+    ssize_t r;
+    int k;
+
+    for (k = 0; k < nfds; k++)
+        fds[k] = -1;
+    memset(&m, 0, sizeof m);
+    memset(ctl, 0, sizeof ctl);
+    iov.iov_base = buf;
+    iov.iov_len = cap;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+    do
+        r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return -1;
+    for (c = CMSG_FIRSTHDR(&m); c != NULL; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int), i;
+            int got[2];
+            if (n > 2)
+                n = 2;
+            memcpy(got, CMSG_DATA(c), n * sizeof(int));
+            for (i = 0; i < n; i++) {
+                if ((int)i < nfds)
+                    fds[i] = got[i];
+                else
+                    close(got[i]);
+            }
+        }
+    return r;
+}
+
+/* The helper: takes the target's credentials, then opens each name it is sent inside
+ * the directories sent with it and sends the fd (or its errno) back, until the socket
+ * closes. Uses nothing but system calls and its stack (the child of a threaded
+ * process). */
+static void helper_main(int sock, const proc_creds_t *cr)
+{
+    struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct data[2];
+    struct as_req req;
+    int e = 0, fds[2], root, dir, fd, k;
+    ssize_t r;
 
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);         /* the target may not trace it */
     if (syscall(SYS_setgroups, cr->ngroups, cr->groups) != 0 ||
         syscall(SYS_setresgid, cr->gid, cr->gid, cr->gid) != 0 ||
-        syscall(SYS_setresuid, cr->uid, cr->uid, cr->uid) != 0) {
+        syscall(SYS_setresuid, cr->uid, cr->uid, cr->uid) != 0)
         e = EPERM;
-        goto send;
-    }
+    /* gone with remora (set after the ids change, which clears it); the socket's end
+     * says so too */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     /* a uid 0 kept its capabilities: they become the target's (a uid other than 0 has
      * just lost them all) */
     memset(data, 0, sizeof data);
     data[0].effective = data[0].permitted = (uint32_t)cr->caps;
     data[1].effective = data[1].permitted = (uint32_t)(cr->caps >> 32);
-    if (cr->uid == 0 && syscall(SYS_capset, &hdr, data) != 0) {
+    if (e == 0 && cr->uid == 0 && syscall(SYS_capset, &hdr, data) != 0)
         e = EPERM;
-        goto send;
+    for (;;) {
+        r = recv_fds(sock, &req, sizeof req, fds, 2);
+        if (r <= 0)
+            _exit(0);
+        k = 0;
+        root = req.has_root ? fds[k++] : -1;
+        dir = req.has_dir ? fds[k++] : -1;
+        for (; k < 2; k++)
+            if (fds[k] >= 0)
+                close(fds[k]);
+        fd = -1;
+        if (e != 0) {
+            errno = e;
+        } else if ((size_t)r < offsetof(struct as_req, path) + 1 ||
+                   req.path[(size_t)r - offsetof(struct as_req, path) - 1] != '\0') {
+            errno = EINVAL;
+        } else {
+            fd = open_inside(root, dir, req.path);
+        }
+        int err = fd >= 0 ? 0 : errno;
+        if (root >= 0)
+            close(root);
+        if (dir >= 0)
+            close(dir);
+        send_fds(sock, &err, sizeof err, &fd, fd >= 0 ? 1 : 0);
+        if (fd >= 0)
+            close(fd);
     }
-    if ((fd = open_inside(root, dir, path)) < 0)
-        e = errno;
-send:
-    memset(&m, 0, sizeof m);
-    iov.iov_base = &e;
-    iov.iov_len = sizeof e;
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    if (fd >= 0) {
-        memset(ctl, 0, sizeof ctl);
-        m.msg_control = ctl;
-        m.msg_controllen = sizeof ctl;
-        c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    (void)sendmsg(sock, &m, MSG_NOSIGNAL);
-    _exit(0);
 }
 
-/* 'path' opened by a child holding the target's credentials; -1 with errno. */
-static int open_as(int root, int dir, const char *path, const proc_creds_t *cr)
+/* A helper holding credentials cr started; 0, or -1 with errno. */
+static int helper_start(asuser_helper_t *h, const proc_creds_t *cr)
 {
-    char ctl[CMSG_SPACE(sizeof(int))];
-    struct msghdr m;
-    struct iovec iov;
-    struct cmsghdr *c;
-    int sv[2], e = EIO, fd = -1, st;
-    ssize_t r;
+    int sv[2], e;
     pid_t pid;
 
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         return -1;
     pid = fork();
     if (pid < 0) {
@@ -351,38 +432,80 @@ static int open_as(int root, int dir, const char *path, const proc_creds_t *cr)
     }
     if (pid == 0) {
         close(sv[0]);
-        child_open(sv[1], root, dir, path, cr);
+        helper_main(sv[1], cr);
     }
     close(sv[1]);
-    memset(&m, 0, sizeof m);
-    memset(ctl, 0, sizeof ctl);
-    iov.iov_base = &e;
-    iov.iov_len = sizeof e;
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    do
-        r = recvmsg(sv[0], &m, MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
-    if (r == (ssize_t)sizeof e)
-        for (c = CMSG_FIRSTHDR(&m); c != NULL; c = CMSG_NXTHDR(&m, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-                c->cmsg_len == CMSG_LEN(sizeof(int)))
-                memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    if (r != (ssize_t)sizeof e)
-        e = EIO;
-    close(sv[0]);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    h->pid = pid;
+    h->sock = sv[0];
+    h->creds = *cr;
+    return 0;
+}
+
+void asuser_helper_end(asuser_helper_t *h)
+{
+    int st;
+
+    if (h == NULL || h->pid <= 0)
+        return;
+    close(h->sock);
+    kill(h->pid, SIGKILL);
+    while (waitpid(h->pid, &st, 0) < 0 && errno == EINTR)
         ;                               /* this child only: record waits for its command */
-    if (fd >= 0)
-        return fd;
-    errno = e ? e : EIO;
+    h->pid = 0;
+    h->sock = -1;
+}
+
+static int same_creds(const proc_creds_t *a, const proc_creds_t *b)
+{
+    return a->uid == b->uid && a->gid == b->gid && a->caps == b->caps &&
+           a->ngroups == b->ngroups &&
+           memcmp(a->groups, b->groups, a->ngroups * sizeof a->groups[0]) == 0;
+}
+
+/* 'path' opened by the helper (started, or started again, for cr); -1 with errno. */
+static int open_by_helper(asuser_helper_t *h, int root, int dir, const char *path,
+                          const proc_creds_t *cr)
+{
+    struct as_req req;
+    size_t len = strlen(path);
+    int fds[2], n = 0, e = EIO, fd, tries;
+    ssize_t r;
+
+    if (len >= sizeof req.path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    req.has_root = root >= 0;
+    req.has_dir = dir >= 0;
+    memcpy(req.path, path, len + 1);
+    if (root >= 0)
+        fds[n++] = root;
+    if (dir >= 0)
+        fds[n++] = dir;
+    if (h->pid > 0 && !same_creds(&h->creds, cr))
+        asuser_helper_end(h);           /* the target's credentials changed */
+    for (tries = 0; tries < 2; tries++) {
+        if (h->pid <= 0 && helper_start(h, cr) != 0)
+            return -1;
+        if (send_fds(h->sock, &req, offsetof(struct as_req, path) + len + 1, fds, n) == 0 &&
+            (r = recv_fds(h->sock, &e, sizeof e, &fd, 1)) == (ssize_t)sizeof e) {
+            if (fd >= 0)
+                return fd;
+            errno = e ? e : EIO;
+            return -1;
+        }
+        asuser_helper_end(h);           /* killed (the target's user may): once more */
+    }
+    errno = EIO;
     return -1;
 }
 
-int asuser_open(int root, int dir, const char *path, const proc_creds_t *cr)
+int asuser_open(int root, int dir, const char *path, const proc_creds_t *cr,
+                asuser_helper_t *h)
 {
+    asuser_helper_t once = { 0, -1, { 0 } };
+    int fd, e;
+
     if (cr == NULL || !cr->known) {
         errno = EACCES;                 /* whose file it is cannot be told: not read */
         return -1;
@@ -391,5 +514,11 @@ int asuser_open(int root, int dir, const char *path, const proc_creds_t *cr)
      * then reads no more than its own user may) */
     if ((cr->own_userns && cr->uid == 0 && (cr->caps & CAPS_READ_ALL) != 0) || !can_switch())
         return open_inside(root, dir, path);
-    return open_as(root, dir, path, cr);
+    if (h != NULL)
+        return open_by_helper(h, root, dir, path, cr);
+    fd = open_by_helper(&once, root, dir, path, cr);
+    e = errno;
+    asuser_helper_end(&once);
+    errno = e;
+    return fd;
 }

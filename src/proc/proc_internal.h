@@ -45,12 +45,25 @@ typedef struct proc_creds {
 int asuser_creds(int piddir, proc_creds_t *cr);
 /* Credentials of bare ids (a core's): no groups, no capabilities. */
 void asuser_creds_ids(uid_t uid, gid_t gid, proc_creds_t *cr);
+/* A child of remora holding a target's credentials, which opens names for it (one fork
+ * for a report's files, not one a file). pid 0: none. */
+typedef struct asuser_helper {
+    pid_t pid;
+    int sock;
+    proc_creds_t creds;
+} asuser_helper_t;
+
 /* Opens 'path' for reading as a process with credentials cr would (root: its '/' for an
  * absolute name; dir: its working directory for a relative one, which ".." may not climb
  * above; -1: none, the name is not found). No link is followed out of root. Returns an
- * fd, or -1 with errno (EACCES: cr unknown; EPERM: the ids could not be taken). Forks
- * a child for it unless cr reads everything or remora cannot take another's ids. */
-int asuser_open(int root, int dir, const char *path, const proc_creds_t *cr);
+ * fd, or -1 with errno (EACCES: cr unknown; EPERM: the ids could not be taken). Unless
+ * cr reads everything or remora cannot take another's ids, the open is the helper's h
+ * (started on first use, again if it died or cr changed; NULL: a helper for this open
+ * alone). */
+int asuser_open(int root, int dir, const char *path, const proc_creds_t *cr,
+                asuser_helper_t *h);
+/* Ends the helper (kills and reaps it; nothing if none). */
+void asuser_helper_end(asuser_helper_t *h);
 
 struct proc {
     int kind;               /* enum proc_kind */
@@ -78,6 +91,7 @@ struct proc {
      * the process is gone: a container's files, never the host's). Core: --root or '/'. */
     int pid_dir, root_dir, cwd_dir;     /* -1: none */
     proc_creds_t creds;
+    asuser_helper_t helper;             /* opens as the target: started on first need */
     proc_src_stats_t src_stats;
 };
 

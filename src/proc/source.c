@@ -54,6 +54,7 @@ void proc_source_attach(proc_t *p)
     char buf[64];
 
     p->pid_dir = p->root_dir = p->cwd_dir = -1;
+    p->helper.sock = -1;
     if (p->kind != PROC_LIVE)
         return;
     snprintf(buf, sizeof buf, "/proc/%d", (int)p->pid);
@@ -63,6 +64,7 @@ void proc_source_attach(proc_t *p)
 
 void proc_source_detach(proc_t *p)
 {
+    asuser_helper_end(&p->helper);
     if (p->pid_dir >= 0)
         close(p->pid_dir);
     if (p->root_dir >= 0)
@@ -113,7 +115,7 @@ static int open_source(proc_t *p, const char *path, int *state)
         *state = PROC_SRC_NO_ROOT;
         return -1;
     }
-    if ((fd = asuser_open(p->root_dir, p->cwd_dir, path, &p->creds)) >= 0)
+    if ((fd = asuser_open(p->root_dir, p->cwd_dir, path, &p->creds, &p->helper)) >= 0)
         return fd;
     e = errno;
     *state = e == EACCES || e == EPERM ? PROC_SRC_DENIED :
