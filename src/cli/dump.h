@@ -9,18 +9,13 @@
 #include "../py/py.h"
 #include "../unwind/unwind.h"
 
-/* Each frame's source line, from the files as the target sees them (proc/source.c), each
- * file read once a dump; DUMP_SRC_FILES files at most, a file past them read for its line
- * and let go. */
-#define DUMP_SRC_FILES 64
+/* Each frame's source line, from the files as the target would read them
+ * (proc/source.c), each file read once a dump (a process's, with --subprocesses) and
+ * known by its identity, within the cache's bounds (PROC_SRC_CACHE_*). */
 typedef struct dump_src {
     proc_t *p;
-    size_t n;
-    struct {
-        char *path;
-        proc_src_t s;
-    } e[DUMP_SRC_FILES];
-    proc_src_t spare;               /* the file past the bound, read last */
+    proc_src_cache_t *cache;        /* made on the first line asked for, for p */
+    proc_t *cache_p;                /* the handle it reads through */
 } dump_src_t;
 
 /* A dump's source files, read through p (set before the first line is asked for). */

@@ -22,33 +22,40 @@ void dump_src_init(dump_src_t *c, proc_t *p)
 
 void dump_src_fini(dump_src_t *c)
 {
-    size_t i;
-
-    for (i = 0; i < c->n; i++) {
-        free(c->e[i].path);
-        proc_src_free(&c->e[i].s);
-    }
-    proc_src_free(&c->spare);
-    c->n = 0;
+    proc_src_cache_free(c->cache);
+    c->cache = NULL;
+    c->cache_p = NULL;
 }
 
 /* The file 'path' as read (its state says whether it could be), or NULL without memory. */
 static const proc_src_t *dump_src_file(dump_src_t *c, const char *path)
 {
+    if (c->cache != NULL && c->cache_p != c->p)
+        dump_src_fini(c);               /* another process: its own files */
+    if (c->cache == NULL) {
+        if ((c->cache = proc_src_cache_new(c->p)) == NULL)
+            return NULL;
+        c->cache_p = c->p;
+    }
+    return proc_src_cache_get(c->cache, path);
+}
+
+/* ,"sources_unread":[{"file":...,"why":...}...] : each file named whose lines could not
+ * be shown and why, once (nothing when every file was read). */
+static void print_unread_json(const dump_src_t *c)
+{
+    const char *path, *why;
     size_t i;
 
-    for (i = 0; i < c->n; i++)
-        if (strcmp(c->e[i].path, path) == 0)
-            return &c->e[i].s;
-    if (c->n < DUMP_SRC_FILES && (c->e[c->n].path = strdup(path)) != NULL) {
-        if (proc_source_read(c->p, path, &c->e[c->n].s) != REMORA_OK) {
-            free(c->e[c->n].path);
-            return NULL;
-        }
-        return &c->e[c->n++].s;
+    for (i = 0; c != NULL && proc_src_cache_unread(c->cache, i, &path, &why) == 0; i++) {
+        fputs(i ? ",{\"file\":" : ",\"sources_unread\":[{\"file\":", stdout);
+        out_json_str(stdout, path);
+        fputs(",\"why\":", stdout);
+        out_json_str(stdout, why);
+        fputc('}', stdout);
     }
-    proc_src_free(&c->spare);
-    return proc_source_read(c->p, path, &c->spare) == REMORA_OK ? &c->spare : NULL;
+    if (i > 0)
+        fputc(']', stdout);
 }
 
 /* Frame f's source line (*len bytes), or NULL; *changed: its file changed since the
@@ -214,6 +221,7 @@ void dump_print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, si
                      int native, unw_locals_t *lr, dump_src_t *src)
 {
     dump_print_json_open(pid, t, th, n, native, 0, lr, src);
+    print_unread_json(src);
     fputs("}\n", stdout);
 }
 
@@ -248,6 +256,7 @@ void dump_print_tasks_json(const unw_task_t *tk, size_t n, dump_src_t *src)
         fputs("]}", stdout);
     }
     fputc(']', stdout);
+    print_unread_json(src);
 }
 
 #define TREE_MAX_DEPTH 256

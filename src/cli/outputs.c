@@ -97,26 +97,33 @@ int rec_out_name(const char *pattern, const out_format_t *fmt, int64_t unix_ns, 
     return 0;
 }
 
-/* The heatmap's sources, as the target sees them (proc/source.c). */
+/* The heatmap's sources, as the target would read them (proc/source.c): each file once
+ * per heatmap, known by its identity, within the cache's bounds. */
 typedef struct rec_src {
     proc_t *p;
-    proc_src_t s;
+    proc_src_cache_t *cache;        /* made on the first file asked for */
 } rec_src_t;
 
 static void rec_source(void *ctx, const char *file, out_source_t *out)
 {
     rec_src_t *c = ctx;
+    const proc_src_t *s;
 
-    proc_src_free(&c->s);
     memset(out, 0, sizeof *out);
-    if (proc_source_read(c->p, file, &c->s) != REMORA_OK)
+    if (c->cache == NULL && (c->cache = proc_src_cache_new(c->p)) == NULL) {
         out->problem = "out of memory";
-    else if (c->s.state != PROC_SRC_OK)
-        out->problem = proc_src_state_str(c->s.state);
+        return;
+    }
+    if ((s = proc_src_cache_get(c->cache, file)) == NULL)
+        out->problem = "out of memory";
+    else if (s->state != PROC_SRC_OK)
+        out->problem = proc_src_state_str(s->state);
     else {
-        out->text = c->s.text;
-        out->len = c->s.len;
-        out->changed = c->s.changed;
+        out->text = s->text;
+        out->len = s->len;
+        out->changed = s->changed;
+        out->starts = s->lines;         /* indexed once, whatever the spelling */
+        out->nstarts = s->nlines;
     }
 }
 
@@ -126,7 +133,7 @@ static void rec_source(void *ctx, const char *file, out_source_t *out)
 static int write_profile(const out_format_t *fmt, const profile_t *prof, int limit, proc_t *p,
                          const char *path, char **kept)
 {
-    rec_src_t src = { p, { 0 } };
+    rec_src_t src = { p, NULL };
     /* no target (nothing to read a file as): no file read, none shown */
     out_options_t oo = { limit, 0, p != NULL ? rec_source : NULL, &src };
     int err = out_write_file(fmt, prof, &oo, path);
@@ -139,7 +146,7 @@ static int write_profile(const out_format_t *fmt, const profile_t *prof, int lim
             *kept = NULL;
         errno = saved;
     }
-    proc_src_free(&src.s);
+    proc_src_cache_free(src.cache);
     return err;
 }
 
@@ -229,7 +236,7 @@ int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t sn
     prof_event_t *events = NULL;
     size_t nevents = 0;
     int i, err = REMORA_OK, raw_err = REMORA_OK, events_ok = 0, rc = REMORA_EXIT_OK, events_temp = 0;
-    rec_src_t raw_src = { o->p, { 0 } };
+    rec_src_t raw_src = { o->p, NULL };
 
     /* the recording first (closed, or copied so far), then the timelines from it */
     if (o->raw != NULL) {
@@ -259,7 +266,7 @@ int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t sn
             unlink(events_path);
         if (snap == 0)
             o->raw_temp = 0;
-        proc_src_free(&raw_src.s);
+        proc_src_cache_free(raw_src.cache);
     }
     for (i = 0; i < o->n; i++) {
         const char *shown;

@@ -9,6 +9,7 @@
 #include "remora.h"
 #include "cli.h"
 #include "record.h"
+#include "../formats/out.h"
 #include "../kern/kern.h"
 #include "../proc/proc.h"
 #include "../sample/sampler.h"
@@ -132,5 +133,19 @@ void rec_print_stats(const rec_run_t *r)
                 "unplaced=%llu\n", (unsigned long long)ns.threads,
                 (unsigned long long)ns.frames, (unsigned long long)ns.unreadable,
                 (unsigned long long)ns.cut, (unsigned long long)ns.unplaced);
+    }
+    {
+        /* the heatmap's sources: the files that could not be read as the target, and why
+         * the first could not (its name is the target's: escaped) */
+        const proc_src_stats_t *ss = proc_src_stats(r->ct.p);
+        if (ss->read + ss->unread > 0) {
+            fprintf(stderr, "sources: read=%llu unread=%llu", (unsigned long long)ss->read,
+                    (unsigned long long)ss->unread);
+            if (ss->unread > 0) {
+                fputs(" first_unread=", stderr);
+                out_text_str(stderr, ss->first_unread, 1);
+            }
+            fputc('\n', stderr);
+        }
     }
 }

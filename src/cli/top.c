@@ -468,6 +468,6 @@ out:
     free(tp.view);
     free(tp.buf);
     free(tp.base);
-    proc_src_free(&tp.src);
+    proc_src_cache_free(tp.src_cache);
     return rc;
 }

@@ -47,7 +47,8 @@ typedef struct top {
     size_t nbase;
     size_t sel;                 /* the selected row among those shown */
     proc_t *p;                  /* the target, for the selected row's source line */
-    proc_src_t src;             /* the file of the last source line shown */
+    proc_src_cache_t *src_cache; /* the files read for source lines (a new one when full) */
+    const proc_src_t *src;      /* the file of the last source line shown (in src_cache) */
     const char *src_file;       /* its name (interned by the table), NULL = none read */
 } top_t;
 

@@ -255,17 +255,27 @@ static void draw_footer(top_t *tp, FILE *f, const stk_fn_row_t *r)
     if (tp->a->opcodes)
         draw_ops(tp, f, r);
     if (tp->src_file != r->file) {
-        proc_src_free(&tp->src);
         tp->src_file = NULL;
-        if (proc_source_read(tp->p, r->file, &tp->src) != REMORA_OK)
+        tp->src = NULL;
+        if (tp->src_cache == NULL && (tp->src_cache = proc_src_cache_new(tp->p)) == NULL)
+            return;
+        tp->src = proc_src_cache_get(tp->src_cache, r->file);
+        if (tp->src != NULL && tp->src->state == PROC_SRC_OVER_BOUND) {
+            /* a long run's files past the bound: the cache starts again */
+            proc_src_cache_free(tp->src_cache);
+            if ((tp->src_cache = proc_src_cache_new(tp->p)) == NULL)
+                return;
+            tp->src = proc_src_cache_get(tp->src_cache, r->file);
+        }
+        if (tp->src == NULL)
             return;
         tp->src_file = r->file;
     }
-    line = proc_src_line(&tp->src, r->hot_line, &len);
+    line = proc_src_line(tp->src, r->hot_line, &len);
     out_text_frame(f, r->function, r->file, r->hot_line);
     if (line == NULL) {
-        fprintf(f, ": source %s\n", tp->src.state == PROC_SRC_OK ? "has no such line" :
-                proc_src_state_str(tp->src.state));
+        fprintf(f, ": source %s\n", tp->src->state == PROC_SRC_OK ? "has no such line" :
+                proc_src_state_str(tp->src->state));
         return;
     }
     if (len >= sizeof buf)

@@ -179,14 +179,21 @@ static void write_file(FILE *f, hm_t *h, uint32_t fno, const out_options_t *o, u
 {
     hm_file_t *fl = &h->files[fno];
     out_source_t src = { NULL, 0, "no source given to the report", 0 };
-    uint32_t *starts = NULL;
+    uint32_t *own = NULL;
+    const uint32_t *starts = NULL;
     size_t nstarts = 0, i = 0, j = 0;
     long end = 0;
 
     if (o->source != NULL)
         o->source(o->source_ctx, fl->file, &src);
-    if (src.problem == NULL && lines_index(src.text, src.len, &starts, &nstarts) != 0)
-        src.problem = "out of memory";
+    if (src.problem == NULL && src.starts != NULL) {
+        starts = src.starts;            /* the caller's index of the text */
+        nstarts = src.nstarts;
+    } else if (src.problem == NULL) {
+        if (lines_index(src.text, src.len, &own, &nstarts) != 0)
+            src.problem = "out of memory";
+        starts = own;
+    }
     fl->problem = src.problem;
     fl->changed = src.problem == NULL && src.changed;
     fprintf(f, "<h2 id=\"f%u\">", fno);
@@ -235,7 +242,7 @@ static void write_file(FILE *f, hm_t *h, uint32_t fno, const out_options_t *o, u
         end = to;
     }
     fputs("</table>\n", f);
-    free(starts);
+    free(own);
 }
 
 static void write_data(FILE *f, const hm_t *h, const uint32_t *order, uint64_t total)

@@ -66,6 +66,10 @@ typedef struct out_source {
     size_t len;
     const char *problem;    /* NULL, or why there is no text: "missing or unreadable"... */
     int changed;            /* modified after the process started */
+    const uint32_t *starts; /* the text's lines as lines_index() gives them, or NULL (the
+                             * writer indexes the text itself): a file named by many
+                             * spellings is indexed once */
+    size_t nstarts;
 } out_source_t;
 /* Fills *out for 'file' (a frame's file name); what it points to lasts until the next call. */
 typedef void (*out_source_fn)(void *ctx, const char *file, out_source_t *out);

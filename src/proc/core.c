@@ -36,6 +36,8 @@
 #define PRSTATUS_PID_OFF 32
 #define PRSTATUS_REG_OFF 112
 #define PRSTATUS_REG_LEN (27 * 8)
+#define PRPSINFO_UID_OFF 16
+#define PRPSINFO_GID_OFF 20
 #define PRPSINFO_PID_OFF 24
 #define PRPSINFO_FNAME_OFF 40
 #define PRPSINFO_FNAME_LEN 16
@@ -65,6 +67,7 @@ typedef struct core_notes {
     uint64_t entry;                 /* AT_ENTRY from NT_AUXV, 0 if none */
     int have_psinfo;
     pid_t pid;
+    uint32_t uid, gid;
     char fname[PRPSINFO_FNAME_LEN + 1];
 } core_notes_t;
 
@@ -132,6 +135,8 @@ static int parse_notes(image_t *img, uint64_t off, uint64_t len, core_notes_t *c
             memcpy(&pid, desc + PRPSINFO_PID_OFF, 4);
             cn->have_psinfo = 1;
             cn->pid = pid > 0 ? (pid_t)pid : 0;
+            cn->uid = rd32(desc + PRPSINFO_UID_OFF);
+            cn->gid = rd32(desc + PRPSINFO_GID_OFF);
             memcpy(cn->fname, desc + PRPSINFO_FNAME_OFF, PRPSINFO_FNAME_LEN);
             cn->fname[PRPSINFO_FNAME_LEN] = '\0';
         } else if (core_name && type == NT_AUXV) {
@@ -377,6 +382,11 @@ static int core_parse(image_t *img, pid_t *pid)
     if (img->exe_file == (size_t)-1 && img->nfmaps > 0)
         img->exe_file = img->fmaps[0].file;
 
+    if (cn.have_psinfo) {
+        img->have_ids = 1;          /* its sources are read as its own user (source.c) */
+        img->uid = cn.uid;
+        img->gid = cn.gid;
+    }
     if (cn.have_psinfo && cn.pid > 0) {
         *pid = cn.pid;
     } else {

@@ -172,6 +172,7 @@ int proc_maps_read(proc_t *p, proc_maps_t *out)
         err = proc_slurp(path, MAPS_MAX_BYTES, &text, &len);
         if (err)
             return err;
+        proc_source_refresh(p);     /* the root its Python now runs in */
     }
     if (p->rec != NULL && len > 0)
         rec_maps(p->rec, text, len);    /* before parsing writes NULs into it */

@@ -62,6 +62,7 @@ int proc_open(pid_t pid, proc_t **out)
         return REMORA_ENOMEM;
     p->kind = PROC_LIVE;
     p->pid = pid;
+    proc_source_attach(p);
     *out = p;
     return REMORA_OK;
 }
@@ -78,6 +79,7 @@ static int proc_from_image(int kind, pid_t pid, image_t *img, proc_t **out)
     p->kind = kind;
     p->pid = pid;
     p->img = img;
+    proc_source_attach(p);
     *out = p;
     return REMORA_OK;
 }
@@ -134,6 +136,7 @@ void proc_free(proc_t *p)
     image_free(p->img);
     rec_free(p->rec);
     proc_close_stats(p);
+    proc_source_detach(p);
     free(p->held);
     free(p);
 }

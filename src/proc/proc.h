@@ -158,11 +158,16 @@ int proc_elf_open(proc_t *p, const char *path, uint64_t inode, elf_t **out);
 #define PROC_SRC_MAX (16 << 20)     /* a larger "source" file is not read */
 enum proc_src_state {
     PROC_SRC_OK = 0,
-    PROC_SRC_MISSING,               /* absent, or not readable */
+    PROC_SRC_MISSING,               /* absent (or unreadable for another reason) */
     PROC_SRC_NOT_FILE,              /* a directory, FIFO, device... */
     PROC_SRC_TOO_BIG,               /* over PROC_SRC_MAX bytes */
     PROC_SRC_BINARY,                /* holds a NUL byte: no Python source does */
     PROC_SRC_NAMELESS,              /* "<string>", "<frozen ...>": no file at all */
+    PROC_SRC_DENIED,                /* the target itself may not read it */
+    PROC_SRC_OUTSIDE,               /* a link or ".." leading out of the target's root */
+    PROC_SRC_NO_ROOT,               /* the target's root is not known (nor its files) */
+    PROC_SRC_NO_PROCESS,            /* no process to read it as (convert) */
+    PROC_SRC_OVER_BOUND,            /* past a report's bound in files or bytes */
 };
 typedef struct proc_src {
     char *text;                     /* the file, NUL-terminated; NULL unless state is OK */
@@ -172,11 +177,20 @@ typedef struct proc_src {
     int state;                      /* enum proc_src_state */
     int changed;                    /* modified after the live target started: its code
                                      * may have been compiled from other text */
+    uint64_t dev, ino;              /* the file's identity (0, 0: not opened) */
 } proc_src_t;
 
-/* Reads the source file a code object of the target names, as the target sees it (see
- * source.c); with p NULL (or a live target gone), as this host names it. Returns 0 with out->state saying what was found, or REMORA_ENOMEM. Caller
- * frees with proc_src_free(). */
+/* What the handle's source reads came to (record --stats). */
+typedef struct proc_src_stats {
+    uint64_t read, unread;          /* files opened and read; files that could not be */
+    char first_unread[320];         /* "FILE: why" of the first that could not, or "" */
+} proc_src_stats_t;
+
+/* Reads the source file a code object of the target names, as the target would (see
+ * source.c): inside its root, with its credentials (a live target's, as last seen when
+ * it is gone; a core's ids, inside --root). With p NULL nothing is opened (state
+ * PROC_SRC_NO_PROCESS). Returns 0 with out->state saying what was found, or
+ * REMORA_ENOMEM. Caller frees with proc_src_free(). */
 int proc_source_read(proc_t *p, const char *path, proc_src_t *out);
 /* Line 'line' (1-based) without its leading and trailing white space (not
  * NUL-terminated: *len bytes), or NULL when the file has no such line. */
@@ -184,6 +198,28 @@ const char *proc_src_line(const proc_src_t *s, int line, size_t *len);
 void proc_src_free(proc_src_t *s);
 /* What a state means, for a message: "missing or unreadable", "binary, not source"... */
 const char *proc_src_state_str(int state);
+/* The handle's source reads so far (p may be NULL: all zero). */
+const proc_src_stats_t *proc_src_stats(const proc_t *p);
+
+/* A report's sources (a dump, a heatmap, top): each file read once, known by its
+ * identity (device, inode) whatever the spelling of its name; at most
+ * PROC_SRC_CACHE_FILES files and PROC_SRC_CACHE_BYTES bytes of text held, and
+ * PROC_SRC_CACHE_NAMES names looked up (one open each): past a bound a file is not
+ * read (PROC_SRC_OVER_BOUND) and costs nothing. */
+#define PROC_SRC_CACHE_FILES 256
+#define PROC_SRC_CACHE_BYTES (64u << 20)
+#define PROC_SRC_CACHE_NAMES 4096
+typedef struct proc_src_cache proc_src_cache_t;
+/* A cache reading through p (NULL: nothing is opened). NULL without memory. */
+proc_src_cache_t *proc_src_cache_new(proc_t *p);
+void proc_src_cache_free(proc_src_cache_t *c);
+/* The file 'path' names, as read (its state says whether it could be). Valid until the
+ * cache is freed; NULL only without memory. */
+const proc_src_t *proc_src_cache_get(proc_src_cache_t *c, const char *path);
+/* The i-th distinct name that named a file not read (missing, denied, ...: "<...>" names
+ * are not counted) and why, for a report's --json or --stats. Returns 0 with *path and
+ * *why, or -1 past the last. */
+int proc_src_cache_unread(const proc_src_cache_t *c, size_t i, const char **path, const char **why);
 
 /* ---- tasks ---------------------------------------------------------------- */
 

@@ -2,11 +2,13 @@
  *
  * Calls go one way, never back up this list:
  *   freeze.c          → task.c, proc.c
- *   maps.c, task.c    → snapshot.c (the recorder), image.c, elf.c, file.c
+ *   maps.c            → source.c (the held root refreshed), then as task.c
+ *   task.c            → snapshot.c (the recorder), image.c, elf.c, file.c
  *   proc.c            → core.c, snapshot.c, image.c, file.c
  *   core.c            → image.c, file.c
  *   snapshot.c        → image.c, elf.c (traces), file.c
- *   image.c, elf.c, file.c call nothing else in proc/.
+ *   source.c          → asuser.c, file.c
+ *   image.c, elf.c, file.c, asuser.c call nothing else in proc/.
  */
 #ifndef REMORA_PROC_INTERNAL_H
 #define REMORA_PROC_INTERNAL_H
@@ -22,6 +24,46 @@ typedef struct recorder recorder_t;
 /* Tasks whose /proc/PID/task/TID/schedstat stays open (proc_task_sched, the idle test of
  * the user-space engine: a look at a thread every few rounds), slot tid % PROC_SCHED_FDS. */
 #define PROC_SCHED_FDS 256
+
+/* ---- asuser.c ------------------------------------------------------------- */
+
+#define ASUSER_GROUPS 256           /* supplementary groups kept (more: the first ones) */
+
+/* Whose rights a target's files are read with. */
+typedef struct proc_creds {
+    int known;                      /* 0: not known, nothing is read */
+    uid_t uid;                      /* the fs ids: what the kernel checks a file against */
+    gid_t gid;
+    gid_t groups[ASUSER_GROUPS];
+    size_t ngroups;
+    uint64_t caps;                  /* effective capabilities */
+    int own_userns;                 /* in remora's user namespace (its caps count here) */
+} proc_creds_t;
+
+/* A live target's credentials from its /proc/PID directory (piddir; -1: remora's own).
+ * Returns 0, or -1 when they cannot be read (the process is gone). */
+int asuser_creds(int piddir, proc_creds_t *cr);
+/* Credentials of bare ids (a core's): no groups, no capabilities. */
+void asuser_creds_ids(uid_t uid, gid_t gid, proc_creds_t *cr);
+/* A child of remora holding a target's credentials, which opens names for it (one fork
+ * for a report's files, not one a file). pid 0: none. */
+typedef struct asuser_helper {
+    pid_t pid;
+    int sock;
+    proc_creds_t creds;
+} asuser_helper_t;
+
+/* Opens 'path' for reading as a process with credentials cr would (root: its '/' for an
+ * absolute name; dir: its working directory for a relative one, which ".." may not climb
+ * above; -1: none, the name is not found). No link is followed out of root. Returns an
+ * fd, or -1 with errno (EACCES: cr unknown; EPERM: the ids could not be taken). Unless
+ * cr reads everything or remora cannot take another's ids, the open is the helper's h
+ * (started on first use, again if it died or cr changed; NULL: a helper for this open
+ * alone). */
+int asuser_open(int root, int dir, const char *path, const proc_creds_t *cr,
+                asuser_helper_t *h);
+/* Ends the helper (kills and reaps it; nothing if none). */
+void asuser_helper_end(asuser_helper_t *h);
 
 struct proc {
     int kind;               /* enum proc_kind */
@@ -44,6 +86,13 @@ struct proc {
     } *held;                /* proc_hold_states(): states read before a --blocking stop */
     size_t nheld, cap_held;
     int holding;
+    /* source.c: where and as whom the target's files are read. Live: /proc/PID held
+     * (never another process of the same pid), its root and cwd as last seen (kept when
+     * the process is gone: a container's files, never the host's). Core: --root or '/'. */
+    int pid_dir, root_dir, cwd_dir;     /* -1: none */
+    proc_creds_t creds;
+    asuser_helper_t helper;             /* opens as the target: started on first need */
+    proc_src_stats_t src_stats;
 };
 
 /* ---- file.c --------------------------------------------------------------- */
@@ -59,6 +108,19 @@ int proc_slurp(const char *path, size_t max, char **buf, size_t *len);
  * REMORA_ENOMEM; anything but a regular file, never waited for: REMORA_EUSAGE). Returns 0
  * or a REMORA_E* code. */
 int proc_read_file(const char *path, size_t max, unsigned char **buf, size_t *len);
+
+/* ---- source.c ------------------------------------------------------------- */
+
+/* Sets the handle's held directories (proc.c, at its making): a live target's /proc/PID,
+ * root and cwd opened now; -1 for the others. */
+void proc_source_attach(proc_t *p);
+/* Closes them (proc_free). */
+void proc_source_detach(proc_t *p);
+/* A live target's root, working directory and credentials taken again if it is still
+ * there (through the /proc/PID held: never another process given its pid), kept as last
+ * seen when it is gone. Called at each source read and each maps read (a launched
+ * command's root is the one its Python runs in, not the one it was forked with). */
+void proc_source_refresh(proc_t *p);
 
 /* ---- task.c --------------------------------------------------------------- */
 
@@ -123,6 +185,8 @@ struct image {
     char *maps_text;                /* a maps file's text (owned) */
     size_t maps_len;
     char *root;                     /* core: where the target's '/' is on this host, or NULL */
+    int have_ids;                   /* core: NT_PRPSINFO gave the process's uid and gid */
+    uint32_t uid, gid;
     char *exe;                      /* core: the file to open for the executable, or NULL */
     size_t exe_file;                /* core: index of the executable in files, or (size_t)-1 */
     uint64_t page;                  /* core: page size (NT_FILE); a file reads as zeros from

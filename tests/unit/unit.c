@@ -1,4 +1,4 @@
-/* tests/unit/unit.c — unit tests of remora's pure parts: line tables, /proc parsers,
+/* tests/unit/unit.c — unit tests of remora's pure parts: line tables, /proc parsers, the source cache,
  * ELF reader, interned strings, JSON escaping, frame walks, and the reading of thread
  * names over synthetic memory (a snapshot source). Ends with "unit: N passed, N failed". */
 #include <errno.h>
@@ -198,6 +198,61 @@ static void test_elf(void)
 }
 
 /* ---- interned strings, JSON ---- */
+
+/* ---- source files: the report's cache (source.c) ---- */
+
+static void test_source_cache(void)
+{
+    char dir[] = "/tmp/remora-unit-src-XXXXXX", path[128], alias[160];
+    const proc_src_t *a, *b, *s;
+    const char *name, *why;
+    proc_src_cache_t *c;
+    proc_src_t one;
+    proc_t *p = NULL;
+    size_t len;
+    FILE *f;
+
+    /* no process (convert): nothing is opened, and that is said once */
+    CHECK(proc_source_read(NULL, "/etc/passwd", &one) == 0 && one.state == PROC_SRC_NO_PROCESS &&
+          one.text == NULL, "no process: no file opened");
+    proc_src_free(&one);
+    c = proc_src_cache_new(NULL);
+    CHECK(c != NULL, "cache");
+    if (c == NULL)
+        return;
+    a = proc_src_cache_get(c, "/etc/passwd");
+    b = proc_src_cache_get(c, "/etc/passwd");
+    s = proc_src_cache_get(c, "<string>");
+    CHECK(a != NULL && a == b && a->state == PROC_SRC_NO_PROCESS, "cache without a process");
+    CHECK(s != NULL && s->state == PROC_SRC_NAMELESS, "<string>: no file");
+    CHECK(proc_src_cache_unread(c, 0, &name, &why) == 0 && strcmp(name, "/etc/passwd") == 0 &&
+          strstr(why, "no process") != NULL && proc_src_cache_unread(c, 1, &name, &why) == -1,
+          "unread: the name once, <string> not listed");
+    proc_src_cache_free(c);
+
+    /* a live process (this one): one file under two spellings is one entry */
+    if (mkdtemp(dir) == NULL || proc_open(getpid(), &p) != 0) {
+        CHECK(0, "temp dir or proc_open of self");
+        return;
+    }
+    snprintf(path, sizeof path, "%s/f.py", dir);
+    snprintf(alias, sizeof alias, "%s/././/f.py", dir);
+    if ((f = fopen(path, "w")) != NULL) {
+        fputs("first = 1\n  second = 2  \n", f);
+        fclose(f);
+    }
+    c = proc_src_cache_new(p);
+    a = c ? proc_src_cache_get(c, path) : NULL;
+    b = c ? proc_src_cache_get(c, alias) : NULL;
+    CHECK(a != NULL && a == b && a->state == PROC_SRC_OK, "one file, two spellings: one entry");
+    s = a != NULL ? a : &one;
+    CHECK(a != NULL && proc_src_line(s, 2, &len) != NULL && len == 10, "its line 2");
+    CHECK(proc_src_cache_unread(c, 0, &name, &why) == -1, "nothing unread");
+    proc_src_cache_free(c);
+    proc_free(p);
+    unlink(path);
+    rmdir(dir);
+}
 
 static void test_strtab(void)
 {
@@ -2267,6 +2322,7 @@ int main(void)
     test_stat();
     test_elf();
     test_strtab();
+    test_source_cache();
     test_json();
     test_text();
     test_fn_rows();
