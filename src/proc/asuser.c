@@ -370,6 +370,18 @@ static void helper_main(int sock, const proc_creds_t *cr)
     ssize_t r;
 
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);         /* the target may not trace it */
+    /* it holds nothing of remora's but its socket: no output, no perf or BPF descriptor,
+     * no pipe whose end a reader waits for (stdin, stdout and stderr on /dev/null) */
+    if ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
+        for (k = 0; k < 3; k++)
+            if (k != sock)
+                dup2(fd, k);
+        if (fd > 2 && fd != sock)
+            close(fd);
+    }
+    if (sock > 3)
+        syscall(SYS_close_range, 3u, (unsigned)sock - 1, 0u);
+    syscall(SYS_close_range, (unsigned)sock + 1, ~0u, 0u);
     if (syscall(SYS_setgroups, cr->ngroups, cr->groups) != 0 ||
         syscall(SYS_setresgid, cr->gid, cr->gid, cr->gid) != 0 ||
         syscall(SYS_setresuid, cr->uid, cr->uid, cr->uid) != 0)
