@@ -236,10 +236,23 @@ static int try_file(proc_t *p, const proc_maps_t *maps, size_t at, py_target_t *
     return set_layout(p, t, minor, vers, why, whylen);
 }
 
+/* Whether a live target has exited (or is exiting: a zombie): its mappings go as it dies,
+ * so a map read then names no interpreter, and the process is gone, not of another kind. */
+static int exited(proc_t *p)
+{
+    char state = 0;
+    int err;
+
+    if (proc_kind(p) != PROC_LIVE)
+        return 0;
+    err = proc_task_state(p, proc_pid(p), &state);
+    return err == REMORA_ENOPROC || (err == REMORA_OK && (state == 'Z' || state == 'X'));
+}
+
 int py_target_find(proc_t *p, py_target_t *t, char *why, size_t whylen)
 {
     proc_maps_t maps;
-    int err, pass, found_old = 0;
+    int err, pass, found_old = 0, none;
     size_t i;
 
     snprintf(why, whylen, "no CPython interpreter found");
@@ -278,9 +291,16 @@ int py_target_find(proc_t *p, py_target_t *t, char *why, size_t whylen)
             }
         }
     }
+    /* no mapping at all: a process's memory goes at once as it exits (a kernel thread,
+     * which has none either, is refused by proc_open) */
+    none = maps.n == 0 && proc_kind(p) == PROC_LIVE;
     proc_maps_fini(&maps);
     if (found_old)
         return REMORA_EVERSION;
+    if (none || exited(p)) {
+        snprintf(why, whylen, "pid %d exited while remora looked for its interpreter", (int)proc_pid(p));
+        return REMORA_ENOPROC;
+    }
     snprintf(why, whylen, "pid %d is not a CPython process (no _PyRuntime in any mapped file)", (int)proc_pid(p));
     return REMORA_ENOTPY;
 }
