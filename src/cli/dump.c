@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "dump.h"
 #include "../formats/out.h"
+#include "../lib/lib.h"
 #include "../proc/proc.h"
 #include "../py/py.h"
 #include "../unwind/unwind.h"
@@ -353,6 +354,7 @@ int cmd_dump(int argc, char **argv)
     dump_src_t src;
     unw_locals_t *lr = NULL;
     freezer_t *frz = NULL;
+    remora_t *r = NULL;
     proc_t *p = NULL;
     py_target_t t;
     unwinder_t *u = NULL;
@@ -375,18 +377,26 @@ int cmd_dump(int argc, char **argv)
         if (err)
             return core_fail(err, d.core, NULL, NULL);
         pid = proc_pid(p);
-    } else {
-        err = proc_open(pid, &p);
+        src.p = p;
+        err = py_target_find(p, &t, why, sizeof why);
         if (err)
-            return cli_fail(err, pid, NULL);
+            goto fail;
+        err = unw_new(p, &t, &u);
+        if (err)
+            goto fail;
+    } else {
+        /* a live process is opened through libremora (its messages are the command's);
+         * what dump reads beyond the API's structs (locals, source lines, C frames,
+         * tasks as dump prints them) goes through the handle's unwinder */
+        err = remora_open(pid, 0, &r, why, sizeof why);
+        if (err)
+            return cli_fail(err, pid, why);
+        p = remora_proc(r);
+        t = *remora_target(r);
+        u = remora_unwinder(r);
+        unw_set_want(u, UNW_WANT_ALL);
+        src.p = p;
     }
-    src.p = p;
-    err = py_target_find(p, &t, why, sizeof why);
-    if (err)
-        goto fail;
-    err = unw_new(p, &t, &u);
-    if (err)
-        goto fail;
     if (d.locals && (err = unw_locals_new(p, &t, &lr)) != REMORA_OK)
         goto fail;
     if (d.native && (err = native_on(&d, p, pid, u, &frz, why, sizeof why, &printed)) != REMORA_OK) {
@@ -454,7 +464,11 @@ out:
     }
     dump_src_fini(&src);
     unw_locals_free(lr);
-    unw_free(u);
-    proc_free(p);
+    if (r != NULL) {
+        remora_close(r);            /* its unwinder and source with it */
+    } else {
+        unw_free(u);
+        proc_free(p);
+    }
     return err;
 }

@@ -174,3 +174,27 @@ void name_frames(unwinder_t *u, reader_t *r)
         }
     }
 }
+
+int unw_frame_location(unwinder_t *u, const unw_frame_t *f, lt_location_t *loc)
+{
+    const py_layout_t *L = &u->target->layout;
+    unw_code_t *e;
+
+    loc->line = loc->end_line = f->line;
+    loc->column = loc->end_column = -1;
+    if (f->native || f->code == 0)
+        return REMORA_OK;
+    if (L->lines_kind != PY_LINES_LOCATIONS || (u->want & UNW_WANT_FIRSTLINE))
+        return REMORA_OK;
+    /* the entry the frame was named from: the same address, still cached */
+    e = code_cache_peek(u->codes, f->code);
+    if (e == NULL || e->function != f->function || e->file != f->file)
+        return REMORA_EFAULT;
+    if (lt_locations_entry(e->linetable, e->linetable_len, e->firstlineno, f->offset, loc) != 0 ||
+        loc->line != f->line) {
+        /* no location there, or not the line the frame was named with: the line alone */
+        loc->line = loc->end_line = f->line;
+        loc->column = loc->end_column = -1;
+    }
+    return REMORA_OK;
+}

@@ -41,7 +41,9 @@ static int add_frame(unwinder_t *u, struct unw_tasks_state *tk, uint64_t code, u
     memset(f, 0, sizeof *f);
     f->function = e->function;
     f->file = e->file;
-    f->line = code_line(e, L, frame_addrq(L, code, instr));
+    f->code = code;             /* (its location: unw_frame_location) */
+    f->offset = frame_addrq(L, code, instr);
+    f->line = code_line(e, L, f->offset);
     return REMORA_OK;
 }
 
