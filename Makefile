@@ -155,6 +155,24 @@ $(BUILD)/$(LIB_SO): $(LIB_OBJ) src/lib/libremora.sym
 
 .PHONY: lib
 
+# ---- the Python module remora (issue 47; docs/api.md) -----------------------------------
+# remora._remora over libremora.a (linked in: the module needs only libdw, libelf, libbpf
+# and zlib), compiled against PYTHON's headers with Py_LIMITED_API 3.9: one
+# _remora.abi3.so for every CPython 3.9+. $(LIB_BUILD)/python is then a directory to put
+# on PYTHONPATH. (`pip install . --no-build-isolation` builds the same through setup.py.)
+PYTHON ?= /usr/bin/python3
+PY_INCLUDE ?= $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+PY_DIR := $(LIB_BUILD)/python/remora
+
+python: lib
+	@mkdir -p $(PY_DIR)
+	$(CC) $(CPPFLAGS) $(WARN) $(LIB_CFLAGS) -fPIC -shared -I$(PY_INCLUDE) $(LDFLAGS) \
+	    -Wl,--exclude-libs,ALL -o $(PY_DIR)/_remora.abi3.so python/remora/_remora.c \
+	    $(LIB_BUILD)/libremora.a $(LDLIBS)
+	cp python/remora/__init__.py $(PY_DIR)/__init__.py
+
+.PHONY: python
+
 # ---- install (issue 21): docs/install.md ----------------------------------------------
 # make install [PREFIX=/usr/local] [DESTDIR=/staging]: the binary, remora(1), the bash and
 # zsh completions, and libremora (issue 47: its header, the static and shared library,

@@ -65,8 +65,8 @@ typedef struct remora remora_t;
 #define REMORA_THREAD_NAMES  0x0040u  /* threading's names (and the kernel's comm) */
 #define REMORA_GC            0x0080u  /* a "<GC>" frame innermost on the thread that runs a
                                        * garbage collection */
-#define REMORA_OPCODES       0x0100u  /* each thread's innermost Python frame's instruction
-                                       * (remora_frame_t.opcode, .offset) */
+#define REMORA_OPCODES       0x0100u  /* each Python frame's instruction (remora_frame_t
+                                       * .opname, .opcode, .offset): a read a frame */
 #define REMORA_NATIVE        0x0200u  /* C frames merged with the Python frames (x86_64;
                                        * a live target's threads are stopped with ptrace
                                        * while they are read) */
@@ -124,8 +124,10 @@ typedef struct remora_frame {
     int end_line;               /* -1 when unknown */
     int column;                 /* 0-based, in UTF-8 bytes; -1 when unknown */
     int end_column;             /* -1 when unknown */
-    const char *opcode;         /* REMORA_OPCODES, the innermost Python frame: the
-                                 * instruction's name ("BINARY_OP"), else NULL */
+    const char *opname;         /* REMORA_OPCODES, a Python frame: the instruction it is at
+                                 * ("CALL"; specialised forms as the target runs them),
+                                 * else NULL */
+    int opcode;                 /* ... its number in the target's version, else -1 */
     int offset;                 /* ... its byte offset in the bytecode, else -1 */
     int kind;                   /* enum remora_frame_kind */
 } remora_frame_t;

@@ -252,8 +252,11 @@ static void lib_frame(remora_t *r, const unw_frame_t *f, remora_frame_t *o)
     o->function = f->function ? f->function : "";
     o->file = f->file ? f->file : "";
     o->kind = f->native ? REMORA_FRAME_NATIVE : REMORA_FRAME_PYTHON;
-    o->opcode = f->op;
-    o->offset = f->op != NULL ? f->offset : -1;
+    o->opname = NULL;
+    o->opcode = o->offset = -1;
+    if (!f->native && (r->flags & REMORA_OPCODES) &&
+        (o->opname = unw_frame_opcode(r->u, f, &o->opcode)) != NULL)
+        o->offset = f->offset;
     if (f->native) {
         o->line = f->line;
         o->end_line = -1;
@@ -349,7 +352,7 @@ int remora_read(remora_t *r, const remora_thread_t **threads, size_t *n)
             memset(g, 0, sizeof *g);
             g->function = LIB_GC_FRAME;
             g->file = "";
-            g->end_line = g->column = g->end_column = g->offset = -1;
+            g->end_line = g->column = g->end_column = g->opcode = g->offset = -1;
             g->kind = REMORA_FRAME_GC;
         }
         for (k = 0; k < t->nframes; k++)

@@ -198,3 +198,27 @@ int unw_frame_location(unwinder_t *u, const unw_frame_t *f, lt_location_t *loc)
     }
     return REMORA_OK;
 }
+
+const char *unw_frame_opcode(unwinder_t *u, const unw_frame_t *f, int *opcode)
+{
+    unw_code_t *e;
+    const char *name;
+    int k;
+
+    *opcode = -1;
+    if (f->native || f->code == 0 || u->opnames == NULL)
+        return NULL;
+    e = code_cache_peek(u->codes, f->code);
+    if (e == NULL || e->function != f->function || e->file != f->file)
+        return NULL;
+    name = f->op != NULL ? f->op : code_opcode(u, e, f->offset);
+    if (name == NULL)
+        return NULL;
+    /* its number: the index of the name (the table's own pointer) in the version's table */
+    for (k = 0; k < 256; k++)
+        if (u->opnames[k] == name) {
+            *opcode = k;
+            break;
+        }
+    return name;
+}

@@ -214,6 +214,12 @@ void unw_get_stats(const unwinder_t *u, unw_stats_t *out);
  * longer cached (*loc then holds f->line and -1s). No system call. */
 int unw_frame_location(unwinder_t *u, const unw_frame_t *f, lt_location_t *loc);
 
+/* The instruction Python frame f (of the last unw_sample() or unw_tasks()) is at: its name
+ * (a constant; the innermost frame's is f->op with UNW_WANT_OPCODES, no read), *opcode its
+ * number in the target's version; NULL and -1 when unknown (a C frame, a code object no
+ * longer cached, bytes that cannot be read). One read of the target (a byte) a frame. */
+const char *unw_frame_opcode(unwinder_t *u, const unw_frame_t *f, int *opcode);
+
 /* ---- --native (native.c) ------------------------------------------------------ */
 
 /* Marker frames (native, no file) of a merged stack: no C stack could be read for the

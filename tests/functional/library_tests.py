@@ -11,19 +11,30 @@
 #   library/c-errors           the example against a pid that does not exist (exit 2) and
 #                              a process that is not Python (exit 4): one line each, from
 #                              the library's message
+#   library/python/HOST/TARGET `make python`'s module (one _remora.abi3.so) imported by the
+#                              host interpreter (pyenv 3.9, Debian's 3.11, pyenv 3.12):
+#                              RemoteUnwinder(pid, all_threads=True).get_stack_trace() of
+#                              known_stacks.py run by TARGET (3.9, 3.12, sid 3.15): every
+#                              thread's frames (funcname, filename, location.lineno) equal
+#                              to the target's own sys._current_frames(); the result types
+#                              and fields; remora.dump() the same; 3.11+ targets columns
+#   library/python-errors      ProcessLookupError for a free pid, RuntimeError for sleep(1),
+#                              ValueError for all_threads with only_active_thread,
+#                              is_python_process, get_stats() without stats=True
 #
 # The ASan run (--remora build-asan/remora) builds the library and the example with the
-# same sanitizers (LIB_BUILD=build-asan-lib). Standard library only.
+# same sanitizers (LIB_BUILD=build-asan-lib); the Python module too, loaded with the
+# sanitizer's runtime preloaded. Standard library only.
 
+import json
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 
-from harness import (INTERPRETERS, REPO, TARGETS, Fail, Skip, Target, dump_frames_problems,
-                     dump_threads_problems, expect_failure, free_pid, interp_missing, one_line,
-                     tail)
+from harness import (INTERPRETERS, REPO, SANITIZER_MARKS, TARGETS, Fail, Target,
+                     dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
+                     interp_missing, tail)
 
 ORDER = 320           # after install_tests (both run make install)
 
@@ -186,6 +197,169 @@ def test_c_errors(remora):
     return "exit 2 and 4, one line each"
 
 
+# --- the Python module -------------------------------------------------------------------
+
+PY_HOSTS = ("pyenv-3.9.18", "debian-3.11-static", "pyenv-3.12.1")
+PY_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
+# run by the host interpreter: the target's threads as dump --json's document, plus what
+# the types say
+PY_DRIVER = r"""
+import json, sys
+import remora
+pid = int(sys.argv[1])
+u = remora.RemoteUnwinder(pid, all_threads=True)
+for _ in range(64):
+    try:
+        trace = u.get_stack_trace()
+        break
+    except RuntimeError:
+        continue
+problems = []
+threads = []
+for interp in trace:
+    if type(interp) is not remora.InterpreterInfo or interp._fields != ("interpreter_id", "threads"):
+        problems.append("not an InterpreterInfo: %r" % (interp,))
+    for th in interp.threads:
+        if type(th) is not remora.ThreadInfo or len(th) != 3:
+            problems.append("not a ThreadInfo: %r" % (th,))
+        frames = []
+        for f in th.frame_info:
+            if type(f) is not remora.FrameInfo or len(f) != 4 or f.opcode is not None:
+                problems.append("not a FrameInfo without opcode: %r" % (f,))
+            loc = f.location
+            if type(loc) is not remora.LocationInfo or loc.end_lineno < loc.lineno:
+                problems.append("not a LocationInfo: %r" % (loc,))
+            cols = (loc.col_offset, loc.end_col_offset)
+            if (sys.argv[2] == "columns") != all(isinstance(c, int) and c >= 0 for c in cols):
+                problems.append("columns %r where the version %s them" % (
+                    cols, "has" if sys.argv[2] == "columns" else "lacks"))
+            frames.append({"function": f.funcname, "file": f.filename, "line": loc.lineno})
+        threads.append({"native_id": th.thread_id, "frames": frames,
+                        "main": bool(th.status & remora.THREAD_STATUS_MAIN_THREAD)})
+dumped = {t.thread_id: [(f.funcname, f.filename, f.location.lineno) for f in t.frames]
+          for t in remora.dump(pid)}
+for t in threads:
+    if dumped.get(t["native_id"]) != [(f["function"], f["file"], f["line"]) for f in t["frames"]]:
+        problems.append("remora.dump differs in thread %d" % t["native_id"])
+print(json.dumps({"pid": pid, "python": sys.argv[3], "threads": threads,
+                  "problems": problems[:5]}))
+"""
+
+
+class PyModule:
+    """`make python`'s module, built once a run; its directory and the environment a host
+    interpreter imports it with."""
+    made = None
+
+    @classmethod
+    def get(cls, remora):
+        if cls.made is None:
+            try:
+                cls.made = cls(remora)
+            except Fail as e:
+                cls.made = e
+        if isinstance(cls.made, Exception):
+            raise cls.made
+        return cls.made
+
+    def __init__(self, remora):
+        asan = sanitized(remora.path)
+        lib_build = "build-asan-lib" if asan else "build-lib"
+        lib = ["LIB_BUILD=" + lib_build, "LIB_CFLAGS=" + ASAN_FLAGS,
+               "LDFLAGS=" + ASAN_FLAGS] if asan else []
+        p = subprocess.run(["make", "-s", "-C", REPO] + lib + ["python"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=BUILD_TIMEOUT)
+        if p.returncode != 0:
+            raise Fail("make python: exit %d: %s" % (p.returncode, tail(p.stdout, 6)))
+        self.path = os.path.join(REPO, lib_build, "python")
+        self.env = {"PYTHONPATH": self.path}
+        if asan:
+            # the sanitizer's runtime first in a host interpreter built without it; the
+            # interpreter's own allocations are not this test's (no leak report)
+            rt = subprocess.run(["cc", "-print-file-name=libasan.so"], stdout=subprocess.PIPE,
+                                text=True).stdout.strip()
+            self.env.update(LD_PRELOAD=rt, ASAN_OPTIONS="detect_leaks=0")
+
+    def run(self, host, args, timeout=60):
+        name, python, root = host
+        env = dict(os.environ, **self.env)
+        p = subprocess.run([python] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=env, timeout=timeout)
+        for mark in SANITIZER_MARKS:
+            if mark in p.stderr:
+                raise Fail("%s: sanitizer report: %s" % (name, tail(p.stderr, 8)))
+        return p
+
+
+def test_python(remora, host, target):
+    mod = PyModule.get(remora)
+    minor = int(re.search(r"3\.(\d+)", target[0]).group(1))
+    with Target(target, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        p = mod.run(host, ["-c", PY_DRIVER, str(t.pid),
+                           "columns" if minor >= 11 else "lines", truth["python"]])
+        if p.returncode != 0:
+            raise Fail("%s: exit %d: %s" % (host[0], p.returncode, tail(p.stderr, 6)))
+        doc = json.loads(p.stdout)
+        problems, got, _ = dump_threads_problems(doc, truth, t.pid)
+        more, diff = dump_frames_problems(got, truth)
+        problems += doc["problems"] + more + (diff or [])[:8]
+        if problems:
+            raise Fail("; ".join(problems))
+        return "%d threads equal to the target's own frames, from %s" % (
+            len(truth["threads"]), host[0])
+
+
+PY_ERRORS = r"""
+import subprocess, sys
+import remora
+free = int(sys.argv[1])
+out = []
+try:
+    remora.RemoteUnwinder(free)
+    out.append("no error for a free pid")
+except ProcessLookupError:
+    pass
+s = subprocess.Popen(["sleep", "60"])
+try:
+    try:
+        remora.RemoteUnwinder(s.pid)
+        out.append("no error for sleep(1)")
+    except RuntimeError as e:
+        if "not a CPython process" not in str(e):
+            out.append("sleep(1): %s" % e)
+    if remora.is_python_process(s.pid) or remora.is_python_process(free):
+        out.append("is_python_process true of sleep(1) or a free pid")
+finally:
+    s.kill()
+if not remora.is_python_process(int(sys.argv[2])):
+    out.append("is_python_process false of a Python")
+try:
+    remora.RemoteUnwinder(int(sys.argv[2]), all_threads=True, only_active_thread=True)
+    out.append("no ValueError for all_threads with only_active_thread")
+except ValueError:
+    pass
+try:
+    remora.RemoteUnwinder(int(sys.argv[2])).get_stats()
+    out.append("get_stats() without stats=True answered")
+except RuntimeError:
+    pass
+print("; ".join(out))
+"""
+
+
+def test_python_errors(remora):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    with Target(host, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        t.wait_ready()
+        p = mod.run(host, ["-c", PY_ERRORS, str(free_pid()), str(t.pid)])
+    if p.returncode != 0 or p.stdout.strip():
+        raise Fail("exit %d: %s %s" % (p.returncode, p.stdout.strip(), tail(p.stderr, 6)))
+    return "ProcessLookupError, RuntimeError, ValueError as _remote_debugging raises them"
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     out = []
@@ -194,4 +368,13 @@ def tests(remora):
         out.append(("library/c-example/" + name,
                     (lambda i=interp: test_c_example(remora, i)), interp_missing(interp)))
     out.append(("library/c-errors", lambda: test_c_errors(remora), None))
+    for h in PY_HOSTS:
+        host = next(i for i in INTERPRETERS if i[0] == h)
+        for tn in PY_TARGETS:
+            target = next(i for i in INTERPRETERS if i[0] == tn)
+            out.append(("library/python/%s/%s" % (h, tn),
+                        (lambda a=host, b=target: test_python(remora, a, b)),
+                        interp_missing(host) or interp_missing(target)))
+    out.append(("library/python-errors", lambda: test_python_errors(remora),
+                interp_missing(next(i for i in INTERPRETERS if i[0] == "debian-3.11-static"))))
     return out
