@@ -121,6 +121,15 @@ def _open(pid, flags, during="Failed to attach"):
 
 # --- frames -----------------------------------------------------------------------------
 
+# CPython's bounds, kept so that the same stack gives the same answer here: a thread's
+# frames (MAX_FRAME_CHAIN_DEPTH), a task's name, the tasks walked from a running task to
+# those awaiting it. A task's coroutine chain is cut at remora's bound (UNW_MAX_TASK_DEPTH
+# 1024): one that long is refused as CPython refuses one over its own.
+MAX_FRAMES = 1024 + 512
+MAX_TASK_NAME = 255
+MAX_TASK_WAITERS = 2 ** 14
+MAX_TASK_CHAIN = 1024
+
 _NATIVE_MARK = FrameInfo(("~", None, "<native>", None))
 _GC_MARK = FrameInfo(("~", None, "<GC>", None))
 
@@ -179,6 +188,7 @@ class RemoteUnwinder:
         self._debug = bool(debug)
         self._cache_frames = bool(cache_frames)
         self._samples = 0
+        self._frames = {}
         flags = 0
         if only_active_thread:
             flags |= _remora.ONLY_GIL
@@ -205,6 +215,18 @@ class RemoteUnwinder:
         except _remora.Error as e:
             _raise(e, self.pid, "Failed to read the stacks")
 
+    def _frame(self, t):
+        """t as a FrameInfo; with cache_frames, the same object for the same frame as long
+        as it is seen (what CPython's frame cache gives back)."""
+        if not self._cache_frames:
+            return _frame(t, self._opcodes)
+        f = self._frames.get(t)
+        if f is None:
+            if len(self._frames) >= 65536:
+                self._frames.clear()
+            f = self._frames[t] = _frame(t, self._opcodes)
+        return f
+
     def get_stack_trace(self):
         """Every selected thread's stack, interpreter after interpreter: a list of
         InterpreterInfo(interpreter_id, [ThreadInfo(thread_id, status, [FrameInfo, ...
@@ -221,9 +243,12 @@ class RemoteUnwinder:
                                    "it was read" % (tid, self.pid))
             if self._mode == PROFILING_MODE_WALL or self._mode == PROFILING_MODE_GIL:
                 status |= THREAD_STATUS_UNKNOWN
-            out = []
-            for f in frames:
-                out.append(_frame(f, self._opcodes))
+            if len(frames) > MAX_FRAMES:
+                raise RuntimeError("Too many stack frames in thread %d of process %d (over %d)"
+                                   % (tid, self.pid, MAX_FRAMES))
+            if self.pid == os.getpid() and tid == _native_id():
+                frames = _own_frames_off(frames)
+            out = [self._frame(f) for f in frames]
             if self._native and out and out[-1] is not _GC_MARK:
                 out.append(_NATIVE_MARK)
             if iid not in interps:
@@ -245,16 +270,20 @@ class RemoteUnwinder:
             _raise(e, self.pid, "Failed to read the asyncio tasks")
         return tasks, threads
 
-    @staticmethod
-    def _task_infos(tasks):
+    def _task_infos(self, tasks, deep_chain):
         by_id = {t[0]: t for t in tasks}
+        own = self.pid == os.getpid()
 
         def stack(t):
-            return [_frame(f, False) for f in t[4]]
+            frames = _own_frames_off(t[4]) if own and t[3] else t[4]
+            return [_frame(f, False) for f in frames]
 
         infos = {}
         for t in tasks:
-            tid, name = t[0], t[1]
+            if deep_chain and len(t[4]) >= MAX_TASK_CHAIN and not t[3]:
+                raise RuntimeError("Too many coroutine frames in task %r of process %d (%d)"
+                                   % (t[1], self.pid, len(t[4])))
+            tid, name = t[0], t[1][:MAX_TASK_NAME]
             awaited_by = [CoroInfo((stack(by_id[a]), a)) for a in t[5] if a in by_id]
             infos[tid] = TaskInfo((tid, name, [CoroInfo((stack(t), name))], awaited_by))
         return infos, by_id
@@ -265,7 +294,7 @@ class RemoteUnwinder:
         task_name)], awaited_by=[CoroInfo(awaiter's stack, awaiter's task_id)])]), the
         tasks of no running loop last under thread_id 0."""
         tasks, threads = self._read_tasks()
-        infos, _ = self._task_infos(tasks)
+        infos, _ = self._task_infos(tasks, True)
         out = []
         for th in threads:
             tid = th[1]
@@ -278,7 +307,7 @@ class RemoteUnwinder:
         """For each thread running an asyncio task: AwaitedInfo(thread_id, [the running
         task's TaskInfo, then every task awaiting it, transitively])."""
         tasks, threads = self._read_tasks()
-        infos, by_id = self._task_infos(tasks)
+        infos, by_id = self._task_infos(tasks, False)
         awaiting = {}
         for t in tasks:
             for a in t[5]:
@@ -287,12 +316,18 @@ class RemoteUnwinder:
         for t in tasks:
             if not t[3] or t[2] == 0:
                 continue
+            if len(t[4]) > MAX_FRAMES:
+                raise RuntimeError("Too many async stack frames in task %r of process %d "
+                                   "(over %d)" % (t[1], self.pid, MAX_FRAMES))
             seen, chain, todo = set(), [], [t[0]]
             while todo:
                 i = todo.pop(0)
                 if i in seen or i not in infos:
                     continue
                 seen.add(i)
+                if len(seen) > MAX_TASK_WAITERS:
+                    raise RuntimeError("Too many task waiters of task %r in process %d (over "
+                                       "%d)" % (t[1], self.pid, MAX_TASK_WAITERS))
                 chain.append(infos[i])
                 todo.extend(awaiting.get(i, ()))
             out.append(AwaitedInfo((t[2], chain)))
@@ -332,6 +367,28 @@ class RemoteUnwinder:
             "batched_read_segment_completion_rate": 0.0,
             "partial_stacks": st["partial"],
         }
+
+
+# --- reading this very process ----------------------------------------------------------
+
+_OWN_FILE = __file__
+
+
+def _native_id():
+    try:
+        import threading
+        return threading.get_native_id()
+    except (ImportError, AttributeError):
+        return -1
+
+
+def _own_frames_off(frames):
+    """A thread of this process reading itself: its innermost frames are this module's
+    (the call that reads), which CPython's C module has none of: left out."""
+    k = 0
+    while k < len(frames) and frames[k][0] == _OWN_FILE:
+        k += 1
+    return frames[k:]
 
 
 # --- module functions ---------------------------------------------------------------------

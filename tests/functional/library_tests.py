@@ -21,6 +21,16 @@
 #   library/python-errors      ProcessLookupError for a free pid, RuntimeError for sleep(1),
 #                              ValueError for all_threads with only_active_thread,
 #                              is_python_process, get_stats() without stats=True
+#   library/cpython-tests      CPython's own tests of _remote_debugging
+#                              (Lib/test/test_external_inspection.py from Debian's
+#                              libpython3.15-testsuite in the test chroot), unchanged, under
+#                              the chroot's python3.15 with remora in the place of
+#                              _remote_debugging (a directory first on PYTHONPATH holding
+#                              _remote_debugging.py, which re-exports remora's names, and
+#                              `make python`'s module): every test passes, or is skipped by
+#                              CPython itself, or is one of CPYTHON_SKIPS (each a documented
+#                              difference, docs/api.md), skipped with its reason; the PASS
+#                              line counts them
 #
 # The ASan run (--remora build-asan/remora) builds the library and the example with the
 # same sanitizers (LIB_BUILD=build-asan-lib); the Python module too, loaded with the
@@ -29,10 +39,11 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 
-from harness import (INTERPRETERS, REPO, SANITIZER_MARKS, TARGETS, Fail, Target,
+from harness import (INTERPRETERS, REPO, SANITIZER_MARKS, TARGETS, Fail, Skip, Target,
                      dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
                      interp_missing, tail)
 
@@ -360,6 +371,109 @@ def test_python_errors(remora):
     return "ProcessLookupError, RuntimeError, ValueError as _remote_debugging raises them"
 
 
+# --- CPython's own tests of _remote_debugging -------------------------------------------
+
+CPYTHON_TEST = "/usr/lib/python3.15/test/test_external_inspection.py"
+CPYTHON_TIMEOUT = 1500   # s: the whole file (about 3 s when everything passes; a test that
+                         # waits for a condition retries for up to 30 s)
+# test method -> why remora does otherwise (each in docs/api.md's differences)
+CPYTHON_SKIPS = {
+    "test_oversized_linetable_degrades_to_no_location":
+        "remora reads line tables up to 1 MiB (UNW_MAX_LINETABLE), CPython up to 64 KiB: "
+        "such a frame has its location here",
+    "test_async_generator_stack_is_not_truncated":
+        "remora's coroutine chain does not step through an async generator's asend/athrow "
+        "awaitable (CPython gh-159620): not done yet",
+    "test_async_generator_waiter_in_async_stack_trace":
+        "remora's coroutine chain does not step through an async generator's asend/athrow "
+        "awaitable (CPython gh-159620): not done yet",
+    "test_async_generator_running_task_stack":
+        "remora does not find the frames of a task whose coroutine is an async generator's "
+        "asend awaitable (CPython gh-159620): not done yet",
+}
+# _remote_debugging.py: remora's names in the place of CPython's module
+SHIM = """# remora in the place of CPython's _remote_debugging (tests/functional/library_tests.py)
+from remora import *  # noqa: F401,F403
+from remora import (RemoteUnwinder, InterpreterInfo, ThreadInfo, FrameInfo, LocationInfo,
+                    AwaitedInfo, TaskInfo, CoroInfo, get_child_pids, is_python_process,
+                    PROCESS_VM_READV_SUPPORTED, THREAD_STATUS_HAS_GIL, THREAD_STATUS_ON_CPU,
+                    THREAD_STATUS_UNKNOWN, THREAD_STATUS_GIL_REQUESTED,
+                    THREAD_STATUS_HAS_EXCEPTION, THREAD_STATUS_MAIN_THREAD)
+"""
+# run by the chroot's python3.15: the test file unchanged, the listed tests skipped with
+# their reason, the results as JSON on the last line of stdout
+CPYTHON_DRIVER = r"""
+import json, sys, unittest
+import _remote_debugging, remora
+assert _remote_debugging.RemoteUnwinder is remora.RemoteUnwinder, _remote_debugging.__file__
+import test.test_external_inspection as m
+skips = json.loads(sys.argv[1])
+found = set()
+for cls in vars(m).values():
+    if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+        for name, why in skips.items():
+            if name in vars(cls):
+                setattr(cls, name, unittest.skip("remora: " + why)(vars(cls)[name]))
+                found.add(name)
+suite = unittest.defaultTestLoader.loadTestsFromModule(m)
+r = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
+def name(t):
+    return t.id().rsplit(".", 1)[-1] if hasattr(t, "id") else str(t)
+print(json.dumps({"run": r.testsRun,
+                  "failed": [[t.id(), tb[-600:]] for t, tb in r.failures + r.errors],
+                  "skipped": [[name(t), why] for t, why in r.skipped],
+                  "unexpected": [t.id() for t in r.unexpectedSuccesses],
+                  "unknown_skips": sorted(set(skips) - found)}))
+"""
+CPYTHON_RUN = r"""
+set -e
+mount -t proc proc "$1/proc"
+exec chroot "$1" env PYTHONPATH="$2" timeout "$3" python3.15 -c "$4" "$5"
+"""
+
+
+def test_cpython(remora):
+    mod = PyModule.get(remora)
+    sid = next(i for i in INTERPRETERS if i[0] == "sid-3.15")
+    root = sid[2]
+    if not os.path.exists(root + CPYTHON_TEST):
+        raise Skip("%s is not in the chroot (Debian's libpython3.15-testsuite: run "
+                   "tests/provision-chroot.sh)" % CPYTHON_TEST)
+    if mod.env.get("LD_PRELOAD"):
+        raise Skip("the sanitizer's runtime is the host's: not loaded into the chroot's "
+                   "python3.15 (the normal build runs this test)")
+    work = tempfile.mkdtemp(prefix="remora-cpython-", dir=os.path.join(root, "tmp"))
+    try:
+        os.chmod(work, 0o755)
+        shutil.copytree(os.path.join(mod.path, "remora"), os.path.join(work, "remora"))
+        with open(os.path.join(work, "_remote_debugging.py"), "w") as f:
+            f.write(SHIM)
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            CPYTHON_RUN, "sh", root, work[len(root):], str(CPYTHON_TIMEOUT),
+                            CPYTHON_DRIVER, json.dumps(CPYTHON_SKIPS)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=CPYTHON_TIMEOUT + 60)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    try:
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise Fail("the run gave no result (exit %d): %s" % (p.returncode, tail(p.stderr, 10)))
+    problems = ["%s: %s" % (t, tb.strip().splitlines()[-1] if tb.strip() else "?")
+                for t, tb in res["failed"]]
+    problems += ["unexpected success: %s" % t for t in res["unexpected"]]
+    problems += ["no test %s in the file (the list is stale)" % t for t in res["unknown_skips"]]
+    ours = [t for t, why in res["skipped"] if why.startswith("remora: ")]
+    theirs = [t for t, why in res["skipped"] if not why.startswith("remora: ")]
+    if problems:
+        raise Fail("%d of %d failed: %s" % (len(res["failed"]), res["run"],
+                                            "; ".join(problems[:8])))
+    passed = res["run"] - len(res["skipped"])
+    return "%d tests: %d passed, 0 failed, %d skipped by CPython's own conditions (%s), %d " \
+           "by remora's list (%s)" % (res["run"], passed, len(theirs), ", ".join(theirs),
+                                     len(ours), ", ".join(ours))
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     out = []
@@ -377,4 +491,7 @@ def tests(remora):
                         interp_missing(host) or interp_missing(target)))
     out.append(("library/python-errors", lambda: test_python_errors(remora),
                 interp_missing(next(i for i in INTERPRETERS if i[0] == "debian-3.11-static"))))
+    out.append(("library/cpython-tests", lambda: test_cpython(remora),
+                interp_missing(next(i for i in INTERPRETERS if i[0] == "sid-3.15")) or
+                (None if shutil.which("unshare") else "unshare(1) missing (util-linux)")))
     return out
