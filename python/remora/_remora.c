@@ -139,9 +139,8 @@ static PyObject *reader_read(PyObject *self, PyObject *unused)
     (void)unused;
     if (!ready(rd))
         return NULL;
-    Py_BEGIN_ALLOW_THREADS
+    /* the GIL kept: it is what makes the handle used by one thread at a time */
     err = remora_read(rd->r, &th, &n);
-    Py_END_ALLOW_THREADS
     if (err != REMORA_OK)
         return fail(err, remora_last_error(rd->r));
     if ((list = PyList_New((Py_ssize_t)n)) == NULL)
@@ -180,9 +179,8 @@ static PyObject *reader_tasks(PyObject *self, PyObject *unused)
     (void)unused;
     if (!ready(rd))
         return NULL;
-    Py_BEGIN_ALLOW_THREADS
+    /* the GIL kept: it is what makes the handle used by one thread at a time */
     err = remora_tasks(rd->r, &tk, &n);
-    Py_END_ALLOW_THREADS
     if (err != REMORA_OK)
         return fail(err, remora_last_error(rd->r));
     if ((list = PyList_New((Py_ssize_t)n)) == NULL)
