@@ -456,7 +456,10 @@ def _threads(reader, pid):
         rows = reader.read()
     except _remora.Error as e:
         _raise(e, pid, "Failed to read the stacks")
-    return [Thread((tid, name, status, [_frame(f, False) for f in frames]))
+    own = pid == os.getpid()
+    me = _native_id()
+    return [Thread((tid, name, status, [_frame(f, False) for f in (
+                _own_frames_off(frames) if own and tid == me else frames)]))
             for (_iid, tid, status, _gc, name, _err, _partial, _task, _ident, frames) in rows]
 
 

@@ -428,7 +428,7 @@ print(json.dumps({"run": r.testsRun,
 CPYTHON_RUN = r"""
 set -e
 mount -t proc proc "$1/proc"
-exec chroot "$1" env PYTHONPATH="$2" timeout "$3" python3.15 -c "$4" "$5"
+exec chroot "$1" env $6 PYTHONPATH="$2" timeout "$3" python3.15 -c "$4" "$5"
 """
 
 
@@ -439,18 +439,32 @@ def test_cpython(remora):
     if not os.path.exists(root + CPYTHON_TEST):
         raise Skip("%s is not in the chroot (Debian's libpython3.15-testsuite: run "
                    "tests/provision-chroot.sh)" % CPYTHON_TEST)
-    if mod.env.get("LD_PRELOAD"):
-        raise Skip("the sanitizer's runtime is the host's: not loaded into the chroot's "
-                   "python3.15 (the normal build runs this test)")
     work = tempfile.mkdtemp(prefix="remora-cpython-", dir=os.path.join(root, "tmp"))
+    visible = work[len(root):]
+    env = ""
     try:
         os.chmod(work, 0o755)
         shutil.copytree(os.path.join(mod.path, "remora"), os.path.join(work, "remora"))
+        if mod.env.get("LD_PRELOAD"):
+            # ASan: the host's sanitizer runtimes copied beside the module, the address
+            # sanitizer's preloaded (the targets the tests start inherit it: harmless)
+            for lib in ("libasan.so", "libubsan.so"):
+                real = os.path.realpath(subprocess.run(
+                    ["cc", "-print-file-name=" + lib], stdout=subprocess.PIPE,
+                    text=True).stdout.strip())
+                shutil.copy(real, os.path.join(work, os.path.basename(real)))
+                if lib == "libasan.so":
+                    env = "LD_PRELOAD=%s/%s" % (visible, os.path.basename(real))
+            for name in os.listdir(work):           # the sonames the module asks for
+                m = re.match(r"^(lib\w+\.so\.\d+)\.", name)
+                if m:
+                    os.symlink(name, os.path.join(work, m.group(1)))
+            env += " LD_LIBRARY_PATH=%s ASAN_OPTIONS=detect_leaks=0" % visible
         with open(os.path.join(work, "_remote_debugging.py"), "w") as f:
             f.write(SHIM)
         p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                            CPYTHON_RUN, "sh", root, work[len(root):], str(CPYTHON_TIMEOUT),
-                            CPYTHON_DRIVER, json.dumps(CPYTHON_SKIPS)],
+                            CPYTHON_RUN, "sh", root, visible, str(CPYTHON_TIMEOUT),
+                            CPYTHON_DRIVER, json.dumps(CPYTHON_SKIPS), env],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            timeout=CPYTHON_TIMEOUT + 60)
     finally:
@@ -461,6 +475,10 @@ def test_cpython(remora):
         raise Fail("the run gave no result (exit %d): %s" % (p.returncode, tail(p.stderr, 10)))
     problems = ["%s: %s" % (t, tb.strip().splitlines()[-1] if tb.strip() else "?")
                 for t, tb in res["failed"]]
+    for mark in SANITIZER_MARKS:
+        if mark in p.stderr:
+            problems.append("sanitizer report: %s" % tail(p.stderr[p.stderr.index(mark):], 8))
+            break
     problems += ["unexpected success: %s" % t for t in res["unexpected"]]
     problems += ["no test %s in the file (the list is stale)" % t for t in res["unknown_skips"]]
     ours = [t for t, why in res["skipped"] if why.startswith("remora: ")]
