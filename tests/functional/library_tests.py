@@ -14,10 +14,16 @@
 #   library/python/HOST/TARGET `make python`'s module (one _remora.abi3.so) imported by the
 #                              host interpreter (pyenv 3.9, Debian's 3.11, pyenv 3.12):
 #                              RemoteUnwinder(pid, all_threads=True).get_stack_trace() of
-#                              known_stacks.py run by TARGET (3.9, 3.12, sid 3.15): every
+#                              known_stacks.py run by TARGET (all 12 builds): every
 #                              thread's frames (funcname, filename, location.lineno) equal
 #                              to the target's own sys._current_frames(); the result types
 #                              and fields; remora.dump() the same; 3.11+ targets columns
+#   library/python-tasks/TARGET  async_tasks.py under TARGET (3.9, 3.12, sid 3.15), read
+#                              from Debian's 3.11: get_all_awaited_by() holds every task of
+#                              the target's asyncio.all_tasks() under its loop's thread, by
+#                              id, with its name, its coroutine stack (funcname, filename,
+#                              lineno) and the ids awaiting it as the target recorded them;
+#                              get_async_stack_trace() has the running task under that thread
 #   library/python-errors      ProcessLookupError for a free pid, RuntimeError for sleep(1),
 #                              ValueError for all_threads with only_active_thread,
 #                              is_python_process, get_stats() without stats=True
@@ -212,6 +218,7 @@ def test_c_errors(remora):
 
 PY_HOSTS = ("pyenv-3.9.18", "debian-3.11-static", "pyenv-3.12.1")
 PY_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
+PY_STACK_TARGETS = tuple(i[0] for i in INTERPRETERS)   # every build the tests know
 # run by the host interpreter: the target's threads as dump --json's document, plus what
 # the types say
 PY_DRIVER = r"""
@@ -320,6 +327,65 @@ def test_python(remora, host, target):
             raise Fail("; ".join(problems))
         return "%d threads equal to the target's own frames, from %s" % (
             len(truth["threads"]), host[0])
+
+
+PY_TASKS = r"""
+import json, sys
+import remora
+u = remora.RemoteUnwinder(int(sys.argv[1]))
+for _ in range(64):
+    try:
+        every = u.get_all_awaited_by()
+        running = u.get_async_stack_trace()
+        break
+    except RuntimeError:
+        continue
+tasks = {}
+for entry in every:
+    for t in entry.awaited_by:
+        tasks[t.task_id] = {"thread": entry.thread_id, "name": t.task_name,
+                            "frames": [[f.funcname, f.filename, f.location.lineno]
+                                       for c in t.coroutine_stack for f in c.call_stack],
+                            "awaited_by": sorted(c.task_name for c in t.awaited_by)}
+print(json.dumps({"tasks": tasks,
+                  "running": [[a.thread_id, a.awaited_by[0].task_name] for a in running]}))
+"""
+
+
+def test_python_tasks(remora, target):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    with Target(target, os.path.join(TARGETS, "async_tasks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        p = mod.run(host, ["-c", PY_TASKS, str(t.pid)])
+    if p.returncode != 0:
+        raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+    doc = json.loads(p.stdout)
+    got = {int(k): v for k, v in doc["tasks"].items()}
+    problems = []
+    for w in truth["tasks"]:
+        g = got.get(w["id"])
+        if g is None:
+            problems.append("task %s (%#x) missing" % (w["name"], w["id"]))
+            continue
+        if g["name"] != w["name"] or g["thread"] != truth["native_id"]:
+            problems.append("task %s: name %r, thread %s (its loop's: %d)"
+                            % (w["name"], g["name"], g["thread"], truth["native_id"]))
+        if g["awaited_by"] != sorted(w["awaited_by"]):
+            problems.append("task %s: awaited_by %s, the target recorded %s"
+                            % (w["name"], g["awaited_by"], sorted(w["awaited_by"])))
+        want = [[f["function"], f["file"], f["line"]] for f in w["frames"]] \
+            if w["frames"] is not None else None
+        if want is not None and g["frames"] != want:
+            problems.append("task %s: frames %s, the target's %s" % (w["name"], g["frames"], want))
+    main = next(w for w in truth["tasks"] if w["state"] == "running")
+    if doc["running"] != [[truth["native_id"], main["name"]]]:
+        problems.append("get_async_stack_trace: %s, want the running task %s under thread %d"
+                        % (doc["running"], main["name"], truth["native_id"]))
+    if problems:
+        raise Fail("; ".join(problems[:6]))
+    return "%d tasks as asyncio.all_tasks() has them, the running one under its thread" \
+        % len(truth["tasks"])
 
 
 PY_ERRORS = r"""
@@ -502,11 +568,16 @@ def tests(remora):
     out.append(("library/c-errors", lambda: test_c_errors(remora), None))
     for h in PY_HOSTS:
         host = next(i for i in INTERPRETERS if i[0] == h)
-        for tn in PY_TARGETS:
+        for tn in PY_STACK_TARGETS:
             target = next(i for i in INTERPRETERS if i[0] == tn)
             out.append(("library/python/%s/%s" % (h, tn),
                         (lambda a=host, b=target: test_python(remora, a, b)),
                         interp_missing(host) or interp_missing(target)))
+    host311 = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    for tn in PY_TARGETS:
+        target = next(i for i in INTERPRETERS if i[0] == tn)
+        out.append(("library/python-tasks/" + tn, (lambda b=target: test_python_tasks(remora, b)),
+                    interp_missing(host311) or interp_missing(target)))
     out.append(("library/python-errors", lambda: test_python_errors(remora),
                 interp_missing(next(i for i in INTERPRETERS if i[0] == "debian-3.11-static"))))
     out.append(("library/cpython-tests", lambda: test_cpython(remora),
