@@ -24,6 +24,10 @@
 #                              id, with its name, its coroutine stack (funcname, filename,
 #                              lineno) and the ids awaiting it as the target recorded them;
 #                              get_async_stack_trace() has the running task under that thread
+#   library/pip-install        `python3 -m pip install . --no-build-isolation --no-index` into a
+#                              fresh venv of Debian's python3 (its setuptools, no network):
+#                              the installed remora (an .abi3.so) dumps known_stacks.py as
+#                              its truth says
 #   library/python-errors      ProcessLookupError for a free pid, RuntimeError for sleep(1),
 #                              ValueError for all_threads with only_active_thread,
 #                              is_python_process, get_stats() without stats=True
@@ -388,6 +392,54 @@ def test_python_tasks(remora, target):
         % len(truth["tasks"])
 
 
+def test_pip(remora):
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    python = "/usr/bin/python3"
+    probe = subprocess.run([python, "-c", "import setuptools, pip, venv"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if probe.returncode != 0:
+        raise Skip("Debian's python3 lacks pip, setuptools or venv (apt-get install "
+                   "python3-pip python3-setuptools python3-venv)")
+    if sanitized(remora.path):
+        raise Skip("pip builds the normal library; the ASan build's module is "
+                   "library/python/*'s")
+    work = tempfile.mkdtemp(prefix="remora-pip-")
+    try:
+        venv = os.path.join(work, "venv")
+        p = subprocess.run([python, "-m", "venv", "--system-site-packages", venv],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode != 0:
+            raise Fail("python3 -m venv: %s" % tail(p.stdout))
+        vpy = os.path.join(venv, "bin", "python")
+        p = subprocess.run([vpy, "-m", "pip", "install", "--no-build-isolation", "--no-index",
+                            "-q", REPO], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=BUILD_TIMEOUT, cwd=work)
+        if p.returncode != 0:
+            raise Fail("pip install: exit %d: %s" % (p.returncode, tail(p.stdout, 8)))
+        with Target(host, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+            truth = t.wait_ready()
+            t.wait_main_in_read()
+            p = subprocess.run([vpy, "-c", PY_DRIVER, str(t.pid), "columns", truth["python"]],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=60, cwd=work)
+        if p.returncode != 0:
+            raise Fail("the installed module: exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+        doc = json.loads(p.stdout)
+        problems, got, _ = dump_threads_problems(doc, truth, t.pid)
+        more, diff = dump_frames_problems(got, truth)
+        problems += doc["problems"] + more + (diff or [])[:8]
+        found = subprocess.run([vpy, "-c", "import remora._remora as m; print(m.__file__)"],
+                               stdout=subprocess.PIPE, text=True, cwd=work).stdout.strip()
+        if not found.startswith(venv) or not found.endswith(".abi3.so"):
+            problems.append("the module imported is %r, not the venv's .abi3.so" % found)
+        if problems:
+            raise Fail("; ".join(problems))
+        return "installed %s; it read %d threads exactly" % (os.path.basename(found),
+                                                             len(truth["threads"]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 PY_ERRORS = r"""
 import subprocess, sys
 import remora
@@ -447,15 +499,6 @@ CPYTHON_SKIPS = {
     "test_oversized_linetable_degrades_to_no_location":
         "remora reads line tables up to 1 MiB (UNW_MAX_LINETABLE), CPython up to 64 KiB: "
         "such a frame has its location here",
-    "test_async_generator_stack_is_not_truncated":
-        "remora's coroutine chain does not step through an async generator's asend/athrow "
-        "awaitable (CPython gh-159620): not done yet",
-    "test_async_generator_waiter_in_async_stack_trace":
-        "remora's coroutine chain does not step through an async generator's asend/athrow "
-        "awaitable (CPython gh-159620): not done yet",
-    "test_async_generator_running_task_stack":
-        "remora does not find the frames of a task whose coroutine is an async generator's "
-        "asend awaitable (CPython gh-159620): not done yet",
 }
 # _remote_debugging.py: remora's names in the place of CPython's module
 SHIM = """# remora in the place of CPython's _remote_debugging (tests/functional/library_tests.py)
@@ -578,6 +621,7 @@ def tests(remora):
         target = next(i for i in INTERPRETERS if i[0] == tn)
         out.append(("library/python-tasks/" + tn, (lambda b=target: test_python_tasks(remora, b)),
                     interp_missing(host311) or interp_missing(target)))
+    out.append(("library/pip-install", lambda: test_pip(remora), interp_missing(host311)))
     out.append(("library/python-errors", lambda: test_python_errors(remora),
                 interp_missing(next(i for i in INTERPRETERS if i[0] == "debian-3.11-static"))))
     out.append(("library/cpython-tests", lambda: test_cpython(remora),
