@@ -71,10 +71,17 @@ typedef struct remora remora_t;
                                        * a live target's threads are stopped with ptrace
                                        * while they are read) */
 #define REMORA_RUNNING_TASK  0x0400u  /* each thread's running asyncio task (task_id) */
+#define REMORA_FRAME_ANCHOR  0x0800u  /* 3.15 targets: keep each thread's last_profiled_frame
+                                       * at a frame read, and copy only the frames above it
+                                       * while the frames below are unchanged. The one flag
+                                       * that writes to the target (8 bytes a thread, a
+                                       * field the interpreter keeps for profilers; what
+                                       * CPython's RemoteUnwinder(cache_frames=True) does);
+                                       * ignored before 3.15 */
 
 /* Opens the live process 'pid' with 'flags' (REMORA_* above): finds its interpreter and
- * version. Reads only: nothing is written to the target, and it is not stopped (but with
- * REMORA_NATIVE, for the length of each read). Returns REMORA_OK with *out set, or
+ * version. Reads only: nothing is written to the target (but with REMORA_FRAME_ANCHOR),
+ * and it is not stopped (but with REMORA_NATIVE, for the length of each read). Returns REMORA_OK with *out set, or
  * REMORA_ENOPROC, REMORA_EPERM, REMORA_ENOTPY, REMORA_EVERSION, REMORA_EUSAGE (unknown
  * flags; REMORA_NATIVE where C stacks cannot be read), REMORA_ENOMEM, with *out NULL and,
  * when 'why' is not NULL, a one-line explanation in why[0..whylen). Free with

@@ -78,6 +78,8 @@ def _struct(name, fields, doc):
     return cls
 
 
+_new = tuple.__new__           # a result made from a tuple of the right length, unchecked
+
 InterpreterInfo = _struct("InterpreterInfo", ("interpreter_id", "threads"),
                           "Information about an interpreter")
 ThreadInfo = _struct("ThreadInfo", ("thread_id", "status", "frame_info"),
@@ -140,13 +142,14 @@ def _frame(t, opcodes):
     if kind == _remora.FRAME_GC:
         return _GC_MARK
     if kind == _remora.FRAME_NATIVE:
-        return FrameInfo((file, None, func, None))
+        return _new(FrameInfo, (file, None, func, None))
     if line <= 0:
         location = None
     else:
-        location = LocationInfo((line, end_line if end_line >= line else line,
-                                 col if col >= 0 else None, end_col if end_col >= 0 else None))
-    return FrameInfo((file, location, func, opcode if opcodes else None))
+        location = _new(LocationInfo, (line, end_line if end_line >= line else line,
+                                       col if col >= 0 else None,
+                                       end_col if end_col >= 0 else None))
+    return _new(FrameInfo, (file, location, func, opcode if opcodes else None))
 
 
 class RemoteUnwinder:
@@ -167,7 +170,9 @@ class RemoteUnwinder:
         that began it (remora does not yet mark C calls between Python frames)
     gc: a "<GC>" frame innermost on the thread running a garbage collection
     opcodes: each frame's current instruction (FrameInfo.opcode)
-    cache_frames: accepted; remora always reuses the unchanged part of a stack
+    cache_frames: on a 3.15 target, the thread state's last_profiled_frame kept at a frame
+        read (8 bytes written, as CPython's module does), so that only the frames above
+        it are copied; on any version remora reuses the unchanged part of a stack
     stats: get_stats() answers
     debug: accepted (errors always say what failed)
     """
@@ -188,7 +193,8 @@ class RemoteUnwinder:
         self._debug = bool(debug)
         self._cache_frames = bool(cache_frames)
         self._samples = 0
-        self._frames = {}
+        opcodes_wanted = self._opcodes
+        self._make_frame = lambda t: _frame(t, opcodes_wanted)
         flags = 0
         if only_active_thread:
             flags |= _remora.ONLY_GIL
@@ -203,6 +209,9 @@ class RemoteUnwinder:
             flags |= _remora.GC
         if opcodes:
             flags |= _remora.OPCODES
+        if cache_frames:
+            # as CPython's: the thread's last_profiled_frame kept at a frame read (3.15)
+            flags |= _remora.FRAME_ANCHOR
         self._mode = mode
         self._flags = flags
         self._reader = _open(pid, flags, "Failed to find the Python interpreter in process %d"
@@ -210,22 +219,12 @@ class RemoteUnwinder:
         self._tasks_reader = None
 
     def _read(self):
+        # each distinct frame made into a FrameInfo once, by _remora, and the same object
+        # given back while it is seen (what CPython's frame cache gives back)
         try:
-            return self._reader.read()
+            return self._reader.read(self._make_frame)
         except _remora.Error as e:
             _raise(e, self.pid, "Failed to read the stacks")
-
-    def _frame(self, t):
-        """t as a FrameInfo; with cache_frames, the same object for the same frame as long
-        as it is seen (what CPython's frame cache gives back)."""
-        if not self._cache_frames:
-            return _frame(t, self._opcodes)
-        f = self._frames.get(t)
-        if f is None:
-            if len(self._frames) >= 65536:
-                self._frames.clear()
-            f = self._frames[t] = _frame(t, self._opcodes)
-        return f
 
     def get_stack_trace(self):
         """Every selected thread's stack, interpreter after interpreter: a list of
@@ -248,15 +247,15 @@ class RemoteUnwinder:
                                    % (tid, self.pid, MAX_FRAMES))
             if self.pid == os.getpid() and tid == _native_id():
                 frames = _own_frames_off(frames)
-            out = [self._frame(f) for f in frames]
+            out = frames
             if self._native and out and out[-1] is not _GC_MARK:
                 out.append(_NATIVE_MARK)
             if iid not in interps:
                 interps[iid] = []
                 order.append(iid)
-            interps[iid].append(ThreadInfo((tid, status, out)))
+            interps[iid].append(_new(ThreadInfo, (tid, status, out)))
         self._samples += 1
-        return [InterpreterInfo((iid, interps[iid])) for iid in order]
+        return [_new(InterpreterInfo, (iid, interps[iid])) for iid in order]
 
     # --- asyncio ------------------------------------------------------------------------
 

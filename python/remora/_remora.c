@@ -12,10 +12,52 @@
 
 /* ---- the reader object -------------------------------------------------------------- */
 
+/* read(factory)'s frames: the object factory made of each distinct frame, kept while the
+ * handle lives (its strings are interned: the same frame has the same pointers), so a
+ * frame unchanged from one read to the next costs a lookup, and is the same object. */
+#define FC_SLOTS 8192               /* open addressing; emptied at half full */
+
+typedef struct {
+    const char *function, *file;
+    int line, end_line, column, end_column, opcode, kind;
+    PyObject *obj;                  /* NULL: an empty slot */
+} fc_entry_t;
+
 typedef struct {
     PyObject_HEAD
     remora_t *r;
+    fc_entry_t *fc;                 /* FC_SLOTS slots, allocated at the first read(factory) */
+    size_t fc_used;
 } reader_t;
+
+static void fc_clear(reader_t *rd)
+{
+    size_t i;
+
+    if (rd->fc == NULL)
+        return;
+    for (i = 0; i < FC_SLOTS; i++)
+        Py_CLEAR(rd->fc[i].obj);
+    rd->fc_used = 0;
+}
+
+static int fc_same(const fc_entry_t *e, const remora_frame_t *f)
+{
+    return e->function == f->function && e->file == f->file && e->line == f->line &&
+           e->end_line == f->end_line && e->column == f->column &&
+           e->end_column == f->end_column && e->opcode == f->opcode && e->kind == f->kind;
+}
+
+static size_t fc_hash(const remora_frame_t *f)
+{
+    uint64_t h = (uint64_t)(uintptr_t)f->function * 0x9e3779b97f4a7c15u;
+
+    h ^= (uint64_t)(uintptr_t)f->file + 0x632be59bd9b4e019u + (h << 6) + (h >> 2);
+    h ^= (uint64_t)(unsigned)f->line * 0xff51afd7ed558ccdu;
+    h ^= (uint64_t)(unsigned)(f->column + 1) << 20 ^ (uint64_t)(unsigned)(f->opcode + 1) << 40;
+    h ^= h >> 29;
+    return (size_t)(h & (FC_SLOTS - 1));
+}
 
 static PyObject *error_type;        /* remora._remora.Error(code, message) */
 
@@ -75,6 +117,9 @@ static void reader_dealloc(PyObject *self)
     PyTypeObject *tp = Py_TYPE(self);
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
 
+    fc_clear(rd);
+    PyMem_Free(rd->fc);
+    rd->fc = NULL;
     remora_close(rd->r);
     rd->r = NULL;
     tp_free(self);
@@ -108,7 +153,51 @@ static PyObject *frame_tuple(const remora_frame_t *f)
     return t;
 }
 
-static PyObject *frames_list(const remora_frame_t *fr, size_t n)
+/* The object factory makes of frame f (called with its tuple), kept in rd's table: a new
+ * reference, or NULL with an exception set. */
+static PyObject *frame_object(reader_t *rd, PyObject *factory, const remora_frame_t *f)
+{
+    size_t i = fc_hash(f), probes;
+    PyObject *t, *obj;
+
+    if (rd->fc == NULL) {
+        if ((rd->fc = PyMem_Calloc(FC_SLOTS, sizeof *rd->fc)) == NULL)
+            return PyErr_NoMemory();
+    }
+    for (probes = 0; probes < FC_SLOTS && rd->fc[i].obj != NULL; probes++) {
+        if (fc_same(&rd->fc[i], f)) {
+            Py_INCREF(rd->fc[i].obj);
+            return rd->fc[i].obj;
+        }
+        i = (i + 1) & (FC_SLOTS - 1);
+    }
+    if ((t = frame_tuple(f)) == NULL)
+        return NULL;
+    obj = PyObject_CallFunctionObjArgs(factory, t, NULL);
+    Py_DECREF(t);
+    if (obj == NULL)
+        return NULL;
+    if (rd->fc_used >= FC_SLOTS / 2) {
+        fc_clear(rd);                   /* a bound on what is kept; rebuilt as needed */
+        i = fc_hash(f);
+    }
+    while (rd->fc[i].obj != NULL)
+        i = (i + 1) & (FC_SLOTS - 1);
+    rd->fc[i].function = f->function;
+    rd->fc[i].file = f->file;
+    rd->fc[i].line = f->line;
+    rd->fc[i].end_line = f->end_line;
+    rd->fc[i].column = f->column;
+    rd->fc[i].end_column = f->end_column;
+    rd->fc[i].opcode = f->opcode;
+    rd->fc[i].kind = f->kind;
+    Py_INCREF(obj);
+    rd->fc[i].obj = obj;
+    rd->fc_used++;
+    return obj;
+}
+
+static PyObject *frames_list(reader_t *rd, PyObject *factory, const remora_frame_t *fr, size_t n)
 {
     PyObject *list = PyList_New((Py_ssize_t)n);
     size_t k;
@@ -116,7 +205,7 @@ static PyObject *frames_list(const remora_frame_t *fr, size_t n)
     if (list == NULL)
         return NULL;
     for (k = 0; k < n; k++) {
-        PyObject *f = frame_tuple(&fr[k]);
+        PyObject *f = factory != NULL ? frame_object(rd, factory, &fr[k]) : frame_tuple(&fr[k]);
         if (f == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -126,17 +215,21 @@ static PyObject *frames_list(const remora_frame_t *fr, size_t n)
     return list;
 }
 
-/* read() -> [(interpreter_id, native_id, status, gc, name, error, partial, task_id,
- *             ident, frames)] */
-static PyObject *reader_read(PyObject *self, PyObject *unused)
+/* read(factory=None) -> [(interpreter_id, native_id, status, gc, name, error, partial,
+ *                          task_id, ident, frames)]; frames: each a tuple, or with a
+ * factory what factory(tuple) made of it (made once for each distinct frame) */
+static PyObject *reader_read(PyObject *self, PyObject *args)
 {
     reader_t *rd = (reader_t *)self;
     const remora_thread_t *th;
-    PyObject *list;
+    PyObject *list, *factory = Py_None;
     size_t n, i;
     int err;
 
-    (void)unused;
+    if (!PyArg_ParseTuple(args, "|O", &factory))
+        return NULL;
+    if (factory == Py_None)
+        factory = NULL;
     if (!ready(rd))
         return NULL;
     /* the GIL kept: it is what makes the handle used by one thread at a time */
@@ -146,7 +239,7 @@ static PyObject *reader_read(PyObject *self, PyObject *unused)
     if ((list = PyList_New((Py_ssize_t)n)) == NULL)
         return NULL;
     for (i = 0; i < n; i++) {
-        PyObject *frames = frames_list(th[i].frames, th[i].nframes), *name, *t;
+        PyObject *frames = frames_list(rd, factory, th[i].frames, th[i].nframes), *name, *t;
         if (frames == NULL || (name = text(th[i].name)) == NULL) {
             Py_XDECREF(frames);
             Py_DECREF(list);
@@ -186,7 +279,7 @@ static PyObject *reader_tasks(PyObject *self, PyObject *unused)
     if ((list = PyList_New((Py_ssize_t)n)) == NULL)
         return NULL;
     for (i = 0; i < n; i++) {
-        PyObject *frames = frames_list(tk[i].frames, tk[i].nframes);
+        PyObject *frames = frames_list(rd, NULL, tk[i].frames, tk[i].nframes);
         PyObject *by = PyTuple_New((Py_ssize_t)tk[i].nawaited_by), *name = text(tk[i].name);
         PyObject *t = NULL;
         if (frames != NULL && by != NULL && name != NULL) {
@@ -240,13 +333,16 @@ static PyObject *reader_close(PyObject *self, PyObject *unused)
     reader_t *rd = (reader_t *)self;
 
     (void)unused;
+    fc_clear(rd);
     remora_close(rd->r);
     rd->r = NULL;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef reader_methods[] = {
-    { "read", reader_read, METH_NOARGS, "Every selected thread's stack, as tuples." },
+    { "read", reader_read, METH_VARARGS,
+      "read(factory=None): every selected thread's stack; each frame a tuple, or what\n"
+      "factory(tuple) made of it (once for each distinct frame)." },
     { "tasks", reader_tasks, METH_NOARGS, "Every asyncio task, as tuples." },
     { "stats", reader_stats, METH_NOARGS, "The handle's statistics, a dict." },
     { "python", reader_python, METH_NOARGS, "(version, minor) of the target." },
@@ -315,7 +411,7 @@ PyMODINIT_FUNC PyInit__remora(void)
         { "ONLY_EXCEPTION", REMORA_ONLY_EXCEPTION }, { "STATUS", REMORA_STATUS },
         { "THREAD_NAMES", REMORA_THREAD_NAMES }, { "GC", REMORA_GC },
         { "OPCODES", REMORA_OPCODES }, { "NATIVE", REMORA_NATIVE },
-        { "RUNNING_TASK", REMORA_RUNNING_TASK },
+        { "RUNNING_TASK", REMORA_RUNNING_TASK }, { "FRAME_ANCHOR", REMORA_FRAME_ANCHOR },
         { "FRAME_PYTHON", REMORA_FRAME_PYTHON }, { "FRAME_NATIVE", REMORA_FRAME_NATIVE },
         { "FRAME_GC", REMORA_FRAME_GC },
         { "THREAD_HAS_GIL", REMORA_THREAD_HAS_GIL }, { "THREAD_ON_CPU", REMORA_THREAD_ON_CPU },

@@ -20,7 +20,7 @@
 
 #define LIB_FLAGS (REMORA_MAIN_THREAD | REMORA_ACTIVE | REMORA_ONLY_GIL | REMORA_ONLY_CPU | \
                    REMORA_ONLY_EXCEPTION | REMORA_STATUS | REMORA_THREAD_NAMES | REMORA_GC | \
-                   REMORA_OPCODES | REMORA_NATIVE | REMORA_RUNNING_TASK)
+                   REMORA_OPCODES | REMORA_NATIVE | REMORA_RUNNING_TASK | REMORA_FRAME_ANCHOR)
 
 struct remora {
     proc_t *p;
@@ -101,6 +101,8 @@ static unsigned lib_want(unsigned flags)
         want |= UNW_WANT_OPCODES;
     if (flags & REMORA_RUNNING_TASK)
         want |= UNW_WANT_TASKS;
+    if (flags & REMORA_FRAME_ANCHOR)
+        want |= UNW_WANT_ANCHOR;
     return want;
 }
 
