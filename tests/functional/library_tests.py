@@ -10,7 +10,15 @@
 #                              marked main
 #   library/c-errors           the example against a pid that does not exist (exit 2) and
 #                              a process that is not Python (exit 4): one line each, from
-#                              the library's message
+#                              the library's message; tests/lib/lib_check.c (built the same
+#                              way) on a core file that does not exist (2), unknown flags (1)
+#   library/c-api/core/INTERP  gcore of known_stacks.py (pyenv 3.12, Debian's static 3.11):
+#                              remora_open_core, read twice, every thread as the truth says
+#   library/c-api/flags/INTERP REMORA_MAIN_THREAD: the main thread alone, exact;
+#                              REMORA_OPCODES: the same frames, each thread's innermost one
+#                              with its instruction's name (pyenv 3.9, 3.12, sid 3.15)
+#   library/c-api/tasks/INTERP remora_tasks on async_tasks.py: every task of its truth, by
+#                              id, with its name and its awaiters (pyenv 3.9, 3.12, sid 3.15)
 #   library/python/HOST/TARGET `make python`'s module (one _remora.abi3.so) imported by the
 #                              host interpreter (pyenv 3.9, Debian's 3.11, pyenv 3.12):
 #                              RemoteUnwinder(pid, all_threads=True).get_stack_trace() of
@@ -28,6 +36,10 @@
 #                              fresh venv of Debian's python3 (its setuptools, no network):
 #                              the installed remora (an .abi3.so) dumps known_stacks.py as
 #                              its truth says
+#   library/python-sample      remora.sample(pid, rate=50, duration=0.5) of known_stacks.py
+#                              (Debian's 3.11 reading pyenv 3.12): samples, each every
+#                              thread as the target's truth says; get_child_pids() of the
+#                              driver names the sleep(1) it started, recursive and not
 #   library/python-errors      ProcessLookupError for a free pid, RuntimeError for sleep(1),
 #                              ValueError for all_threads with only_active_thread,
 #                              is_python_process, get_stats() without stats=True
@@ -46,6 +58,7 @@
 # same sanitizers (LIB_BUILD=build-asan-lib); the Python module too, loaded with the
 # sanitizer's runtime preloaded. Standard library only.
 
+import atexit
 import json
 import os
 import re
@@ -55,7 +68,7 @@ import tempfile
 
 from harness import (INTERPRETERS, REPO, SANITIZER_MARKS, TARGETS, Fail, Skip, Target,
                      dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
-                     interp_missing, tail)
+                     gcore, interp_missing, tail)
 
 ORDER = 320           # after install_tests (both run make install)
 
@@ -68,6 +81,9 @@ BUILD_TIMEOUT = 900   # s: make lib compiles the reading half of the tree again 
 HEADER = re.compile(r"^pid (\d+): Python (\S+), (\d+) threads$")
 THREAD = re.compile(r'^thread (\d+)(?: "(.*)")?( \(main\))?(?: \((?:holds the GIL|on a CPU)\))?$')
 FRAME = re.compile(r'^    File "(.*)", line (\d+), in (.*)$')
+CHECK_FRAME = re.compile(r'^    File "(.*)", line (\d+), in (.*?)(?: @([A-Z_0-9]+))?$')
+CHECK_THREAD = re.compile(r'^thread (\d+)( \(main\))?( \(holds the GIL\))?$')
+CHECK_TASK = re.compile(r'^task (0x[0-9a-f]+) "(.*)" awaited by((?: 0x[0-9a-f]+)*)$')
 
 
 def sanitized(binary):
@@ -91,6 +107,7 @@ class Installed:
 
     def __init__(self, remora):
         self.dest = tempfile.mkdtemp(prefix="remora-libtest-")
+        atexit.register(shutil.rmtree, self.dest, True)
         try:
             self._make(remora)
         except Fail as e:
@@ -131,6 +148,9 @@ class Installed:
         static = ["-Wl,-Bstatic", "-lremora", "-Wl,-Bdynamic"] + \
             [f for f in static if f != "-lremora"]
         self._run(cc + cflags + ["-o", self.static, src] + static, what="cc (static)")
+        self.check = os.path.join(self.dest, "lib_check")
+        self._run(cc + cflags + ["-o", self.check, os.path.join(REPO, "tests", "lib", "lib_check.c")]
+                  + libs, what="cc (lib_check)")
         needed = self._run(["readelf", "-d", self.shared])
         if "libremora.so.0" not in needed:
             raise Fail("the shared example does not need libremora.so.0: %s" % tail(needed))
@@ -142,7 +162,7 @@ class Installed:
         """(rc, out, err) of the example: a signal or a sanitizer report fails."""
         saved = dict(os.environ)
         try:
-            if binary == self.shared:
+            if binary in (self.shared, self.check):
                 os.environ.update(self.env_shared)
             return remora.run(args, binary=binary)
         finally:
@@ -194,6 +214,106 @@ def test_c_example(remora, interp):
             % len(truth["threads"])
 
 
+def parse_check(out):
+    """lib_check's output: (dump --json's document, {task id: task}); each frame with its
+    instruction's name ("op", or None)."""
+    lines = out.splitlines()
+    m = HEADER.match(lines[0]) if lines else None
+    if m is None:
+        raise Fail("lib_check's first line is not its header: %r" % (lines[:1],))
+    doc = {"pid": int(m.group(1)), "python": m.group(2), "threads": []}
+    tasks, at = {}, None
+    for line in lines[1:]:
+        t, f, k = CHECK_THREAD.match(line), CHECK_FRAME.match(line), CHECK_TASK.match(line)
+        if t:
+            at = {"native_id": int(t.group(1)), "main": bool(t.group(2)), "frames": []}
+            doc["threads"].append(at)
+        elif k:
+            at = {"id": int(k.group(1), 16), "name": k.group(2), "frames": [],
+                  "awaited_by": sorted(int(x, 16) for x in k.group(3).split())}
+            tasks[at["id"]] = at
+        elif f and at is not None:
+            at["frames"].append({"function": f.group(3), "file": f.group(1),
+                                 "line": int(f.group(2)), "op": f.group(4)})
+        else:
+            raise Fail("lib_check printed an unexpected line: %r" % line)
+    return doc, tasks
+
+
+def judge_check(doc, truth, pid, main_only=False):
+    """Problems of lib_check's threads against a known_stacks.py truth."""
+    if main_only:
+        truth = dict(truth, threads=[th for th in truth["threads"] if th["main"]])
+    problems, got, _ = dump_threads_problems(doc, truth, pid)
+    more, diff = dump_frames_problems(got, truth)
+    return problems + more + (diff or [])[:8]
+
+
+def test_c_core(remora, interp):
+    built = Installed.get(remora)
+    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        core = gcore(t)
+        rc, out, err = built.run(remora, built.check, ["--core", core])
+    if rc != 0:
+        raise Fail("lib_check --core: exit %d: %s" % (rc, tail(err)))
+    doc, _ = parse_check(out)
+    problems = judge_check(doc, truth, t.pid)
+    if problems:
+        raise Fail("; ".join(problems))
+    return "remora_open_core: %d threads exact, read twice" % len(truth["threads"])
+
+
+def test_c_flags(remora, interp):
+    built = Installed.get(remora)
+    with Target(interp, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        problems = []
+        rc, out, err = built.run(remora, built.check, ["--flags", "0x1", t.pid])
+        if rc != 0:
+            raise Fail("REMORA_MAIN_THREAD: exit %d: %s" % (rc, tail(err)))
+        doc, _ = parse_check(out)
+        problems += ["REMORA_MAIN_THREAD: " + x for x in judge_check(doc, truth, t.pid, True)]
+        rc, out, err = built.run(remora, built.check, ["--flags", "0x100", t.pid])
+        if rc != 0:
+            raise Fail("REMORA_OPCODES: exit %d: %s" % (rc, tail(err)))
+        doc, _ = parse_check(out)
+        problems += ["REMORA_OPCODES: " + x for x in judge_check(doc, truth, t.pid)]
+        lacking = [th["native_id"] for th in doc["threads"]
+                   if th["frames"] and th["frames"][0]["op"] is None]
+        if lacking:
+            problems.append("REMORA_OPCODES: no instruction in the innermost frame of %s" % lacking)
+    if problems:
+        raise Fail("; ".join(problems))
+    return "the main thread alone; every thread's instruction, frames exact"
+
+
+def test_c_tasks(remora, interp):
+    built = Installed.get(remora)
+    with Target(interp, os.path.join(TARGETS, "async_tasks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        rc, out, err = built.run(remora, built.check, ["--tasks", t.pid])
+    if rc != 0:
+        raise Fail("lib_check --tasks: exit %d: %s" % (rc, tail(err)))
+    _, tasks = parse_check(out)
+    problems = []
+    for w in truth["tasks"]:
+        g = tasks.get(w["id"])
+        if g is None:
+            problems.append("task %s (%#x) missing" % (w["name"], w["id"]))
+        elif g["name"] != w["name"] or g["awaited_by"] != sorted(w["awaited_by"]):
+            problems.append("task %s: %r awaited by %s, the target recorded %s" % (
+                w["name"], g["name"], g["awaited_by"], sorted(w["awaited_by"])))
+        elif w["frames"] is not None and [
+                {k: f[k] for k in ("function", "file", "line")} for f in g["frames"]] != w["frames"]:
+            problems.append("task %s: frames differ from the target's" % w["name"])
+    if problems:
+        raise Fail("; ".join(problems[:6]))
+    return "%d tasks as asyncio.all_tasks() has them" % len(truth["tasks"])
+
+
 def test_c_errors(remora):
     built = Installed.get(remora)
     pid = free_pid()
@@ -212,10 +332,18 @@ def test_c_errors(remora):
         finally:
             sleeper.kill()
             sleeper.wait()
+        err = expect_failure(remora, ["--core", "/nonexistent/core"], 2,
+                             "lib_check on a missing core", binary=built.check)
+        if "no such file" not in err:
+            raise Fail("lib_check on a missing core said %r" % err.strip())
+        err = expect_failure(remora, ["--flags", "0x100000", "1"], 1,
+                             "lib_check with unknown flags", binary=built.check)
+        if "unknown flags" not in err:
+            raise Fail("lib_check with unknown flags said %r" % err.strip())
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    return "exit 2 and 4, one line each"
+    return "exit 2 and 4, one line each; a missing core 2, unknown flags 1"
 
 
 # --- the Python module -------------------------------------------------------------------
@@ -440,6 +568,51 @@ def test_pip(remora):
         shutil.rmtree(work, ignore_errors=True)
 
 
+PY_SAMPLE = r"""
+import json, os, subprocess, sys
+import remora
+pid = int(sys.argv[1])
+samples = []
+for t, threads in remora.sample(pid, rate=50, duration=0.5):
+    samples.append({str(th.thread_id): [[f.funcname, f.filename, f.location.lineno]
+                                        for f in th.frames] for th in threads})
+s = subprocess.Popen(["sleep", "60"])
+try:
+    kids = (remora.get_child_pids(os.getpid()), remora.get_child_pids(os.getpid(), recursive=False))
+finally:
+    s.kill()
+print(json.dumps({"samples": samples, "sleep": s.pid, "kids": kids}))
+"""
+
+
+def test_python_sample(remora):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    target = next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1")
+    with Target(target, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        p = mod.run(host, ["-c", PY_SAMPLE, str(t.pid)])
+    if p.returncode != 0:
+        raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+    doc = json.loads(p.stdout)
+    want = {str(th["native_id"]): [[f["function"], f["file"], f["line"]] for f in th["frames"]]
+            for th in truth["threads"]}
+    problems = []
+    if len(doc["samples"]) < 5:
+        problems.append("%d samples in 0.5 s at 50 Hz" % len(doc["samples"]))
+    bad = [i for i, smp in enumerate(doc["samples"]) if smp != want]
+    if bad:
+        problems.append("samples %s differ from the target's truth" % bad[:5])
+    for kids, what in zip(doc["kids"], ("recursive", "children only")):
+        if doc["sleep"] not in kids:
+            problems.append("get_child_pids (%s) lacks the sleep(1) started: %s" % (what, kids))
+    if problems:
+        raise Fail("; ".join(problems))
+    return "%d samples, each every thread exact; get_child_pids found the child" \
+        % len(doc["samples"])
+
+
 PY_ERRORS = r"""
 import subprocess, sys
 import remora
@@ -609,6 +782,16 @@ def tests(remora):
         out.append(("library/c-example/" + name,
                     (lambda i=interp: test_c_example(remora, i)), interp_missing(interp)))
     out.append(("library/c-errors", lambda: test_c_errors(remora), None))
+    for name in ("pyenv-3.12.1", "debian-3.11-static"):
+        interp = next(i for i in INTERPRETERS if i[0] == name)
+        out.append(("library/c-api/core/" + name, (lambda i=interp: test_c_core(remora, i)),
+                    interp_missing(interp)))
+    for name in PY_TARGETS:
+        interp = next(i for i in INTERPRETERS if i[0] == name)
+        out.append(("library/c-api/flags/" + name, (lambda i=interp: test_c_flags(remora, i)),
+                    interp_missing(interp)))
+        out.append(("library/c-api/tasks/" + name, (lambda i=interp: test_c_tasks(remora, i)),
+                    interp_missing(interp)))
     for h in PY_HOSTS:
         host = next(i for i in INTERPRETERS if i[0] == h)
         for tn in PY_STACK_TARGETS:
@@ -622,6 +805,9 @@ def tests(remora):
         out.append(("library/python-tasks/" + tn, (lambda b=target: test_python_tasks(remora, b)),
                     interp_missing(host311) or interp_missing(target)))
     out.append(("library/pip-install", lambda: test_pip(remora), interp_missing(host311)))
+    out.append(("library/python-sample", lambda: test_python_sample(remora),
+                interp_missing(host311) or
+                interp_missing(next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1"))))
     out.append(("library/python-errors", lambda: test_python_errors(remora),
                 interp_missing(next(i for i in INTERPRETERS if i[0] == "debian-3.11-static"))))
     out.append(("library/cpython-tests", lambda: test_cpython(remora),
