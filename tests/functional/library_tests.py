@@ -86,6 +86,15 @@ CHECK_THREAD = re.compile(r'^thread (\d+)( \(main\))?( \(holds the GIL\))?$')
 CHECK_TASK = re.compile(r'^task (0x[0-9a-f]+) "(.*)" awaited by((?: 0x[0-9a-f]+)*)$')
 
 
+def make_env(extra=None):
+    """The environment for a make of the tree: an enclosing `make test`'s variables (its
+    jobserver, WERROR=1) not passed on, as install_tests.py does."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    env.update(extra or {})
+    return env
+
+
 def sanitized(binary):
     """Is binary an ASan build (the library and the example are built alike)?"""
     with open(binary, "rb") as f:
@@ -116,7 +125,7 @@ class Installed:
 
     def _run(self, argv, env=None, what=None):
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=env, timeout=BUILD_TIMEOUT)
+                           env=env or make_env(), timeout=BUILD_TIMEOUT)
         if p.returncode != 0:
             raise Fail("%s: exit %d: %s" % (what or " ".join(argv), p.returncode,
                                             tail(p.stdout + p.stderr, 6)))
@@ -418,7 +427,8 @@ class PyModule:
         lib = ["LIB_BUILD=" + lib_build, "LIB_CFLAGS=" + ASAN_FLAGS,
                "LDFLAGS=" + ASAN_FLAGS] if asan else []
         p = subprocess.run(["make", "-s", "-C", REPO] + lib + ["python"], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=BUILD_TIMEOUT)
+                           stderr=subprocess.STDOUT, text=True, timeout=BUILD_TIMEOUT,
+                           env=make_env())
         if p.returncode != 0:
             raise Fail("make python: exit %d: %s" % (p.returncode, tail(p.stdout, 6)))
         self.path = os.path.join(REPO, lib_build, "python")
@@ -541,7 +551,7 @@ def test_pip(remora):
         vpy = os.path.join(venv, "bin", "python")
         p = subprocess.run([vpy, "-m", "pip", "install", "--no-build-isolation", "--no-index",
                             "-q", REPO], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=BUILD_TIMEOUT, cwd=work)
+                           text=True, timeout=BUILD_TIMEOUT, cwd=work, env=make_env())
         if p.returncode != 0:
             raise Fail("pip install: exit %d: %s" % (p.returncode, tail(p.stdout, 8)))
         with Target(host, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
