@@ -33,7 +33,7 @@ CPPFLAGS += -Iinclude -D_GNU_SOURCE -DREMORA_VERSION='"$(VERSION)"'
 LDLIBS  += -lz -lm -ldw -lelf -lbpf
 
 # (src/kern/*.bpf.c is BPF code, built by its own rule below)
-SRC := $(filter-out %.bpf.c,$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c \
+SRC := $(filter-out %.bpf.c,$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c src/lib/*.c \
          src/sample/*.c src/formats/*.c src/kern/*.c))
 CLI := $(wildcard src/cli/*.c)
 HDR := $(wildcard include/*.h src/*/*.h)
@@ -90,7 +90,7 @@ offsets:
 	tools/gen_offsets.sh
 
 clean:
-	rm -rf build build-asan remora
+	rm -rf build build-asan build-lib remora
 
 .PHONY: all unit test asan offsets clean
 
@@ -121,31 +121,109 @@ $(BUILD)/src/kern/kern.o: CPPFLAGS += -I$(BUILD)/gen
 $(BUILD)/kern_tool: tests/kern/kern_tool.c $(OBJ) $(HDR)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/kern/kern_tool.c $(OBJ) $(LDLIBS)
 
+# ---- libremora (issue 47): include/remora/remora.h, docs/api.md ------------------------
+# The library is the reading half of the tree (util, proc, py, unwind, the kernel engine's
+# loader, lib/api.c), compiled again -fPIC without LTO in a build directory of its own
+# (LIB_BUILD; the command's objects are untouched): libremora.a (one relocatable object
+# whose only global symbols are the API's, src/lib/libremora.sym) and libremora.so.0.N
+# (soname libremora.so.0; the version script exports the same names).
+LIB_BUILD  ?= build-lib
+LIB_CFLAGS ?= -O2 -g
+LIB_MINOR  := 1
+LIB_SONAME := libremora.so.0
+LIB_SO     := $(LIB_SONAME).$(LIB_MINOR)
+LIB_SRC    := $(filter-out %.bpf.c,$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c \
+                src/kern/*.c src/lib/*.c))
+LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
+
+lib:
+	$(MAKE) BUILD=$(LIB_BUILD) CFLAGS="$(LIB_CFLAGS) -fPIC" LDFLAGS="$(LDFLAGS)" \
+	    $(LIB_BUILD)/libremora.a $(LIB_BUILD)/$(LIB_SO)
+
+$(BUILD)/libremora.a: $(LIB_OBJ) src/lib/libremora.sym
+	$(CC) $(CFLAGS) -r -nostdlib -o $(BUILD)/libremora.o $(LIB_OBJ)
+	objcopy --keep-global-symbols=src/lib/libremora.sym $(BUILD)/libremora.o
+	rm -f $@
+	ar rcs $@ $(BUILD)/libremora.o
+
+$(BUILD)/$(LIB_SO): $(LIB_OBJ) src/lib/libremora.sym
+	{ echo '{ global:'; sed 's/$$/;/' src/lib/libremora.sym; echo 'local: *; };'; } > $(BUILD)/libremora.map
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(LIB_SONAME) -Wl,--version-script=$(BUILD)/libremora.map \
+	    -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LDLIBS)
+	ln -sf $(LIB_SO) $(BUILD)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(BUILD)/libremora.so
+
+.PHONY: lib
+
+# ---- the Python module remora (issue 47; docs/api.md) -----------------------------------
+# remora._remora over libremora.a (linked in: the module needs only libdw, libelf, libbpf
+# and zlib), compiled against PYTHON's headers with Py_LIMITED_API 3.9: one
+# _remora.abi3.so for every CPython 3.9+. $(LIB_BUILD)/python is then a directory to put
+# on PYTHONPATH. (`pip install . --no-build-isolation` builds the same through setup.py.)
+PYTHON ?= /usr/bin/python3
+PY_INCLUDE ?= $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+PY_DIR := $(LIB_BUILD)/python/remora
+
+python: lib
+	@mkdir -p $(PY_DIR)
+	$(CC) $(CPPFLAGS) $(WARN) $(LIB_CFLAGS) -fPIC -shared -I$(PY_INCLUDE) $(LDFLAGS) \
+	    -Wl,--exclude-libs,ALL -o $(PY_DIR)/_remora.abi3.so python/remora/_remora.c \
+	    $(LIB_BUILD)/libremora.a $(LDLIBS)
+	cp python/remora/__init__.py $(PY_DIR)/__init__.py
+
+.PHONY: python
+
 # ---- install (issue 21): docs/install.md ----------------------------------------------
 # make install [PREFIX=/usr/local] [DESTDIR=/staging]: the binary, remora(1), the bash and
-# zsh completions; make uninstall removes exactly those four files (directories are left:
-# they may hold others' files, as GNU's uninstall does). BIN: which build's binary (the
-# tests install the one they run).
+# zsh completions, and libremora (issue 47: its header, the static and shared library,
+# the soname's and the linker's links, the pkg-config file; INSTALL_LIB=no leaves it out,
+# as the Debian package does for now); make uninstall removes exactly those files
+# (directories are left: they may hold others' files, as GNU's uninstall does; but
+# include/remora, libremora's own, once empty). BIN: which
+# build's binary (the tests install the one they run).
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 BIN     ?= remora
 INSTALL ?= install
+INSTALL_LIB ?= yes
+# a directory under PREFIX named from ${prefix} in the .pc (pkg-config --define-prefix can
+# then move the whole tree)
+PC_DIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 INSTALLED := $(DESTDIR)$(BINDIR)/remora $(DESTDIR)$(MANDIR)/man1/remora.1 \
              $(DESTDIR)$(BASHCOMPDIR)/remora $(DESTDIR)$(ZSHCOMPDIR)/_remora
+LIB_INSTALLED := $(DESTDIR)$(INCLUDEDIR)/remora/remora.h $(DESTDIR)$(LIBDIR)/libremora.a \
+             $(DESTDIR)$(LIBDIR)/$(LIB_SO) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) \
+             $(DESTDIR)$(LIBDIR)/libremora.so $(DESTDIR)$(PKGCONFIGDIR)/libremora.pc
 
-install: $(BIN)
+install: $(BIN) $(if $(filter yes,$(INSTALL_LIB)),lib)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) \
 	    $(DESTDIR)$(ZSHCOMPDIR)
 	$(INSTALL) -m 755 $(BIN) $(DESTDIR)$(BINDIR)/remora
 	$(INSTALL) -m 644 docs/remora.1 $(DESTDIR)$(MANDIR)/man1/remora.1
 	$(INSTALL) -m 644 completions/remora.bash $(DESTDIR)$(BASHCOMPDIR)/remora
 	$(INSTALL) -m 644 completions/_remora $(DESTDIR)$(ZSHCOMPDIR)/_remora
+ifeq ($(INSTALL_LIB),yes)
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/remora $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	$(INSTALL) -m 644 include/remora/remora.h $(DESTDIR)$(INCLUDEDIR)/remora/remora.h
+	$(INSTALL) -m 644 $(LIB_BUILD)/libremora.a $(DESTDIR)$(LIBDIR)/libremora.a
+	$(INSTALL) -m 755 $(LIB_BUILD)/$(LIB_SO) $(DESTDIR)$(LIBDIR)/$(LIB_SO)
+	ln -sf $(LIB_SO) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libremora.so
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(call PC_DIR,$(LIBDIR))|; s|@INCLUDEDIR@|$(call PC_DIR,$(INCLUDEDIR))|' \
+	    -e 's|@VERSION@|$(VERSION)|; s|@LIBS_PRIVATE@|$(LDLIBS)|' \
+	    src/lib/libremora.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/libremora.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/libremora.pc
+endif
 
 uninstall:
-	rm -f $(INSTALLED)
+	rm -f $(INSTALLED) $(if $(filter yes,$(INSTALL_LIB)),$(LIB_INSTALLED))
+	$(if $(filter yes,$(INSTALL_LIB)),rmdir $(DESTDIR)$(INCLUDEDIR)/remora 2>/dev/null || true)
 
 .PHONY: install uninstall
 

@@ -11,19 +11,9 @@
 #error "REMORA_VERSION is defined by the Makefile, from the VERSION file"
 #endif
 
-/* Error codes used by every layer. errno is mapped to these once, in proc/. */
-enum remora_err {
-    REMORA_OK = 0,
-    REMORA_EUSAGE,    /* bad command line */
-    REMORA_ENOPROC,   /* no such process, or it exited */
-    REMORA_EPERM,     /* not allowed to read the target */
-    REMORA_ENOTPY,    /* not a CPython process */
-    REMORA_EVERSION,  /* CPython, but a version or build remora cannot read */
-    REMORA_EFAULT,    /* an address is not mapped in the target (transient) */
-    REMORA_ECORRUPT,  /* data read from the target fails a check (transient) */
-    REMORA_ENOMEM,    /* out of memory or a bound was reached */
-    REMORA_EIO,       /* local I/O failed (an output file, /proc) */
-};
+/* Error codes used by every layer (REMORA_OK, REMORA_E*): the public header's, one list
+ * for the library and the command. errno is mapped to these once, in proc/. */
+#include "remora/remora.h"
 
 /* Exit codes of the remora command (see README). */
 enum remora_exit {

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "dump.h"
 #include "../formats/out.h"
+#include "../lib/lib.h"
 #include "../proc/proc.h"
 #include "../py/py.h"
 #include "../unwind/unwind.h"
@@ -132,6 +133,24 @@ static int read_live(unwinder_t *u, unw_thread_t **th, size_t *n)
     return unw_sample(u, th, n);
 }
 
+/* A live process opened through libremora (its messages are the command's): *r owns the
+ * source and the unwinder (reading everything, as dump prints it), which *p, *t and *u
+ * borrow; what dump reads beyond the API's structs (locals, source lines, C frames, tasks
+ * as dump prints them) goes through that unwinder. Returns 0, or a code with why set. */
+static int open_live(pid_t pid, remora_t **r, proc_t **p, const py_target_t **t,
+                     unwinder_t **u, char *why, size_t whylen)
+{
+    int err = remora_open(pid, 0, r, why, whylen);
+
+    if (err)
+        return err;
+    *p = remora_proc(*r);
+    *t = remora_target(*r);
+    *u = remora_unwinder(*r);
+    unw_set_want(*u, UNW_WANT_ALL);
+    return REMORA_OK;
+}
+
 #define DUMP_SUBPROCESSES 256
 
 /* --subprocesses: every descendant of pid that runs Python, after pid itself (one JSON
@@ -144,8 +163,9 @@ static void dump_descendants(pid_t pid, int json, int async, int source)
 
     proc_descendants(pid, kids, DUMP_SUBPROCESSES, &nkids);
     for (k = 0; k < nkids; k++) {
+        remora_t *r = NULL;
         proc_t *p = NULL;
-        py_target_t t;
+        const py_target_t *t = NULL;
         unwinder_t *u = NULL;
         unw_thread_t *th = NULL;
         size_t n = 0;
@@ -153,11 +173,10 @@ static void dump_descendants(pid_t pid, int json, int async, int source)
         dump_src_t src;
         dump_src_init(&src, NULL);
         if (async) {
-            if (proc_open(kids[k], &p) == REMORA_OK &&
-                py_target_find(p, &t, why, sizeof why) == REMORA_OK && unw_new(p, &t, &u) == REMORA_OK) {
+            if (open_live(kids[k], &r, &p, &t, &u, why, sizeof why) == REMORA_OK) {
                 fputs(json ? "," : "\n", stdout);
                 src.p = p;
-                if (dump_async(u, kids[k], &t, json, why, sizeof why, source ? &src : NULL) != REMORA_OK) {
+                if (dump_async(u, kids[k], t, json, why, sizeof why, source ? &src : NULL) != REMORA_OK) {
                     /* one line for the process in its place, in the same format */
                     if (json) {
                         printf("{\"pid\":%d,\"error\":", (int)kids[k]);
@@ -168,20 +187,19 @@ static void dump_descendants(pid_t pid, int json, int async, int source)
                     }
                 }
             }
-        } else if (proc_open(kids[k], &p) == REMORA_OK && py_target_find(p, &t, why, sizeof why) == REMORA_OK &&
-            unw_new(p, &t, &u) == REMORA_OK && read_live(u, &th, &n) == REMORA_OK) {
+        } else if (open_live(kids[k], &r, &p, &t, &u, why, sizeof why) == REMORA_OK &&
+                   read_live(u, &th, &n) == REMORA_OK) {
             src.p = p;
             if (json) {
                 fputc(',', stdout);
-                dump_print_json(kids[k], &t, th, n, 0, NULL, source ? &src : NULL);
+                dump_print_json(kids[k], t, th, n, 0, NULL, source ? &src : NULL);
             } else {
                 fputc('\n', stdout);
-                dump_print_text(kids[k], &t, th, n, NULL, source ? &src : NULL);
+                dump_print_text(kids[k], t, th, n, NULL, source ? &src : NULL);
             }
         }
         dump_src_fini(&src);
-        unw_free(u);
-        proc_free(p);
+        remora_close(r);                /* its unwinder and source with it */
     }
     if (json)
         fputs("]}\n", stdout);
@@ -366,6 +384,7 @@ int cmd_dump(int argc, char **argv)
     dump_src_t src;
     unw_locals_t *lr = NULL;
     freezer_t *frz = NULL;
+    remora_t *r = NULL;
     proc_t *p = NULL;
     py_target_t t;
     unwinder_t *u = NULL;
@@ -388,18 +407,21 @@ int cmd_dump(int argc, char **argv)
         if (err)
             return core_fail(err, d.core, NULL, NULL);
         pid = proc_pid(p);
-    } else {
-        err = proc_open(pid, &p);
+        src.p = p;
+        err = py_target_find(p, &t, why, sizeof why);
         if (err)
-            return cli_fail(err, pid, NULL);
+            goto fail;
+        err = unw_new(p, &t, &u);
+        if (err)
+            goto fail;
+    } else {
+        const py_target_t *lt;
+        err = open_live(pid, &r, &p, &lt, &u, why, sizeof why);
+        if (err)
+            return cli_fail(err, pid, why);
+        t = *lt;
+        src.p = p;
     }
-    src.p = p;
-    err = py_target_find(p, &t, why, sizeof why);
-    if (err)
-        goto fail;
-    err = unw_new(p, &t, &u);
-    if (err)
-        goto fail;
     if (d.locals && (err = unw_locals_new(p, &t, &lr)) != REMORA_OK)
         goto fail;
     if (d.native && (err = native_on(&d, p, pid, u, &frz, why, sizeof why, &printed)) != REMORA_OK) {
@@ -467,7 +489,11 @@ out:
     }
     dump_src_fini(&src);
     unw_locals_free(lr);
-    unw_free(u);
-    proc_free(p);
+    if (r != NULL) {
+        remora_close(r);            /* its unwinder and source with it */
+    } else {
+        unw_free(u);
+        proc_free(p);
+    }
     return err;
 }

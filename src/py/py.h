@@ -264,6 +264,12 @@ typedef struct py_target {
     uint64_t module_type;
     uint64_t coro_type;      /* PyCoro_Type, PyGen_Type: a task's coroutine chain (0: symbol */
     uint64_t gen_type;       /* not there, no chain followed) */
+    uint64_t asyncgen_type;  /* PyAsyncGen_Type: an async generator, followed as a coroutine;
+                              * _PyAsyncGenASend_Type, _PyAsyncGenAThrow_Type: the awaitables
+                              * anext()/asend() and athrow()/aclose() make, followed to their
+                              * generator (0: symbol not there, not followed) */
+    uint64_t asend_type;
+    uint64_t athrow_type;
     uint64_t float_type;     /* PyFloat_Type, PyBytes_Type, PyTuple_Type, PyList_Type, */
     uint64_t bytes_type;     /* PySet_Type, PyFrozenSet_Type, PyBool_Type, PyCell_Type: */
     uint64_t tuple_type;     /* the types dump --locals shows values of (0: symbol not */

@@ -108,6 +108,12 @@ static void type_symbols(elf_t *e, uint64_t bias, py_target_t *t)
         t->coro_type = sym + bias;
     if (elf_symbol(e, "PyGen_Type", &sym, NULL) == REMORA_OK)
         t->gen_type = sym + bias;
+    if (elf_symbol(e, "PyAsyncGen_Type", &sym, NULL) == REMORA_OK)
+        t->asyncgen_type = sym + bias;
+    if (elf_symbol(e, "_PyAsyncGenASend_Type", &sym, NULL) == REMORA_OK)
+        t->asend_type = sym + bias;
+    if (elf_symbol(e, "_PyAsyncGenAThrow_Type", &sym, NULL) == REMORA_OK)
+        t->athrow_type = sym + bias;
     {
         static const struct { const char *name; size_t off; } types[] = {
             { "PyFloat_Type", offsetof(py_target_t, float_type) },

@@ -374,6 +374,7 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
     fresh.addr = addr;
     memcpy(fresh.fp, co + fp_off, fp_len);
     memset(fresh.lc_addr, 0xff, sizeof fresh.lc_addr);
+    memset(fresh.ll_addr, 0xff, sizeof fresh.ll_addr);
     fresh.firstlineno = get_i32(co, L->co_firstlineno);
     if (fp_strings(L) && (fresh.str_img = malloc(2 * UNW_FP_STR)) == NULL)
         return REMORA_ENOMEM;

@@ -106,6 +106,9 @@ typedef struct unw_code {
     size_t linetable_len;
     int lc_addr[4], lc_line[4]; /* recently computed lines */
     unsigned lc_next;
+    int ll_addr[4];             /* recently computed whole locations (unw_frame_location) */
+    lt_location_t ll_loc[4];
+    unsigned ll_next;
     unsigned char *calls;       /* 3.11: owned bitmap, one bit per code unit: where a frame
                                  * rests while it calls inline (NULL: not known) */
     size_t calls_units;

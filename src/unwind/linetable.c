@@ -127,3 +127,75 @@ int lt_locations_line(const unsigned char *tab, size_t len, int firstlineno, int
     }
     return -1;
 }
+
+int lt_locations_entry(const unsigned char *tab, size_t len, int firstlineno, int addrq,
+                       lt_location_t *out)
+{
+    /* the same walk as lt_locations_line, the entry's columns and end line decoded */
+    long long line = firstlineno;
+    int addr = 0;
+    size_t i = 0;
+
+    out->line = out->end_line = -1;
+    out->column = out->end_column = -1;
+    if (addrq < 0) {
+        out->line = out->end_line = firstlineno;
+        return 0;
+    }
+    while (i < len) {
+        unsigned char first = tab[i++];
+        int code, length, ldelta = 0, noline = 0;
+        long long end_delta = 0;
+        int col = -1, end_col = -1;
+
+        if (!(first & 0x80))
+            continue;
+        code = (first >> 3) & 15;
+        length = ((first & 7) + 1) * 2;
+        switch (code) {
+        case 15:
+            noline = 1;
+            break;
+        case 14:
+            ldelta = read_svarint(tab, len, &i);
+            end_delta = read_varint(tab, len, &i);
+            col = (int)read_varint(tab, len, &i) - 1;
+            end_col = (int)read_varint(tab, len, &i) - 1;
+            break;
+        case 13:
+            ldelta = read_svarint(tab, len, &i);
+            break;
+        case 12:
+        case 11:
+        case 10:
+            ldelta = code - 10;
+            if (i + 2 <= len) {
+                col = tab[i];
+                end_col = tab[i + 1];
+            }
+            i += 2;
+            break;
+        default:                 /* short form: column code*8 + bits 4-6, length bits 0-3 */
+            if (i < len) {
+                col = code * 8 + ((tab[i] >> 4) & 7);
+                end_col = col + (tab[i] & 15);
+            }
+            i += 1;
+            break;
+        }
+        line += ldelta;
+        if (addrq >= addr && addrq < addr + length) {
+            if (noline)
+                return -1;
+            out->line = line_or_none(line);
+            out->end_line = out->line < 0 ? -1 : line_or_none(line + end_delta);
+            out->column = col;
+            out->end_column = end_col;
+            return out->line < 0 ? -1 : 0;
+        }
+        addr += length;
+        while (i < len && !(tab[i] & 0x80))
+            i++;
+    }
+    return -1;
+}

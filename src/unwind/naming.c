@@ -174,3 +174,61 @@ void name_frames(unwinder_t *u, reader_t *r)
         }
     }
 }
+
+int unw_frame_location(unwinder_t *u, const unw_frame_t *f, lt_location_t *loc)
+{
+    const py_layout_t *L = &u->target->layout;
+    unw_code_t *e;
+    int i;
+
+    loc->line = loc->end_line = f->line;
+    loc->column = loc->end_column = -1;
+    if (f->native || f->code == 0)
+        return REMORA_OK;
+    if (L->lines_kind != PY_LINES_LOCATIONS || (u->want & UNW_WANT_FIRSTLINE))
+        return REMORA_OK;
+    /* the entry the frame was named from: the same address, still cached */
+    e = code_cache_peek(u->codes, f->code);
+    if (e == NULL || e->function != f->function || e->file != f->file)
+        return REMORA_EFAULT;
+    /* a sampler asks for the same few offsets of a code object again and again */
+    for (i = 0; i < 4; i++)
+        if (e->ll_addr[i] == f->offset && e->ll_loc[i].line == f->line) {
+            *loc = e->ll_loc[i];
+            return REMORA_OK;
+        }
+    if (lt_locations_entry(e->linetable, e->linetable_len, e->firstlineno, f->offset, loc) != 0 ||
+        loc->line != f->line) {
+        /* no location there, or not the line the frame was named with: the line alone */
+        loc->line = loc->end_line = f->line;
+        loc->column = loc->end_column = -1;
+    }
+    e->ll_addr[e->ll_next & 3] = f->offset;
+    e->ll_loc[e->ll_next & 3] = *loc;
+    e->ll_next++;
+    return REMORA_OK;
+}
+
+const char *unw_frame_opcode(unwinder_t *u, const unw_frame_t *f, int *opcode)
+{
+    unw_code_t *e;
+    const char *name;
+    int k;
+
+    *opcode = -1;
+    if (f->native || f->code == 0 || u->opnames == NULL)
+        return NULL;
+    e = code_cache_peek(u->codes, f->code);
+    if (e == NULL || e->function != f->function || e->file != f->file)
+        return NULL;
+    name = f->op != NULL ? f->op : code_opcode(u, e, f->offset);
+    if (name == NULL)
+        return NULL;
+    /* its number: the index of the name (the table's own pointer) in the version's table */
+    for (k = 0; k < 256; k++)
+        if (u->opnames[k] == name) {
+            *opcode = k;
+            break;
+        }
+    return name;
+}

@@ -32,6 +32,8 @@ typedef struct tk_raw {
     size_t first_frame, nframes;    /* in tk->frames */
     size_t first_aw, naw;           /* in tk->aw */
     uint64_t at;                    /* the chain's walk: the object to read next (0: done) */
+    int wrapper;                    /* this level's 'at' is an async generator's awaitable:
+                                     * no frame of its own, its generator next */
 } tk_raw_t;
 
 /* An awaiter link found before 3.14: 'child' is awaited by 'parent'. */
@@ -70,6 +72,10 @@ struct unw_tasks_state {
     size_t cap_lists;
     uint64_t *tsv;                  /* per thread: running loop, running task, list head */
     uint64_t gfut_type;             /* registry: asyncio.tasks._GatheringFuture */
+    uint64_t wrap_types[2];         /* async_generator_asend, _athrow found by name where
+                                     * their symbols are not in the binary (0: not yet) */
+    uint64_t other_types[16];       /* types seen not to be either (a ring) */
+    unsigned nother;
     uint64_t sets[TK_SETS];         /* registry: the sets read, and their headers (fill, */
     unsigned char set_head[TK_SETS][48]; /* used, mask, table) as first read */
     size_t nsets;

@@ -41,7 +41,9 @@ static int add_frame(unwinder_t *u, struct unw_tasks_state *tk, uint64_t code, u
     memset(f, 0, sizeof *f);
     f->function = e->function;
     f->file = e->file;
-    f->line = code_line(e, L, frame_addrq(L, code, instr));
+    f->code = code;             /* (its location: unw_frame_location) */
+    f->offset = frame_addrq(L, code, instr);
+    f->line = code_line(e, L, f->offset);
     return REMORA_OK;
 }
 
@@ -99,6 +101,45 @@ static uint64_t chain_awaited(const py_asyncio_t *a, uint64_t at, const unsigned
     return next;
 }
 
+/* Is 'type' the type of an async generator's awaitable (anext()/asend(), athrow()/
+ * aclose())? By its symbol; where a binary keeps that static (3.15's athrow), by being a
+ * static type (not a heap type: a class of that name is not one) named
+ * "async_generator_asend" or "async_generator_athrow", each type looked at once. */
+static int is_agen_wrapper(unwinder_t *u, struct unw_tasks_state *tk, uint64_t type)
+{
+    static const char *const names[2] = { "async_generator_asend", "async_generator_athrow" };
+    const py_target_t *t = u->target;
+    const py_layout_t *L = &t->layout;
+    uint64_t flags, name_at;
+    char name[32];
+    unsigned k;
+
+    if (type == 0)
+        return 0;
+    if (type == t->asend_type || type == t->athrow_type ||
+        type == tk->wrap_types[0] || type == tk->wrap_types[1])
+        return 1;
+    if (type == t->coro_type || type == t->gen_type || type == t->asyncgen_type ||
+        L->tp_name == 0 || L->tp_flags == 0 || (t->asend_type != 0 && t->athrow_type != 0))
+        return 0;
+    for (k = 0; k < 16; k++)
+        if (tk->other_types[k] == type)
+            return 0;
+    tk->other_types[tk->nother++ % 16] = type;
+    if (proc_read_u64(u->p, type + L->tp_flags, &flags) != REMORA_OK ||
+        (flags & (1u << 9)) != 0 ||            /* Py_TPFLAGS_HEAPTYPE */
+        proc_read_u64(u->p, type + L->tp_name, &name_at) != REMORA_OK ||
+        proc_read(u->p, name_at, name, sizeof name) != REMORA_OK)
+        return 0;
+    name[sizeof name - 1] = '\0';
+    for (k = 0; k < 2; k++)
+        if (strcmp(name, names[k]) == 0) {
+            tk->wrap_types[k] = type;
+            return 1;
+        }
+    return 0;
+}
+
 /* One level of every task's chain (the coroutines tk->raw[i].at, in two or three vectored
  * reads: the coroutines; 3.9/3.10 their frame objects; the objects they await): each
  * frame named into tk->frames, each task's 'at' moved on to what it awaits (0: its chain
@@ -130,9 +171,19 @@ static int chain_level(unwinder_t *u, struct unw_tasks_state *tk, size_t n, int 
     if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     for (i = 0; i < n; i++) {
+        const py_target_t *t = u->target;
         uint64_t type = get_u64(tk->buf + i * stride, L->ob_type);
-        if (tk->raw[i].at != 0 && (type == 0 || (type != u->target->coro_type &&
-                                                 type != u->target->gen_type))) {
+        tk->raw[i].wrapper = 0;
+        if (tk->raw[i].at == 0)
+            continue;
+        if (type != t->coro_type && type != t->gen_type && is_agen_wrapper(u, tk, type)) {
+            /* anext()/asend()/athrow()'s awaitable: its generator (the field after the
+             * object's head) is what runs; no frame of its own */
+            tk->raw[i].wrapper = 1;
+            continue;
+        }
+        if (type == 0 || (type != t->coro_type && type != t->gen_type &&
+                          type != t->asyncgen_type)) {
             tk->raw[i].at = 0;      /* not a coroutine: a future's iterator, the end */
             (*active)--;
         }
@@ -143,7 +194,7 @@ static int chain_level(unwinder_t *u, struct unw_tasks_state *tk, size_t n, int 
         for (i = 0; i < n; i++) {
             unsigned char *g = tk->buf + i * stride;
             uint64_t f = get_u64(g, a->gen_frame_ptr);
-            if (tk->raw[i].at == 0)
+            if (tk->raw[i].at == 0 || tk->raw[i].wrapper)
                 continue;
             if (f == 0 || f % 8 != 0) {
                 tk->raw[i].at = 0;
@@ -163,6 +214,12 @@ static int chain_level(unwinder_t *u, struct unw_tasks_state *tk, size_t n, int 
         uint64_t code, instr, next;
         if (tk->raw[i].at == 0)
             continue;
+        if (tk->raw[i].wrapper) {
+            /* its generator, read at the next level (the slot after ob_type) */
+            tk->iov[k++] = (proc_iov_t){ tk->raw[i].at + L->ob_type + 8,
+                                         g + TK_GEN_READ + TK_FRAME_READ, 8 };
+            continue;
+        }
         code = get_u64(fr, L->fr_code) & ~(uint64_t)7;
         instr = get_instr(L, fr);
         if (code != 0) {

@@ -185,7 +185,7 @@ uint64_t tn_kv_find(unwinder_t *u, thread_names_t *pn, size_t n, const char *wan
             return pn->kv[i].value;
         }
     /* read each key's head (pn->buf is overwritten: copy the keys out first) */
-    addrs = malloc(n * sizeof *addrs);
+    addrs = calloc(n ? n : 1, sizeof *addrs);
     if (addrs == NULL)
         return 0;
     for (i = 0; i < n; i++)

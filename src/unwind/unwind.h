@@ -35,6 +35,15 @@ int lt_lnotab_line(const unsigned char *tab, size_t len, int firstlineno, int ad
 int lt_310_line(const unsigned char *tab, size_t len, int firstlineno, int addrq);
 int lt_locations_line(const unsigned char *tab, size_t len, int firstlineno, int addrq);
 
+/* 3.11+: the whole location of the instruction at 'addrq' (line, end line, 0-based
+ * columns in UTF-8 bytes; -1 where the entry has none). Returns 0, or -1 where the table
+ * says "no location" (every field -1). Every read stays inside tab[0..len). */
+typedef struct lt_location {
+    int line, end_line, column, end_column;
+} lt_location_t;
+int lt_locations_entry(const unsigned char *tab, size_t len, int firstlineno, int addrq,
+                       lt_location_t *out);
+
 /* ---- the unwinder ------------------------------------------------------------ */
 
 typedef struct unw_frame {
@@ -198,6 +207,18 @@ typedef struct unw_stats {
 } unw_stats_t;
 
 void unw_get_stats(const unwinder_t *u, unw_stats_t *out);
+
+/* The location of frame f (a Python frame of the last unw_sample() or unw_tasks()) from
+ * its code object as cached: 3.11+ its end line and columns too; before, the end line is
+ * the line and the columns -1. Returns 0, or REMORA_EFAULT when the code object is no
+ * longer cached (*loc then holds f->line and -1s). No system call. */
+int unw_frame_location(unwinder_t *u, const unw_frame_t *f, lt_location_t *loc);
+
+/* The instruction Python frame f (of the last unw_sample() or unw_tasks()) is at: its name
+ * (a constant; the innermost frame's is f->op with UNW_WANT_OPCODES, no read), *opcode its
+ * number in the target's version; NULL and -1 when unknown (a C frame, a code object no
+ * longer cached, bytes that cannot be read). One read of the target (a byte) a frame. */
+const char *unw_frame_opcode(unwinder_t *u, const unw_frame_t *f, int *opcode);
 
 /* ---- --native (native.c) ------------------------------------------------------ */
 

@@ -283,7 +283,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,idle,tachyon,memory,async,real,long",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,idle,tachyon,memory,async,library,real,long",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -320,6 +320,8 @@ def main():
         fidelity_table(remora, interps)
     if "async" in sections:
         async_table(remora, interps, secs)
+    if "library" in sections:
+        library_table(interps, secs)
     if "real" in sections:
         real_table(remora, interps, args.quick)
     if "long" in sections and interps:
@@ -327,6 +329,114 @@ def main():
 
 
 LONG_SECONDS, LONG_EVERY, LONG_RATE = 600.0, 10, 100
+
+# get_stack_trace() in a loop for SECONDS by the module MODULE on PID, cache_frames as
+# asked: CPU per call (issue 47). Run by the interpreter that hosts the module.
+# A target given as a path to busy.py is started by the loop's own interpreter (in the
+# chroot, the reader must share the target's mount namespace: /proc/PID/maps names files
+# from the target's) and waited for through its ready file.
+LIB_LOOP = r"""
+import importlib, json, os, subprocess, sys, time
+mod = importlib.import_module(sys.argv[1])
+secs, cache = float(sys.argv[3]), sys.argv[4] == "1"
+child = None
+if sys.argv[2].isdigit():
+    pid = int(sys.argv[2])
+else:
+    ready = sys.argv[2] + ".ready"
+    child = subprocess.Popen([sys.executable, "-I", sys.argv[2], ready, "50", "1",
+                              str(int(secs * 4 + 30))], stdin=subprocess.PIPE)
+    while not os.path.exists(ready):
+        if child.poll() is not None:
+            sys.exit("busy.py exited")
+        time.sleep(0.01)
+    pid = child.pid
+u = mod.RemoteUnwinder(pid, all_threads=True, cache_frames=cache)
+depth, errors, n = 0, 0, 0
+for _ in range(20):
+    try:
+        u.get_stack_trace()
+    except RuntimeError:
+        pass
+c0, w0 = time.process_time(), time.perf_counter()
+while time.perf_counter() - w0 < secs:
+    try:
+        trace = u.get_stack_trace()
+        n += 1
+        depth = max(len(t.frame_info) for i in trace for t in i.threads)
+    except RuntimeError:
+        errors += 1
+cpu = time.process_time() - c0
+if child is not None:
+    child.kill()
+    os.unlink(ready)
+print(json.dumps({"calls": n, "errors": errors, "cpu_us": cpu * 1e6 / max(n, 1), "depth": depth}))
+"""
+
+
+def library_table(interps, secs):
+    """remora's Python module beside CPython's _remote_debugging (3.15: both from the
+    chroot's python3.15; 3.9 and 3.12 targets: remora's from the host's python3)."""
+    targets = [i for i in interps if i[0] in ("sid-3.15", "pyenv-3.12.1", "pyenv-3.9.18")]
+    if not targets:
+        return
+    repo = os.path.join(HERE, "..", "..")
+    p = subprocess.run(["make", "-s", "-C", repo, "python"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        print("\n(make python failed: %s)" % p.stdout[-300:])
+        return
+    moddir = os.path.join(repo, "build-lib", "python")
+    print("\n## The Python module: get_stack_trace() in a loop (busy.py depth 50, one busy "
+          "thread, all_threads=True), %.0f s each\n" % secs)
+    print("Issue 47's bound: with cache_frames=True, remora's CPU per call at most half of "
+          "CPython's _remote_debugging's on the same 3.15 target (both run by the chroot's "
+          "python3.15); 3.9 and 3.12 targets read by remora from the host's python3.\n")
+    print("| target | module | cache_frames | calls/s | CPU us/call | depth | errors |")
+    print("|---|---|---|---|---|---|---|")
+    for it in targets:
+        t = busy(it, 50, 1, secs * 8 + 60) if it[2] is None else None
+        try:
+            runs = []
+            for module in ("_remote_debugging", "remora") if it[2] else ("remora",):
+                for cache in ("1", "0"):
+                    if it[2]:
+                        work = tempfile.mkdtemp(prefix="remora-libbench-", dir=os.path.join(it[2], "tmp"))
+                        os.chmod(work, 0o755)
+                        subprocess.run(["cp", "-r", os.path.join(moddir, "remora"),
+                                        os.path.join(TARGETS, "busy.py"), work])
+                        script = ("mount -t proc proc \"$1/proc\" && exec chroot \"$1\" env "
+                                  "PYTHONPATH=\"$2\" python3.15 -c \"$3\" $4 $5 $6 $7")
+                        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                                "sh", it[2], work[len(it[2]):], LIB_LOOP, module,
+                                work[len(it[2]):] + "/busy.py", str(secs), cache]
+                        env = None
+                    else:
+                        work = None
+                        argv = ["/usr/bin/python3", "-c", LIB_LOOP, module, str(t.pid), str(secs), cache]
+                        env = dict(os.environ, PYTHONPATH=moddir)
+                    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True, env=env, timeout=secs * 4 + 60)
+                    if work:
+                        subprocess.run(["rm", "-rf", work])
+                    try:
+                        x = json.loads(r.stdout.strip().splitlines()[-1])
+                    except (IndexError, ValueError):
+                        print("| %s | %s | %s | (failed: %s) | | | |" % (it[0], module, cache == "1",
+                                                                       r.stderr.strip()[-120:]))
+                        continue
+                    runs.append((module, cache, x))
+                    print("| %s | %s | %s | %.0f | %.2f | %d | %d |" % (
+                        it[0], module, cache == "1", x["calls"] / secs, x["cpu_us"], x["depth"],
+                        x["errors"]))
+            ours = [x for m, c, x in runs if m == "remora" and c == "1"]
+            theirs = [x for m, c, x in runs if m == "_remote_debugging" and c == "1"]
+            if ours and theirs:
+                print("| %s | remora / CPython (cache_frames) | | | %.2fx | | |" % (
+                    it[0], ours[0]["cpu_us"] / theirs[0]["cpu_us"]))
+        finally:
+            if t is not None:
+                t.__exit__()
 
 
 def long_table(remora, interps, seconds):

@@ -6,7 +6,10 @@
 #                            agree; the versions it says it reads are 3.9-3.15, every
 #                            interpreter the tests know among them
 #   install/make-install     make install PREFIX=/opt/prefix-test DESTDIR=TMP BIN=<remora
-#                            under test>: exactly the four files, each equal to the tree's;
+#                            under test>: exactly the four files and libremora's six (its
+#                            header, libremora.a, libremora.so.0.N and its two links, the
+#                            .pc), each equal to the tree's (the library as `make lib` built
+#                            it), the links where they belong, the .pc naming the prefix;
 #                            the installed remora's --version, and its `dump --json` of
 #                            known_stacks.py equal to the target's own truth; make uninstall
 #                            leaves no file in DESTDIR
@@ -59,7 +62,15 @@ INSTALLED = {                            # installed path -> the tree's file
     "share/man/man1/remora.1": "docs/remora.1",
     "share/bash-completion/completions/remora": "completions/remora.bash",
     "share/zsh/site-functions/_remora": "completions/_remora",
+    # libremora (issue 47; docs/api.md): the library as `make lib` builds it
+    "include/remora/remora.h": "include/remora/remora.h",
+    "lib/libremora.a": "build-lib/libremora.a",
+    "lib/libremora.so.0.1": "build-lib/libremora.so.0.1",
+    "lib/libremora.so.0": "build-lib/libremora.so.0.1",
+    "lib/libremora.so": "build-lib/libremora.so.0.1",
+    "lib/pkgconfig/libremora.pc": None,  # made from src/lib/libremora.pc.in: checked apart
 }
+LIB_LINKS = {"lib/libremora.so.0": "libremora.so.0.1", "lib/libremora.so": "libremora.so.0"}
 DUMP_INTERPS = ("pyenv-3.12.1", "debian-3.11-static")   # the first one present dumps
 DEB_INTERP = interpreter("sid-3.15")[1]   # the chroot's python for the .deb's dump
 CMD_TIMEOUT = 120                        # s for make, dpkg-buildpackage, apt-get
@@ -177,6 +188,10 @@ def test_make_install(remora):
     make = ["make", "-s", "-C", REPO, "PREFIX=" + PREFIX, "DESTDIR=" + dest, "BIN=" + binary]
     try:
         problems = []
+        # the library first (its -fPIC objects take a while on a loaded machine)
+        rc, out, err = run(["make", "-s", "-C", REPO, "lib"], timeout=900)
+        if rc != 0:
+            raise Fail("make lib: exit %d: %s" % (rc, tail(err)))
         rc, out, err = run(make + ["install"])
         if rc != 0:
             raise Fail("make install: exit %d: %s" % (rc, tail(err)))
@@ -186,10 +201,24 @@ def test_make_install(remora):
         if got != want:
             problems.append("make install wrote %s, want %s" % (got, want))
         for path, tree in INSTALLED.items():
+            if path.endswith(".pc"):
+                continue
             src = binary if tree is None else os.path.join(REPO, tree)
             dst = os.path.join(root, path)
             if os.path.exists(dst) and open(src, "rb").read() != open(dst, "rb").read():
                 problems.append("%s differs from %s" % (dst, src))
+        for path, target in LIB_LINKS.items():
+            dst = os.path.join(root, path)
+            if not os.path.islink(dst) or os.readlink(dst) != target:
+                problems.append("%s is not a link to %s" % (path, target))
+        pc = os.path.join(root, "lib/pkgconfig/libremora.pc")
+        if os.path.exists(pc):
+            text = open(pc).read()
+            for line in ("prefix=%s" % PREFIX, "libdir=${prefix}/lib",
+                         "includedir=${prefix}/include", "Version: %s" % version_file(),
+                         "Libs: -L${libdir} -lremora"):
+                if line not in text.splitlines():
+                    problems.append("libremora.pc lacks the line %r" % line)
         if not os.access(os.path.join(root, "bin/remora"), os.X_OK):
             problems.append("bin/remora is not executable")
         installed = os.path.join(root, "bin/remora")
@@ -206,8 +235,8 @@ def test_make_install(remora):
             problems.append("make uninstall left %s" % ", ".join(left))
         if problems:
             raise Fail("; ".join(problems))
-        return "4 files under DESTDIR%s; installed remora dumped %s exactly; uninstall left " \
-               "no file" % (PREFIX, interp[0])
+        return "%d files under DESTDIR%s; installed remora dumped %s exactly; uninstall " \
+               "left no file" % (len(INSTALLED), PREFIX, interp[0])
     finally:
         shutil.rmtree(dest, ignore_errors=True)
 

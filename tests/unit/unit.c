@@ -98,6 +98,43 @@ static void test_linetables(void)
         CHECK(lt_lnotab_line(junk, 0, 7, 3) == 7, "empty lnotab gives firstlineno");
         CHECK(lt_locations_line(junk, sizeof junk, 7, -2) == 7, "negative offset gives firstlineno");
     }
+    /* the whole location (libremora): the same line as lt_locations_line, every table */
+    for (i = 0; i < sizeof lt_cases / sizeof lt_cases[0]; i++) {
+        const struct lt_case *c = &lt_cases[i];
+        int bad = 0;
+        if (c->minor < 11)
+            continue;
+        for (k = 0; k < c->n; k++) {
+            lt_location_t loc;
+            int rc = lt_locations_entry(c->tab, c->tablen, c->firstlineno, c->off[k], &loc);
+            if ((rc == 0 ? loc.line : -1) != c->line[k] || (rc == 0 && loc.end_line < loc.line))
+                bad++;
+        }
+        CHECK(bad == 0, "locations of %s (3.%d): %d offsets differ from their lines", c->name,
+              c->minor, bad);
+        for (k = 0; k < c->tablen; k += 3) {
+            unsigned char *t = malloc(k ? k : 1);
+            lt_location_t loc;
+            memcpy(t, c->tab, k);
+            (void)lt_locations_entry(t, k, 1, 1000, &loc);
+            free(t);
+        }
+    }
+    {
+        /* short form (col 2, length 5), one-line form (code 10: cols 4-9), long form
+         * (line +2, end line +1, cols 5-10), no location; one code unit each */
+        static const unsigned char tab[] = { 0x80, 0x25, 0xd0, 4, 9, 0xf0, 4, 1, 6, 11, 0xf8 };
+        static const int want[4][4] = { { 10, 10, 2, 7 }, { 10, 10, 4, 9 }, { 12, 13, 5, 10 },
+                                        { -1, -1, -1, -1 } };
+        lt_location_t loc;
+        for (k = 0; k < 4; k++) {
+            int rc = lt_locations_entry(tab, sizeof tab, 10, (int)k * 2, &loc);
+            CHECK(loc.line == want[k][0] && loc.end_line == want[k][1] &&
+                  loc.column == want[k][2] && loc.end_column == want[k][3] &&
+                  (rc == 0) == (k < 3), "location entry %zu: %d-%d cols %d-%d rc %d", k,
+                  loc.line, loc.end_line, loc.column, loc.end_column, rc);
+        }
+    }
 }
 
 /* ---- /proc parsers ---- */

@@ -1,0 +1,451 @@
+/* python/remora/_remora.c — remora._remora, the Python module's C half: libremora's
+ * handle as a Python object, each reading turned into plain tuples (remora/__init__.py
+ * makes CPython's _remote_debugging result types of them). Built against the stable ABI
+ * (Py_LIMITED_API 3.9): one .abi3.so loads into any CPython 3.9+. Reads the target only
+ * through libremora.
+ */
+#define Py_LIMITED_API 0x03090000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <remora/remora.h>
+
+/* ---- the reader object -------------------------------------------------------------- */
+
+/* read(factory)'s frames: the object factory made of each distinct frame, kept while the
+ * handle lives (its strings are interned: the same frame has the same pointers), so a
+ * frame unchanged from one read to the next costs a lookup, and is the same object. */
+#define FC_SLOTS 8192               /* open addressing; emptied at half full */
+
+typedef struct {
+    const char *function, *file;
+    int line, end_line, column, end_column, opcode, kind;
+    PyObject *obj;                  /* NULL: an empty slot */
+} fc_entry_t;
+
+typedef struct {
+    PyObject_HEAD
+    remora_t *r;
+    fc_entry_t *fc;                 /* FC_SLOTS slots, allocated at the first read(factory) */
+    size_t fc_used;
+} reader_t;
+
+static void fc_clear(reader_t *rd)
+{
+    size_t i;
+
+    if (rd->fc == NULL)
+        return;
+    for (i = 0; i < FC_SLOTS; i++)
+        Py_CLEAR(rd->fc[i].obj);
+    rd->fc_used = 0;
+}
+
+static int fc_same(const fc_entry_t *e, const remora_frame_t *f)
+{
+    return e->function == f->function && e->file == f->file && e->line == f->line &&
+           e->end_line == f->end_line && e->column == f->column &&
+           e->end_column == f->end_column && e->opcode == f->opcode && e->kind == f->kind;
+}
+
+static size_t fc_hash(const remora_frame_t *f)
+{
+    uint64_t h = (uint64_t)(uintptr_t)f->function * 0x9e3779b97f4a7c15u;
+
+    h ^= (uint64_t)(uintptr_t)f->file + 0x632be59bd9b4e019u + (h << 6) + (h >> 2);
+    h ^= (uint64_t)(unsigned)f->line * 0xff51afd7ed558ccdu;
+    h ^= (uint64_t)(unsigned)(f->column + 1) << 20 ^ (uint64_t)(unsigned)(f->opcode + 1) << 40;
+    h ^= h >> 29;
+    return (size_t)(h & (FC_SLOTS - 1));
+}
+
+static PyObject *error_type;        /* remora._remora.Error(code, message) */
+
+/* Raises Error(code, message). Returns NULL. */
+static PyObject *fail(int code, const char *message)
+{
+    PyObject *args = Py_BuildValue("(is)", code, message);
+
+    if (args != NULL) {
+        PyErr_SetObject(error_type, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+static PyObject *text(const char *s)
+{
+    if (s == NULL)
+        Py_RETURN_NONE;
+    /* the library's strings are UTF-8 (invalid sequences already replaced) */
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
+static int reader_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = { "pid", "flags", "tries", NULL };
+    reader_t *rd = (reader_t *)self;
+    long pid;
+    unsigned int flags = 0, tries = 64;
+    char why[512] = "";
+    int err;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "l|II", names, &pid, &flags, &tries))
+        return -1;
+    if (rd->r != NULL) {
+        remora_close(rd->r);
+        rd->r = NULL;
+    }
+    if (pid <= 0 || pid > 0x7fffffffL) {
+        fail(REMORA_EUSAGE, "pid must be a positive process id");
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    err = remora_open((pid_t)pid, flags, &rd->r, why, sizeof why);
+    Py_END_ALLOW_THREADS
+    if (err != REMORA_OK) {
+        fail(err, why);
+        return -1;
+    }
+    remora_set_tries(rd->r, tries);
+    return 0;
+}
+
+static void reader_dealloc(PyObject *self)
+{
+    reader_t *rd = (reader_t *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
+    fc_clear(rd);
+    PyMem_Free(rd->fc);
+    rd->fc = NULL;
+    remora_close(rd->r);
+    rd->r = NULL;
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int ready(reader_t *rd)
+{
+    if (rd->r == NULL) {
+        fail(REMORA_EUSAGE, "the reader is closed");
+        return 0;
+    }
+    return 1;
+}
+
+/* A frame: (file, function, line, end_line, column, end_column, opcode or None, kind). */
+static PyObject *frame_tuple(const remora_frame_t *f)
+{
+    PyObject *file = text(f->file), *func = text(f->function), *t = NULL;
+
+    if (file != NULL && func != NULL) {
+        if (f->opcode >= 0)
+            t = Py_BuildValue("(OOiiiiii)", file, func, f->line, f->end_line, f->column,
+                              f->end_column, f->opcode, f->kind);
+        else
+            t = Py_BuildValue("(OOiiiiOi)", file, func, f->line, f->end_line, f->column,
+                              f->end_column, Py_None, f->kind);
+    }
+    Py_XDECREF(file);
+    Py_XDECREF(func);
+    return t;
+}
+
+/* The object factory makes of frame f (called with its tuple), kept in rd's table: a new
+ * reference, or NULL with an exception set. */
+static PyObject *frame_object(reader_t *rd, PyObject *factory, const remora_frame_t *f)
+{
+    size_t i = fc_hash(f), probes;
+    PyObject *t, *obj;
+
+    if (rd->fc == NULL) {
+        if ((rd->fc = PyMem_Calloc(FC_SLOTS, sizeof *rd->fc)) == NULL)
+            return PyErr_NoMemory();
+    }
+    for (probes = 0; probes < FC_SLOTS && rd->fc[i].obj != NULL; probes++) {
+        if (fc_same(&rd->fc[i], f)) {
+            Py_INCREF(rd->fc[i].obj);
+            return rd->fc[i].obj;
+        }
+        i = (i + 1) & (FC_SLOTS - 1);
+    }
+    if ((t = frame_tuple(f)) == NULL)
+        return NULL;
+    obj = PyObject_CallFunctionObjArgs(factory, t, NULL);
+    Py_DECREF(t);
+    if (obj == NULL)
+        return NULL;
+    if (rd->fc_used >= FC_SLOTS / 2) {
+        fc_clear(rd);                   /* a bound on what is kept; rebuilt as needed */
+        i = fc_hash(f);
+    }
+    while (rd->fc[i].obj != NULL)
+        i = (i + 1) & (FC_SLOTS - 1);
+    rd->fc[i].function = f->function;
+    rd->fc[i].file = f->file;
+    rd->fc[i].line = f->line;
+    rd->fc[i].end_line = f->end_line;
+    rd->fc[i].column = f->column;
+    rd->fc[i].end_column = f->end_column;
+    rd->fc[i].opcode = f->opcode;
+    rd->fc[i].kind = f->kind;
+    Py_INCREF(obj);
+    rd->fc[i].obj = obj;
+    rd->fc_used++;
+    return obj;
+}
+
+static PyObject *frames_list(reader_t *rd, PyObject *factory, const remora_frame_t *fr, size_t n)
+{
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    size_t k;
+
+    if (list == NULL)
+        return NULL;
+    for (k = 0; k < n; k++) {
+        PyObject *f = factory != NULL ? frame_object(rd, factory, &fr[k]) : frame_tuple(&fr[k]);
+        if (f == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SetItem(list, (Py_ssize_t)k, f);
+    }
+    return list;
+}
+
+/* read(factory=None) -> [(interpreter_id, native_id, status, gc, name, error, partial,
+ *                          task_id, ident, frames)]; frames: each a tuple, or with a
+ * factory what factory(tuple) made of it (made once for each distinct frame) */
+static PyObject *reader_read(PyObject *self, PyObject *args)
+{
+    reader_t *rd = (reader_t *)self;
+    const remora_thread_t *th;
+    PyObject *list, *factory = Py_None;
+    size_t n, i;
+    int err;
+
+    if (!PyArg_ParseTuple(args, "|O", &factory))
+        return NULL;
+    if (factory == Py_None)
+        factory = NULL;
+    if (!ready(rd))
+        return NULL;
+    /* the GIL kept: it is what makes the handle used by one thread at a time */
+    err = remora_read(rd->r, &th, &n);
+    if (err != REMORA_OK)
+        return fail(err, remora_last_error(rd->r));
+    if ((list = PyList_New((Py_ssize_t)n)) == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *frames = frames_list(rd, factory, th[i].frames, th[i].nframes), *name, *t;
+        if (frames == NULL || (name = text(th[i].name)) == NULL) {
+            Py_XDECREF(frames);
+            Py_DECREF(list);
+            return NULL;
+        }
+        t = Py_BuildValue("(LlIiOiiKKO)", (long long)th[i].interpreter_id,
+                          (long)th[i].native_id, th[i].status, th[i].gc, name, th[i].error,
+                          th[i].partial, (unsigned long long)th[i].task_id,
+                          (unsigned long long)th[i].ident, frames);
+        Py_DECREF(frames);
+        Py_DECREF(name);
+        if (t == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SetItem(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+/* tasks() -> [(id, name, thread, running, frames, (awaiter ids...))] */
+static PyObject *reader_tasks(PyObject *self, PyObject *unused)
+{
+    reader_t *rd = (reader_t *)self;
+    const remora_task_t *tk;
+    PyObject *list;
+    size_t n, i, k;
+    int err;
+
+    (void)unused;
+    if (!ready(rd))
+        return NULL;
+    /* the GIL kept: it is what makes the handle used by one thread at a time */
+    err = remora_tasks(rd->r, &tk, &n);
+    if (err != REMORA_OK)
+        return fail(err, remora_last_error(rd->r));
+    if ((list = PyList_New((Py_ssize_t)n)) == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *frames = frames_list(rd, NULL, tk[i].frames, tk[i].nframes);
+        PyObject *by = PyTuple_New((Py_ssize_t)tk[i].nawaited_by), *name = text(tk[i].name);
+        PyObject *t = NULL;
+        if (frames != NULL && by != NULL && name != NULL) {
+            for (k = 0; k < tk[i].nawaited_by; k++)
+                PyTuple_SetItem(by, (Py_ssize_t)k,
+                                PyLong_FromUnsignedLongLong(tk[i].awaited_by[k]));
+            t = Py_BuildValue("(KOliOO)", (unsigned long long)tk[i].id, name,
+                              (long)tk[i].thread, tk[i].running, frames, by);
+        }
+        Py_XDECREF(frames);
+        Py_XDECREF(by);
+        Py_XDECREF(name);
+        if (t == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SetItem(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+static PyObject *reader_stats(PyObject *self, PyObject *unused)
+{
+    reader_t *rd = (reader_t *)self;
+    remora_stats_t st;
+
+    (void)unused;
+    if (!ready(rd))
+        return NULL;
+    remora_get_stats(rd->r, &st);
+    return Py_BuildValue("{sKsKsKsKsKsK}", "reads", (unsigned long long)st.reads,
+                         "thread_samples", (unsigned long long)st.thread_samples,
+                         "reused", (unsigned long long)st.reused,
+                         "partial", (unsigned long long)st.partial,
+                         "syscalls", (unsigned long long)st.syscalls,
+                         "bytes", (unsigned long long)st.bytes);
+}
+
+static PyObject *reader_python(PyObject *self, PyObject *unused)
+{
+    reader_t *rd = (reader_t *)self;
+
+    (void)unused;
+    if (!ready(rd))
+        return NULL;
+    return Py_BuildValue("(si)", remora_python_version(rd->r), remora_python_minor(rd->r));
+}
+
+static PyObject *reader_close(PyObject *self, PyObject *unused)
+{
+    reader_t *rd = (reader_t *)self;
+
+    (void)unused;
+    fc_clear(rd);
+    remora_close(rd->r);
+    rd->r = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef reader_methods[] = {
+    { "read", reader_read, METH_VARARGS,
+      "read(factory=None): every selected thread's stack; each frame a tuple, or what\n"
+      "factory(tuple) made of it (once for each distinct frame)." },
+    { "tasks", reader_tasks, METH_NOARGS, "Every asyncio task, as tuples." },
+    { "stats", reader_stats, METH_NOARGS, "The handle's statistics, a dict." },
+    { "python", reader_python, METH_NOARGS, "(version, minor) of the target." },
+    { "close", reader_close, METH_NOARGS, "Let go of the target." },
+    { NULL, NULL, 0, NULL }
+};
+
+static PyType_Slot reader_slots[] = {
+    { Py_tp_init, (void *)reader_init },
+    { Py_tp_dealloc, (void *)reader_dealloc },
+    { Py_tp_methods, reader_methods },
+    { Py_tp_new, (void *)PyType_GenericNew },
+    { Py_tp_doc, (void *)"Reader(pid, flags=0, tries=64): libremora's handle on a process." },
+    { 0, NULL }
+};
+
+static PyType_Spec reader_spec = {
+    "remora._remora.Reader", sizeof(reader_t), 0, Py_TPFLAGS_DEFAULT, reader_slots
+};
+
+/* ---- the module ------------------------------------------------------------------------ */
+
+static PyObject *mod_strerror(PyObject *self, PyObject *arg)
+{
+    long code = PyLong_AsLong(arg);
+
+    (void)self;
+    if (code == -1 && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromString(remora_strerror((int)code));
+}
+
+static PyMethodDef module_methods[] = {
+    { "strerror", mod_strerror, METH_O, "The name of a REMORA_E* code." },
+    { NULL, NULL, 0, NULL }
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "remora._remora", "libremora for Python (remora's C half).", -1,
+    module_methods, NULL, NULL, NULL, NULL
+};
+
+static int add_int(PyObject *m, const char *name, long v)
+{
+    PyObject *o = PyLong_FromLong(v);
+    int rc;
+
+    if (o == NULL)
+        return -1;
+    rc = PyModule_AddObject(m, name, o);
+    if (rc < 0)
+        Py_DECREF(o);
+    return rc;
+}
+
+PyMODINIT_FUNC PyInit__remora(void);
+PyMODINIT_FUNC PyInit__remora(void)
+{
+    static const struct { const char *name; long value; } ints[] = {
+        { "OK", REMORA_OK }, { "EUSAGE", REMORA_EUSAGE }, { "ENOPROC", REMORA_ENOPROC },
+        { "EPERM", REMORA_EPERM }, { "ENOTPY", REMORA_ENOTPY }, { "EVERSION", REMORA_EVERSION },
+        { "EFAULT", REMORA_EFAULT }, { "ECORRUPT", REMORA_ECORRUPT }, { "ENOMEM", REMORA_ENOMEM },
+        { "EIO", REMORA_EIO },
+        { "MAIN_THREAD", REMORA_MAIN_THREAD }, { "ACTIVE", REMORA_ACTIVE },
+        { "ONLY_GIL", REMORA_ONLY_GIL }, { "ONLY_CPU", REMORA_ONLY_CPU },
+        { "ONLY_EXCEPTION", REMORA_ONLY_EXCEPTION }, { "STATUS", REMORA_STATUS },
+        { "THREAD_NAMES", REMORA_THREAD_NAMES }, { "GC", REMORA_GC },
+        { "OPCODES", REMORA_OPCODES }, { "NATIVE", REMORA_NATIVE },
+        { "RUNNING_TASK", REMORA_RUNNING_TASK }, { "FRAME_ANCHOR", REMORA_FRAME_ANCHOR },
+        { "FRAME_PYTHON", REMORA_FRAME_PYTHON }, { "FRAME_NATIVE", REMORA_FRAME_NATIVE },
+        { "FRAME_GC", REMORA_FRAME_GC },
+        { "THREAD_HAS_GIL", REMORA_THREAD_HAS_GIL }, { "THREAD_ON_CPU", REMORA_THREAD_ON_CPU },
+        { "THREAD_UNKNOWN", REMORA_THREAD_UNKNOWN },
+        { "THREAD_GIL_REQUESTED", REMORA_THREAD_GIL_REQUESTED },
+        { "THREAD_HAS_EXCEPTION", REMORA_THREAD_HAS_EXCEPTION },
+        { "THREAD_MAIN", REMORA_THREAD_MAIN },
+    };
+    PyObject *m = PyModule_Create(&module_def), *reader;
+    size_t i;
+
+    if (m == NULL)
+        return NULL;
+    for (i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (add_int(m, ints[i].name, ints[i].value) < 0)
+            goto error;
+    if (PyModule_AddStringConstant(m, "version", remora_version()) < 0)
+        goto error;
+    error_type = PyErr_NewException("remora._remora.Error", PyExc_Exception, NULL);
+    if (error_type == NULL)
+        goto error;
+    Py_INCREF(error_type);
+    if (PyModule_AddObject(m, "Error", error_type) < 0) {
+        Py_DECREF(error_type);
+        goto error;
+    }
+    if ((reader = PyType_FromSpec(&reader_spec)) == NULL)
+        goto error;
+    if (PyModule_AddObject(m, "Reader", reader) < 0) {
+        Py_DECREF(reader);
+        goto error;
+    }
+    return m;
+error:
+    Py_DECREF(m);
+    return NULL;
+}
