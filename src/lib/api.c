@@ -118,6 +118,10 @@ static void open_why(int err, pid_t pid, char *why, size_t whylen)
                  "user with CAP_SYS_PTRACE, or allow ptrace (sysctl kernel.yama.ptrace_scope=0)",
                  (int)pid);
         break;
+    case REMORA_ENOTPY:
+        snprintf(why, whylen, proc_is_kernel_thread(pid) ? "pid %d is a kernel thread, not a "
+                 "Python process" : "pid %d is not a Python process", (int)pid);
+        break;
     default:
         snprintf(why, whylen, "pid %d: %s", (int)pid, remora_strerror(err));
         break;

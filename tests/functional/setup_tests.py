@@ -9,6 +9,7 @@
 # the command to run when not root or without apt-get, from the script and through make.
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -20,7 +21,10 @@ ORDER = 220           # where run.py runs these tests among the modules' (ascend
 SCRIPT = os.path.join(REPO, "tests", "provision-chroot.sh")
 MARKER, STAMP, EXTRA_STAMP = ".remora-provision-chroot", ".remora-ready", ".remora-extra"
 PKGS = "python3.13 python3.13-nopie python3.14 python3.14-nopie python3.15 python3.15-nopie"
-EXTRA = "python3-django python3-docutils python3-aiohttp python3-numpy"
+# the extra packages as the script lists them (its one list: the real programs', CPython's
+# test suite, the Python module's libraries)
+with open(SCRIPT) as _f:
+    EXTRA = re.search(r'^extra="([^"]*)"', _f.read(), re.M).group(1)
 
 # mmdebstrap [options] SUITE TARGET MIRROR: TARGET must be empty or missing, as for the
 # real one; each call is logged; STUB_FAIL=1 fails half-way.
