@@ -176,23 +176,37 @@ error:
     return err;
 }
 
+/* What remora_open and remora_open_core check first: *why pointed at local when the
+ * caller gave no buffer, and emptied; out given, *out NULL; flags known. Returns 0, or
+ * REMORA_EUSAGE with *why saying why. */
+static int open_begin(unsigned flags, remora_t **out, char **why, size_t *whylen, char *local,
+                      size_t localcap)
+{
+    if (*why == NULL || *whylen == 0) {
+        *why = local;
+        *whylen = localcap;
+    }
+    **why = '\0';
+    if (out == NULL)
+        return REMORA_EUSAGE;
+    *out = NULL;
+    if ((flags & ~LIB_FLAGS) != 0) {
+        snprintf(*why, *whylen, "unknown flags 0x%x", (int)(flags & ~LIB_FLAGS));
+        return REMORA_EUSAGE;
+    }
+    return REMORA_OK;
+}
+
 int remora_open(pid_t pid, unsigned flags, remora_t **out, char *why, size_t whylen)
 {
     char local[512];
     proc_t *p = NULL;
     int err;
 
-    if (why == NULL || whylen == 0) {
-        why = local;
-        whylen = sizeof local;
-    }
-    *why = '\0';
-    if (out == NULL)
-        return REMORA_EUSAGE;
-    *out = NULL;
-    if (pid <= 0 || (flags & ~LIB_FLAGS) != 0) {
-        snprintf(why, whylen, pid <= 0 ? "pid %d is not a process id" :
-                 "unknown flags 0x%x", pid <= 0 ? (int)pid : (int)(flags & ~LIB_FLAGS));
+    if ((err = open_begin(flags, out, &why, &whylen, local, sizeof local)) != REMORA_OK)
+        return err;
+    if (pid <= 0) {
+        snprintf(why, whylen, "pid %d is not a process id", (int)pid);
         return REMORA_EUSAGE;
     }
     if ((err = proc_open(pid, &p)) != REMORA_OK) {
@@ -209,17 +223,10 @@ int remora_open_core(const char *core, const char *exe, const char *root, unsign
     proc_t *p = NULL;
     int err;
 
-    if (why == NULL || whylen == 0) {
-        why = local;
-        whylen = sizeof local;
-    }
-    *why = '\0';
-    if (out == NULL)
-        return REMORA_EUSAGE;
-    *out = NULL;
-    if (core == NULL || (flags & ~LIB_FLAGS) != 0) {
-        snprintf(why, whylen, core == NULL ? "no core file named" : "unknown flags 0x%x",
-                 (int)(flags & ~LIB_FLAGS));
+    if ((err = open_begin(flags, out, &why, &whylen, local, sizeof local)) != REMORA_OK)
+        return err;
+    if (core == NULL) {
+        snprintf(why, whylen, "no core file named");
         return REMORA_EUSAGE;
     }
     if ((err = proc_open_core(core, exe, root, &p)) != REMORA_OK) {
