@@ -117,7 +117,9 @@ typedef struct cli_sampling {
     int engine;             /* --engine: CLI_ENGINE_AUTO (default), _KERNEL or _USER */
 } cli_sampling_t;
 
-enum { CLI_ENGINE_AUTO = 0, CLI_ENGINE_KERNEL, CLI_ENGINE_USER };
+/* the library's values (lib/engine.c decides) */
+enum { CLI_ENGINE_AUTO = REMORA_ENGINE_AUTO, CLI_ENGINE_KERNEL = REMORA_ENGINE_KERNEL,
+       CLI_ENGINE_USER = REMORA_ENGINE_USER };
 
 void cli_sampling_init(cli_sampling_t *c);
 

@@ -36,6 +36,7 @@ struct remora {
     remora_task_t *tk;          /* the last remora_tasks() */
     size_t cap_tk;
     uint64_t reads;
+    struct lib_sampling *smp;   /* remora_sample()'s state (sample_api.c), from its first */
     char err[512];
 };
 
@@ -84,6 +85,27 @@ unwinder_t *remora_unwinder(remora_t *r)
     return r->u;
 }
 
+unsigned remora_flags(const remora_t *r)
+{
+    return r->flags;
+}
+
+char *remora_errbuf(remora_t *r, size_t *cap)
+{
+    *cap = sizeof r->err;
+    return r->err;
+}
+
+struct lib_sampling **remora_sampling(remora_t *r)
+{
+    return &r->smp;
+}
+
+freezer_t **remora_freezer(remora_t *r)
+{
+    return &r->frz;
+}
+
 /* The unwinder's reading for the flags: each bit's cost is paid only when asked. */
 static unsigned lib_want(unsigned flags)
 {
@@ -128,8 +150,11 @@ static void open_why(int err, pid_t pid, char *why, size_t whylen)
     }
 }
 
-/* The handle over an opened source p (taken over: freed on failure). */
-static int lib_new(proc_t *p, unsigned flags, int live, remora_t **out, char *why, size_t whylen)
+/* The handle over an opened source p (taken over: freed on failure): live 0 a core, 1 a
+ * pid remora_open() opened (its messages), 2 a live process adopted for sampling (the
+ * command's: no tries, its own messages); found: its interpreter, already found. */
+static int lib_new(proc_t *p, const py_target_t *found, unsigned flags, int live, remora_t **out,
+                   char *why, size_t whylen)
 {
     remora_t *r;
     int err;
@@ -142,8 +167,10 @@ static int lib_new(proc_t *p, unsigned flags, int live, remora_t **out, char *wh
     }
     r->p = p;
     r->flags = flags;
-    if ((err = py_target_find(p, &r->t, why, whylen)) != REMORA_OK) {
-        if (*why == '\0' && live)
+    if (found != NULL)
+        r->t = *found;
+    else if ((err = py_target_find(p, &r->t, why, whylen)) != REMORA_OK) {
+        if (*why == '\0' && live == 1)
             open_why(err, proc_pid(p), why, whylen);
         goto error;
     }
@@ -151,7 +178,7 @@ static int lib_new(proc_t *p, unsigned flags, int live, remora_t **out, char *wh
         snprintf(why, whylen, "out of memory");
         goto error;
     }
-    unw_set_tries(r->u, LIB_TRIES);
+    unw_set_tries(r->u, live == 2 ? 0 : LIB_TRIES);
     if (flags & REMORA_NATIVE) {
         if ((err = unw_native_enable(r->u)) != REMORA_OK) {
             snprintf(why, whylen, "%s", err == REMORA_EUSAGE ?
@@ -213,7 +240,7 @@ int remora_open(pid_t pid, unsigned flags, remora_t **out, char *why, size_t why
         open_why(err, pid, why, whylen);
         return err;
     }
-    return lib_new(p, flags, 1, out, why, whylen);
+    return lib_new(p, NULL, flags, 1, out, why, whylen);
 }
 
 int remora_open_core(const char *core, const char *exe, const char *root, unsigned flags,
@@ -235,16 +262,36 @@ int remora_open_core(const char *core, const char *exe, const char *root, unsign
                  remora_strerror(err));
         return err;
     }
-    err = lib_new(p, flags, 0, out, why, whylen);
+    err = lib_new(p, NULL, flags, 0, out, why, whylen);
     if (err != REMORA_OK && *why == '\0')
         snprintf(why, whylen, "core '%s': %s", core, remora_strerror(err));
     return err;
+}
+
+int remora_adopt(proc_t *p, const py_target_t *t, unsigned flags, remora_t **out, char *why,
+                 size_t whylen)
+{
+    char local[512];
+
+    if (why == NULL || whylen == 0) {
+        why = local;
+        whylen = sizeof local;
+    }
+    *why = '\0';
+    *out = NULL;
+    if ((flags & ~LIB_FLAGS) != 0) {
+        proc_free(p);
+        snprintf(why, whylen, "unknown flags 0x%x", (int)(flags & ~LIB_FLAGS));
+        return REMORA_EUSAGE;
+    }
+    return lib_new(p, t, flags, 2, out, why, whylen);
 }
 
 void remora_close(remora_t *r)
 {
     if (r == NULL)
         return;
+    lib_sampling_free(r->smp);
     if (r->frz != NULL) {
         freeze_go(r->frz);
         freeze_free(r->frz);

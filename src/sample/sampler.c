@@ -118,6 +118,11 @@ const sampler_stats_t *sampler_stats(const sampler_t *s)
     return &s->st;
 }
 
+const unw_thread_t *sampler_current_thread(const sampler_t *s)
+{
+    return s->cur;
+}
+
 static int kern_drain(sampler_t *s, int64_t *read_ns);
 #define DRAIN_UNSETTLED (-1)         /* kern_drain(): a walk still under way after the wait */
 
