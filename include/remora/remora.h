@@ -255,6 +255,9 @@ typedef struct remora_sample {
     int64_t time_ns;            /* when it was read, in ns since sampling began (a kernel
                                  * engine's sample: the tick's instant) */
     uint64_t round;             /* the round it belongs to, from 1 */
+    unsigned periods;           /* the sampling periods it stands for (1; more for a thread
+                                 * off a CPU the kernel engine's rounds looked at less often,
+                                 * its stack unchanged since) */
     pid_t native_id;            /* the kernel's thread id (0: an asyncio task no thread runs) */
     uint64_t ident;             /* threading.get_ident() (0 when unknown) */
     int64_t interpreter_id;

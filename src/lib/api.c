@@ -195,7 +195,8 @@ static int lib_new(proc_t *p, const py_target_t *found, unsigned flags, int live
         if (r->frz != NULL)
             freeze_want_states(r->frz);
     }
-    unw_set_want(r->u, lib_want(flags));
+    /* adopted for sampling: everything, as a new unwinder reads (the sampler says what) */
+    unw_set_want(r->u, live == 2 ? UNW_WANT_ALL : lib_want(flags));
     *out = r;
     return REMORA_OK;
 error:

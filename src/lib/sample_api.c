@@ -173,11 +173,13 @@ static int lib_sink(void *ctx, const stk_table_t *t, uint32_t thread, uint32_t n
                     int64_t t_ns, unsigned flags)
 {
     struct lib_sampling *smp = ctx;
-    const unw_thread_t *th = sampler_current_thread(smp->s);
+    unsigned count, index;
+    const unw_thread_t *th = sampler_current_thread(smp->s, &count, &index);
     remora_sample_t o;
     long n;
 
-    if (smp->stop)
+    /* a thread off a CPU the kernel engine's rounds weigh: one sample, its periods said */
+    if (smp->stop || index > 0)
         return REMORA_OK;
     if ((smp->flags & REMORA_MAIN_THREAD) && (th == NULL || !th->is_main))
         return REMORA_OK;
@@ -185,6 +187,7 @@ static int lib_sink(void *ctx, const stk_table_t *t, uint32_t thread, uint32_t n
         return REMORA_ENOMEM;
     o.time_ns = t_ns;
     o.round = sampler_stats(smp->s)->rounds;
+    o.periods = count;
     o.native_id = stk_thread_at(t, thread)->tid;
     o.ident = th != NULL ? th->ident : 0;
     o.interpreter_id = th != NULL ? th->interp_id : 0;

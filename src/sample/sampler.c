@@ -118,8 +118,10 @@ const sampler_stats_t *sampler_stats(const sampler_t *s)
     return &s->st;
 }
 
-const unw_thread_t *sampler_current_thread(const sampler_t *s)
+const unw_thread_t *sampler_current_thread(const sampler_t *s, unsigned *count, unsigned *index)
 {
+    *count = s->cur != NULL ? s->cur_count : 1;
+    *index = s->cur != NULL ? s->cur_index : 0;
     return s->cur;
 }
 

@@ -323,9 +323,12 @@ int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, 
         s->st.partial += count - 1;
     s->cur = th;
     err = REMORA_OK;
-    for (c = 0; c < count && s->sink.sample != NULL; c++)
+    s->cur_count = count;
+    for (c = 0; c < count && s->sink.sample != NULL; c++) {
+        s->cur_index = c;
         if ((err = s->sink.sample(s->sink.ctx, s->t, tt, node, t_ns, flags)))
             break;
+    }
     s->cur = NULL;
     return err;
 }
