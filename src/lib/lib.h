@@ -29,9 +29,10 @@ void lib_sampling_free(struct lib_sampling *smp);
 
 /* A handle over p (taken over: freed on failure too), a live process, for sampling:
  * its interpreter t when the caller found it already (a launched command waited for),
- * else found now; the unwinder reads each round as it is (no tries), reading all but
- * what the flags' bits ask. Returns as remora_open(), *why holding py_target_find's own
- * message (none of remora_open's for a pid: the command says those). */
+ * else found now. Its unwinder reads each round as it is (no tries) and everything, as a
+ * new unwinder does (the sampler then says what). Returns as remora_open(), *why holding
+ * py_target_find's own message (none of remora_open's for a pid: the command words
+ * those). */
 int remora_adopt(proc_t *p, const py_target_t *t, unsigned flags, remora_t **out, char *why,
                  size_t whylen);
 
