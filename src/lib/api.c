@@ -150,9 +150,10 @@ static void open_why(int err, pid_t pid, char *why, size_t whylen)
     }
 }
 
-/* The handle over an opened source p (taken over: freed on failure): live 0 a core, 1 a
- * pid remora_open() opened (its messages), 2 a live process adopted for sampling (the
- * command's: no tries, its own messages); found: its interpreter, already found. */
+/* The handle over an opened source p (taken over: freed on failure, but for live 3): live
+ * 0 a core, 1 a pid remora_open() opened (its messages), 2 a live process adopted for
+ * sampling (the command's: no tries, its own messages), 3 a core adopted by the command
+ * (its messages: p is left to it on failure); found: its interpreter, already found. */
 static int lib_new(proc_t *p, const py_target_t *found, unsigned flags, int live, remora_t **out,
                    char *why, size_t whylen)
 {
@@ -161,7 +162,8 @@ static int lib_new(proc_t *p, const py_target_t *found, unsigned flags, int live
 
     *out = NULL;
     if ((r = calloc(1, sizeof *r)) == NULL) {
-        proc_free(p);
+        if (live != 3)
+            proc_free(p);
         snprintf(why, whylen, "out of memory");
         return REMORA_ENOMEM;
     }
@@ -178,7 +180,7 @@ static int lib_new(proc_t *p, const py_target_t *found, unsigned flags, int live
         snprintf(why, whylen, "out of memory");
         goto error;
     }
-    unw_set_tries(r->u, live == 2 ? 0 : LIB_TRIES);
+    unw_set_tries(r->u, live >= 2 ? 0 : LIB_TRIES);     /* the command says when */
     if (flags & REMORA_NATIVE) {
         if ((err = unw_native_enable(r->u)) != REMORA_OK) {
             snprintf(why, whylen, "%s", err == REMORA_EUSAGE ?
@@ -186,7 +188,7 @@ static int lib_new(proc_t *p, const py_target_t *found, unsigned flags, int live
                      "no ELF file of the target could be read for its C stacks (REMORA_NATIVE)");
             goto error;
         }
-        if (live && (err = freeze_new(p, &r->frz)) != REMORA_OK) {
+        if ((live == 1 || live == 2) && (err = freeze_new(p, &r->frz)) != REMORA_OK) {
             snprintf(why, whylen, "REMORA_NATIVE: cannot stop pid %d's threads with ptrace (%s%s)",
                      (int)proc_pid(p), remora_strerror(err),
                      err == REMORA_EPERM ? ": another tracer has it, or ptrace is not allowed" : "");
@@ -196,10 +198,12 @@ static int lib_new(proc_t *p, const py_target_t *found, unsigned flags, int live
             freeze_want_states(r->frz);
     }
     /* adopted for sampling: everything, as a new unwinder reads (the sampler says what) */
-    unw_set_want(r->u, live == 2 ? UNW_WANT_ALL : lib_want(flags));
+    unw_set_want(r->u, live >= 2 ? UNW_WANT_ALL : lib_want(flags));
     *out = r;
     return REMORA_OK;
 error:
+    if (live == 3)
+        r->p = NULL;            /* the caller's still: its messages name what it found */
     remora_close(r);
     return err;
 }
@@ -281,11 +285,12 @@ int remora_adopt(proc_t *p, const py_target_t *t, unsigned flags, remora_t **out
     *why = '\0';
     *out = NULL;
     if ((flags & ~LIB_FLAGS) != 0) {
-        proc_free(p);
+        if (proc_kind(p) == PROC_LIVE)
+            proc_free(p);
         snprintf(why, whylen, "unknown flags 0x%x", (int)(flags & ~LIB_FLAGS));
         return REMORA_EUSAGE;
     }
-    return lib_new(p, t, flags, 2, out, why, whylen);
+    return lib_new(p, t, flags, proc_kind(p) == PROC_LIVE ? 2 : 3, out, why, whylen);
 }
 
 void remora_close(remora_t *r)

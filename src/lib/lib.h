@@ -27,12 +27,14 @@ freezer_t **remora_freezer(remora_t *r);
 /* Frees what remora_sample() kept (remora_close()). NULL is allowed. */
 void lib_sampling_free(struct lib_sampling *smp);
 
-/* A handle over p (taken over: freed on failure too), a live process, for sampling:
- * its interpreter t when the caller found it already (a launched command waited for),
- * else found now. Its unwinder reads each round as it is (no tries) and everything, as a
- * new unwinder does (the sampler then says what). Returns as remora_open(), *why holding
- * py_target_find's own message (none of remora_open's for a pid: the command words
- * those). */
+/* A handle over p, a source the command opened: a live process, for sampling (taken
+ * over: freed on failure too), or a core, for dump (taken over on success only: on
+ * failure p is still the caller's, whose message names what p found, e.g. a missing
+ * executable). t: its interpreter when the caller found it already (a launched command
+ * waited for), else found now. Its unwinder reads everything, as a new unwinder does (the
+ * sampler, or dump, then says what); a live one reads each round as it is (no tries).
+ * Returns as remora_open(), *why holding py_target_find's own message (none of
+ * remora_open's: the command words those). */
 int remora_adopt(proc_t *p, const py_target_t *t, unsigned flags, remora_t **out, char *why,
                  size_t whylen);
 
