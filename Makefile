@@ -133,7 +133,8 @@ LIB_MINOR  := 1
 LIB_SONAME := libremora.so.0
 LIB_SO     := $(LIB_SONAME).$(LIB_MINOR)
 LIB_SRC    := $(filter-out %.bpf.c,$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c \
-                src/kern/*.c src/lib/*.c))
+                src/kern/*.c src/lib/*.c src/sample/sampler.c src/sample/take.c src/sample/subs.c \
+                src/sample/async.c src/sample/stacks.c))
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 
 lib:

@@ -210,6 +210,109 @@ typedef struct remora_stats {
 /* What r has done since it was opened. */
 void remora_get_stats(const remora_t *r, remora_stats_t *out);
 
+/* ---- sampling --------------------------------------------------------------------- */
+
+/* Which threads' samples are kept (the command's --mode). In each mode a thread neither
+ * on a CPU nor holding the GIL (idle) is left out unless remora_sample_opts_t.idle. */
+enum remora_mode {
+    REMORA_MODE_WALL = 0,       /* every thread */
+    REMORA_MODE_CPU,            /* threads on a CPU */
+    REMORA_MODE_GIL,            /* the thread holding the GIL */
+    REMORA_MODE_EXCEPTION,      /* threads handling an exception */
+};
+
+/* Which engine reads the stacks (the command's --engine; docs/cli.md "Engines"). */
+enum remora_engine {
+    REMORA_ENGINE_AUTO = 0,     /* the kernel engine where it can be had, else user space */
+    REMORA_ENGINE_KERNEL,       /* BPF: a running thread's stack read in the kernel at each
+                                 * tick of its CPU time (needs CAP_BPF and CAP_PERFMON, or
+                                 * root); threads off a CPU from user space */
+    REMORA_ENGINE_USER,         /* every thread read from user space */
+};
+
+/* How remora_sample() samples (the command's options of the same names). Start from
+ * remora_sample_opts_init(); unknown values are refused with REMORA_EUSAGE. */
+typedef struct remora_sample_opts {
+    double rate_hz;             /* rounds a second (default 100; at most 100,000) */
+    double duration_s;          /* stop after this long (0: until stopped or the target exits) */
+    uint64_t max_rounds;        /* stop after this many rounds (0: no limit) */
+    int mode;                   /* enum remora_mode (default wall) */
+    int engine;                 /* enum remora_engine (default auto) */
+    int idle;                   /* keep idle threads' samples (not with REMORA_MODE_CPU) */
+    int gc;                     /* a "<GC>" frame innermost while the thread collects
+                                 * garbage (default 1) */
+    int opcodes;                /* the innermost frame's instruction (opname, offset) */
+    int async;                  /* a thread running an asyncio task sampled as the task's
+                                 * awaiter chain (user space engine) */
+    int blocking;               /* hold the target still (ptrace) while it is read (user
+                                 * space engine; implied by a handle opened REMORA_NATIVE) */
+    int function;               /* one frame per function, at its first line */
+    int reserved[8];            /* 0 */
+} remora_sample_opts_t;
+
+/* One thread's sample. It and what it points to are valid during the callback only. */
+typedef struct remora_sample {
+    int64_t time_ns;            /* when it was read, in ns since sampling began (a kernel
+                                 * engine's sample: the tick's instant) */
+    uint64_t round;             /* the round it belongs to, from 1 */
+    unsigned periods;           /* the sampling periods it stands for (1; more for a thread
+                                 * off a CPU the kernel engine's rounds looked at less often,
+                                 * its stack unchanged since) */
+    pid_t native_id;            /* the kernel's thread id (0: an asyncio task no thread runs) */
+    uint64_t ident;             /* threading.get_ident() (0 when unknown) */
+    int64_t interpreter_id;
+    unsigned status;            /* REMORA_THREAD_* bits: HAS_GIL, MAIN, ON_CPU (or UNKNOWN
+                                 * with idle threads kept in wall mode), HAS_EXCEPTION (in
+                                 * exception mode) */
+    const char *thread_name;    /* threading's name, else the kernel's comm ("" unknown) */
+    int kernel;                 /* read by the kernel engine at a tick */
+    int partial;                /* its innermost frames moved while read: frames[] holds the
+                                 * outer frames that held still */
+    uint64_t task_id;           /* async: the task whose awaiter chain frames[] is, else 0 */
+    size_t nframes;
+    const remora_frame_t *frames;   /* innermost first; a sampled frame has its line (end
+                                 * line and columns -1, opcode -1) */
+} remora_sample_t;
+
+/* The callback: 0 to go on, anything else to stop sampling (remora_sample() then returns
+ * REMORA_OK). */
+typedef int (*remora_sample_cb)(void *ctx, const remora_sample_t *s);
+
+/* The defaults: 100 Hz, wall mode, engine auto, idle threads left out, <GC> frames. */
+void remora_sample_opts_init(remora_sample_opts_t *o);
+
+/* Samples r's target as the remora command does (its sampling loop and engines), calling
+ * cb for every thread sample kept, until the duration or max_rounds ends, cb returns
+ * nonzero, remora_sample_stop(r) is called, or the target exits. Rounds run on absolute
+ * deadlines; one that cannot start on time is skipped, not squeezed in. The handle's
+ * REMORA_MAIN_THREAD, REMORA_NATIVE and REMORA_FRAME_ANCHOR apply; its other read flags
+ * do not (o says what is kept). A warm round allocates nothing. Returns REMORA_OK, or
+ * REMORA_ENOPROC when the target exited (what was sampled was given to cb), REMORA_EUSAGE
+ * (bad options; the kernel engine asked for with an option it cannot serve), REMORA_EPERM
+ * (the kernel engine asked for and not allowed, or blocking not allowed), REMORA_EVERSION,
+ * REMORA_ENOMEM; remora_last_error() says which. Not on a core file (REMORA_EUSAGE). */
+int remora_sample(remora_t *r, const remora_sample_opts_t *o, remora_sample_cb cb, void *ctx);
+
+/* Ends the remora_sample() under way on r after the current round: from the callback,
+ * a signal handler or another thread. */
+void remora_sample_stop(remora_t *r);
+
+/* What the last remora_sample() on r did. */
+typedef struct remora_sample_stats {
+    uint64_t rounds;            /* sampling rounds taken */
+    uint64_t samples;           /* thread samples given to the callback */
+    uint64_t late;              /* rounds skipped: remora fell behind */
+    uint64_t errors;            /* thread stacks that could not be read */
+    uint64_t kernel;            /* samples the kernel engine read */
+    int64_t duration_ns;        /* from the first round to the end */
+} remora_sample_stats_t;
+void remora_get_sample_stats(const remora_t *r, remora_sample_stats_t *out);
+
+/* The engine the last remora_sample() on r ran ("kernel" or "user"; NULL before one), and
+ * when *why_not is not NULL, one line saying why it was not the kernel engine ("" when it
+ * was): the option that needs user space, or what refused the kernel engine. */
+const char *remora_engine(const remora_t *r, const char **why_not);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,7 +22,7 @@ from . import _remora
 __all__ = [
     "RemoteUnwinder", "InterpreterInfo", "ThreadInfo", "FrameInfo", "LocationInfo",
     "AwaitedInfo", "TaskInfo", "CoroInfo", "get_child_pids", "is_python_process", "dump",
-    "sample", "Thread", "THREAD_STATUS_HAS_GIL", "THREAD_STATUS_ON_CPU",
+    "sample", "sample_engine", "Thread", "THREAD_STATUS_HAS_GIL", "THREAD_STATUS_ON_CPU",
     "THREAD_STATUS_UNKNOWN", "THREAD_STATUS_GIL_REQUESTED", "THREAD_STATUS_HAS_EXCEPTION",
     "THREAD_STATUS_MAIN_THREAD", "PROFILING_MODE_WALL", "PROFILING_MODE_CPU",
     "PROFILING_MODE_GIL", "PROFILING_MODE_ALL", "PROFILING_MODE_EXCEPTION",
@@ -476,37 +476,100 @@ def dump(pid, *, text=False):
     return threads
 
 
-def sample(pid, rate=100.0, duration=None, *, active_only=False):
+_SAMPLE_MODES = {"wall": _remora.MODE_WALL, "cpu": _remora.MODE_CPU, "gil": _remora.MODE_GIL,
+                 "exception": _remora.MODE_EXCEPTION}
+_SAMPLE_ENGINES = {"auto": _remora.ENGINE_AUTO, "kernel": _remora.ENGINE_KERNEL,
+                   "user": _remora.ENGINE_USER}
+_SAMPLE_QUEUE = 1024        # rounds waiting for the consumer before the sampler waits too
+_SAMPLE_END = object()
+
+
+def sample(pid, rate=100.0, duration=None, *, active_only=False, mode="wall", engine="auto"):
     """Samples process pid rate times a second (for duration seconds, or until it
-    exits): yields (time, [Thread, ...]) for each sample, time from time.monotonic().
-    active_only: only threads on a CPU or holding the GIL. A sample that could not be read
-    (the target changed under the read) is left out; the iterator ends when the process
-    exits."""
-    if rate <= 0:
+    exits) with libremora's sampling loop, the one `remora record` runs: yields
+    (time, [Thread, ...]) for each round, time from time.monotonic(), each Thread's
+    frames innermost first. mode: "wall" (every thread), "cpu" (threads on a CPU), "gil"
+    (the GIL's holder) or "exception" (threads handling one). active_only: leave out
+    threads neither on a CPU nor holding the GIL (always so in cpu mode). engine: "auto"
+    (the kernel engine where it can be had), "kernel" (BPF; PermissionError without
+    CAP_BPF and CAP_PERFMON, ValueError with gil or exception mode) or "user". The engine
+    that ran is sample_engine() of the iterator's last run. The iterator ends when the
+    process exits or the duration ends; closing it stops the sampling."""
+    if not rate > 0:
         raise ValueError("rate must be positive")
-    reader = _open(pid, _remora.THREAD_NAMES | (_remora.ACTIVE if active_only else 0))
-    period = 1.0 / rate
-    start = next_at = time.monotonic()
-    try:
-        while duration is None or time.monotonic() - start < duration:
+    if mode not in _SAMPLE_MODES:
+        raise ValueError("mode must be one of %s" % ", ".join(_SAMPLE_MODES))
+    if engine not in _SAMPLE_ENGINES:
+        raise ValueError("engine must be one of %s" % ", ".join(_SAMPLE_ENGINES))
+    if duration is not None and not duration > 0:
+        raise ValueError("duration must be positive (or None)")
+    import queue
+    import threading
+    reader = _open(pid, 0)
+    rounds = queue.Queue(_SAMPLE_QUEUE)
+    stop = threading.Event()
+    start = [0.0]
+    this = [0, []]              # the round being gathered: its number, its threads
+
+    def put(item):
+        while not stop.is_set():
             try:
-                rows = reader.read()
-            except _remora.Error as e:
-                if e.args[0] == _remora.ENOPROC:
+                rounds.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def on_sample(rnd, t_ns, tid, status, name, _partial, _kernel, frames):
+        if rnd != this[0] and this[1]:
+            put((start[0] + this[2] / 1e9, this[1]))
+            this[1] = []
+        if not this[1]:
+            this[:] = [rnd, this[1], t_ns]
+        this[1].append(Thread((tid, name, status, [_frame(f, False) for f in frames])))
+        return stop.is_set()
+
+    def run():
+        try:
+            start[0] = time.monotonic()
+            _LAST_ENGINE[:] = reader.sample(on_sample, rate=float(rate),
+                                            duration=float(duration or 0),
+                                            mode=_SAMPLE_MODES[mode],
+                                            engine=_SAMPLE_ENGINES[engine],
+                                            idle=mode != "cpu" and not active_only)
+            if this[1]:
+                put((start[0] + this[2] / 1e9, this[1]))
+            put(_SAMPLE_END)
+        except _remora.Error as e:
+            put(e)
+        except BaseException as e:      # the callback's own failure
+            put(e)
+
+    this.append(0)
+    worker = threading.Thread(target=run, name="remora.sample", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = rounds.get()
+            if item is _SAMPLE_END:
+                return
+            if isinstance(item, _remora.Error):
+                if item.args[0] == _remora.ENOPROC:
                     return
-                if e.args[0] in (_remora.ECORRUPT, _remora.EFAULT):
-                    rows = None
-                else:
-                    _raise(e, pid, "Failed to read the stacks")
-            now = time.monotonic()
-            if rows is not None:
-                yield now, [Thread((tid, name, status, [_frame(f, False) for f in frames]))
-                            for (_i, tid, status, _g, name, _e, _p, _t, _d, frames) in rows]
-            next_at += period
-            delay = next_at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            else:
-                next_at = time.monotonic()
+                _raise(item, pid, "Failed to sample")
+            if isinstance(item, BaseException):
+                raise item
+            yield item
     finally:
+        stop.set()
+        reader.sample_stop()
+        worker.join()
         reader.close()
+
+
+_LAST_ENGINE = ["", ""]
+
+
+def sample_engine():
+    """(engine, why_not) of the last sample() run: "kernel" or "user", and one line saying
+    why not the kernel engine ("" when it ran)."""
+    return tuple(_LAST_ENGINE)

@@ -339,6 +339,141 @@ static PyObject *reader_close(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* ---- sampling (remora_sample) --------------------------------------------------------- */
+
+/* A sampled frame as the tuple read() gives: (file, function, line, end_line, column,
+ * end_column, opcode or None, kind). */
+static PyObject *sample_frame(const remora_frame_t *f)
+{
+    PyObject *file = text(f->file), *func = text(f->function), *t = NULL;
+
+    if (file != NULL && func != NULL)
+        t = Py_BuildValue("(OOiiiiOi)", file, func, f->line, f->end_line, f->column,
+                          f->end_column, Py_None, f->kind);
+    Py_XDECREF(file);
+    Py_XDECREF(func);
+    return t;
+}
+
+/* The run's state: the callback, the thread state saved while libremora samples (the
+ * GIL let go between samples), and whether the callback raised. */
+typedef struct {
+    PyObject *cb;
+    PyThreadState *ts;
+    int raised;
+} sample_ctx_t;
+
+/* Each thread sample: cb(round, time_ns, native_id, status, name, partial, kernel,
+ * frames) with the GIL held; a true result or an exception stops the run. */
+static int on_sample(void *ctx, const remora_sample_t *s)
+{
+    sample_ctx_t *c = ctx;
+    PyObject *frames, *res = NULL, *name;
+    int stop = 1;
+    size_t k;
+
+    PyEval_RestoreThread(c->ts);
+    frames = PyList_New((Py_ssize_t)s->nframes);
+    name = text(s->thread_name);
+    for (k = 0; frames != NULL && k < s->nframes; k++) {
+        PyObject *f = sample_frame(&s->frames[k]);
+        if (f == NULL) {
+            Py_CLEAR(frames);
+            break;
+        }
+        PyList_SetItem(frames, (Py_ssize_t)k, f);
+    }
+    if (frames != NULL && name != NULL)
+        res = PyObject_CallFunction(c->cb, "KLlIOiiO", (unsigned long long)s->round,
+                                    (long long)s->time_ns, (long)s->native_id, s->status, name,
+                                    s->partial, s->kernel, frames);
+    Py_XDECREF(frames);
+    Py_XDECREF(name);
+    if (res == NULL) {
+        c->raised = 1;
+    } else {
+        stop = PyObject_IsTrue(res);
+        if (stop < 0) {
+            c->raised = 1;
+            stop = 1;
+        }
+        Py_DECREF(res);
+    }
+    c->ts = PyEval_SaveThread();
+    return stop;
+}
+
+/* sample(callback, rate=100.0, duration=0.0, max_rounds=0, mode=0, engine=0, idle=False,
+ *        gc=True, opcodes=False, asyncio=False, blocking=False) -> (engine, why_not) */
+static PyObject *reader_sample(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = { "callback", "rate", "duration", "max_rounds", "mode", "engine",
+                             "idle", "gc", "opcodes", "asyncio", "blocking", NULL };
+    reader_t *rd = (reader_t *)self;
+    remora_sample_opts_t o;
+    sample_ctx_t c;
+    unsigned long long max_rounds = 0;
+    const char *engine, *why_not;
+    int err;
+
+    if (!ready(rd))
+        return NULL;
+    remora_sample_opts_init(&o);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|ddKiippppp", names, &c.cb, &o.rate_hz,
+                                     &o.duration_s, &max_rounds, &o.mode, &o.engine, &o.idle,
+                                     &o.gc, &o.opcodes, &o.async, &o.blocking))
+        return NULL;
+    if (!PyCallable_Check(c.cb)) {
+        PyErr_SetString(PyExc_TypeError, "callback must be callable");
+        return NULL;
+    }
+    o.max_rounds = max_rounds;
+    c.raised = 0;
+    Py_INCREF(c.cb);
+    c.ts = PyEval_SaveThread();
+    err = remora_sample(rd->r, &o, on_sample, &c);
+    PyEval_RestoreThread(c.ts);
+    Py_DECREF(c.cb);
+    if (c.raised)
+        return NULL;
+    if (err != REMORA_OK)
+        return fail(err, remora_last_error(rd->r));
+    engine = remora_engine(rd->r, &why_not);
+    return Py_BuildValue("(ss)", engine != NULL ? engine : "", why_not);
+}
+
+/* sample_stop(): ends the sample() under way (from another thread). */
+static PyObject *reader_sample_stop(PyObject *self, PyObject *unused)
+{
+    reader_t *rd = (reader_t *)self;
+
+    (void)unused;
+    if (rd->r != NULL)
+        remora_sample_stop(rd->r);
+    Py_RETURN_NONE;
+}
+
+/* sample_stats() -> dict of the last sample()'s counts and its engine. */
+static PyObject *reader_sample_stats(PyObject *self, PyObject *unused)
+{
+    reader_t *rd = (reader_t *)self;
+    remora_sample_stats_t st;
+    const char *engine, *why_not;
+
+    (void)unused;
+    if (!ready(rd))
+        return NULL;
+    remora_get_sample_stats(rd->r, &st);
+    engine = remora_engine(rd->r, &why_not);
+    return Py_BuildValue("{sKsKsKsKsKsLszss}", "rounds", (unsigned long long)st.rounds,
+                         "samples", (unsigned long long)st.samples,
+                         "late", (unsigned long long)st.late,
+                         "errors", (unsigned long long)st.errors,
+                         "kernel", (unsigned long long)st.kernel,
+                         "duration_ns", (long long)st.duration_ns, "engine", engine,
+                         "why_not", why_not);
+}
+
 static PyMethodDef reader_methods[] = {
     { "read", reader_read, METH_VARARGS,
       "read(factory=None): every selected thread's stack; each frame a tuple, or what\n"
@@ -347,6 +482,13 @@ static PyMethodDef reader_methods[] = {
     { "stats", reader_stats, METH_NOARGS, "The handle's statistics, a dict." },
     { "python", reader_python, METH_NOARGS, "(version, minor) of the target." },
     { "close", reader_close, METH_NOARGS, "Let go of the target." },
+    { "sample", (PyCFunction)(void (*)(void))reader_sample, METH_VARARGS | METH_KEYWORDS,
+      "sample(callback, rate=100.0, duration=0.0, max_rounds=0, mode=0, engine=0, idle=False,\n"
+      "gc=True, opcodes=False, asyncio=False, blocking=False): libremora's sampling loop;\n"
+      "callback(round, time_ns, native_id, status, name, partial, kernel, frames) for each\n"
+      "thread sample (a true result stops it). Returns (engine, why_not)." },
+    { "sample_stop", reader_sample_stop, METH_NOARGS, "End the sample() under way." },
+    { "sample_stats", reader_sample_stats, METH_NOARGS, "The last sample()'s counts, a dict." },
     { NULL, NULL, 0, NULL }
 };
 
@@ -419,6 +561,10 @@ PyMODINIT_FUNC PyInit__remora(void)
         { "THREAD_GIL_REQUESTED", REMORA_THREAD_GIL_REQUESTED },
         { "THREAD_HAS_EXCEPTION", REMORA_THREAD_HAS_EXCEPTION },
         { "THREAD_MAIN", REMORA_THREAD_MAIN },
+        { "MODE_WALL", REMORA_MODE_WALL }, { "MODE_CPU", REMORA_MODE_CPU },
+        { "MODE_GIL", REMORA_MODE_GIL }, { "MODE_EXCEPTION", REMORA_MODE_EXCEPTION },
+        { "ENGINE_AUTO", REMORA_ENGINE_AUTO }, { "ENGINE_KERNEL", REMORA_ENGINE_KERNEL },
+        { "ENGINE_USER", REMORA_ENGINE_USER },
     };
     PyObject *m = PyModule_Create(&module_def), *reader;
     size_t i;

@@ -15,6 +15,7 @@
 
 #include "remora.h"
 #include "cli.h"
+#include "../lib/lib.h"
 #include "../sample/sampler.h"
 #include "../util/util.h"
 
@@ -539,12 +540,36 @@ int cli_attach(pid_t pid, char **cmd, int subprocesses, volatile sig_atomic_t *s
     err = proc_open(ct->pid, &ct->p);
     if (err)
         return cli_fail(err, ct->pid, NULL);
-    if (cmd != NULL)
-        return wait_for_python(cmd, subprocesses, stop, ct);
-    err = py_target_find(ct->p, &ct->t, why, sizeof why);
+    if (cmd != NULL) {
+        err = wait_for_python(cmd, subprocesses, stop, ct);
+        if (err != REMORA_EXIT_OK || ct->ended || ct->python_pid != 0)
+            return err;
+        /* the interpreter found in the command: the handle takes its source over */
+        err = remora_adopt(ct->p, &ct->t, 0, &ct->r, why, sizeof why);
+        ct->p = ct->r != NULL ? remora_proc(ct->r) : NULL;
+        if (err) {
+            cli_error("out of memory");
+            return REMORA_EXIT_FAIL;
+        }
+        return REMORA_EXIT_OK;
+    }
+    /* the library's handle finds the interpreter (its messages, py_target_find's) */
+    err = remora_adopt(ct->p, NULL, 0, &ct->r, why, sizeof why);
+    ct->p = ct->r != NULL ? remora_proc(ct->r) : NULL;
     if (err)
         return cli_fail(err, ct->pid, why);
+    ct->t = *remora_target(ct->r);
     return REMORA_EXIT_OK;
+}
+
+void cli_target_free(cli_target_t *ct)
+{
+    if (ct->r != NULL)
+        remora_close(ct->r);        /* its source and unwinder with it */
+    else
+        proc_free(ct->p);
+    ct->r = NULL;
+    ct->p = NULL;
 }
 
 int cli_finish_child(cli_target_t *ct)

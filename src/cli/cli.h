@@ -117,7 +117,9 @@ typedef struct cli_sampling {
     int engine;             /* --engine: CLI_ENGINE_AUTO (default), _KERNEL or _USER */
 } cli_sampling_t;
 
-enum { CLI_ENGINE_AUTO = 0, CLI_ENGINE_KERNEL, CLI_ENGINE_USER };
+/* the library's values (lib/engine.c decides) */
+enum { CLI_ENGINE_AUTO = REMORA_ENGINE_AUTO, CLI_ENGINE_KERNEL = REMORA_ENGINE_KERNEL,
+       CLI_ENGINE_USER = REMORA_ENGINE_USER };
 
 void cli_sampling_init(cli_sampling_t *c);
 
@@ -218,11 +220,19 @@ typedef struct cli_target {
     pid_t python_pid;       /* with --subprocesses, the command's descendant whose interpreter
                              * was found while the command itself is not Python (then t is
                              * that descendant's: its version, for the checks); else 0 */
-    proc_t *p;              /* the caller frees it (proc_free), also on failure */
+    remora_t *r;            /* the target opened through libremora (its source, interpreter
+                             * and unwinder); NULL while no Python is found in it (a
+                             * command launched, or whose descendant is, python_pid) */
+    proc_t *p;              /* its source (remora_proc(r)), or the command's own while r is
+                             * NULL; freed by cli_target_free(), also on failure */
     py_target_t t;
 } cli_target_t;
 
-/* Opens pid, or launches cmd (pid ignored) and waits, sleeping between looks, until its
+/* Frees what ct holds (the handle, or the command's source). Every unwinder on the kernel
+ * engine (the handle's among them) is freed by then: the caller closes the engine after. */
+void cli_target_free(cli_target_t *ct);
+
+/* Opens pid (through libremora: ct->r), or launches cmd (pid ignored) and waits, sleeping between looks, until its
  * interpreter is loaded, or with 'subprocesses' until one of its descendants runs one
  * (python_pid set). Returns REMORA_EXIT_OK, or prints one line and returns the exit code.
  * A command that exits first, with no Python found: one line, ended set, its own exit

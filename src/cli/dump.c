@@ -408,12 +408,13 @@ int cmd_dump(int argc, char **argv)
             return core_fail(err, d.core, NULL, NULL);
         pid = proc_pid(p);
         src.p = p;
-        err = py_target_find(p, &t, why, sizeof why);
+        /* the library's handle over the core (p stays dump's on failure: core_fail
+         * names what it found, e.g. a missing executable) */
+        err = remora_adopt(p, NULL, 0, &r, why, sizeof why);
         if (err)
             goto fail;
-        err = unw_new(p, &t, &u);
-        if (err)
-            goto fail;
+        t = *remora_target(r);
+        u = remora_unwinder(r);
     } else {
         const py_target_t *lt;
         err = open_live(pid, &r, &p, &lt, &u, why, sizeof why);

@@ -8,26 +8,20 @@
 #include "remora.h"
 #include "cli.h"
 #include "../kern/kern.h"
+#include "../lib/lib.h"
 #include "../sample/sampler.h"
 #include "../unwind/unwind.h"
 
-/* What keeps the user-space engine alone, or NULL: the kernel engine reads a running
- * thread's frames only, at the tick, without the GIL's or the exception's state. */
-static const char *needs_user(const cli_sampling_t *c, int anchor)
+/* The engine request of the shared options (the library decides: lib/engine.c). */
+static void engine_req(const cli_sampling_t *c, int anchor, remora_engine_req_t *q)
 {
-    if (c->blocking)
-        return "--blocking holds the target still: its reads from user space are exact";
-    if (c->native)
-        return "--native reads C stacks with the target held still";
-    if (c->mode == SAMPLE_GIL)
-        return "--mode gil needs the GIL's holder at each sample";
-    if (c->mode == SAMPLE_EXCEPTION)
-        return "--mode exception needs each thread's exception state";
-    if (c->async)
-        return "--async needs each thread's running task";
-    if (anchor)
-        return "--frame-anchor is a user-space reading";
-    return NULL;
+    q->engine = c->engine;
+    q->rate_hz = c->rate;
+    q->mode = c->mode;
+    q->blocking = c->blocking;
+    q->native = c->native;
+    q->async = c->async;
+    q->anchor = anchor;
 }
 
 /* The one line when the kernel engine cannot be used: an error with --engine kernel
@@ -48,37 +42,29 @@ static int engine_refused(const char *what, const cli_sampling_t *c, int err, co
 
 int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct kern **out)
 {
-    const char *user = needs_user(c, anchor);
+    remora_engine_req_t q;
     char why[256] = "";
-    int err;
+    int err, refused;
 
-    *out = NULL;
-    if (c->engine == CLI_ENGINE_USER)
-        return REMORA_EXIT_OK;
-    if (user != NULL) {
-        if (c->engine == CLI_ENGINE_KERNEL) {
-            cli_error("%s: --engine kernel: %s; drop one of them", what, user);
-            return REMORA_EXIT_USAGE;
-        }
-        return REMORA_EXIT_OK;
+    engine_req(c, anchor, &q);
+    err = remora_engine_open(&q, out, &refused, why, sizeof why);
+    if (err == REMORA_EUSAGE) {
+        cli_error("%s: --engine kernel: %s; drop one of them", what, why);
+        return REMORA_EXIT_USAGE;
     }
-    if ((err = kern_open(c->rate, out, why, sizeof why)) != REMORA_OK) {
-        *out = NULL;
+    if (err != REMORA_OK)
         return engine_refused(what, c, err, why);
-    }
+    if (refused != REMORA_OK)
+        return engine_refused(what, c, refused, why);
     return REMORA_EXIT_OK;
 }
 
 int cli_engine_enable(const char *what, const cli_sampling_t *c, struct unwinder *u, struct kern **k)
 {
     char why[256] = "";
-    int err;
+    int err = remora_engine_enable(u, k, why, sizeof why);
 
-    if (*k == NULL || u == NULL || (err = unw_kern_enable(u, *k, why, sizeof why)) == REMORA_OK)
-        return REMORA_EXIT_OK;
-    kern_close(*k);
-    *k = NULL;
-    return engine_refused(what, c, err, why);
+    return err == REMORA_OK ? REMORA_EXIT_OK : engine_refused(what, c, err, why);
 }
 
 const char *cli_engine_name(const struct kern *k)

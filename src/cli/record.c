@@ -20,6 +20,7 @@
 #include "../formats/raw.h"
 #include "../proc/proc.h"
 #include "../py/py.h"
+#include "../lib/lib.h"
 #include "../sample/sampler.h"
 #include "../unwind/unwind.h"
 #include "../util/util.h"
@@ -433,10 +434,11 @@ static int attach_target(rec_run_t *r)
     }
     r->table = stk_new();
     /* a command that is not Python, whose descendants are (--subprocesses): no unwinder */
-    if (r->table == NULL || (r->ct.python_pid == 0 && unw_new(r->ct.p, t, &r->u))) {
+    if (r->table == NULL) {
         cli_error("out of memory");
         return REMORA_EXIT_FAIL;
     }
+    r->u = r->ct.r != NULL ? remora_unwinder(r->ct.r) : NULL;     /* the handle's */
     if (a->c.async)
         return cli_async_check(r->u, t);
     return REMORA_EXIT_OK;
@@ -590,10 +592,9 @@ out:
     if (a.c.cmd != NULL && cli_finish_child(&r.ct) >= 0 && (rc == REMORA_EXIT_OK || r.gone))
         rc = cli_child_exit_code(r.ct.child_status);
     sampler_free(r.s);
-    unw_free(r.u);
+    cli_target_free(&r.ct);         /* the handle's unwinder (r.u) with it */
     kern_close(r.kern);             /* after every unwinder (the sampler's too) */
     stk_free(r.table);
     stk_free(base_table);
-    proc_free(r.ct.p);
     return rc;
 }

@@ -108,7 +108,8 @@ struct kern;
 typedef struct rec_run {
     record_args_t *a;
     cli_target_t ct;                /* the target attached to, or the command launched */
-    struct unwinder *u;             /* NULL: a command not Python, its descendants are */
+    struct unwinder *u;             /* the handle's (ct.r; borrowed), NULL: a command not
+                                     * Python, its descendants are */
     struct kern *kern;              /* the kernel engine, NULL: user space alone */
     struct sampler *s;
     rec_outs_t outs;

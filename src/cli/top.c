@@ -30,6 +30,7 @@
 #include "top.h"
 #include "../formats/out.h"
 #include "../proc/proc.h"
+#include "../lib/lib.h"
 #include "../sample/sampler.h"
 #include "../kern/kern.h"
 #include "../unwind/unwind.h"
@@ -409,11 +410,12 @@ int cmd_top(int argc, char **argv)
     cli_read_cmdline(ct.pid, tp.command, sizeof tp.command);
     tp.table = stk_new();
     /* a command that is not Python, whose descendants are (--subprocesses): no unwinder */
-    if (tp.table == NULL || (ct.python_pid == 0 && unw_new(ct.p, &ct.t, &u))) {
+    if (tp.table == NULL) {
         cli_error("out of memory");
         rc = REMORA_EXIT_FAIL;
         goto out;
     }
+    u = ct.r != NULL ? remora_unwinder(ct.r) : NULL;       /* the handle's */
     if (a.async && (rc = cli_async_check(u, &ct.t)) != REMORA_EXIT_OK)
         goto out;
     if ((rc = cli_sampler_opts("top", &a, &ct, u, &kern, &so)) != REMORA_EXIT_OK)
@@ -460,10 +462,9 @@ out:
     if (a.cmd != NULL && cli_finish_child(&ct) >= 0 && (rc == REMORA_EXIT_OK || gone))
         rc = cli_child_exit_code(ct.child_status);
     sampler_free(tp.s);
-    unw_free(u);
+    cli_target_free(&ct);           /* the handle's unwinder (u) with it */
     kern_close(kern);               /* after every unwinder (the sampler's too) */
     stk_free(tp.table);
-    proc_free(ct.p);
     free(tp.rows);
     free(tp.view);
     free(tp.buf);

@@ -36,6 +36,7 @@ struct remora {
     remora_task_t *tk;          /* the last remora_tasks() */
     size_t cap_tk;
     uint64_t reads;
+    struct lib_sampling *smp;   /* remora_sample()'s state (sample_api.c), from its first */
     char err[512];
 };
 
@@ -84,6 +85,27 @@ unwinder_t *remora_unwinder(remora_t *r)
     return r->u;
 }
 
+unsigned remora_flags(const remora_t *r)
+{
+    return r->flags;
+}
+
+char *remora_errbuf(remora_t *r, size_t *cap)
+{
+    *cap = sizeof r->err;
+    return r->err;
+}
+
+struct lib_sampling **remora_sampling(remora_t *r)
+{
+    return &r->smp;
+}
+
+freezer_t **remora_freezer(remora_t *r)
+{
+    return &r->frz;
+}
+
 /* The unwinder's reading for the flags: each bit's cost is paid only when asked. */
 static unsigned lib_want(unsigned flags)
 {
@@ -128,22 +150,29 @@ static void open_why(int err, pid_t pid, char *why, size_t whylen)
     }
 }
 
-/* The handle over an opened source p (taken over: freed on failure). */
-static int lib_new(proc_t *p, unsigned flags, int live, remora_t **out, char *why, size_t whylen)
+/* The handle over an opened source p (taken over: freed on failure, but for live 3): live
+ * 0 a core, 1 a pid remora_open() opened (its messages), 2 a live process adopted for
+ * sampling (the command's: no tries, its own messages), 3 a core adopted by the command
+ * (its messages: p is left to it on failure); found: its interpreter, already found. */
+static int lib_new(proc_t *p, const py_target_t *found, unsigned flags, int live, remora_t **out,
+                   char *why, size_t whylen)
 {
     remora_t *r;
     int err;
 
     *out = NULL;
     if ((r = calloc(1, sizeof *r)) == NULL) {
-        proc_free(p);
+        if (live != 3)
+            proc_free(p);
         snprintf(why, whylen, "out of memory");
         return REMORA_ENOMEM;
     }
     r->p = p;
     r->flags = flags;
-    if ((err = py_target_find(p, &r->t, why, whylen)) != REMORA_OK) {
-        if (*why == '\0' && live)
+    if (found != NULL)
+        r->t = *found;
+    else if ((err = py_target_find(p, &r->t, why, whylen)) != REMORA_OK) {
+        if (*why == '\0' && live == 1)
             open_why(err, proc_pid(p), why, whylen);
         goto error;
     }
@@ -151,7 +180,7 @@ static int lib_new(proc_t *p, unsigned flags, int live, remora_t **out, char *wh
         snprintf(why, whylen, "out of memory");
         goto error;
     }
-    unw_set_tries(r->u, LIB_TRIES);
+    unw_set_tries(r->u, live >= 2 ? 0 : LIB_TRIES);     /* the command says when */
     if (flags & REMORA_NATIVE) {
         if ((err = unw_native_enable(r->u)) != REMORA_OK) {
             snprintf(why, whylen, "%s", err == REMORA_EUSAGE ?
@@ -159,7 +188,7 @@ static int lib_new(proc_t *p, unsigned flags, int live, remora_t **out, char *wh
                      "no ELF file of the target could be read for its C stacks (REMORA_NATIVE)");
             goto error;
         }
-        if (live && (err = freeze_new(p, &r->frz)) != REMORA_OK) {
+        if ((live == 1 || live == 2) && (err = freeze_new(p, &r->frz)) != REMORA_OK) {
             snprintf(why, whylen, "REMORA_NATIVE: cannot stop pid %d's threads with ptrace (%s%s)",
                      (int)proc_pid(p), remora_strerror(err),
                      err == REMORA_EPERM ? ": another tracer has it, or ptrace is not allowed" : "");
@@ -168,10 +197,13 @@ static int lib_new(proc_t *p, unsigned flags, int live, remora_t **out, char *wh
         if (r->frz != NULL)
             freeze_want_states(r->frz);
     }
-    unw_set_want(r->u, lib_want(flags));
+    /* adopted for sampling: everything, as a new unwinder reads (the sampler says what) */
+    unw_set_want(r->u, live >= 2 ? UNW_WANT_ALL : lib_want(flags));
     *out = r;
     return REMORA_OK;
 error:
+    if (live == 3)
+        r->p = NULL;            /* the caller's still: its messages name what it found */
     remora_close(r);
     return err;
 }
@@ -213,7 +245,7 @@ int remora_open(pid_t pid, unsigned flags, remora_t **out, char *why, size_t why
         open_why(err, pid, why, whylen);
         return err;
     }
-    return lib_new(p, flags, 1, out, why, whylen);
+    return lib_new(p, NULL, flags, 1, out, why, whylen);
 }
 
 int remora_open_core(const char *core, const char *exe, const char *root, unsigned flags,
@@ -235,16 +267,37 @@ int remora_open_core(const char *core, const char *exe, const char *root, unsign
                  remora_strerror(err));
         return err;
     }
-    err = lib_new(p, flags, 0, out, why, whylen);
+    err = lib_new(p, NULL, flags, 0, out, why, whylen);
     if (err != REMORA_OK && *why == '\0')
         snprintf(why, whylen, "core '%s': %s", core, remora_strerror(err));
     return err;
+}
+
+int remora_adopt(proc_t *p, const py_target_t *t, unsigned flags, remora_t **out, char *why,
+                 size_t whylen)
+{
+    char local[512];
+
+    if (why == NULL || whylen == 0) {
+        why = local;
+        whylen = sizeof local;
+    }
+    *why = '\0';
+    *out = NULL;
+    if ((flags & ~LIB_FLAGS) != 0) {
+        if (proc_kind(p) == PROC_LIVE)
+            proc_free(p);
+        snprintf(why, whylen, "unknown flags 0x%x", (int)(flags & ~LIB_FLAGS));
+        return REMORA_EUSAGE;
+    }
+    return lib_new(p, t, flags, proc_kind(p) == PROC_LIVE ? 2 : 3, out, why, whylen);
 }
 
 void remora_close(remora_t *r)
 {
     if (r == NULL)
         return;
+    lib_sampling_free(r->smp);
     if (r->frz != NULL) {
         freeze_go(r->frz);
         freeze_free(r->frz);

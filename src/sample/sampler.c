@@ -118,6 +118,13 @@ const sampler_stats_t *sampler_stats(const sampler_t *s)
     return &s->st;
 }
 
+const unw_thread_t *sampler_current_thread(const sampler_t *s, unsigned *count, unsigned *index)
+{
+    *count = s->cur != NULL ? s->cur_count : 1;
+    *index = s->cur != NULL ? s->cur_index : 0;
+    return s->cur;
+}
+
 static int kern_drain(sampler_t *s, int64_t *read_ns);
 #define DRAIN_UNSETTLED (-1)         /* kern_drain(): a walk still under way after the wait */
 

@@ -82,6 +82,13 @@ typedef struct sample_sink {
 
 typedef struct sampler sampler_t;
 
+/* The unwinder's thread whose sample the sink is being given (during sink.sample()
+ * only; NULL for an asyncio task's waiting sample): what the table does not keep (its
+ * ident, interpreter, main, exception state), for the library's samples; *count the
+ * periods the sample stands for (the sink is called that many times), *index which. */
+const unw_thread_t *sampler_current_thread(const struct sampler *s, unsigned *count,
+                                           unsigned *index);
+
 /* The sampler borrows u, p, t and sink->ctx; the sink is copied (NULL: none). u is NULL
  * for a launched command (o->child) that is not Python itself, with o->subprocesses: only
  * its descendants are sampled (itself among them once it exec's a Python), none held by

@@ -85,6 +85,8 @@ struct sampler {
     int64_t hook_due;               /* sampler_hook_due(): called by then too (0: no) */
     unsigned round_light, round_full;   /* this round's processes that read nothing, and
                                      * those that read */
+    const unw_thread_t *cur;        /* the thread whose sample the sink is given (take.c), */
+    unsigned cur_count, cur_index;  /* ... the periods it stands for, and which of them */
 };
 
 /* ---- take.c ---- */

@@ -321,10 +321,16 @@ int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, 
     s->st.samples += count;
     if (th->partial)
         s->st.partial += count - 1;
-    for (c = 0; c < count && s->sink.sample != NULL; c++)
+    s->cur = th;
+    err = REMORA_OK;
+    s->cur_count = count;
+    for (c = 0; c < count && s->sink.sample != NULL; c++) {
+        s->cur_index = c;
         if ((err = s->sink.sample(s->sink.ctx, s->t, tt, node, t_ns, flags)))
-            return err;
-    return REMORA_OK;
+            break;
+    }
+    s->cur = NULL;
+    return err;
 }
 
 /* The frame cache and the threads' last stacks hold an unwinder's string pointers:

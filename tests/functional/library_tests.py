@@ -40,6 +40,21 @@
 #                              (Debian's 3.11 reading pyenv 3.12): samples, each every
 #                              thread as the target's truth says; get_child_pids() of the
 #                              driver names the sleep(1) it started, recursive and not
+#   library/c-sample/ENGINE/INTERP  examples/sample_loop.c (built as the example is) run
+#                              on busy.py (one thread spinning 12 frames deep; pyenv 3.12,
+#                              sid 3.15) with the kernel engine (SKIP when it cannot be
+#                              loaded here) and the user one: every sample of the spinning
+#                              thread its stack as busy.py has it (spin in its loop, then
+#                              recurse at its calls; a partial one its outer frames), under
+#                              threading's; the main thread (asleep) never sampled; the
+#                              engine line names the engine (user: "the user-space engine
+#                              was asked for"), kernel samples marked so, counts agree
+#   library/c-sample-refusals  sample_loop with the kernel engine and gil mode: exit 1, the
+#                              one line saying why; with auto, the engine line says why user
+#   library/python-sample-engine/ENGINE  remora.sample(pid, engine=ENGINE, active_only=True)
+#                              of busy.py from Debian's 3.11: the spinning thread's every
+#                              sample its stack (user: a partial one its outer frames),
+#                              the sleeping main thread left out, sample_engine() the engine
 #   library/python-errors      ProcessLookupError for a free pid, RuntimeError for sleep(1),
 #                              ValueError for all_threads with only_active_thread,
 #                              is_python_process, get_stats() without stats=True
@@ -157,6 +172,9 @@ class Installed:
         static = ["-Wl,-Bstatic", "-lremora", "-Wl,-Bdynamic"] + \
             [f for f in static if f != "-lremora"]
         self._run(cc + cflags + ["-o", self.static, src] + static, what="cc (static)")
+        self.sample = os.path.join(self.dest, "sample_loop")
+        self._run(cc + cflags + ["-o", self.sample, os.path.join(REPO, "examples", "sample_loop.c")]
+                  + libs, what="cc (sample_loop)")
         self.check = os.path.join(self.dest, "lib_check")
         self._run(cc + cflags + ["-o", self.check, os.path.join(REPO, "tests", "lib", "lib_check.c")]
                   + libs, what="cc (lib_check)")
@@ -171,7 +189,7 @@ class Installed:
         """(rc, out, err) of the example: a signal or a sanitizer report fails."""
         saved = dict(os.environ)
         try:
-            if binary in (self.shared, self.check):
+            if binary in (self.shared, self.check, self.sample):
                 os.environ.update(self.env_shared)
             return remora.run(args, binary=binary)
         finally:
@@ -672,6 +690,173 @@ def test_python_errors(remora):
     return "ProcessLookupError, RuntimeError, ValueError as _remote_debugging raises them"
 
 
+# --- sampling (remora_sample) ------------------------------------------------------------
+
+SAMPLE_DEPTH = 12
+SAMPLE_LINE = re.compile(r"^sample (\d+) thread (\d+)( \(main\))?( \(kernel\))?( \(partial\))?$")
+SAMPLE_INTERPS = ("pyenv-3.12.1", "sid-3.15")
+
+
+def busy_truth():
+    """busy.py's own stack of its spinning thread, innermost first, as (function, line
+    or a set of lines) for the frames in busy.py: spin (in its loop), recurse at its call
+    of spin, then recurse at its own call SAMPLE_DEPTH - 1 times. Taken from the file."""
+    with open(os.path.join(TARGETS, "busy.py")) as f:
+        src = f.read().splitlines()
+    spin_at = next(i for i, l in enumerate(src, 1) if l.startswith("def spin("))
+    loop = {i for i, l in enumerate(src, 1) if i > spin_at and i < spin_at + 9 and
+            l.startswith("    ") and "started.wait()" not in l and "n = 0" != l.strip()}
+    call_spin = next(i for i, l in enumerate(src, 1) if l.strip() == "spin(i)")
+    call_rec = next(i for i, l in enumerate(src, 1) if l.strip() == "recurse(d - 1, i)")
+    return [("spin", loop), ("recurse", {call_spin})] + \
+        [("recurse", {call_rec})] * (SAMPLE_DEPTH - 1)
+
+
+def sample_problem(frames, partial, truth):
+    """What is wrong with a sample of the spinning thread (frames innermost first, each
+    (function, file, line)), or None: its busy.py frames are the truth's (a partial one's
+    the truth's outer ones), under threading's bootstrap."""
+    ours = [f for f in frames if os.path.basename(f[1]) == "busy.py"]
+    rest = [f[0] for f in frames if os.path.basename(f[1]) != "busy.py"]
+    want = truth[len(truth) - len(ours):] if partial else truth
+    if len(ours) != len(want):
+        return "%d frames in busy.py, %d in its truth: %s" % (len(ours), len(want), ours[:3])
+    for (fn, _file, line), (wfn, lines) in zip(ours, want):
+        if fn != wfn or line not in lines:
+            return "%s:%d where the target is in %s at %s" % (fn, line, wfn, sorted(lines))
+    if not rest or not rest[-1].endswith("_bootstrap") or frames[-1][0] != rest[-1]:
+        return "the outer frames are not threading's: %s" % rest
+    return None
+
+
+def parse_samples(out):
+    """sample_loop's output: ([(thread, kernel, partial, [(function, file, line)])],
+    engine line, counts line)."""
+    samples, engine, counts = [], None, None
+    for line in out.splitlines():
+        m = SAMPLE_LINE.match(line)
+        f = FRAME.match(line)
+        if m:
+            samples.append((int(m.group(2)), bool(m.group(4)), bool(m.group(5)), []))
+        elif f and samples:
+            samples[-1][3].append((f.group(3), f.group(1), int(f.group(2))))
+        elif line.startswith("engine "):
+            engine = line
+        elif line.startswith("rounds "):
+            counts = dict(zip(line.split()[::2], map(int, line.split()[1::2])))
+        else:
+            raise Fail("sample_loop printed an unexpected line: %r" % line)
+    if engine is None or counts is None:
+        raise Fail("sample_loop printed no engine or counts line: %s" % tail(out))
+    return samples, engine, counts
+
+
+def test_c_sample(remora, interp, engine):
+    built = Installed.get(remora)
+    truth = busy_truth()
+    with Target(interp, os.path.join(TARGETS, "busy.py"), "ready", [SAMPLE_DEPTH, 1, 60]) as t:
+        t.wait_ready()
+        rc, out, err = built.run(remora, built.sample, [t.pid, 200, 0.5, engine])
+    if engine == "kernel" and rc == 3:
+        raise Skip("the kernel engine cannot be loaded here: %s" % tail(err))
+    if rc != 0:
+        raise Fail("sample_loop: exit %d: %s" % (rc, tail(err)))
+    samples, line, counts = parse_samples(out)
+    problems = []
+    want = "engine kernel" if engine == "kernel" else \
+        "engine user: the user-space engine was asked for"
+    if line != want:
+        problems.append("%r, not %r" % (line, want))
+    if engine == "kernel" and not any(k for _, k, _, _ in samples):
+        problems.append("no sample says the kernel read it")
+    if engine == "user" and any(k for _, k, _, _ in samples):
+        problems.append("a sample says the kernel read it with the user engine")
+    if counts["samples"] != len(samples) or len(samples) < 50:
+        problems.append("%d samples printed, %d counted, in 0.5 s at 200 Hz"
+                        % (len(samples), counts["samples"]))
+    if any(tid == t.pid for tid, _, _, _ in samples):
+        problems.append("the main thread (asleep: idle) was sampled")
+    bad = [(i, p) for i, (_, _, partial, frames) in enumerate(samples)
+           for p in [sample_problem(frames, partial, truth)] if p]
+    if bad:
+        problems.append("%d of %d samples differ from the target's stack, e.g. sample %d: %s"
+                        % (len(bad), len(samples), bad[0][0], bad[0][1]))
+    whole = sum(1 for _, _, partial, _ in samples if not partial)
+    if whole < 0.5 * len(samples):
+        problems.append("only %d of %d samples whole" % (whole, len(samples)))
+    if problems:
+        raise Fail("; ".join(problems))
+    return "%d samples (%d whole, %d by the kernel), each the target's own stack; %s" % (
+        len(samples), whole, sum(1 for _, k, _, _ in samples if k), line)
+
+
+def test_c_sample_refusals(remora):
+    built = Installed.get(remora)
+    interp = next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1")
+    with Target(interp, os.path.join(TARGETS, "busy.py"), "ready", [SAMPLE_DEPTH, 1, 60]) as t:
+        t.wait_ready()
+        rc, out, err = built.run(remora, built.sample, [t.pid, 100, 0.2, "kernel", "gil"])
+        rc2, out2, err2 = built.run(remora, built.sample, [t.pid, 100, 0.2, "auto", "gil"])
+    problems = []
+    want = "sample_loop: the kernel engine cannot serve this sampling: --mode gil needs the " \
+           "GIL's holder at each sample"
+    if rc != 1 or err.strip() != want:
+        problems.append("kernel with gil mode: exit %d, %r" % (rc, err.strip()))
+    if rc2 != 0 or "engine user: --mode gil needs the GIL's holder at each sample" not in out2:
+        problems.append("auto with gil mode: exit %d, %s" % (rc2, tail(out2 + err2)))
+    if problems:
+        raise Fail("; ".join(problems))
+    return "kernel engine with gil mode refused in one line (exit 1); auto says why user"
+
+
+PY_SAMPLE_KERNEL = r"""
+import json, sys
+import remora
+pid = int(sys.argv[1])
+rounds = []
+for t, threads in remora.sample(pid, rate=200, duration=0.5, engine=sys.argv[2],
+                                active_only=True):
+    rounds.append([[th.thread_id, th.status, [[f.funcname, f.filename, f.location.lineno]
+                                              for f in th.frames]] for th in threads])
+print(json.dumps({"rounds": rounds, "engine": remora.sample_engine()}))
+"""
+
+
+def test_python_sample_engine(remora, engine):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    target = next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1")
+    truth = busy_truth()
+    with Target(target, os.path.join(TARGETS, "busy.py"), "ready", [SAMPLE_DEPTH, 1, 60]) as t:
+        t.wait_ready()
+        p = mod.run(host, ["-c", PY_SAMPLE_KERNEL, str(t.pid), engine])
+    if engine == "kernel" and p.returncode != 0 and "PermissionError" in p.stderr:
+        raise Skip("the kernel engine cannot be loaded here: %s" % tail(p.stderr))
+    if p.returncode != 0:
+        raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+    doc = json.loads(p.stdout)
+    problems = []
+    if doc["engine"][0] != engine:
+        problems.append("sample_engine() says %s" % doc["engine"])
+    threads = [th for r in doc["rounds"] for th in r]
+    if len(threads) < 50:
+        problems.append("%d samples in 0.5 s at 200 Hz" % len(threads))
+    others = [th[0] for th in threads if th[0] == t.pid]
+    if others:
+        problems.append("the sleeping main thread sampled with active_only")
+    stacks = [[tuple(f) for f in th[2]] for th in threads if th[0] != t.pid]
+    bad = [x for x in (sample_problem(f, False, truth) for f in stacks) if x]
+    # a user-space reading of a running thread may be partial: its outer frames alone
+    torn = [x for x in (sample_problem(f, True, truth) for f in stacks) if x]
+    if torn or len(bad) > (0 if engine == "kernel" else 0.5 * len(stacks)):
+        problems.append("%d of %d samples differ from the target's stack: %s"
+                        % (len(bad), len(stacks), (torn or bad)[0]))
+    if problems:
+        raise Fail("; ".join(problems))
+    return "%d samples in %d rounds, engine %s; %d not whole" % (
+        len(threads), len(doc["rounds"]), doc["engine"][0], len(bad))
+
+
 # --- CPython's own tests of _remote_debugging -------------------------------------------
 
 CPYTHON_TEST = "/usr/lib/python3.15/test/test_external_inspection.py"
@@ -820,6 +1005,19 @@ def tests(remora):
                 interp_missing(next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1"))))
     out.append(("library/python-errors", lambda: test_python_errors(remora),
                 interp_missing(next(i for i in INTERPRETERS if i[0] == "debian-3.11-static"))))
+    for name in SAMPLE_INTERPS:
+        interp = next(i for i in INTERPRETERS if i[0] == name)
+        for engine in ("kernel", "user"):
+            out.append(("library/c-sample/%s/%s" % (engine, name),
+                        (lambda i=interp, e=engine: test_c_sample(remora, i, e)),
+                        interp_missing(interp)))
+    out.append(("library/c-sample-refusals", lambda: test_c_sample_refusals(remora),
+                interp_missing(next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1"))))
+    for engine in ("kernel", "user"):
+        out.append(("library/python-sample-engine/" + engine,
+                    (lambda e=engine: test_python_sample_engine(remora, e)),
+                    interp_missing(host311) or
+                    interp_missing(next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1"))))
     out.append(("library/cpython-tests", lambda: test_cpython(remora),
                 interp_missing(next(i for i in INTERPRETERS if i[0] == "sid-3.15")) or
                 (None if shutil.which("unshare") else "unshare(1) missing (util-linux)")))
