@@ -19,13 +19,18 @@
 #                              with its instruction's name (pyenv 3.9, 3.12, sid 3.15)
 #   library/c-api/tasks/INTERP remora_tasks on async_tasks.py: every task of its truth, by
 #                              id, with its name and its awaiters (pyenv 3.9, 3.12, sid 3.15)
-#   library/python/HOST/TARGET `make python`'s module (one _remora.abi3.so) imported by the
-#                              host interpreter (pyenv 3.9, Debian's 3.11, pyenv 3.12):
-#                              RemoteUnwinder(pid, all_threads=True).get_stack_trace() of
-#                              known_stacks.py run by TARGET (all 12 builds): every
-#                              thread's frames (funcname, filename, location.lineno) equal
-#                              to the target's own sys._current_frames(); the result types
-#                              and fields; remora.dump() the same; 3.11+ targets columns
+#   library/hosts/HOST         `make python`'s module (one _remora.abi3.so) imported by the
+#                              host interpreter HOST (HOSTS: pyenv 3.9-3.13, Debian's 3.11,
+#                              the chroot's 3.13-3.15, those run in a private mount
+#                              namespace with /proc mounted in the chroot): one run reads
+#                              host_truth.py under every build of the run (started once for
+#                              all hosts): main's and the parked threads' frames (funcname,
+#                              filename, lineno) equal to the target's own
+#                              sys._current_frames(), the main flag, the result types,
+#                              columns from 3.11; HAS_GIL/ON_CPU on the spinning thread and
+#                              never on a parked one, HAS_EXCEPTION on the thread in an
+#                              except block only (50 reads each); get_all_awaited_by()
+#                              against asyncio.all_tasks(); each failing target named
 #   library/python-tasks/TARGET  async_tasks.py under TARGET (3.9, 3.12, sid 3.15), read
 #                              from Debian's 3.11: get_all_awaited_by() holds every task of
 #                              the target's asyncio.all_tasks() under its loop's thread, by
@@ -357,9 +362,7 @@ def test_c_errors(remora):
 
 # --- the Python module -------------------------------------------------------------------
 
-PY_HOSTS = ("pyenv-3.9.18", "debian-3.11-static", "pyenv-3.12.1")
 PY_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
-PY_STACK_TARGETS = tuple(i[0] for i in INTERPRETERS)   # every build the tests know
 # run by the host interpreter: the target's threads as dump --json's document, plus what
 # the types say
 PY_DRIVER = r"""
@@ -449,26 +452,6 @@ class PyModule:
             if mark in p.stderr:
                 raise Fail("%s: sanitizer report: %s" % (name, tail(p.stderr, 8)))
         return p
-
-
-def test_python(remora, host, target):
-    mod = PyModule.get(remora)
-    minor = int(re.search(r"3\.(\d+)", target[0]).group(1))
-    with Target(target, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
-        truth = t.wait_ready()
-        t.wait_main_in_read()
-        p = mod.run(host, ["-c", PY_DRIVER, str(t.pid),
-                           "columns" if minor >= 11 else "lines", truth["python"]])
-        if p.returncode != 0:
-            raise Fail("%s: exit %d: %s" % (host[0], p.returncode, tail(p.stderr, 6)))
-        doc = json.loads(p.stdout)
-        problems, got, _ = dump_threads_problems(doc, truth, t.pid)
-        more, diff = dump_frames_problems(got, truth)
-        problems += doc["problems"] + more + (diff or [])[:8]
-        if problems:
-            raise Fail("; ".join(problems))
-        return "%d threads equal to the target's own frames, from %s" % (
-            len(truth["threads"]), host[0])
 
 
 PY_TASKS = r"""
@@ -672,6 +655,227 @@ def test_python_errors(remora):
     return "ProcessLookupError, RuntimeError, ValueError as _remote_debugging raises them"
 
 
+# --- every host interpreter against every build, in one run each ------------------------
+
+# the hosts of library/hosts/*: (name in INTERPRETERS); the chroot's run through
+# CHROOT_RUN with the module copied into the chroot's /tmp
+HOSTS = ("pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "pyenv-3.12.1", "pyenv-3.13.0",
+         "debian-3.11-static", "sid-3.13", "sid-3.14", "sid-3.15")
+HOST_READS = 50       # reads per status check: a bit the target's state guarantees must
+                      # show in at least one, a bit it rules out in none
+# run by each host interpreter: argv[1] a JSON file [[name, pid, truth], ...]; prints
+# {name: [problems]} as JSON on its last line
+HOST_DRIVER = r"""
+import json, sys
+import remora
+from remora import (THREAD_STATUS_HAS_GIL as GIL, THREAD_STATUS_ON_CPU as CPU,
+                    THREAD_STATUS_HAS_EXCEPTION as EXC, THREAD_STATUS_MAIN_THREAD as MAIN)
+READS = int(sys.argv[2])
+
+def stable(call):
+    for _ in range(64):
+        try:
+            return call()
+        except RuntimeError as e:
+            last = e
+    raise last
+
+def statuses(pid, mode):
+    # [{tid: status}] of READS reads of every thread, none skipped
+    u = remora.RemoteUnwinder(pid, all_threads=True, mode=mode,
+                              skip_non_matching_threads=False)
+    return [{t.thread_id: t.status for i in stable(u.get_stack_trace) for t in i.threads}
+            for _ in range(READS)]
+
+def judge(pid, truth):
+    minor = int(truth["python"].split(".")[1])
+    out = []
+    roles = truth["roles"]
+    u = remora.RemoteUnwinder(pid, all_threads=True)
+    trace = stable(u.get_stack_trace)
+    got = {}
+    for interp in trace:
+        if type(interp) is not remora.InterpreterInfo:
+            out.append("not an InterpreterInfo: %r" % (interp,))
+        for th in interp.threads:
+            if type(th) is not remora.ThreadInfo or len(th) != 3:
+                out.append("not a ThreadInfo: %r" % (th,))
+            got[th.thread_id] = th
+            for f in th.frame_info:
+                loc = f.location
+                cols = (loc.col_offset, loc.end_col_offset)
+                if (minor >= 11) != all(isinstance(c, int) and c >= 0 for c in cols):
+                    out.append("columns %r on 3.%d" % (cols, minor))
+                    break
+    for want in truth["threads"]:
+        th = got.get(want["native_id"])
+        if th is None:
+            out.append("thread %d missing" % want["native_id"])
+            continue
+        frames = [[f.funcname, f.filename, f.location.lineno] for f in th.frame_info]
+        wanted = [[f["function"], f["file"], f["line"]] for f in want["frames"]]
+        if frames != wanted:
+            out.append("thread %d: frames %s, the target's own %s"
+                       % (want["native_id"], frames[:4], wanted[:4]))
+        if bool(th.status & MAIN) != want["main"]:
+            out.append("thread %d: MAIN_THREAD %s, the target says %s"
+                       % (want["native_id"], bool(th.status & MAIN), want["main"]))
+    if roles["busy"] not in got:
+        out.append("the busy thread %d missing" % roles["busy"])
+    # (bit, mode, the role whose state guarantees it, the roles whose state rules it out)
+    for bit, name, mode, yes, no in (
+            (GIL, "HAS_GIL", remora.PROFILING_MODE_GIL, "busy", ("parked", "main", "except")),
+            (GIL, "HAS_GIL", remora.PROFILING_MODE_CPU, "busy", ("parked", "main", "except")),
+            (CPU, "ON_CPU", remora.PROFILING_MODE_CPU, "busy", ("parked", "main", "except")),
+            (EXC, "HAS_EXCEPTION", remora.PROFILING_MODE_EXCEPTION, "except",
+             ("parked", "main")),
+            (EXC, "HAS_EXCEPTION", remora.PROFILING_MODE_ALL, "except", ("parked", "main"))):
+        reads = statuses(pid, mode)
+        if not any(r.get(roles[yes], 0) & bit for r in reads):
+            out.append("mode %d: %s never set on the %s thread in %d reads"
+                       % (mode, name, yes, len(reads)))
+        for role in no:
+            n = sum(1 for r in reads if r.get(roles[role], 0) & bit)
+            if n:
+                out.append("mode %d: %s set on the %s thread in %d of %d reads"
+                           % (mode, name, role, n, len(reads)))
+    # the threads mode CPU keeps with skip_non_matching_threads: the busy one, not parked
+    u = remora.RemoteUnwinder(pid, all_threads=True, mode=remora.PROFILING_MODE_CPU)
+    kept = {t.thread_id for i in stable(u.get_stack_trace) for t in i.threads}
+    if roles["parked"] in kept:
+        out.append("mode CPU kept the parked thread")
+    # asyncio: every task of the target's all_tasks() under its loop's thread
+    u = remora.RemoteUnwinder(pid)
+    every = stable(u.get_all_awaited_by)
+    tasks = {t.task_id: (e.thread_id, t) for e in every for t in e.awaited_by}
+    names = {t.task_id: t.task_name for _, t in tasks.values()}
+    for w in truth["tasks"]:
+        if w["id"] not in tasks:
+            out.append("task %s (%#x) missing" % (w["name"], w["id"]))
+            continue
+        thread, t = tasks[w["id"]]
+        by = sorted(names.get(c.task_name, c.task_name) for c in t.awaited_by)
+        if t.task_name != w["name"] or thread != truth["loop_thread"] or by != sorted(w["awaited_by"]):
+            out.append("task %s: %r under thread %d awaited by %s (the target: thread %d, %s)"
+                       % (w["name"], t.task_name, thread, by, truth["loop_thread"],
+                          sorted(w["awaited_by"])))
+    if len(tasks) != len(truth["tasks"]):
+        out.append("%d tasks, asyncio.all_tasks() had %d" % (len(tasks), len(truth["tasks"])))
+    return out
+
+with open(sys.argv[1]) as f:
+    pairs = json.load(f)
+res = {}
+for name, pid, truth in pairs:
+    try:
+        res[name] = judge(pid, truth)
+    except Exception as e:
+        res[name] = ["%s: %s" % (type(e).__name__, e)]
+print(json.dumps(res))
+"""
+CHROOT_RUN = r"""
+set -e
+mount -t proc proc "$1/proc"
+exec chroot "$1" env $5 PYTHONPATH="$2" timeout "$3" "$4" "${@:6}"
+"""
+
+
+class HostTargets:
+    """host_truth.py under every build this run has, started once for every host test and
+    ended at exit: [(name, pid, truth)]."""
+    made = None
+
+    @classmethod
+    def get(cls):
+        if cls.made is None:
+            try:
+                cls.made = cls()
+            except Fail as e:
+                cls.made = e
+        if isinstance(cls.made, Exception):
+            raise cls.made
+        return cls.made.pairs
+
+    def __init__(self):
+        self.pairs = []
+        for interp in INTERPRETERS:
+            if interp_missing(interp):
+                continue
+            t = Target(interp, os.path.join(TARGETS, "host_truth.py"), "truth.json")
+            t.__enter__()
+            atexit.register(t.__exit__)
+            truth = t.wait_ready()
+            t.wait_main_in_read()      # (the others wait in a futex: the target saw them
+                                       # on their blocking lines)
+            self.pairs.append((interp[0], t.pid, truth))
+        if not self.pairs:
+            raise Skip("no interpreter of this run to start a target with")
+
+
+def chroot_module(mod, root):
+    """The module (and under ASan the sanitizer runtimes it needs) copied into a fresh
+    directory of the chroot root's /tmp: (the directory on the host, its path inside the
+    chroot, the `env` words a run inside needs). The caller removes the directory."""
+    work = tempfile.mkdtemp(prefix="remora-module-", dir=os.path.join(root, "tmp"))
+    visible = work[len(root):]
+    env = ""
+    os.chmod(work, 0o755)
+    shutil.copytree(os.path.join(mod.path, "remora"), os.path.join(work, "remora"))
+    if mod.env.get("LD_PRELOAD"):
+        # ASan: the host's runtimes beside the module, the address sanitizer's preloaded
+        for lib in ("libasan.so", "libubsan.so"):
+            real = os.path.realpath(subprocess.run(
+                ["cc", "-print-file-name=" + lib], stdout=subprocess.PIPE,
+                text=True).stdout.strip())
+            shutil.copy(real, os.path.join(work, os.path.basename(real)))
+            if lib == "libasan.so":
+                env = "LD_PRELOAD=%s/%s" % (visible, os.path.basename(real))
+        for name in os.listdir(work):           # the sonames the module asks for
+            m = re.match(r"^(lib\w+\.so\.\d+)\.", name)
+            if m:
+                os.symlink(name, os.path.join(work, m.group(1)))
+        env += " LD_LIBRARY_PATH=%s ASAN_OPTIONS=detect_leaks=0" % visible
+    return work, visible, env
+
+
+def test_host(remora, host):
+    mod = PyModule.get(remora)
+    pairs = HostTargets.get()
+    name, python, root = host
+    timeout = 60 + 30 * len(pairs)
+    if root:
+        work, visible, env = chroot_module(mod, root)
+        try:
+            with open(os.path.join(work, "pairs.json"), "w") as f:
+                json.dump(pairs, f)
+            p = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c",
+                                CHROOT_RUN, "sh", root, visible, str(timeout), python, env,
+                                "-c", HOST_DRIVER, visible + "/pairs.json", str(HOST_READS)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=timeout + 30)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        for mark in SANITIZER_MARKS:
+            if mark in p.stderr:
+                raise Fail("%s: sanitizer report: %s" % (name, tail(p.stderr, 8)))
+    else:
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump(pairs, f)
+            f.flush()
+            p = mod.run(host, ["-c", HOST_DRIVER, f.name, str(HOST_READS)], timeout=timeout)
+    try:
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise Fail("%s gave no result (exit %d): %s" % (name, p.returncode, tail(p.stderr, 8)))
+    bad = ["%s: %s" % (target, "; ".join(problems[:4]))
+           for target, problems in sorted(res.items()) if problems]
+    if bad:
+        raise Fail("%d of %d targets differ from their truth: %s"
+                   % (len(bad), len(res), " | ".join(bad)))
+    return "%s read %d builds (%s): frames, MAIN/HAS_GIL/ON_CPU/HAS_EXCEPTION and the " \
+           "tasks as each target knows them" % (name, len(res), ", ".join(sorted(res)))
+
+
 # --- CPython's own tests of _remote_debugging -------------------------------------------
 
 CPYTHON_TEST = "/usr/lib/python3.15/test/test_external_inspection.py"
@@ -731,27 +935,8 @@ def test_cpython(remora):
     if not os.path.exists(root + CPYTHON_TEST):
         raise Skip("%s is not in the chroot (Debian's libpython3.15-testsuite: run "
                    "tests/provision-chroot.sh)" % CPYTHON_TEST)
-    work = tempfile.mkdtemp(prefix="remora-cpython-", dir=os.path.join(root, "tmp"))
-    visible = work[len(root):]
-    env = ""
+    work, visible, env = chroot_module(mod, root)
     try:
-        os.chmod(work, 0o755)
-        shutil.copytree(os.path.join(mod.path, "remora"), os.path.join(work, "remora"))
-        if mod.env.get("LD_PRELOAD"):
-            # ASan: the host's sanitizer runtimes copied beside the module, the address
-            # sanitizer's preloaded (the targets the tests start inherit it: harmless)
-            for lib in ("libasan.so", "libubsan.so"):
-                real = os.path.realpath(subprocess.run(
-                    ["cc", "-print-file-name=" + lib], stdout=subprocess.PIPE,
-                    text=True).stdout.strip())
-                shutil.copy(real, os.path.join(work, os.path.basename(real)))
-                if lib == "libasan.so":
-                    env = "LD_PRELOAD=%s/%s" % (visible, os.path.basename(real))
-            for name in os.listdir(work):           # the sonames the module asks for
-                m = re.match(r"^(lib\w+\.so\.\d+)\.", name)
-                if m:
-                    os.symlink(name, os.path.join(work, m.group(1)))
-            env += " LD_LIBRARY_PATH=%s ASAN_OPTIONS=detect_leaks=0" % visible
         with open(os.path.join(work, "_remote_debugging.py"), "w") as f:
             f.write(SHIM)
         p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
@@ -802,13 +987,12 @@ def tests(remora):
                     interp_missing(interp)))
         out.append(("library/c-api/tasks/" + name, (lambda i=interp: test_c_tasks(remora, i)),
                     interp_missing(interp)))
-    for h in PY_HOSTS:
+    for h in HOSTS:
         host = next(i for i in INTERPRETERS if i[0] == h)
-        for tn in PY_STACK_TARGETS:
-            target = next(i for i in INTERPRETERS if i[0] == tn)
-            out.append(("library/python/%s/%s" % (h, tn),
-                        (lambda a=host, b=target: test_python(remora, a, b)),
-                        interp_missing(host) or interp_missing(target)))
+        out.append(("library/hosts/" + h, (lambda a=host: test_host(remora, a)),
+                    interp_missing(host) or
+                    (None if not host[2] or shutil.which("unshare") else
+                     "unshare(1) missing (util-linux)")))
     host311 = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
     for tn in PY_TARGETS:
         target = next(i for i in INTERPRETERS if i[0] == tn)
