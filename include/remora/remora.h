@@ -143,7 +143,8 @@ typedef struct remora_frame {
 #define REMORA_THREAD_HAS_GIL       0x01u
 #define REMORA_THREAD_ON_CPU        0x02u   /* REMORA_STATUS: running or runnable */
 #define REMORA_THREAD_UNKNOWN       0x04u   /* whether it is on a CPU was not read */
-#define REMORA_THREAD_GIL_REQUESTED 0x08u   /* (never set: remora does not read it yet) */
+#define REMORA_THREAD_GIL_REQUESTED 0x08u   /* waiting for the GIL: 3.15 targets only
+                                             * (tstate->gil_requested), never before */
 #define REMORA_THREAD_HAS_EXCEPTION 0x10u   /* REMORA_STATUS: inside an except block */
 #define REMORA_THREAD_MAIN          0x20u   /* its interpreter's main thread */
 

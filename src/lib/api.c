@@ -342,6 +342,7 @@ int remora_read(remora_t *r, const remora_thread_t **threads, size_t *n)
         o->ident = t->ident;
         o->interpreter_id = t->interp_id;
         o->status = (t->holds_gil ? REMORA_THREAD_HAS_GIL : 0) |
+                    (t->gil_requested ? REMORA_THREAD_GIL_REQUESTED : 0) |
                     (t->is_main ? REMORA_THREAD_MAIN : 0);
         if ((r->flags & (REMORA_STATUS | REMORA_ACTIVE | REMORA_ONLY_CPU |
                                  REMORA_ONLY_EXCEPTION)))

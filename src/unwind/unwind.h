@@ -71,6 +71,8 @@ typedef struct unw_thread {
     pid_t native_id;            /* 0 if unknown */
     int is_main;
     int holds_gil;
+    int gil_requested;          /* 3.15: waiting for the GIL (tstate->gil_requested, not
+                                 * holding it); always 0 before (docs/api.md) */
     int on_cpu;                 /* only with UNW_WANT_CPU or UNW_WANT_ACTIVE: running or
                                  * runnable */
     int runnable;               /* the kernel engine's table: off a CPU, waiting for one (in

@@ -31,6 +31,12 @@
 #                              never on a parked one, HAS_EXCEPTION on the thread in an
 #                              except block only (50 reads each); get_all_awaited_by()
 #                              against asyncio.all_tasks(); each failing target named
+#   library/gil-requested/TARGET  gil_wait.py (sid 3.15, 3.15-pie, 3.14, pyenv 3.12, 3.9),
+#                              read from Debian's 3.11 in mode ALL: main in a C call that
+#                              keeps the GIL HAS_GIL, a thread waiting in take_gil()
+#                              THREAD_STATUS_GIL_REQUESTED in every read on 3.15 and in
+#                              none before (3.15 alone records it), one parked in read(2)
+#                              neither
 #   library/python-tasks/TARGET  async_tasks.py under TARGET (3.9, 3.12, sid 3.15), read
 #                              from Debian's 3.11: get_all_awaited_by() holds every task of
 #                              the target's asyncio.all_tasks() under its loop's thread, by
@@ -71,8 +77,8 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import (INTERPRETERS, REPO, SANITIZER_MARKS, TARGETS, Fail, Skip, Target,
-                     dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
+from harness import (FUTEX_SYSCALL, INTERPRETERS, REPO, SANITIZER_MARKS, TARGETS, Fail, Skip,
+                     Target, dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
                      gcore, interp_missing, tail)
 
 ORDER = 320           # after install_tests (both run make install)
@@ -876,6 +882,66 @@ def test_host(remora, host):
            "tasks as each target knows them" % (name, len(res), ", ".join(sorted(res)))
 
 
+# --- THREAD_STATUS_GIL_REQUESTED ---------------------------------------------------------
+
+GIL_TARGETS = ("sid-3.15", "sid-3.15-pie", "sid-3.14", "pyenv-3.12.1", "pyenv-3.9.18")
+GIL_READS = 20
+# run by the host: every thread's status in GIL_READS reads (mode ALL, nothing skipped)
+GIL_DRIVER = r"""
+import json, sys
+import remora
+u = remora.RemoteUnwinder(int(sys.argv[1]), all_threads=True, mode=remora.PROFILING_MODE_ALL,
+                          skip_non_matching_threads=False)
+print(json.dumps([{t.thread_id: t.status for i in u.get_stack_trace() for t in i.threads}
+                  for _ in range(int(sys.argv[2]))]))
+"""
+
+
+def test_gil_requested(remora, target):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    minor = int(re.search(r"3\.(\d+)", target[0]).group(1))
+    with Target(target, os.path.join(TARGETS, "gil_wait.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        roles = truth["roles"]
+        t.wait_thread_parked(roles["parked"])
+        t.wait_main_in_read()
+        t.proc.stdin.write(b"g")            # main: take the GIL for good
+        t.proc.stdin.flush()
+        if FUTEX_SYSCALL is not None:       # waiter woken, waiting for the GIL main holds
+            t._wait_syscall(roles["waiter"], lambda f: f[:1] == [FUTEX_SYSCALL],
+                            "the waiter never waited in futex(2) for the GIL")
+        p = mod.run(host, ["-c", GIL_DRIVER, str(t.pid), str(GIL_READS)])
+    if p.returncode != 0:
+        raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+    reads = [{int(k): v for k, v in r.items()} for r in json.loads(p.stdout)]
+    HAS_GIL, REQUESTED = 0x01, 0x08
+    count = {role: (sum(1 for r in reads if r.get(tid, 0) & HAS_GIL),
+                    sum(1 for r in reads if r.get(tid, 0) & REQUESTED))
+             for role, tid in roles.items()}
+    problems = []
+    if count["main"][0] != len(reads):
+        problems.append("main (in a C call holding the GIL) HAS_GIL in %d of %d reads"
+                        % (count["main"][0], len(reads)))
+    for role in ("main", "parked"):
+        if count[role][1]:
+            problems.append("%s GIL_REQUESTED in %d reads" % (role, count[role][1]))
+    if count["waiter"][0]:
+        problems.append("the waiter HAS_GIL in %d reads" % count["waiter"][0])
+    if minor >= 15 and count["waiter"][1] != len(reads):
+        problems.append("the waiter (in take_gil) GIL_REQUESTED in %d of %d reads"
+                        % (count["waiter"][1], len(reads)))
+    if minor < 15 and count["waiter"][1]:
+        problems.append("GIL_REQUESTED on 3.%d, which does not record it" % minor)
+    if problems:
+        raise Fail("; ".join(problems))
+    if minor >= 15:
+        return "the waiting thread GIL_REQUESTED in all %d reads, the holder HAS_GIL, the " \
+               "parked one neither" % len(reads)
+    return "3.%d records no request: GIL_REQUESTED never set (docs/api.md); the holder " \
+           "HAS_GIL in all %d reads" % (minor, len(reads))
+
+
 # --- CPython's own tests of _remote_debugging -------------------------------------------
 
 CPYTHON_TEST = "/usr/lib/python3.15/test/test_external_inspection.py"
@@ -994,6 +1060,11 @@ def tests(remora):
                     (None if not host[2] or shutil.which("unshare") else
                      "unshare(1) missing (util-linux)")))
     host311 = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    for tn in GIL_TARGETS:
+        target = next(i for i in INTERPRETERS if i[0] == tn)
+        out.append(("library/gil-requested/" + tn,
+                    (lambda b=target: test_gil_requested(remora, b)),
+                    interp_missing(host311) or interp_missing(target)))
     for tn in PY_TARGETS:
         target = next(i for i in INTERPRETERS if i[0] == tn)
         out.append(("library/python-tasks/" + tn, (lambda b=target: test_python_tasks(remora, b)),
