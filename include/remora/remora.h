@@ -78,6 +78,12 @@ typedef struct remora remora_t;
                                        * field the interpreter keeps for profilers; what
                                        * CPython's RemoteUnwinder(cache_frames=True) does);
                                        * ignored before 3.15 */
+#define REMORA_ENTRY_MARKS   0x1000u  /* a "<native>" frame (REMORA_FRAME_ENTRY) where the
+                                       * interpreter was entered from C: after the
+                                       * outermost Python frame of each entry into the eval
+                                       * loop (3.11+: where CPython 3.15's
+                                       * RemoteUnwinder(native=True) puts its markers);
+                                       * 3.9/3.10 record no entries: one, outermost */
 
 /* Opens the live process 'pid' with 'flags' (REMORA_* above): finds its interpreter and
  * version. Reads only: nothing is written to the target (but with REMORA_FRAME_ANCHOR),
@@ -122,6 +128,8 @@ enum remora_frame_kind {
     REMORA_FRAME_NATIVE = 1,    /* a C frame (REMORA_NATIVE); file: its source file or its
                                  * module ("libc.so.6+0x1234"), line 0 when unknown */
     REMORA_FRAME_GC = 2,        /* "<GC>" (REMORA_GC) */
+    REMORA_FRAME_ENTRY = 3,     /* "<native>", file "~" (REMORA_ENTRY_MARKS): C code called
+                                 * the Python frame before it (the one inside) */
 };
 
 typedef struct remora_frame {

@@ -141,6 +141,8 @@ def _frame(t, opcodes):
     file, func, line, end_line, col, end_col, opcode, kind = t
     if kind == _remora.FRAME_GC:
         return _GC_MARK
+    if kind == _remora.FRAME_ENTRY:     # native=True: C code entered the interpreter here
+        return _NATIVE_MARK
     if kind == _remora.FRAME_NATIVE:
         return _new(FrameInfo, (file, None, func, None))
     if line <= 0:
@@ -166,8 +168,9 @@ class RemoteUnwinder:
     mode: PROFILING_MODE_WALL, _CPU, _GIL, _ALL or _EXCEPTION: which status bits are read
         (CPU: on a CPU; EXCEPTION: handling an exception; ALL: both), and with
         skip_non_matching_threads, which threads are returned
-    native: a "<native>" frame (filename "~") outermost on each thread, for the C code
-        that began it (remora does not yet mark C calls between Python frames)
+    native: a "<native>" frame (filename "~") after the outermost Python frame of each
+        entry into the interpreter from C (a callback of sorted(), the thread's start),
+        as CPython 3.15 places them (3.9/3.10 targets: one, outermost)
     gc: a "<GC>" frame innermost on the thread running a garbage collection
     opcodes: each frame's current instruction (FrameInfo.opcode)
     cache_frames: on a 3.15 target, the thread state's last_profiled_frame kept at a frame
@@ -207,6 +210,9 @@ class RemoteUnwinder:
                       PROFILING_MODE_EXCEPTION: _remora.ONLY_EXCEPTION}.get(mode, 0)
         if gc:
             flags |= _remora.GC
+        if native:
+            # "<native>" where C code entered the interpreter, as CPython 3.15 marks it
+            flags |= _remora.ENTRY_MARKS
         if opcodes:
             flags |= _remora.OPCODES
         if cache_frames:
@@ -248,8 +254,6 @@ class RemoteUnwinder:
             if self.pid == os.getpid() and tid == _native_id():
                 frames = _own_frames_off(frames)
             out = frames
-            if self._native and out and out[-1] is not _GC_MARK:
-                out.append(_NATIVE_MARK)
             if iid not in interps:
                 interps[iid] = []
                 order.append(iid)

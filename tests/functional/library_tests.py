@@ -37,6 +37,14 @@
 #                              THREAD_STATUS_GIL_REQUESTED in every read on 3.15 and in
 #                              none before (3.15 alone records it), one parked in read(2)
 #                              neither
+#   library/native-marks/TARGET  native_marks.py (pyenv 3.9-3.13, sid 3.14, 3.15) read
+#                              with native=True from Debian's 3.11: the callback thread's
+#                              frames equal to the target's own, a "<native>" after each
+#                              one C code called (sorted's key, reduce's function,
+#                              Context.run's on 3.14+, the outermost) on 3.11+, after the
+#                              outermost alone before
+#   library/native-marks/cpython-3.15  the same thread read in the chroot by CPython
+#                              3.15's own _remote_debugging and by remora: equal
 #   library/python-tasks/TARGET  async_tasks.py under TARGET (3.9, 3.12, sid 3.15), read
 #                              from Debian's 3.11: get_all_awaited_by() holds every task of
 #                              the target's asyncio.all_tasks() under its loop's thread, by
@@ -76,6 +84,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 
 from harness import (FUTEX_SYSCALL, INTERPRETERS, REPO, SANITIZER_MARKS, TARGETS, Fail, Skip,
                      Target, dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
@@ -942,6 +951,122 @@ def test_gil_requested(remora, target):
            "HAS_GIL in all %d reads" % (minor, len(reads))
 
 
+# --- native=True: "<native>" where C code entered the interpreter ------------------------
+
+NATIVE_TARGETS = ("pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "pyenv-3.12.1",
+                  "pyenv-3.13.0", "sid-3.14", "sid-3.15")
+# run by the host: the thread's frames with native=True, [funcname, filename, lineno|None]
+NATIVE_DRIVER = r"""
+import json, sys
+import remora
+pid, tid = int(sys.argv[1]), int(sys.argv[2])
+u = remora.RemoteUnwinder(pid, all_threads=True, native=True)
+print(json.dumps([[f.funcname, f.filename, f.location.lineno if f.location else None]
+                  for i in u.get_stack_trace() for t in i.threads if t.thread_id == tid
+                  for f in t.frame_info]))
+"""
+# run inside the test chroot, in one mount namespace with the target: CPython 3.15's own
+# _remote_debugging and remora on the same thread
+NATIVE_CPYTHON = r"""
+set -e
+mount -t proc proc "$1/proc"
+exec 3<&0                   # (an asynchronous list's own stdin would be /dev/null)
+chroot "$1" python3.15 -I "$2/native_marks.py" "$2/truth.json" <&3 &
+t=$!
+i=0
+while [ ! -e "$1$2/truth.json" ]; do
+    i=$((i + 1)); [ $i -lt 2000 ] && kill -0 $t || exit 3; sleep 0.01
+done
+chroot "$1" env PYTHONPATH="$2" python3.15 -c "$3" "$2/truth.json"
+"""
+NATIVE_COMPARE = r"""
+import json, sys
+import _remote_debugging, remora
+truth = json.load(open(sys.argv[1]))
+out = {}
+for mod in (_remote_debugging, remora):
+    u = mod.RemoteUnwinder(truth["pid"], all_threads=True, native=True)
+    out[mod.__name__] = [[f.funcname, f.filename, f.location.lineno if f.location else None]
+                         for i in u.get_stack_trace() for t in i.threads
+                         if t.thread_id == truth["native_id"] for f in t.frame_info]
+print(json.dumps(out))
+"""
+
+
+def native_expected(truth, minor):
+    """The thread's frames with a "<native>" mark after each one C code called (3.11+);
+    before 3.11, after the outermost alone."""
+    out = []
+    entered = truth["entered_from_c"] if minor >= 11 else [truth["frames"][-1]["function"]]
+    for k, f in enumerate(truth["frames"]):
+        out.append([f["function"], f["file"], f["line"]])
+        if f["function"] in entered and (minor >= 11 or k == len(truth["frames"]) - 1):
+            out.append(["<native>", "~", None])
+    return out
+
+
+def test_native_marks(remora, target):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    minor = int(re.search(r"3\.(\d+)", target[0]).group(1))
+    with Target(target, os.path.join(TARGETS, "native_marks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        p = mod.run(host, ["-c", NATIVE_DRIVER, str(t.pid), str(truth["native_id"])])
+    if p.returncode != 0:
+        raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+    got = json.loads(p.stdout)
+    want = native_expected(truth, minor)
+    if got != want:
+        raise Fail("native=True gave %s; the target's frames with a mark after each one C "
+                   "called: %s" % ([g[0] for g in got], [w[0] for w in want]))
+    return "%d marks, after %s" % (sum(1 for w in want if w[0] == "<native>"),
+                                   ", ".join(w[0] for i, w in enumerate(want[:-1])
+                                             if want[i + 1][0] == "<native>"))
+
+
+def test_native_cpython(remora):
+    """On sid 3.15: remora's frames equal CPython's own _remote_debugging's, marks and all."""
+    mod = PyModule.get(remora)
+    root = next(i for i in INTERPRETERS if i[0] == "sid-3.15")[2]
+    work, visible, env = chroot_module(mod, root)
+    try:
+        shutil.copy(os.path.join(TARGETS, "native_marks.py"), work)
+        p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                              NATIVE_CPYTHON, "sh", root, visible, NATIVE_COMPARE],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        # the target's stdin is p's: open until the comparison's line is out, its EOF
+        # then ends the target
+        timer = threading.Timer(120, p.kill)
+        timer.start()
+        try:
+            out = p.stdout.readline()
+            p.stdin.close()
+            out += p.stdout.read()
+            err = p.stderr.read()
+            p.wait()
+        finally:
+            timer.cancel()
+        with open(os.path.join(work, "truth.json")) as f:
+            truth = json.load(f)
+    except OSError as e:
+        raise Fail("the chroot run gave no truth (%s): %s" % (e, tail(err, 6)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    try:
+        res = json.loads(out.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise Fail("no result (exit %d): %s" % (p.returncode, tail(err, 8)))
+    theirs, ours = res["_remote_debugging"], res["remora"]
+    if not theirs or ours != theirs:
+        raise Fail("remora: %s; CPython's _remote_debugging: %s" % (ours, theirs))
+    if ours != native_expected(truth, 15):
+        raise Fail("both gave %s; the target says C called %s"
+                   % ([g[0] for g in ours], truth["entered_from_c"]))
+    return "the same %d frames as CPython's module, %d of them <native>" % (
+        len(ours), sum(1 for f in ours if f[0] == "<native>"))
+
+
 # --- CPython's own tests of _remote_debugging -------------------------------------------
 
 CPYTHON_TEST = "/usr/lib/python3.15/test/test_external_inspection.py"
@@ -1065,6 +1190,14 @@ def tests(remora):
         out.append(("library/gil-requested/" + tn,
                     (lambda b=target: test_gil_requested(remora, b)),
                     interp_missing(host311) or interp_missing(target)))
+    for tn in NATIVE_TARGETS:
+        target = next(i for i in INTERPRETERS if i[0] == tn)
+        out.append(("library/native-marks/" + tn,
+                    (lambda b=target: test_native_marks(remora, b)),
+                    interp_missing(host311) or interp_missing(target)))
+    out.append(("library/native-marks/cpython-3.15", lambda: test_native_cpython(remora),
+                interp_missing(next(i for i in INTERPRETERS if i[0] == "sid-3.15")) or
+                (None if shutil.which("unshare") else "unshare(1) missing (util-linux)")))
     for tn in PY_TARGETS:
         target = next(i for i in INTERPRETERS if i[0] == tn)
         out.append(("library/python-tasks/" + tn, (lambda b=target: test_python_tasks(remora, b)),
