@@ -22,7 +22,7 @@ extern "C" {
 /* The API's version: the major number is the soname's (libremora.so.0); a minor number
  * adds functions or flags, never changes one. */
 #define REMORA_API_MAJOR 0
-#define REMORA_API_MINOR 1
+#define REMORA_API_MINOR 2   /* 2: REMORA_ENTRY_MARKS, REMORA_FRAME_ENTRY */
 
 /* Error codes, returned by every function. */
 enum remora_err {

@@ -19,6 +19,16 @@
 #                              with its instruction's name (pyenv 3.9, 3.12, sid 3.15)
 #   library/c-api/tasks/INTERP remora_tasks on async_tasks.py: every task of its truth, by
 #                              id, with its name and its awaiters (pyenv 3.9, 3.12, sid 3.15)
+#   library/c-api/native/INTERP  tests/lib/lib_flags.c (built against the installed
+#                              library) with REMORA_NATIVE on native_marks.py (pyenv 3.9,
+#                              3.12, 3.13: unstripped): the thread's Python frames equal to
+#                              the target's, C frames merged: the lock's wait innermost, a
+#                              C frame of the sort between leaf and step, one of reduce
+#                              between step and worker
+#   library/c-api/running-task/INTERP  lib_flags with REMORA_RUNNING_TASK on
+#                              async_tasks.py (pyenv 3.9, 3.12, sid 3.15): the loop
+#                              thread's task_id is id() of the target's running task, no
+#                              other thread has one, none without the flag
 #   library/hosts/HOST         `make python`'s module (one _remora.abi3.so) imported by the
 #                              host interpreter HOST (HOSTS: pyenv 3.9-3.13, Debian's 3.11,
 #                              the chroot's 3.13-3.15, those run in a private mount
@@ -373,6 +383,113 @@ def test_c_errors(remora):
         os.environ.clear()
         os.environ.update(saved)
     return "exit 2 and 4, one line each; a missing core 2, unknown flags 1"
+
+
+# --- REMORA_NATIVE and REMORA_RUNNING_TASK from C ---------------------------------------
+
+NATIVE_C_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0")   # unstripped: the
+                                       # static functions of the sort and reduce named
+TASK_C_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
+
+
+class LibFlags:
+    """tests/lib/lib_flags.c built against the installed library (Installed), once."""
+    made = None
+
+    @classmethod
+    def get(cls, remora):
+        built = Installed.get(remora)
+        if cls.made is None:
+            path = os.path.join(built.dest, "lib_flags")
+            cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror"] + \
+                (ASAN_FLAGS.split() if sanitized(remora.path) else ["-O2"])
+            p = subprocess.run(cc + ["-I" + os.path.join(built.root, "include"), "-o", path,
+                                     os.path.join(REPO, "tests", "lib", "lib_flags.c"),
+                                     "-L" + os.path.join(built.root, "lib"), "-lremora"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            cls.made = path if p.returncode == 0 else Fail("cc lib_flags.c: %s" % tail(p.stdout))
+        if isinstance(cls.made, Exception):
+            raise cls.made
+        return built, cls.made
+
+
+def lib_flags(remora, flags, pid):
+    """lib_flags' reading: {native id: (task id, [(kind, function, file, line)])}."""
+    built, path = LibFlags.get(remora)
+    saved = dict(os.environ)
+    os.environ.update(built.env_shared)         # the installed libremora.so.0
+    try:
+        rc, out, err = remora.run([hex(flags), pid], binary=path)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    if rc != 0:
+        raise Fail("lib_flags %#x: exit %d: %s" % (flags, rc, tail(err)))
+    threads, at = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^thread (\d+) task (0x[0-9a-f]+|0)$", line)
+        if m:
+            at = threads[int(m.group(1))] = (int(m.group(2), 16), [])
+        elif line.startswith("    ") and at is not None:
+            kind, func, file, ln = line[4:].split("\t")
+            at[1].append((kind, func, file, int(ln)))
+        else:
+            raise Fail("lib_flags printed an unexpected line: %r" % line)
+    return threads
+
+
+def test_c_native(remora, interp):
+    REMORA_NATIVE = 0x0200
+    with Target(interp, os.path.join(TARGETS, "native_marks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        threads = lib_flags(remora, REMORA_NATIVE, t.pid)
+    frames = threads.get(truth["native_id"], (0, []))[1]
+    python = [[f, fl, ln] for kind, f, fl, ln in frames if kind == "python"]
+    want = [[f["function"], f["file"], f["line"]] for f in truth["frames"]]
+    problems = []
+    if python != want:
+        problems.append("the Python frames %s, the target's %s"
+                        % ([p[0] for p in python], [w[0] for w in want]))
+    names = [f for _, f, _, _ in frames]
+    pos = {n: names.index(n) for n in ("leaf", "step", "worker") if n in names}
+    if len(pos) == 3:
+        between = lambda a, b: [f for kind, f, _, _ in frames[pos[a] + 1:pos[b]]
+                                if kind == "native"]
+        sort_c, reduce_c = between("leaf", "step"), between("step", "worker")
+        if not any("sort" in f for f in sort_c):
+            problems.append("no C frame of the sort between leaf and step: %s" % sort_c[:8])
+        if not any("reduce" in f for f in reduce_c):
+            problems.append("no C frame of reduce between step and worker: %s" % reduce_c[:8])
+    if not frames or frames[0][0] != "native":
+        problems.append("the innermost frame is not C (the lock's wait): %s" % frames[:1])
+    if problems:
+        raise Fail("; ".join(problems))
+    return "%d frames, %d of them C: the lock's wait innermost, the sort's C frames " \
+           "between leaf and step, reduce's between step and worker" % (
+               len(frames), sum(1 for f in frames if f[0] == "native"))
+
+
+def test_c_running_task(remora, interp):
+    REMORA_RUNNING_TASK = 0x0400
+    with Target(interp, os.path.join(TARGETS, "async_tasks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        threads = lib_flags(remora, REMORA_RUNNING_TASK, t.pid)
+        without = lib_flags(remora, 0, t.pid)
+    running = next(w for w in truth["tasks"] if w["state"] == "running")
+    task = threads.get(truth["native_id"], (None, []))[0]
+    problems = []
+    if task != running["id"]:
+        problems.append("the loop's thread has task_id %#x, the running task is %#x (%s)"
+                        % (task or 0, running["id"], running["name"]))
+    others = {tid: tk for tid, (tk, _) in threads.items() if tid != truth["native_id"] and tk}
+    if others:
+        problems.append("task ids on threads running no task: %s" % others)
+    if any(tk for tk, _ in without.values()):
+        problems.append("task ids without REMORA_RUNNING_TASK")
+    if problems:
+        raise Fail("; ".join(problems))
+    return "task_id %#x, id() of the target's running task, on its loop's thread alone" \
+        % running["id"]
 
 
 # --- the Python module -------------------------------------------------------------------
@@ -1178,6 +1295,14 @@ def tests(remora):
                     interp_missing(interp)))
         out.append(("library/c-api/tasks/" + name, (lambda i=interp: test_c_tasks(remora, i)),
                     interp_missing(interp)))
+    for name in NATIVE_C_TARGETS:
+        interp = next(i for i in INTERPRETERS if i[0] == name)
+        out.append(("library/c-api/native/" + name, (lambda i=interp: test_c_native(remora, i)),
+                    interp_missing(interp)))
+    for name in TASK_C_TARGETS:
+        interp = next(i for i in INTERPRETERS if i[0] == name)
+        out.append(("library/c-api/running-task/" + name,
+                    (lambda i=interp: test_c_running_task(remora, i)), interp_missing(interp)))
     for h in HOSTS:
         host = next(i for i in INTERPRETERS if i[0] == h)
         out.append(("library/hosts/" + h, (lambda a=host: test_host(remora, a)),
