@@ -22,7 +22,8 @@ extern "C" {
 /* The API's version: the major number is the soname's (libremora.so.0); a minor number
  * adds functions or flags, never changes one. */
 #define REMORA_API_MAJOR 0
-#define REMORA_API_MINOR 2   /* 2: REMORA_ENTRY_MARKS, REMORA_FRAME_ENTRY */
+#define REMORA_API_MINOR 2   /* 2: REMORA_ENTRY_MARKS, REMORA_FRAME_ENTRY,
+                              * remora_get_cache_stats */
 
 /* Error codes, returned by every function. */
 enum remora_err {
@@ -218,6 +219,25 @@ typedef struct remora_stats {
 
 /* What r has done since it was opened. */
 void remora_get_stats(const remora_t *r, remora_stats_t *out);
+
+/* Its caches and batched reads since it was opened (API 0.2). */
+typedef struct remora_cache_stats {
+    uint64_t threads;           /* threads of the readings' results, in all (a reading may
+                                 * try again: remora_stats_t counts every try) */
+    uint64_t threads_kept;      /* ... served whole from the last reading, nothing read */
+    uint64_t frames;            /* their Python frames, in all */
+    uint64_t frames_kept;       /* ... of the threads served whole */
+    uint64_t code_hits;         /* code objects of a reading found in the cache, still the
+                                 * same object (each distinct one once a reading) */
+    uint64_t code_misses;       /* ... read from the target: not cached, or stale */
+    uint64_t code_stale;        /* ... of those, cached but another object there since */
+    uint64_t vectored;          /* vectored reads (one system call for a batch of ranges) */
+    uint64_t vectored_ok;       /* ... that read every range whole */
+    uint64_t segments;          /* the ranges they asked for */
+    uint64_t segments_done;     /* ... read whole */
+} remora_cache_stats_t;
+
+void remora_get_cache_stats(const remora_t *r, remora_cache_stats_t *out);
 
 #ifdef __cplusplus
 }

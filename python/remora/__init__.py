@@ -340,34 +340,39 @@ class RemoteUnwinder:
 
     def get_stats(self):
         """The unwinder's statistics (stats=True): CPython's keys, each from remora's
-        counter of the same meaning; the batched-read keys count remora's vectored reads
-        (every read is one); frame-cache keys count whole threads reused."""
+        counter of the same meaning (docs/api.md): frame-cache hits count whole threads
+        reused; code-object cache counts are per distinct code object of each reading;
+        batched reads are remora's vectored reads (process_vm_readv of many ranges)."""
         if not self._stats:
             raise RuntimeError("Statistics collection was not enabled. Create "
                                "RemoteUnwinder with stats=True to collect statistics.")
         st = self._reader.stats()
-        reused, samples = st["reused"], st["thread_samples"]
+        reused, samples = st["threads_kept"], st["threads"]
+        code = st["code_hits"] + st["code_misses"]
+
+        def rate(part, whole):
+            return 100.0 * part / whole if whole else 0.0
         return {
             "total_samples": self._samples,
             "frame_cache_hits": reused,
             "frame_cache_misses": samples - reused,
-            "frame_cache_partial_hits": 0,
-            "frames_read_from_cache": 0,
-            "frames_read_from_memory": 0,
+            "frame_cache_partial_hits": 0,      # not counted (docs/api.md)
+            "frames_read_from_cache": st["frames_kept"],
+            "frames_read_from_memory": st["frames"] - st["frames_kept"],
             "memory_reads": st["syscalls"],
             "memory_bytes_read": st["bytes"],
-            "code_object_cache_hits": 0,
-            "code_object_cache_misses": 0,
-            "stale_cache_invalidations": 0,
-            "batched_read_attempts": st["syscalls"],
-            "batched_read_successes": st["syscalls"],
-            "batched_read_misses": 0,
-            "batched_read_segments_requested": 0,
-            "batched_read_segments_completed": 0,
-            "frame_cache_hit_rate": 100.0 * reused / samples if samples else 0.0,
-            "code_object_cache_hit_rate": 0.0,
-            "batched_read_success_rate": 100.0 if st["syscalls"] else 0.0,
-            "batched_read_segment_completion_rate": 0.0,
+            "code_object_cache_hits": st["code_hits"],
+            "code_object_cache_misses": st["code_misses"],
+            "stale_cache_invalidations": st["code_stale"],
+            "batched_read_attempts": st["vectored"],
+            "batched_read_successes": st["vectored_ok"],
+            "batched_read_misses": st["vectored"] - st["vectored_ok"],
+            "batched_read_segments_requested": st["segments"],
+            "batched_read_segments_completed": st["segments_done"],
+            "frame_cache_hit_rate": rate(reused, samples),
+            "code_object_cache_hit_rate": rate(st["code_hits"], code),
+            "batched_read_success_rate": rate(st["vectored_ok"], st["vectored"]),
+            "batched_read_segment_completion_rate": rate(st["segments_done"], st["segments"]),
             "partial_stacks": st["partial"],
         }
 

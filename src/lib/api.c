@@ -476,3 +476,23 @@ void remora_get_stats(const remora_t *r, remora_stats_t *out)
     out->syscalls = ps->reads;
     out->bytes = ps->bytes;
 }
+
+void remora_get_cache_stats(const remora_t *r, remora_cache_stats_t *out)
+{
+    unw_stats_t us;
+    const proc_stats_t *ps = proc_stats(r->p);
+
+    unw_get_stats(r->u, &us);
+    memset(out, 0, sizeof *out);
+    out->threads = us.threads;
+    out->threads_kept = us.threads_kept;
+    out->frames = us.frames;
+    out->frames_kept = us.frames_kept;
+    out->code_hits = us.code_hits;
+    out->code_misses = us.code_misses;
+    out->code_stale = us.code_stale;
+    out->vectored = ps->vectored;
+    out->vectored_ok = ps->vectored_ok;
+    out->segments = ps->segments;
+    out->segments_done = ps->segments_done;
+}

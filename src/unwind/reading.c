@@ -364,6 +364,7 @@ static int read_parked(unwinder_t *u, reader_t *r, size_t i, int *err)
     if (park_holds(L, &r->interps[tc->interp], tc)) {
         /* still parked: the saved walk, nothing read (idle: not even that) */
         u->stats.parked++;
+        tc->kept = r->stamp;        /* (counted once the round's result stands) */
         if (u->kern == NULL && (u->want & (UNW_WANT_CPU | UNW_WANT_ACTIVE)) && idle_decide(u, r, i, 1))
             return 1;
         memcpy(r->walk, tc->saved, tc->nsaved * sizeof *r->walk);

@@ -61,6 +61,13 @@
 #                              id, with its name, its coroutine stack (funcname, filename,
 #                              lineno) and the ids awaiting it as the target recorded them;
 #                              get_async_stack_trace() has the running task under that thread
+#   library/python-stats/TARGET  5 reads of known_stacks.py (pyenv 3.9, 3.12, sid 3.15)
+#                              with stats=True, cache_frames=True from Debian's 3.11:
+#                              get_stats() has CPython 3.15's keys; frame-cache hits and
+#                              misses add up to the threads returned, frames from the cache
+#                              and from memory to the frames returned (some from the
+#                              cache: six threads parked); code-object hits and misses,
+#                              vectored reads and their segments counted, all complete
 #   library/pip-install        `python3 -m pip install . --no-build-isolation --no-index` into a
 #                              fresh venv of Debian's python3 (its setuptools, no network):
 #                              the installed remora (an .abi3.so) dumps known_stacks.py as
@@ -1088,13 +1095,16 @@ NATIVE_CPYTHON = r"""
 set -e
 mount -t proc proc "$1/proc"
 exec 3<&0                   # (an asynchronous list's own stdin would be /dev/null)
-chroot "$1" python3.15 -I "$2/native_marks.py" "$2/truth.json" <&3 &
+chroot "$1" python3.15 -I "$2/native_marks.py" "$2/truth.json" <&3 >"$1$2/target.log" 2>&1 &
 t=$!
 i=0
 while [ ! -e "$1$2/truth.json" ]; do
     i=$((i + 1)); [ $i -lt 2000 ] && kill -0 $t || exit 3; sleep 0.01
 done
-chroot "$1" env PYTHONPATH="$2" python3.15 -c "$3" "$2/truth.json"
+rc=0
+chroot "$1" env $4 PYTHONPATH="$2" python3.15 -c "$3" "$2/truth.json" || rc=$?
+kill $t 2>/dev/null || true
+exit $rc
 """
 NATIVE_COMPARE = r"""
 import json, sys
@@ -1149,18 +1159,18 @@ def test_native_cpython(remora):
     try:
         shutil.copy(os.path.join(TARGETS, "native_marks.py"), work)
         p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                              NATIVE_CPYTHON, "sh", root, visible, NATIVE_COMPARE],
+                              NATIVE_CPYTHON, "sh", root, visible, NATIVE_COMPARE, env],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        # the target's stdin is p's: open until the comparison's line is out, its EOF
-        # then ends the target
+        # the target's stdin is p's, kept open (its EOF would end it) until the script,
+        # which ends the target once compared, is done; the target's output goes to a
+        # file, so stdout's EOF is the script's
         timer = threading.Timer(120, p.kill)
         timer.start()
         try:
-            out = p.stdout.readline()
-            p.stdin.close()
-            out += p.stdout.read()
+            out = p.stdout.read()
             err = p.stderr.read()
+            p.stdin.close()
             p.wait()
         finally:
             timer.cancel()
@@ -1182,6 +1192,73 @@ def test_native_cpython(remora):
                    % ([g[0] for g in ours], truth["entered_from_c"]))
     return "the same %d frames as CPython's module, %d of them <native>" % (
         len(ours), sum(1 for f in ours if f[0] == "<native>"))
+
+
+# --- get_stats() -------------------------------------------------------------------------
+
+STATS_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
+# CPython 3.15's _remote_debugging.RemoteUnwinder.get_stats() keys
+CPYTHON_STATS = (
+    "total_samples", "frame_cache_hits", "frame_cache_misses", "frame_cache_partial_hits",
+    "frames_read_from_cache", "frames_read_from_memory", "memory_reads", "memory_bytes_read",
+    "code_object_cache_hits", "code_object_cache_misses", "stale_cache_invalidations",
+    "batched_read_attempts", "batched_read_successes", "batched_read_misses",
+    "batched_read_segments_requested", "batched_read_segments_completed",
+    "frame_cache_hit_rate", "code_object_cache_hit_rate", "batched_read_success_rate",
+    "batched_read_segment_completion_rate")
+PY_STATS = r"""
+import json, sys
+import remora
+u = remora.RemoteUnwinder(int(sys.argv[1]), all_threads=True, stats=True, cache_frames=True)
+threads = frames = 0
+for _ in range(5):
+    for i in u.get_stack_trace():
+        for t in i.threads:
+            threads += 1
+            frames += len(t.frame_info)
+print(json.dumps({"threads": threads, "frames": frames, "stats": u.get_stats()}))
+"""
+
+
+def test_python_stats(remora, target):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    with Target(target, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        t.wait_ready()
+        t.wait_main_in_read()
+        p = mod.run(host, ["-c", PY_STATS, str(t.pid)])
+    if p.returncode != 0:
+        raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+    doc = json.loads(p.stdout)
+    st, problems = doc["stats"], []
+    missing = [k for k in CPYTHON_STATS if k not in st]
+    if missing:
+        problems.append("keys missing: %s" % missing)
+    checks = (
+        ("total_samples", st.get("total_samples") == 5),
+        ("frame_cache_hits + misses = threads returned",
+         st.get("frame_cache_hits", 0) + st.get("frame_cache_misses", 0) == doc["threads"]),
+        ("frames_read_from_cache + _memory = frames returned",
+         st.get("frames_read_from_cache", 0) + st.get("frames_read_from_memory", 0)
+         == doc["frames"]),
+        ("frames_read_from_cache > 0 (six parked threads)",
+         st.get("frames_read_from_cache", 0) > 0),
+        ("code_object_cache_hits > 0", st.get("code_object_cache_hits", 0) > 0),
+        ("code_object_cache_misses > 0", st.get("code_object_cache_misses", 0) > 0),
+        ("batched_read_attempts > 0 = successes (nothing unmapped)",
+         0 < st.get("batched_read_attempts", 0) == st.get("batched_read_successes")),
+        ("segments completed = requested > attempts",
+         st.get("batched_read_segments_requested", 0) ==
+         st.get("batched_read_segments_completed") > st.get("batched_read_attempts", 0)),
+        ("memory_reads >= batched_read_attempts",
+         st.get("memory_reads", 0) >= st.get("batched_read_attempts", 0) > 0),
+        ("frame_cache_partial_hits 0 (not counted)", st.get("frame_cache_partial_hits") == 0))
+    problems += [what for what, ok in checks if not ok]
+    if problems:
+        raise Fail("%s: %s" % ("; ".join(problems), json.dumps(doc)))
+    zero = sorted(k for k in CPYTHON_STATS if not st[k])
+    return "5 reads, %d threads, %d frames (%d from the cache); 0: %s" % (
+        doc["threads"], doc["frames"], st["frames_read_from_cache"], ", ".join(zero))
 
 
 # --- CPython's own tests of _remote_debugging -------------------------------------------
@@ -1326,6 +1403,10 @@ def tests(remora):
     for tn in PY_TARGETS:
         target = next(i for i in INTERPRETERS if i[0] == tn)
         out.append(("library/python-tasks/" + tn, (lambda b=target: test_python_tasks(remora, b)),
+                    interp_missing(host311) or interp_missing(target)))
+    for tn in STATS_TARGETS:
+        target = next(i for i in INTERPRETERS if i[0] == tn)
+        out.append(("library/python-stats/" + tn, (lambda b=target: test_python_stats(remora, b)),
                     interp_missing(host311) or interp_missing(target)))
     out.append(("library/pip-install", lambda: test_pip(remora), interp_missing(host311)))
     out.append(("library/python-sample", lambda: test_python_sample(remora),
