@@ -22,7 +22,8 @@ extern "C" {
 /* The API's version: the major number is the soname's (libremora.so.0); a minor number
  * adds functions or flags, never changes one. */
 #define REMORA_API_MAJOR 0
-#define REMORA_API_MINOR 1
+#define REMORA_API_MINOR 2   /* 2: remora_sample and its kin, REMORA_ENTRY_MARKS,
+                              * REMORA_FRAME_ENTRY, remora_get_cache_stats */
 
 /* Error codes, returned by every function. */
 enum remora_err {
@@ -78,6 +79,12 @@ typedef struct remora remora_t;
                                        * field the interpreter keeps for profilers; what
                                        * CPython's RemoteUnwinder(cache_frames=True) does);
                                        * ignored before 3.15 */
+#define REMORA_ENTRY_MARKS   0x1000u  /* a "<native>" frame (REMORA_FRAME_ENTRY) where the
+                                       * interpreter was entered from C: after the
+                                       * outermost Python frame of each entry into the eval
+                                       * loop (3.11+: where CPython 3.15's
+                                       * RemoteUnwinder(native=True) puts its markers);
+                                       * 3.9/3.10 record no entries: one, outermost */
 
 /* Opens the live process 'pid' with 'flags' (REMORA_* above): finds its interpreter and
  * version. Reads only: nothing is written to the target (but with REMORA_FRAME_ANCHOR),
@@ -122,6 +129,8 @@ enum remora_frame_kind {
     REMORA_FRAME_NATIVE = 1,    /* a C frame (REMORA_NATIVE); file: its source file or its
                                  * module ("libc.so.6+0x1234"), line 0 when unknown */
     REMORA_FRAME_GC = 2,        /* "<GC>" (REMORA_GC) */
+    REMORA_FRAME_ENTRY = 3,     /* "<native>", file "~" (REMORA_ENTRY_MARKS): C code called
+                                 * the Python frame before it (the one inside) */
 };
 
 typedef struct remora_frame {
@@ -143,7 +152,8 @@ typedef struct remora_frame {
 #define REMORA_THREAD_HAS_GIL       0x01u
 #define REMORA_THREAD_ON_CPU        0x02u   /* REMORA_STATUS: running or runnable */
 #define REMORA_THREAD_UNKNOWN       0x04u   /* whether it is on a CPU was not read */
-#define REMORA_THREAD_GIL_REQUESTED 0x08u   /* (never set: remora does not read it yet) */
+#define REMORA_THREAD_GIL_REQUESTED 0x08u   /* waiting for the GIL: 3.15 targets only
+                                             * (tstate->gil_requested), never before */
 #define REMORA_THREAD_HAS_EXCEPTION 0x10u   /* REMORA_STATUS: inside an except block */
 #define REMORA_THREAD_MAIN          0x20u   /* its interpreter's main thread */
 
@@ -312,6 +322,25 @@ void remora_get_sample_stats(const remora_t *r, remora_sample_stats_t *out);
  * when *why_not is not NULL, one line saying why it was not the kernel engine ("" when it
  * was): the option that needs user space, or what refused the kernel engine. */
 const char *remora_engine(const remora_t *r, const char **why_not);
+
+/* Its caches and batched reads since it was opened (API 0.2). */
+typedef struct remora_cache_stats {
+    uint64_t threads;           /* threads of the readings' results, in all (a reading may
+                                 * try again: remora_stats_t counts every try) */
+    uint64_t threads_kept;      /* ... served whole from the last reading, nothing read */
+    uint64_t frames;            /* their Python frames, in all */
+    uint64_t frames_kept;       /* ... of the threads served whole */
+    uint64_t code_hits;         /* code objects of a reading found in the cache, still the
+                                 * same object (each distinct one once a reading) */
+    uint64_t code_misses;       /* ... read from the target: not cached, or stale */
+    uint64_t code_stale;        /* ... of those, cached but another object there since */
+    uint64_t vectored;          /* vectored reads (one system call for a batch of ranges) */
+    uint64_t vectored_ok;       /* ... that read every range whole */
+    uint64_t segments;          /* the ranges they asked for */
+    uint64_t segments_done;     /* ... read whole */
+} remora_cache_stats_t;
+
+void remora_get_cache_stats(const remora_t *r, remora_cache_stats_t *out);
 
 #ifdef __cplusplus
 }

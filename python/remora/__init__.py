@@ -141,6 +141,8 @@ def _frame(t, opcodes):
     file, func, line, end_line, col, end_col, opcode, kind = t
     if kind == _remora.FRAME_GC:
         return _GC_MARK
+    if kind == _remora.FRAME_ENTRY:     # native=True: C code entered the interpreter here
+        return _NATIVE_MARK
     if kind == _remora.FRAME_NATIVE:
         return _new(FrameInfo, (file, None, func, None))
     if line <= 0:
@@ -166,8 +168,9 @@ class RemoteUnwinder:
     mode: PROFILING_MODE_WALL, _CPU, _GIL, _ALL or _EXCEPTION: which status bits are read
         (CPU: on a CPU; EXCEPTION: handling an exception; ALL: both), and with
         skip_non_matching_threads, which threads are returned
-    native: a "<native>" frame (filename "~") outermost on each thread, for the C code
-        that began it (remora does not yet mark C calls between Python frames)
+    native: a "<native>" frame (filename "~") after the outermost Python frame of each
+        entry into the interpreter from C (a callback of sorted(), the thread's start),
+        as CPython 3.15 places them (3.9/3.10 targets: one, outermost)
     gc: a "<GC>" frame innermost on the thread running a garbage collection
     opcodes: each frame's current instruction (FrameInfo.opcode)
     cache_frames: on a 3.15 target, the thread state's last_profiled_frame kept at a frame
@@ -207,6 +210,9 @@ class RemoteUnwinder:
                       PROFILING_MODE_EXCEPTION: _remora.ONLY_EXCEPTION}.get(mode, 0)
         if gc:
             flags |= _remora.GC
+        if native:
+            # "<native>" where C code entered the interpreter, as CPython 3.15 marks it
+            flags |= _remora.ENTRY_MARKS
         if opcodes:
             flags |= _remora.OPCODES
         if cache_frames:
@@ -248,8 +254,6 @@ class RemoteUnwinder:
             if self.pid == os.getpid() and tid == _native_id():
                 frames = _own_frames_off(frames)
             out = frames
-            if self._native and out and out[-1] is not _GC_MARK:
-                out.append(_NATIVE_MARK)
             if iid not in interps:
                 interps[iid] = []
                 order.append(iid)
@@ -336,34 +340,39 @@ class RemoteUnwinder:
 
     def get_stats(self):
         """The unwinder's statistics (stats=True): CPython's keys, each from remora's
-        counter of the same meaning; the batched-read keys count remora's vectored reads
-        (every read is one); frame-cache keys count whole threads reused."""
+        counter of the same meaning (docs/api.md): frame-cache hits count whole threads
+        reused; code-object cache counts are per distinct code object of each reading;
+        batched reads are remora's vectored reads (process_vm_readv of many ranges)."""
         if not self._stats:
             raise RuntimeError("Statistics collection was not enabled. Create "
                                "RemoteUnwinder with stats=True to collect statistics.")
         st = self._reader.stats()
-        reused, samples = st["reused"], st["thread_samples"]
+        reused, samples = st["threads_kept"], st["threads"]
+        code = st["code_hits"] + st["code_misses"]
+
+        def rate(part, whole):
+            return 100.0 * part / whole if whole else 0.0
         return {
             "total_samples": self._samples,
             "frame_cache_hits": reused,
             "frame_cache_misses": samples - reused,
-            "frame_cache_partial_hits": 0,
-            "frames_read_from_cache": 0,
-            "frames_read_from_memory": 0,
+            "frame_cache_partial_hits": 0,      # not counted (docs/api.md)
+            "frames_read_from_cache": st["frames_kept"],
+            "frames_read_from_memory": st["frames"] - st["frames_kept"],
             "memory_reads": st["syscalls"],
             "memory_bytes_read": st["bytes"],
-            "code_object_cache_hits": 0,
-            "code_object_cache_misses": 0,
-            "stale_cache_invalidations": 0,
-            "batched_read_attempts": st["syscalls"],
-            "batched_read_successes": st["syscalls"],
-            "batched_read_misses": 0,
-            "batched_read_segments_requested": 0,
-            "batched_read_segments_completed": 0,
-            "frame_cache_hit_rate": 100.0 * reused / samples if samples else 0.0,
-            "code_object_cache_hit_rate": 0.0,
-            "batched_read_success_rate": 100.0 if st["syscalls"] else 0.0,
-            "batched_read_segment_completion_rate": 0.0,
+            "code_object_cache_hits": st["code_hits"],
+            "code_object_cache_misses": st["code_misses"],
+            "stale_cache_invalidations": st["code_stale"],
+            "batched_read_attempts": st["vectored"],
+            "batched_read_successes": st["vectored_ok"],
+            "batched_read_misses": st["vectored"] - st["vectored_ok"],
+            "batched_read_segments_requested": st["segments"],
+            "batched_read_segments_completed": st["segments_done"],
+            "frame_cache_hit_rate": rate(reused, samples),
+            "code_object_cache_hit_rate": rate(st["code_hits"], code),
+            "batched_read_success_rate": rate(st["vectored_ok"], st["vectored"]),
+            "batched_read_segment_completion_rate": rate(st["segments_done"], st["segments"]),
             "partial_stacks": st["partial"],
         }
 

@@ -305,17 +305,31 @@ static PyObject *reader_stats(PyObject *self, PyObject *unused)
 {
     reader_t *rd = (reader_t *)self;
     remora_stats_t st;
+    remora_cache_stats_t cs;
 
     (void)unused;
     if (!ready(rd))
         return NULL;
     remora_get_stats(rd->r, &st);
-    return Py_BuildValue("{sKsKsKsKsKsK}", "reads", (unsigned long long)st.reads,
+    remora_get_cache_stats(rd->r, &cs);
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}",
+                         "reads", (unsigned long long)st.reads,
                          "thread_samples", (unsigned long long)st.thread_samples,
                          "reused", (unsigned long long)st.reused,
                          "partial", (unsigned long long)st.partial,
                          "syscalls", (unsigned long long)st.syscalls,
-                         "bytes", (unsigned long long)st.bytes);
+                         "bytes", (unsigned long long)st.bytes,
+                         "threads", (unsigned long long)cs.threads,
+                         "threads_kept", (unsigned long long)cs.threads_kept,
+                         "frames", (unsigned long long)cs.frames,
+                         "frames_kept", (unsigned long long)cs.frames_kept,
+                         "code_hits", (unsigned long long)cs.code_hits,
+                         "code_misses", (unsigned long long)cs.code_misses,
+                         "code_stale", (unsigned long long)cs.code_stale,
+                         "vectored", (unsigned long long)cs.vectored,
+                         "vectored_ok", (unsigned long long)cs.vectored_ok,
+                         "segments", (unsigned long long)cs.segments,
+                         "segments_done", (unsigned long long)cs.segments_done);
 }
 
 static PyObject *reader_python(PyObject *self, PyObject *unused)
@@ -556,6 +570,7 @@ PyMODINIT_FUNC PyInit__remora(void)
         { "RUNNING_TASK", REMORA_RUNNING_TASK }, { "FRAME_ANCHOR", REMORA_FRAME_ANCHOR },
         { "FRAME_PYTHON", REMORA_FRAME_PYTHON }, { "FRAME_NATIVE", REMORA_FRAME_NATIVE },
         { "FRAME_GC", REMORA_FRAME_GC },
+        { "ENTRY_MARKS", REMORA_ENTRY_MARKS }, { "FRAME_ENTRY", REMORA_FRAME_ENTRY },
         { "THREAD_HAS_GIL", REMORA_THREAD_HAS_GIL }, { "THREAD_ON_CPU", REMORA_THREAD_ON_CPU },
         { "THREAD_UNKNOWN", REMORA_THREAD_UNKNOWN },
         { "THREAD_GIL_REQUESTED", REMORA_THREAD_GIL_REQUESTED },

@@ -20,7 +20,8 @@
 
 #define LIB_FLAGS (REMORA_MAIN_THREAD | REMORA_ACTIVE | REMORA_ONLY_GIL | REMORA_ONLY_CPU | \
                    REMORA_ONLY_EXCEPTION | REMORA_STATUS | REMORA_THREAD_NAMES | REMORA_GC | \
-                   REMORA_OPCODES | REMORA_NATIVE | REMORA_RUNNING_TASK | REMORA_FRAME_ANCHOR)
+                   REMORA_OPCODES | REMORA_NATIVE | REMORA_RUNNING_TASK | REMORA_FRAME_ANCHOR | \
+                   REMORA_ENTRY_MARKS)
 
 struct remora {
     proc_t *p;
@@ -336,6 +337,36 @@ static void lib_frame(remora_t *r, const unw_frame_t *f, remora_frame_t *o)
     o->end_column = loc.end_column;
 }
 
+/* REMORA_ENTRY_MARKS: does a "<native>" mark follow frame k of thread t? After each
+ * Python frame an entry of the eval loop began with (3.11+: the walker's entry flag,
+ * from is_entry on 3.11 and from the C-owned frame below it on 3.12+), as CPython 3.15
+ * puts one for each interpreter-owned frame between Python frames and above its base
+ * frame. 3.9/3.10: every call enters the eval loop from C (no frame says which C code
+ * called it), so one after the outermost Python frame only. */
+static int lib_entry_after(const remora_t *r, const unw_thread_t *t, size_t k)
+{
+    const unw_frame_t *f = &t->frames[k];
+    size_t j;
+
+    if (!(r->flags & REMORA_ENTRY_MARKS) || f->native)
+        return 0;
+    if (r->t.layout.minor >= 11)
+        return f->entry;
+    for (j = k + 1; j < t->nframes; j++)
+        if (!t->frames[j].native)
+            return 0;
+    return 1;
+}
+
+static void lib_entry_mark(remora_frame_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->function = "<native>";
+    o->file = "~";
+    o->end_line = o->column = o->end_column = o->opcode = o->offset = -1;
+    o->kind = REMORA_FRAME_ENTRY;
+}
+
 /* Does the thread pass the flags' selection? */
 static int lib_selected(unsigned flags, const unw_thread_t *th)
 {
@@ -378,8 +409,8 @@ int remora_read(remora_t *r, const remora_thread_t **threads, size_t *n)
         freeze_go(r->frz);
     if (err != REMORA_OK)
         return lib_failed(r, err, "could not read the thread list");
-    for (i = 0; i < nth; i++)
-        nfr += th[i].nframes + 1;
+    for (i = 0; i < nth; i++)      /* with entry marks, up to one after every frame */
+        nfr += (th[i].nframes + 1) * ((r->flags & REMORA_ENTRY_MARKS) ? 2 : 1);
     if (remora_grow((void **)&r->th, &r->cap_th, nth ? nth : 1, sizeof *r->th) ||
         remora_grow((void **)&r->fr, &r->cap_fr, nfr ? nfr : 1, sizeof *r->fr))
         return lib_failed(r, REMORA_ENOMEM, "out of memory");
@@ -395,6 +426,7 @@ int remora_read(remora_t *r, const remora_thread_t **threads, size_t *n)
         o->ident = t->ident;
         o->interpreter_id = t->interp_id;
         o->status = (t->holds_gil ? REMORA_THREAD_HAS_GIL : 0) |
+                    (t->gil_requested ? REMORA_THREAD_GIL_REQUESTED : 0) |
                     (t->is_main ? REMORA_THREAD_MAIN : 0);
         if ((r->flags & (REMORA_STATUS | REMORA_ACTIVE | REMORA_ONLY_CPU |
                                  REMORA_ONLY_EXCEPTION)))
@@ -421,9 +453,12 @@ int remora_read(remora_t *r, const remora_thread_t **threads, size_t *n)
             g->end_line = g->column = g->end_column = g->opcode = g->offset = -1;
             g->kind = REMORA_FRAME_GC;
         }
-        for (k = 0; k < t->nframes; k++)
+        for (k = 0; k < t->nframes; k++) {
             lib_frame(r, &t->frames[k], &r->fr[nfr++]);
-        o->nframes = t->nframes + (size_t)gcf;
+            if (lib_entry_after(r, t, k))
+                lib_entry_mark(&r->fr[nfr++]);
+        }
+        o->nframes = (size_t)(&r->fr[nfr] - o->frames);
     }
     r->reads++;
     *threads = r->th;
@@ -493,4 +528,24 @@ void remora_get_stats(const remora_t *r, remora_stats_t *out)
     out->partial = us.partial;
     out->syscalls = ps->reads;
     out->bytes = ps->bytes;
+}
+
+void remora_get_cache_stats(const remora_t *r, remora_cache_stats_t *out)
+{
+    unw_stats_t us;
+    const proc_stats_t *ps = proc_stats(r->p);
+
+    unw_get_stats(r->u, &us);
+    memset(out, 0, sizeof *out);
+    out->threads = us.threads;
+    out->threads_kept = us.threads_kept;
+    out->frames = us.frames;
+    out->frames_kept = us.frames_kept;
+    out->code_hits = us.code_hits;
+    out->code_misses = us.code_misses;
+    out->code_stale = us.code_stale;
+    out->vectored = ps->vectored;
+    out->vectored_ok = ps->vectored_ok;
+    out->segments = ps->segments;
+    out->segments_done = ps->segments_done;
 }

@@ -248,6 +248,29 @@ static int image_file(proc_t *p, const char *path, uint64_t inode, size_t *idx,
     return image_file_bytes(p->img, (size_t)i, bytes, len);
 }
 
+/* A reader that is itself in a chroot (another mount namespace: the Python module run by
+ * the test chroot's interpreter) sees a chrooted target's maps and its /proc/PID/root link
+ * both as paths outside its own root ("/var/cache/x/usr/bin/python3"): neither opens
+ * there, but the part of the path below the target's root does, under /proc/PID/root.
+ * The inode check keeps it the file mapped. A descriptor, or -1. */
+static int open_under_root(proc_t *p, const char *path, uint64_t inode)
+{
+    char link[64], root[4096], buf[4200];
+    ssize_t n;
+    size_t len;
+
+    snprintf(link, sizeof link, "/proc/%d/root", (int)p->pid);
+    n = readlink(link, root, sizeof root - 1);
+    if (n <= 1)                 /* unreadable, or "/": nothing to take off */
+        return -1;
+    len = (size_t)n;
+    root[len] = '\0';
+    if (strncmp(path, root, len) != 0 || path[len] != '/')
+        return -1;
+    snprintf(buf, sizeof buf, "%s%s", link, path + len);
+    return open_checked(buf, inode);
+}
+
 int proc_open_mapped_file(proc_t *p, const char *path, uint64_t inode)
 {
     char buf[4200];
@@ -275,8 +298,7 @@ int proc_open_mapped_file(proc_t *p, const char *path, uint64_t inode)
     fd = open_checked(path, inode);
     if (fd >= 0)
         return fd;
-    /* the mapping itself, which works even for deleted files */
-    return -1;
+    return open_under_root(p, path, inode);
 }
 
 int proc_elf_open(proc_t *p, const char *path, uint64_t inode, elf_t **out)

@@ -306,6 +306,16 @@ int proc_live_readv(proc_t *p, const proc_iov_t *iov, size_t n)
         }
         got = process_vm_readv(p->pid, local, (unsigned long)k, remote, (unsigned long)k, 0);
         p->stats.reads++;
+        p->stats.vectored++;
+        p->stats.segments += k;
+        if (got >= 0) {             /* the kernel reads the ranges in order, up to a fault */
+            size_t at = 0;
+            for (i = 0; i < k && at + local[i].iov_len <= (size_t)got; i++) {
+                at += local[i].iov_len;
+                p->stats.segments_done++;
+            }
+            p->stats.vectored_ok += (size_t)got == want;
+        }
         if (got < 0) {
             int err = proc_err_from_errno(errno);
             if (err == REMORA_EFAULT && proc_gone(p))

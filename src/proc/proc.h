@@ -40,6 +40,10 @@ typedef struct proc_stats {
     uint64_t reads;   /* system calls made to read memory */
     uint64_t bytes;   /* bytes read */
     uint64_t writes;  /* system calls made to write (only with --frame-anchor) */
+    uint64_t vectored;      /* of the reads, those of a batch of ranges (proc_readv) */
+    uint64_t vectored_ok;   /* ... that read every range whole */
+    uint64_t segments;      /* the ranges they asked for */
+    uint64_t segments_done; /* ... read whole */
 } proc_stats_t;
 
 /* Opens the live process 'pid'. Returns 0, REMORA_ENOPROC if it does not exist,

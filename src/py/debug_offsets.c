@@ -21,7 +21,7 @@ enum dbg_field {
     D_IS_GIL_LOCKED, D_IS_GIL_HOLDER, D_IS_CODE_GEN, D_IS_MODULES,
     D_TS_SIZE, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, D_TS_THREAD_ID,
     D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, D_TS_CURRENT_EXC, D_TS_EXC_STATE, D_EI_EXC_VALUE,
-    D_TS_LAST_PROFILED, D_TS_LAST_PROFILED_SEQ,
+    D_TS_LAST_PROFILED, D_TS_LAST_PROFILED_SEQ, D_TS_GIL_REQUESTED,
     D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, D_FR_OWNER,
     D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO,
     D_CO_CODE_ADAPTIVE,
@@ -93,7 +93,8 @@ static const unsigned char layout_315[] = {
      * current_exception, exc_state */
     D_TS_SIZE, S, D_TS_NEXT, D_TS_INTERP, D_TS_CURRENT_FRAME, S, D_TS_LAST_PROFILED,
     D_TS_LAST_PROFILED_SEQ, D_TS_THREAD_ID,
-    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S, S, S, D_TS_CURRENT_EXC, D_TS_EXC_STATE,
+    D_TS_NATIVE_THREAD_ID, D_TS_DATASTACK_CHUNK, S, S, D_TS_GIL_REQUESTED, D_TS_CURRENT_EXC,
+    D_TS_EXC_STATE,
     D_EI_EXC_VALUE,                     /* err_stackitem */
     D_FR_SIZE, D_FR_PREVIOUS, D_FR_EXECUTABLE, D_FR_INSTR_PTR, D_FR_LOCALSPLUS, D_FR_OWNER, S, S,
     D_CO_SIZE, D_CO_FILENAME, D_CO_NAME, D_CO_QUALNAME, D_CO_LINETABLE, D_CO_FIRSTLINENO, D_CO_ARGCOUNT, D_CO_LP_NAMES, D_CO_LP_KINDS,
@@ -252,6 +253,11 @@ static int fill(py_layout_t *L, const uint64_t *f, int minor, uint64_t hex, char
         L->ts_last_profiled_seq % 8 || L->ts_last_profiled + 8 > L->ts_size ||
         L->ts_last_profiled_seq + 8 > L->ts_size)
         L->ts_last_profiled = L->ts_last_profiled_seq = 0;
+    /* 3.15: the int take_gil() sets while the thread waits for the GIL (THREAD_STATUS_
+     * GIL_REQUESTED); 0 when not published (3.13, 3.14) or not fitting */
+    L->ts_gil_requested = f[D_TS_GIL_REQUESTED];
+    if (L->ts_gil_requested % 4 || L->ts_gil_requested + 4 > L->ts_size)
+        L->ts_gil_requested = 0;
     L->fr_size = f[D_FR_SIZE];
     L->fr_previous = f[D_FR_PREVIOUS];
     L->fr_code = f[D_FR_EXECUTABLE];

@@ -68,6 +68,8 @@ typedef struct py_layout {
     uint64_t ts_datastack_chunk;    /* 3.11+ */
     uint64_t ts_last_profiled;      /* 3.15: last_profiled_frame (0: not published) */
     uint64_t ts_last_profiled_seq;  /* 3.15: bumped each time the interpreter moves it */
+    uint64_t ts_gil_requested;      /* 3.15: gil_requested, an int set while the thread
+                                     * waits in take_gil(); 0: not published */
 /* Fields the walker reads as one range from the thread state: datastack_chunk then
  * datastack_top, two pointers side by side in every 3.11+ version; last_profiled_frame
  * then its seq, two u64s (the anchor is used only when they sit so, anchor_on()). */

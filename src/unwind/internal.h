@@ -514,6 +514,8 @@ typedef struct rd_thread {
      * reused and nothing of its stack is read (see parked_holds()). */
     struct walked *saved;
     size_t nsaved, cap_saved;
+    uint64_t kept;                  /* the reader's stamp of the last try that served it
+                                     * from its saved walk (read_parked) */
     int saved_ok, reuse;            /* a walk is saved; this sample expects to reuse it */
     uint64_t saved_sw, saved_holder, saved_cur, saved_cframe;
     /* this sample's frames, until named: r->raw[raw_first .. raw_first + raw_n) */

@@ -65,10 +65,15 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
         if (e != NULL && !(have_gen && e->gen == post) &&
             (err != REMORA_OK || !code_fp_same(e, L, r->fps + i * UNW_FP_MAX))) {
             code_cache_drop(u->codes, r->codes[i]);
+            u->stats.code_stale += err == REMORA_OK;
             e = NULL;
         }
-        if (e == NULL) {
-            int gerr = code_cache_get(u->codes, u->p, u->target, r->codes[i], &e);
+        if (e != NULL) {
+            u->stats.code_hits++;
+        } else {
+            int gerr;
+            u->stats.code_misses++;
+            gerr = code_cache_get(u->codes, u->p, u->target, r->codes[i], &e);
             if (gerr == REMORA_ENOPROC || gerr == REMORA_ENOMEM)
                 return gerr;
             if (gerr)

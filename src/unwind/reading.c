@@ -39,6 +39,13 @@ static void thread_identity(unwinder_t *u, reader_t *r, rd_thread_t *tc, unw_thr
     th->native_id = tc->native_id;
     th->is_main = tc->native_id == proc_pid(u->p);
     th->holds_gil = fi->locked && fi->holder == tc->tstate;
+    /* as CPython's reader: the target's own flag, only while another holds the GIL (the
+     * flag and the holder are read apart, so a thread that just got it is not both) */
+    if (L->ts_gil_requested != 0 && !th->holds_gil) {
+        int32_t requested;
+        memcpy(&requested, tc->ts + L->ts_gil_requested, sizeof requested);
+        th->gil_requested = requested != 0;
+    }
     th->gc = fi->gc != 0;
     if (u->want & UNW_WANT_EXC)     /* from this sample's copy of the thread state */
         th->handling_exc = unw_exc_state(u, tc->tstate, tc->ts, &tc->exc_item);
@@ -357,6 +364,7 @@ static int read_parked(unwinder_t *u, reader_t *r, size_t i, int *err)
     if (park_holds(L, &r->interps[tc->interp], tc)) {
         /* still parked: the saved walk, nothing read (idle: not even that) */
         u->stats.parked++;
+        tc->kept = r->stamp;        /* (counted once the round's result stands) */
         if (u->kern == NULL && (u->want & (UNW_WANT_CPU | UNW_WANT_ACTIVE)) && idle_decide(u, r, i, 1))
             return 1;
         memcpy(r->walk, tc->saved, tc->nsaved * sizeof *r->walk);

@@ -228,8 +228,15 @@ int unw_sample(unwinder_t *u, unw_thread_t **threads, size_t *n)
     }
     if (err)
         return err;
-    for (size_t i = 0; i < u->nthreads; i++)
+    for (size_t i = 0; i < u->nthreads; i++) {
+        int kept = u->reader->threads[i].kept == u->reader->stamp;
         u->stats.partial += u->threads[i].partial != 0;
+        /* the result's threads and Python frames (before any C frame is merged) */
+        u->stats.threads += 1;
+        u->stats.threads_kept += (uint64_t)kept;
+        u->stats.frames += u->threads[i].nframes;
+        u->stats.frames_kept += kept ? u->threads[i].nframes : 0;
+    }
     if ((u->want & UNW_WANT_THREAD_NAMES) && (err = sample_thread_names(u, u->reader)) != REMORA_OK)
         return err;
     if (u->native != NULL && (u->want & UNW_WANT_NATIVE))

@@ -71,6 +71,8 @@ typedef struct unw_thread {
     pid_t native_id;            /* 0 if unknown */
     int is_main;
     int holds_gil;
+    int gil_requested;          /* 3.15: waiting for the GIL (tstate->gil_requested, not
+                                 * holding it); always 0 before (docs/api.md) */
     int on_cpu;                 /* only with UNW_WANT_CPU or UNW_WANT_ACTIVE: running or
                                  * runnable */
     int runnable;               /* the kernel engine's table: off a CPU, waiting for one (in
@@ -204,6 +206,14 @@ typedef struct unw_stats {
     uint64_t idle_sched;        /* without the kernel engine: schedstat reads (idle.c) */
     uint64_t idle_states;       /* ... stat reads (a thread's state letter) */
     uint64_t idle_kept;         /* ... thread samples whose state was its last look's */
+    uint64_t threads;           /* threads of unw_sample()'s results (thread_samples and
+                                 * parked count every try of a round too) */
+    uint64_t threads_kept;      /* ... served from their saved walk, nothing read */
+    uint64_t frames;            /* ... their Python frames, in all */
+    uint64_t frames_kept;       /* ... of the threads served from their saved walk */
+    uint64_t code_hits;         /* code objects of a sample found cached and unchanged */
+    uint64_t code_misses;       /* ... read anew: not cached, or stale */
+    uint64_t code_stale;        /* ... cached, but another object there since (dropped) */
 } unw_stats_t;
 
 void unw_get_stats(const unwinder_t *u, unw_stats_t *out);

@@ -19,19 +19,55 @@
 #                              with its instruction's name (pyenv 3.9, 3.12, sid 3.15)
 #   library/c-api/tasks/INTERP remora_tasks on async_tasks.py: every task of its truth, by
 #                              id, with its name and its awaiters (pyenv 3.9, 3.12, sid 3.15)
-#   library/python/HOST/TARGET `make python`'s module (one _remora.abi3.so) imported by the
-#                              host interpreter (pyenv 3.9, Debian's 3.11, pyenv 3.12):
-#                              RemoteUnwinder(pid, all_threads=True).get_stack_trace() of
-#                              known_stacks.py run by TARGET (all 12 builds): every
-#                              thread's frames (funcname, filename, location.lineno) equal
-#                              to the target's own sys._current_frames(); the result types
-#                              and fields; remora.dump() the same; 3.11+ targets columns
+#   library/c-api/native/INTERP  tests/lib/lib_flags.c (built against the installed
+#                              library) with REMORA_NATIVE on native_marks.py (pyenv 3.9,
+#                              3.12, 3.13: unstripped): the thread's Python frames equal to
+#                              the target's, C frames merged: the lock's wait innermost, a
+#                              C frame of the sort between leaf and step, one of reduce
+#                              between step and worker
+#   library/c-api/running-task/INTERP  lib_flags with REMORA_RUNNING_TASK on
+#                              async_tasks.py (pyenv 3.9, 3.12, sid 3.15): the loop
+#                              thread's task_id is id() of the target's running task, no
+#                              other thread has one, none without the flag
+#   library/hosts/HOST         `make python`'s module (one _remora.abi3.so) imported by the
+#                              host interpreter HOST (HOSTS: pyenv 3.9-3.13, Debian's 3.11,
+#                              the chroot's 3.13-3.15, those run in a private mount
+#                              namespace with /proc mounted in the chroot): one run reads
+#                              host_truth.py under every build of the run (started once for
+#                              all hosts): main's and the parked threads' frames (funcname,
+#                              filename, lineno) equal to the target's own
+#                              sys._current_frames(), the main flag, the result types,
+#                              columns from 3.11; HAS_GIL/ON_CPU on the spinning thread and
+#                              never on a parked one, HAS_EXCEPTION on the thread in an
+#                              except block only (50 reads each); get_all_awaited_by()
+#                              against asyncio.all_tasks(); each failing target named
+#   library/gil-requested/TARGET  gil_wait.py (sid 3.15, 3.15-pie, 3.14, pyenv 3.12, 3.9),
+#                              read from Debian's 3.11 in mode ALL: main in a C call that
+#                              keeps the GIL HAS_GIL, a thread waiting in take_gil()
+#                              THREAD_STATUS_GIL_REQUESTED in every read on 3.15 and in
+#                              none before (3.15 alone records it), one parked in read(2)
+#                              neither
+#   library/native-marks/TARGET  native_marks.py (pyenv 3.9-3.13, sid 3.14, 3.15) read
+#                              with native=True from Debian's 3.11: the callback thread's
+#                              frames equal to the target's own, a "<native>" after each
+#                              one C code called (sorted's key, reduce's function,
+#                              Context.run's on 3.14+, the outermost) on 3.11+, after the
+#                              outermost alone before
+#   library/native-marks/cpython-3.15  the same thread read in the chroot by CPython
+#                              3.15's own _remote_debugging and by remora: equal
 #   library/python-tasks/TARGET  async_tasks.py under TARGET (3.9, 3.12, sid 3.15), read
 #                              from Debian's 3.11: get_all_awaited_by() holds every task of
 #                              the target's asyncio.all_tasks() under its loop's thread, by
 #                              id, with its name, its coroutine stack (funcname, filename,
 #                              lineno) and the ids awaiting it as the target recorded them;
 #                              get_async_stack_trace() has the running task under that thread
+#   library/python-stats/TARGET  5 reads of known_stacks.py (pyenv 3.9, 3.12, sid 3.15)
+#                              with stats=True, cache_frames=True from Debian's 3.11:
+#                              get_stats() has CPython 3.15's keys; frame-cache hits and
+#                              misses add up to the threads returned, frames from the cache
+#                              and from memory to the frames returned (some from the
+#                              cache: six threads parked); code-object hits and misses,
+#                              vectored reads and their segments counted, all complete
 #   library/pip-install        `python3 -m pip install . --no-build-isolation --no-index` into a
 #                              fresh venv of Debian's python3 (its setuptools, no network):
 #                              the installed remora (an .abi3.so) dumps known_stacks.py as
@@ -80,9 +116,10 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 
-from harness import (INTERPRETERS, REPO, SANITIZER_MARKS, TARGETS, Fail, Skip, Target,
-                     dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
+from harness import (FUTEX_SYSCALL, INTERPRETERS, REPO, SANITIZER_MARKS, TARGETS, Fail, Skip,
+                     Target, dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
                      gcore, interp_missing, tail)
 
 ORDER = 320           # after install_tests (both run make install)
@@ -373,11 +410,116 @@ def test_c_errors(remora):
     return "exit 2 and 4, one line each; a missing core 2, unknown flags 1"
 
 
+# --- REMORA_NATIVE and REMORA_RUNNING_TASK from C ---------------------------------------
+
+NATIVE_C_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0")   # unstripped: the
+                                       # static functions of the sort and reduce named
+TASK_C_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
+
+
+class LibFlags:
+    """tests/lib/lib_flags.c built against the installed library (Installed), once."""
+    made = None
+
+    @classmethod
+    def get(cls, remora):
+        built = Installed.get(remora)
+        if cls.made is None:
+            path = os.path.join(built.dest, "lib_flags")
+            cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror"] + \
+                (ASAN_FLAGS.split() if sanitized(remora.path) else ["-O2"])
+            p = subprocess.run(cc + ["-I" + os.path.join(built.root, "include"), "-o", path,
+                                     os.path.join(REPO, "tests", "lib", "lib_flags.c"),
+                                     "-L" + os.path.join(built.root, "lib"), "-lremora"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            cls.made = path if p.returncode == 0 else Fail("cc lib_flags.c: %s" % tail(p.stdout))
+        if isinstance(cls.made, Exception):
+            raise cls.made
+        return built, cls.made
+
+
+def lib_flags(remora, flags, pid):
+    """lib_flags' reading: {native id: (task id, [(kind, function, file, line)])}."""
+    built, path = LibFlags.get(remora)
+    saved = dict(os.environ)
+    os.environ.update(built.env_shared)         # the installed libremora.so.0
+    try:
+        rc, out, err = remora.run([hex(flags), pid], binary=path)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    if rc != 0:
+        raise Fail("lib_flags %#x: exit %d: %s" % (flags, rc, tail(err)))
+    threads, at = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^thread (\d+) task (0x[0-9a-f]+|0)$", line)
+        if m:
+            at = threads[int(m.group(1))] = (int(m.group(2), 16), [])
+        elif line.startswith("    ") and at is not None:
+            kind, func, file, ln = line[4:].split("\t")
+            at[1].append((kind, func, file, int(ln)))
+        else:
+            raise Fail("lib_flags printed an unexpected line: %r" % line)
+    return threads
+
+
+def test_c_native(remora, interp):
+    REMORA_NATIVE = 0x0200
+    with Target(interp, os.path.join(TARGETS, "native_marks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        threads = lib_flags(remora, REMORA_NATIVE, t.pid)
+    frames = threads.get(truth["native_id"], (0, []))[1]
+    python = [[f, fl, ln] for kind, f, fl, ln in frames if kind == "python"]
+    want = [[f["function"], f["file"], f["line"]] for f in truth["frames"]]
+    problems = []
+    if python != want:
+        problems.append("the Python frames %s, the target's %s"
+                        % ([p[0] for p in python], [w[0] for w in want]))
+    names = [f for _, f, _, _ in frames]
+    pos = {n: names.index(n) for n in ("leaf", "step", "worker") if n in names}
+    if len(pos) == 3:
+        between = lambda a, b: [f for kind, f, _, _ in frames[pos[a] + 1:pos[b]]
+                                if kind == "native"]
+        sort_c, reduce_c = between("leaf", "step"), between("step", "worker")
+        if not any("sort" in f for f in sort_c):
+            problems.append("no C frame of the sort between leaf and step: %s" % sort_c[:8])
+        if not any("reduce" in f for f in reduce_c):
+            problems.append("no C frame of reduce between step and worker: %s" % reduce_c[:8])
+    if not frames or frames[0][0] != "native":
+        problems.append("the innermost frame is not C (the lock's wait): %s" % frames[:1])
+    if problems:
+        raise Fail("; ".join(problems))
+    return "%d frames, %d of them C: the lock's wait innermost, the sort's C frames " \
+           "between leaf and step, reduce's between step and worker" % (
+               len(frames), sum(1 for f in frames if f[0] == "native"))
+
+
+def test_c_running_task(remora, interp):
+    REMORA_RUNNING_TASK = 0x0400
+    with Target(interp, os.path.join(TARGETS, "async_tasks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        threads = lib_flags(remora, REMORA_RUNNING_TASK, t.pid)
+        without = lib_flags(remora, 0, t.pid)
+    running = next(w for w in truth["tasks"] if w["state"] == "running")
+    task = threads.get(truth["native_id"], (None, []))[0]
+    problems = []
+    if task != running["id"]:
+        problems.append("the loop's thread has task_id %#x, the running task is %#x (%s)"
+                        % (task or 0, running["id"], running["name"]))
+    others = {tid: tk for tid, (tk, _) in threads.items() if tid != truth["native_id"] and tk}
+    if others:
+        problems.append("task ids on threads running no task: %s" % others)
+    if any(tk for tk, _ in without.values()):
+        problems.append("task ids without REMORA_RUNNING_TASK")
+    if problems:
+        raise Fail("; ".join(problems))
+    return "task_id %#x, id() of the target's running task, on its loop's thread alone" \
+        % running["id"]
+
+
 # --- the Python module -------------------------------------------------------------------
 
-PY_HOSTS = ("pyenv-3.9.18", "debian-3.11-static", "pyenv-3.12.1")
 PY_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
-PY_STACK_TARGETS = tuple(i[0] for i in INTERPRETERS)   # every build the tests know
 # run by the host interpreter: the target's threads as dump --json's document, plus what
 # the types say
 PY_DRIVER = r"""
@@ -467,26 +609,6 @@ class PyModule:
             if mark in p.stderr:
                 raise Fail("%s: sanitizer report: %s" % (name, tail(p.stderr, 8)))
         return p
-
-
-def test_python(remora, host, target):
-    mod = PyModule.get(remora)
-    minor = int(re.search(r"3\.(\d+)", target[0]).group(1))
-    with Target(target, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
-        truth = t.wait_ready()
-        t.wait_main_in_read()
-        p = mod.run(host, ["-c", PY_DRIVER, str(t.pid),
-                           "columns" if minor >= 11 else "lines", truth["python"]])
-        if p.returncode != 0:
-            raise Fail("%s: exit %d: %s" % (host[0], p.returncode, tail(p.stderr, 6)))
-        doc = json.loads(p.stdout)
-        problems, got, _ = dump_threads_problems(doc, truth, t.pid)
-        more, diff = dump_frames_problems(got, truth)
-        problems += doc["problems"] + more + (diff or [])[:8]
-        if problems:
-            raise Fail("; ".join(problems))
-        return "%d threads equal to the target's own frames, from %s" % (
-            len(truth["threads"]), host[0])
 
 
 PY_TASKS = r"""
@@ -857,6 +979,473 @@ def test_python_sample_engine(remora, engine):
         len(threads), len(doc["rounds"]), doc["engine"][0], len(bad))
 
 
+# --- every host interpreter against every build, in one run each ------------------------
+
+# the hosts of library/hosts/*: (name in INTERPRETERS); the chroot's run through
+# CHROOT_RUN with the module copied into the chroot's /tmp
+HOSTS = ("pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "pyenv-3.12.1", "pyenv-3.13.0",
+         "debian-3.11-static", "sid-3.13", "sid-3.14", "sid-3.15")
+HOST_READS = 50       # reads per status check: a bit the target's state guarantees must
+                      # show in at least one, a bit it rules out in none
+# run by each host interpreter: argv[1] a JSON file [[name, pid, truth], ...]; prints
+# {name: [problems]} as JSON on its last line
+HOST_DRIVER = r"""
+import json, sys
+import remora
+from remora import (THREAD_STATUS_HAS_GIL as GIL, THREAD_STATUS_ON_CPU as CPU,
+                    THREAD_STATUS_HAS_EXCEPTION as EXC, THREAD_STATUS_MAIN_THREAD as MAIN)
+READS = int(sys.argv[2])
+
+def stable(call):
+    for _ in range(64):
+        try:
+            return call()
+        except RuntimeError as e:
+            last = e
+    raise last
+
+def statuses(pid, mode):
+    # [{tid: status}] of READS reads of every thread, none skipped
+    u = remora.RemoteUnwinder(pid, all_threads=True, mode=mode,
+                              skip_non_matching_threads=False)
+    return [{t.thread_id: t.status for i in stable(u.get_stack_trace) for t in i.threads}
+            for _ in range(READS)]
+
+def judge(pid, truth):
+    minor = int(truth["python"].split(".")[1])
+    out = []
+    roles = truth["roles"]
+    u = remora.RemoteUnwinder(pid, all_threads=True)
+    trace = stable(u.get_stack_trace)
+    got = {}
+    for interp in trace:
+        if type(interp) is not remora.InterpreterInfo:
+            out.append("not an InterpreterInfo: %r" % (interp,))
+        for th in interp.threads:
+            if type(th) is not remora.ThreadInfo or len(th) != 3:
+                out.append("not a ThreadInfo: %r" % (th,))
+            got[th.thread_id] = th
+            for f in th.frame_info:
+                loc = f.location
+                cols = (loc.col_offset, loc.end_col_offset)
+                if (minor >= 11) != all(isinstance(c, int) and c >= 0 for c in cols):
+                    out.append("columns %r on 3.%d" % (cols, minor))
+                    break
+    for want in truth["threads"]:
+        th = got.get(want["native_id"])
+        if th is None:
+            out.append("thread %d missing" % want["native_id"])
+            continue
+        frames = [[f.funcname, f.filename, f.location.lineno] for f in th.frame_info]
+        wanted = [[f["function"], f["file"], f["line"]] for f in want["frames"]]
+        if frames != wanted:
+            out.append("thread %d: frames %s, the target's own %s"
+                       % (want["native_id"], frames[:4], wanted[:4]))
+        if bool(th.status & MAIN) != want["main"]:
+            out.append("thread %d: MAIN_THREAD %s, the target says %s"
+                       % (want["native_id"], bool(th.status & MAIN), want["main"]))
+    if roles["busy"] not in got:
+        out.append("the busy thread %d missing" % roles["busy"])
+    # (bit, mode, the role whose state guarantees it, the roles whose state rules it out)
+    for bit, name, mode, yes, no in (
+            (GIL, "HAS_GIL", remora.PROFILING_MODE_GIL, "busy", ("parked", "main", "except")),
+            (GIL, "HAS_GIL", remora.PROFILING_MODE_CPU, "busy", ("parked", "main", "except")),
+            (CPU, "ON_CPU", remora.PROFILING_MODE_CPU, "busy", ("parked", "main", "except")),
+            (EXC, "HAS_EXCEPTION", remora.PROFILING_MODE_EXCEPTION, "except",
+             ("parked", "main")),
+            (EXC, "HAS_EXCEPTION", remora.PROFILING_MODE_ALL, "except", ("parked", "main"))):
+        reads = statuses(pid, mode)
+        if not any(r.get(roles[yes], 0) & bit for r in reads):
+            out.append("mode %d: %s never set on the %s thread in %d reads"
+                       % (mode, name, yes, len(reads)))
+        for role in no:
+            n = sum(1 for r in reads if r.get(roles[role], 0) & bit)
+            if n:
+                out.append("mode %d: %s set on the %s thread in %d of %d reads"
+                           % (mode, name, role, n, len(reads)))
+    # the threads mode CPU keeps with skip_non_matching_threads: the busy one, not parked
+    u = remora.RemoteUnwinder(pid, all_threads=True, mode=remora.PROFILING_MODE_CPU)
+    kept = {t.thread_id for i in stable(u.get_stack_trace) for t in i.threads}
+    if roles["parked"] in kept:
+        out.append("mode CPU kept the parked thread")
+    # asyncio: every task of the target's all_tasks() under its loop's thread
+    u = remora.RemoteUnwinder(pid)
+    every = stable(u.get_all_awaited_by)
+    tasks = {t.task_id: (e.thread_id, t) for e in every for t in e.awaited_by}
+    names = {t.task_id: t.task_name for _, t in tasks.values()}
+    for w in truth["tasks"]:
+        if w["id"] not in tasks:
+            out.append("task %s (%#x) missing" % (w["name"], w["id"]))
+            continue
+        thread, t = tasks[w["id"]]
+        by = sorted(names.get(c.task_name, c.task_name) for c in t.awaited_by)
+        if t.task_name != w["name"] or thread != truth["loop_thread"] or by != sorted(w["awaited_by"]):
+            out.append("task %s: %r under thread %d awaited by %s (the target: thread %d, %s)"
+                       % (w["name"], t.task_name, thread, by, truth["loop_thread"],
+                          sorted(w["awaited_by"])))
+    if len(tasks) != len(truth["tasks"]):
+        out.append("%d tasks, asyncio.all_tasks() had %d" % (len(tasks), len(truth["tasks"])))
+    return out
+
+with open(sys.argv[1]) as f:
+    pairs = json.load(f)
+res = {}
+for name, pid, truth in pairs:
+    try:
+        res[name] = judge(pid, truth)
+    except Exception as e:
+        res[name] = ["%s: %s" % (type(e).__name__, e)]
+print(json.dumps(res))
+"""
+CHROOT_RUN = r"""
+set -e
+mount -t proc proc "$1/proc"
+exec chroot "$1" env $5 PYTHONPATH="$2" timeout "$3" "$4" "${@:6}"
+"""
+
+
+class HostTargets:
+    """host_truth.py under every build this run has, started once for every host test and
+    ended at exit: [(name, pid, truth)]."""
+    made = None
+
+    @classmethod
+    def get(cls):
+        if cls.made is None:
+            try:
+                cls.made = cls()
+            except Fail as e:
+                cls.made = e
+        if isinstance(cls.made, Exception):
+            raise cls.made
+        return cls.made.pairs
+
+    def __init__(self):
+        self.pairs = []
+        for interp in INTERPRETERS:
+            if interp_missing(interp):
+                continue
+            t = Target(interp, os.path.join(TARGETS, "host_truth.py"), "truth.json")
+            t.__enter__()
+            atexit.register(t.__exit__)
+            truth = t.wait_ready()
+            t.wait_main_in_read()      # (the others wait in a futex: the target saw them
+                                       # on their blocking lines)
+            self.pairs.append((interp[0], t.pid, truth))
+        if not self.pairs:
+            raise Skip("no interpreter of this run to start a target with")
+
+
+def chroot_module(mod, root):
+    """The module (and under ASan the sanitizer runtimes it needs) copied into a fresh
+    directory of the chroot root's /tmp: (the directory on the host, its path inside the
+    chroot, the `env` words a run inside needs). The caller removes the directory."""
+    work = tempfile.mkdtemp(prefix="remora-module-", dir=os.path.join(root, "tmp"))
+    visible = work[len(root):]
+    env = ""
+    os.chmod(work, 0o755)
+    shutil.copytree(os.path.join(mod.path, "remora"), os.path.join(work, "remora"))
+    if mod.env.get("LD_PRELOAD"):
+        # ASan: the host's runtimes beside the module, the address sanitizer's preloaded
+        for lib in ("libasan.so", "libubsan.so"):
+            real = os.path.realpath(subprocess.run(
+                ["cc", "-print-file-name=" + lib], stdout=subprocess.PIPE,
+                text=True).stdout.strip())
+            shutil.copy(real, os.path.join(work, os.path.basename(real)))
+            if lib == "libasan.so":
+                env = "LD_PRELOAD=%s/%s" % (visible, os.path.basename(real))
+        for name in os.listdir(work):           # the sonames the module asks for
+            m = re.match(r"^(lib\w+\.so\.\d+)\.", name)
+            if m:
+                os.symlink(name, os.path.join(work, m.group(1)))
+        env += " LD_LIBRARY_PATH=%s ASAN_OPTIONS=detect_leaks=0" % visible
+    return work, visible, env
+
+
+def test_host(remora, host):
+    mod = PyModule.get(remora)
+    pairs = HostTargets.get()
+    name, python, root = host
+    timeout = 60 + 30 * len(pairs)
+    if root:
+        work, visible, env = chroot_module(mod, root)
+        try:
+            with open(os.path.join(work, "pairs.json"), "w") as f:
+                json.dump(pairs, f)
+            p = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c",
+                                CHROOT_RUN, "sh", root, visible, str(timeout), python, env,
+                                "-c", HOST_DRIVER, visible + "/pairs.json", str(HOST_READS)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=timeout + 30)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        for mark in SANITIZER_MARKS:
+            if mark in p.stderr:
+                raise Fail("%s: sanitizer report: %s" % (name, tail(p.stderr, 8)))
+    else:
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump(pairs, f)
+            f.flush()
+            p = mod.run(host, ["-c", HOST_DRIVER, f.name, str(HOST_READS)], timeout=timeout)
+    try:
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise Fail("%s gave no result (exit %d): %s" % (name, p.returncode, tail(p.stderr, 8)))
+    bad = ["%s: %s" % (target, "; ".join(problems[:4]))
+           for target, problems in sorted(res.items()) if problems]
+    if bad:
+        raise Fail("%d of %d targets differ from their truth: %s"
+                   % (len(bad), len(res), " | ".join(bad)))
+    return "%s read %d builds (%s): frames, MAIN/HAS_GIL/ON_CPU/HAS_EXCEPTION and the " \
+           "tasks as each target knows them" % (name, len(res), ", ".join(sorted(res)))
+
+
+# --- THREAD_STATUS_GIL_REQUESTED ---------------------------------------------------------
+
+GIL_TARGETS = ("sid-3.15", "sid-3.15-pie", "sid-3.14", "pyenv-3.12.1", "pyenv-3.9.18")
+GIL_READS = 20
+# run by the host: every thread's status in GIL_READS reads (mode ALL, nothing skipped)
+GIL_DRIVER = r"""
+import json, sys
+import remora
+u = remora.RemoteUnwinder(int(sys.argv[1]), all_threads=True, mode=remora.PROFILING_MODE_ALL,
+                          skip_non_matching_threads=False)
+print(json.dumps([{t.thread_id: t.status for i in u.get_stack_trace() for t in i.threads}
+                  for _ in range(int(sys.argv[2]))]))
+"""
+
+
+def test_gil_requested(remora, target):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    minor = int(re.search(r"3\.(\d+)", target[0]).group(1))
+    with Target(target, os.path.join(TARGETS, "gil_wait.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        roles = truth["roles"]
+        t.wait_thread_parked(roles["parked"])
+        t.wait_main_in_read()
+        t.proc.stdin.write(b"g")            # main: take the GIL for good
+        t.proc.stdin.flush()
+        if FUTEX_SYSCALL is not None:       # waiter woken, waiting for the GIL main holds
+            t._wait_syscall(roles["waiter"], lambda f: f[:1] == [FUTEX_SYSCALL],
+                            "the waiter never waited in futex(2) for the GIL")
+        p = mod.run(host, ["-c", GIL_DRIVER, str(t.pid), str(GIL_READS)])
+    if p.returncode != 0:
+        raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+    reads = [{int(k): v for k, v in r.items()} for r in json.loads(p.stdout)]
+    HAS_GIL, REQUESTED = 0x01, 0x08
+    count = {role: (sum(1 for r in reads if r.get(tid, 0) & HAS_GIL),
+                    sum(1 for r in reads if r.get(tid, 0) & REQUESTED))
+             for role, tid in roles.items()}
+    problems = []
+    if count["main"][0] != len(reads):
+        problems.append("main (in a C call holding the GIL) HAS_GIL in %d of %d reads"
+                        % (count["main"][0], len(reads)))
+    for role in ("main", "parked"):
+        if count[role][1]:
+            problems.append("%s GIL_REQUESTED in %d reads" % (role, count[role][1]))
+    if count["waiter"][0]:
+        problems.append("the waiter HAS_GIL in %d reads" % count["waiter"][0])
+    if minor >= 15 and count["waiter"][1] != len(reads):
+        problems.append("the waiter (in take_gil) GIL_REQUESTED in %d of %d reads"
+                        % (count["waiter"][1], len(reads)))
+    if minor < 15 and count["waiter"][1]:
+        problems.append("GIL_REQUESTED on 3.%d, which does not record it" % minor)
+    if problems:
+        raise Fail("; ".join(problems))
+    if minor >= 15:
+        return "the waiting thread GIL_REQUESTED in all %d reads, the holder HAS_GIL, the " \
+               "parked one neither" % len(reads)
+    return "3.%d records no request: GIL_REQUESTED never set (docs/api.md); the holder " \
+           "HAS_GIL in all %d reads" % (minor, len(reads))
+
+
+# --- native=True: "<native>" where C code entered the interpreter ------------------------
+
+NATIVE_TARGETS = ("pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "pyenv-3.12.1",
+                  "pyenv-3.13.0", "sid-3.14", "sid-3.15")
+# run by the host: the thread's frames with native=True, [funcname, filename, lineno|None]
+NATIVE_DRIVER = r"""
+import json, sys
+import remora
+pid, tid = int(sys.argv[1]), int(sys.argv[2])
+u = remora.RemoteUnwinder(pid, all_threads=True, native=True)
+print(json.dumps([[f.funcname, f.filename, f.location.lineno if f.location else None]
+                  for i in u.get_stack_trace() for t in i.threads if t.thread_id == tid
+                  for f in t.frame_info]))
+"""
+# run inside the test chroot, in one mount namespace with the target: CPython 3.15's own
+# _remote_debugging and remora on the same thread
+NATIVE_CPYTHON = r"""
+set -e
+mount -t proc proc "$1/proc"
+exec 3<&0                   # (an asynchronous list's own stdin would be /dev/null)
+chroot "$1" python3.15 -I "$2/native_marks.py" "$2/truth.json" <&3 >"$1$2/target.log" 2>&1 &
+t=$!
+i=0
+while [ ! -e "$1$2/truth.json" ]; do
+    i=$((i + 1)); [ $i -lt 2000 ] && kill -0 $t || exit 3; sleep 0.01
+done
+rc=0
+chroot "$1" env $4 PYTHONPATH="$2" python3.15 -c "$3" "$2/truth.json" || rc=$?
+kill $t 2>/dev/null || true
+exit $rc
+"""
+NATIVE_COMPARE = r"""
+import json, sys
+import _remote_debugging, remora
+truth = json.load(open(sys.argv[1]))
+out = {}
+for mod in (_remote_debugging, remora):
+    u = mod.RemoteUnwinder(truth["pid"], all_threads=True, native=True)
+    out[mod.__name__] = [[f.funcname, f.filename, f.location.lineno if f.location else None]
+                         for i in u.get_stack_trace() for t in i.threads
+                         if t.thread_id == truth["native_id"] for f in t.frame_info]
+print(json.dumps(out))
+"""
+
+
+def native_expected(truth, minor):
+    """The thread's frames with a "<native>" mark after each one C code called (3.11+);
+    before 3.11, after the outermost alone."""
+    out = []
+    entered = truth["entered_from_c"] if minor >= 11 else [truth["frames"][-1]["function"]]
+    for k, f in enumerate(truth["frames"]):
+        out.append([f["function"], f["file"], f["line"]])
+        if f["function"] in entered and (minor >= 11 or k == len(truth["frames"]) - 1):
+            out.append(["<native>", "~", None])
+    return out
+
+
+def test_native_marks(remora, target):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    minor = int(re.search(r"3\.(\d+)", target[0]).group(1))
+    with Target(target, os.path.join(TARGETS, "native_marks.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        p = mod.run(host, ["-c", NATIVE_DRIVER, str(t.pid), str(truth["native_id"])])
+    if p.returncode != 0:
+        raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+    got = json.loads(p.stdout)
+    want = native_expected(truth, minor)
+    if got != want:
+        raise Fail("native=True gave %s; the target's frames with a mark after each one C "
+                   "called: %s" % ([g[0] for g in got], [w[0] for w in want]))
+    return "%d marks, after %s" % (sum(1 for w in want if w[0] == "<native>"),
+                                   ", ".join(w[0] for i, w in enumerate(want[:-1])
+                                             if want[i + 1][0] == "<native>"))
+
+
+def test_native_cpython(remora):
+    """On sid 3.15: remora's frames equal CPython's own _remote_debugging's, marks and all."""
+    mod = PyModule.get(remora)
+    root = next(i for i in INTERPRETERS if i[0] == "sid-3.15")[2]
+    work, visible, env = chroot_module(mod, root)
+    try:
+        shutil.copy(os.path.join(TARGETS, "native_marks.py"), work)
+        p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                              NATIVE_CPYTHON, "sh", root, visible, NATIVE_COMPARE, env],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        # the target's stdin is p's, kept open (its EOF would end it) until the script,
+        # which ends the target once compared, is done; the target's output goes to a
+        # file, so stdout's EOF is the script's
+        timer = threading.Timer(120, p.kill)
+        timer.start()
+        try:
+            out = p.stdout.read()
+            err = p.stderr.read()
+            p.stdin.close()
+            p.wait()
+        finally:
+            timer.cancel()
+        with open(os.path.join(work, "truth.json")) as f:
+            truth = json.load(f)
+    except OSError as e:
+        raise Fail("the chroot run gave no truth (%s): %s" % (e, tail(err, 6)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    try:
+        res = json.loads(out.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise Fail("no result (exit %d): %s" % (p.returncode, tail(err, 8)))
+    theirs, ours = res["_remote_debugging"], res["remora"]
+    if not theirs or ours != theirs:
+        raise Fail("remora: %s; CPython's _remote_debugging: %s" % (ours, theirs))
+    if ours != native_expected(truth, 15):
+        raise Fail("both gave %s; the target says C called %s"
+                   % ([g[0] for g in ours], truth["entered_from_c"]))
+    return "the same %d frames as CPython's module, %d of them <native>" % (
+        len(ours), sum(1 for f in ours if f[0] == "<native>"))
+
+
+# --- get_stats() -------------------------------------------------------------------------
+
+STATS_TARGETS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
+# CPython 3.15's _remote_debugging.RemoteUnwinder.get_stats() keys
+CPYTHON_STATS = (
+    "total_samples", "frame_cache_hits", "frame_cache_misses", "frame_cache_partial_hits",
+    "frames_read_from_cache", "frames_read_from_memory", "memory_reads", "memory_bytes_read",
+    "code_object_cache_hits", "code_object_cache_misses", "stale_cache_invalidations",
+    "batched_read_attempts", "batched_read_successes", "batched_read_misses",
+    "batched_read_segments_requested", "batched_read_segments_completed",
+    "frame_cache_hit_rate", "code_object_cache_hit_rate", "batched_read_success_rate",
+    "batched_read_segment_completion_rate")
+PY_STATS = r"""
+import json, sys
+import remora
+u = remora.RemoteUnwinder(int(sys.argv[1]), all_threads=True, stats=True, cache_frames=True)
+threads = frames = 0
+for _ in range(5):
+    for i in u.get_stack_trace():
+        for t in i.threads:
+            threads += 1
+            frames += len(t.frame_info)
+print(json.dumps({"threads": threads, "frames": frames, "stats": u.get_stats()}))
+"""
+
+
+def test_python_stats(remora, target):
+    mod = PyModule.get(remora)
+    host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    with Target(target, os.path.join(TARGETS, "known_stacks.py"), "truth.json") as t:
+        t.wait_ready()
+        t.wait_main_in_read()
+        p = mod.run(host, ["-c", PY_STATS, str(t.pid)])
+    if p.returncode != 0:
+        raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+    doc = json.loads(p.stdout)
+    st, problems = doc["stats"], []
+    missing = [k for k in CPYTHON_STATS if k not in st]
+    if missing:
+        problems.append("keys missing: %s" % missing)
+    checks = (
+        ("total_samples", st.get("total_samples") == 5),
+        ("frame_cache_hits + misses = threads returned",
+         st.get("frame_cache_hits", 0) + st.get("frame_cache_misses", 0) == doc["threads"]),
+        ("frames_read_from_cache + _memory = frames returned",
+         st.get("frames_read_from_cache", 0) + st.get("frames_read_from_memory", 0)
+         == doc["frames"]),
+        ("frames_read_from_cache > 0 (six parked threads)",
+         st.get("frames_read_from_cache", 0) > 0),
+        ("code_object_cache_hits > 0", st.get("code_object_cache_hits", 0) > 0),
+        ("code_object_cache_misses > 0", st.get("code_object_cache_misses", 0) > 0),
+        ("batched_read_attempts > 0 = successes (nothing unmapped)",
+         0 < st.get("batched_read_attempts", 0) == st.get("batched_read_successes")),
+        ("segments completed = requested > attempts",
+         st.get("batched_read_segments_requested", 0) ==
+         st.get("batched_read_segments_completed") > st.get("batched_read_attempts", 0)),
+        ("memory_reads >= batched_read_attempts",
+         st.get("memory_reads", 0) >= st.get("batched_read_attempts", 0) > 0),
+        ("frame_cache_partial_hits 0 (not counted)", st.get("frame_cache_partial_hits") == 0))
+    problems += [what for what, ok in checks if not ok]
+    if problems:
+        raise Fail("%s: %s" % ("; ".join(problems), json.dumps(doc)))
+    zero = sorted(k for k in CPYTHON_STATS if not st[k])
+    return "5 reads, %d threads, %d frames (%d from the cache); 0: %s" % (
+        doc["threads"], doc["frames"], st["frames_read_from_cache"], ", ".join(zero))
+
+
 # --- CPython's own tests of _remote_debugging -------------------------------------------
 
 CPYTHON_TEST = "/usr/lib/python3.15/test/test_external_inspection.py"
@@ -916,27 +1505,8 @@ def test_cpython(remora):
     if not os.path.exists(root + CPYTHON_TEST):
         raise Skip("%s is not in the chroot (Debian's libpython3.15-testsuite: run "
                    "tests/provision-chroot.sh)" % CPYTHON_TEST)
-    work = tempfile.mkdtemp(prefix="remora-cpython-", dir=os.path.join(root, "tmp"))
-    visible = work[len(root):]
-    env = ""
+    work, visible, env = chroot_module(mod, root)
     try:
-        os.chmod(work, 0o755)
-        shutil.copytree(os.path.join(mod.path, "remora"), os.path.join(work, "remora"))
-        if mod.env.get("LD_PRELOAD"):
-            # ASan: the host's sanitizer runtimes copied beside the module, the address
-            # sanitizer's preloaded (the targets the tests start inherit it: harmless)
-            for lib in ("libasan.so", "libubsan.so"):
-                real = os.path.realpath(subprocess.run(
-                    ["cc", "-print-file-name=" + lib], stdout=subprocess.PIPE,
-                    text=True).stdout.strip())
-                shutil.copy(real, os.path.join(work, os.path.basename(real)))
-                if lib == "libasan.so":
-                    env = "LD_PRELOAD=%s/%s" % (visible, os.path.basename(real))
-            for name in os.listdir(work):           # the sonames the module asks for
-                m = re.match(r"^(lib\w+\.so\.\d+)\.", name)
-                if m:
-                    os.symlink(name, os.path.join(work, m.group(1)))
-            env += " LD_LIBRARY_PATH=%s ASAN_OPTIONS=detect_leaks=0" % visible
         with open(os.path.join(work, "_remote_debugging.py"), "w") as f:
             f.write(SHIM)
         p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
@@ -987,17 +1557,41 @@ def tests(remora):
                     interp_missing(interp)))
         out.append(("library/c-api/tasks/" + name, (lambda i=interp: test_c_tasks(remora, i)),
                     interp_missing(interp)))
-    for h in PY_HOSTS:
+    for name in NATIVE_C_TARGETS:
+        interp = next(i for i in INTERPRETERS if i[0] == name)
+        out.append(("library/c-api/native/" + name, (lambda i=interp: test_c_native(remora, i)),
+                    interp_missing(interp)))
+    for name in TASK_C_TARGETS:
+        interp = next(i for i in INTERPRETERS if i[0] == name)
+        out.append(("library/c-api/running-task/" + name,
+                    (lambda i=interp: test_c_running_task(remora, i)), interp_missing(interp)))
+    for h in HOSTS:
         host = next(i for i in INTERPRETERS if i[0] == h)
-        for tn in PY_STACK_TARGETS:
-            target = next(i for i in INTERPRETERS if i[0] == tn)
-            out.append(("library/python/%s/%s" % (h, tn),
-                        (lambda a=host, b=target: test_python(remora, a, b)),
-                        interp_missing(host) or interp_missing(target)))
+        out.append(("library/hosts/" + h, (lambda a=host: test_host(remora, a)),
+                    interp_missing(host) or
+                    (None if not host[2] or shutil.which("unshare") else
+                     "unshare(1) missing (util-linux)")))
     host311 = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
+    for tn in GIL_TARGETS:
+        target = next(i for i in INTERPRETERS if i[0] == tn)
+        out.append(("library/gil-requested/" + tn,
+                    (lambda b=target: test_gil_requested(remora, b)),
+                    interp_missing(host311) or interp_missing(target)))
+    for tn in NATIVE_TARGETS:
+        target = next(i for i in INTERPRETERS if i[0] == tn)
+        out.append(("library/native-marks/" + tn,
+                    (lambda b=target: test_native_marks(remora, b)),
+                    interp_missing(host311) or interp_missing(target)))
+    out.append(("library/native-marks/cpython-3.15", lambda: test_native_cpython(remora),
+                interp_missing(next(i for i in INTERPRETERS if i[0] == "sid-3.15")) or
+                (None if shutil.which("unshare") else "unshare(1) missing (util-linux)")))
     for tn in PY_TARGETS:
         target = next(i for i in INTERPRETERS if i[0] == tn)
         out.append(("library/python-tasks/" + tn, (lambda b=target: test_python_tasks(remora, b)),
+                    interp_missing(host311) or interp_missing(target)))
+    for tn in STATS_TARGETS:
+        target = next(i for i in INTERPRETERS if i[0] == tn)
+        out.append(("library/python-stats/" + tn, (lambda b=target: test_python_stats(remora, b)),
                     interp_missing(host311) or interp_missing(target)))
     out.append(("library/pip-install", lambda: test_pip(remora), interp_missing(host311)))
     out.append(("library/python-sample", lambda: test_python_sample(remora),
