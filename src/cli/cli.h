@@ -73,6 +73,13 @@ int cli_parse_uint(const char *s, unsigned long long min, unsigned long long max
 
 /* A pid, 1 to CLI_PID_MAX. */
 int cli_parse_pid(const char *s, pid_t *out);
+/* A word on the command line of 'what' (dump, record, top) taken as the target's pid, as
+ * -p would be (`remora dump 1234`): *pos is set from it. Returns 0, or -1 after one line
+ * when it is no pid or a second one ('usage' ends the line). */
+int cli_word_pid(const char *what, const char *word, pid_t *pos, const char *usage);
+/* After the options: a pid given as a word becomes *pid, unless -p gave another. Returns
+ * 0, or -1 after one line. */
+int cli_word_pid_check(const char *what, pid_t pos, pid_t *pid);
 
 /* "1000", "10k", "2.5kHz", "1mhz" → Hz: a whole number from 1 to CLI_RATE_MAX (units hz,
  * k/khz, M/mhz, any case but a bare 'm'). */
