@@ -194,7 +194,9 @@ int cli_native_enable(struct unwinder *u, pid_t pid);
  * (a command launched is sampled from its start): *out NULL when the user-space engine
  * alone reads (--engine user; --blocking, --native, --mode gil/exception, --async and
  * --frame-anchor need it; or, with auto, when the kernel engine cannot be had: one line
- * says why). Returns REMORA_EXIT_OK, or with --engine kernel one line and the exit code.
+ * says why, printed by cli_sampler_opts once sampling begins, so that a run failing
+ * before prints its own line alone). Returns REMORA_EXIT_OK, or with --engine kernel one
+ * line and the exit code.
  * The caller closes *out (kern_close) after freeing every unwinder. */
 struct kern;
 int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct kern **out);
@@ -246,8 +248,8 @@ int cli_child_exit_code(int status);
 
 /* engine.c: the sampler's options (*so) from the shared ones c, for the target ct read
  * by u (may be NULL): --native turned on in u (cli_native_enable), the engine *k kept or
- * let go (cli_engine_enable) and set in so. Returns REMORA_EXIT_OK, or prints one line
- * and returns the exit code. The caller adds its own options (record's anchor, its
+ * let go (cli_engine_enable) and set in so; then the kernel engine's notice, if any.
+ * Returns REMORA_EXIT_OK, or prints one line and returns the exit code. The caller adds its own options (record's anchor, its
  * --max-samples). */
 struct sampler_opts;
 int cli_sampler_opts(const char *what, const cli_sampling_t *c, const cli_target_t *ct,
