@@ -227,9 +227,9 @@ static int kern_sample(void *ctx, const kern_sample_t *ks)
     if (err)
         return err;
     t = th->t_ns;
-    if (s->paused || t < s->resumed_at) {
-        /* taken while paused (a walk that reached the ring after the pause's drain):
-         * nothing taken then is kept */
+    if (t >= s->paused_at && (s->paused || t < s->resumed_at)) {
+        /* taken while paused (a walk that reached the ring after the pause's drain, read
+         * by a snapshot or after the resume): nothing taken then is kept */
         s->st.kernel_paused++;
         return REMORA_OK;
     }
