@@ -81,12 +81,12 @@ static const cli_opt_t dump_opts[] = {
     { D_NO_SOURCE, NULL, "--no-source", NULL, NULL,
       "leave out the source line under each frame", 0 },
     { D_OPCODES, NULL, "--opcodes", NULL, NULL,
-      "each Python frame's bytecode instruction (its name and byte offset)", 0 },
+      "each Python frame's instruction (name, offset)", 0 },
     { 0 }
 };
 
 static const char dump_usage[] =
-    "remora dump (-p PID | PID | --core FILE [--exe PYTHON] [--root DIR]) [options]";
+    "remora dump ([-p] PID | --core FILE [--exe PYTHON] [--root DIR]) [opts]";
 
 /* The one-line explanation of a failure on a core file; returns the exit code. */
 static int core_fail(int err, const char *core, const proc_t *p, const char *why)
@@ -256,8 +256,7 @@ static int parse_dump(int argc, char **argv, dump_args_t *d)
             return -1;
         case CLI_ARG_WORD:
             /* a pid alone, as -p (`remora dump 1234`) */
-            if (cli_word_pid("dump", flag, &word, "usage: " "remora dump (-p PID | PID | --core FILE "
-                             "[--exe PYTHON] [--root DIR]) [options]"))
+            if (cli_word_pid("dump", flag, &word, "see 'remora dump --help' for the options"))
                 return -1;
             break;
         case D_HELP:
