@@ -38,6 +38,7 @@ _remora()
     local modes="wall cpu gil exception"
     local async_modes="running all"
     local engines="auto kernel user"
+    local sorts="self total name own tottime cumulative cumul cumtime"
     local sampling="-h --help -p --pid -r --rate -d --duration --mode --gil --idle --no-gc
         --subprocesses --blocking --nonblocking --native --function --nolineno -l --limit
         --async --async-mode --engine --opcodes --"
@@ -90,6 +91,9 @@ _remora()
         --engine)
             COMPREPLY=($(compgen -W "$engines" -- "$cur"))
             return 0 ;;
+        --sort)
+            COMPREPLY=($(compgen -W "$sorts" -- "$cur"))
+            return 0 ;;
         --root)
             COMPREPLY=($(compgen -d -- "$cur"))
             return 0 ;;
@@ -104,14 +108,14 @@ _remora()
     case $cmd in
         dump)
             opts="-h --help -p --pid --core --exe --root --json --subprocesses --native
-                --locals --async --no-source" ;;
+                --locals --async --no-source --opcodes" ;;
         record)
             opts="$sampling -o --output -f --format --stats --max-samples --diff
-                --frame-anchor --every --control" ;;
+                --frame-anchor --every --control --sort" ;;
         top)
             opts=$sampling ;;
         convert)
-            opts="-h --help -o --output -f --format -l --limit --diff" ;;
+            opts="-h --help -o --output -f --format -l --limit --sort --diff" ;;
         *)
             return 0 ;;
     esac

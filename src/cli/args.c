@@ -54,6 +54,36 @@ int cli_parse_pid(const char *s, pid_t *out)
     return 0;
 }
 
+int cli_word_pid(const char *what, const char *word, pid_t *pos, const char *usage)
+{
+    pid_t pid;
+
+    if (cli_parse_pid(word, &pid) != 0) {
+        cli_error("%s: unexpected argument '%s'; %s", what, word, usage);
+        return -1;
+    }
+    if (*pos != 0) {
+        cli_error("%s: two pids, %d and %d: give one (-p PID, or the pid alone)", what, (int)*pos,
+                  (int)pid);
+        return -1;
+    }
+    *pos = pid;
+    return 0;
+}
+
+int cli_word_pid_check(const char *what, pid_t pos, pid_t *pid)
+{
+    if (pos == 0)
+        return 0;
+    if (*pid != 0 && *pid != pos) {
+        cli_error("%s: two pids, %d and %d: give one (-p PID, or the pid alone)", what, (int)*pid,
+                  (int)pos);
+        return -1;
+    }
+    *pid = pos;
+    return 0;
+}
+
 /* Splits "12.50unit" into its whole part, its fraction (digits after the point, without
  * the trailing zeros) and the unit. Returns 0, or -1 if it does not start with a number
  * ([digits][.digits], one digit at least) or the whole part is longer than 'max_int'

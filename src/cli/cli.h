@@ -73,6 +73,13 @@ int cli_parse_uint(const char *s, unsigned long long min, unsigned long long max
 
 /* A pid, 1 to CLI_PID_MAX. */
 int cli_parse_pid(const char *s, pid_t *out);
+/* A word on the command line of 'what' (dump, record, top) taken as the target's pid, as
+ * -p would be (`remora dump 1234`): *pos is set from it. Returns 0, or -1 after one line
+ * when it is no pid or a second one ('usage' ends the line). */
+int cli_word_pid(const char *what, const char *word, pid_t *pos, const char *usage);
+/* After the options: a pid given as a word becomes *pid, unless -p gave another. Returns
+ * 0, or -1 after one line. */
+int cli_word_pid_check(const char *what, pid_t pos, pid_t *pid);
 
 /* "1000", "10k", "2.5kHz", "1mhz" → Hz: a whole number from 1 to CLI_RATE_MAX (units hz,
  * k/khz, M/mhz, any case but a bare 'm'). */
@@ -189,7 +196,9 @@ int cli_native_enable(struct unwinder *u, pid_t pid);
  * (a command launched is sampled from its start): *out NULL when the user-space engine
  * alone reads (--engine user; --blocking, --native, --mode gil/exception, --async and
  * --frame-anchor need it; or, with auto, when the kernel engine cannot be had: one line
- * says why). Returns REMORA_EXIT_OK, or with --engine kernel one line and the exit code.
+ * says why, printed by cli_sampler_opts once sampling begins, so that a run failing
+ * before prints its own line alone). Returns REMORA_EXIT_OK, or with --engine kernel one
+ * line and the exit code.
  * The caller closes *out (kern_close) after freeing every unwinder. */
 struct kern;
 int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct kern **out);
@@ -249,8 +258,8 @@ int cli_child_exit_code(int status);
 
 /* engine.c: the sampler's options (*so) from the shared ones c, for the target ct read
  * by u (may be NULL): --native turned on in u (cli_native_enable), the engine *k kept or
- * let go (cli_engine_enable) and set in so. Returns REMORA_EXIT_OK, or prints one line
- * and returns the exit code. The caller adds its own options (record's anchor, its
+ * let go (cli_engine_enable) and set in so; then the kernel engine's notice, if any.
+ * Returns REMORA_EXIT_OK, or prints one line and returns the exit code. The caller adds its own options (record's anchor, its
  * --max-samples). */
 struct sampler_opts;
 int cli_sampler_opts(const char *what, const cli_sampling_t *c, const cli_target_t *ct,

@@ -179,7 +179,7 @@ int rec_load_profile(const char *path, stk_table_t *t, profile_meta_t *m, profil
     return REMORA_OK;
 }
 
-enum { C_OUTPUT = CLI_O_OWN, C_FORMAT, C_LIMIT, C_DIFF };
+enum { C_OUTPUT = CLI_O_OWN, C_FORMAT, C_LIMIT, C_DIFF, C_SORT };
 
 static const cli_opt_t convert_opts[] = {
     CLI_OPT_HELP,
@@ -187,6 +187,7 @@ static const cli_opt_t convert_opts[] = {
       "the output; its ending names the format", 0 },
     { C_FORMAT, "-f", "--format", NULL, "FORMAT", "the format, if -o's ending does not say", 0 },
     { C_LIMIT, "-l", "--limit", NULL, "ROWS", "rows of the table", 0 },
+    { C_SORT, NULL, "--sort", NULL, "KEY", "the table's order: self (default), total or name", 0 },
     { C_DIFF, NULL, "--diff", NULL, "BASELINE",
       "a differential flamegraph against BASELINE", 0 },
     { 0 }
@@ -201,6 +202,7 @@ typedef struct convert_args {
     const char *fname, *fflag;      /* -f's value and the flag as given */
     const char *diff;               /* --diff */
     int limit;                      /* -l (0: the default) */
+    int sort;                       /* --sort (OUT_SORT_*) */
 } convert_args_t;
 
 /* Returns 0, 1 after --help (printed), or -1 after one line. */
@@ -252,6 +254,10 @@ static int parse_convert(int argc, char **argv, convert_args_t *c)
             if (v == NULL || *v == '\0')
                 return cli_bad_value("convert", s, v ? "" : NULL, rec_diff_accepts);
             c->diff = v;
+            break;
+        case C_SORT:
+            if ((c->sort = out_sort_parse(v)) < 0)
+                return cli_bad_value("convert", s, v, out_sort_accepts);
             break;
         }
     }
@@ -333,7 +339,7 @@ int cmd_convert(int argc, char **argv)
     {
         /* a heatmap's source: what the recording kept, no file opened (the names are the
          * recording's, perhaps a hostile target's; the files may have changed since) */
-        out_options_t oo = { limit, 0, raw_source, sources };
+        out_options_t oo = { limit, 0, raw_source, sources, c.sort };
         int werr = out_write_file(fmt, &prof, &oo, out_path ? out_path : "-");
         if (werr) {
             cli_error("writing '%s' failed: %s", out_path ? out_path : "stdout", strerror(errno));

@@ -53,14 +53,14 @@ static int dump_async(unwinder_t *u, pid_t pid, const py_target_t *t, int json, 
         snprintf(why, whylen, "could not read the thread list");
         return err;
     }
-    dump_print_json_open(pid, t, th, nth, 0, 1, NULL, src);
+    dump_print_json_open(pid, t, th, nth, 0, 1, NULL, src, NULL);
     dump_print_tasks_json(tk, n, src);
     fputs("}\n", stdout);
     return REMORA_OK;
 }
 
 enum { D_HELP = 1, D_PID, D_CORE, D_EXE, D_ROOT, D_JSON, D_SUBPROCESSES, D_NATIVE, D_LOCALS,
-       D_ASYNC, D_NO_SOURCE };
+       D_ASYNC, D_NO_SOURCE, D_OPCODES };
 
 static const cli_opt_t dump_opts[] = {
     { D_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 },
@@ -80,11 +80,13 @@ static const cli_opt_t dump_opts[] = {
       "each Python frame's arguments and local variables", 0 },
     { D_NO_SOURCE, NULL, "--no-source", NULL, NULL,
       "leave out the source line under each frame", 0 },
+    { D_OPCODES, NULL, "--opcodes", NULL, NULL,
+      "each Python frame's instruction (name, offset)", 0 },
     { 0 }
 };
 
 static const char dump_usage[] =
-    "remora dump (-p PID | --core FILE [--exe PYTHON] [--root DIR]) [options]";
+    "remora dump ([-p] PID | --core FILE [--exe PYTHON] [--root DIR]) [opts]";
 
 /* The one-line explanation of a failure on a core file; returns the exit code. */
 static int core_fail(int err, const char *core, const proc_t *p, const char *why)
@@ -156,7 +158,7 @@ static int open_live(pid_t pid, remora_t **r, proc_t **p, const py_target_t **t,
 /* --subprocesses: every descendant of pid that runs Python, after pid itself (one JSON
  * object each, in the "processes" array the caller opened). One that is not Python or
  * exits meanwhile is left out: it has no Python stacks to show. */
-static void dump_descendants(pid_t pid, int json, int async, int source)
+static void dump_descendants(pid_t pid, int json, int async, int source, int opcodes)
 {
     pid_t kids[DUMP_SUBPROCESSES];
     size_t nkids = 0, k;
@@ -192,10 +194,10 @@ static void dump_descendants(pid_t pid, int json, int async, int source)
             src.p = p;
             if (json) {
                 fputc(',', stdout);
-                dump_print_json(kids[k], t, th, n, 0, NULL, source ? &src : NULL);
+                dump_print_json(kids[k], t, th, n, 0, NULL, source ? &src : NULL, opcodes ? u : NULL);
             } else {
                 fputc('\n', stdout);
-                dump_print_text(kids[k], t, th, n, NULL, source ? &src : NULL);
+                dump_print_text(kids[k], t, th, n, NULL, source ? &src : NULL, opcodes ? u : NULL);
             }
         }
         dump_src_fini(&src);
@@ -235,7 +237,7 @@ static int path_problem(const char *path, int want_dir, char *why, size_t cap)
 typedef struct dump_args {
     pid_t pid;                      /* -p (0: --core) */
     const char *core, *exe, *root;  /* --core, --exe, --root (NULL: not given) */
-    int json, subprocesses, native, async, locals;
+    int json, subprocesses, native, async, locals, opcodes;
     int source;                     /* 0 with --no-source */
 } dump_args_t;
 
@@ -243,6 +245,7 @@ typedef struct dump_args {
 static int parse_dump(int argc, char **argv, dump_args_t *d)
 {
     int i;
+    pid_t word = 0;
 
     memset(d, 0, sizeof *d);
     d->source = 1;
@@ -252,8 +255,10 @@ static int parse_dump(int argc, char **argv, dump_args_t *d)
         case CLI_ARG_BAD:
             return -1;
         case CLI_ARG_WORD:
-            cli_error("dump: unexpected argument '%s'; usage: %s", flag, dump_usage);
-            return -1;
+            /* a pid alone, as -p (`remora dump 1234`) */
+            if (cli_word_pid("dump", flag, &word, "see 'remora dump --help' for the options"))
+                return -1;
+            break;
         case D_HELP:
             cli_opt_help(stdout, dump_usage, "print every thread's Python stack, of a live "
                          "process or of a core dump", dump_opts);
@@ -292,9 +297,12 @@ static int parse_dump(int argc, char **argv, dump_args_t *d)
         case D_NO_SOURCE:
             d->source = 0;
             break;
+        case D_OPCODES:
+            d->opcodes = 1;
+            break;
         }
     }
-    return 0;
+    return cli_word_pid_check("dump", word, &d->pid);
 }
 
 /* The options that do not go together, and --exe's and --root's paths. Returns 0, or -1
@@ -314,6 +322,10 @@ static int check_dump(const dump_args_t *d)
     }
     if (d->native && d->async) {
         cli_error("dump: --async shows tasks, --native C frames: one at a time");
+        return -1;
+    }
+    if (d->opcodes && d->async) {
+        cli_error("dump: --async shows tasks, --opcodes thread stacks' instructions: one at a time");
         return -1;
     }
     if (d->locals && d->async) {
@@ -445,7 +457,7 @@ int cmd_dump(int argc, char **argv)
             goto fail;
         }
         if (d.subprocesses)
-            dump_descendants(pid, d.json, 1, d.source);
+            dump_descendants(pid, d.json, 1, d.source, 0);
         fflush(stdout);
         err = REMORA_EXIT_OK;
         goto out;
@@ -468,11 +480,11 @@ int cmd_dump(int argc, char **argv)
     if (d.subprocesses)
         fputs(d.json ? "{\"processes\":[" : "", stdout);
     if (d.json)
-        dump_print_json(pid, &t, th, n, d.native, lr, d.source ? &src : NULL);
+        dump_print_json(pid, &t, th, n, d.native, lr, d.source ? &src : NULL, d.opcodes ? u : NULL);
     else
-        dump_print_text(pid, &t, th, n, lr, d.source ? &src : NULL);
+        dump_print_text(pid, &t, th, n, lr, d.source ? &src : NULL, d.opcodes ? u : NULL);
     if (d.subprocesses)
-        dump_descendants(pid, d.json, 0, d.source);
+        dump_descendants(pid, d.json, 0, d.source, d.opcodes);
     fflush(stdout);
     err = REMORA_EXIT_OK;
     goto out;

@@ -22,16 +22,20 @@ typedef struct dump_src {
 void dump_src_init(dump_src_t *c, proc_t *p);
 void dump_src_fini(dump_src_t *c);
 
-/* One process's threads (th, n of them): text, or the JSON process object (with
- * dump_print_json_open, without its closing brace; 'tasks': each thread's running task
- * too). lr: each frame's locals too (NULL: none); src: each frame's source line (NULL:
- * none); native: each frame says whether it is C (JSON). */
+/* One process's threads (th, n of them), the main thread first, then the others oldest
+ * first: text, or the JSON process object (with dump_print_json_open, without its closing
+ * brace; 'tasks': each thread's running task too). Text folds a run of identical frames
+ * (recursion) into one line ending `×N` (not with lr: each frame's locals differ) and
+ * names a thread's interpreter only when the threads are of more than one. lr: each
+ * frame's locals too (NULL: none); src: each frame's source line (NULL: none); native:
+ * each frame says whether it is C (JSON); ops (dump --opcodes, the unwinder that read th,
+ * NULL: none): each Python frame's instruction (one read of the target a frame). */
 void dump_print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                     unw_locals_t *lr, dump_src_t *src);
+                     unw_locals_t *lr, dump_src_t *src, unwinder_t *ops);
 void dump_print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                          int native, int tasks, unw_locals_t *lr, dump_src_t *src);
+                          int native, int tasks, unw_locals_t *lr, dump_src_t *src, unwinder_t *ops);
 void dump_print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                     int native, unw_locals_t *lr, dump_src_t *src);
+                     int native, unw_locals_t *lr, dump_src_t *src, unwinder_t *ops);
 
 /* One process's asyncio tasks (tk, n of them): the "tasks" member of its JSON object, or
  * as text the process's line and a tree of tasks under those awaiting them. */

@@ -119,19 +119,85 @@ static void print_src_json(dump_src_t *c, const unw_frame_t *f)
         fputs(",\"source_changed\":true", stdout);
 }
 
-void dump_print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                     unw_locals_t *lr, dump_src_t *src)
+/* The order threads are printed in: the main thread first, then the others oldest first
+ * (the interpreter lists its threads newest first). *out is malloc'd (the caller frees
+ * it), NULL without memory: then the list's own order. */
+static size_t *thread_order(const unw_thread_t *th, size_t n)
 {
-    size_t i, k;
+    size_t *ord = malloc((n ? n : 1) * sizeof *ord), i, k = 0;
+
+    if (ord == NULL)
+        return NULL;
+    for (i = 0; i < n; i++)
+        if (th[i].is_main)
+            ord[k++] = i;
+    for (i = n; i-- > 0;)
+        if (!th[i].is_main)
+            ord[k++] = i;
+    return ord;
+}
+
+/* More than one interpreter among the threads: only then does a thread header name its. */
+static int many_interps(const unw_thread_t *th, size_t n)
+{
+    size_t i;
+
+    for (i = 1; i < n; i++)
+        if (th[i].interp_id != th[0].interp_id)
+            return 1;
+    return 0;
+}
+
+/* Frames a and b print alike (function, file, line, kind, and with 'ops' the instruction's
+ * offset): a run of them is one line, `×N` (recursion). */
+static int frame_same(const unw_frame_t *a, const unw_frame_t *b, int ops)
+{
+    return a->line == b->line && a->native == b->native && strcmp(a->function, b->function) == 0 &&
+           strcmp(a->file, b->file) == 0 && (!ops || a->offset == b->offset);
+}
+
+/* The instruction Python frame f is at: its name (NULL when unknown), *opcode and *offset,
+ * as the library gives them (remora_frame_t's opname): a caller's frame on 3.11 and 3.12
+ * rests in its call's inline cache (`CACHE`), whose bytes are the specialiser's counters,
+ * not instructions to step back over. */
+static const char *frame_op(unwinder_t *ops, const unw_frame_t *f, int *opcode, int *offset)
+{
+    const char *name;
+
+    *opcode = *offset = -1;
+    if (ops == NULL || f->native || (name = unw_frame_opcode(ops, f, opcode)) == NULL)
+        return NULL;
+    *offset = f->offset;
+    return name;
+}
+
+/* " [OP at N]" after a Python frame: the instruction it is at (nothing when unknown). */
+static void print_op_text(unwinder_t *ops, const unw_frame_t *f)
+{
+    int opcode, offset;
+    const char *name = frame_op(ops, f, &opcode, &offset);
+
+    if (name != NULL)
+        printf(" [%s at %d]", name, offset);
+}
+
+void dump_print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
+                     unw_locals_t *lr, dump_src_t *src, unwinder_t *ops)
+{
+    size_t j, k, run;
+    size_t *ord = thread_order(th, n);
+    int interps = many_interps(th, n);
 
     printf("Process %d: Python %s (", (int)pid, t->version);
     out_text_str(stdout, t->binary, 0);
     fputs(")\n", stdout);
-    for (i = 0; i < n; i++) {
+    for (j = 0; j < n; j++) {
+        size_t i = ord != NULL ? ord[j] : j;
         printf("\nThread %d \"", (int)th[i].native_id);
         out_text_str(stdout, th[i].thread_name ? th[i].thread_name : th[i].comm, '"');
         fputc('"', stdout);
-        printf(" interpreter %lld", (long long)th[i].interp_id);
+        if (interps)
+            printf(" interpreter %lld", (long long)th[i].interp_id);
         if (th[i].is_main || th[i].holds_gil || th[i].on_cpu || th[i].handling_exc == 1) {
             const char *sep = "";
             fputs(" [", stdout);
@@ -150,8 +216,13 @@ void dump_print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, si
             printf("    <stack unreadable: %s>\n", remora_strerror(th[i].error));
         if (th[i].partial && !th[i].moving_in_frames)
             puts("    " UNW_MOVING);     /* the frames above those known moved while read */
-        for (k = 0; k < th[i].nframes; k++) {
+        for (k = 0; k < th[i].nframes; k += run) {
             const unw_frame_t *f = &th[i].frames[k];
+            /* recursion: the same frame again and again, one line (each frame's locals
+             * differ: with --locals every frame is printed) */
+            for (run = 1; lr == NULL && k + run < th[i].nframes &&
+                          frame_same(f, &th[i].frames[k + run], ops != NULL); run++)
+                ;
             fputs("    ", stdout);
             out_text_str(stdout, f->function, 0);
             if (*f->file == '\0' && f->line == 0 && (f->native || th[i].moving_in_frames)) {
@@ -161,26 +232,52 @@ void dump_print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, si
             fputs(" (", stdout);
             out_text_str(stdout, f->file, 0);
             if (f->native && f->line == 0)
-                fputs(") [C]\n", stdout);
+                fputs(") [C]", stdout);
             else
-                printf(":%d)%s\n", f->line, f->native ? " [C]" : "");
+                printf(":%d)%s", f->line, f->native ? " [C]" : "");
+            print_op_text(ops, f);
+            if (run > 1)
+                printf(" \u00d7%zu", run);
+            fputc('\n', stdout);
             print_src_text(src, f, 8);
             dump_locals_text(lr, f);
         }
     }
+    free(ord);
+}
+
+/* ,"opname":...,"opcode":N,"offset":N of a Python frame (null and -1s when unknown; a C
+ * frame has none), with --opcodes. */
+static void print_op_json(unwinder_t *ops, const unw_frame_t *f)
+{
+    int opcode, offset;
+    const char *name;
+
+    if (ops == NULL || f->native)
+        return;
+    name = frame_op(ops, f, &opcode, &offset);
+    fputs(",\"opname\":", stdout);
+    if (name == NULL) {
+        fputs("null,\"opcode\":-1,\"offset\":-1", stdout);
+        return;
+    }
+    out_json_str(stdout, name);
+    printf(",\"opcode\":%d,\"offset\":%d", opcode, offset);
 }
 
 /* The process object without its closing brace. */
 void dump_print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                          int native, int tasks, unw_locals_t *lr, dump_src_t *src)
+                          int native, int tasks, unw_locals_t *lr, dump_src_t *src, unwinder_t *ops)
 {
-    size_t i, k;
+    size_t j, k;
+    size_t *ord = thread_order(th, n);
 
     printf("{\"pid\":%d,\"python\":", (int)pid);
     out_json_str(stdout, t->version);
     fputs(",\"threads\":[", stdout);
-    for (i = 0; i < n; i++) {
-        printf("%s{\"native_id\":%d,\"name\":", i ? "," : "", (int)th[i].native_id);
+    for (j = 0; j < n; j++) {
+        size_t i = ord != NULL ? ord[j] : j;
+        printf("%s{\"native_id\":%d,\"name\":", j ? "," : "", (int)th[i].native_id);
         out_json_str(stdout, th[i].thread_name ? th[i].thread_name : th[i].comm);
         printf(",\"interpreter\":%lld", (long long)th[i].interp_id);
         printf(",\"main\":%s,\"gil\":%s,\"on_cpu\":%s", th[i].is_main ? "true" : "false",
@@ -209,18 +306,20 @@ void dump_print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *t
             print_src_json(src, &th[i].frames[k]);
             if (native)
                 printf(",\"native\":%s", th[i].frames[k].native ? "true" : "false");
+            print_op_json(ops, &th[i].frames[k]);
             dump_locals_json(lr, &th[i].frames[k]);
             fputc('}', stdout);
         }
         fputs("]}", stdout);
     }
     fputc(']', stdout);
+    free(ord);
 }
 
 void dump_print_json(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
-                     int native, unw_locals_t *lr, dump_src_t *src)
+                     int native, unw_locals_t *lr, dump_src_t *src, unwinder_t *ops)
 {
-    dump_print_json_open(pid, t, th, n, native, 0, lr, src);
+    dump_print_json_open(pid, t, th, n, native, 0, lr, src, ops);
     print_unread_json(src);
     fputs("}\n", stdout);
 }

@@ -24,8 +24,13 @@ static void engine_req(const cli_sampling_t *c, int anchor, remora_engine_req_t 
     q->anchor = anchor;
 }
 
+/* The notice that the kernel engine is not used, held until sampling begins
+ * (cli_sampler_opts): a run that fails before (the target not readable) prints its one
+ * line, not this one too. */
+static char engine_notice[512];
+
 /* The one line when the kernel engine cannot be used: an error with --engine kernel
- * (returns its exit code), else a notice (returns 0). */
+ * (returns its exit code), else a notice, held (returns 0). */
 static int engine_refused(const char *what, const cli_sampling_t *c, int err, const char *why)
 {
     if (c->engine == CLI_ENGINE_KERNEL) {
@@ -33,10 +38,10 @@ static int engine_refused(const char *what, const cli_sampling_t *c, int err, co
                   err == REMORA_EPERM ? " (it needs CAP_BPF and CAP_PERFMON, or root)" : "");
         return remora_exit_code(err);
     }
-    fprintf(stderr, "remora: the kernel engine cannot be used (%s%s); reading every thread "
-            "from user space (a running thread's stack may end in <moving>; --engine user "
-            "says this is meant)\n", why,
-            err == REMORA_EPERM ? ": it needs CAP_BPF and CAP_PERFMON, or root" : "");
+    snprintf(engine_notice, sizeof engine_notice, "remora: the kernel engine cannot be used "
+             "(%s%s); reading every thread from user space (a running thread's stack may end in "
+             "<moving>; --engine user says this is meant)\n", why,
+             err == REMORA_EPERM ? ": it needs CAP_BPF and CAP_PERFMON, or root" : "");
     return REMORA_EXIT_OK;
 }
 
@@ -99,5 +104,8 @@ int cli_sampler_opts(const char *what, const cli_sampling_t *c, const cli_target
     if ((rc = cli_engine_enable(what, c, u, k)) != REMORA_EXIT_OK)
         return rc;
     so->kern = *k;
+    /* sampling begins: why the kernel engine is not used, once */
+    fputs(engine_notice, stderr);
+    engine_notice[0] = '\0';
     return REMORA_EXIT_OK;
 }

@@ -130,12 +130,12 @@ static void rec_source(void *ctx, const char *file, out_source_t *out)
 /* rec_write_profile(); with 'kept' not NULL, a profile that could not be written to path
  * is kept elsewhere (out_write_keep: *kept its name, malloc'd, else NULL), errno still
  * saying why path failed. */
-static int write_profile(const out_format_t *fmt, const profile_t *prof, int limit, proc_t *p,
+static int write_profile(const out_format_t *fmt, const profile_t *prof, int limit, int sort, proc_t *p,
                          const char *path, char **kept)
 {
     rec_src_t src = { p, NULL };
     /* no target (nothing to read a file as): no file read, none shown */
-    out_options_t oo = { limit, 0, p != NULL ? rec_source : NULL, &src };
+    out_options_t oo = { limit, 0, p != NULL ? rec_source : NULL, &src, sort };
     int err = out_write_file(fmt, prof, &oo, path);
 
     if (kept != NULL)
@@ -150,10 +150,10 @@ static int write_profile(const out_format_t *fmt, const profile_t *prof, int lim
     return err;
 }
 
-int rec_write_profile(const out_format_t *fmt, const profile_t *prof, int limit, proc_t *p,
+int rec_write_profile(const out_format_t *fmt, const profile_t *prof, int limit, int sort, proc_t *p,
                       const char *path)
 {
-    return write_profile(fmt, prof, limit, p, path, NULL);
+    return write_profile(fmt, prof, limit, sort, p, path, NULL);
 }
 
 /* The one line of an output that failed (shown: its name, e: why), and where what it
@@ -295,11 +295,11 @@ int rec_outs_write(rec_outs_t *o, const profile_t *prof, uint64_t n, uint64_t sn
                 tl.events = events;
                 tl.nevents = nevents;
                 /* an unreadable recording fails each timeline output, one line each */
-                err = events_ok ? write_profile(o->fmt[i], &tl, o->limit, o->p, name,
+                err = events_ok ? write_profile(o->fmt[i], &tl, o->limit, o->sort, o->p, name,
                                                 o->path[i] ? &kept : NULL)
                                 : (errno = EIO, REMORA_EIO);
             } else {
-                err = write_profile(o->fmt[i], prof, o->limit, o->p, name, o->path[i] ? &kept : NULL);
+                err = write_profile(o->fmt[i], prof, o->limit, o->sort, o->p, name, o->path[i] ? &kept : NULL);
             }
         }
         if (err) {

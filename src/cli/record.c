@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,7 +40,7 @@ static void on_signal(int sig)
 }
 
 enum { R_OUTPUT = CLI_O_OWN, R_FORMAT, R_MAX_SAMPLES, R_DIFF, R_FRAME_ANCHOR, R_STATS, R_EVERY,
-       R_CONTROL };
+       R_CONTROL, R_SORT };
 
 static const cli_opt_t record_opts[] = {
     CLI_SAMPLING_OPTS,
@@ -57,11 +58,12 @@ static const cli_opt_t record_opts[] = {
       "a profile each period, -o naming it by %t or %n", 0 },
     { R_CONTROL, NULL, "--control", NULL, "FIFO",
       "fifo:CTL[,ACK]: pause, resume, snapshot from a FIFO", 0 },
+    { R_SORT, NULL, "--sort", NULL, "KEY", "the table's order: self (default), total or name", 0 },
     { 0 }
 };
 
 static const char record_usage[] =
-    "remora record (-p PID | -- CMD ARGS...) [options]";
+    "remora record (-p PID | PID | -- CMD ARGS...) [options]";
 
 #define RECORD_MAX_SAMPLES 1000000000000ULL
 
@@ -124,6 +126,10 @@ static int take_own(int id, const char *flag, const char *v, record_args_t *a,
         if (v == NULL || strncmp(v, "fifo:", 5) != 0 || v[5] == '\0')
             return cli_bad_value("record", flag, v, rec_ctl_accepts);
         a->control = v;
+        break;
+    case R_SORT:
+        if ((a->sort = out_sort_parse(v)) < 0)
+            return cli_bad_value("record", flag, v, out_sort_accepts);
         break;
     }
     return 0;
@@ -192,6 +198,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
 {
     const char *fname = NULL, *fflag = "-f";
     int i;
+    pid_t word = 0;
 
     memset(a, 0, sizeof *a);
     cli_sampling_init(&a->c);
@@ -201,9 +208,11 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         if (id == CLI_ARG_BAD)
             return -1;
         if (id == CLI_ARG_WORD) {
-            cli_error("record: unexpected argument '%s'; see 'remora record --help' for the "
-                      "options (a command to run goes after --)", s);
-            return -1;
+            /* a pid alone, as -p (`remora record 1234 -o x`); any other word is refused */
+            if (cli_word_pid("record", s, &word, "see 'remora record --help' for the options "
+                             "(a command to run goes after --)"))
+                return -1;
+            continue;
         }
         took = cli_sampling_take("record", id, s, v, argc, argv, &i, &a->c);
         if (took < 0)
@@ -211,7 +220,7 @@ static int parse_record(int argc, char **argv, record_args_t *a)
         if (!took && (took = take_own(id, s, v, a, &fname, &fflag)) != 0)
             return took;
     }
-    if (cli_sampling_check("record", &a->c))
+    if (cli_word_pid_check("record", word, &a->c.pid) || cli_sampling_check("record", &a->c))
         return -1;
     return pick_formats(a, fname, fflag);
 }
@@ -454,6 +463,7 @@ static void setup_run(rec_run_t *r, profile_t *base, const struct timespec *wall
     r->n = 1;
     r->outs.n = a->nout;
     r->outs.limit = a->c.limit;
+    r->outs.sort = a->sort;
     r->outs.p = r->ct.p;
     for (i = 0; i < a->nout; i++) {
         r->outs.path[i] = a->out_path[i];
@@ -544,9 +554,28 @@ static int sample_and_write(rec_run_t *r, profile_meta_t *whole)
     rec_print_summary(r, whole);
     if (a->stats)
         rec_print_stats(r);
-    if (rc == REMORA_EXIT_OK && r->gone && a->c.cmd == NULL && a->c.duration > 0)
-        rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */
+    /* a target that exited before -d ended: its profile is written, the summary says it
+     * exited, and the exit code is 0 as without -d */
     return rc;
+}
+
+/* Sampling ended (-d, --max-samples) with the launched command still running: the
+ * profile is written and remora waits for the command as a shell does; one line says so
+ * (else it looks hung). A command that has exited is collected here. */
+static void say_waiting(cli_target_t *ct)
+{
+    int status;
+    pid_t w;
+
+    while ((w = waitpid(ct->child, &status, WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (w == ct->child) {
+        ct->child_status = status;
+        ct->child = 0;
+    } else if (w == 0) {
+        fprintf(stderr, "remora: waiting for the command (pid %d) to exit; Ctrl-C interrupts it\n",
+                (int)ct->child);
+    }
 }
 
 int cmd_record(int argc, char **argv)
@@ -589,6 +618,8 @@ int cmd_record(int argc, char **argv)
 out:
     rec_outs_end(&r.outs, &whole, r.n, "failed");
     rec_ctl_close(&r.ctl);
+    if (a.c.cmd != NULL && r.ct.child > 0 && !stop_flag && r.s != NULL)
+        say_waiting(&r.ct);
     if (a.c.cmd != NULL && cli_finish_child(&r.ct) >= 0 && (rc == REMORA_EXIT_OK || r.gone))
         rc = cli_child_exit_code(r.ct.child_status);
     sampler_free(r.s);

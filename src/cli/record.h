@@ -25,6 +25,7 @@ typedef struct rec_outs {
     int raw_at;                     /* the raw output's index, or -1 */
     int timeline;                   /* an output needs the samples in order (a recording) */
     int limit;                      /* -l */
+    int sort;                       /* --sort */
     proc_t *p;                      /* the target, for a heatmap's sources */
     raw_writer_t *raw;              /* this period's recording (the raw output's, or a
                                      * temporary one for the timelines) */
@@ -58,7 +59,7 @@ int rec_outs_end(rec_outs_t *o, const profile_meta_t *whole, uint64_t periods, c
 
 /* Writes one profile to path ("-": stdout) in fmt, a heatmap's sources read through the
  * target p (NULL: none shown, no file opened). Returns 0, or REMORA_EIO with errno set. */
-int rec_write_profile(const out_format_t *fmt, const profile_t *prof, int limit, proc_t *p,
+int rec_write_profile(const out_format_t *fmt, const profile_t *prof, int limit, int sort, proc_t *p,
                       const char *path);
 
 /* The sampler's sink for the recording: each thread sample appended to it. */
@@ -98,6 +99,7 @@ typedef struct record_args {
     const char *diff;       /* a baseline for a differential flamegraph */
     double every;           /* --every: seconds a period (0: one period) */
     const char *control;    /* --control fifo:CTL[,ACK] */
+    int sort;               /* --sort: the table's order (OUT_SORT_*) */
 } record_args_t;
 
 struct sampler;

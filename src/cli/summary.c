@@ -40,13 +40,16 @@ void rec_print_summary(const rec_run_t *r, const profile_meta_t *whole)
 {
     const record_args_t *a = r->a;
     const sampler_stats_t *st = sampler_stats(r->s);
+    /* the time sampled: a pause's is neither in the rounds nor in their rate */
+    double secs = whole->duration_s - (double)st->paused_ns / 1e9;
 
+    if (secs < 0)
+        secs = 0;
     if (a->c.subprocesses)
         fprintf(stderr, "remora: %llu subprocesses sampled\n", (unsigned long long)st->subprocesses);
     fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), "
             "%llu partial (%.2f%%), %llu late, engine %s%s\n",
-            (unsigned long long)st->rounds, whole->duration_s,
-            whole->duration_s > 0 ? (double)st->rounds / whole->duration_s : 0.0, a->c.rate,
+            (unsigned long long)st->rounds, secs, secs > 0 ? (double)st->rounds / secs : 0.0, a->c.rate,
             (unsigned long long)st->errors,
             st->samples + st->errors ? 100.0 * (double)st->errors / (double)(st->samples + st->errors) : 0.0,
             (unsigned long long)st->partial, st->samples ? 100.0 * (double)st->partial / (double)st->samples : 0.0,
@@ -114,7 +117,7 @@ void rec_print_stats(const rec_run_t *r)
         fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
                 "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
                 "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu ticks_late=%llu "
-                "unsettled=%llu behind=%llu\n",
+                "unsettled=%llu behind=%llu paused=%llu\n",
                 (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
                 (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
                 (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
@@ -124,7 +127,7 @@ void rec_print_stats(const rec_run_t *r)
                 (unsigned long long)ks.run_cnt, (unsigned long long)ks.run_ns,
                 (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns,
                 (unsigned long long)st->kernel_late, (unsigned long long)st->kernel_unsettled,
-                (unsigned long long)uk.behind);
+                (unsigned long long)uk.behind, (unsigned long long)st->kernel_paused);
     }
     if (a->c.native && u != NULL) {
         unw_native_stats_t ns;

@@ -52,12 +52,13 @@ static const cli_opt_t top_opts[] = {
     { 0 }
 };
 
-static const char top_usage[] = "remora top (-p PID | -- CMD ARGS...) [options]";
+static const char top_usage[] = "remora top (-p PID | PID | -- CMD ARGS...) [options]";
 
 /* Returns 0, 1 after --help (printed), or -1 after one line. */
 static int parse_top(int argc, char **argv, cli_sampling_t *a)
 {
     int i;
+    pid_t word = 0;
 
     cli_sampling_init(a);
     for (i = 1; i < argc; i++) {
@@ -66,9 +67,10 @@ static int parse_top(int argc, char **argv, cli_sampling_t *a)
         if (id == CLI_ARG_BAD)
             return -1;
         if (id == CLI_ARG_WORD) {
-            cli_error("top: unexpected argument '%s'; see 'remora top --help' for the options",
-                      flag);
-            return -1;
+            /* a pid alone, as -p (`remora top 1234`) */
+            if (cli_word_pid("top", flag, &word, "see 'remora top --help' for the options"))
+                return -1;
+            continue;
         }
         if (id == CLI_O_HELP) {
             cli_opt_help(stdout, top_usage,
@@ -84,6 +86,8 @@ static int parse_top(int argc, char **argv, cli_sampling_t *a)
     }
     if (a->limit == 0)
         a->limit = TOP_BATCH_ROWS;
+    if (cli_word_pid_check("top", word, &a->pid))
+        return -1;
     return cli_sampling_check("top", a);
 }
 

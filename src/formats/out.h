@@ -80,7 +80,16 @@ typedef struct out_options {
     int no_threads;         /* collapsed: omit the leading "thread NAME (TID)" element */
     out_source_fn source;   /* heatmap: the source files (NULL: none shown) */
     void *source_ctx;
+    int sort;               /* table: its order, OUT_SORT_* (0: by self) */
 } out_options_t;
+
+/* The table's orders (--sort): self samples, total samples (the function anywhere on the
+ * stack), the function's name; each breaks its ties by the next, then the file. */
+enum { OUT_SORT_SELF = 0, OUT_SORT_TOTAL, OUT_SORT_NAME };
+/* --sort's word: self (own, tottime), total (cumulative, cumul, cumtime) or name; -1 for
+ * any other. out_sort_accepts says so in a line's words. */
+int out_sort_parse(const char *s);
+extern const char out_sort_accepts[];
 
 /* Every writer: returns 0, or REMORA_EIO when the stream failed. */
 typedef int (*out_write_fn)(const profile_t *p, FILE *f, const out_options_t *o);

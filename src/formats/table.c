@@ -1,5 +1,6 @@
 /* formats/table.c — the table printed when no -o is given (-f table): per function (name
- * and file), self and total samples with percentages (stk_fn_rows), sorted by self time.
+ * and file), self and total samples with percentages (stk_fn_rows), sorted by self time
+ * (--sort: by total time, or by name).
  * A function with no sample has no row; its file:line is the line seen in most samples.
  * Names are escaped by out_text_str(): one row per line, whatever the target named its
  * functions. */
@@ -9,6 +10,32 @@
 #include "remora.h"
 #include "out.h"
 
+const char out_sort_accepts[] = "an order: self (or own, tottime), total (or cumulative, cumul, "
+                                "cumtime) or name";
+
+int out_sort_parse(const char *s)
+{
+    static const struct { const char *word; int sort; } words[] = {
+        { "self", OUT_SORT_SELF }, { "own", OUT_SORT_SELF }, { "tottime", OUT_SORT_SELF },
+        { "total", OUT_SORT_TOTAL }, { "cumulative", OUT_SORT_TOTAL }, { "cumul", OUT_SORT_TOTAL },
+        { "cumtime", OUT_SORT_TOTAL }, { "name", OUT_SORT_NAME },
+    };
+    size_t i;
+
+    for (i = 0; s != NULL && i < sizeof words / sizeof words[0]; i++)
+        if (strcmp(s, words[i].word) == 0)
+            return words[i].sort;
+    return -1;
+}
+
+/* Ties: the name, then the file (two functions of one name in two files). */
+static int by_name(const stk_fn_row_t *x, const stk_fn_row_t *y)
+{
+    int c = strcmp(x->function, y->function);
+
+    return c != 0 ? c : strcmp(x->file, y->file);
+}
+
 static int by_self(const void *a, const void *b)
 {
     const stk_fn_row_t *x = a, *y = b;
@@ -17,7 +44,28 @@ static int by_self(const void *a, const void *b)
         return x->self < y->self ? 1 : -1;
     if (x->total != y->total)
         return x->total < y->total ? 1 : -1;
-    return strcmp(x->function, y->function);
+    return by_name(x, y);
+}
+
+static int by_total(const void *a, const void *b)
+{
+    const stk_fn_row_t *x = a, *y = b;
+
+    if (x->total != y->total)
+        return x->total < y->total ? 1 : -1;
+    if (x->self != y->self)
+        return x->self < y->self ? 1 : -1;
+    return by_name(x, y);
+}
+
+static int by_function(const void *a, const void *b)
+{
+    const stk_fn_row_t *x = a, *y = b;
+    int c = by_name(x, y);
+
+    if (c != 0)
+        return c;
+    return x->self != y->self ? (x->self < y->self ? 1 : -1) : 0;
 }
 
 int out_table_write(const profile_t *p, FILE *f, const out_options_t *o)
@@ -34,7 +82,8 @@ int out_table_write(const profile_t *p, FILE *f, const out_options_t *o)
         for (i = n = 0; i < nrows; i++)
             if (rows[i].total > 0)
                 rows[n++] = rows[i];
-        qsort(rows, n, sizeof *rows, by_self);
+        qsort(rows, n, sizeof *rows, o && o->sort == OUT_SORT_TOTAL ? by_total :
+                                     o && o->sort == OUT_SORT_NAME ? by_function : by_self);
         limit = o && o->limit > 0 ? (size_t)o->limit : 25;
         fprintf(f, "%10s %7s %10s %7s  %s\n", "self", "self%", "total", "total%", "function (file:line)");
         for (i = 0; i < n && i < limit; i++) {

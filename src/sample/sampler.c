@@ -234,6 +234,12 @@ static int kern_sample(void *ctx, const kern_sample_t *ks)
     if (err)
         return err;
     t = th->t_ns;
+    if (t >= s->paused_at && (s->paused || t < s->resumed_at)) {
+        /* taken while paused (a walk that reached the ring after the pause's drain, read
+         * by a snapshot or after the resume): nothing taken then is kept */
+        s->st.kernel_paused++;
+        return REMORA_OK;
+    }
     if (t < s->last_read_ns) {
         /* its record reached the ring after a round began: written late (by less than a
          * microsecond, the kernel's clock and this one's, read on two CPUs, disagree) */
@@ -357,6 +363,7 @@ int sampler_pause(sampler_t *s, int paused)
             kern_pause(s->o.kern, 0);
         }
         now = sampler_now_ns();
+        s->resumed_at = now;
         if (s->u != NULL)
             unw_kern_resume(s->u, now);
         for (k = 0; k < s->nsubs; k++)

@@ -62,6 +62,8 @@ typedef struct sampler_stats {
     uint64_t kernel_unsettled;  /* rounds not taken, a CPU still walking a tick after
                              * 1 ms (counted late), or begun with ticks still coming in
                              * after 8 passes over the ring */
+    uint64_t kernel_paused; /* ... taken while paused (their walk in the ring after the
+                             * pause began): dropped, never written */
     uint64_t light;         /* rounds that read nothing: every thread on a CPU (sampled by
                              * its ticks) or idle, as the kernel engine's table said (and
                              * the rounds skipped after one, to the next millisecond) */

@@ -78,6 +78,8 @@ struct sampler {
     int64_t tick_ns;                /* the latest time a tick was written at */
     int paused;                     /* sampler_pause(): no rounds, no ticks */
     int64_t paused_at;              /* ... since (CLOCK_MONOTONIC) */
+    int64_t resumed_at;             /* the last resume: a tick timed from paused_at to it
+                                     * is the pause's (dropped) */
     sampler_hook_t hook;            /* sampler_set_hook(): called between rounds */
     void *hook_ctx;
     volatile sig_atomic_t *hook_poke;   /* set (by a signal handler): call it now */

@@ -639,6 +639,7 @@ int unw_kern_light(unwinder_t *u, int64_t now_ns)
 void unw_kern_resume(unwinder_t *u, int64_t now_ns)
 {
     struct unw_kern *ku = u->kern;
+    size_t i;
 
     if (ku == NULL)
         return;
@@ -647,6 +648,20 @@ void unw_kern_resume(unwinder_t *u, int64_t now_ns)
     ku->checked_ns = now_ns;
     ku->resumed_ns = now_ns;
     ku->npending = 0;
+    /* its events were off, the switches still counted: a thread's CPU time while paused
+     * is not ticks held up (behind()), so its next reading stands for its CPU time from
+     * now on only (else a busy thread's first round after a 1.5 s pause stood for 1,500
+     * periods taken while paused) */
+    if (u->reader != NULL)
+        for (i = 0; i < u->reader->nthreads; i++) {
+            rd_thread_t *tc = &u->reader->threads[i];
+            kern_tstate_t st;
+            if (tc->native_id <= 0)
+                continue;
+            kern_thread_state(ku->k, tc->native_id, &st);
+            tc->kbehind_tid = tc->native_id;
+            tc->kbehind_cpu = st.known ? cpu_time(&st, now_ns) : 0;
+        }
 }
 
 void unw_kern_round(unwinder_t *u, int64_t woke_ns)

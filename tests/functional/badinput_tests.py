@@ -139,6 +139,11 @@ def flag_cases(pid, d):
           (head + ["-o", os.path.join(d, "d.html"), "--diff", os.path.join(d, "missing.remora")],
            "missing.remora"),
           (head + ["-o", os.path.join(d, "d.html"), "--diff", d], "directory")]
+    # the table's order, a pid alone (issue 50)
+    c += value_cases(["--sort"], ["", "bogus"], head)
+    c += [(["record", "notapid", "-d", RUN_S], "notapid"),
+          (["record", pid, "1", "-d", RUN_S], "two pids"),
+          (["top", pid, "-p", "1", "-d", RUN_S], "two pids")]
     # dump
     c += value_cases(["-p", "--pid"], BAD_PIDS, ["dump"])
     core = os.path.join(d, "no.core")
@@ -154,11 +159,14 @@ def flag_cases(pid, d):
           (["dump", "-p", pid, "--exe", "/bin/true"], "--exe"),
           (["dump", "--core", core, "--subprocesses"], "--subprocesses"),
           (["dump"], "dump"),
-          (["dump", pid], str(pid))]
+          (["dump", "notapid"], "notapid"),
+          (["dump", "-p", pid, "1"], "two pids"),
+          (["dump", pid, "--async", "--opcodes"], "--opcodes")]
     # convert
     c += value_cases(["-o", "--output"], [""], ["convert", good_in])
     c += value_cases(["-f", "--format"], BAD_FORMATS + ["raw"], ["convert", good_in])
     c += value_cases(["-l", "--limit"], BAD_ROWS, ["convert", good_in])
+    c += value_cases(["--sort"], ["", "bogus", "SELF", "self "], ["convert", good_in])
     c += value_cases(["--diff"], [""], ["convert", good_in, "-o", os.path.join(d, "c.html")])
     c += [(["convert"], "input"),
           (["convert", good_in, good_in], "second"),

@@ -5,6 +5,16 @@
 #                         every thread id
 #   gil/INTERP            gil_spin.py: in 9 of 10 dumps the spinner holds the GIL and is on
 #                         CPU, the threads parked in C neither
+#   fold/INTERP           dump_recurse.py (issue 50): the main thread recurses DEPTH deep
+#                         and parks; it wrote its own stack (frames, f_lasti, the opcode
+#                         there) and its threads' start order. Text: the main thread first,
+#                         the others oldest first, no `interpreter N` (one interpreter),
+#                         the recursion one line `down (file:line) ×N` (each run of equal
+#                         frames of the truth one line with its length); --json every frame
+#                         as the truth; `dump PID` (no -p) the same text; --opcodes: every
+#                         Python frame's offset its f_lasti, its name the opcode there or one
+#                         of its specialised forms (a caller resting in an inline cache
+#                         aside: its bytes are counters), text and JSON alike
 #   errors/*              usage (1), no such pid (2), not Python (4), a Python remora does
 #                         not read (4, naming its version), no permission (3, with a hint),
 #                         targets exiting while dumped (0, 2 or 4 only); one line each
@@ -54,6 +64,121 @@ def test_known_stacks(remora, interp):
         if problems:
             raise Fail("; ".join(problems) + ("\n" + "\n".join("    " + l for l in diff)
                                               if diff else ""))
+
+
+# --- recursion folded, thread order, opcodes ------------------------------------------
+
+FOLD_DEPTH = 25
+DUMP_HEAD = re.compile(r'^Thread (\d+) "')
+DUMP_LINE = re.compile(r"^    (.*) \((.*):(\d+)\)(?: \[([A-Z0-9_]+) at (\d+)\])?(?: \u00d7(\d+))?$")
+
+
+def text_threads(out):
+    """[(tid, header, [(function, file, line, op, offset, times)...])] of a text dump, in
+    its order."""
+    threads = []
+    for line in out.split("\n"):
+        m = DUMP_HEAD.match(line)
+        if m:
+            threads.append((int(m.group(1)), line, []))
+            continue
+        m = DUMP_LINE.match(line)
+        if m and threads:
+            threads[-1][2].append((m.group(1), m.group(2), int(m.group(3)), m.group(4),
+                                   int(m.group(5)) if m.group(5) else None,
+                                   int(m.group(6)) if m.group(6) else 1))
+    return threads
+
+
+def folded(frames):
+    """The truth's frames (innermost first) as runs: [((function, file, line), n)]."""
+    runs = []
+    for f in frames:
+        key = (f["function"], f["file"], f["line"])
+        if runs and runs[-1][0] == key:
+            runs[-1][1] += 1
+        else:
+            runs.append([key, 1])
+    return [(k, n) for k, n in runs]
+
+
+def op_problems(what, got, truth):
+    """Each frame's (opname, offset) against the truth's f_lasti and opcode there."""
+    problems = []
+    for k, ((name, offset), f) in enumerate(zip(got, truth)):
+        if offset != f["offset"]:
+            problems.append("%s frame %d (%s): offset %r, the frame's f_lasti is %d"
+                            % (what, k, f["function"], offset, f["offset"]))
+        elif f["op"] != "CACHE" and name not in f["ops"]:
+            problems.append("%s frame %d (%s): %r at %d, the code has %s there"
+                            % (what, k, f["function"], name, offset, f["op"]))
+    return problems
+
+
+def test_fold(remora, interp):
+    script = os.path.join(TARGETS, "dump_recurse.py")
+    with Target(interp, script, "truth.json", [FOLD_DEPTH]) as t:
+        truth = t.wait_ready()
+        problems = []
+        rc, out, err = remora.run(["dump", "-p", t.pid])
+        if rc != 0:
+            raise Fail("`remora dump` exited %d: %s" % (rc, tail(err)))
+        rc2, out2, err2 = remora.run(["dump", t.pid])
+        if rc2 != 0 or out2 != out:
+            problems.append("`remora dump PID` exited %d, %s `dump -p PID`'s: %s"
+                            % (rc2, "its text the same as" if out2 == out else "its text not", tail(err2)))
+        threads = text_threads(out)
+        order = [tid for tid, _, _ in threads]
+        if not order or order[0] != truth["main"]:
+            problems.append("the first thread is %s, want the main thread %d" % (order[:1], truth["main"]))
+        rest = [tid for tid in order if tid in truth["started"]]
+        if rest != truth["started"]:
+            problems.append("the other threads in the order %s, want oldest first %s" % (rest, truth["started"]))
+        heads = [h for _, h, _ in threads if " interpreter " in h]
+        if heads:
+            problems.append("one interpreter, yet a header names it: %s" % heads[0])
+        main = [fr for tid, _, fr in threads if tid == truth["main"]]
+        want = folded(truth["frames"])
+        got = [((fn, file, line), n) for fn, file, line, _, _, n in main[0]] if main else []
+        if got != want:
+            problems.append("the main thread's lines %s, want %s" % (
+                ["%s:%d x%d" % (k[0], k[2], n) for k, n in got],
+                ["%s:%d x%d" % (k[0], k[2], n) for k, n in want]))
+        elif not any(k[0] == "down" and n >= FOLD_DEPTH - 1 for k, n in got):
+            problems.append("no line folds the recursion of down() (%d deep)" % FOLD_DEPTH)
+        # JSON keeps every frame
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--json", "--opcodes"])
+        if rc != 0:
+            raise Fail("`remora dump --json --opcodes` exited %d: %s" % (rc, tail(err)))
+        doc = parse_dump(out)
+        if doc["threads"][0]["native_id"] != truth["main"]:
+            problems.append("--json: the first thread is %d, want the main thread" % doc["threads"][0]["native_id"])
+        jmain = [th for th in doc["threads"] if th["native_id"] == truth["main"]]
+        jframes = jmain[0]["frames"] if jmain else []
+        if [(f["function"], f["file"], f["line"]) for f in jframes] != \
+                [(f["function"], f["file"], f["line"]) for f in truth["frames"]]:
+            problems.append("--json: the main thread's %d frames are not the truth's %d"
+                            % (len(jframes), len(truth["frames"])))
+        else:
+            problems += op_problems("--json --opcodes", [(f.get("opname"), f.get("offset")) for f in jframes],
+                                    truth["frames"])
+        rc, out, err = remora.run(["dump", "-p", t.pid, "--opcodes", "--no-source"])
+        if rc != 0:
+            raise Fail("`remora dump --opcodes` exited %d: %s" % (rc, tail(err)))
+        main = [fr for tid, _, fr in text_threads(out) if tid == truth["main"]]
+        expanded = []
+        for fn, file, line, op, offset, n in (main[0] if main else []):
+            expanded += [(op, offset)] * n
+        if len(expanded) != len(truth["frames"]):
+            problems.append("--opcodes text: %d frames of the main thread, want %d" % (len(expanded), len(truth["frames"])))
+        else:
+            problems += op_problems("--opcodes text", expanded, truth["frames"])
+        if problems:
+            raise Fail("; ".join(problems[:4]))
+        inner = truth["frames"][0]
+        return "main first, %d runs for %d frames (down x%d), innermost %s at %d" % (
+            len(want), len(truth["frames"]), max(n for k, n in want if k[0] == "down"),
+            jframes[0].get("opname"), jframes[0].get("offset"))
 
 
 # --- GIL --------------------------------------------------------------------------------
@@ -226,6 +351,7 @@ def tests(remora):
         out.append(("known-stacks/" + interp[0],
                     lambda i=interp: test_known_stacks(remora, i), missing))
         out.append(("gil/" + interp[0], lambda i=interp: test_gil(remora, i), missing))
+        out.append(("fold/" + interp[0], lambda i=interp: test_fold(remora, i), missing))
     return out + [
         ("errors/usage", lambda: test_usage(remora), None),
         ("errors/no-such-pid", lambda: test_no_such_pid(remora), None),

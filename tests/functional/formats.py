@@ -859,7 +859,11 @@ def top_rows(what, data):
 
 # --- `remora dump`: text and --json -------------------------------------------------------
 
-DUMP_THREAD = re.compile(r'^Thread (\d+) "((?:[^"\\]|\\.)*)" interpreter \d+(?: \[[a-z, -]+\])?$')
+# a thread header names its interpreter only when the process has more than one
+DUMP_THREAD = re.compile(r'^Thread (\d+) "((?:[^"\\]|\\.)*)"(?: interpreter \d+)?(?: \[[a-z, -]+\])?$')
+# what may follow a text dump's frame: --opcodes' instruction, then a run's length (recursion
+# folded: the same frame N times)
+DUMP_FRAME_TAIL = re.compile(r"(?: \[([A-Z0-9_]+) at (\d+)\])?(?: \u00d7(\d+))?$")
 
 
 def dump_text_stacks(what, data):
@@ -878,11 +882,15 @@ def dump_text_stacks(what, data):
             continue                # under a frame: its source line (or --locals)
         elif line.startswith("    ") and cur is not None and \
                 not line.startswith("    <stack unreadable: "):
-            fm = FRAME.match(line[4:])
+            body = line[4:]
+            tm = DUMP_FRAME_TAIL.search(body)
+            times = int(tm.group(3)) if tm.group(3) else 1
+            fm = FRAME.match(body[:tm.start()])
             if fm is None:
                 raise Fail("%s: a frame line that is not `function (file:line)`: %s"
                            % (what, short(line)))
-            stacks[cur][-1].insert(0, (untext(what, fm.group(1)), untext(what, fm.group(2))))
+            for _ in range(times):
+                stacks[cur][-1].insert(0, (untext(what, fm.group(1)), untext(what, fm.group(2))))
         elif line:
             raise Fail("%s: unexpected line %s" % (what, short(line)))
     return names, stacks
