@@ -80,6 +80,12 @@ def _struct(name, fields, doc):
 
 _new = tuple.__new__           # a result made from a tuple of the right length, unchecked
 
+
+class _Plain(tuple):
+    """tuple with tuple's own __new__: _remora makes the result types through its slot,
+    as _new does."""
+    __slots__ = ()
+
 InterpreterInfo = _struct("InterpreterInfo", ("interpreter_id", "threads"),
                           "Information about an interpreter")
 ThreadInfo = _struct("ThreadInfo", ("thread_id", "status", "frame_info"),
@@ -216,6 +222,12 @@ class RemoteUnwinder:
         self._flags = flags
         self._reader = _open(pid, flags, "Failed to find the Python interpreter in process %d"
                              % pid if isinstance(pid, int) else "Failed to attach")
+        # get_stack_trace()'s result made by _remora: each thread's frames unchanged since
+        # the last call (counted from the outermost) are the same FrameInfo objects again
+        self._reader.configure(self._make_frame, InterpreterInfo, ThreadInfo, _Plain,
+                               THREAD_STATUS_UNKNOWN if mode in (PROFILING_MODE_WALL,
+                                                                 PROFILING_MODE_GIL) else 0,
+                               _NATIVE_MARK if self._native else None, MAX_FRAMES)
         self._tasks_reader = None
 
     def _read(self):
@@ -230,7 +242,14 @@ class RemoteUnwinder:
         """Every selected thread's stack, interpreter after interpreter: a list of
         InterpreterInfo(interpreter_id, [ThreadInfo(thread_id, status, [FrameInfo, ...
         innermost first])])."""
-        threads = self._read()
+        try:
+            threads = self._reader.trace()
+        except _remora.Error as e:
+            _raise(e, self.pid, "Failed to read the stacks")
+        if type(threads) is list:
+            self._samples += 1
+            return threads
+        # a thread that needs a look here: unreadable, moving, too deep, or our own
         interps = {}
         order = []
         for (iid, tid, status, gc, name, error, partial, task, ident, frames) in threads:
