@@ -38,7 +38,8 @@ typedef struct {
     PyObject *tid_obj;              /* the thread id as an int, made once */
     size_t n, cap;
     remora_frame_t *fr;             /* the last reading's frames, innermost first, */
-    PyObject **obj;                 /* ... and the object made of each (strong references) */
+    PyObject *objs;                 /* ... and the object made of each: a list of n, never
+                                     * handed out (each result is a copy) */
 } tc_entry_t;
 
 typedef struct {
@@ -73,10 +74,7 @@ static void fc_clear(reader_t *rd)
 /* Lets go of one thread's memory (its objects; the entry's arrays kept). */
 static void tc_empty(tc_entry_t *e)
 {
-    size_t k;
-
-    for (k = 0; k < e->n; k++)
-        Py_CLEAR(e->obj[k]);
+    Py_CLEAR(e->objs);
     e->n = 0;
 }
 
@@ -88,7 +86,6 @@ static void tc_clear(reader_t *rd)
         tc_empty(&rd->tc[i]);
         Py_CLEAR(rd->tc[i].tid_obj);
         PyMem_Free(rd->tc[i].fr);
-        PyMem_Free(rd->tc[i].obj);
     }
     PyMem_Free(rd->tc);
     rd->tc = NULL;
@@ -468,52 +465,60 @@ static tc_entry_t *tc_find(reader_t *rd, size_t hint, const remora_thread_t *t)
  * or NULL. The list is the caller's: nothing here keeps or changes it. */
 static PyObject *trace_frames(reader_t *rd, tc_entry_t *e, const remora_thread_t *t)
 {
-    size_t n = t->nframes, pn = e->n, same = 0, k, fresh;
+    size_t n = t->nframes, pn = e->objs != NULL ? e->n : 0, same = 0, k, fresh;
     int mark = rd->native_mark != NULL && n > 0 && t->frames[n - 1].kind != REMORA_FRAME_GC;
-    PyObject *list;
+    PyObject *list, *made = NULL;
 
     while (same < n && same < pn && frame_same(&e->fr[pn - 1 - same], &t->frames[n - 1 - same]))
         same++;
+    fresh = n - same;
     if (n > e->cap) {
         remora_frame_t *nf = PyMem_Realloc(e->fr, n * sizeof *nf);
-        PyObject **no;
         if (nf == NULL)
-            return PyErr_NoMemory();
+            goto error;
         e->fr = nf;
-        if ((no = PyMem_Realloc(e->obj, n * sizeof *no)) == NULL)
-            return PyErr_NoMemory();
-        e->obj = no;
         e->cap = n;
     }
-    /* the changed inner part let go, the unchanged outer part moved into place */
-    for (k = 0; k < pn - same; k++)
-        Py_CLEAR(e->obj[k]);
-    fresh = n - same;
-    if (same > 0 && fresh != pn - same) {
-        memmove(e->obj + fresh, e->obj + (pn - same), same * sizeof *e->obj);
-        memmove(e->fr + fresh, e->fr + (pn - same), same * sizeof *e->fr);
-    }
-    e->n = n;
-    for (k = 0; k < fresh; k++)
-        e->obj[k] = NULL;
-    for (k = 0; k < fresh; k++) {
-        if ((e->obj[k] = frame_object(rd, rd->factory, &t->frames[k])) == NULL) {
-            tc_empty(e);
-            return NULL;
+    if (e->objs == NULL && (e->objs = PyList_New(0)) == NULL)
+        goto error;
+    if (fresh == pn - same) {
+        /* the same length: the moved frames' objects replaced in place */
+        for (k = 0; k < fresh; k++) {
+            PyObject *f = frame_object(rd, rd->factory, &t->frames[k]);
+            if (f == NULL || PyList_SetItem(e->objs, (Py_ssize_t)k, f) < 0)
+                goto error;
         }
-        e->fr[k] = t->frames[k];
+    } else {
+        if ((made = PyList_New((Py_ssize_t)fresh)) == NULL)
+            goto error;
+        for (k = 0; k < fresh; k++) {
+            PyObject *f = frame_object(rd, rd->factory, &t->frames[k]);
+            if (f == NULL)
+                goto error;
+            PyList_SetItem(made, (Py_ssize_t)k, f);
+        }
+        if (PyList_SetSlice(e->objs, 0, (Py_ssize_t)(pn - same), made) < 0)
+            goto error;
+        Py_CLEAR(made);
+        if (same > 0)
+            memmove(e->fr + fresh, e->fr + (pn - same), same * sizeof *e->fr);
     }
-    if ((list = PyList_New((Py_ssize_t)(n + (size_t)mark))) == NULL)
+    if (fresh > 0)
+        memcpy(e->fr, t->frames, fresh * sizeof *e->fr);
+    e->n = n;
+    if ((list = PyList_GetSlice(e->objs, 0, (Py_ssize_t)n)) == NULL)
         return NULL;
-    for (k = 0; k < n; k++) {
-        Py_INCREF(e->obj[k]);
-        PyList_SetItem(list, (Py_ssize_t)k, e->obj[k]);
-    }
-    if (mark) {
-        Py_INCREF(rd->native_mark);
-        PyList_SetItem(list, (Py_ssize_t)n, rd->native_mark);
+    if (mark && PyList_Append(list, rd->native_mark) < 0) {
+        Py_DECREF(list);
+        return NULL;
     }
     return list;
+error:
+    Py_XDECREF(made);
+    tc_empty(e);
+    if (!PyErr_Occurred())
+        PyErr_NoMemory();
+    return NULL;
 }
 
 /* Lets go of the threads the reading did not have. */
@@ -530,7 +535,6 @@ static void tc_sweep(reader_t *rd)
         tc_empty(e);
         Py_CLEAR(e->tid_obj);
         PyMem_Free(e->fr);
-        PyMem_Free(e->obj);
         rd->tc[i] = rd->tc[--rd->ntc];
     }
 }
@@ -543,9 +547,10 @@ static PyObject *reader_trace(PyObject *self, PyObject *unused)
 {
     reader_t *rd = (reader_t *)self;
     const remora_thread_t *th;
-    PyObject *groups = NULL, *ids = NULL, *out = NULL;
-    size_t n, i;
-    Py_ssize_t g, ng;
+    /* each interpreter's id and its list of threads, in the order first seen */
+    int64_t ids_small[8], *ids = ids_small;
+    PyObject *lists_small[8], **lists = lists_small, *out = NULL;
+    size_t n, i, g, ng = 0;
     int err;
 
     (void)unused;
@@ -569,14 +574,19 @@ static PyObject *reader_trace(PyObject *self, PyObject *unused)
             Py_DECREF(rows);
             return t;
         }
+    if (n > sizeof ids_small / sizeof ids_small[0]) {
+        ids = PyMem_Malloc(n * sizeof *ids);
+        lists = PyMem_Malloc(n * sizeof *lists);
+        if (ids == NULL || lists == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+    }
     rd->round++;
-    /* each interpreter's id and its list of threads, in the order first seen */
-    if ((groups = PyList_New(0)) == NULL || (ids = PyList_New(0)) == NULL)
-        goto error;
     for (i = 0; i < n; i++) {
         const remora_thread_t *t = &th[i];
         tc_entry_t *e = tc_find(rd, i, t);
-        PyObject *frames, *status, *info, *list = NULL;
+        PyObject *frames, *status, *info;
         if (e == NULL) {
             PyErr_NoMemory();
             goto error;
@@ -591,49 +601,45 @@ static PyObject *reader_trace(PyObject *self, PyObject *unused)
         info = make_result(rd, rd->thread_type, tuple_of(e->tid_obj, status, frames));
         if (info == NULL)
             goto error;
-        ng = PyList_Size(ids);
-        for (g = 0; g < ng; g++) {
-            long long id = PyLong_AsLongLong(PyList_GetItem(ids, g));
-            if (id == (long long)t->interpreter_id) {
-                list = PyList_GetItem(groups, g);
-                break;
-            }
-        }
-        if (list == NULL) {
-            PyObject *id = PyLong_FromLongLong((long long)t->interpreter_id);
-            if (id == NULL || PyList_Append(ids, id) < 0 || (list = PyList_New(0)) == NULL ||
-                PyList_Append(groups, list) < 0) {
-                Py_XDECREF(id);
-                Py_XDECREF(list);
+        for (g = 0; g < ng && ids[g] != t->interpreter_id; g++)
+            ;
+        if (g == ng) {
+            if ((lists[g] = PyList_New(0)) == NULL) {
                 Py_DECREF(info);
                 goto error;
             }
-            Py_DECREF(id);
-            Py_DECREF(list);    /* groups holds it */
+            ids[g] = t->interpreter_id;
+            ng++;
         }
-        err = PyList_Append(list, info);
+        err = PyList_Append(lists[g], info);
         Py_DECREF(info);
         if (err < 0)
             goto error;
     }
     tc_sweep(rd);
-    ng = PyList_Size(ids);
-    if ((out = PyList_New(ng)) == NULL)
+    if ((out = PyList_New((Py_ssize_t)ng)) == NULL)
         goto error;
     for (g = 0; g < ng; g++) {
-        PyObject *id = PyList_GetItem(ids, g), *list = PyList_GetItem(groups, g), *info;
-        Py_INCREF(id);
-        Py_INCREF(list);
-        if ((info = make_result(rd, rd->interp_type, tuple_of(id, list, NULL))) == NULL)
+        PyObject *info = make_result(rd, rd->interp_type,
+                                     tuple_of(PyLong_FromLongLong((long long)ids[g]), lists[g],
+                                              NULL));
+        lists[g] = NULL;            /* tuple_of took it */
+        if (info == NULL)
             goto error;
-        PyList_SetItem(out, g, info);
+        PyList_SetItem(out, (Py_ssize_t)g, info);
     }
-    Py_DECREF(groups);
-    Py_DECREF(ids);
+    if (ids != ids_small) {
+        PyMem_Free(ids);
+        PyMem_Free(lists);
+    }
     return out;
 error:
-    Py_XDECREF(groups);
-    Py_XDECREF(ids);
+    for (g = 0; g < ng; g++)
+        Py_XDECREF(lists[g]);
+    if (ids != ids_small) {
+        PyMem_Free(ids);
+        PyMem_Free(lists);
+    }
     Py_XDECREF(out);
     return NULL;
 }
