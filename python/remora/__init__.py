@@ -51,6 +51,18 @@ PROCESS_VM_READV_SUPPORTED = 1
 
 # --- the result types: tuples with named fields, as CPython's struct sequences -----------
 
+try:
+    # a field read in C, with no Python frame (what namedtuple's fields are): a
+    # get_stack_trace() result is read field by field, and a property over a Python
+    # function made that read cost about as much as the rest of the loop around the call
+    from _collections import _tuplegetter as _field
+except ImportError:              # another implementation: a C getter all the same
+    import operator
+
+    def _field(i, doc):
+        return property(operator.itemgetter(i), doc=doc)
+
+
 def _struct(name, fields, doc):
     """A tuple type with named fields, built like a struct sequence: Type(sequence)."""
     def __new__(cls, sequence=(), dict=None):
@@ -72,7 +84,7 @@ def _struct(name, fields, doc):
           "n_fields": len(fields), "n_sequence_fields": len(fields), "n_unnamed_fields": 0,
           "_fields": tuple(fields)}
     for i, f in enumerate(fields):
-        ns[f] = property(lambda self, i=i: tuple.__getitem__(self, i))
+        ns[f] = _field(i, "Alias for field number %d" % i)
     cls = type(name, (tuple,), ns)
     cls.__module__ = __name__
     return cls
