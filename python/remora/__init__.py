@@ -51,6 +51,18 @@ PROCESS_VM_READV_SUPPORTED = 1
 
 # --- the result types: tuples with named fields, as CPython's struct sequences -----------
 
+try:
+    # a field read in C, with no Python frame (what namedtuple's fields are): a
+    # get_stack_trace() result is read field by field, and a property over a Python
+    # function made that read cost about as much as the rest of the loop around the call
+    from _collections import _tuplegetter as _field
+except ImportError:              # another implementation: a C getter all the same
+    import operator
+
+    def _field(i, doc):
+        return property(operator.itemgetter(i), doc=doc)
+
+
 def _struct(name, fields, doc):
     """A tuple type with named fields, built like a struct sequence: Type(sequence)."""
     def __new__(cls, sequence=(), dict=None):
@@ -72,13 +84,19 @@ def _struct(name, fields, doc):
           "n_fields": len(fields), "n_sequence_fields": len(fields), "n_unnamed_fields": 0,
           "_fields": tuple(fields)}
     for i, f in enumerate(fields):
-        ns[f] = property(lambda self, i=i: tuple.__getitem__(self, i))
+        ns[f] = _field(i, "Alias for field number %d" % i)
     cls = type(name, (tuple,), ns)
     cls.__module__ = __name__
     return cls
 
 
 _new = tuple.__new__           # a result made from a tuple of the right length, unchecked
+
+
+class _Plain(tuple):
+    """tuple with tuple's own __new__: _remora makes the result types through its slot,
+    as _new does."""
+    __slots__ = ()
 
 InterpreterInfo = _struct("InterpreterInfo", ("interpreter_id", "threads"),
                           "Information about an interpreter")
@@ -222,6 +240,13 @@ class RemoteUnwinder:
         self._flags = flags
         self._reader = _open(pid, flags, "Failed to find the Python interpreter in process %d"
                              % pid if isinstance(pid, int) else "Failed to attach")
+        # get_stack_trace()'s result made by _remora: each thread's frames unchanged since
+        # the last call (counted from the outermost) are the same FrameInfo objects again
+        self._reader.configure(self._make_frame, InterpreterInfo, ThreadInfo, _Plain,
+                               THREAD_STATUS_UNKNOWN if mode in (PROFILING_MODE_WALL,
+                                                                 PROFILING_MODE_GIL) else 0,
+                               None, MAX_FRAMES)   # native=True: the library's own
+                                                   # entry marks, not one outermost
         self._tasks_reader = None
 
     def _read(self):
@@ -236,7 +261,14 @@ class RemoteUnwinder:
         """Every selected thread's stack, interpreter after interpreter: a list of
         InterpreterInfo(interpreter_id, [ThreadInfo(thread_id, status, [FrameInfo, ...
         innermost first])])."""
-        threads = self._read()
+        try:
+            threads = self._reader.trace()
+        except _remora.Error as e:
+            _raise(e, self.pid, "Failed to read the stacks")
+        if type(threads) is list:
+            self._samples += 1
+            return threads
+        # a thread that needs a look here: unreadable, moving, too deep, or our own
         interps = {}
         order = []
         for (iid, tid, status, gc, name, error, partial, task, ident, frames) in threads:

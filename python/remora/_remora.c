@@ -8,6 +8,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <remora/remora.h>
 
 /* ---- the reader object -------------------------------------------------------------- */
@@ -23,11 +26,38 @@ typedef struct {
     PyObject *obj;                  /* NULL: an empty slot */
 } fc_entry_t;
 
+/* trace()'s memory of each thread's last stack: the frames (values) and the objects made
+ * of them, so that the frames unchanged since (the outer part of a stack, compared from
+ * the outermost) are the same objects again, with no lookup; one entry per thread of the
+ * last reading (an entry not seen in a reading is let go). */
+typedef struct {
+    int64_t interp;
+    long tid;
+    uint64_t ident;
+    unsigned seen;                  /* the reading that last saw it */
+    PyObject *tid_obj;              /* the thread id as an int, made once */
+    size_t n, cap;
+    remora_frame_t *fr;             /* the last reading's frames, innermost first, */
+    PyObject *objs;                 /* ... and the object made of each: a list of n, never
+                                     * handed out (each result is a copy) */
+} tc_entry_t;
+
 typedef struct {
     PyObject_HEAD
     remora_t *r;
     fc_entry_t *fc;                 /* FC_SLOTS slots, allocated at the first read(factory) */
     size_t fc_used;
+    /* trace(): set once by configure() */
+    PyObject *factory;              /* frame tuple -> FrameInfo */
+    PyObject *interp_type;          /* InterpreterInfo */
+    PyObject *thread_type;          /* ThreadInfo */
+    newfunc tuple_new;              /* tuple's tp_new: a result made as tuple.__new__(T, items) */
+    PyObject *native_mark;          /* appended outermost to every stack, or NULL */
+    unsigned status_or;             /* bits or-ed into every thread's status */
+    Py_ssize_t max_frames;          /* a longer stack is left to the caller (rows) */
+    tc_entry_t *tc;
+    size_t ntc, cap_tc;
+    unsigned round;
 } reader_t;
 
 static void fc_clear(reader_t *rd)
@@ -39,6 +69,37 @@ static void fc_clear(reader_t *rd)
     for (i = 0; i < FC_SLOTS; i++)
         Py_CLEAR(rd->fc[i].obj);
     rd->fc_used = 0;
+}
+
+/* Lets go of one thread's memory (its objects; the entry's arrays kept). */
+static void tc_empty(tc_entry_t *e)
+{
+    Py_CLEAR(e->objs);
+    e->n = 0;
+}
+
+static void tc_clear(reader_t *rd)
+{
+    size_t i;
+
+    for (i = 0; i < rd->ntc; i++) {
+        tc_empty(&rd->tc[i]);
+        Py_CLEAR(rd->tc[i].tid_obj);
+        PyMem_Free(rd->tc[i].fr);
+    }
+    PyMem_Free(rd->tc);
+    rd->tc = NULL;
+    rd->ntc = rd->cap_tc = 0;
+}
+
+static void trace_clear(reader_t *rd)
+{
+    tc_clear(rd);
+    Py_CLEAR(rd->factory);
+    Py_CLEAR(rd->interp_type);
+    Py_CLEAR(rd->thread_type);
+    Py_CLEAR(rd->native_mark);
+    rd->tuple_new = NULL;
 }
 
 static int fc_same(const fc_entry_t *e, const remora_frame_t *f)
@@ -93,6 +154,9 @@ static int reader_init(PyObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "l|II", names, &pid, &flags, &tries))
         return -1;
     if (rd->r != NULL) {
+        /* the frames kept are the old handle's (its strings' addresses) */
+        fc_clear(rd);
+        tc_clear(rd);
         remora_close(rd->r);
         rd->r = NULL;
     }
@@ -120,6 +184,7 @@ static void reader_dealloc(PyObject *self)
     fc_clear(rd);
     PyMem_Free(rd->fc);
     rd->fc = NULL;
+    trace_clear(rd);
     remora_close(rd->r);
     rd->r = NULL;
     tp_free(self);
@@ -215,27 +280,13 @@ static PyObject *frames_list(reader_t *rd, PyObject *factory, const remora_frame
     return list;
 }
 
-/* read(factory=None) -> [(interpreter_id, native_id, status, gc, name, error, partial,
- *                          task_id, ident, frames)]; frames: each a tuple, or with a
- * factory what factory(tuple) made of it (made once for each distinct frame) */
-static PyObject *reader_read(PyObject *self, PyObject *args)
+/* The rows of a reading: [(interpreter_id, native_id, status, gc, name, error, partial,
+ * task_id, ident, frames)], frames each a tuple or what factory made of it. */
+static PyObject *rows_of(reader_t *rd, PyObject *factory, const remora_thread_t *th, size_t n)
 {
-    reader_t *rd = (reader_t *)self;
-    const remora_thread_t *th;
-    PyObject *list, *factory = Py_None;
-    size_t n, i;
-    int err;
+    PyObject *list;
+    size_t i;
 
-    if (!PyArg_ParseTuple(args, "|O", &factory))
-        return NULL;
-    if (factory == Py_None)
-        factory = NULL;
-    if (!ready(rd))
-        return NULL;
-    /* the GIL kept: it is what makes the handle used by one thread at a time */
-    err = remora_read(rd->r, &th, &n);
-    if (err != REMORA_OK)
-        return fail(err, remora_last_error(rd->r));
     if ((list = PyList_New((Py_ssize_t)n)) == NULL)
         return NULL;
     for (i = 0; i < n; i++) {
@@ -258,6 +309,339 @@ static PyObject *reader_read(PyObject *self, PyObject *args)
         PyList_SetItem(list, (Py_ssize_t)i, t);
     }
     return list;
+}
+
+/* read(factory=None) -> [(interpreter_id, native_id, status, gc, name, error, partial,
+ *                          task_id, ident, frames)]; frames: each a tuple, or with a
+ * factory what factory(tuple) made of it (made once for each distinct frame) */
+static PyObject *reader_read(PyObject *self, PyObject *args)
+{
+    reader_t *rd = (reader_t *)self;
+    const remora_thread_t *th;
+    PyObject *factory = Py_None;
+    size_t n;
+    int err;
+
+    if (!PyArg_ParseTuple(args, "|O", &factory))
+        return NULL;
+    if (factory == Py_None)
+        factory = NULL;
+    if (!ready(rd))
+        return NULL;
+    /* the GIL kept: it is what makes the handle used by one thread at a time */
+    err = remora_read(rd->r, &th, &n);
+    if (err != REMORA_OK)
+        return fail(err, remora_last_error(rd->r));
+    return rows_of(rd, factory, th, n);
+}
+
+/* ---- trace(): get_stack_trace()'s result, made here ----------------------------------- */
+
+static pid_t own_pid;               /* getpid(), kept (and renewed in a forked child) */
+
+static void own_pid_renew(void)
+{
+    own_pid = getpid();
+}
+
+/* configure(factory, InterpreterInfo, ThreadInfo, plain, status_or, native_mark,
+ * max_frames): what trace() makes its result of; plain is a subclass of tuple with
+ * tuple's own __new__ (whose tp_new makes the result types as tuple.__new__ does). */
+static PyObject *reader_configure(PyObject *self, PyObject *args)
+{
+    reader_t *rd = (reader_t *)self;
+    PyObject *factory, *itype, *ttype, *plain, *mark;
+    unsigned int status_or;
+    Py_ssize_t max_frames;
+    newfunc tn;
+
+    if (!PyArg_ParseTuple(args, "OO!O!O!IOn", &factory, &PyType_Type, &itype, &PyType_Type,
+                          &ttype, &PyType_Type, &plain, &status_or, &mark, &max_frames))
+        return NULL;
+    if (!PyCallable_Check(factory) || !PyType_IsSubtype((PyTypeObject *)itype, &PyTuple_Type) ||
+        !PyType_IsSubtype((PyTypeObject *)ttype, &PyTuple_Type) ||
+        !PyType_IsSubtype((PyTypeObject *)plain, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "configure: a callable and three tuple types");
+        return NULL;
+    }
+    /* a heap type's slot (PyType_GetSlot reads only heap types before 3.10) */
+    if ((tn = (newfunc)PyType_GetSlot((PyTypeObject *)plain, Py_tp_new)) == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "configure: no tp_new");
+        return NULL;
+    }
+    trace_clear(rd);
+    Py_INCREF(factory);
+    rd->factory = factory;
+    Py_INCREF(itype);
+    rd->interp_type = itype;
+    Py_INCREF(ttype);
+    rd->thread_type = ttype;
+    rd->tuple_new = tn;
+    if (mark != Py_None) {
+        Py_INCREF(mark);
+        rd->native_mark = mark;
+    }
+    rd->status_or = status_or;
+    rd->max_frames = max_frames;
+    Py_RETURN_NONE;
+}
+
+/* type(items) as tuple.__new__(type, items) makes it: a new reference, or NULL. Steals
+ * items (a tuple). */
+static PyObject *make_result(reader_t *rd, PyObject *type, PyObject *items)
+{
+    PyObject *args, *obj;
+
+    if (items == NULL)
+        return NULL;
+    args = PyTuple_New(1);
+    if (args == NULL) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    PyTuple_SetItem(args, 0, items);
+    obj = rd->tuple_new((PyTypeObject *)type, args, NULL);
+    Py_DECREF(args);
+    return obj;
+}
+
+/* A tuple of two or three objects, each a new reference (NULL: fails, all let go). */
+static PyObject *tuple_of(PyObject *a, PyObject *b, PyObject *c)
+{
+    PyObject *t = (a != NULL && b != NULL) ? PyTuple_New(c != NULL ? 3 : 2) : NULL;
+
+    if (t == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+        return NULL;
+    }
+    PyTuple_SetItem(t, 0, a);
+    PyTuple_SetItem(t, 1, b);
+    if (c != NULL)
+        PyTuple_SetItem(t, 2, c);
+    return t;
+}
+
+static int frame_same(const remora_frame_t *a, const remora_frame_t *b)
+{
+    return a->function == b->function && a->file == b->file && a->line == b->line &&
+           a->end_line == b->end_line && a->column == b->column &&
+           a->end_column == b->end_column && a->opcode == b->opcode && a->kind == b->kind;
+}
+
+/* The memory of thread t (made empty for a thread not seen before), or NULL (no memory). */
+static tc_entry_t *tc_find(reader_t *rd, size_t hint, const remora_thread_t *t)
+{
+    tc_entry_t *e;
+    size_t i;
+
+    if (hint < rd->ntc && rd->tc[hint].tid == (long)t->native_id &&
+        rd->tc[hint].interp == t->interpreter_id && rd->tc[hint].ident == t->ident)
+        return &rd->tc[hint];
+    for (i = 0; i < rd->ntc; i++)
+        if (rd->tc[i].tid == (long)t->native_id && rd->tc[i].interp == t->interpreter_id &&
+            rd->tc[i].ident == t->ident)
+            return &rd->tc[i];
+    if (rd->ntc == rd->cap_tc) {
+        size_t cap = rd->cap_tc ? 2 * rd->cap_tc : 8;
+        tc_entry_t *nt = PyMem_Realloc(rd->tc, cap * sizeof *nt);
+        if (nt == NULL)
+            return NULL;
+        rd->tc = nt;
+        rd->cap_tc = cap;
+    }
+    e = &rd->tc[rd->ntc++];
+    memset(e, 0, sizeof *e);
+    e->interp = t->interpreter_id;
+    e->tid = (long)t->native_id;
+    e->ident = t->ident;
+    return e;
+}
+
+/* Thread t's frames as a new list: the frames equal to the last reading's, counted from
+ * the outermost, are its objects again; the rest made (frame_object). A new reference,
+ * or NULL. The list is the caller's: nothing here keeps or changes it. */
+static PyObject *trace_frames(reader_t *rd, tc_entry_t *e, const remora_thread_t *t)
+{
+    size_t n = t->nframes, pn = e->objs != NULL ? e->n : 0, same = 0, k, fresh;
+    int mark = rd->native_mark != NULL && n > 0 && t->frames[n - 1].kind != REMORA_FRAME_GC;
+    PyObject *list, *made = NULL;
+
+    while (same < n && same < pn && frame_same(&e->fr[pn - 1 - same], &t->frames[n - 1 - same]))
+        same++;
+    fresh = n - same;
+    if (n > e->cap) {
+        remora_frame_t *nf = PyMem_Realloc(e->fr, n * sizeof *nf);
+        if (nf == NULL)
+            goto error;
+        e->fr = nf;
+        e->cap = n;
+    }
+    if (e->objs == NULL && (e->objs = PyList_New(0)) == NULL)
+        goto error;
+    if (fresh == pn - same) {
+        /* the same length: the moved frames' objects replaced in place */
+        for (k = 0; k < fresh; k++) {
+            PyObject *f = frame_object(rd, rd->factory, &t->frames[k]);
+            if (f == NULL || PyList_SetItem(e->objs, (Py_ssize_t)k, f) < 0)
+                goto error;
+        }
+    } else {
+        if ((made = PyList_New((Py_ssize_t)fresh)) == NULL)
+            goto error;
+        for (k = 0; k < fresh; k++) {
+            PyObject *f = frame_object(rd, rd->factory, &t->frames[k]);
+            if (f == NULL)
+                goto error;
+            PyList_SetItem(made, (Py_ssize_t)k, f);
+        }
+        if (PyList_SetSlice(e->objs, 0, (Py_ssize_t)(pn - same), made) < 0)
+            goto error;
+        Py_CLEAR(made);
+        if (same > 0)
+            memmove(e->fr + fresh, e->fr + (pn - same), same * sizeof *e->fr);
+    }
+    if (fresh > 0)
+        memcpy(e->fr, t->frames, fresh * sizeof *e->fr);
+    e->n = n;
+    if ((list = PyList_GetSlice(e->objs, 0, (Py_ssize_t)n)) == NULL)
+        return NULL;
+    if (mark && PyList_Append(list, rd->native_mark) < 0) {
+        Py_DECREF(list);
+        return NULL;
+    }
+    return list;
+error:
+    Py_XDECREF(made);
+    tc_empty(e);
+    if (!PyErr_Occurred())
+        PyErr_NoMemory();
+    return NULL;
+}
+
+/* Lets go of the threads the reading did not have. */
+static void tc_sweep(reader_t *rd)
+{
+    size_t i = 0;
+
+    while (i < rd->ntc) {
+        tc_entry_t *e = &rd->tc[i];
+        if (e->seen == rd->round) {
+            i++;
+            continue;
+        }
+        tc_empty(e);
+        Py_CLEAR(e->tid_obj);
+        PyMem_Free(e->fr);
+        rd->tc[i] = rd->tc[--rd->ntc];
+    }
+}
+
+/* trace() -> [InterpreterInfo(id, [ThreadInfo(thread_id, status, [FrameInfo...])])], in
+ * the order the reading has them; or, when a thread needs what only the caller does (its
+ * stack could not be read or moved, is over max_frames, or is this process's own), the
+ * rows of the reading as read(factory) gives them, as a tuple. */
+static PyObject *reader_trace(PyObject *self, PyObject *unused)
+{
+    reader_t *rd = (reader_t *)self;
+    const remora_thread_t *th;
+    /* each interpreter's id and its list of threads, in the order first seen */
+    int64_t ids_small[8], *ids = ids_small;
+    PyObject *lists_small[8], **lists = lists_small, *out = NULL;
+    size_t n, i, g, ng = 0;
+    int err;
+
+    (void)unused;
+    if (!ready(rd))
+        return NULL;
+    if (rd->factory == NULL) {
+        PyErr_SetString(PyExc_TypeError, "trace() before configure()");
+        return NULL;
+    }
+    /* the GIL kept: it is what makes the handle used by one thread at a time */
+    err = remora_read(rd->r, &th, &n);
+    if (err != REMORA_OK)
+        return fail(err, remora_last_error(rd->r));
+    for (i = 0; i < n; i++)
+        if (th[i].error || th[i].partial || th[i].nframes > (size_t)rd->max_frames ||
+            remora_pid(rd->r) == own_pid) {
+            PyObject *rows = rows_of(rd, rd->factory, th, n), *t;
+            if (rows == NULL)
+                return NULL;
+            t = PyList_AsTuple(rows);
+            Py_DECREF(rows);
+            return t;
+        }
+    if (n > sizeof ids_small / sizeof ids_small[0]) {
+        ids = PyMem_Malloc(n * sizeof *ids);
+        lists = PyMem_Malloc(n * sizeof *lists);
+        if (ids == NULL || lists == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+    }
+    rd->round++;
+    for (i = 0; i < n; i++) {
+        const remora_thread_t *t = &th[i];
+        tc_entry_t *e = tc_find(rd, i, t);
+        PyObject *frames, *status, *info;
+        if (e == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        e->seen = rd->round;
+        if (e->tid_obj == NULL && (e->tid_obj = PyLong_FromLong((long)t->native_id)) == NULL)
+            goto error;
+        if ((frames = trace_frames(rd, e, t)) == NULL)
+            goto error;
+        status = PyLong_FromUnsignedLong(t->status | rd->status_or);
+        Py_INCREF(e->tid_obj);
+        info = make_result(rd, rd->thread_type, tuple_of(e->tid_obj, status, frames));
+        if (info == NULL)
+            goto error;
+        for (g = 0; g < ng && ids[g] != t->interpreter_id; g++)
+            ;
+        if (g == ng) {
+            if ((lists[g] = PyList_New(0)) == NULL) {
+                Py_DECREF(info);
+                goto error;
+            }
+            ids[g] = t->interpreter_id;
+            ng++;
+        }
+        err = PyList_Append(lists[g], info);
+        Py_DECREF(info);
+        if (err < 0)
+            goto error;
+    }
+    tc_sweep(rd);
+    if ((out = PyList_New((Py_ssize_t)ng)) == NULL)
+        goto error;
+    for (g = 0; g < ng; g++) {
+        PyObject *info = make_result(rd, rd->interp_type,
+                                     tuple_of(PyLong_FromLongLong((long long)ids[g]), lists[g],
+                                              NULL));
+        lists[g] = NULL;            /* tuple_of took it */
+        if (info == NULL)
+            goto error;
+        PyList_SetItem(out, (Py_ssize_t)g, info);
+    }
+    if (ids != ids_small) {
+        PyMem_Free(ids);
+        PyMem_Free(lists);
+    }
+    return out;
+error:
+    for (g = 0; g < ng; g++)
+        Py_XDECREF(lists[g]);
+    if (ids != ids_small) {
+        PyMem_Free(ids);
+        PyMem_Free(lists);
+    }
+    Py_XDECREF(out);
+    return NULL;
 }
 
 /* tasks() -> [(id, name, thread, running, frames, (awaiter ids...))] */
@@ -348,6 +732,7 @@ static PyObject *reader_close(PyObject *self, PyObject *unused)
 
     (void)unused;
     fc_clear(rd);
+    trace_clear(rd);
     remora_close(rd->r);
     rd->r = NULL;
     Py_RETURN_NONE;
@@ -492,6 +877,12 @@ static PyMethodDef reader_methods[] = {
     { "read", reader_read, METH_VARARGS,
       "read(factory=None): every selected thread's stack; each frame a tuple, or what\n"
       "factory(tuple) made of it (once for each distinct frame)." },
+    { "configure", reader_configure, METH_VARARGS,
+      "configure(factory, InterpreterInfo, ThreadInfo, plain, status_or, native_mark,\n"
+      "max_frames): what trace() makes its result of." },
+    { "trace", reader_trace, METH_NOARGS,
+      "trace(): get_stack_trace()'s result, the unchanged outer frames of each thread the\n"
+      "last call's objects; or the reading's rows (a tuple) when the caller must look." },
     { "tasks", reader_tasks, METH_NOARGS, "Every asyncio task, as tuples." },
     { "stats", reader_stats, METH_NOARGS, "The handle's statistics, a dict." },
     { "python", reader_python, METH_NOARGS, "(version, minor) of the target." },
@@ -586,6 +977,10 @@ PyMODINIT_FUNC PyInit__remora(void)
 
     if (m == NULL)
         return NULL;
+    if (own_pid == 0) {
+        own_pid_renew();
+        pthread_atfork(NULL, NULL, own_pid_renew);
+    }
     for (i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (add_int(m, ints[i].name, ints[i].value) < 0)
             goto error;

@@ -23,6 +23,18 @@
                    REMORA_OPCODES | REMORA_NATIVE | REMORA_RUNNING_TASK | REMORA_FRAME_ANCHOR | \
                    REMORA_ENTRY_MARKS)
 
+/* A thread's frames as the last remora_read() made them: a frame read again with the same
+ * identity (lib_same) is made by copying, with no location looked up. */
+typedef struct lib_seen {
+    pid_t native_id;
+    uint64_t ident;
+    int64_t interp;
+    uint64_t read;              /* the reading that last saw the thread */
+    size_t n, cap_in, cap_out;
+    unw_frame_t *in;            /* innermost first: the unwinder's frames, */
+    remora_frame_t *out;        /* ... and what lib_frame made of each */
+} lib_seen_t;
+
 struct remora {
     proc_t *p;
     py_target_t t;
@@ -36,6 +48,8 @@ struct remora {
     size_t cap_fr;
     remora_task_t *tk;          /* the last remora_tasks() */
     size_t cap_tk;
+    lib_seen_t *seen;           /* each thread of the last reading */
+    size_t nseen, cap_seen;
     uint64_t reads;
     struct lib_sampling *smp;   /* remora_sample()'s state (sample_api.c), from its first */
     char err[512];
@@ -308,6 +322,11 @@ void remora_close(remora_t *r)
     free(r->th);
     free(r->fr);
     free(r->tk);
+    for (size_t i = 0; i < r->nseen; i++) {
+        free(r->seen[i].in);
+        free(r->seen[i].out);
+    }
+    free(r->seen);
     free(r);
 }
 
@@ -367,6 +386,83 @@ static void lib_entry_mark(remora_frame_t *o)
     o->kind = REMORA_FRAME_ENTRY;
 }
 
+/* Is f what was read as g, so that lib_frame makes the same of it? A Python frame at the
+ * same instruction (offset, line, the innermost's opcode) of the same code object read
+ * (the code cache's serial: the same names and line table). */
+static int lib_same(const unw_frame_t *f, const unw_frame_t *g)
+{
+    return f->code_serial != 0 && f->code_serial == g->code_serial && !f->native && !g->native &&
+           f->code == g->code && f->offset == g->offset && f->line == g->line &&
+           f->function == g->function && f->file == g->file && f->op == g->op;
+}
+
+/* Thread t's memory, found or made (NULL: out of memory). */
+static lib_seen_t *lib_seen(remora_t *r, size_t hint, const unw_thread_t *t)
+{
+    lib_seen_t *s;
+    size_t i;
+
+    if (hint < r->nseen && r->seen[hint].native_id == t->native_id &&
+        r->seen[hint].ident == t->ident && r->seen[hint].interp == t->interp_id)
+        return &r->seen[hint];
+    for (i = 0; i < r->nseen; i++)
+        if (r->seen[i].native_id == t->native_id && r->seen[i].ident == t->ident &&
+            r->seen[i].interp == t->interp_id)
+            return &r->seen[i];
+    if (remora_grow((void **)&r->seen, &r->cap_seen, r->nseen + 1, sizeof *r->seen))
+        return NULL;
+    s = &r->seen[r->nseen++];
+    memset(s, 0, sizeof *s);
+    s->native_id = t->native_id;
+    s->ident = t->ident;
+    s->interp = t->interp_id;
+    return s;
+}
+
+/* Thread t's frames into o[0..t->nframes): those equal (lib_same) to the last reading's,
+ * counted from the outermost, copied from it; the rest made. The memory made to match.
+ * Returns 0 or -1 (out of memory: every frame made, the memory forgotten). */
+static int lib_frames(remora_t *r, lib_seen_t *s, const unw_thread_t *t, remora_frame_t *o)
+{
+    size_t n = t->nframes, pn = s->n, same = 0, fresh, k;
+
+    s->read = r->reads + 1;
+    while (same < n && same < pn && lib_same(&t->frames[n - 1 - same], &s->in[pn - 1 - same]))
+        same++;
+    fresh = n - same;
+    if (same > 0)
+        memcpy(o + fresh, s->out + (pn - same), same * sizeof *o);
+    for (k = 0; k < fresh; k++)
+        lib_frame(r, &t->frames[k], &o[k]);
+    if (remora_grow((void **)&s->in, &s->cap_in, n, sizeof *s->in) ||
+        remora_grow((void **)&s->out, &s->cap_out, n, sizeof *s->out)) {
+        s->n = 0;
+        return -1;
+    }
+    if (n > 0) {
+        memcpy(s->in, t->frames, n * sizeof *s->in);
+        memcpy(s->out, o, n * sizeof *s->out);
+    }
+    s->n = n;
+    return 0;
+}
+
+/* Forgets the threads this reading did not have. */
+static void lib_seen_sweep(remora_t *r)
+{
+    size_t i = 0;
+
+    while (i < r->nseen) {
+        if (r->seen[i].read == r->reads + 1) {
+            i++;
+            continue;
+        }
+        free(r->seen[i].in);
+        free(r->seen[i].out);
+        r->seen[i] = r->seen[--r->nseen];
+    }
+}
+
 /* Does the thread pass the flags' selection? */
 static int lib_selected(unsigned flags, const unw_thread_t *th)
 {
@@ -397,6 +493,7 @@ int remora_read(remora_t *r, const remora_thread_t **threads, size_t *n)
 {
     unw_thread_t *th = NULL;
     size_t nth = 0, i, k, nfr = 0, m = 0;
+    lib_seen_t *s;
     int err, gcf;
 
     *threads = NULL;
@@ -453,13 +550,22 @@ int remora_read(remora_t *r, const remora_thread_t **threads, size_t *n)
             g->end_line = g->column = g->end_column = g->opcode = g->offset = -1;
             g->kind = REMORA_FRAME_GC;
         }
-        for (k = 0; k < t->nframes; k++) {
-            lib_frame(r, &t->frames[k], &r->fr[nfr++]);
-            if (lib_entry_after(r, t, k))
-                lib_entry_mark(&r->fr[nfr++]);
+        if (r->flags & REMORA_ENTRY_MARKS) {
+            /* marks between the frames: each frame made anew (no reuse below) */
+            for (k = 0; k < t->nframes; k++) {
+                lib_frame(r, &t->frames[k], &r->fr[nfr++]);
+                if (lib_entry_after(r, t, k))
+                    lib_entry_mark(&r->fr[nfr++]);
+            }
+        } else {
+            if ((s = lib_seen(r, m - 1, t)) == NULL || lib_frames(r, s, t, &r->fr[nfr]))
+                for (k = 0; k < t->nframes; k++)
+                    lib_frame(r, &t->frames[k], &r->fr[nfr + k]);
+            nfr += t->nframes;
         }
         o->nframes = (size_t)(&r->fr[nfr] - o->frames);
     }
+    lib_seen_sweep(r);
     r->reads++;
     *threads = r->th;
     *n = m;

@@ -21,6 +21,7 @@
 
 struct code_cache {
     strtab_t *strs;
+    uint64_t serials;           /* the last entry's serial */
     unw_code_t slots[UNW_CODE_CACHE];
 };
 
@@ -414,6 +415,7 @@ int code_cache_get(code_cache_t *c, proc_t *p, const py_target_t *t, uint64_t ad
         free(fresh.calls);
         return err;
     }
+    fresh.serial = ++c->serials;
     entry_clear(e);
     *e = fresh;
     *out = e;

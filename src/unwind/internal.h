@@ -95,6 +95,8 @@ typedef struct unw_code {
     uint64_t stamp;             /* the sample in which it was last validated */
     uint64_t gen;               /* the code generation it was last validated at (naming.c) */
     uint64_t fresh;             /* the sample that fetched it (naming.c) */
+    uint64_t serial;            /* its own number, new each time an entry is fetched: the
+                                 * same serial, the same content (unw_frame_t.code_serial) */
     uint64_t kfp;               /* its fingerprint as the kernel engine mixes it (kernel.c;
                                  * 0: not computed yet) */
     uint64_t kgen;              /* kernel.c, 3.12+: 1 + the code-object counter's value at

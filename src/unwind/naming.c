@@ -159,6 +159,7 @@ void name_frames(unwinder_t *u, reader_t *r)
             fr->below = raw[k].below;
             fr->addr = raw[k].addr;
             fr->code = raw[k].code;
+            fr->code_serial = e->serial;
             fr->offset = frame_addrq(L, raw[k].code, raw[k].instr);
             fr->op = NULL;
             fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno : code_line(e, L, fr->offset);

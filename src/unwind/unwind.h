@@ -62,6 +62,9 @@ typedef struct unw_frame {
     const char *op;             /* UNW_WANT_OPCODES, a thread's innermost Python frame: its
                                  * instruction's name (a constant), else NULL */
     int offset;                 /* ... and the instruction's byte offset in the bytecode */
+    uint64_t code_serial;       /* a Python frame named by unw_sample: its code-cache entry's
+                                 * serial (equal serials, the same code object read: the
+                                 * same names, lines and locations); else 0 */
 } unw_frame_t;
 
 typedef struct unw_thread {

@@ -374,9 +374,14 @@ print(json.dumps({"calls": n, "errors": errors, "cpu_us": cpu * 1e6 / max(n, 1),
 """
 
 
+LIB_ROUNDS = 3      # each configuration run this many times, interleaved: the least CPU kept
+
+
 def library_table(interps, secs):
     """remora's Python module beside CPython's _remote_debugging (3.15: both from the
-    chroot's python3.15; 3.9 and 3.12 targets: remora's from the host's python3)."""
+    chroot's python3.15; 3.9 and 3.12 targets: remora's from the host's python3). Each
+    configuration is run LIB_ROUNDS times, in turn with the others, and its least CPU per
+    call kept: the machine's other work only ever adds to a figure."""
     targets = [i for i in interps if i[0] in ("sid-3.15", "pyenv-3.12.1", "pyenv-3.9.18")]
     if not targets:
         return
@@ -388,55 +393,69 @@ def library_table(interps, secs):
         return
     moddir = os.path.join(repo, "build-lib", "python")
     print("\n## The Python module: get_stack_trace() in a loop (busy.py depth 50, one busy "
-          "thread, all_threads=True), %.0f s each\n" % secs)
+          "thread, all_threads=True), %.0f s each, the least of %d runs\n" % (secs, LIB_ROUNDS))
     print("Issue 47's bound: with cache_frames=True, remora's CPU per call at most half of "
           "CPython's _remote_debugging's on the same 3.15 target (both run by the chroot's "
           "python3.15); 3.9 and 3.12 targets read by remora from the host's python3.\n")
     print("| target | module | cache_frames | calls/s | CPU us/call | depth | errors |")
     print("|---|---|---|---|---|---|---|")
     for it in targets:
-        t = busy(it, 50, 1, secs * 8 + 60) if it[2] is None else None
+        t = busy(it, 50, 1, secs * 8 * LIB_ROUNDS + 60) if it[2] is None else None
         try:
-            runs = []
-            for module in ("_remote_debugging", "remora") if it[2] else ("remora",):
-                for cache in ("1", "0"):
-                    if it[2]:
-                        work = tempfile.mkdtemp(prefix="remora-libbench-", dir=os.path.join(it[2], "tmp"))
-                        os.chmod(work, 0o755)
-                        subprocess.run(["cp", "-r", os.path.join(moddir, "remora"),
-                                        os.path.join(TARGETS, "busy.py"), work])
-                        script = ("mount -t proc proc \"$1/proc\" && exec chroot \"$1\" env "
-                                  "PYTHONPATH=\"$2\" python3.15 -c \"$3\" $4 $5 $6 $7")
-                        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script,
-                                "sh", it[2], work[len(it[2]):], LIB_LOOP, module,
-                                work[len(it[2]):] + "/busy.py", str(secs), cache]
-                        env = None
-                    else:
-                        work = None
-                        argv = ["/usr/bin/python3", "-c", LIB_LOOP, module, str(t.pid), str(secs), cache]
-                        env = dict(os.environ, PYTHONPATH=moddir)
-                    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True, env=env, timeout=secs * 4 + 60)
-                    if work:
-                        subprocess.run(["rm", "-rf", work])
-                    try:
-                        x = json.loads(r.stdout.strip().splitlines()[-1])
-                    except (IndexError, ValueError):
-                        print("| %s | %s | %s | (failed: %s) | | | |" % (it[0], module, cache == "1",
-                                                                       r.stderr.strip()[-120:]))
-                        continue
-                    runs.append((module, cache, x))
-                    print("| %s | %s | %s | %.0f | %.2f | %d | %d |" % (
-                        it[0], module, cache == "1", x["calls"] / secs, x["cpu_us"], x["depth"],
-                        x["errors"]))
-            ours = [x for m, c, x in runs if m == "remora" and c == "1"]
-            theirs = [x for m, c, x in runs if m == "_remote_debugging" and c == "1"]
-            if ours and theirs:
-                print("| %s | remora / CPython (cache_frames) | | | %.2fx | | |" % (
-                    it[0], ours[0]["cpu_us"] / theirs[0]["cpu_us"]))
+            best, failed = {}, {}
+            configs = [(m, c) for m in (("_remote_debugging", "remora") if it[2] else ("remora",))
+                       for c in ("1", "0")]
+            for _ in range(LIB_ROUNDS):
+                for module, cache in configs:
+                    x, why = library_run(it, t, moddir, module, cache, secs)
+                    if x is None:
+                        failed[(module, cache)] = why
+                    elif (module, cache) not in best or x["cpu_us"] < best[(module, cache)]["cpu_us"]:
+                        best[(module, cache)] = x
+            for module, cache in configs:
+                x = best.get((module, cache))
+                if x is None:
+                    print("| %s | %s | %s | (failed: %s) | | | |" % (it[0], module, cache == "1",
+                                                                   failed.get((module, cache))))
+                    continue
+                print("| %s | %s | %s | %.0f | %.2f | %d | %d |" % (
+                    it[0], module, cache == "1", x["calls"] / secs, x["cpu_us"], x["depth"],
+                    x["errors"]))
+            for cache in ("1", "0"):
+                ours, theirs = best.get(("remora", cache)), best.get(("_remote_debugging", cache))
+                if ours and theirs:
+                    print("| %s | remora / CPython | %s | | %.2fx | | |" % (
+                        it[0], cache == "1", ours["cpu_us"] / theirs["cpu_us"]))
         finally:
             if t is not None:
                 t.__exit__()
+
+
+def library_run(it, t, moddir, module, cache, secs):
+    """One LIB_LOOP run: (its JSON, None), or (None, why it failed)."""
+    if it[2]:
+        work = tempfile.mkdtemp(prefix="remora-libbench-", dir=os.path.join(it[2], "tmp"))
+        os.chmod(work, 0o755)
+        subprocess.run(["cp", "-r", os.path.join(moddir, "remora"),
+                        os.path.join(TARGETS, "busy.py"), work])
+        script = ("mount -t proc proc \"$1/proc\" && exec chroot \"$1\" env "
+                  "PYTHONPATH=\"$2\" python3.15 -c \"$3\" $4 $5 $6 $7")
+        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                "sh", it[2], work[len(it[2]):], LIB_LOOP, module,
+                work[len(it[2]):] + "/busy.py", str(secs), cache]
+        env = None
+    else:
+        work = None
+        argv = ["/usr/bin/python3", "-c", LIB_LOOP, module, str(t.pid), str(secs), cache]
+        env = dict(os.environ, PYTHONPATH=moddir)
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, env=env, timeout=secs * 4 + 60)
+    if work:
+        subprocess.run(["rm", "-rf", work])
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1]), None
+    except (IndexError, ValueError):
+        return None, r.stderr.strip()[-120:]
 
 
 def long_table(remora, interps, seconds):
