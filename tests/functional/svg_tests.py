@@ -18,10 +18,11 @@ import bisect
 import os
 import re
 import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 
-from harness import (INTERPRETERS, TARGETS, Fail, Target, interp_missing, odd_recording,
-                     record, tail, workdir)
+from harness import (INTERPRETERS, REPO, TARGETS, Fail, Skip, Target, interp_missing,
+                     odd_recording, record, tail, workdir)
 from formats import parse_collapsed
 
 ORDER = 125           # where run.py runs these tests among the modules' (ascending)
@@ -290,10 +291,40 @@ def test_synthetic(remora):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_chromium(remora):
+    """The synthetic SVG (hostile names, a narrow thread) opened in headless Chromium by
+    tests/browser/run.mjs --svg: it loads with no console error and no request, holds no
+    script, and lays out each box at its rect's width."""
+    node = shutil.which("node")
+    if node is None:
+        raise Skip("node not installed (apt-get install nodejs)")
+    d = workdir()
+    try:
+        src, svg = os.path.join(d, "odd.collapsed"), os.path.join(d, "odd.svg")
+        with open(src, "w", encoding="utf-8") as f:
+            f.writelines("%s %d\n" % sc for sc in SYNTHETIC)
+        bs = convert(remora, src, svg)
+        p = subprocess.run([node, os.path.join(REPO, "tests", "browser", "run.mjs"), "--svg", svg,
+                            str(len(bs))], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=120)
+        out = p.stdout.decode("utf-8", "replace")
+        m = re.search(r"^(PASS|FAIL|SKIP) svg(?:: | \()?(.*?)\)?$", out, re.M)
+        if m is None:
+            raise Fail("run.mjs exited %d without a result: %s" % (p.returncode, tail(out, 4)))
+        if m.group(1) == "SKIP":
+            raise Skip(m.group(2))
+        if m.group(1) == "FAIL" or p.returncode != 0:
+            raise Fail("in Chromium: %s" % m.group(2))
+        return m.group(2)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     return [("formats/svg/%s" % i[0], lambda i=i: test_svg(remora, i), interp_missing(i))
             for i in INTERPRETERS if i[0] in SVG_INTERPRETERS] + [
         ("formats/svg-odd/%s" % i[0], lambda i=i: test_odd(remora, i), interp_missing(i))
         for i in INTERPRETERS if i[0] in ODD_INTERPRETERS] + [
-        ("formats/svg-synthetic", lambda: test_synthetic(remora), None)]
+        ("formats/svg-synthetic", lambda: test_synthetic(remora), None),
+        ("formats/svg-chromium", lambda: test_chromium(remora), None)]
