@@ -33,6 +33,7 @@ ODD_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")
 SECONDS = 1.0
 ROW = 16                        # px between levels (svg.c's SVG_ROW)
 SHARE_TOLERANCE = 1e-4          # widths are written to 0.001 px of 1180
+EPS = 0.01                      # px: x and width each rounded to 0.001 px, a box at least 1.18
 TITLE = re.compile(r"^(.*) \u2014 (\d+) samples?, ([0-9.]+)%$", re.S)
 HEADER_TOTAL = re.compile(r"^(\d+) samples?\b")
 HEADER_NARROW = re.compile(r"(\d+) samples in frames too narrow to draw")
@@ -90,16 +91,16 @@ def box_paths(bs):
             path = (name,)
         else:
             # the box below starting at or before x (a parent comes before its children)
-            i = bisect.bisect_right(xs.get(level - 1, []), x + 1e-3) - 1
+            i = bisect.bisect_right(xs.get(level - 1, []), x + EPS) - 1
             if i < 0:
                 raise Fail("box %r at level %d lies on no box below it" % (name, level))
             px, pw, parent = placed[level - 1][i]
-            if x + w > px + pw + 1e-3:
+            if x + w > px + pw + EPS:
                 raise Fail("box %r at level %d overhangs the box below it, %r" % (name, level, parent[-1]))
             path = parent + (name,)
         lx, lp = xs.setdefault(level, []), placed.setdefault(level, [])
         i = bisect.bisect_right(lx, x)
-        if (i > 0 and lp[i - 1][0] + lp[i - 1][1] > x + 1e-3) or (i < len(lx) and x + w > lx[i] + 1e-3):
+        if (i > 0 and lp[i - 1][0] + lp[i - 1][1] > x + EPS) or (i < len(lx) and x + w > lx[i] + EPS):
             raise Fail("box %r at level %d overlaps another" % (name, level))
         lx.insert(i, x)
         lp.insert(i, (x, w, path))
