@@ -1,5 +1,8 @@
-/* formats/svg.c — a static SVG flamegraph: one self-contained file, no script, no
- * network, what people paste into an issue (py-spy's `--format flamegraph` writes one).
+/* formats/svg.c — a static SVG flamegraph: one self-contained file, drawn without a
+ * script, no network, what people paste into an issue (py-spy's `--format flamegraph`
+ * writes one).
+ *
+ * A small script zooms on a click in a browser (zoom_script); the file is whole without it.
  *
  * Layout: root at the bottom (as py-spy and flamegraph.pl draw it). Level 0 is "all"
  * (every sample), level 1 a box per thread ("thread NAME (TID)", as collapsed stacks begin),
@@ -38,6 +41,63 @@
 #define SVG_MAX_RECTS 50000     /* boxes at most: a browser still opens the file (49,002
                                  * boxes of short names: 6 MB, 2.1 s in headless Chromium) */
 #define SVG_MAX_TITLE 2000      /* characters of a name in a title */
+
+/* Click to zoom, for a browser (the picture is whole without it; viewers and GitHub
+ * ignore it): a box clicked fills the width, the boxes above it in its span scaled with
+ * it, the ones below it that span it (its callers) drawn across the width, faded, the
+ * others hidden; "all" shows everything again. Names are only read from the titles and
+ * written back as text (textContent), never parsed. Constants: svg.c's. */
+static const char zoom_script[] =
+    "<script type=\"text/ecmascript\"><![CDATA[\n"
+    "(function () {\n"
+    "  var W = 1200, PAD = 10, CH = 7.3, NS = 'http://www.w3.org/2000/svg', boxes = [];\n"
+    "  var frames = document.getElementById('frames');\n"
+    "  if (!frames) return;\n"
+    "  var gs = frames.getElementsByTagName('g');\n"
+    "  function label(b, x, w) {\n"
+    "    var n = Math.floor((w - 6) / CH), cps = Array.from(b.name);\n"
+    "    if (w <= 2 * CH || n < 3) { if (b.text) b.text.textContent = ''; return; }\n"
+    "    if (!b.text) {\n"
+    "      b.text = document.createElementNS(NS, 'text');\n"
+    "      b.text.setAttribute('y', String(b.y + 12));\n"
+    "      b.g.appendChild(b.text);\n"
+    "    }\n"
+    "    b.text.setAttribute('x', (x + 3).toFixed(3));\n"
+    "    b.text.textContent = cps.length <= n ? b.name : cps.slice(0, n - 3).join('') + '...';\n"
+    "  }\n"
+    "  function place(b, x, w, shown, faded) {\n"
+    "    b.g.style.display = shown ? '' : 'none';\n"
+    "    b.g.style.opacity = faded ? '0.6' : '';\n"
+    "    if (!shown) return;\n"
+    "    b.r.setAttribute('x', x.toFixed(3));\n"
+    "    b.r.setAttribute('width', w.toFixed(3));\n"
+    "    label(b, x, w);\n"
+    "  }\n"
+    "  function zoom(z) {\n"
+    "    var scale = (W - 2 * PAD) / z.w, e = 0.01;\n"
+    "    for (var i = 0; i < boxes.length; i++) {\n"
+    "      var b = boxes[i];\n"
+    "      if (b.y > z.y && b.x <= z.x + e && b.x + b.w >= z.x + z.w - e)\n"
+    "        place(b, PAD, W - 2 * PAD, true, b !== boxes[0]);\n"
+    "      else if (b.y <= z.y && b.x >= z.x - e && b.x + b.w <= z.x + z.w + e)\n"
+    "        place(b, PAD + (b.x - z.x) * scale, b.w * scale, true, false);\n"
+    "      else\n"
+    "        place(b, b.x, b.w, false, false);\n"
+    "    }\n"
+    "  }\n"
+    "  for (var i = 0; i < gs.length; i++) {\n"
+    "    var g = gs[i], r = g.getElementsByTagName('rect')[0], t = g.getElementsByTagName('title')[0];\n"
+    "    if (!r || !t) continue;\n"
+    "    var name = t.textContent, k = name.lastIndexOf(' \\u2014 ');\n"
+    "    var b = { g: g, r: r, text: g.getElementsByTagName('text')[0] || null,\n"
+    "              name: k >= 0 ? name.slice(0, k) : name, x: +r.getAttribute('x'),\n"
+    "              w: +r.getAttribute('width'), y: +r.getAttribute('y') };\n"
+    "    boxes.push(b);\n"
+    "    g.style.cursor = 'pointer';\n"
+    "    g.addEventListener('click', zoom.bind(null, b));\n"
+    "  }\n"
+    "})();\n"
+    "]]></script>\n";
 
 /* The characters svg_put writes for s[0..n), at most max of them (a "\xNN" is not
  * split), to f (NULL: only counted). Returns how many it wrote (or would). */
@@ -361,7 +421,8 @@ static void write_header(svg_t *s, const profile_meta_t *m, uint64_t narrow)
         return;
     }
     fprintf(s->f, "root at the bottom, width = share of samples; %" PRIu64
-                  " samples in frames too narrow to draw (under 0.1%%)", narrow);
+                  " samples in frames too narrow to draw (under 0.1%%); in a browser, click "
+                  "to zoom", narrow);
     fputs("</text>\n", s->f);
     if (s->cut != UINT32_MAX) {
         /* the cap was met: levels from s->cut (frames from depth s->cut - 1) not drawn */
@@ -474,6 +535,7 @@ int out_svg_write(const profile_t *p, FILE *f, const out_options_t *o)
         if ((err = draw(&s)) != 0)
             goto error;
         fputs("</g>\n", f);
+        fputs(zoom_script, f);
     }
     fputs("</svg>\n", f);
     err = ferror(f) ? REMORA_EIO : REMORA_OK;

@@ -533,8 +533,9 @@ async function screenshot(browser, files, out) {
 }
 
 // The static SVG flamegraph opened as a document of its own: it loads with no console
-// error, no dialog and no request, holds no script, has the boxes counted by the caller,
-// and each box is laid out at the width its rect says (the picture needs no script).
+// error, no dialog and no request, holds only remora's script (no name became one), has
+// the boxes counted by the caller, each laid out at the width its rect says; a click on
+// a box zooms into it and a click on 'all' restores every box.
 async function testSvg(browser, file, boxes) {
   const context = await browser.newContext({ viewport: VIEWPORT, deviceScaleFactor: 1 });
   const page = await context.newPage();
@@ -557,10 +558,40 @@ async function testSvg(browser, file, boxes) {
     });
     expect(got.root === 'svg' && got.ns === 'http://www.w3.org/2000/svg', `the document is <${got.root}> in ${got.ns}`);
     eq(got.titles, boxes, 'boxes with a title');
-    expect(got.scripts === 0 && got.pwned === undefined, `${got.scripts} scripts, __pwned ${got.pwned}`);
+    expect(got.scripts === 1 && got.pwned === undefined, `${got.scripts} scripts (want remora's one), __pwned ${got.pwned}`);
     expect(got.off.length === 0, `boxes laid out at other widths than their rects': ${JSON.stringify(got.off)}`);
+    // click to zoom: a box of 10-1170 px (not 'all') fills the width, the boxes above it in
+    // its span scale with it, the others outside it are hidden; a click on 'all' restores
+    const before = await page.evaluate(() => [...document.querySelectorAll('#frames > g > rect')]
+      .map((r) => [Number(r.getAttribute('x')), Number(r.getAttribute('width')), Number(r.getAttribute('y'))]));
+    const zi = before.findIndex(([, w, y], i) => i > 1 && w >= 10 && w <= 1170);
+    let zoomed = 'no box of 10-1170 px to zoom';
+    if (zi > 0) {
+      const [zx, zw, zy] = before[zi];
+      await page.locator('#frames > g').nth(zi).locator('rect').click({ position: { x: 2, y: 5 } });
+      const after = await page.evaluate(() => [...document.querySelectorAll('#frames > g')].map((g) => {
+        const r = g.querySelector('rect');
+        return [g.style.display !== 'none', Number(r.getAttribute('x')), Number(r.getAttribute('width'))];
+      }));
+      const k = 1180 / zw, bad = [];
+      before.forEach(([x, w, y], i) => {
+        const [shown, ax, aw] = after[i], inSpan = x >= zx - 0.01 && x + w <= zx + zw + 0.01;
+        if (y <= zy && inSpan) {
+          if (!shown || Math.abs(aw - w * k) > 0.01 || Math.abs(ax - (10 + (x - zx) * k)) > 0.01) bad.push(`box ${i} above: ${JSON.stringify(after[i])}`);
+        } else if (y <= zy && shown) bad.push(`box ${i} outside the span shown`);
+      });
+      expect(bad.length === 0, `after a click on box ${zi}: ${bad.slice(0, 3).join('; ')}`);
+      await page.locator('#frames > g').nth(0).locator('rect').click({ position: { x: 2, y: 5 } });
+      const back = await page.evaluate(() => [...document.querySelectorAll('#frames > g')].map((g) => {
+        const r = g.querySelector('rect');
+        return [g.style.display !== 'none', Number(r.getAttribute('x')), Number(r.getAttribute('width'))];
+      }));
+      const moved = back.filter(([shown, x, w], i) => !shown || Math.abs(x - before[i][0]) > 0.01 || Math.abs(w - before[i][1]) > 0.01);
+      expect(moved.length === 0, `a click on 'all' leaves ${moved.length} boxes off their places`);
+      zoomed = `zoomed into box ${zi} and back`;
+    }
     expect(problems.length === 0, problems.slice(0, 3).join('; '));
-    return `${boxes} boxes laid out at their widths in ${wall} ms, no script, no console error, no request`;
+    return `${boxes} boxes laid out at their widths in ${wall} ms, ${zoomed}, no console error, no request`;
   } finally { await context.close(); }
 }
 

@@ -13,6 +13,12 @@
 #                           is valid UTF-8 and well-formed XML, no text holds a control
 #                           character, the odd function is in a title as the writer escapes
 #                           it, the 1 MB name cut to 2,000 characters.
+#   formats/svg-synthetic   collapsed stacks written here, converted: hostile names judged as
+#                           above, the samples of frames under 0.1% said in the header, and
+#                           past 50,000 boxes the deepest levels dropped and said.
+#   formats/svg-chromium    the synthetic SVG in headless Chromium (tests/browser/run.mjs
+#                           --svg): no console error or request, only remora's script, each
+#                           box at its width, click to zoom and back.
 
 import bisect
 import os
