@@ -102,11 +102,13 @@ def box_paths(bs):
                 raise Fail("box %r at level %d lies on no box below it" % (name, level))
             px, pw, parent = placed[level - 1][i]
             if x + w > px + pw + EPS:
-                raise Fail("box %r at level %d overhangs the box below it, %r" % (name, level, parent[-1]))
+                raise Fail("box %r at level %d overhangs the box below it, %r"
+                           % (name, level, parent[-1]))
             path = parent + (name,)
         lx, lp = xs.setdefault(level, []), placed.setdefault(level, [])
         i = bisect.bisect_right(lx, x)
-        if (i > 0 and lp[i - 1][0] + lp[i - 1][1] > x + EPS) or (i < len(lx) and x + w > lx[i] + EPS):
+        if ((i > 0 and lp[i - 1][0] + lp[i - 1][1] > x + EPS)
+                or (i < len(lx) and x + w > lx[i] + EPS)):
             raise Fail("box %r at level %d overlaps another" % (name, level))
         lx.insert(i, x)
         lp.insert(i, (x, w, path))
@@ -168,7 +170,8 @@ def judge(svg, collapsed):
     missing = [p for p, c in incl.items()
                if c >= least and p not in paths and (depth is None or len(p) - 1 < depth)]
     if missing:
-        problems.append("%d prefixes of 0.1%% or more without a box, e.g. %r" % (len(missing), missing[0]))
+        problems.append("%d prefixes of 0.1%% or more without a box, e.g. %r"
+                        % (len(missing), missing[0]))
     narrow = sum(c for p, c in incl.items() if c < least and (len(p) == 1 or incl[p[:-1]] >= least))
     m, n = HEADER_TOTAL.search(header_lines(root)[1]), HEADER_NARROW.search(text)
     if m is None or int(m.group(1)) != total:
@@ -245,7 +248,8 @@ def test_odd(remora, interp):
         names = [b[0] for b in bs]
         want = "%s (%s:" % (escaped(ready["function"]), escaped(ready["file"]))
         if not any(n.startswith(want) for n in names):
-            raise Fail("no box titled %r...; titles: %r" % (want[:80], [n[:60] for n in names][:12]))
+            raise Fail("no box titled %r...; titles: %r"
+                       % (want[:80], [n[:60] for n in names][:12]))
         longest = max(len(n) for n in names)
         if longest > TITLE_MAX + 3:
             raise Fail("a title of %d characters, past %d" % (longest, TITLE_MAX))
@@ -291,7 +295,8 @@ def test_synthetic(remora):
         convert(remora, deep, os.path.join(d, "deep.svg"))
         note, bs = judge(os.path.join(d, "deep.svg"), deep)
         if "cut at depth 50" not in note:
-            raise Fail("want the frames from depth 50 dropped (1 + 1 + 1000 x 49 boxes drawn): %s" % note)
+            raise Fail("want the frames from depth 50 dropped (1 + 1 + 1000 x 49 boxes "
+                       "drawn): %s" % note)
         notes.append(note)
         return "; ".join(notes)
     finally:
