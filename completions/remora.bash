@@ -34,7 +34,7 @@ _remora()
     fi
 
     local commands="dump record top convert"
-    local formats="flamegraph firefox speedscope collapsed table pstats pprof heatmap jsonl raw"
+    local formats="flamegraph svg firefox speedscope collapsed table pstats pprof heatmap jsonl raw"
     local modes="wall cpu gil exception"
     local async_modes="running all"
     local engines="auto kernel user"

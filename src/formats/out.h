@@ -134,6 +134,8 @@ int out_table_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_flamegraph_write(const profile_t *p, FILE *f, const out_options_t *o);
+/* svg.c: the static SVG flamegraph (what it draws and leaves out: its banner). */
+int out_svg_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_pprof_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o);
 int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o);

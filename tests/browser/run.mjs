@@ -4,13 +4,15 @@
 //   node tests/browser/run.mjs [--mkprofile build/mkprofile] [--page FILE.html]...
 //                              [--screenshot OUT.png] [--keep DIR]
 //   node tests/browser/run.mjs --recorded-hostile PAGE.html TRUTH.json
+//   node tests/browser/run.mjs --svg FILE.svg BOXES
 //
 // mkprofile (tests/browser/mkprofile.c) writes the pages of four scenarios and prints
 // the stacks it put in; every figure checked here is computed from those stacks, never
 // from the page's own arithmetic. --page adds the basic render checks for a page made
 // elsewhere (e.g. by remora record -o x.html). --recorded-hostile runs only the check of a
 // page recorded from tests/targets/odd_names.py (tests/functional/hostile_tests.py writes
-// TRUTH: the names remora must show). Prints PASS/FAIL/SKIP per test and ends
+// TRUTH: the names remora must show). --svg runs only the check of a static SVG flamegraph
+// (remora's -o x.svg; tests/functional/svg_tests.py gives the boxes it counted). Prints PASS/FAIL/SKIP per test and ends
 // with "browser: N passed, N failed, N skipped"; exits 1 when a test failed. Tests that
 // need Chromium or playwright-core are skipped, by name, when either is missing
 // (install: make browser-deps).
@@ -28,7 +30,7 @@ const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const VIEWPORT = { width: 1280, height: 800 };
 
-const opt = { mkprofile: path.join(ROOT, 'build', 'mkprofile'), pages: [], screenshot: null, keep: null, hostile: null };
+const opt = { mkprofile: path.join(ROOT, 'build', 'mkprofile'), pages: [], screenshot: null, keep: null, hostile: null, svg: null };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i], v = process.argv[i + 1];
   if (a === '--mkprofile' && v) { opt.mkprofile = v; i++; }
@@ -36,6 +38,7 @@ for (let i = 2; i < process.argv.length; i++) {
   else if (a === '--screenshot' && v) { opt.screenshot = v; i++; }
   else if (a === '--keep' && v) { opt.keep = v; i++; }
   else if (a === '--recorded-hostile' && v && process.argv[i + 2]) { opt.hostile = [v, process.argv[i + 2]]; i += 2; }
+  else if (a === '--svg' && v && process.argv[i + 2]) { opt.svg = [v, Number(process.argv[i + 2])]; i += 2; }
   else { console.error(`usage: run.mjs [--mkprofile PATH] [--page FILE]... [--screenshot PNG] [--keep DIR] (bad: ${a})`); process.exit(2); }
 }
 
@@ -529,7 +532,87 @@ async function screenshot(browser, files, out) {
   } finally { await o.context.close(); }
 }
 
+// The static SVG flamegraph opened as a document of its own: it loads with no console
+// error, no dialog and no request, holds only remora's script (no name became one), has
+// the boxes counted by the caller, each laid out at the width its rect says; a click on
+// a box zooms into it and a click on 'all' restores every box.
+async function testSvg(browser, file, boxes) {
+  const context = await browser.newContext({ viewport: VIEWPORT, deviceScaleFactor: 1 });
+  const page = await context.newPage();
+  const problems = [];
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`); });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('dialog', (d) => { problems.push(`dialog: ${d.message()}`); d.dismiss().catch(() => {}); });
+  page.on('request', (r) => { if (!/^(file|data):/.test(r.url())) problems.push(`network request: ${r.url()}`); });
+  try {
+    const t0 = Date.now();
+    await page.goto(pathToFileURL(path.resolve(file)).href, { timeout: 60000, waitUntil: 'load' });
+    const wall = Date.now() - t0;
+    const got = await page.evaluate(() => {
+      const root = document.documentElement;
+      const rects = [...document.querySelectorAll('#frames > g > rect')];
+      return { root: root.localName, ns: root.namespaceURI, scripts: document.querySelectorAll('script').length,
+        pwned: window.__pwned, titles: document.querySelectorAll('#frames > g > title').length,
+        off: rects.map((r) => [Number(r.getAttribute('width')), r.getBoundingClientRect().width])
+          .filter(([a, b]) => Math.abs(a - b) > 0.01).slice(0, 3) };
+    });
+    expect(got.root === 'svg' && got.ns === 'http://www.w3.org/2000/svg', `the document is <${got.root}> in ${got.ns}`);
+    eq(got.titles, boxes, 'boxes with a title');
+    expect(got.scripts === 1 && got.pwned === undefined, `${got.scripts} scripts (want remora's one), __pwned ${got.pwned}`);
+    expect(got.off.length === 0, `boxes laid out at other widths than their rects': ${JSON.stringify(got.off)}`);
+    // click to zoom: a box of 10-1170 px (not 'all') fills the width, the boxes above it in
+    // its span scale with it, the others outside it are hidden; a click on 'all' restores
+    const before = await page.evaluate(() => [...document.querySelectorAll('#frames > g > rect')]
+      .map((r) => [Number(r.getAttribute('x')), Number(r.getAttribute('width')), Number(r.getAttribute('y'))]));
+    const zi = before.findIndex(([, w, y], i) => i > 1 && w >= 10 && w <= 1170);
+    let zoomed = 'no box of 10-1170 px to zoom';
+    if (zi > 0) {
+      const [zx, zw, zy] = before[zi];
+      await page.locator('#frames > g').nth(zi).locator('rect').click({ position: { x: 2, y: 5 } });
+      const after = await page.evaluate(() => [...document.querySelectorAll('#frames > g')].map((g) => {
+        const r = g.querySelector('rect');
+        return [g.style.display !== 'none', Number(r.getAttribute('x')), Number(r.getAttribute('width'))];
+      }));
+      const k = 1180 / zw, bad = [];
+      before.forEach(([x, w, y], i) => {
+        const [shown, ax, aw] = after[i], inSpan = x >= zx - 0.01 && x + w <= zx + zw + 0.01;
+        if (y <= zy && inSpan) {
+          if (!shown || Math.abs(aw - w * k) > 0.01 || Math.abs(ax - (10 + (x - zx) * k)) > 0.01) bad.push(`box ${i} above: ${JSON.stringify(after[i])}`);
+        } else if (y <= zy && shown) bad.push(`box ${i} outside the span shown`);
+      });
+      expect(bad.length === 0, `after a click on box ${zi}: ${bad.slice(0, 3).join('; ')}`);
+      await page.locator('#frames > g').nth(0).locator('rect').click({ position: { x: 2, y: 5 } });
+      const back = await page.evaluate(() => [...document.querySelectorAll('#frames > g')].map((g) => {
+        const r = g.querySelector('rect');
+        return [g.style.display !== 'none', Number(r.getAttribute('x')), Number(r.getAttribute('width'))];
+      }));
+      const moved = back.filter(([shown, x, w], i) => !shown || Math.abs(x - before[i][0]) > 0.01 || Math.abs(w - before[i][1]) > 0.01);
+      expect(moved.length === 0, `a click on 'all' leaves ${moved.length} boxes off their places`);
+      zoomed = `zoomed into box ${zi} and back`;
+    }
+    expect(problems.length === 0, problems.slice(0, 3).join('; '));
+    return `${boxes} boxes laid out at their widths in ${wall} ms, ${zoomed}, no console error, no request`;
+  } finally { await context.close(); }
+}
+
 // ---- main ----------------------------------------------------------------------------
+
+async function mainSvg() {
+  const name = 'svg';
+  const [file, boxes] = opt.svg;
+  let pw = null;
+  if (!fs.existsSync(CHROMIUM)) skip(name, `${CHROMIUM} not installed (apt-get install chromium)`);
+  else {
+    try { pw = await import('playwright-core'); } catch { skip(name, 'playwright-core not installed (cd tests/browser && npm ci)'); }
+  }
+  if (pw) {
+    const browser = await pw.chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true, chromiumSandbox: false });
+    try { pass(name, await testSvg(browser, file, boxes)); } catch (e) { fail(name, e instanceof Check ? e.message : (e.stack || String(e)).split('\n').slice(0, 3).join(' | ')); }
+    finally { await browser.close(); }
+  }
+  console.log(`browser: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`);
+  process.exit(counts.failed ? 1 : 0);
+}
 
 async function mainRecordedHostile() {
   const name = 'recorded-hostile';
@@ -551,6 +634,7 @@ async function mainRecordedHostile() {
 
 async function main() {
   if (opt.hostile) return mainRecordedHostile();
+  if (opt.svg) return mainSvg();
   const started = Date.now();
   const scenarios = ['basic', 'big', 'hostile', 'diff', 'deep', 'empty'];
   const browserTests = [

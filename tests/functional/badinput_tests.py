@@ -374,7 +374,7 @@ PYSPY_FLAGS = ["--pid", "--rate", "--duration", "--output", "--format", "--gil",
                "--nonblocking", "--native", "--subprocesses", "--function", "--nolineno",
                "--threads", "--full-filenames", "--json", "--locals", "--dump", "--help",
                "--version", "--nogil", "--delay", "--core"]
-DOC_FORMATS = ["flamegraph", "speedscope", "firefox", "pprof", "collapsed", "pstats", "raw"]
+DOC_FORMATS = ["flamegraph", "svg", "speedscope", "firefox", "pprof", "collapsed", "pstats", "raw"]
 DOC_MODES = ["wall", "cpu", "gil", "exception"]
 DOC_ASYNC_MODES = ["running", "all"]
 REFUSED = ("unexpected argument", "not available")

@@ -773,7 +773,7 @@ def test_errors(remora):
 
 
 # Every format remora writes, as the README documents them; convert writes all but raw.
-FORMATS = ["flamegraph", "firefox", "speedscope", "collapsed", "table", "pstats", "pprof", "heatmap", "jsonl", "raw"]
+FORMATS = ["flamegraph", "svg", "firefox", "speedscope", "collapsed", "table", "pstats", "pprof", "heatmap", "jsonl", "raw"]
 FORMAT_LIST = re.compile(r"(?:use one of |add -f \()([a-z, ]+)")
 
 

@@ -25,7 +25,7 @@ NOBODY = 65534
 SETPRIV = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
 ACK_TIMEOUT = 10.0
 # every format record writes, by its ending (raw and jsonl included)
-ENDINGS = (".html", ".gecko.json", ".json", ".collapsed", ".table", ".pstats", ".pb.gz",
+ENDINGS = (".html", ".svg", ".gecko.json", ".json", ".collapsed", ".table", ".pstats", ".pb.gz",
            ".heatmap.html", ".jsonl", ".remora")
 
 
