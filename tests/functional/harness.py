@@ -31,4 +31,4 @@ from judges import (BASE, CHAINS, MOVING, Role, Source, TORN_TOLERATED, bare, ch
                     torn_kind, torn_verdict, version_matches)
 
 # nodetools.py: speedscope's schema, npm ci
-from nodetools import (SPEEDSCOPE_DIR, npm_ci, speedscope_validator)
+from nodetools import (SPEEDSCOPE_DIR, browser_check, npm_ci, speedscope_validator)

@@ -16,12 +16,11 @@
 import collections
 import json
 import os
-import re
 import shutil
 import subprocess
 
-from harness import (INTERPRETERS, REPO, SHORT_SECONDS, TARGETS, Fail, Skip, Target, interp_missing,
-                     record, speedscope_validator, summary, tail, workdir)
+from harness import (INTERPRETERS, REPO, SHORT_SECONDS, TARGETS, Fail, Skip, Target, browser_check,
+                     interp_missing, record, speedscope_validator, summary, tail, workdir)
 from formats import (NAME_BOUND, dump_json_stacks, dump_text_stacks, emitted, emitted_bytes,
                      firefox_stacks, flamegraph_data, flamegraph_stacks, jsonl_records,
                      no_raw_control, read_jsonl,
@@ -32,7 +31,6 @@ ORDER = 60            # where run.py runs these tests among the modules' (ascend
 
 TABLE_ROWS = 1000              # -l for the table: every function gets a row
 TOP_SECONDS = 1.2              # one live table of `remora top`, then the whole run's
-BROWSER_DIR = os.path.join(REPO, "tests", "browser")
 
 
 # --- what remora must emit ----------------------------------------------------------------
@@ -254,18 +252,8 @@ def test_hostile_browser(remora, interp):
         with open(truth, "w", encoding="utf-8") as f:
             json.dump({"functions": want.chain,
                        "threads": [[tid, name] for tid, name in want.threads.items()]}, f)
-        p = subprocess.run([node, os.path.join(BROWSER_DIR, "run.mjs"), "--recorded-hostile",
-                            paths[".html"], truth], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
-        out = p.stdout.decode("utf-8", "replace")
-        m = re.search(r"^(PASS|FAIL|SKIP) recorded-hostile(?:: | \()?(.*?)\)?$", out, re.M)
-        if m is None:
-            raise Fail("run.mjs exited %d without a result: %s" % (p.returncode, tail(out, 4)))
-        if m.group(1) == "SKIP":
-            raise Skip(m.group(2))
-        if m.group(1) == "FAIL" or p.returncode != 0:
-            raise Fail("in Chromium: %s" % m.group(2))
-        return m.group(2)
+        return browser_check(node, "recorded-hostile",
+                             ["--recorded-hostile", paths[".html"], truth])
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

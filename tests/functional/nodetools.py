@@ -1,12 +1,30 @@
 # The node tools of the functional tests: speedscope's schema (tests/speedscope) and the
-# Firefox Profiler (tests/firefox), their npm packages installed when missing (`npm ci`).
-# Standard library only.
+# Firefox Profiler (tests/firefox), their npm packages installed when missing (`npm ci`);
+# one check of tests/browser/run.mjs in headless Chromium. Standard library only.
 
 import os
+import re
 import shutil
 import subprocess
 
-from common import REPO, Skip, tail
+from common import REPO, Fail, Skip, tail
+
+
+def browser_check(node, name, args):
+    """Runs `node tests/browser/run.mjs ARGS`, whose check NAME prints one PASS, FAIL or
+    SKIP line: its note when it passed; Skip with its reason, or Fail."""
+    p = subprocess.run([node, os.path.join(REPO, "tests", "browser", "run.mjs")] + args,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=120)
+    out = p.stdout.decode("utf-8", "replace")
+    m = re.search(r"^(PASS|FAIL|SKIP) %s(?:: | \()?(.*?)\)?$" % re.escape(name), out, re.M)
+    if m is None:
+        raise Fail("run.mjs exited %d without a result: %s" % (p.returncode, tail(out, 4)))
+    if m.group(1) == "SKIP":
+        raise Skip(m.group(2))
+    if m.group(1) == "FAIL" or p.returncode != 0:
+        raise Fail("in Chromium: %s" % m.group(2))
+    return m.group(2)
 
 def npm_ci(directory, needed):
     """Installs the npm packages of directory (`npm ci`); None if `needed` (a path among

@@ -24,11 +24,10 @@ import bisect
 import os
 import re
 import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 
-from harness import (INTERPRETERS, REPO, TARGETS, Fail, Skip, Target, interp_missing,
-                     odd_recording, record, tail, workdir)
+from harness import (INTERPRETERS, REPO, TARGETS, Fail, Skip, Target, browser_check,
+                     interp_missing, odd_recording, record, tail, workdir)
 from formats import parse_collapsed
 
 ORDER = 125           # where run.py runs these tests among the modules' (ascending)
@@ -316,18 +315,7 @@ def test_chromium(remora):
         with open(src, "w", encoding="utf-8") as f:
             f.writelines("%s %d\n" % sc for sc in SYNTHETIC)
         bs = convert(remora, src, svg)
-        p = subprocess.run([node, os.path.join(REPO, "tests", "browser", "run.mjs"), "--svg", svg,
-                            str(len(bs))], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=120)
-        out = p.stdout.decode("utf-8", "replace")
-        m = re.search(r"^(PASS|FAIL|SKIP) svg(?:: | \()?(.*?)\)?$", out, re.M)
-        if m is None:
-            raise Fail("run.mjs exited %d without a result: %s" % (p.returncode, tail(out, 4)))
-        if m.group(1) == "SKIP":
-            raise Skip(m.group(2))
-        if m.group(1) == "FAIL" or p.returncode != 0:
-            raise Fail("in Chromium: %s" % m.group(2))
-        return m.group(2)
+        return browser_check(node, "svg", ["--svg", svg, str(len(bs))])
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
