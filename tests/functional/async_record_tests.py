@@ -14,6 +14,13 @@ from harness import (INTERPRETERS, Fail, Skip, Target, interp_missing, mark, sum
 from formats import by_thread, parse_collapsed, speedscope_counts, speedscope_stacks
 
 ORDER = 270           # where run.py runs these tests among the modules' (ascending)
+# shares, a measurement of timing, only with REMORA_FIDELITY=1 (make test, not make asan) or
+# an --only beginning with it (run.py): under the sanitizers a round takes several times as
+# long and some are skipped (1,664-1,949 of 2,000), so a 2-point bound judges the build's
+# speed, not the reading (CI stop 53: 62.3% for w60 on pyenv 3.9 under ASan); the task
+# chains of every sample are still judged there by async-record/all, top and subclass
+# (which judges its shares only with REMORA_FIDELITY=1 too).
+TIMED = ("async-record/shares/",)
 
 TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "targets")
 SCRIPT = os.path.join(TARGETS, "async_shares.py")
@@ -138,6 +145,9 @@ def test_shares(remora, interp, args=()):
     speedscope file the same stacks; the .remora converted back the same collapsed file.
     A window where the target stalled over STALL_LIMIT% is recorded once more. args: the
     target's (--subclass: every task of a subclass of asyncio.Task)."""
+    # shares are a measurement of timing: judged by shares/ always (TIMED), by subclass/
+    # only where timing is (make test), never under the sanitizers' slower rounds
+    judge_shares = not args or os.environ.get("REMORA_FIDELITY") == "1"
     with Target(interp, SCRIPT, "ready.json", list(args)) as t:
         truth = t.wait_ready()
         n, notes = 1, []
@@ -162,7 +172,7 @@ def test_shares(remora, interp, args=()):
             if sum(counts) == 0:
                 problems.append("no sample under a worker's task frame")
             for w, g, x in zip(WORKERS, got, truth_sh):
-                if abs(g - x) > SHARE_MARGIN:
+                if abs(g - x) > SHARE_MARGIN and judge_shares:
                     problems.append("%s got %.1f%% of the task samples, the target measured "
                                     "%.1f%% (margin %.0f points)" % (w, g, x, SHARE_MARGIN))
             if tasks and 100.0 * unknown / tasks > UNKNOWN_MAX:
@@ -190,6 +200,8 @@ def test_shares(remora, interp, args=()):
         with open(base + ".collapsed", "rb") as a, open(conv, "rb") as b:
             if a.read() != b.read():
                 raise Fail("convert's collapsed file differs from the recording's own")
+    if not judge_shares:
+        note += " (shares not judged: REMORA_FIDELITY unset)"
     return "; ".join(notes + [note, "speedscope and convert agree"])
 
 
