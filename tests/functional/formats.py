@@ -24,35 +24,35 @@ THREAD = re.compile(r"^thread (.*) \((\d+)\)$", re.S)
 FRAME = re.compile(r"^(.*) \((.*):(-?\d+)\)$", re.S)
 
 
+ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|([\\;nrt]))|;")
+SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", ";": ";"}
+
+
 def unescape_split(text):
     """Splits a collapsed stack at unescaped ';' and undoes \\\\ \\; \\n \\r \\t \\xNN \\uNNNN
-    (src/formats/text.c)."""
+    (src/formats/text.c). A line without a backslash is split as it is; one with escapes is
+    read a token at a time (ESCAPE: an escape or a ';'), anything else between them kept."""
+    if "\\" not in text:
+        return text.split(";")
     parts, cur, i = [], [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            if i + 1 == len(text):
-                raise ValueError("dangling backslash")
-            nxt = text[i + 1]
-            width = {"x": 2, "u": 4}.get(nxt)
-            if width:
-                digits = text[i + 2:i + 2 + width]
-                if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                    raise ValueError("bad escape \\%s%s" % (nxt, digits))
-                cur.append(chr(int(digits, 16)))
-                i += 2 + width
-                continue
-            if nxt not in "\\;nrt":
-                raise ValueError("unknown escape \\%s" % nxt)
-            cur.append({"n": "\n", "r": "\r", "t": "\t"}.get(nxt, nxt))
-            i += 2
-        elif ch == ";":
+    for m in ESCAPE.finditer(text):
+        plain = text[i:m.start()]
+        if "\\" in plain:                 # a backslash ESCAPE did not take
+            raise ValueError("bad or unknown escape %s" % plain[plain.index("\\"):][:6])
+        cur.append(plain)
+        i = m.end()
+        if m.group(0) == ";":
             parts.append("".join(cur))
             cur = []
-            i += 1
+        elif m.group(1) or m.group(2):
+            cur.append(chr(int(m.group(1) or m.group(2), 16)))
         else:
-            cur.append(ch)
-            i += 1
+            cur.append(SIMPLE[m.group(3)])
+    rest = text[i:]
+    if "\\" in rest:
+        raise ValueError("dangling backslash" if rest.endswith("\\") and rest.count("\\") == 1
+                         else "bad or unknown escape %s" % rest[rest.index("\\"):][:6])
+    cur.append(rest)
     parts.append("".join(cur))
     return parts
 
