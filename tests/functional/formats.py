@@ -81,7 +81,7 @@ def parse_collapsed(path):
         raise Fail("%s is not UTF-8: %s" % (os.path.basename(path), e))
     if text and not text.endswith("\n"):
         raise Fail("%s does not end with a newline" % os.path.basename(path))
-    stacks = []
+    stacks, seen = [], {}
     for n, line in enumerate(text.split("\n")[:-1] if text else [], 1):   # lines end at \n only
         where = "%s line %d (%r)" % (os.path.basename(path), n, line[:120])
         head, _, count = line.rpartition(" ")
@@ -96,8 +96,12 @@ def parse_collapsed(path):
             raise Fail("%s: first element is not `thread NAME (TID)`" % where)
         frames = []
         for p in parts[1:]:
-            fm = FRAME.match(p)
-            frames.append((fm.group(1), fm.group(2), int(fm.group(3))) if fm else (p, None, None))
+            fr = seen.get(p)                # deep stacks repeat their frames: parse each once
+            if fr is None:
+                fm = FRAME.match(p)
+                fr = seen[p] = ((fm.group(1), fm.group(2), int(fm.group(3))) if fm
+                                else (p, None, None))
+            frames.append(fr)
         stacks.append(Stack(m.group(1), int(m.group(2)), frames, int(count)))
     return stacks
 
@@ -142,6 +146,7 @@ def speedscope_stacks(doc):
     "seconds": a weight is the stack's samples x the sampling interval; see
     speedscope_counts)."""
     frames = doc["shared"]["frames"]
+    keys = [(f["name"], f.get("file"), f.get("line")) for f in frames]
     out, names = {}, {}
     for prof in doc["profiles"]:
         m = THREAD.match(prof.get("name", ""))
@@ -162,10 +167,9 @@ def speedscope_stacks(doc):
                        % (prof["name"], sum(prof["weights"]), prof["endValue"]))
         c = out.setdefault(tid, collections.Counter())
         for stack, w in zip(prof["samples"], prof["weights"]):
-            if any(not 0 <= i < len(frames) for i in stack):
+            if stack and (min(stack) < 0 or max(stack) >= len(frames)):
                 raise Fail("profile %r: frame index out of range" % prof["name"])
-            c[tuple((frames[i]["name"], frames[i].get("file"), frames[i].get("line"))
-                    for i in stack)] += w
+            c[tuple(keys[i] for i in stack)] += w
     return out, names
 
 
