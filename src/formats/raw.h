@@ -50,7 +50,8 @@
 #include "../sample/sample.h"
 #include "out.h"
 
-#define RAW_VERSION 4          /* written; 1 to 3 are still read (3: the engine; 4: 'L') */
+#define RAW_VERSION 5          /* written; 1 to 4 are still read (3: the engine; 4: 'L';
+                                * 5: the counts' words in 'M') */
 
 /* What a recording keeps of its files' source: the lines a heatmap shows (heatmap.c:
  * HM_CONTEXT lines around each sampled line, HM_LINE_SHOWN bytes of a line, more past
