@@ -585,25 +585,6 @@ static int sample_and_write(rec_run_t *r, profile_meta_t *whole)
     return rc;
 }
 
-/* Sampling ended (-d, --max-samples) with the launched command still running: the
- * profile is written and remora waits for the command as a shell does; one line says so
- * (else it looks hung). A command that has exited is collected here. */
-static void say_waiting(cli_target_t *ct)
-{
-    int status;
-    pid_t w;
-
-    while ((w = waitpid(ct->child, &status, WNOHANG)) < 0 && errno == EINTR)
-        ;
-    if (w == ct->child) {
-        ct->child_status = status;
-        ct->child = 0;
-    } else if (w == 0) {
-        fprintf(stderr, "remora: waiting for the command (pid %d) to exit; Ctrl-C interrupts it\n",
-                (int)ct->child);
-    }
-}
-
 int cmd_record(int argc, char **argv)
 {
     record_args_t a;
@@ -645,7 +626,7 @@ out:
     rec_outs_end(&r.outs, &whole, r.n, "failed");
     rec_ctl_close(&r.ctl);
     if (a.c.cmd != NULL && r.ct.child > 0 && !stop_flag && r.s != NULL)
-        say_waiting(&r.ct);
+        cli_say_waiting(&r.ct);
     if (a.c.cmd != NULL && cli_finish_child(&r.ct) >= 0 && (rc == REMORA_EXIT_OK || r.gone))
         rc = cli_child_exit_code(r.ct.child_status);
     sampler_free(r.s);
