@@ -674,13 +674,14 @@ class Raw:
 
 def read_remora(path):
     """Parses a .remora file (format above). Fail if it is not a whole
-    version-3 or version-4 recording."""
+    version-3, 4 or 5 recording (5: the counts' words in 'M')."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:7] != b"REMORA\0" or len(data) < 8:
         raise Fail("%s is not a .remora recording" % os.path.basename(path))
-    if data[7] not in (3, 4):
-        raise Fail("%s is version %d, want 3 or 4 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
+    if data[7] not in (3, 4, 5):
+        raise Fail("%s is version %d, want 3 to 5 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
+    version = data[7]
     pos = 8
 
     def varint():
@@ -748,6 +749,9 @@ def read_remora(path):
                  "duration_ns": varint(), "rate_mhz": varint(), "rounds": varint(),
                  "errors": varint(), "late": varint(), "start_unix_ns": svarint(),
                  "start_mono_ns": svarint(), "engine": string()}
+            if version >= 5:
+                m.update({"thread_samples": varint(), "idle": varint(), "idle_kept": bool(varint()),
+                          "partial": varint(), "paused_ns": varint()})
             r.meta = m
         elif tag == "Z":
             break
