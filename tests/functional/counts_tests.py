@@ -25,6 +25,10 @@
 #       0.0%, GC 0.0%, and waiting for GIL 33.3% on 3.15 ("n/a (3.15+)" before), each
 #       within SHARE_MARGIN points; the engine and `Hz of 1000 Hz asked` shown; key t
 #       shows `[thread MainThread (PID)]`, the thread's name.
+#   top-header/exception/INTERP  `top -b --engine user` against exceptions.py (two of its
+#       four threads spin inside an except block): the whole run's exception share 50%
+#       within SHARE_MARGIN points (the user-space engine: a kernel tick does not read the
+#       exception state, docs/cli.md says so).
 #   counts/plural           (unit test, tests/unit/unit.c "counts: plurals") and the
 #       singulars above.
 
@@ -310,6 +314,29 @@ def test_top_gil(remora, interp):
     return line.strip()
 
 
+def test_top_exception(remora, interp):
+    """top -b against exceptions.py with the user-space engine (a kernel tick does not read
+    the exception state): two of its four threads are in an except block all the time."""
+    with Target(interp, os.path.join(TARGETS, "exceptions.py"), "truth.json") as t:
+        truth = t.wait_ready()
+        t.wait_main_in_read()
+        rc, out, err = remora.run(["top", "-p", t.pid, "-d", 1.2, "--engine", "user"])
+        nthreads = len(os.listdir("/proc/%d/task" % t.pid))
+    if rc != 0:
+        raise Fail("top exited %d: %s" % (rc, tail(err)))
+    whole = [m for m in SHARES.finditer(out) if m.group(1) == "whole run"]
+    if len(whole) != 1:
+        raise Fail("want one `whole run:` line of shares: %s" % tail(out))
+    line = whole[0].group(2)
+    handling = sum(1 for th in truth["threads"].values() if th["exc_info"])
+    want = 100.0 * handling / nthreads
+    got = share(line, "exception")
+    if got is None or got == "n/a" or abs(got - want) > SHARE_MARGIN:
+        raise Fail("exception %s, want %.1f%% (%d of %d threads) +- %.0f (line %r)"
+                   % (got, want, handling, nthreads, SHARE_MARGIN, line.strip()))
+    return "%s; %d of %d threads in an except block" % (line.strip(), handling, nthreads)
+
+
 def tests(remora):
     out = []
     for i in INTERPRETERS:
@@ -320,4 +347,5 @@ def tests(remora):
         out.append(("counts/paused/%s" % i[0], lambda i=i: test_paused(remora, i), skip))
         out.append(("counts/idle/%s" % i[0], lambda i=i: test_idle(remora, i), skip))
         out.append(("top-header/gil/%s" % i[0], lambda i=i: test_top_gil(remora, i), skip))
+        out.append(("top-header/exception/%s" % i[0], lambda i=i: test_top_exception(remora, i), skip))
     return out
