@@ -29,6 +29,9 @@
 #       four threads spin inside an except block): the whole run's exception share 50%
 #       within SHARE_MARGIN points (the user-space engine: a kernel tick does not read the
 #       exception state, docs/cli.md says so).
+#   top-header/wait-command/INTERP  `top -d 1 -- CMD`, the command spinning 2.5 s then
+#       exiting 7: the whole run's table, one line `remora: waiting for the command (pid N)
+#       to exit; Ctrl-C interrupts it` (as record's), exit 7.
 #   counts/plural           (unit test, tests/unit/unit.c "counts: plurals") and the
 #       singulars above.
 
@@ -41,7 +44,7 @@ import time
 
 from formats import flamegraph_data, parse_collapsed, read_jsonl, read_pprof, read_remora
 from harness import (FUTEX_SYSCALL, INTERPRETERS, STATS_COUNTS, TARGETS, Fail, Recording, Skip,
-                     Target, interp_missing, record, summary, tail, workdir)
+                     Target, interp_command, interp_missing, record, summary, tail, workdir)
 from long_tests import Control
 
 ORDER = 217           # where run.py runs these tests among the modules' (ascending)
@@ -337,6 +340,27 @@ def test_top_exception(remora, interp):
     return "%s; %d of %d threads in an except block" % (line.strip(), handling, nthreads)
 
 
+WAITING = re.compile(r"^remora: waiting for the command \(pid \d+\) to exit; Ctrl-C interrupts it$", re.M)
+SPIN = ("import time\nend = time.monotonic() + %s\n"
+        "def work():\n    while time.monotonic() < end: pass\nwork()\nraise SystemExit(7)\n")
+
+
+def test_top_wait(remora, interp):
+    """`top -d 1 -- CMD` with a command that runs 2.5 s and exits 7: the whole run's table
+    (naming work), one line saying it waits, exit 7."""
+    rc, out, err = remora.run(["top", "-d", "1", "--"] + interp_command(interp, ["-c", SPIN % 2.5]))
+    problems = []
+    if rc != 7:
+        problems.append("exit %d, want the command's 7" % rc)
+    if len(WAITING.findall(err)) != 1:
+        problems.append("want one line saying top waits for the command: %s" % tail(err))
+    if "whole run" not in out or "work (" not in out:
+        problems.append("no whole run's table naming work(): %s" % tail(out))
+    if problems:
+        raise Fail("; ".join(problems))
+    return WAITING.search(err).group(0)
+
+
 def tests(remora):
     out = []
     for i in INTERPRETERS:
@@ -348,4 +372,5 @@ def tests(remora):
         out.append(("counts/idle/%s" % i[0], lambda i=i: test_idle(remora, i), skip))
         out.append(("top-header/gil/%s" % i[0], lambda i=i: test_top_gil(remora, i), skip))
         out.append(("top-header/exception/%s" % i[0], lambda i=i: test_top_exception(remora, i), skip))
+        out.append(("top-header/wait-command/%s" % i[0], lambda i=i: test_top_wait(remora, i), skip))
     return out
