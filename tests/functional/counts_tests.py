@@ -18,7 +18,9 @@
 #   counts/idle/INTERP      server_like.py (one busy thread, one hashing without the GIL,
 #       six waiting: a server's threads, as the aiohttp case of issue 50, stdlib only)
 #       recorded with the user-space engine: I is stated, and I = R x threads - W (less
-#       the errors' share), the same in every header; with --idle, 0 left out `(--idle)`.
+#       the errors' share), the same in every header; with --idle, 0 left out `(--idle)`;
+#       with the kernel engine (ticks of CPU time for running threads) within KERNEL_SLACK
+#       of rounds x threads and the late rounds' threads.
 #   top-header/gil/INTERP   `top` in tmux against gil_wait.py (main keeps the GIL in a C
 #       call, a thread waits for it, one parked): the header line of shares says GIL held
 #       33.3% (one thread of three), idle 66.7% (two asleep without the GIL), exception
@@ -53,6 +55,7 @@ COUNT_INTERPS = ("pyenv-3.12.1", "sid-3.15")
 RATE = 1000
 SECONDS = 1.5
 PAUSE_S = 0.5
+KERNEL_SLACK = 0.03   # of rounds x threads: the kernel engine's ticks against its rounds
 SHARE_MARGIN = 5.0    # percentage points: the shares of three threads each in a known state
 FORMATS = ("a.collapsed", "a.table", "a.speedscope.json", "a.pb.gz", "a.gecko.json", "a.html",
            "a.svg", "a.jsonl", "a.remora")
@@ -213,7 +216,18 @@ def test_idle(remora, interp):
             _, err2 = record(remora, ["-p", t.pid, "-d", 0.3, "--engine", "user", "--idle",
                                       "-o", os.path.join(d, "i.collapsed")])
             s2 = summary(err2, RATE)
+            # the kernel engine: a running thread's samples are ticks of its CPU time, not
+            # rounds; within KERNEL_SLACK of the rounds x threads, and the late rounds'
+            rc, _, err3 = remora.run(["record", "-p", t.pid, "-d", SECONDS, "--engine", "kernel",
+                                      "-o", os.path.join(d, "k.collapsed")])
+            s3 = summary(err3, RATE) if rc == 0 else None
         problems = []
+        if s3 is not None:
+            want3 = s3.rounds * nthreads - s3.written
+            if abs(s3.idle - want3) > KERNEL_SLACK * s3.rounds * nthreads + s3.late * nthreads:
+                problems.append("kernel engine: %d left out as idle, %d rounds x %d threads - %d "
+                                "written = %d (%d late)" % (s3.idle, s3.rounds, nthreads, s3.written,
+                                                            want3, s3.late))
         if s.idle == 0:
             problems.append("no thread sample left out as idle, %d threads mostly waiting" % nthreads)
         want = s.rounds * nthreads - s.written
@@ -225,7 +239,9 @@ def test_idle(remora, interp):
                                                                "(--idle keeps them)"))
         if problems:
             raise Fail("; ".join(problems))
-        return "%s; %d threads" % (text, nthreads)
+        return "%s; %d threads; kernel engine: %s" % (
+            text, nthreads, "%d idle of %d" % (s3.idle, s3.rounds * nthreads - s3.written)
+            if s3 is not None else "not usable here")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
