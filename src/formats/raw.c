@@ -420,6 +420,7 @@ static void put_tail(raw_writer_t *w, FILE *f, const profile_meta_t *m)
     put_svarint(f, m->start_unix_ns);
     put_svarint(f, m->start_mono_ns);
     put_str(f, m->engine);
+    put_varint(f, 0);               /* version 5's sample_bytes: a time profile */
     put_varint(f, m->written);
     put_varint(f, m->idle);
     put_varint(f, (uint64_t)(m->idle_kept != 0));
@@ -887,7 +888,9 @@ static void rec_meta(raw_in_t *in)
         m->start_mono_ns = get_svarint(r);
     if (in->version >= 3)
         copy_field(m->engine, sizeof m->engine, get_str(r));
-    if (in->version >= 5) {
+    if (in->version >= 5)
+        (void)get_varint(r);        /* sample_bytes: --mode memory's (raw.h) */
+    if (in->version >= 6) {
         m->counted = 1;
         m->written = get_varint(r);
         m->idle = get_varint(r);
