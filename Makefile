@@ -258,7 +258,7 @@ $(FG_HTML_O): $(BUILD)/gen/flamegraph_html.c
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c -o $@ $<
 
 # the browser tests' profile writer: links only the stack table and the writer
-MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o util/strtab.o util/grow.o formats/json.o formats/flamegraph.o) $(FG_HTML_O)
+MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o util/strtab.o util/grow.o formats/json.o formats/flamegraph.o formats/counts.o) $(FG_HTML_O)
 $(BUILD)/mkprofile: tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(HDR)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(LDLIBS)
 

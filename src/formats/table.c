@@ -95,7 +95,14 @@ int out_table_write(const profile_t *p, FILE *f, const out_options_t *o)
             fputc('\n', f);
         }
         if (n > limit)
-            fprintf(f, "(%zu more functions; -l N shows more)\n", n - limit);
+            fprintf(f, "(%zu more %s; -l N shows more)\n", n - limit,
+                    out_plural(n - limit, "function", "functions"));
+        /* the counts' words (docs/cli.md, "Counts"), in parentheses as the line above */
+        {
+            char words[512];
+            out_counts_text(words, sizeof words, &p->meta, total);
+            fprintf(f, "(%s)\n", words);
+        }
     }
     free(rows);
     if (err)

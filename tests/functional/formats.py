@@ -660,6 +660,8 @@ def gil_markers(doc):
 #                                    kept's and its text without the line's end
 #   'M' pid command python mode duration_ns rate_mhz rounds errors late
 #       start_unix_ns(signed) start_mono_ns(signed) engine   metadata; strings are len bytes
+#       [sample_bytes, version 5] [thread_samples idle idle_kept partial paused_ns, version 6:
+#       the counts' words, docs/cli.md's Counts]
 #   'Z'                              the end
 # A sample's time is on CLOCK_MONOTONIC from start_mono_ns. A round's sample (flags bit 8
 # clear): when the round's reading began; the stack was read at or after it, and before
@@ -678,13 +680,14 @@ class Raw:
 
 def read_remora(path):
     """Parses a .remora file (format above). Fail if it is not a whole
-    version-3 or version-4 recording."""
+    version-3 to version-6 recording (5: sample_bytes, 6: the counts' words in 'M')."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:7] != b"REMORA\0" or len(data) < 8:
         raise Fail("%s is not a .remora recording" % os.path.basename(path))
-    if data[7] not in (3, 4):
-        raise Fail("%s is version %d, want 3 or 4 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
+    if data[7] not in (3, 4, 5, 6):
+        raise Fail("%s is version %d, want 3 to 6 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
+    version = data[7]
     pos = 8
 
     def varint():
@@ -752,6 +755,10 @@ def read_remora(path):
                  "duration_ns": varint(), "rate_mhz": varint(), "rounds": varint(),
                  "errors": varint(), "late": varint(), "start_unix_ns": svarint(),
                  "start_mono_ns": svarint(), "engine": string()}
+            m["sample_bytes"] = varint() if version >= 5 else 0
+            if version >= 6:
+                m.update({"thread_samples": varint(), "idle": varint(), "idle_kept": bool(varint()),
+                          "partial": varint(), "paused_ns": varint()})
             r.meta = m
         elif tag == "Z":
             break
