@@ -30,16 +30,31 @@ const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const VIEWPORT = { width: 1280, height: 800 };
 
-const opt = { mkprofile: path.join(ROOT, 'build', 'mkprofile'), pages: [], screenshot: null, keep: null, hostile: null, svg: null };
+const USAGE = `usage: node tests/browser/run.mjs [--mkprofile PATH] [--page FILE.html [--table TABLE.txt]]...
+                                [--screenshot OUT.png] [--keep DIR]
+       node tests/browser/run.mjs --recorded-hostile PAGE.html TRUTH.json
+       node tests/browser/run.mjs --svg FILE.svg BOXES
+
+  --mkprofile PATH   the scenario writer (default build/mkprofile; make build/mkprofile)
+  --page FILE.html   also run the render checks on a flamegraph made elsewhere
+  --table TABLE.txt  remora's table of the same recording as the --page before it
+                     (remora convert REC -f table -o TABLE.txt): its hotspots must equal it
+  --screenshot PNG   save the basic scenario's page as docs/flamegraph.png was made
+  --keep DIR         keep the generated pages in DIR
+Prints PASS/FAIL/SKIP per check, ends with "browser: N passed, N failed, N skipped";
+exit 1 when a check failed. make browser-test runs it; make test through tests/run_all.py.`;
+const opt = { mkprofile: path.join(ROOT, 'build', 'mkprofile'), pages: [], tables: new Map(), screenshot: null, keep: null, hostile: null, svg: null };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i], v = process.argv[i + 1];
-  if (a === '--mkprofile' && v) { opt.mkprofile = v; i++; }
+  if (a === '--help' || a === '-h') { console.log(USAGE); process.exit(0); }
+  else if (a === '--mkprofile' && v) { opt.mkprofile = v; i++; }
   else if (a === '--page' && v) { opt.pages.push(v); i++; }
+  else if (a === '--table' && v && opt.pages.length) { opt.tables.set(opt.pages[opt.pages.length - 1], v); i++; }
   else if (a === '--screenshot' && v) { opt.screenshot = v; i++; }
   else if (a === '--keep' && v) { opt.keep = v; i++; }
   else if (a === '--recorded-hostile' && v && process.argv[i + 2]) { opt.hostile = [v, process.argv[i + 2]]; i += 2; }
   else if (a === '--svg' && v && process.argv[i + 2]) { opt.svg = [v, Number(process.argv[i + 2])]; i += 2; }
-  else { console.error(`usage: run.mjs [--mkprofile PATH] [--page FILE]... [--screenshot PNG] [--keep DIR] (bad: ${a})`); process.exit(2); }
+  else { console.error(`${USAGE}\n(bad argument: ${a})`); process.exit(2); }
 }
 
 const counts = { passed: 0, failed: 0, skipped: 0 };
@@ -317,7 +332,7 @@ function parseTable(text) {
   for (const l of text.split('\n').slice(1)) {
     const m = /^\s*(\d+)\s+[\d.]+%\s+(\d+)\s+[\d.]+%  (.*)$/.exec(l);
     if (!m) continue;
-    const fr = /^(.*) \((.*):(\d+)\)$/.exec(m[3]);
+    const fr = /^(.*) \((.*):(-?\d+)\)$/.exec(m[3]);
     rows.push(fr ? [fr[1], fr[2], Number(fr[3]), Number(m[1]), Number(m[2])] : [m[3], '', 0, Number(m[1]), Number(m[2])]);
   }
   return rows;
@@ -706,10 +721,20 @@ async function testEmpty(browser, files) {
   } finally { await o.context.close(); }
 }
 
-async function testPage(browser, file) {
+async function testPage(browser, file, tableFile) {
   const o = await open(browser, file, 60000);
   try {
     const px = await renderChecks(o);
+    let tableNote = '';
+    if (tableFile) {
+      // the hotspots of a real recording equal remora's table of it
+      const table = parseTable(fs.readFileSync(tableFile, 'utf8'));
+      expect(table.length > 0, `${tableFile}: no rows`);
+      const hot = (await o.page.evaluate(() => window.remora.hotspots())).slice(0, table.length)
+        .map((r) => [r.fn, r.file, r.file ? r.line : 0, r.self, r.total]);
+      eq(hot, table, 'hotspots against remora\'s table of the same recording');
+      tableNote = `, hotspots equal the table's ${table.length} rows`;
+    }
     const name = await o.page.evaluate(() => window.remora.widestFrame());
     expect(name !== null, 'no frame drawn');
     const r = await rectOf(o.page, name);
@@ -724,7 +749,7 @@ async function testPage(browser, file) {
     });
     expect(diff.base === diff.shown, `legend ${diff.shown ? 'shown' : 'hidden'} on a page ${diff.base ? 'with' : 'without'} a baseline`);
     noProblems(o);
-    return `${o.wall} ms to paint, ${px.drawn} pixels drawn, zoomed into ${name}${diff.base ? ', diff legend shown' : ''}`;
+    return `${o.wall} ms to paint, ${px.drawn} pixels drawn, zoomed into ${name}${diff.base ? ', diff legend shown' : ''}${tableNote}`;
   } finally { await o.context.close(); }
 }
 
@@ -896,7 +921,7 @@ async function main() {
       for (const f of opt.pages) {
         const name = `page ${f}`;
         if (!fs.existsSync(f)) { fail(name, 'no such file'); continue; }
-        try { pass(name, await testPage(browser, f)); } catch (e) { fail(name, e instanceof Check ? e.message : String(e).split('\n')[0]); }
+        try { pass(name, await testPage(browser, f, opt.tables.get(f))); } catch (e) { fail(name, e instanceof Check ? e.message : String(e).split('\n')[0]); }
       }
     } finally { await browser.close(); }
   }
