@@ -36,6 +36,7 @@
 #define HM_LINE_SHOWN 400           /* bytes of one source line shown */
 #define HM_TOP_LINES 25             /* rows of the page's table of hottest lines */
 #define HM_OPS 4                    /* --opcodes: instructions shown on a line */
+#define HM_HOT_TRIES 16             /* files tried for the one the page opens on */
 
 /* Text into HTML: & < > " ' as entities, a tab kept, other control characters and each
  * byte that is not UTF-8 shown as U+FFFD; at most 'max' bytes of it, "..." past them. */
@@ -435,26 +436,38 @@ static int write_tables(FILE *f, const hm_t *h, const uint32_t *order, const uin
 }
 
 /* The file the page opens on: the most self samples among the files whose source is
- * shown, else the first by inclusive share (order[0]). */
+ * shown (of the HM_HOT_TRIES files of most self samples: each try reads a source), else
+ * the first by inclusive share (order[0]). */
 static uint32_t hottest_file(const hm_t *h, const uint32_t *order, const out_options_t *o)
 {
-    uint32_t best = UINT32_MAX;
-    size_t i;
+    uint64_t below = UINT64_MAX;        /* the self samples of the file tried last */
+    uint32_t last = UINT32_MAX;
+    size_t i, tries;
 
-    for (i = 0; i < h->nfiles; i++) {
-        const hm_file_t *fl = &h->files[i];
+    for (tries = 0; tries < HM_HOT_TRIES; tries++) {
+        uint32_t best = UINT32_MAX;
         out_source_t src;
         uint32_t *own;
         const uint32_t *starts;
         size_t nstarts;
-        if (fl->self == 0 || (best != UINT32_MAX && fl->self <= h->files[best].self))
-            continue;
-        source_get(o, fl->file, &src, &own, &starts, &nstarts);
+        /* the next file by self samples (ties by index), after the one tried last */
+        for (i = 0; i < h->nfiles; i++) {
+            uint64_t n = h->files[i].self;
+            if (n == 0 || n > below || (n == below && i <= last))
+                continue;
+            if (best == UINT32_MAX || n > h->files[best].self)
+                best = (uint32_t)i;
+        }
+        if (best == UINT32_MAX)
+            break;
+        source_get(o, h->files[best].file, &src, &own, &starts, &nstarts);
         free(own);
         if (src.problem == NULL)
-            best = (uint32_t)i;
+            return best;
+        below = h->files[best].self;
+        last = best;
     }
-    return best != UINT32_MAX ? best : h->nfiles ? order[0] : UINT32_MAX;
+    return h->nfiles ? order[0] : UINT32_MAX;
 }
 
 int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o)
