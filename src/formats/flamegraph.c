@@ -118,6 +118,8 @@ static void write_meta(FILE *f, const profile_meta_t *m, uint64_t written)
     fputc(',', f);
     put_field(f, "mode", m->mode, sizeof m->mode);
     fputc(',', f);
+    put_field(f, "engine", m->engine, sizeof m->engine);
+    fputc(',', f);
     put_double(f, "duration_s", m->duration_s);
     fputc(',', f);
     put_double(f, "rate_hz", m->rate_hz);

@@ -73,7 +73,7 @@ int out_table_write(const profile_t *p, FILE *f, const out_options_t *o)
     const stk_table_t *t = p->stacks;
     size_t nrows, i, n, limit;
     uint64_t total = stk_total_samples(t);
-    stk_fn_row_t *rows;
+    stk_fn_row_t *rows = NULL;
     int err;
 
     err = stk_fn_rows(t, &rows, &nrows, NULL);
