@@ -204,10 +204,12 @@ static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, si
     if (remora_grow((void **)&r->raw, &r->cap_raw, r->nraw + (nw - from), sizeof *r->raw))
         return REMORA_ENOMEM;
     tc->raw_first = r->nraw;
+    tc->raw_cached = 0;
     for (k = from; k < nw; k++) {
         rd_raw_t *fr;
         if (r->walk[k].shim)
             continue;
+        tc->raw_cached = r->walk[k].cached ? tc->raw_cached + 1 : 0;
         fr = &r->raw[r->nraw++];
         fr->addr = r->walk[k].addr;
         fr->code = r->walk[k].code;
@@ -224,7 +226,8 @@ static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, si
             if (fr->eval_entry)
                 fr->below = r->walk[k + 1].addr;
         }
-        if (name_note_code(r, u->codes, fr->code))
+        /* a run of frames of one code object (recursion) noted once */
+        if ((r->nraw - 1 == tc->raw_first || fr[-1].code != fr->code) && name_note_code(r, u->codes, fr->code))
             return REMORA_ENOMEM;
     }
     tc->raw_n = r->nraw - tc->raw_first;
@@ -620,6 +623,7 @@ int read_thread(unwinder_t *u, reader_t *r, size_t i)
     int err, cut;
 
     tc->raw_n = 0;
+    tc->raw_cached = 0;
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
     tc->partial = 0;
     thread_identity(u, r, tc, th);
