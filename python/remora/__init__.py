@@ -93,6 +93,11 @@ def _struct(name, fields, doc):
 _new = tuple.__new__           # a result made from a tuple of the right length, unchecked
 
 
+class _Plain(tuple):
+    """tuple with tuple's own __new__: _remora makes the result types through its slot,
+    as _new does."""
+    __slots__ = ()
+
 InterpreterInfo = _struct("InterpreterInfo", ("interpreter_id", "threads"),
                           "Information about an interpreter")
 ThreadInfo = _struct("ThreadInfo", ("thread_id", "status", "frame_info"),
@@ -237,7 +242,7 @@ class RemoteUnwinder:
                              % pid if isinstance(pid, int) else "Failed to attach")
         # get_stack_trace()'s result made by _remora: each thread's frames unchanged since
         # the last call (counted from the outermost) are the same FrameInfo objects again
-        self._reader.configure(self._make_frame, InterpreterInfo, ThreadInfo,
+        self._reader.configure(self._make_frame, InterpreterInfo, ThreadInfo, _Plain,
                                THREAD_STATUS_UNKNOWN if mode in (PROFILING_MODE_WALL,
                                                                  PROFILING_MODE_GIL) else 0,
                                None, MAX_FRAMES)   # native=True: the library's own

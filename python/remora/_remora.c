@@ -51,8 +51,7 @@ typedef struct {
     PyObject *factory;              /* frame tuple -> FrameInfo */
     PyObject *interp_type;          /* InterpreterInfo */
     PyObject *thread_type;          /* ThreadInfo */
-    allocfunc interp_alloc;         /* the result types' tp_alloc: trace() fills the tuples */
-    allocfunc thread_alloc;         /* they make (tuple.__new__'s own way for a subtype) */
+    newfunc tuple_new;              /* tuple's tp_new: a result made as tuple.__new__(T, items) */
     PyObject *native_mark;          /* appended outermost to every stack, or NULL */
     unsigned status_or;             /* bits or-ed into every thread's status */
     Py_ssize_t max_frames;          /* a longer stack is left to the caller (rows) */
@@ -100,6 +99,7 @@ static void trace_clear(reader_t *rd)
     Py_CLEAR(rd->interp_type);
     Py_CLEAR(rd->thread_type);
     Py_CLEAR(rd->native_mark);
+    rd->tuple_new = NULL;
 }
 
 static int fc_same(const fc_entry_t *e, const remora_frame_t *f)
@@ -344,30 +344,30 @@ static void own_pid_renew(void)
     own_pid = getpid();
 }
 
-/* configure(factory, InterpreterInfo, ThreadInfo, status_or, native_mark, max_frames):
- * what trace() makes its result of; the two types are subclasses of tuple, made through
- * their tp_alloc as tuple.__new__ makes a subtype's instance. */
+/* configure(factory, InterpreterInfo, ThreadInfo, plain, status_or, native_mark,
+ * max_frames): what trace() makes its result of; plain is a subclass of tuple with
+ * tuple's own __new__ (whose tp_new makes the result types as tuple.__new__ does). */
 static PyObject *reader_configure(PyObject *self, PyObject *args)
 {
     reader_t *rd = (reader_t *)self;
-    PyObject *factory, *itype, *ttype, *mark;
+    PyObject *factory, *itype, *ttype, *plain, *mark;
     unsigned int status_or;
     Py_ssize_t max_frames;
-    allocfunc ia, ta;
+    newfunc tn;
 
-    if (!PyArg_ParseTuple(args, "OO!O!IOn", &factory, &PyType_Type, &itype, &PyType_Type,
-                          &ttype, &status_or, &mark, &max_frames))
+    if (!PyArg_ParseTuple(args, "OO!O!O!IOn", &factory, &PyType_Type, &itype, &PyType_Type,
+                          &ttype, &PyType_Type, &plain, &status_or, &mark, &max_frames))
         return NULL;
     if (!PyCallable_Check(factory) || !PyType_IsSubtype((PyTypeObject *)itype, &PyTuple_Type) ||
-        !PyType_IsSubtype((PyTypeObject *)ttype, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "configure: a callable and two tuple types");
+        !PyType_IsSubtype((PyTypeObject *)ttype, &PyTuple_Type) ||
+        !PyType_IsSubtype((PyTypeObject *)plain, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "configure: a callable and three tuple types");
         return NULL;
     }
-    /* heap types' slots (PyType_GetSlot reads only heap types before 3.10) */
-    if ((ia = (allocfunc)PyType_GetSlot((PyTypeObject *)itype, Py_tp_alloc)) == NULL ||
-        (ta = (allocfunc)PyType_GetSlot((PyTypeObject *)ttype, Py_tp_alloc)) == NULL) {
+    /* a heap type's slot (PyType_GetSlot reads only heap types before 3.10) */
+    if ((tn = (newfunc)PyType_GetSlot((PyTypeObject *)plain, Py_tp_new)) == NULL) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "configure: no tp_alloc");
+            PyErr_SetString(PyExc_TypeError, "configure: no tp_new");
         return NULL;
     }
     trace_clear(rd);
@@ -377,8 +377,7 @@ static PyObject *reader_configure(PyObject *self, PyObject *args)
     rd->interp_type = itype;
     Py_INCREF(ttype);
     rd->thread_type = ttype;
-    rd->interp_alloc = ia;
-    rd->thread_alloc = ta;
+    rd->tuple_new = tn;
     if (mark != Py_None) {
         Py_INCREF(mark);
         rd->native_mark = mark;
@@ -388,13 +387,29 @@ static PyObject *reader_configure(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* A result of type 'type' (a subtype of tuple allocated by 'alloc', its tp_alloc) holding
- * a, b and, unless NULL, c: made as tuple.__new__ makes a subtype's instance (allocated
- * with its length, the items set), without the tuples that calling it takes. Each of a,
- * b, c a new reference, stolen (NULL: fails, all let go). A new reference, or NULL. */
-static PyObject *result_of(PyObject *type, allocfunc alloc, PyObject *a, PyObject *b, PyObject *c)
+/* type(items) as tuple.__new__(type, items) makes it: a new reference, or NULL. Steals
+ * items (a tuple). */
+static PyObject *make_result(reader_t *rd, PyObject *type, PyObject *items)
 {
-    PyObject *t = (a != NULL && b != NULL) ? alloc((PyTypeObject *)type, c != NULL ? 3 : 2) : NULL;
+    PyObject *args, *obj;
+
+    if (items == NULL)
+        return NULL;
+    args = PyTuple_New(1);
+    if (args == NULL) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    PyTuple_SetItem(args, 0, items);
+    obj = rd->tuple_new((PyTypeObject *)type, args, NULL);
+    Py_DECREF(args);
+    return obj;
+}
+
+/* A tuple of two or three objects, each a new reference (NULL: fails, all let go). */
+static PyObject *tuple_of(PyObject *a, PyObject *b, PyObject *c)
+{
+    PyObject *t = (a != NULL && b != NULL) ? PyTuple_New(c != NULL ? 3 : 2) : NULL;
 
     if (t == NULL) {
         Py_XDECREF(a);
@@ -583,7 +598,7 @@ static PyObject *reader_trace(PyObject *self, PyObject *unused)
             goto error;
         status = PyLong_FromUnsignedLong(t->status | rd->status_or);
         Py_INCREF(e->tid_obj);
-        info = result_of(rd->thread_type, rd->thread_alloc, e->tid_obj, status, frames);
+        info = make_result(rd, rd->thread_type, tuple_of(e->tid_obj, status, frames));
         if (info == NULL)
             goto error;
         for (g = 0; g < ng && ids[g] != t->interpreter_id; g++)
@@ -605,9 +620,10 @@ static PyObject *reader_trace(PyObject *self, PyObject *unused)
     if ((out = PyList_New((Py_ssize_t)ng)) == NULL)
         goto error;
     for (g = 0; g < ng; g++) {
-        PyObject *info = result_of(rd->interp_type, rd->interp_alloc,
-                                   PyLong_FromLongLong((long long)ids[g]), lists[g], NULL);
-        lists[g] = NULL;            /* result_of took it */
+        PyObject *info = make_result(rd, rd->interp_type,
+                                     tuple_of(PyLong_FromLongLong((long long)ids[g]), lists[g],
+                                              NULL));
+        lists[g] = NULL;            /* tuple_of took it */
         if (info == NULL)
             goto error;
         PyList_SetItem(out, (Py_ssize_t)g, info);
@@ -862,8 +878,8 @@ static PyMethodDef reader_methods[] = {
       "read(factory=None): every selected thread's stack; each frame a tuple, or what\n"
       "factory(tuple) made of it (once for each distinct frame)." },
     { "configure", reader_configure, METH_VARARGS,
-      "configure(factory, InterpreterInfo, ThreadInfo, status_or, native_mark, max_frames):\n"
-      "what trace() makes its result of." },
+      "configure(factory, InterpreterInfo, ThreadInfo, plain, status_or, native_mark,\n"
+      "max_frames): what trace() makes its result of." },
     { "trace", reader_trace, METH_NOARGS,
       "trace(): get_stack_trace()'s result, the unchanged outer frames of each thread the\n"
       "last call's objects; or the reading's rows (a tuple) when the caller must look." },
