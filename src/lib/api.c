@@ -33,6 +33,8 @@ typedef struct lib_seen {
     size_t n, cap_in, cap_out;
     unw_frame_t *in;            /* innermost first: the unwinder's frames, */
     remora_frame_t *out;        /* ... and what lib_frame made of each */
+    size_t held;                /* the unwinder's held and held_id for them */
+    uint64_t held_id;
 } lib_seen_t;
 
 struct remora {
@@ -420,13 +422,20 @@ static lib_seen_t *lib_seen(remora_t *r, size_t hint, const unw_thread_t *t)
 }
 
 /* Thread t's frames into o[0..t->nframes): those equal (lib_same) to the last reading's,
- * counted from the outermost, copied from it; the rest made. The memory made to match.
- * Returns 0 or -1 (out of memory: every frame made, the memory forgotten). */
+ * counted from the outermost, copied from it; the rest made. The frames the unwinder
+ * holds for both readings (the same held_id: below an anchor that held, unw_thread_t)
+ * are equal without a look; the rest from the outermost are compared. The memory made
+ * to match, only its changed frames written. Returns 0 or -1 (out of memory: every
+ * frame made, the memory forgotten). */
 static int lib_frames(remora_t *r, lib_seen_t *s, const unw_thread_t *t, remora_frame_t *o)
 {
     size_t n = t->nframes, pn = s->n, same = 0, fresh, k;
 
     s->read = r->reads + 1;
+    if (t->held_id != 0 && t->held_id == s->held_id)
+        same = t->held < s->held ? t->held : s->held;
+    if (same > n || same > pn)
+        same = 0;
     while (same < n && same < pn && lib_same(&t->frames[n - 1 - same], &s->in[pn - 1 - same]))
         same++;
     fresh = n - same;
@@ -437,13 +446,21 @@ static int lib_frames(remora_t *r, lib_seen_t *s, const unw_thread_t *t, remora_
     if (remora_grow((void **)&s->in, &s->cap_in, n, sizeof *s->in) ||
         remora_grow((void **)&s->out, &s->cap_out, n, sizeof *s->out)) {
         s->n = 0;
+        s->held_id = 0;
         return -1;
     }
-    if (n > 0) {
-        memcpy(s->in, t->frames, n * sizeof *s->in);
-        memcpy(s->out, o, n * sizeof *s->out);
+    /* the outer frames that stayed move to their new places; the inner ones written */
+    if (same > 0 && fresh != pn - same) {
+        memmove(s->in + fresh, s->in + (pn - same), same * sizeof *s->in);
+        memmove(s->out + fresh, s->out + (pn - same), same * sizeof *s->out);
+    }
+    if (fresh > 0) {
+        memcpy(s->in, t->frames, fresh * sizeof *s->in);
+        memcpy(s->out, o, fresh * sizeof *s->out);
     }
     s->n = n;
+    s->held = t->held;
+    s->held_id = t->held_id;
     return 0;
 }
 

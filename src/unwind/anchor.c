@@ -97,6 +97,7 @@ int anchor_after(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t nw)
         memcpy(tc->below, r->walk + j + 1, (nw - j - 1) * sizeof *tc->below);
         for (tc->nbelow = 0; tc->nbelow < nw - j - 1; tc->nbelow++)
             tc->below[tc->nbelow].cached = 1;
+        tc->below_gen++;            /* what name_frames kept named is of other frames */
         tc->anc = lp;
         tc->anc_seq = seq;
         tc->anc_state = ANC_CACHED;

@@ -218,6 +218,7 @@ struct unwinder {
     size_t nthreads, cap_threads;
     unw_frame_t *frames;        /* every thread's frames, back to back */
     size_t cap_frames;
+    uint64_t named_ids;         /* the last rd_thread_t.named_id given */
     unsigned char *tsbuf;       /* one thread state */
     struct unw_func *funcs;     /* 3.11: UNW_FUNCS function objects and their code */
     int pthread_tid_off;        /* 3.9/3.10: offset of tid in struct pthread; -1 unknown */
@@ -510,6 +511,20 @@ typedef struct rd_thread {
     size_t tail_len;
     struct walked *below;           /* ANC_CACHED: the frames below anc, innermost first */
     size_t nbelow, cap_below;
+    uint64_t below_gen;             /* counts the times below[] was filled anew */
+    /* The frames below the anchor as named (name_frames), innermost first, kept while
+     * below[] holds them (named_gen == below_gen): below[] loses only its innermost
+     * frames while it holds (anchor_before), so the last c named are the last c cached
+     * frames of the walk. named_id tells this memory from every other one, for
+     * unw_thread_t.held_id; codes[] the distinct code objects (and their cache serials)
+     * they name, validated once each instead of per frame. */
+    unw_frame_t *named;
+    size_t nnamed, cap_named;
+    uint64_t named_gen, named_id;
+    struct rd_named_code { uint64_t code, serial; } *named_codes;
+    size_t nnamed_codes, cap_named_codes;
+    size_t raw_cached;              /* of this sample's raw frames, the outermost ones that
+                                     * came from below[] (keep_raw) */
     /* A parked thread: its last consistent walk, taken while another thread held the
      * GIL, kept with that GIL's last holder and switch count. While both stay the same
      * this thread has not taken the GIL, so its frames have not moved: the walk is

@@ -572,6 +572,8 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
     *th = *last;
     th->frames = ku->frames;
     th->nframes = n - cut;
+    th->held = 0;
+    th->held_id = 0;
     th->partial = cut > 0;
     th->moving_in_frames = 0;
     th->error = 0;

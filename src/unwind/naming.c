@@ -101,6 +101,66 @@ int name_resolve_codes(unwinder_t *u, reader_t *r, int have_gen, uint64_t pre, u
     return REMORA_OK;
 }
 
+/* --frame-anchor: are the frames named below the anchor still to be taken as they are
+ * for this sample's c cached frames raw[0..c) (the outermost c kept, the rest dropped:
+ * below[] lost its innermost frames meanwhile)? Yes while each is the frame named there
+ * (address, code object, instruction, entry: what naming takes from the walk) and each
+ * code object they name is the cache entry it was, validated this sample (as naming
+ * validates each frame's): naming them again would give the same. */
+static int named_hold(unwinder_t *u, reader_t *r, rd_thread_t *tc, const rd_raw_t *raw, size_t c)
+{
+    const py_layout_t *L = &u->target->layout;
+    size_t k;
+
+    if (c == 0 || tc->named_id == 0 || tc->named_gen != tc->below_gen || tc->nnamed < c)
+        return 0;
+    if (tc->nnamed > c) {
+        memmove(tc->named, tc->named + (tc->nnamed - c), c * sizeof *tc->named);
+        tc->nnamed = c;
+        tc->nnamed_codes = 0;
+        for (k = 0; k < c; k++)
+            if (tc->nnamed_codes == 0 || tc->named_codes[tc->nnamed_codes - 1].code != tc->named[k].code) {
+                tc->named_codes[tc->nnamed_codes].code = tc->named[k].code;
+                tc->named_codes[tc->nnamed_codes++].serial = tc->named[k].code_serial;
+            }
+    }
+    for (k = 0; k < c; k++) {
+        const unw_frame_t *f = &tc->named[k];
+        if (raw[k].addr != f->addr || raw[k].code != f->code || (unsigned char)raw[k].eval_entry != f->entry ||
+            raw[k].below != f->below || frame_addrq(L, raw[k].code, raw[k].instr) != f->offset)
+            return 0;
+    }
+    for (k = 0; k < tc->nnamed_codes; k++) {
+        const unw_code_t *e = code_cache_peek(u->codes, tc->named_codes[k].code);
+        if (e == NULL || e->stamp != r->stamp || e->fresh == r->stamp || e->serial != tc->named_codes[k].serial)
+            return 0;
+    }
+    return 1;
+}
+
+/* Keeps the thread's last c frames, just named, as its frames below the anchor. Returns
+ * 0, or -1 out of memory (nothing kept). */
+static int named_keep(unwinder_t *u, rd_thread_t *tc, const unw_frame_t *fr, size_t c)
+{
+    size_t k;
+
+    tc->named_id = 0;
+    if (remora_grow((void **)&tc->named, &tc->cap_named, c, sizeof *tc->named) ||
+        remora_grow((void **)&tc->named_codes, &tc->cap_named_codes, c, sizeof *tc->named_codes))
+        return -1;
+    memcpy(tc->named, fr, c * sizeof *fr);
+    tc->nnamed = c;
+    tc->nnamed_codes = 0;
+    for (k = 0; k < c; k++)
+        if (tc->nnamed_codes == 0 || tc->named_codes[tc->nnamed_codes - 1].code != fr[k].code) {
+            tc->named_codes[tc->nnamed_codes].code = fr[k].code;
+            tc->named_codes[tc->nnamed_codes++].serial = fr[k].code_serial;
+        }
+    tc->named_gen = tc->below_gen;
+    tc->named_id = ++u->named_ids;
+    return 0;
+}
+
 void name_frames(unwinder_t *u, reader_t *r)
 {
     const py_layout_t *L = &u->target->layout;
@@ -120,15 +180,25 @@ void name_frames(unwinder_t *u, reader_t *r)
         int callee_entry = 1;               /* the innermost frame has no callee */
         uint64_t last_code = 0;
         unw_code_t *last_e = NULL;
-        size_t skip = 0;
+        /* (3.11 has no anchor; its naming may cut the frames: none held there) */
+        size_t skip = 0, c = tc->raw_cached <= tc->raw_n && !L->caller_rests_on_call ? tc->raw_cached : 0;
+        size_t n = tc->raw_n;
+        int held;
 
         th->frames = u->frames + tc->raw_first;
         th->nframes = 0;
+        th->held = 0;
+        th->held_id = 0;
         th->partial = th->error ? 0 : tc->partial;
         th->moving_in_frames = 0;
         if (th->error || kern_skips(th))
             continue;                       /* kern_skips: no stack read, its ticks sample it */
-        for (k = 0; k < tc->raw_n; k++) {
+        /* --frame-anchor: the frames below an anchor that held are named as they were
+         * (the interpreter has not touched them), so only those above are named now */
+        held = c > 0 && named_hold(u, r, tc, raw + (tc->raw_n - c), c);
+        if (held)
+            n = tc->raw_n - c;
+        for (k = 0; k < n; k++) {
             unw_frame_t *fr = &th->frames[k];
             unw_code_t *e = raw[k].code == last_code ? last_e : code_cache_peek(u->codes, raw[k].code);
             /* no code object could be read there: not a frame */
@@ -171,8 +241,21 @@ void name_frames(unwinder_t *u, reader_t *r)
             th->partial = 0;
             continue;
         }
+        if (held)
+            memcpy(th->frames + n, tc->named, c * sizeof *tc->named);
+        else if (c > 0 && named_keep(u, tc, th->frames + n - c, c))
+            c = 0;                          /* no memory for it: named again next time */
+        if (c > 0 && tc->named_id != 0) {
+            th->held = c;
+            th->held_id = tc->named_id;
+        }
         th->frames += skip;
         th->nframes = tc->raw_n - skip;
+        /* the innermost frame may get its opcode below: never one of those held */
+        if (th->held >= th->nframes)
+            th->held = th->nframes > 0 ? th->nframes - 1 : 0;
+        if (th->held == 0)
+            th->held_id = 0;
         if ((u->want & UNW_WANT_OPCODES) && th->nframes > 0) {
             unw_code_t *e = code_cache_peek(u->codes, th->frames[0].code);
             if (e != NULL)

@@ -496,6 +496,8 @@ int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *r
         return err;
     th->frames = n->out;
     th->nframes = k;
+    th->held = 0;                   /* other frames than those named below the anchor */
+    th->held_id = 0;
     return REMORA_OK;
 }
 

@@ -196,38 +196,50 @@ static void next_copy_len(const py_layout_t *L, const reader_t *r, rd_thread_t *
     tc->copy_len = copy_clamp(tc, tc->copy_len);
 }
 
-/* Keeps walk[from..nw) as thread i's frames, to be named (shims left out). */
+/* Keeps walk[from..nw) as thread i's frames, to be named (shims left out). Runs once per
+ * frame of every thread read: the loop works on locals (the compiler cannot keep
+ * r->nraw or tc->raw_cached in registers across stores through raw). */
 static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, size_t nw)
 {
-    size_t k;
+    const walked_t *w = r->walk;
+    int root = u->target->layout.walk_root;
+    size_t k, n, cached = 0;
+    uint64_t last_code = 0;
+    rd_raw_t *raw;
 
     if (remora_grow((void **)&r->raw, &r->cap_raw, r->nraw + (nw - from), sizeof *r->raw))
         return REMORA_ENOMEM;
     tc->raw_first = r->nraw;
-    for (k = from; k < nw; k++) {
+    raw = r->raw + r->nraw;
+    for (k = from, n = 0; k < nw; k++) {
         rd_raw_t *fr;
-        if (r->walk[k].shim)
+        if (w[k].shim)
             continue;
-        fr = &r->raw[r->nraw++];
-        fr->addr = r->walk[k].addr;
-        fr->code = r->walk[k].code;
-        fr->instr = r->walk[k].instr;
-        fr->entry = r->walk[k].entry;
+        cached = w[k].cached ? cached + 1 : 0;
+        fr = &raw[n++];
+        fr->addr = w[k].addr;
+        fr->code = w[k].code;
+        fr->instr = w[k].instr;
+        fr->entry = w[k].entry;
         /* where one C call of the eval loop began (--native merges the stacks there) */
         fr->below = 0;
-        if (u->target->layout.walk_root == PY_ROOT_ANY) {
+        if (root == PY_ROOT_ANY) {
             fr->eval_entry = 1;
-        } else if (u->target->layout.walk_root == PY_ROOT_ENTRY) {
-            fr->eval_entry = r->walk[k].entry;
+        } else if (root == PY_ROOT_ENTRY) {
+            fr->eval_entry = w[k].entry;
         } else {
-            fr->eval_entry = k + 1 < nw && r->walk[k + 1].shim;
+            fr->eval_entry = k + 1 < nw && w[k + 1].shim;
             if (fr->eval_entry)
-                fr->below = r->walk[k + 1].addr;
+                fr->below = w[k + 1].addr;
         }
-        if (name_note_code(r, u->codes, fr->code))
+        /* a run of frames of one code object (recursion) noted once */
+        if ((n == 1 || last_code != fr->code) && name_note_code(r, u->codes, fr->code))
             return REMORA_ENOMEM;
+        last_code = fr->code;
     }
-    tc->raw_n = r->nraw - tc->raw_first;
+    r->nraw += n;
+    tc->raw_cached = cached;
+    tc->raw_n = n;
     return REMORA_OK;
 }
 
@@ -620,6 +632,7 @@ int read_thread(unwinder_t *u, reader_t *r, size_t i)
     int err, cut;
 
     tc->raw_n = 0;
+    tc->raw_cached = 0;
     tc->raw_first = r->nraw;        /* never last round's: it may lie past this one's */
     tc->partial = 0;
     thread_identity(u, r, tc, th);

@@ -25,6 +25,8 @@ void tc_fini(rd_thread_t *tc)
     }
     free(tc->sb);
     free(tc->below);
+    free(tc->named);
+    free(tc->named_codes);
     free(tc->saved);
     free(tc->calls);
     free(tc->cfw);

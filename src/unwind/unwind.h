@@ -117,6 +117,12 @@ typedef struct unw_thread {
                                  * the C frames): the caller adds none above */
     size_t nframes;
     unw_frame_t *frames;        /* innermost first; owned by the unwinder */
+    size_t held;                /* --frame-anchor: frames[nframes - held ..) are, frame for
+                                 * frame, what every reading with the same held_id has
+                                 * outermost (the frames below an anchor that held, named
+                                 * once): a caller may take the last min(held) frames of
+                                 * two such readings as equal without comparing them */
+    uint64_t held_id;           /* 0: held is 0 */
     uint64_t task;              /* UNW_WANT_TASKS: the task the thread's event loop is running
                                  * now (its object's address, = unw_task_t.id), 0 when none */
     size_t task_frames;         /* how many of frames[] (innermost first) are that task's own
