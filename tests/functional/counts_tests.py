@@ -21,6 +21,8 @@
 #       the errors' share), the same in every header; with --idle, 0 left out `(--idle)`;
 #       with the kernel engine (ticks of CPU time for running threads) within KERNEL_SLACK
 #       of rounds x threads and the late rounds' threads.
+#   counts/aiohttp/INTERP   Debian's aiohttp server under its load client (issue 50's case),
+#       recorded with each engine to every format: the same counts in all, idle stated.
 #   top-header/gil/INTERP   `top` in tmux against gil_wait.py (main keeps the GIL in a C
 #       call, a thread waits for it, one parked): the header line of shares says GIL held
 #       33.3% (one thread of three), idle 66.7% (two asleep without the GIL), exception
@@ -52,6 +54,7 @@ from long_tests import Control
 ORDER = 217           # where run.py runs these tests among the modules' (ascending)
 
 COUNT_INTERPS = ("pyenv-3.12.1", "sid-3.15")
+AIOHTTP_INTERPS = ("debian-3.11-static", "sid-3.15")   # Debian's python3-aiohttp
 RATE = 1000
 SECONDS = 1.5
 PAUSE_S = 0.5
@@ -163,6 +166,43 @@ def test_async(remora, interp):
             _, err = record(remora, ["-p", t.pid, "-d", SECONDS, "--async", "--stats"] + outputs(d))
         s, text = judge_formats(d, err)
         return text
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_aiohttp(remora, interp):
+    """Debian's aiohttp serving its load client (tests/targets/real/aiohttp_server.py): the
+    default recording leaves the server's waiting threads out, and says how many, in the
+    same words and figures in the summary, --stats and every format's header; with the
+    kernel engine (the default here) and the user-space one."""
+    from real_tests import REAL, STEPCLOCK, import_problem
+    why = import_problem(interp, "aiohttp.web")
+    if why is not None:
+        raise Skip("aiohttp does not import here: %s" % why)
+    d = workdir()
+    notes = []
+    try:
+        with Target(interp, os.path.join(REAL, "aiohttp_server.py"), "ready.json",
+                    support=[STEPCLOCK]) as t:
+            t.wait_ready()
+            nthreads = len(os.listdir("/proc/%d/task" % t.pid))
+            for engine in ("kernel", "user"):
+                for n in FORMATS:
+                    if os.path.exists(os.path.join(d, n)):
+                        os.unlink(os.path.join(d, n))
+                rc, _, err = remora.run(["record", "-p", t.pid, "-d", SECONDS, "--engine", engine,
+                                         "--stats"] + outputs(d))
+                if rc != 0 and engine == "kernel":
+                    notes.append("kernel engine not usable here: %s" % tail(err, 1))
+                    continue
+                if rc != 0:
+                    raise Fail("`record --engine user` exited %d: %s" % (rc, tail(err)))
+                s, text = judge_formats(d, err)
+                if nthreads > 1 and s.idle == 0:
+                    raise Fail("%s engine: %d threads, none left out as idle: %s"
+                               % (engine, nthreads, text))
+                notes.append("%s: %s" % (engine, text))
+        return "%d threads; %s" % (nthreads, " | ".join(notes))
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -388,6 +428,10 @@ def tests(remora):
         out.append(("counts/async/%s" % i[0], lambda i=i: test_async(remora, i), skip))
         out.append(("counts/paused/%s" % i[0], lambda i=i: test_paused(remora, i), skip))
         out.append(("counts/idle/%s" % i[0], lambda i=i: test_idle(remora, i), skip))
+    for i in INTERPRETERS:                  # the aiohttp case of issue 50, where Debian has it
+        if i[0] in AIOHTTP_INTERPS:
+            out.append(("counts/aiohttp/%s" % i[0], lambda i=i: test_aiohttp(remora, i),
+                        interp_missing(i)))
         out.append(("top-header/gil/%s" % i[0], lambda i=i: test_top_gil(remora, i), skip))
         out.append(("top-header/exception/%s" % i[0], lambda i=i: test_top_exception(remora, i), skip))
         out.append(("top-header/wait-command/%s" % i[0], lambda i=i: test_top_wait(remora, i), skip))
