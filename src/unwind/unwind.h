@@ -330,6 +330,11 @@ struct kern_sample;
  * kernel; *why says why), REMORA_ENOMEM. k is borrowed. */
 int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen);
 
+/* Can the kernel engine read, at each tick of u's threads, what --mode gil (gil) and
+ * --mode exception (exc) ask: the GIL's holder, the exception state? Returns 0, or
+ * REMORA_EVERSION with *why saying which cannot be read (one phrase naming the mode). */
+int unw_kern_reads(const unwinder_t *u, int gil, int exc, char *why, size_t whylen);
+
 /* The plain offsets the kernel engine walks this target's frames with. Returns 0, or
  * REMORA_EVERSION (*why says why) when its layout is not one the engine walks. */
 struct kern_layout;
