@@ -257,8 +257,9 @@ $(BUILD)/gen/flamegraph_html.c: src/formats/flamegraph.html $(BUILD)/tools/embed
 $(FG_HTML_O): $(BUILD)/gen/flamegraph_html.c
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c -o $@ $<
 
-# the browser tests' profile writer: links only the stack table and the writer
-MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o util/strtab.o util/grow.o formats/json.o formats/flamegraph.o) $(FG_HTML_O)
+# the browser tests' profile writer: links only the stack table and the writers (the page, the
+# table, the heatmap)
+MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o sample/functions.o util/strtab.o util/grow.o formats/json.o formats/flamegraph.o formats/table.o formats/text.o formats/heatmap.o formats/heatmap_count.o formats/counts.o util/lines.o) $(FG_HTML_O)
 $(BUILD)/mkprofile: tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(HDR)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(LDLIBS)
 

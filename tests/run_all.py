@@ -136,6 +136,16 @@ def main():
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if p.returncode == 0 and os.path.exists(converted):
             pages += ["--page", converted]
+            # and the table of the same recording, which the page's hotspots must equal
+            table = os.path.join(tmp, "converted.table")
+            p = subprocess.run([args.remora, "convert", base, "-f", "table", "-o", table],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if p.returncode == 0 and os.path.exists(table):
+                pages += ["--table", table]
+            else:
+                print("FAIL browser/converted-table: remora convert %s -f table exited %d: %s"
+                      % (base, p.returncode, p.stdout.strip()[-300:]))
+                totals[1] += 1
         else:
             print("FAIL browser/converted-page: remora convert %s exited %d: %s"
                   % (base, p.returncode, p.stdout.strip()[-300:]))

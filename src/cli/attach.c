@@ -583,6 +583,24 @@ int cli_finish_child(cli_target_t *ct)
     return ct->child_status;
 }
 
+void cli_say_waiting(cli_target_t *ct)
+{
+    int status;
+    pid_t w;
+
+    if (ct->child <= 0)
+        return;
+    while ((w = waitpid(ct->child, &status, WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (w == ct->child) {
+        ct->child_status = status;
+        ct->child = 0;
+    } else if (w == 0) {
+        fprintf(stderr, "remora: waiting for the command (pid %d) to exit; Ctrl-C interrupts it\n",
+                (int)ct->child);
+    }
+}
+
 int cli_native_enable(unwinder_t *u, pid_t pid)
 {
     int err;

@@ -252,6 +252,10 @@ int cli_attach(pid_t pid, char **cmd, int subprocesses, volatile sig_atomic_t *s
 
 /* Waits for a launched command still running; returns its wait status (-1: none). */
 int cli_finish_child(cli_target_t *ct);
+/* Sampling ended (-d, --max-samples, q) with the launched command still running: the
+ * profile is written and remora waits for the command as a shell does; one line says so
+ * (else it looks hung). A command that has exited is collected here. */
+void cli_say_waiting(cli_target_t *ct);
 
 /* A wait status as a shell's exit code (128 + N for signal N). */
 int cli_child_exit_code(int status);

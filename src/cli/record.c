@@ -226,6 +226,26 @@ static int parse_record(int argc, char **argv, record_args_t *a)
 }
 
 
+/* Thread samples written: the table's (a waiting task's, --async-mode all, among them). */
+static uint64_t written(const sampler_stats_t *st)
+{
+    return st->samples + st->task_waiting;
+}
+
+/* The counts' words of m (docs/cli.md, "Counts") since the run's counts were 'base'
+ * (NULL: since it began). */
+static void meta_counts(const rec_run_t *r, const rec_run_t *base, profile_meta_t *m)
+{
+    const sampler_stats_t *st = sampler_stats(r->s);
+
+    m->counted = 1;
+    m->idle_kept = r->a->c.idle;
+    m->written = written(st) - (base ? base->written0 : 0);
+    m->idle = st->idle - (base ? base->idle0 : 0);
+    m->partial = st->partial - (base ? base->partial0 : 0);
+    m->paused_s = (double)(st->paused_ns - (base ? base->paused0 : 0)) / 1e9;
+}
+
 /* The metadata of this period up to 'end' (ns since sampling began). */
 static void period_meta(const rec_run_t *r, int64_t end, profile_meta_t *m)
 {
@@ -238,6 +258,7 @@ static void period_meta(const rec_run_t *r, int64_t end, profile_meta_t *m)
     m->samples = st->rounds - r->rounds0;
     m->errors = st->errors - r->errors0;
     m->late = st->late - r->late0;
+    meta_counts(r, r, m);
 }
 
 static int write_period(rec_run_t *r, uint64_t snap, int64_t end)
@@ -269,6 +290,10 @@ static int next_period(rec_run_t *r, int64_t now)
     r->rounds0 = st->rounds;
     r->errors0 = st->errors;
     r->late0 = st->late;
+    r->written0 = written(st);
+    r->idle0 = st->idle;
+    r->partial0 = st->partial;
+    r->paused0 = st->paused_ns;
     period_meta(r, now, &m);
     t = stk_new();
     if (t == NULL || rec_outs_begin(&r->outs, &m, r->n, now) != REMORA_EXIT_OK) {
@@ -546,6 +571,7 @@ static int sample_and_write(rec_run_t *r, profile_meta_t *whole)
     whole->errors = st->errors;
     whole->late = st->late;
     whole->start_mono_ns = st->start_ns;
+    meta_counts(r, NULL, whole);
     if (rec_outs_end(&r->outs, whole, r->n, r->gone ? "target exited" : r->failed ? "output failed" :
                      stop_flag ? "stopped" : "duration") != REMORA_EXIT_OK)
         r->rc = REMORA_EXIT_FAIL;
@@ -553,29 +579,10 @@ static int sample_and_write(rec_run_t *r, profile_meta_t *whole)
         rc = r->rc;
     rec_print_summary(r, whole);
     if (a->stats)
-        rec_print_stats(r);
+        rec_print_stats(r, whole);
     /* a target that exited before -d ended: its profile is written, the summary says it
      * exited, and the exit code is 0 as without -d */
     return rc;
-}
-
-/* Sampling ended (-d, --max-samples) with the launched command still running: the
- * profile is written and remora waits for the command as a shell does; one line says so
- * (else it looks hung). A command that has exited is collected here. */
-static void say_waiting(cli_target_t *ct)
-{
-    int status;
-    pid_t w;
-
-    while ((w = waitpid(ct->child, &status, WNOHANG)) < 0 && errno == EINTR)
-        ;
-    if (w == ct->child) {
-        ct->child_status = status;
-        ct->child = 0;
-    } else if (w == 0) {
-        fprintf(stderr, "remora: waiting for the command (pid %d) to exit; Ctrl-C interrupts it\n",
-                (int)ct->child);
-    }
 }
 
 int cmd_record(int argc, char **argv)
@@ -619,7 +626,7 @@ out:
     rec_outs_end(&r.outs, &whole, r.n, "failed");
     rec_ctl_close(&r.ctl);
     if (a.c.cmd != NULL && r.ct.child > 0 && !stop_flag && r.s != NULL)
-        say_waiting(&r.ct);
+        cli_say_waiting(&r.ct);
     if (a.c.cmd != NULL && cli_finish_child(&r.ct) >= 0 && (rc == REMORA_EXIT_OK || r.gone))
         rc = cli_child_exit_code(r.ct.child_status);
     sampler_free(r.s);

@@ -121,6 +121,7 @@ typedef struct rec_run {
     uint64_t n;                     /* this period's number, from 1 */
     int64_t period_ns;              /* its start, since sampling began */
     uint64_t rounds0, errors0, late0;   /* the counts when it began */
+    uint64_t written0, idle0, partial0, paused0;
     int failed;                     /* an output could not be written: the run ends */
     int rc;                         /* the worst exit code of the writes so far */
     int gone;                       /* the target exited while sampled */
@@ -135,7 +136,7 @@ typedef struct rec_run {
 void rec_status_line(const struct sampler *s, void *ctx);
 double rec_cpu_seconds(void);
 void rec_print_summary(const rec_run_t *r, const profile_meta_t *whole);
-void rec_print_stats(const rec_run_t *r);
+void rec_print_stats(const rec_run_t *r, const profile_meta_t *whole);
 
 /* outputs.c: what record and convert share. */
 extern const char rec_out_accepts[], rec_diff_accepts[];

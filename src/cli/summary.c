@@ -18,12 +18,15 @@
 void rec_status_line(const sampler_t *s, void *ctx)
 {
     const sampler_stats_t *st = sampler_stats(s);
-    double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
+    double secs = (double)(sampler_now_ns() - st->start_ns - (int64_t)st->paused_ns) / 1e9;
+    uint64_t written = st->samples + st->task_waiting;
 
     (void)ctx;
-    fprintf(stderr, "\rremora: %llu samples, %.0f Hz, %llu errors, %.1f s   ",
-            (unsigned long long)st->rounds, secs > 0 ? (double)st->rounds / secs : 0.0,
-            (unsigned long long)st->errors, secs);
+    fprintf(stderr, "\rremora: %llu %s, %.0f Hz, %llu thread %s written, %llu %s, %.1f s   ",
+            (unsigned long long)st->rounds, out_plural(st->rounds, "round", "rounds"),
+            secs > 0 ? (double)st->rounds / secs : 0.0, (unsigned long long)written,
+            out_plural(written, "sample", "samples"), (unsigned long long)st->errors,
+            out_plural(st->errors, "error", "errors"), secs);
     fflush(stderr);
 }
 
@@ -40,28 +43,26 @@ void rec_print_summary(const rec_run_t *r, const profile_meta_t *whole)
 {
     const record_args_t *a = r->a;
     const sampler_stats_t *st = sampler_stats(r->s);
-    /* the time sampled: a pause's is neither in the rounds nor in their rate */
-    double secs = whole->duration_s - (double)st->paused_ns / 1e9;
+    char counts[512];
 
-    if (secs < 0)
-        secs = 0;
     if (a->c.subprocesses)
-        fprintf(stderr, "remora: %llu subprocesses sampled\n", (unsigned long long)st->subprocesses);
-    fprintf(stderr, "remora: %llu samples in %.2f s (%.0f Hz of %.0f Hz asked), %llu errors (%.2f%%), "
-            "%llu partial (%.2f%%), %llu late, engine %s%s\n",
-            (unsigned long long)st->rounds, secs, secs > 0 ? (double)st->rounds / secs : 0.0, a->c.rate,
-            (unsigned long long)st->errors,
-            st->samples + st->errors ? 100.0 * (double)st->errors / (double)(st->samples + st->errors) : 0.0,
-            (unsigned long long)st->partial, st->samples ? 100.0 * (double)st->partial / (double)st->samples : 0.0,
-            (unsigned long long)st->late, cli_engine_name(r->kern), r->gone ? "; the target exited" : "");
+        fprintf(stderr, "remora: %llu %s sampled\n", (unsigned long long)st->subprocesses,
+                out_plural(st->subprocesses, "subprocess", "subprocesses"));
+    /* the words of docs/cli.md's "Counts", as every header writes them */
+    out_counts_text(counts, sizeof counts, whole, 0);
+    fprintf(stderr, "remora: %s, %llu late, engine %s%s\n", counts, (unsigned long long)st->late,
+            cli_engine_name(r->kern), r->gone ? "; the target exited" : "");
     if (st->pauses > 0 || a->every > 0)
-        fprintf(stderr, "remora: %llu periods, %llu snapshots, paused %llu times for %.2f s\n",
-                (unsigned long long)r->n, (unsigned long long)r->outs.snapshots,
-                (unsigned long long)st->pauses, (double)st->paused_ns / 1e9);
+        fprintf(stderr, "remora: %llu %s, %llu %s, paused %llu %s for %.2f s\n",
+                (unsigned long long)r->n, out_plural(r->n, "period", "periods"),
+                (unsigned long long)r->outs.snapshots,
+                out_plural(r->outs.snapshots, "snapshot", "snapshots"),
+                (unsigned long long)st->pauses, out_plural(st->pauses, "time", "times"),
+                (double)st->paused_ns / 1e9);
 }
 
 /* record --stats: the lines after the summary. */
-void rec_print_stats(const rec_run_t *r)
+void rec_print_stats(const rec_run_t *r, const profile_meta_t *whole)
 {
     const record_args_t *a = r->a;
     const sampler_stats_t *st = sampler_stats(r->s);
@@ -74,9 +75,12 @@ void rec_print_stats(const rec_run_t *r)
     unw_stats_t us;
 
     getrusage(RUSAGE_SELF, &ru);
-    fprintf(stderr, "stats: samples=%llu errors=%llu partial=%llu reads=%llu bytes=%llu reads_per_sample=%.2f "
-            "cpu_us_per_sample=%.2f\n",
-            (unsigned long long)st->rounds, (unsigned long long)st->errors, (unsigned long long)st->partial,
+    /* the summary's counts by the same words (docs/cli.md, "Counts") */
+    fprintf(stderr, "stats: rounds=%llu rounds_asked=%llu thread_samples=%llu idle=%llu errors=%llu "
+            "partial=%llu reads=%llu bytes=%llu reads_per_round=%.2f cpu_us_per_round=%.2f\n",
+            (unsigned long long)whole->samples, (unsigned long long)out_rounds_asked(whole),
+            (unsigned long long)whole->written, (unsigned long long)whole->idle,
+            (unsigned long long)whole->errors, (unsigned long long)whole->partial,
             (unsigned long long)ps->reads, (unsigned long long)ps->bytes, (double)ps->reads / n,
             cpu_s * 1e6 / n);
     fprintf(stderr, "memory: maxrss_kb=%ld table_bytes=%zu\n", ru.ru_maxrss, stk_memory(r->table));

@@ -170,6 +170,18 @@ static int refresh(top_t *tp, int whole)
         view[i].total = rows[i].total - (old ? old->total : 0);
     }
     tp->view_rounds = whole ? st->rounds : st->rounds - tp->last_rounds;
+    tp->win = *st;
+    if (!whole) {
+        tp->win.looked -= tp->prev.looked;
+        tp->win.on_gil -= tp->prev.on_gil;
+        tp->win.gil_wait -= tp->prev.gil_wait;
+        tp->win.in_gc -= tp->prev.in_gc;
+        tp->win.exc -= tp->prev.exc;
+        tp->win.exc_known -= tp->prev.exc_known;
+        tp->win.idle -= tp->prev.idle;
+        tp->win.samples -= tp->prev.samples;
+    }
+    tp->prev = *st;
     tp->title = whole ? "whole run" : "last second";
     free(tp->rows);
     free(tp->view);
@@ -424,6 +436,13 @@ int cmd_top(int argc, char **argv)
         goto out;
     if ((rc = cli_sampler_opts("top", &a, &ct, u, &kern, &so)) != REMORA_EXIT_OK)
         goto out;
+    so.states = 1;                  /* the header's exception share */
+    tp.engine = cli_engine_name(kern);
+    {
+        int major = 0, minor = 0;
+        tp.gil_wait_known = sscanf(tp.python, "%d.%d", &major, &minor) == 2 &&
+                            (major > 3 || (major == 3 && minor >= 15));
+    }
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, a.pid, cli_holder(&a));
         goto out;
@@ -456,9 +475,8 @@ int cmd_top(int argc, char **argv)
     }
     if (gone)
         cli_error("pid %d exited", (int)a.pid);
-    else if (ct.child > 0)
-        cli_error("'%s' (pid %d) still runs: waiting for it to exit (Ctrl-C stops it)", a.cmd[0],
-                  (int)ct.child);
+    else
+        cli_say_waiting(&ct);       /* as record says it (-d, q: the command goes on) */
     if (rc == REMORA_EXIT_OK && gone && a.cmd == NULL && a.duration > 0)
         rc = REMORA_EXIT_NOPROC;   /* the target went away before -d ended */
 out:

@@ -32,6 +32,11 @@ typedef struct top {
     size_t nrows;
     view_row_t *view;
     uint64_t view_rounds;       /* rounds the view's interval took */
+    sampler_stats_t prev;       /* the sampler's counts at the last refresh */
+    sampler_stats_t win;        /* ... their change over the view's interval (the header's
+                                 * shares: GIL, GIL wait, exception, GC, idle) */
+    const char *engine;         /* "kernel" or "user" */
+    int gil_wait_known;         /* the target says when a thread waits for the GIL (3.15+) */
     const char *title;          /* "last second" or "whole run" */
     char *buf;                  /* the frame being drawn */
     size_t buflen;

@@ -44,22 +44,77 @@ static size_t seen_threads(const stk_table_t *t)
     return k;
 }
 
+/* The name of the table's thread 'tid' (the first of its names: a thread renamed while
+ * sampled is several threads of the table), or "". */
+static const char *thread_name(const stk_table_t *t, pid_t tid)
+{
+    size_t n = stk_nthreads(t), i;
+
+    for (i = 0; i < n; i++)
+        if (stk_thread_at(t, i)->tid == tid && stk_thread_at(t, i)->name != NULL)
+            return stk_thread_at(t, i)->name;
+    return "";
+}
+
+/* " NAME P%" of a share of the window's thread samples looked at. */
+static void put_share(FILE *f, const char *name, uint64_t part, uint64_t whole)
+{
+    fprintf(f, "  %s %.1f%%", name, out_share(part, whole));
+}
+
+/* The header: the target; the run's counts in the words of docs/cli.md's "Counts" (time
+ * since the start, nothing of top pauses: p pauses the screen only), the engine; what the
+ * threads were doing over the view's interval, as shares of the thread samples looked at
+ * (written or left out); the view chosen. */
 static void draw_header(const top_t *tp, FILE *f)
 {
     const sampler_stats_t *st = sampler_stats(tp->s);
+    const sampler_stats_t *w = &tp->win;
     double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
-    uint64_t tried = st->samples + st->errors;
+    uint64_t written = st->samples + st->task_waiting;
+    uint64_t asked = secs > 0 ? (uint64_t)(tp->a->rate * secs + 0.5) : 0;
 
     fprintf(f, "remora top  pid %d  Python %s  %s  ", (int)tp->a->pid, tp->python,
             cli_mode_name(tp->a->mode));
     out_text_str(f, tp->command, 0);
-    fprintf(f, "\n%.1f s  %llu samples (%.0f Hz)  %llu errors (%.2f%%)  %zu threads\n"
-            "%s, sorted by %s", secs, (unsigned long long)st->rounds,
-            secs > 0 ? (double)st->rounds / secs : 0.0,
-            (unsigned long long)st->errors, tried ? 100.0 * (double)st->errors / (double)tried : 0.0,
-            seen_threads(tp->table), tp->title, sort_names[tp->sort]);
-    if (tp->tid != 0)
-        fprintf(f, "  [thread %d]", (int)tp->tid);
+    fprintf(f, "\n%.1f s  %llu %s taken of %llu asked (%.0f Hz of %.0f Hz asked)  "
+            "%llu thread %s written  ", secs, (unsigned long long)st->rounds,
+            out_plural(st->rounds, "round", "rounds"), (unsigned long long)asked,
+            secs > 0 ? (double)st->rounds / secs : 0.0, tp->a->rate,
+            (unsigned long long)written, out_plural(written, "sample", "samples"));
+    if (tp->a->idle)
+        fputs("idle kept (--idle)", f);
+    else
+        fprintf(f, "%llu left out as idle", (unsigned long long)st->idle);
+    fprintf(f, "  %llu %s (%.2f%%)  %zu %s  engine %s\n", (unsigned long long)st->errors,
+            out_plural(st->errors, "error", "errors"), out_share(st->errors, written),
+            seen_threads(tp->table), out_plural(seen_threads(tp->table), "thread", "threads"),
+            tp->engine ? tp->engine : "user");
+    /* the window's shares, of every thread sample looked at (an idle one too) */
+    fprintf(f, "%s:", tp->title);
+    put_share(f, "GIL held", w->on_gil, w->looked);
+    if (tp->gil_wait_known)
+        put_share(f, "waiting for GIL", w->gil_wait, w->looked);
+    else
+        fputs("  waiting for GIL n/a (3.15+)", f);
+    if (w->exc_known > 0)
+        put_share(f, "exception", w->exc, w->exc_known);
+    else
+        fputs("  exception n/a", f);
+    put_share(f, "GC", w->in_gc, w->looked);
+    if (tp->a->idle)
+        fputs("  idle kept", f);
+    else
+        put_share(f, "idle", w->idle, w->looked);
+    fprintf(f, "  of %llu thread %s looked at\n", (unsigned long long)w->looked,
+            out_plural(w->looked, "sample", "samples"));
+    fprintf(f, "%s, sorted by %s", tp->title, sort_names[tp->sort]);
+    if (tp->tid != 0) {
+        /* the thread's name is the target's: escaped */
+        fputs("  [thread ", f);
+        out_text_str(f, thread_name(tp->table, tp->tid), 0);
+        fprintf(f, " (%d)]", (int)tp->tid);
+    }
     if (tp->filter[0] != '\0') {
         fputs("  [filter: ", f);
         out_text_str(f, tp->filter, 0);

@@ -486,9 +486,13 @@ int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o)
             p->meta.rate_hz > 0 ? 1000.0 / p->meta.rate_hz : 1.0,
             (double)p->meta.start_unix_ns / 1e6);
     {
-        char misc[128];
-        snprintf(misc, sizeof misc, "Python %s, %s mode", p->meta.python[0] ? p->meta.python : "?",
-                 p->meta.mode[0] ? p->meta.mode : "wall");
+        /* the counts' words (docs/cli.md, "Counts") after the interpreter and mode: what
+         * the profiler shows as the profile's information */
+        char misc[768], words[512];
+        out_counts_text(words, sizeof words, &p->meta, stk_total_samples(t));
+        snprintf(misc, sizeof misc, "Python %.32s, %.16s mode%s%.8s; %s",
+                 p->meta.python[0] ? p->meta.python : "?", p->meta.mode[0] ? p->meta.mode : "wall",
+                 p->meta.engine[0] ? ", engine " : "", p->meta.engine, words);
         out_json_str(f, misc);
     }
     fputs(",\"categories\":[{\"name\":\"Other\",\"color\":\"grey\",\"subcategories\":[\"Other\"]},"

@@ -88,7 +88,28 @@ static void put_double(FILE *f, const char *key, double v)
     fprintf(f, "\"%s\":%.9g", key, isfinite(v) ? v : 0.0);
 }
 
-static void write_meta(FILE *f, const profile_meta_t *m)
+/* The counts' words (docs/cli.md, "Counts"), beside the older fields ("samples" is the
+ * rounds taken): "counted" false when the profile does not know them (collapsed stacks,
+ * an older recording), then only "thread_samples" (the table's) and "counts" hold. */
+static void write_counts(FILE *f, const profile_meta_t *m, uint64_t written)
+{
+    char words[512];
+
+    out_counts_text(words, sizeof words, m, written);
+    fprintf(f, ",\"counted\":%s,\"rounds\":%" PRIu64 ",\"rounds_asked\":%" PRIu64
+               ",\"thread_samples\":%" PRIu64 ",\"idle\":%" PRIu64 ",\"idle_kept\":%s"
+               ",\"partial\":%" PRIu64 ",",
+            m->counted ? "true" : "false", m->samples, out_rounds_asked(m),
+            m->counted ? m->written : written, m->idle, m->idle_kept ? "true" : "false",
+            m->partial);
+    put_double(f, "paused_s", m->paused_s);
+    fputc(',', f);
+    put_cstr(f, "counts");
+    fputc(':', f);
+    put_cstr(f, words);
+}
+
+static void write_meta(FILE *f, const profile_meta_t *m, uint64_t written)
 {
     fprintf(f, "{\"pid\":%ld,", (long)m->pid);
     put_field(f, "command", m->command, sizeof m->command);
@@ -97,12 +118,16 @@ static void write_meta(FILE *f, const profile_meta_t *m)
     fputc(',', f);
     put_field(f, "mode", m->mode, sizeof m->mode);
     fputc(',', f);
+    put_field(f, "engine", m->engine, sizeof m->engine);
+    fputc(',', f);
     put_double(f, "duration_s", m->duration_s);
     fputc(',', f);
     put_double(f, "rate_hz", m->rate_hz);
     fprintf(f, ",\"samples\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"late\":%" PRIu64
-               ",\"start_unix_ns\":%" PRId64 "}",
+               ",\"start_unix_ns\":%" PRId64,
             m->samples, m->errors, m->late, m->start_unix_ns);
+    write_counts(f, m, written);
+    fputc('}', f);
 }
 
 /* Distinct strings of the frame table, keyed by their interned address. */
@@ -474,7 +499,7 @@ static int write_profile(FILE *f, const profile_t *p, const profile_t *base)
     }
 
     fputs("{\"meta\":", f);
-    write_meta(f, &p->meta);
+    write_meta(f, &p->meta, stk_total_samples(t));
     fprintf(f, ",\n\"total\":%" PRIu64 ",\n\"strings\":[", stk_total_samples(t));
     for (i = 0; i < s.n; i++) {
         if (i)

@@ -1,7 +1,10 @@
-/* formats/heatmap.c — the line heatmap: a self-contained HTML page (no script) with an
- * index of the source files sampled and, for each, its sampled lines in their source,
- * every line's self and inclusive samples, shaded by its inclusive share, with links
- * from a line to the functions it calls most.
+/* formats/heatmap.c — the line heatmap: a self-contained HTML page (no script) that opens
+ * on the hottest file's sampled lines in their source, then lists the hottest lines (their
+ * text and function), the files, and every other file's sampled lines: each line's self
+ * and inclusive samples, shaded by its inclusive share or, with the page's toggle (a CSS
+ * radio button), its self share, with links from a line to the functions it calls most.
+ * The hottest file: the one with the most self samples among those whose source is shown
+ * (else the first by inclusive share).
  *
  * Per line (function, file, line of a frame): self = samples whose innermost frame is at
  * it; inclusive = samples with a frame at it anywhere in the stack, counted once per
@@ -33,6 +36,7 @@
 #define HM_LINE_SHOWN 400           /* bytes of one source line shown */
 #define HM_TOP_LINES 25             /* rows of the page's table of hottest lines */
 #define HM_OPS 4                    /* --opcodes: instructions shown on a line */
+#define HM_HOT_TRIES 16             /* files tried for the one the page opens on */
 
 /* Text into HTML: & < > " ' as entities, a tab kept, other control characters and each
  * byte that is not UTF-8 shown as U+FFFD; at most 'max' bytes of it, "..." past them. */
@@ -80,13 +84,40 @@ static double pct(uint64_t n, uint64_t total)
     return total ? 100.0 * (double)n / (double)total : 0.0;
 }
 
-/* A line's background: white to red with its inclusive share (square root: a line of
- * 1% still shows). */
-static void put_shade(FILE *f, uint64_t incl, uint64_t total)
+/* The opacity of a line's red for a share (square root: a line of 1% still shows). */
+static double shade(uint64_t n, uint64_t total)
 {
-    double a = total ? sqrt((double)incl / (double)total) : 0.0;
+    double a = total ? sqrt((double)n / (double)total) : 0.0;
 
-    fprintf(f, " style=\"background:rgba(230,40,20,%.3f)\"", 0.05 + 0.7 * (a > 1 ? 1 : a));
+    return n ? 0.05 + 0.7 * (a > 1 ? 1 : a) : 0.0;
+}
+
+/* A line's background: its inclusive and its self shade, as --i and --s, which the page's
+ * style picks from with its toggle. */
+static void put_shade(FILE *f, uint64_t self, uint64_t incl, uint64_t total)
+{
+    fprintf(f, " class=h style=\"--i:%.3f;--s:%.3f\"", shade(incl, total), shade(self, total));
+}
+
+/* The source of 'file' through o->source, with its index of lines: *starts the caller's or
+ * *own (which the caller frees; NULL when unused). src->problem says why there is none. */
+static void source_get(const out_options_t *o, const char *file, out_source_t *src, uint32_t **own,
+                       const uint32_t **starts, size_t *nstarts)
+{
+    *src = (out_source_t){ NULL, 0, "no source given to the report", 0, NULL, 0 };
+    *own = NULL;
+    *starts = NULL;
+    *nstarts = 0;
+    if (o != NULL && o->source != NULL)
+        o->source(o->source_ctx, file, src);
+    if (src->problem == NULL && src->starts != NULL) {
+        *starts = src->starts;          /* the caller's index of the text */
+        *nstarts = src->nstarts;
+    } else if (src->problem == NULL) {
+        if (lines_index(src->text, src->len, own, nstarts) != 0)
+            src->problem = "out of memory";
+        *starts = *own;
+    }
 }
 
 /* Keeps best[0..*nbest) the indexes of the 'cap' largest counts seen, largest first:
@@ -157,7 +188,7 @@ static void put_row(FILE *f, const hm_t *h, uint32_t fno, int line, const hm_lin
 
     fprintf(f, "<tr id=\"f%u-%d\"", fno, line);
     if (l != NULL && l->incl > 0)
-        put_shade(f, l->incl, total);
+        put_shade(f, l->self, l->incl, total);
     fprintf(f, "><td class=n>%d</td>", line);
     if (l != NULL)
         fprintf(f, "<td class=c>%" PRIu64 "</td><td class=c>%.1f%%</td><td class=c>%" PRIu64
@@ -175,28 +206,23 @@ static void put_row(FILE *f, const hm_t *h, uint32_t fno, int line, const hm_lin
     fputs("</td></tr>\n", f);
 }
 
-static void write_file(FILE *f, hm_t *h, uint32_t fno, const out_options_t *o, uint64_t total)
+/* One file's section: its heading, and its sampled lines in their source; 'hottest' marks
+ * the one the page opens on. */
+static void write_file(FILE *f, hm_t *h, uint32_t fno, const out_options_t *o, uint64_t total, int hottest)
 {
     hm_file_t *fl = &h->files[fno];
-    out_source_t src = { NULL, 0, "no source given to the report", 0 };
+    out_source_t src;
     uint32_t *own = NULL;
     const uint32_t *starts = NULL;
     size_t nstarts = 0, i = 0, j = 0;
     long end = 0;
 
-    if (o->source != NULL)
-        o->source(o->source_ctx, fl->file, &src);
-    if (src.problem == NULL && src.starts != NULL) {
-        starts = src.starts;            /* the caller's index of the text */
-        nstarts = src.nstarts;
-    } else if (src.problem == NULL) {
-        if (lines_index(src.text, src.len, &own, &nstarts) != 0)
-            src.problem = "out of memory";
-        starts = own;
-    }
+    source_get(o, fl->file, &src, &own, &starts, &nstarts);
     fl->problem = src.problem;
     fl->changed = src.problem == NULL && src.changed;
-    fprintf(f, "<h2 id=\"f%u\">", fno);
+    fprintf(f, "<section class=file%s><h2 id=\"f%u\">", hottest ? " id=hottest-file" : "", fno);
+    if (hottest)
+        fputs("<span class=t>Hottest file:</span> ", f);
     put_htmlz(f, fl->file);
     fprintf(f, " <span class=t>%.1f%% inclusive, %.1f%% self</span></h2>\n",
             pct(fl->incl, total), pct(fl->self, total));
@@ -241,7 +267,7 @@ static void write_file(FILE *f, hm_t *h, uint32_t fno, const out_options_t *o, u
         }
         end = to;
     }
-    fputs("</table>\n", f);
+    fputs("</table></section>\n", f);
     free(own);
 }
 
@@ -279,9 +305,19 @@ static void write_data(FILE *f, const hm_t *h, const uint32_t *order, uint64_t t
 }
 
 static const char hm_style[] =
-    "body{font:14px/1.35 system-ui,sans-serif;margin:1.5em;color:#222}"
-    "h1{font-size:1.3em}h2{font-size:1.05em;margin-top:2em;word-break:break-all}"
+    "body{font:14px/1.35 system-ui,sans-serif;margin:1em 1.5em;color:#222}"
+    "h1{font-size:1.2em;margin:.2em 0}h2{font-size:1.05em;margin-top:1.5em;word-break:break-all}"
+    "#hottest-file h2{margin-top:.6em}p.sum{margin:.3em 0;color:#444}"
     ".t{font-weight:normal;color:#666}.w{color:#a40}"
+    /* the shade toggle: two radio buttons (no script), their labels as buttons */
+    "input.sh{position:absolute;opacity:0;pointer-events:none}"
+    ".bar{display:flex;flex-wrap:wrap;gap:.4em 1em;align-items:center;margin:.3em 0}"
+    ".bar label{border:1px solid #ccc;padding:1px 8px;cursor:pointer;border-radius:4px}"
+    "#sh-incl:checked~.bar label[for=sh-incl],#sh-self:checked~.bar label[for=sh-self]"
+    "{background:#fde3dc;border-color:#e0806a}"
+    "tr.h{background:rgba(230,40,20,var(--i))}#sh-self:checked~main tr.h{background:rgba(230,40,20,var(--s))}"
+    "td.fn{font-family:ui-monospace,monospace;font-size:.9em;white-space:nowrap}"
+    "td.at{font-size:.9em;word-break:break-all}"
     "table{border-collapse:collapse}td,th{padding:0 .5em;text-align:left;vertical-align:top}"
     "td.n,td.c{text-align:right;color:#555;font-variant-numeric:tabular-nums}"
     "td.s{font-family:ui-monospace,monospace;white-space:pre;tab-size:8;max-width:70ch;"
@@ -298,8 +334,10 @@ static void write_head(FILE *f, const profile_t *p, uint64_t total)
         fputs(": ", f);
         put_html(f, p->meta.command, strnlen(p->meta.command, sizeof p->meta.command), 200);
     }
-    fprintf(f, "</title><style>%s</style></head><body>\n<h1>Where the time went, line by line</h1>\n<p>",
-            hm_style);
+    fprintf(f, "</title><style>%s</style></head><body>\n"
+               "<input type=radio class=sh name=shade id=sh-incl checked>"
+               "<input type=radio class=sh name=shade id=sh-self>\n"
+               "<h1>Where the time went, line by line</h1>\n<p class=sum>", hm_style);
     if (p->meta.pid)
         fprintf(f, "pid %ld, ", (long)p->meta.pid);
     if (p->meta.python[0]) {
@@ -321,25 +359,71 @@ static void write_head(FILE *f, const profile_t *p, uint64_t total)
     }
     fputs(". Self: samples whose innermost frame is at a line; inclusive: samples with a "
           "frame at it anywhere in the stack. Shares are of all samples.</p>\n", f);
+    fputs("<div class=bar><span>Shade lines by <label for=sh-incl title=\"samples with the line anywhere "
+          "on the stack\">inclusive (total)</label> <label for=sh-self title=\"samples whose innermost "
+          "frame is at the line\">self</label></span><span>Jump to <a href=\"#hot-lines\">hottest "
+          "lines</a> \xc2\xb7 <a href=\"#files\">files</a></span></div>\n<main>\n", f);
 }
 
-/* The table of the hottest lines (ntop at most, of order top) and the one of the files
- * (in order). */
-static void write_tables(FILE *f, const hm_t *h, const uint32_t *order, const uint32_t *top, size_t ntop,
-                         uint64_t total)
+/* The table of the hottest lines (ntop at most, of order top: each with its function and
+ * its source text, read through o->source file by file) and the one of the files (in
+ * order). Returns 0, or -1 out of memory. */
+static int write_tables(FILE *f, const hm_t *h, const uint32_t *order, const uint32_t *top, size_t ntop,
+                        uint64_t total, const out_options_t *o)
 {
-    size_t i;
+    char *text[HM_TOP_LINES] = { NULL };
+    size_t len[HM_TOP_LINES] = { 0 }, i, k;
+    int rc = 0;
 
-    fputs("<h2>Hottest lines</h2>\n<table><tr><th>self</th><th>incl.</th><th>line</th></tr>\n", f);
-    for (i = 0; i < ntop && h->lines[top[i]].self > 0; i++) {
+    /* the lines' texts first: each file's source once, copied (a source lasts until the
+     * next call) */
+    for (i = 0; i < ntop && h->lines[top[i]].self > 0 && rc == 0; i++) {
+        out_source_t src;
+        uint32_t *own;
+        const uint32_t *starts;
+        size_t nstarts;
+        int done = 0;
+        for (k = 0; k < i; k++)
+            done |= h->lines[top[k]].fileno == h->lines[top[i]].fileno;
+        if (done)
+            continue;
+        source_get(o, h->lines[top[i]].file, &src, &own, &starts, &nstarts);
+        for (k = i; k < ntop && src.problem == NULL; k++) {
+            const char *t;
+            size_t n;
+            if (h->lines[top[k]].fileno != h->lines[top[i]].fileno ||
+                (t = lines_get(src.text, starts, nstarts, h->lines[top[k]].line, 1, &n)) == NULL)
+                continue;
+            n = n < HM_LINE_SHOWN ? n : HM_LINE_SHOWN;
+            if ((text[k] = malloc(n + 1)) == NULL) {
+                rc = -1;
+                break;
+            }
+            memcpy(text[k], t, n);
+            len[k] = n;
+        }
+        free(own);
+    }
+    fputs("<h2 id=hot-lines>Hottest lines</h2>\n<table><tr><th>self</th><th>incl.</th><th>function</th>"
+          "<th>source</th><th>line</th></tr>\n", f);
+    for (i = 0; i < ntop && h->lines[top[i]].self > 0 && rc == 0; i++) {
         const hm_line_t *l = &h->lines[top[i]];
-        fprintf(f, "<tr><td class=c>%.1f%%</td><td class=c>%.1f%%</td><td><a href=\"#f%u-%d\">",
-                pct(l->self, total), pct(l->incl, total), l->fileno, l->line);
+        fprintf(f, "<tr class=hot><td class=c>%.1f%%</td><td class=c>%.1f%%</td><td class=fn>",
+                pct(l->self, total), pct(l->incl, total));
+        put_htmlz(f, l->function);
+        fputs("</td><td class=s>", f);
+        if (text[i] != NULL)
+            put_html(f, text[i], len[i], HM_LINE_SHOWN);
+        fprintf(f, "</td><td class=at><a href=\"#f%u-%d\">", l->fileno, l->line);
         put_htmlz(f, l->file);
         fprintf(f, ":%d</a></td></tr>\n", l->line);
     }
+    for (i = 0; i < ntop; i++)
+        free(text[i]);
+    if (rc != 0)
+        return rc;
     fputs("</table>\n", f);
-    fputs("<h2>Files</h2>\n<table><tr><th>incl.</th><th>self</th><th>file</th></tr>\n", f);
+    fputs("<h2 id=files>Files</h2>\n<table><tr><th>incl.</th><th>self</th><th>file</th></tr>\n", f);
     for (i = 0; i < h->nfiles; i++) {
         const hm_file_t *fl = &h->files[order[i]];
         fprintf(f, "<tr><td class=c>%.1f%%</td><td class=c>%.1f%%</td><td><a href=\"#f%u\">",
@@ -348,23 +432,65 @@ static void write_tables(FILE *f, const hm_t *h, const uint32_t *order, const ui
         fputs("</a></td></tr>\n", f);
     }
     fputs("</table>\n", f);
+    return 0;
+}
+
+/* The file the page opens on: the most self samples among the files whose source is
+ * shown (of the HM_HOT_TRIES files of most self samples: each try reads a source), else
+ * the first by inclusive share (order[0]). */
+static uint32_t hottest_file(const hm_t *h, const uint32_t *order, const out_options_t *o)
+{
+    uint64_t below = UINT64_MAX;        /* the self samples of the file tried last */
+    uint32_t last = UINT32_MAX;
+    size_t i, tries;
+
+    for (tries = 0; tries < HM_HOT_TRIES; tries++) {
+        uint32_t best = UINT32_MAX;
+        out_source_t src;
+        uint32_t *own;
+        const uint32_t *starts;
+        size_t nstarts;
+        /* the next file by self samples (ties by index), after the one tried last */
+        for (i = 0; i < h->nfiles; i++) {
+            uint64_t n = h->files[i].self;
+            if (n == 0 || n > below || (n == below && i <= last))
+                continue;
+            if (best == UINT32_MAX || n > h->files[best].self)
+                best = (uint32_t)i;
+        }
+        if (best == UINT32_MAX)
+            break;
+        source_get(o, h->files[best].file, &src, &own, &starts, &nstarts);
+        free(own);
+        if (src.problem == NULL)
+            return best;
+        below = h->files[best].self;
+        last = best;
+    }
+    return h->nfiles ? order[0] : UINT32_MAX;
 }
 
 int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o)
 {
     hm_t h;
     uint64_t total = stk_total_samples(p->stacks);
-    uint32_t *order = NULL, *top = NULL;
+    uint32_t *order = NULL, *top = NULL, hot;
     size_t i, ntop;
     int err = REMORA_OK;
 
     if (hm_count(&h, p->stacks, &order, &top))
         goto oom;
     ntop = h.nlines < HM_TOP_LINES ? h.nlines : HM_TOP_LINES;
+    hot = hottest_file(&h, order, o);
     write_head(f, p, total);
-    write_tables(f, &h, order, top, ntop, total);
+    if (hot != UINT32_MAX)
+        write_file(f, &h, hot, o, total, 1);
+    if (write_tables(f, &h, order, top, ntop, total, o) != 0)
+        goto oom;
     for (i = 0; i < h.nfiles; i++)
-        write_file(f, &h, order[i], o, total);
+        if (order[i] != hot)
+            write_file(f, &h, order[i], o, total, 0);
+    fputs("</main>\n", f);
     write_data(f, &h, order, total);
     fputs("</body></html>\n", f);
     goto out;

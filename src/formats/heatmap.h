@@ -11,6 +11,7 @@
 
 typedef struct hm_line {
     const char *file;               /* interned: compared by pointer */
+    const char *function;           /* the function of the first frame counted at it */
     int line;
     uint32_t fileno;                /* index into files */
     uint64_t self, incl, stamp;

@@ -209,6 +209,8 @@ static void count_stack(void *ctx, const stk_thread_t *thread, const uint32_t *f
             continue;
         l = &h->lines[li];
         fl = &h->files[l->fileno];
+        if (l->function == NULL)
+            l->function = f->function;      /* the first function met at the line */
         if (l->stamp != h->stamp) {
             l->stamp = h->stamp;
             l->incl += count;

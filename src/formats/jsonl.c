@@ -167,6 +167,16 @@ static void jl_meta(FILE *f, const profile_meta_t *m)
     fprintf(f, ",\"rate_hz\":%.17g", m->rate_hz);
 }
 
+/* The counts' words (docs/cli.md, "Counts") beside rounds, errors and late: the thread
+ * samples written, left out as idle, partial, the rounds asked, the time paused. */
+static void jl_counts(FILE *f, const profile_meta_t *m)
+{
+    fprintf(f, "\"rounds_asked\":%llu,\"thread_samples\":%llu,\"idle\":%llu,\"partial\":%llu,"
+            "\"paused_s\":%.9f", (unsigned long long)out_rounds_asked(m),
+            (unsigned long long)m->written, (unsigned long long)m->idle,
+            (unsigned long long)m->partial, m->paused_s);
+}
+
 int jsonl_open(const char *path, const profile_meta_t *m, jsonl_writer_t **out)
 {
     jsonl_writer_t *w = calloc(1, sizeof *w);
@@ -250,10 +260,12 @@ int jsonl_period(jsonl_writer_t *w, const profile_t *p, const char *kind, uint64
     fputs("{\"type\":", w->f);
     out_json_str(w->f, kind);
     fprintf(w->f, ",\"n\":%llu,\"start_unix_ns\":%lld,\"end_unix_ns\":%lld,\"duration_s\":%.9f,"
-            "\"rounds\":%llu,\"errors\":%llu,\"late\":%llu,\"threads\":[",
+            "\"rounds\":%llu,\"errors\":%llu,\"late\":%llu,",
             (unsigned long long)n, (long long)p->meta.start_unix_ns, (long long)end_unix_ns,
             p->meta.duration_s, (unsigned long long)p->meta.samples,
             (unsigned long long)p->meta.errors, (unsigned long long)p->meta.late);
+    jl_counts(w->f, &p->meta);
+    fputs(",\"threads\":[", w->f);
     for (i = 0; i < stk_nthreads(t); i++) {
         const stk_thread_t *th = stk_thread_at(t, i);
         fprintf(w->f, "%s[%d,%u,%llu]", i ? "," : "", (int)th->tid, jl_str(w, th->name),
@@ -280,9 +292,11 @@ int jsonl_close(jsonl_writer_t *w, const profile_meta_t *m, uint64_t periods, co
     fputs("{\"type\":\"end\",\"reason\":", w->f);
     out_json_str(w->f, reason);
     fprintf(w->f, ",\"periods\":%llu,\"rounds\":%llu,\"errors\":%llu,\"late\":%llu,"
-            "\"duration_s\":%.9f}\n", (unsigned long long)periods,
+            "\"duration_s\":%.9f,", (unsigned long long)periods,
             (unsigned long long)m->samples, (unsigned long long)m->errors,
             (unsigned long long)m->late, m->duration_s);
+    jl_counts(w->f, m);
+    fputs("}\n", w->f);
     if ((fflush(w->f) != 0 || ferror(w->f)) && !err)
         err = REMORA_EIO;
     /* a file whose name went while it was written (its directory removed): what it

@@ -59,6 +59,22 @@ void out_marshal_dict_end(FILE *f);
  * else 1 ms (remora's default rate: collapsed stacks carry neither). */
 double out_sample_seconds(const profile_meta_t *m);
 
+/* counts.c: the counts' words (docs/cli.md, "Counts"), one definition for the summary,
+ * --stats, top and every header. 'one' when n is 1, else 'many'. */
+const char *out_plural(uint64_t n, const char *one, const char *many);
+/* The time sampled: the duration less its pauses, in seconds (>= 0). */
+double out_time_sampled(const profile_meta_t *m);
+/* Rounds asked: the rate asked over the time sampled, rounded. */
+uint64_t out_rounds_asked(const profile_meta_t *m);
+/* 100 * part / whole, 0 when whole is 0. */
+double out_share(uint64_t part, uint64_t whole);
+/* The counts in words into buf (snprintf's contract: returns the length it wanted):
+ * "R rounds taken of A asked in D s (H Hz of RATE Hz asked), W thread samples written,
+ * I left out as idle (--idle keeps them), E errors (x%), P partial (y%)", the shares of
+ * the thread samples written; a profile that does not know them (m->counted 0):
+ * "W thread samples written", W 'written' (the table's total). */
+int out_counts_text(char *buf, size_t n, const profile_meta_t *m, uint64_t written);
+
 /* A source file's text, for the writers that show source (the heatmap): formats/ reads
  * no file, so the caller's out_source_fn gives it, as the target saw the file. */
 typedef struct out_source {

@@ -139,7 +139,7 @@ static int encode(const profile_t *p, pbuf_t *out)
     uint32_t *row_of_frame = NULL;
     size_t nrows = 0, i;
     const char *mode = p->meta.mode[0] ? p->meta.mode : "wall";
-    char comment[160];
+    char comment[160], words[512];
     int err;
 
     memset(&c, 0, sizeof c);
@@ -180,7 +180,10 @@ static int encode(const profile_t *p, pbuf_t *out)
     snprintf(comment, sizeof comment, "remora %s, pid %d, Python %s, mode %s", REMORA_VERSION,
              (int)p->meta.pid, p->meta.python[0] ? p->meta.python : "?", mode);
     {
-        uint32_t ci = out_strs_index(&strs, comment);
+        uint32_t ci = out_strs_index(&strs, comment), wi;
+        /* a second comment: the counts' words (docs/cli.md, "Counts") */
+        out_counts_text(words, sizeof words, &p->meta, stk_total_samples(t));
+        wi = out_strs_index(&strs, words);
         if (c.period > 0)
             value_type(out, &c.msg, 11, out_strs_index(&strs, mode), out_strs_index(&strs, "nanoseconds"));
         for (i = 0; i < strs.n; i++)
@@ -192,6 +195,7 @@ static int encode(const profile_t *p, pbuf_t *out)
         if (c.period > 0)
             pb_uint(out, 12, (uint64_t)c.period);
         pb_uint(out, 13, ci);
+        pb_uint(out, 13, wi);
     }
     if (out->oom || c.msg.oom || c.sub.oom || strs.oom)
         err = REMORA_ENOMEM;

@@ -420,6 +420,12 @@ static void put_tail(raw_writer_t *w, FILE *f, const profile_meta_t *m)
     put_svarint(f, m->start_unix_ns);
     put_svarint(f, m->start_mono_ns);
     put_str(f, m->engine);
+    put_varint(f, 0);               /* version 5's sample_bytes: a time profile */
+    put_varint(f, m->written);
+    put_varint(f, m->idle);
+    put_varint(f, (uint64_t)(m->idle_kept != 0));
+    put_varint(f, m->partial);
+    put_varint(f, (uint64_t)(m->paused_s > 0 ? m->paused_s * 1e9 : 0));
     fputc('Z', f);
 }
 
@@ -882,6 +888,16 @@ static void rec_meta(raw_in_t *in)
         m->start_mono_ns = get_svarint(r);
     if (in->version >= 3)
         copy_field(m->engine, sizeof m->engine, get_str(r));
+    if (in->version >= 5)
+        (void)get_varint(r);        /* sample_bytes: --mode memory's (raw.h) */
+    if (in->version >= 6) {
+        m->counted = 1;
+        m->written = get_varint(r);
+        m->idle = get_varint(r);
+        m->idle_kept = get_varint(r) != 0;
+        m->partial = get_varint(r);
+        m->paused_s = (double)get_varint(r) / 1e9;
+    }
 }
 
 int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, size_t *nevents)

@@ -33,7 +33,11 @@
  *                               file past them: 'problem' says so; a reader refuses
  *                               more). `convert` shows these, opening no file.
  *   'M' pid command python mode duration_ns rate_mhz rounds errors late start_unix_ns
- *       start_mono_ns engine    metadata, written at the end; strings inline (len bytes)
+ *       start_mono_ns engine sample_bytes written idle idle_kept partial paused_ns
+ *                               metadata, written at the end; strings inline (len bytes);
+ *                               sample_bytes (version 5): --mode memory's bytes a sample
+ *                               stands for (branch mem49), 0 for a time profile; from
+ *                               written on (version 6) the counts' words (cli.md, Counts)
  *   'Z'                         end of recording
  * A sample's time is the deadline of its round: its stack was read at or after that time
  * and before the next sample's time (or the end, start + duration). start_mono_ns is
@@ -50,7 +54,8 @@
 #include "../sample/sample.h"
 #include "out.h"
 
-#define RAW_VERSION 4          /* written; 1 to 3 are still read (3: the engine; 4: 'L') */
+#define RAW_VERSION 6          /* written; 1 to 5 are still read (3: the engine; 4: 'L';
+                                * 5: sample_bytes; 6: the counts' words in 'M') */
 
 /* What a recording keeps of its files' source: the lines a heatmap shows (heatmap.c:
  * HM_CONTEXT lines around each sampled line, HM_LINE_SHOWN bytes of a line, more past

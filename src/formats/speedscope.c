@@ -42,13 +42,16 @@ int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o)
     size_t i, nthreads = stk_nthreads(t);
     struct sctx c;
     int err;
-    char name[160];
+    char name[768], words[512];
 
     (void)o;
     c.dt = out_sample_seconds(&p->meta);
     fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"remora "
           REMORA_VERSION "\",\"name\":", f);
-    snprintf(name, sizeof name, "remora pid %d (Python %s)", (int)p->meta.pid, p->meta.python);
+    /* the counts' words (docs/cli.md, "Counts") in the name speedscope shows */
+    out_counts_text(words, sizeof words, &p->meta, stk_total_samples(t));
+    snprintf(name, sizeof name, "remora pid %d (Python %.32s): %s", (int)p->meta.pid, p->meta.python,
+             words);
     out_json_str(f, name);
     fputs(",\"activeProfileIndex\":0,\"shared\":{\"frames\":[", f);
     for (i = 0; i < stk_nframes(t); i++) {

@@ -399,7 +399,13 @@ static void write_header(svg_t *s, const profile_meta_t *m, uint64_t narrow)
     fputs("</text>\n", s->f);
 
     header_open(s, 1);
-    fprintf(s->f, "%" PRIu64 " sample%s", s->total, s->total == 1 ? "" : "s");
+    /* the counts' words (docs/cli.md, "Counts"); the rest of the full line (the rate and
+     * time) stands in the fields after it */
+    fprintf(s->f, "%" PRIu64 " thread sample%s written", s->total, s->total == 1 ? "" : "s");
+    if (m->counted)
+        fprintf(s->f, "%s%" PRIu64 " round%s taken of %" PRIu64 " asked%s%" PRIu64
+                " left out as idle%s%" PRIu64 " partial", sep, m->samples,
+                m->samples == 1 ? "" : "s", out_rounds_asked(m), sep, m->idle, sep, m->partial);
     if (m->duration_s > 0 && isfinite(m->duration_s))
         fprintf(s->f, "%sduration %.2f s", sep, m->duration_s);
     if (m->rate_hz > 0 && isfinite(m->rate_hz))
@@ -413,7 +419,7 @@ static void write_header(svg_t *s, const profile_meta_t *m, uint64_t narrow)
         svg_put(s->f, mode, strlen(mode), 16);
     }
     if (m->errors > 0)
-        fprintf(s->f, "%s%" PRIu64 " stacks unreadable", sep, m->errors);
+        fprintf(s->f, "%s%" PRIu64 " error%s", sep, m->errors, m->errors == 1 ? "" : "s");
     fputs("</text>\n", s->f);
 
     header_open(s, 2);

@@ -73,7 +73,7 @@ int out_table_write(const profile_t *p, FILE *f, const out_options_t *o)
     const stk_table_t *t = p->stacks;
     size_t nrows, i, n, limit;
     uint64_t total = stk_total_samples(t);
-    stk_fn_row_t *rows;
+    stk_fn_row_t *rows = NULL;
     int err;
 
     err = stk_fn_rows(t, &rows, &nrows, NULL);
@@ -95,7 +95,14 @@ int out_table_write(const profile_t *p, FILE *f, const out_options_t *o)
             fputc('\n', f);
         }
         if (n > limit)
-            fprintf(f, "(%zu more functions; -l N shows more)\n", n - limit);
+            fprintf(f, "(%zu more %s; -l N shows more)\n", n - limit,
+                    out_plural(n - limit, "function", "functions"));
+        /* the counts' words (docs/cli.md, "Counts"), in parentheses as the line above */
+        {
+            char words[512];
+            out_counts_text(words, sizeof words, &p->meta, total);
+            fprintf(f, "(%s)\n", words);
+        }
     }
     free(rows);
     if (err)

@@ -128,6 +128,15 @@ typedef struct profile_meta {
     int64_t start_unix_ns;
     int64_t start_mono_ns;  /* CLOCK_MONOTONIC when sampling began (0: unknown) */
     char engine[8];         /* "kernel", "user", or "" (a recording made before engines) */
+    /* The counts' words (docs/cli.md, "Counts"; formats/counts.c writes them): 'samples'
+     * is the rounds taken; these are 0 in a profile that does not know them (collapsed
+     * stacks, a recording made before them: 'counted' is 0) */
+    int counted;            /* the fields below are known */
+    uint64_t written;       /* thread samples written */
+    uint64_t idle;          /* thread samples left out as idle */
+    int idle_kept;          /* --idle: none left out */
+    uint64_t partial;       /* thread samples written partial */
+    double paused_s;        /* of duration_s, the time paused: not sampled */
 } profile_meta_t;
 
 /* The kernel engine's shortest tick period (kern.h's KERN_MIN_PERIOD_NS): what a sample

@@ -54,7 +54,7 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
      * which threads are idle (a GIL holder never is) */
     s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : !o->idle ? UNW_WANT_ACTIVE : 0) |
               (o->gc ? UNW_WANT_GC : 0) |
-              (o->mode == SAMPLE_EXCEPTION ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
+              (o->mode == SAMPLE_EXCEPTION || o->states ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
               (o->function ? UNW_WANT_FIRSTLINE : 0) | (o->opcodes ? UNW_WANT_OPCODES : 0) |
               UNW_WANT_THREAD_NAMES;
     if (o->async && u != NULL) {

@@ -32,6 +32,8 @@ typedef struct sampler_opts {
                              * not holding the GIL); without it they are left out, in
                              * every mode */
     int async;              /* enum sample_async */
+    int states;             /* read each thread's exception state for the counts of
+                             * sampler_stats_t below (top's header), in every mode */
     struct kern *kern;      /* the kernel engine (borrowed; it must outlive the sampler),
                              * already enabled on the target's unwinder; NULL: the
                              * user-space engine alone */
@@ -40,6 +42,14 @@ typedef struct sampler_opts {
 typedef struct sampler_stats {
     uint64_t rounds;        /* sampling rounds taken */
     uint64_t samples;       /* thread stacks added to the table */
+    uint64_t idle;          /* thread samples left out as idle (without --idle): asleep,
+                             * not holding the GIL; never read, never written */
+    /* Every thread sample looked at (written, left out as idle or by the mode, or an
+     * error), and of those: the GIL holder's, one waiting for the GIL (3.15's flag: 0
+     * before), the GIL holder's while its interpreter collects garbage; 'exc' of the
+     * 'exc_known' whose exception state was read (with 'states' or in exception mode,
+     * not at a kernel tick) those handling one. */
+    uint64_t looked, on_gil, gil_wait, in_gc, exc, exc_known;
     uint64_t errors;        /* thread stacks that could not be read at all */
     uint64_t partial;       /* ... of samples, those whose innermost frames moved while read:
                              * the outer frames known, then a UNW_MOVING frame */

@@ -265,10 +265,25 @@ int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, 
 
     if (count == 0)
         return REMORA_OK;
+    /* what the threads were doing, whatever is written of them (top's header) */
+    s->st.looked += count;
+    if (th->holds_gil)
+        s->st.on_gil += count;
+    else if (th->gil_requested)
+        s->st.gil_wait += count;
+    if (th->holds_gil && th->gc)
+        s->st.in_gc += count;
+    if ((s->want & UNW_WANT_EXC) && th->t_ns == 0 && th->handling_exc >= 0) {
+        s->st.exc_known += count;
+        if (th->handling_exc == 1)
+            s->st.exc += count;
+    }
     /* idle: asleep in the kernel (not running or runnable) and not holding the GIL
      * (a thread blocked while it holds it stops every other: never idle) */
-    if (!s->o.idle && !th->on_cpu && !th->holds_gil)
+    if (!s->o.idle && !th->on_cpu && !th->holds_gil) {
+        s->st.idle += count;
         return REMORA_OK;
+    }
     /* cpu: on a CPU (a thread waiting for one, as the kernel engine knows, is not) */
     if (s->o.mode == SAMPLE_CPU && (!th->on_cpu || th->runnable))
         return REMORA_OK;

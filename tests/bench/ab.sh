@@ -19,7 +19,7 @@ per_sample() {   # BIN PID: instructions per sample
     declare -A S IR
     for d in 1 3; do
         s=$(valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$d" "$bin" record -p "$pid" -r 5k -d $d \
-                --stats --idle -o "$tmp/out.collapsed" -f collapsed 2>&1 | grep -oE "stats: samples=[0-9]+" | grep -oE "[0-9]+")
+                --stats --idle -o "$tmp/out.collapsed" -f collapsed 2>&1 | grep -oE "stats: (samples|rounds)=[0-9]+" | grep -oE "[0-9]+")
         ir=$(callgrind_annotate "$tmp/cg.$d" 2>/dev/null | grep -m1 "PROGRAM TOTALS" | grep -oE "^[0-9,]+" | tr -d ,)
         S[$d]=$s IR[$d]=$ir
     done

@@ -56,8 +56,11 @@ from harness import INTERPRETERS, TARGETS, Target, interp_missing  # noqa: E402
 from formats import parse_collapsed  # noqa: E402
 
 # partial= is optional: an older remora (for an A/B run) has none
-STATS = re.compile(r"stats: samples=(\d+) errors=(\d+)(?: partial=(\d+))? reads=(\d+) bytes=(\d+) "
-                   r"reads_per_sample=([\d.]+) cpu_us_per_sample=([\d.]+)")
+# either remora's (A/B runs compare an older binary): rounds were "samples" before the
+# counts' words (docs/cli.md, "Counts")
+STATS = re.compile(r"stats: (?:samples|rounds)=(\d+)(?: rounds_asked=\d+ thread_samples=\d+ idle=\d+)? "
+                   r"errors=(\d+)(?: partial=(\d+))? reads=(\d+) bytes=(\d+) "
+                   r"reads_per_(?:sample|round)=([\d.]+) cpu_us_per_(?:sample|round)=([\d.]+)")
 MEMORY = re.compile(r"memory: maxrss_kb=(\d+)")
 
 
@@ -491,7 +494,7 @@ def long_table(remora, interps, seconds):
             if r["type"] == "period":
                 periods += 1
                 rounds += r["rounds"]
-    m = re.search(r"remora: (\d+) samples in", err)
+    m = re.search(r"remora: (\d+) (?:samples in|rounds? taken)", err)
     total = int(m.group(1)) if m else -1
     after = [kb for at, kb in rss if at >= 60] or [kb for _, kb in rss]
     first = after[0] if after else 0

@@ -1,8 +1,14 @@
 /* tests/browser/mkprofile.c — writes the flamegraphs the browser tests open, without a
  * live process: builds a stack table by hand and runs out_flamegraph_write on it.
  *
- *     mkprofile SCENARIO OUT.html    SCENARIO: basic, big, hostile, diff, deep, empty
+ *     mkprofile SCENARIO OUT.html [TABLE.txt [HEATMAP.html]]
+ *                                    SCENARIO: basic, big, hostile, diff, deep, empty, imports
  *     mkprofile selftest             checks the writer's escaping and error paths
+ *
+ * With TABLE.txt it also writes remora's table of the same stack table (out_table_write,
+ * what remora prints without -o), for the page's hotspots to be held to; with HEATMAP.html
+ * the line heatmap too, each file's line k reading "    step_k()  # BASENAME" (a file
+ * named <...> has no source), which run.mjs derives the same way.
  *
  * For a scenario it prints the ground truth on stdout as one JSON object: the stacks
  * it put in (thread, count, frames outermost first) and their totals, so run.mjs checks
@@ -17,6 +23,7 @@
 #include "remora.h"
 #include "formats/out.h"
 #include "formats/flamegraph.h"
+#include "formats/heatmap.h"
 
 typedef struct fdef {
     const char *fn, *file;
@@ -82,6 +89,32 @@ static const sdef_t basic_stacks[] = {
     { 4250, "pricing-worker", 60, 6, { 20, 21, 22, 23, 11, 12 } },
     { 4250, "pricing-worker", 100, 6, { 20, 21, 22, 23, 25, 26 } },
     { 4250, "pricing-worker", 20, 4, { 20, 21, 22, 23 } },
+};
+
+/* ---- imports: a launched tool's start-up imports (nested), recursion, a partial stack - */
+
+#define BOOT "<frozen importlib._bootstrap>"
+static const fdef_t imports_frames[] = {
+    { "<module>", "/srv/tool/cli.py", 1 },                                        /* 0 */
+    { "_find_and_load", BOOT, 1360 },                                             /* 1 */
+    { "_find_and_load_unlocked", BOOT, 1331 },                                    /* 2 */
+    { "_load_unlocked", BOOT, 935 },                                              /* 3 */
+    { "exec_module", "<frozen importlib._bootstrap_external>", 995 },             /* 4 */
+    { "_call_with_frames_removed", BOOT, 488 },                                   /* 5 */
+    { "<module>", "/usr/lib/python3.12/site-packages/numpy/__init__.py", 120 },   /* 6 */
+    { "main", "/srv/tool/cli.py", 40 },                                           /* 7 */
+    { "walk", "/srv/tool/tree.py", 10 },                                          /* 8 */
+    { "walk", "/srv/tool/tree.py", 14 },                                          /* 9 */
+    { "<moving>", "", 0 },                                                        /* 10 */
+    { "compile", "/usr/lib/python3.12/re/__init__.py", 227 },                     /* 11 */
+};
+static const sdef_t imports_stacks[] = {
+    { 900, "MainThread", 300, 7, { 0, 1, 2, 3, 4, 5, 6 } },
+    { 900, "MainThread", 100, 10, { 0, 1, 2, 3, 4, 5, 6, 1, 2, 11 } },
+    { 900, "MainThread", 250, 5, { 0, 7, 8, 9, 8 } },
+    { 900, "MainThread", 200, 4, { 0, 7, 8, 9 } },
+    { 900, "MainThread", 30, 4, { 0, 7, 8, 10 } },
+    { 900, "MainThread", 120, 3, { 0, 7, 11 } },
 };
 
 /* ---- hostile: names that try to become markup or script ----------------------------- */
@@ -187,6 +220,7 @@ static void set_meta(profile_meta_t *m, const char *cmd, pid_t pid, uint64_t sam
     snprintf(m->command, sizeof m->command, "%s", cmd);
     snprintf(m->python, sizeof m->python, "3.12.1");
     snprintf(m->mode, sizeof m->mode, "wall");
+    snprintf(m->engine, sizeof m->engine, "user");
     m->duration_s = (double)samples / 1000.0;
     m->rate_hz = 1000;
     m->samples = samples;
@@ -268,7 +302,63 @@ static int write_html(const profile_t *p, const char *path)
     return rc;
 }
 
-static int scenario(const char *name, const char *out)
+/* remora's table of p's stacks into path (its default 25 rows). */
+static int write_table(const profile_t *p, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    int rc;
+
+    if (f == NULL) {
+        perror(path);
+        return -1;
+    }
+    rc = out_table_write(p, f, &(out_options_t){ 0 });
+    if (fclose(f) != 0 && rc == 0)
+        rc = REMORA_EIO;
+    if (rc != 0)
+        fprintf(stderr, "mkprofile: out_table_write(%s) failed: %d\n", path, rc);
+    return rc;
+}
+
+/* The heatmap's sources: made up, 400 lines a file, line k "    step_k()  # BASENAME". */
+static char fake_text[64 * 1024];
+static void fake_source(void *ctx, const char *file, out_source_t *out)
+{
+    const char *base = strrchr(file, '/');
+    size_t len = 0;
+    int k;
+
+    (void)ctx;
+    memset(out, 0, sizeof *out);
+    if (file[0] == '<' || file[0] == '\0') {
+        out->problem = "not a file";
+        return;
+    }
+    base = base ? base + 1 : file;
+    for (k = 1; k <= 400 && len < sizeof fake_text - 200; k++)
+        len += (size_t)snprintf(fake_text + len, sizeof fake_text - len, "    step_%d()  # %.100s\n", k, base);
+    out->text = fake_text;
+    out->len = len;
+}
+
+static int write_heatmap(const profile_t *p, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    int rc;
+
+    if (f == NULL) {
+        perror(path);
+        return -1;
+    }
+    rc = out_heatmap_write(p, f, &(out_options_t){ .source = fake_source });
+    if (fclose(f) != 0 && rc == 0)
+        rc = REMORA_EIO;
+    if (rc != 0)
+        fprintf(stderr, "mkprofile: out_heatmap_write(%s) failed: %d\n", path, rc);
+    return rc;
+}
+
+static int scenario(const char *name, const char *out, const char *table, const char *heatmap)
 {
     stk_table_t *t = stk_new(), *b = NULL;
     profile_t p = { 0 }, bp = { 0 };
@@ -281,6 +371,11 @@ static int scenario(const char *name, const char *out)
         set_meta(&p.meta, "python3 app.py --port 8080 --workers 1", 4242, 1000, 3);
         printf("{\"scenario\":\"basic\",\"stacks\":");
         if (build(t, basic_frames, basic_stacks, N(basic_stacks)))
+            goto error;
+    } else if (strcmp(name, "imports") == 0) {
+        set_meta(&p.meta, "python3 /srv/tool/cli.py scan /data", 900, 1000, 0);
+        printf("{\"scenario\":\"imports\",\"stacks\":");
+        if (build(t, imports_frames, imports_stacks, N(imports_stacks)))
             goto error;
     } else if (strcmp(name, "hostile") == 0) {
         set_meta(&p.meta, "python3 -c \"</script><img src=x onerror=window.__pwned=4>\" \xe2\x80\xa8 & <b>", 7, 110, 0);
@@ -320,6 +415,10 @@ static int scenario(const char *name, const char *out)
     if (strcmp(name, "big") != 0 && strcmp(name, "deep") != 0)
         printf(",\"total\":%" PRIu64 "}\n", stk_total_samples(t));
     rc = write_html(&p, out);
+    if (rc == 0 && table != NULL)
+        rc = write_table(&p, table);
+    if (rc == 0 && heatmap != NULL)
+        rc = write_heatmap(&p, heatmap);
 error:
     if (rc != 0 && t == NULL)
         fprintf(stderr, "mkprofile: out of memory\n");
@@ -411,9 +510,10 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "selftest") == 0)
         return selftest();
-    if (argc != 3) {
-        fprintf(stderr, "usage: mkprofile basic|big|hostile|diff|deep|empty OUT.html\n       mkprofile selftest\n");
+    if (argc < 3 || argc > 5) {
+        fprintf(stderr, "usage: mkprofile basic|big|hostile|diff|deep|empty|imports OUT.html [TABLE.txt [HEATMAP.html]]\n"
+                        "       mkprofile selftest\n");
         return 2;
     }
-    return scenario(argv[1], argv[2]) ? 1 : 0;
+    return scenario(argv[1], argv[2], argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL) ? 1 : 0;
 }

@@ -30,16 +30,31 @@ const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const VIEWPORT = { width: 1280, height: 800 };
 
-const opt = { mkprofile: path.join(ROOT, 'build', 'mkprofile'), pages: [], screenshot: null, keep: null, hostile: null, svg: null };
+const USAGE = `usage: node tests/browser/run.mjs [--mkprofile PATH] [--page FILE.html [--table TABLE.txt]]...
+                                [--screenshot OUT.png] [--keep DIR]
+       node tests/browser/run.mjs --recorded-hostile PAGE.html TRUTH.json
+       node tests/browser/run.mjs --svg FILE.svg BOXES
+
+  --mkprofile PATH   the scenario writer (default build/mkprofile; make build/mkprofile)
+  --page FILE.html   also run the render checks on a flamegraph made elsewhere
+  --table TABLE.txt  remora's table of the same recording as the --page before it
+                     (remora convert REC -f table -o TABLE.txt): its hotspots must equal it
+  --screenshot PNG   save the basic scenario's page as docs/flamegraph.png was made
+  --keep DIR         keep the generated pages in DIR
+Prints PASS/FAIL/SKIP per check, ends with "browser: N passed, N failed, N skipped";
+exit 1 when a check failed. make browser-test runs it; make test through tests/run_all.py.`;
+const opt = { mkprofile: path.join(ROOT, 'build', 'mkprofile'), pages: [], tables: new Map(), screenshot: null, keep: null, hostile: null, svg: null };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i], v = process.argv[i + 1];
-  if (a === '--mkprofile' && v) { opt.mkprofile = v; i++; }
+  if (a === '--help' || a === '-h') { console.log(USAGE); process.exit(0); }
+  else if (a === '--mkprofile' && v) { opt.mkprofile = v; i++; }
   else if (a === '--page' && v) { opt.pages.push(v); i++; }
+  else if (a === '--table' && v && opt.pages.length) { opt.tables.set(opt.pages[opt.pages.length - 1], v); i++; }
   else if (a === '--screenshot' && v) { opt.screenshot = v; i++; }
   else if (a === '--keep' && v) { opt.keep = v; i++; }
   else if (a === '--recorded-hostile' && v && process.argv[i + 2]) { opt.hostile = [v, process.argv[i + 2]]; i += 2; }
   else if (a === '--svg' && v && process.argv[i + 2]) { opt.svg = [v, Number(process.argv[i + 2])]; i += 2; }
-  else { console.error(`usage: run.mjs [--mkprofile PATH] [--page FILE]... [--screenshot PNG] [--keep DIR] (bad: ${a})`); process.exit(2); }
+  else { console.error(`${USAGE}\n(bad argument: ${a})`); process.exit(2); }
 }
 
 const counts = { passed: 0, failed: 0, skipped: 0 };
@@ -86,8 +101,8 @@ function widestPath(stacks, fn) {
 
 // ---- the page ----------------------------------------------------------------------
 
-async function open(browser, file, timeout = 15000) {
-  const context = await browser.newContext({ viewport: VIEWPORT, deviceScaleFactor: 1 });
+async function open(browser, file, timeout = 15000, colorScheme = 'light') {
+  const context = await browser.newContext({ viewport: VIEWPORT, deviceScaleFactor: 1, colorScheme });
   const page = await context.newPage();
   const problems = [];
   page.on('console', (m) => {
@@ -171,7 +186,8 @@ async function testBasicRender(browser, files, truth) {
     eq(st.viewTotal, sum(truth.basic.stacks), 'samples in view');
     const head = await o.page.evaluate(() => ({ cmd: document.getElementById('cmd').textContent, facts: document.getElementById('facts').textContent, title: document.title }));
     eq(head.cmd, 'python3 app.py --port 8080 --workers 1', 'header command');
-    for (const want of ['Python 3.12.1', 'samples 1,000', 'stacks 1,400', 'rate 1,000 Hz asked', 'errors 3 (0.21% of stack reads)', 'duration 1.00 s'])
+    for (const want of ['Python 3.12.1', 'samples 1,000', 'stacks 1,400', 'rate 1,000 Hz asked', 'errors 3 (0.21% of stack reads)', 'duration 1.00 s',
+      'engine user', 'mode wall', 'partial 0 (0.00% of stacks)'])
       expect(head.facts.includes(want), `header lacks "${want}": ${head.facts}`);
     const total = await o.page.evaluate(() => document.getElementById('view-total').textContent);
     eq(total, '1,400 samples in view', 'view total');
@@ -292,17 +308,209 @@ async function testBasicOrientation(browser, files) {
   const o = await open(browser, files.basic);
   try {
     const p = o.page;
+    // icicle is the default: the root on the canvas's first row, callers above callees
+    eq((await p.evaluate(() => window.remora.state())).orient, 'icicle', 'orientation at the start');
+    eq(await p.evaluate(() => document.getElementById('icicle').getAttribute('aria-pressed')), 'true', 'icicle button pressed');
+    const top = await p.evaluate(() => document.getElementById('fg').getBoundingClientRect().top);
+    eq((await rectOf(p, 'all threads')).y, top, 'icicle: the root at the top of the canvas');
     let a = await rectOf(p, '<module>'), b = await rectOf(p, 'main');
-    expect(a.y > b.y, 'flame: the caller should be below its callee');
-    await p.click('#icicle');
-    eq((await p.evaluate(() => window.remora.state())).orient, 'icicle', 'orientation');
-    a = await rectOf(p, '<module>'); b = await rectOf(p, 'main');
     expect(a.y < b.y, 'icicle: the caller should be above its callee');
     await p.click('#flame');
+    eq((await p.evaluate(() => window.remora.state())).orient, 'flame', 'orientation');
     a = await rectOf(p, '<module>'); b = await rectOf(p, 'main');
-    expect(a.y > b.y, 'flame again');
+    expect(a.y > b.y, 'flame: the caller should be below its callee');
+    await p.click('#icicle');
+    a = await rectOf(p, '<module>'); b = await rectOf(p, 'main');
+    expect(a.y < b.y, 'icicle again');
     noProblems(o);
   } finally { await o.context.close(); }
+}
+
+// remora's table (mkprofile's TABLE.txt, out_table_write): [fn, file, line, self, total]
+function parseTable(text) {
+  const rows = [];
+  for (const l of text.split('\n').slice(1)) {
+    const m = /^\s*(\d+)\s+[\d.]+%\s+(\d+)\s+[\d.]+%  (.*)$/.exec(l);
+    if (!m) continue;
+    const fr = /^(.*) \((.*):(-?\d+)\)$/.exec(m[3]);
+    rows.push(fr ? [fr[1], fr[2], Number(fr[3]), Number(m[1]), Number(m[2])] : [m[3], '', 0, Number(m[1]), Number(m[2])]);
+  }
+  return rows;
+}
+
+// The hotspots panel lists what remora's table lists for the same stacks: the same
+// functions in the same order with the same self and total samples and hot line, and the
+// panel's rows show those functions with their shares.
+async function testHotspots(browser, files, truth) {
+  const out = [];
+  for (const s of ['basic', 'imports']) {
+    const table = parseTable(fs.readFileSync(files[`${s}-table`], 'utf8'));
+    expect(table.length >= 5, `${s}: the table has ${table.length} rows`);
+    const o = await open(browser, files[s]);
+    try {
+      const p = o.page, T = truth[s].total;
+      const hot = (await p.evaluate(() => window.remora.hotspots())).slice(0, table.length)
+        .map((r) => [r.fn, r.file, r.file ? r.line : 0, r.self, r.total]);
+      eq(hot, table, `${s}: hotspots against the table`);
+      const shown = await p.evaluate(() => window.remora.hotspotsShown());
+      eq(shown.map((r) => r.fn), table.slice(0, shown.length).map((r) => r[0]), `${s}: hotspot rows shown`);
+      eq(shown[0].pc, `${pct(table[0][3] / T)} / ${pct(table[0][4] / T)}`, `${s}: first hotspot's shares`);
+      const side = await p.evaluate(() => document.getElementById('side').getBoundingClientRect());
+      expect(side.width > 200 && side.height > 200 && side.left < 1280, `${s}: hotspots panel not on screen: ${JSON.stringify(side)}`);
+      noProblems(o);
+      out.push(`${s}: ${table.length} rows equal, first ${table[0][0]} ${table[0][3]}`);
+    } finally { await o.context.close(); }
+  }
+  return out.join('; ');
+}
+
+// The summary names the engine and the partial stacks (those with a <moving> frame).
+async function testSummary(browser, files, truth) {
+  const o = await open(browser, files.imports);
+  try {
+    const facts = await o.page.evaluate(() => document.getElementById('facts').textContent);
+    const partial = sum(truth.imports.stacks.filter((x) => x.frames.some((f) => f[0] === '<moving>')));
+    for (const want of ['engine user', 'mode wall', 'samples 1,000', 'duration 1.00 s', `partial ${partial} (${pct(partial / truth.imports.total)} of stacks)`, 'errors 0'])
+      expect(facts.includes(want), `summary lacks "${want}": ${facts}`);
+    noProblems(o);
+    return `partial ${partial}`;
+  } finally { await o.context.close(); }
+}
+
+// Dark mode: the system's choice (prefers-color-scheme) gives a dark page whose canvas
+// still draws; the toggle turns it light and back.
+async function testDark(browser, files) {
+  const o = await open(browser, files.basic, 15000, 'dark');
+  try {
+    const p = o.page;
+    const bg = () => p.evaluate(() => {
+      const m = /rgba?\((\d+), (\d+), (\d+)/.exec(getComputedStyle(document.body).backgroundColor);
+      return m ? (Number(m[1]) + Number(m[2]) + Number(m[3])) / 3 : -1;
+    });
+    let b = await bg();
+    expect(b >= 0 && b < 60, `dark: body background brightness ${b}`);
+    eq((await p.evaluate(() => window.remora.state())).dark, true, 'dark state');
+    const px = await renderChecks(o);
+    const fg = await p.evaluate(() => getComputedStyle(document.getElementById('cmd')).color);
+    expect(/rgb\((2[0-9][0-9]), /.test(fg), `dark: the command's colour ${fg} should be light`);
+    await p.click('#theme');
+    b = await bg();
+    expect(b > 200, `after the toggle: background brightness ${b}`);
+    eq((await p.evaluate(() => window.remora.state())).dark, false, 'state after the toggle');
+    await p.click('#theme');
+    expect(await bg() < 60, 'the toggle back to dark');
+    noProblems(o);
+    return `${px.drawn} pixels drawn on a dark page`;
+  } finally { await o.context.close(); }
+}
+
+// Labels: module names by default (json.encoder:258), file paths with the toggle, on the
+// boxes and in the hotspots.
+async function testLabels(browser, files) {
+  const o = await open(browser, files.basic);
+  try {
+    const p = o.page;
+    eq((await p.evaluate(() => window.remora.state())).labels, 'module', 'default labels');
+    let t = await p.evaluate(() => window.remora.boxText('Handler.do_GET'));
+    eq(t, 'Handler.do_GET  handlers:57', 'module label of Handler.do_GET');
+    let hot = await p.evaluate(() => window.remora.hotspotsShown());
+    const where = (fn) => hot.find((r) => r.fn === fn)?.where;
+    eq(where('round_money'), 'pricing:8', 'hotspot module of round_money');
+    eq(where('Template.render'), 'jinja2.environment:1301', 'hotspot module of a site-packages frame');
+    eq(where('JSONEncoder.iterencode'), 'json.encoder:258', 'hotspot module of a standard library frame');
+    await p.click('#lbl-path');
+    t = await p.evaluate(() => window.remora.boxText('Handler.do_GET'));
+    eq(t, 'Handler.do_GET  /srv/shop/handlers.py:57', 'path label of Handler.do_GET');
+    hot = await p.evaluate(() => window.remora.hotspotsShown());
+    eq(where('round_money'), '/srv/shop/pricing.py:8', 'hotspot path of round_money');
+    await p.click('#lbl-module');
+    eq(await p.evaluate(() => window.remora.boxText('Handler.do_GET')), 'Handler.do_GET  handlers:57', 'module label again');
+    noProblems(o);
+  } finally { await o.context.close(); }
+}
+
+// Start-up imports: each outermost <frozen importlib._bootstrap> subtree is one box by
+// default (nothing inside it drawn, its width its samples); the toggle unfolds them.
+async function testImportFold(browser, files, truth) {
+  const o = await open(browser, files.imports);
+  try {
+    const p = o.page, S = truth.imports.stacks;
+    const inImport = sum(S.filter((x) => x.frames[1] && x.frames[1][0] === '_find_and_load'));
+    const depth = (fold) => Math.max(...S.map((x) => {
+      const k = x.frames.findIndex((f) => f[1].startsWith('<frozen importlib._bootstrap'));
+      return fold && k >= 0 ? k + 1 : x.frames.length;
+    })) + 2;
+    let st = await p.evaluate(() => window.remora.state());
+    expect(st.fold && st.folding && st.foldable === 2, `folding at the start: ${JSON.stringify([st.fold, st.folding, st.foldable])}`);
+    eq(st.rows, depth(true), 'rows with the imports folded');
+    const r = await rectOf(p, '_find_and_load');
+    eq(r.total, inImport, 'samples of the folded box');
+    expect((await p.evaluate(() => window.remora.boxText('_find_and_load'))).startsWith('start-up imports (folded)'), 'the folded box says so');
+    for (const inner of ['_load_unlocked', 'exec_module'])
+      expect(await p.evaluate((l) => window.remora.rectOf(l), inner) === null, `${inner} drawn while folded`);
+    await p.click('#fold');
+    st = await p.evaluate(() => window.remora.state());
+    expect(!st.fold && !st.folding, 'unfolded after the toggle');
+    eq(st.rows, depth(false), 'rows with the imports unfolded');
+    await rectOf(p, '_load_unlocked');
+    await rectOf(p, 'exec_module');
+    await p.click('#fold');
+    expect(await p.evaluate(() => window.remora.rectOf('exec_module')) === null, 'folded again');
+    // the basic profile has no imports: no toggle
+    noProblems(o);
+    return `${inImport} samples in one box, ${depth(true)} rows folded, ${depth(false)} unfolded`;
+  } finally { await o.context.close(); }
+}
+
+// The heatmap's first screen (1280x800) shows the hottest file's source: the hottest
+// line of that file with its text, shaded; the hottest lines list each line's text and
+// function; the shading toggle switches to self shares. Truth: mkprofile's stacks and its
+// made-up sources (line k of a file: "    step_k()  # BASENAME").
+async function testHeatmap(browser, files, truth) {
+  const S = truth.imports.stacks;
+  const text = (file, line) => `step_${line}()  # ${path.basename(file)}`;
+  const selfOf = new Map(), fileSelf = new Map();
+  for (const x of S) {
+    const f = x.frames[x.frames.length - 1];
+    if (!f[1] || f[1].startsWith('<') || f[2] <= 0) continue;
+    const k = `${f[1]}:${f[2]}`;
+    selfOf.set(k, { file: f[1], line: f[2], fn: f[0], self: (selfOf.get(k)?.self || 0) + x.count });
+    fileSelf.set(f[1], (fileSelf.get(f[1]) || 0) + x.count);
+  }
+  const hotFile = [...fileSelf].sort((a, b) => b[1] - a[1])[0][0];
+  const lines = [...selfOf.values()].sort((a, b) => b.self - a.self);
+  const hotLine = lines.find((l) => l.file === hotFile);
+  const context = await browser.newContext({ viewport: VIEWPORT, deviceScaleFactor: 1 });
+  const page = await context.newPage();
+  const problems = [];
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`); });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('request', (r) => { if (!/^(file|data):/.test(r.url())) problems.push(`network request: ${r.url()}`); });
+  try {
+    await page.goto(pathToFileURL(path.resolve(files['imports-heatmap'])).href);
+    const first = await page.evaluate(([want]) => {
+      const sec = document.getElementById('hottest-file'), vis = (e) => { const r = e.getBoundingClientRect(); return r.height > 0 && r.bottom <= innerHeight && r.top >= 0; };
+      const rows = sec ? [...sec.querySelectorAll('tr[id]')].filter(vis) : [];
+      const hot = rows.find((r) => r.querySelector('td.s')?.textContent.trim() === want);
+      return { file: sec?.querySelector('h2')?.textContent, rows: rows.length,
+        hot: hot ? { bg: getComputedStyle(hot).backgroundColor } : null };
+    }, [text(hotFile, hotLine.line)]);
+    expect(first.file && first.file.includes(hotFile), `the page does not open on ${hotFile}: ${first.file}`);
+    expect(first.rows >= 5, `only ${first.rows} source rows of ${hotFile} on the first screen`);
+    expect(first.hot, `the hottest line ${hotFile}:${hotLine.line} (${text(hotFile, hotLine.line)}) not on the first screen`);
+    expect(/rgba\(230, 40, 20/.test(first.hot.bg), `the hottest line is not shaded: ${first.hot.bg}`);
+    const listed = await page.evaluate(() => [...document.querySelectorAll('tr.hot')].map((r) => ({
+      fn: r.querySelector('td.fn').textContent, src: r.querySelector('td.s').textContent, at: r.querySelector('td.at').textContent })));
+    eq(listed.map((r) => [r.fn, r.src, r.at]), lines.map((l) => [l.fn, text(l.file, l.line), `${l.file}:${l.line}`]), 'hottest lines (function, text, place)');
+    // self shading: the toggle changes the hot line's shade to its self share's
+    const bgOf = () => page.evaluate((id) => getComputedStyle(document.querySelector(id)).backgroundColor, `#hottest-file tr.h[id$="-${hotLine.line}"]`);
+    const incl = await bgOf();
+    await page.click('label[for=sh-self]');
+    const self = await bgOf();
+    expect(incl !== self, `the self toggle left the shade at ${incl}`);
+    expect(problems.length === 0, problems.slice(0, 3).join('; '));
+    return `opens on ${hotFile} (${first.rows} rows on screen), ${listed.length} hottest lines with text and function`;
+  } finally { await context.close(); }
 }
 
 async function testBig(browser, files, truth) {
@@ -442,6 +650,15 @@ async function testDiff(browser, files, truth) {
     eq(items.length, wantGone.length, 'vanished list length');
     wantGone.forEach((g, i) => expect(items[i].startsWith(g.fn + ' — ') && items[i].includes(`${fmtInt(g.samples)} samples, ${pct(g.samples / bt)} of the baseline`), `vanished item ${i}: ${items[i]}`));
     expect(await p.evaluate(() => !document.getElementById('vanished').hidden), 'vanished list hidden');
+    // folded: its summary line on screen, its items not, until the summary is clicked
+    const fold = () => p.evaluate(() => ({ open: document.getElementById('vanished').open,
+      summary: document.getElementById('vanished-title').getBoundingClientRect().height,
+      item: document.querySelector('#vanished-list li').checkVisibility() ? 1 : 0 }));
+    let v = await fold();
+    expect(!v.open && v.summary > 0 && v.item === 0, `the vanished list should start folded: ${JSON.stringify(v)}`);
+    await p.click('#vanished-title');
+    v = await fold();
+    expect(v.open && v.item > 0, `a click on its summary should unfold the vanished list: ${JSON.stringify(v)}`);
     // colours: share grew → red, fell → blue, unchanged → grey
     const share = (stacks, fn) => sum(stacks.filter((s) => s.frames.some((f) => f[0] === fn))) / sum(stacks);
     const colour = async (fn) => { const r = await rectOf(p, fn); return pixelAt(p, r.x + 2, r.y + 2); };
@@ -463,8 +680,14 @@ async function testDeep(browser, files, truth) {
   const o = await open(browser, files.deep);
   try {
     const p = o.page, D = truth.deep.depth, last = `level_${D - 1}`;
-    const sc = await p.evaluate(() => { const s = document.getElementById('scroller'); return { h: s.scrollHeight, top: s.scrollTop, ch: s.clientHeight }; });
+    const scroll = () => p.evaluate(() => { const s = document.getElementById('scroller'); return { h: s.scrollHeight, top: s.scrollTop, ch: s.clientHeight }; });
+    let sc = await scroll();
     eq(sc.h, (D + 2) * 18, 'scroll height of all rows');
+    eq(sc.top, 0, 'icicle: starts at the roots, on top');
+    expect(await p.evaluate(() => window.remora.rectOf('level_0')) !== null, 'icicle: level_0 not drawn at the start');
+    expect(await p.evaluate((l) => window.remora.rectOf(l), last) === null, `icicle: ${last} drawn while out of view`);
+    await p.click('#flame');
+    sc = await scroll();
     eq(sc.top, sc.h - sc.ch, 'flame: starts scrolled to the roots');
     expect(await p.evaluate(() => window.remora.rectOf('level_0')) !== null, 'level_0 not drawn at the start');
     expect(await p.evaluate((l) => window.remora.rectOf(l), last) === null, `${last} drawn while out of view`);
@@ -498,10 +721,20 @@ async function testEmpty(browser, files) {
   } finally { await o.context.close(); }
 }
 
-async function testPage(browser, file) {
+async function testPage(browser, file, tableFile) {
   const o = await open(browser, file, 60000);
   try {
     const px = await renderChecks(o);
+    let tableNote = '';
+    if (tableFile) {
+      // the hotspots of a real recording equal remora's table of it
+      const table = parseTable(fs.readFileSync(tableFile, 'utf8'));
+      expect(table.length > 0, `${tableFile}: no rows`);
+      const hot = (await o.page.evaluate(() => window.remora.hotspots())).slice(0, table.length)
+        .map((r) => [r.fn, r.file, r.file ? r.line : 0, r.self, r.total]);
+      eq(hot, table, 'hotspots against remora\'s table of the same recording');
+      tableNote = `, hotspots equal the table's ${table.length} rows`;
+    }
     const name = await o.page.evaluate(() => window.remora.widestFrame());
     expect(name !== null, 'no frame drawn');
     const r = await rectOf(o.page, name);
@@ -516,7 +749,7 @@ async function testPage(browser, file) {
     });
     expect(diff.base === diff.shown, `legend ${diff.shown ? 'shown' : 'hidden'} on a page ${diff.base ? 'with' : 'without'} a baseline`);
     noProblems(o);
-    return `${o.wall} ms to paint, ${px.drawn} pixels drawn, zoomed into ${name}${diff.base ? ', diff legend shown' : ''}`;
+    return `${o.wall} ms to paint, ${px.drawn} pixels drawn, zoomed into ${name}${diff.base ? ', diff legend shown' : ''}${tableNote}`;
   } finally { await o.context.close(); }
 }
 
@@ -636,12 +869,14 @@ async function main() {
   if (opt.hostile) return mainRecordedHostile();
   if (opt.svg) return mainSvg();
   const started = Date.now();
-  const scenarios = ['basic', 'big', 'hostile', 'diff', 'deep', 'empty'];
+  const scenarios = ['basic', 'big', 'hostile', 'diff', 'deep', 'empty', 'imports'];
   const browserTests = [
     ['basic-render', testBasicRender], ['basic-zoom', testBasicZoom], ['basic-search', testBasicSearch],
     ['basic-threads', testBasicThreads], ['basic-tooltip', testBasicTooltip], ['basic-orientation', testBasicOrientation],
     ['big-first-paint', testBig], ['hostile-names', testHostile], ['diff', testDiff],
     ['deep-scroll', testDeep], ['empty-profile', testEmpty],
+    ['hotspots-table', testHotspots], ['summary', testSummary], ['dark-mode', testDark], ['labels-toggle', testLabels],
+    ['import-fold', testImportFold], ['heatmap-first-screen', testHeatmap],
   ];
   const tmp = opt.keep || fs.mkdtempSync(path.join(os.tmpdir(), 'remora-browser-'));
   fs.mkdirSync(tmp, { recursive: true });
@@ -656,7 +891,10 @@ async function main() {
     if (r.status === 0) pass('writer-selftest'); else fail('writer-selftest', (r.stderr || r.stdout || `exit ${r.status}`).trim().split('\n').join('; '));
     for (const s of scenarios) {
       files[s] = path.join(tmp, `${s}.html`);
-      const g = spawnSync(opt.mkprofile, [s, files[s]], { encoding: 'utf8', maxBuffer: 64 << 20 });
+      // basic and imports: remora's table of the same stacks too, and imports' heatmap
+      const extra = s === 'basic' || s === 'imports' ? [files[`${s}-table`] = path.join(tmp, `${s}.txt`)] : [];
+      if (s === 'imports') extra.push(files['imports-heatmap'] = path.join(tmp, 'imports.heatmap.html'));
+      const g = spawnSync(opt.mkprofile, [s, files[s], ...extra], { encoding: 'utf8', maxBuffer: 64 << 20 });
       if (g.status !== 0) { fail(`mkprofile-${s}`, (g.stderr || `exit ${g.status}`).trim()); haveProfiles = false; continue; }
       truth[s] = JSON.parse(g.stdout);
     }
@@ -683,7 +921,7 @@ async function main() {
       for (const f of opt.pages) {
         const name = `page ${f}`;
         if (!fs.existsSync(f)) { fail(name, 'no such file'); continue; }
-        try { pass(name, await testPage(browser, f)); } catch (e) { fail(name, e instanceof Check ? e.message : String(e).split('\n')[0]); }
+        try { pass(name, await testPage(browser, f, opt.tables.get(f))); } catch (e) { fail(name, e instanceof Check ? e.message : String(e).split('\n')[0]); }
       }
     } finally { await browser.close(); }
   }

@@ -517,7 +517,7 @@ def test_accepted(remora):
                 if rc != 0 or m is None:
                     problems.append("-r %s -d %s: exit %d: %s" % (rate, dur, rc, tail(err)))
                     continue
-                took, asked = float(m.group(2)), int(m.group(4))
+                took, asked = float(m.group("seconds")), int(m.group("asked"))
                 if asked != hz:
                     problems.append("-r %s: the summary says %d Hz asked, want %d" % (rate, asked, hz))
                 if abs(took - secs) > DURATION_MARGIN_S:

@@ -4,7 +4,8 @@
 # across the read and, where the moving top cannot be resolved, ends with the marker frame
 # `<moving>` (no file, line 0; written like `<GC>`) as its innermost frame. "errors" counts
 # only thread samples that could not be read at all; the summary says
-# `..., E errors (x%), P partial (y%), L late` and --stats `errors=E partial=P`.
+# `..., E errors (x%), P partial (y%), L late` and --stats `errors=E partial=P`
+# (docs/cli.md, "Counts": x and y are shares of the thread samples written).
 #
 #   fidelity/mix/INTERP     tests/targets/work_mix.py (recursion, json, re, dataclasses,
 #       sorted with a key, generators, re.sub calling back) recorded -r 5000 -d 4 in wall
@@ -77,10 +78,12 @@ ASYNC_SECONDS = 2
 ASYNC_EXC_MIN = 20           # exception-mode samples needed for the check not to be vacuous
                              # (flaky() is in its except block 4-12% of the rounds, seen)
 
-SUMMARY = re.compile(r"^remora: (\d+) samples in ([0-9.]+) s \((\d+) Hz of (\d+) Hz asked\), "
-                     r"(\d+) errors \(([0-9.]+)%\)(?:, (\d+) partial \(([0-9.]+)%\))?, "
+SUMMARY = re.compile(r"^remora: (\d+) rounds? taken of \d+ asked in ([0-9.]+) s \((\d+) Hz of (\d+) Hz "
+                     r"asked\), \d+ thread samples? written, \d+ left out as idle \([^)]*\), "
+                     r"(\d+) errors? \(([0-9.]+)%\)(?:, (\d+) partial \(([0-9.]+)%\))?, "
                      r"(\d+) late, engine (kernel|user)(; the target exited)?$", re.M)
-STATS = re.compile(r"^stats: samples=(\d+) errors=(\d+)(?: partial=(\d+))? reads=(\d+) ", re.M)
+STATS = re.compile(r"^stats: rounds=(\d+) rounds_asked=\d+ thread_samples=\d+ idle=\d+ errors=(\d+)"
+                   r"(?: partial=(\d+))? reads=(\d+) ", re.M)
 
 
 # --- remora's output ------------------------------------------------------------------
@@ -92,7 +95,7 @@ class Run:
     def __init__(self, err, asked):
         found = SUMMARY.findall(err)
         if len(found) != 1:
-            raise Fail("want one summary line `remora: N samples in D s (...), E errors (x%%), "
+            raise Fail("want one summary line `remora: N rounds taken of A asked in D s (...), E errors (x%%), "
                        "P partial (y%%), L late`, found %d: %s" % (len(found), tail(err)))
         m = SUMMARY.search(err)
         self.rounds, self.seconds, self.hz = int(m.group(1)), float(m.group(2)), int(m.group(3))
@@ -108,7 +111,7 @@ class Run:
         st = STATS.search(err)
         if st:
             if int(st.group(1)) != self.rounds or int(st.group(2)) != self.errors:
-                self.problems.append("--stats says samples=%s errors=%s, the summary %d/%d"
+                self.problems.append("--stats says rounds=%s errors=%s, the summary %d/%d"
                                      % (st.group(1), st.group(2), self.rounds, self.errors))
             sp = int(st.group(3)) if st.group(3) is not None else None
             if sp != self.partial:

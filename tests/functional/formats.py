@@ -24,35 +24,35 @@ THREAD = re.compile(r"^thread (.*) \((\d+)\)$", re.S)
 FRAME = re.compile(r"^(.*) \((.*):(-?\d+)\)$", re.S)
 
 
+ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|([\\;nrt]))|;")
+SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", ";": ";"}
+
+
 def unescape_split(text):
     """Splits a collapsed stack at unescaped ';' and undoes \\\\ \\; \\n \\r \\t \\xNN \\uNNNN
-    (src/formats/text.c)."""
+    (src/formats/text.c). A line without a backslash is split as it is; one with escapes is
+    read a token at a time (ESCAPE: an escape or a ';'), anything else between them kept."""
+    if "\\" not in text:
+        return text.split(";")
     parts, cur, i = [], [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            if i + 1 == len(text):
-                raise ValueError("dangling backslash")
-            nxt = text[i + 1]
-            width = {"x": 2, "u": 4}.get(nxt)
-            if width:
-                digits = text[i + 2:i + 2 + width]
-                if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                    raise ValueError("bad escape \\%s%s" % (nxt, digits))
-                cur.append(chr(int(digits, 16)))
-                i += 2 + width
-                continue
-            if nxt not in "\\;nrt":
-                raise ValueError("unknown escape \\%s" % nxt)
-            cur.append({"n": "\n", "r": "\r", "t": "\t"}.get(nxt, nxt))
-            i += 2
-        elif ch == ";":
+    for m in ESCAPE.finditer(text):
+        plain = text[i:m.start()]
+        if "\\" in plain:                 # a backslash ESCAPE did not take
+            raise ValueError("bad or unknown escape %s" % plain[plain.index("\\"):][:6])
+        cur.append(plain)
+        i = m.end()
+        if m.group(0) == ";":
             parts.append("".join(cur))
             cur = []
-            i += 1
+        elif m.group(1) or m.group(2):
+            cur.append(chr(int(m.group(1) or m.group(2), 16)))
         else:
-            cur.append(ch)
-            i += 1
+            cur.append(SIMPLE[m.group(3)])
+    rest = text[i:]
+    if "\\" in rest:
+        raise ValueError("dangling backslash" if rest.endswith("\\") and rest.count("\\") == 1
+                         else "bad or unknown escape %s" % rest[rest.index("\\"):][:6])
+    cur.append(rest)
     parts.append("".join(cur))
     return parts
 
@@ -81,7 +81,7 @@ def parse_collapsed(path):
         raise Fail("%s is not UTF-8: %s" % (os.path.basename(path), e))
     if text and not text.endswith("\n"):
         raise Fail("%s does not end with a newline" % os.path.basename(path))
-    stacks = []
+    stacks, seen = [], {}
     for n, line in enumerate(text.split("\n")[:-1] if text else [], 1):   # lines end at \n only
         where = "%s line %d (%r)" % (os.path.basename(path), n, line[:120])
         head, _, count = line.rpartition(" ")
@@ -96,8 +96,12 @@ def parse_collapsed(path):
             raise Fail("%s: first element is not `thread NAME (TID)`" % where)
         frames = []
         for p in parts[1:]:
-            fm = FRAME.match(p)
-            frames.append((fm.group(1), fm.group(2), int(fm.group(3))) if fm else (p, None, None))
+            fr = seen.get(p)                # deep stacks repeat their frames: parse each once
+            if fr is None:
+                fm = FRAME.match(p)
+                fr = seen[p] = ((fm.group(1), fm.group(2), int(fm.group(3))) if fm
+                                else (p, None, None))
+            frames.append(fr)
         stacks.append(Stack(m.group(1), int(m.group(2)), frames, int(count)))
     return stacks
 
@@ -142,6 +146,7 @@ def speedscope_stacks(doc):
     "seconds": a weight is the stack's samples x the sampling interval; see
     speedscope_counts)."""
     frames = doc["shared"]["frames"]
+    keys = [(f["name"], f.get("file"), f.get("line")) for f in frames]
     out, names = {}, {}
     for prof in doc["profiles"]:
         m = THREAD.match(prof.get("name", ""))
@@ -162,10 +167,9 @@ def speedscope_stacks(doc):
                        % (prof["name"], sum(prof["weights"]), prof["endValue"]))
         c = out.setdefault(tid, collections.Counter())
         for stack, w in zip(prof["samples"], prof["weights"]):
-            if any(not 0 <= i < len(frames) for i in stack):
+            if stack and (min(stack) < 0 or max(stack) >= len(frames)):
                 raise Fail("profile %r: frame index out of range" % prof["name"])
-            c[tuple((frames[i]["name"], frames[i].get("file"), frames[i].get("line"))
-                    for i in stack)] += w
+            c[tuple(keys[i] for i in stack)] += w
     return out, names
 
 
@@ -656,6 +660,8 @@ def gil_markers(doc):
 #                                    kept's and its text without the line's end
 #   'M' pid command python mode duration_ns rate_mhz rounds errors late
 #       start_unix_ns(signed) start_mono_ns(signed) engine   metadata; strings are len bytes
+#       [sample_bytes, version 5] [thread_samples idle idle_kept partial paused_ns, version 6:
+#       the counts' words, docs/cli.md's Counts]
 #   'Z'                              the end
 # A sample's time is on CLOCK_MONOTONIC from start_mono_ns. A round's sample (flags bit 8
 # clear): when the round's reading began; the stack was read at or after it, and before
@@ -674,13 +680,14 @@ class Raw:
 
 def read_remora(path):
     """Parses a .remora file (format above). Fail if it is not a whole
-    version-3 or version-4 recording."""
+    version-3 to version-6 recording (5: sample_bytes, 6: the counts' words in 'M')."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:7] != b"REMORA\0" or len(data) < 8:
         raise Fail("%s is not a .remora recording" % os.path.basename(path))
-    if data[7] not in (3, 4):
-        raise Fail("%s is version %d, want 3 or 4 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
+    if data[7] not in (3, 4, 5, 6):
+        raise Fail("%s is version %d, want 3 to 6 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
+    version = data[7]
     pos = 8
 
     def varint():
@@ -748,6 +755,10 @@ def read_remora(path):
                  "duration_ns": varint(), "rate_mhz": varint(), "rounds": varint(),
                  "errors": varint(), "late": varint(), "start_unix_ns": svarint(),
                  "start_mono_ns": svarint(), "engine": string()}
+            m["sample_bytes"] = varint() if version >= 5 else 0
+            if version >= 6:
+                m.update({"thread_samples": varint(), "idle": varint(), "idle_kept": bool(varint()),
+                          "partial": varint(), "paused_ns": varint()})
             r.meta = m
         elif tag == "Z":
             break

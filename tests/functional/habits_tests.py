@@ -155,7 +155,7 @@ def test_wait_command(remora, interp):
             problems.append("exit %d, want the command's 7" % rc)
         lines = err.splitlines()
         waits = [i for i, l in enumerate(lines) if WAITING.match(l)]
-        summ = [i for i, l in enumerate(lines) if l.startswith("remora: ") and " samples in " in l]
+        summ = [i for i, l in enumerate(lines) if l.startswith("remora: ") and " rounds taken of " in l]
         if len(waits) != 1:
             problems.append("%d lines saying remora waits for the command: %s" % (len(waits), tail(err)))
         elif not summ or waits[0] < summ[0]:

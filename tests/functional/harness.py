@@ -19,7 +19,7 @@ from targets import (CRASH_TIMEOUT, CrashTarget, FUTEX_SYSCALL, GCORE_TIMEOUT, L
 
 # recording.py: running remora, recordings, summary and --stats, a terminal session
 from recording import (Recording, Remora, SAMPLED_BEFORE_SIGNAL, SANITIZER_MARKS,
-                       SHORT_SECONDS, STATS, STATUS, STOP_TIMEOUT, SUMMARY, Summary,
+                       SHORT_SECONDS, STATS, STATS_COUNTS, STATUS, STOP_TIMEOUT, SUMMARY, Summary,
                        TTY_TIMEOUT, expect_failure, more_seconds, odd_recording, pty_drive,
                        pty_session, record, record_collapsed, signame, spawn_on_pty, summary,
                        workdir)

@@ -6,10 +6,14 @@
 import ast
 import collections
 import difflib
+import functools
 import os
 import re
 
 from common import Fail
+
+# a deep stack names the same few files again and again
+basename = functools.lru_cache(maxsize=4096)(os.path.basename)
 
 def check_odd_names(stacks, ready):
     """The odd thread and function must come back exactly, once unescaped."""
@@ -100,7 +104,7 @@ def judge_stack(frames, role, src):
     for f in fr:
         if f[1] is None:
             return "frame %r has no file" % f[0]
-    mine = [os.path.basename(f[1]) == src.base for f in fr]
+    mine = [basename(f[1]) == src.base for f in fr]
     i = 0
     while i < len(fr) and not mine[i]:
         i += 1

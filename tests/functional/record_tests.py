@@ -829,24 +829,25 @@ def test_stats(remora, interp):
         summ = summary(err, 1000)
     found = STATS.findall(err)
     if len(found) != 1:
-        raise Fail("want one line `stats: samples=N errors=E partial=P reads=R bytes=B "
-                   "reads_per_sample=X cpu_us_per_sample=Y`, found %d: %s"
+        raise Fail("want one line `stats: rounds=N rounds_asked=A thread_samples=W idle=I "
+                   "errors=E partial=P reads=R bytes=B reads_per_round=X cpu_us_per_round=Y`, "
+                   "found %d: %s"
                    % (len(found), tail(err)))
     n, e, part, reads, nbytes = (int(v) for v in found[0][:5])
     rps, cpu = float(found[0][5]), float(found[0][6])
     problems = []
     if (n, e, part) != (summ.samples, summ.errors, summ.partial):
-        problems.append("samples/errors/partial %d/%d/%d, the summary says %d/%d/%d"
+        problems.append("rounds/errors/partial %d/%d/%d, the summary says %d/%d/%d"
                         % (n, e, part, summ.samples, summ.errors, summ.partial))
     if n == 0 or reads == 0 or nbytes == 0:
         problems.append("zero samples, reads or bytes")
     elif abs(rps - reads / n) > 0.01:
-        problems.append("reads_per_sample %.2f but reads/samples = %.3f" % (rps, reads / n))
+        problems.append("reads_per_round %.2f but reads/rounds = %.3f" % (rps, reads / n))
     if cpu <= 0:
-        problems.append("cpu_us_per_sample is %s" % found[0][6])
+        problems.append("cpu_us_per_round is %s" % found[0][6])
     if problems:
         raise Fail("; ".join(problems))
-    return "samples=%d reads/sample=%.2f bytes/sample=%.0f cpu us/sample=%.2f" % (
+    return "rounds=%d reads/round=%.2f bytes/round=%.0f cpu us/round=%.2f" % (
         n, rps, nbytes / n, cpu)
 
 

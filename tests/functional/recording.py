@@ -99,37 +99,55 @@ SHORT_SECONDS = 0.5            # recordings that only need some samples
 SAMPLED_BEFORE_SIGNAL = 100    # rounds remora reports on its status line before we signal
 STOP_TIMEOUT = 10.0            # seconds remora may take to end after a signal / target death
 
-SUMMARY = re.compile(r"^remora: (\d+) samples in ([0-9.]+) s \((\d+) Hz of (\d+) Hz asked\), "
-                     r"(\d+) errors \(([0-9.]+)%\), (\d+) partial \(([0-9.]+)%\), (\d+) late"
-                     r", engine (kernel|user)(; the target exited)?$", re.M)
-# the documented fields, in order; later fields (key=number) may follow
-STATS = re.compile(r"^stats: samples=(\d+) errors=(\d+) partial=(\d+) reads=(\d+) bytes=(\d+) "
-                   r"reads_per_sample=([0-9.]+) cpu_us_per_sample=([0-9.]+)"
+# the counts' words (docs/cli.md, "Counts"); errors and partial as shares of written
+SUMMARY = re.compile(r"^remora: (?P<rounds>\d+) rounds? taken of (?P<asked_rounds>\d+) asked in "
+                     r"(?P<seconds>[0-9.]+) s \((?P<hz>\d+) Hz of (?P<asked>\d+) Hz asked\), "
+                     r"(?P<written>\d+) thread samples? written, (?P<idle>\d+) left out as idle "
+                     r"\((?P<idle_kept>--idle|--idle keeps them)\), "
+                     r"(?P<errors>\d+) errors? \((?P<error_pct>[0-9.]+)%\), (?P<partial>\d+) partial "
+                     r"\((?P<partial_pct>[0-9.]+)%\), (?P<late>\d+) late"
+                     r", engine (?P<engine>kernel|user)(?P<exited>; the target exited)?$", re.M)
+# the documented fields, in order; later fields (key=number) may follow. Groups: rounds,
+# errors, partial, reads, bytes, reads_per_round, cpu_us_per_round, the rest
+STATS = re.compile(r"^stats: rounds=(\d+) rounds_asked=(?:\d+) thread_samples=(?:\d+) idle=(?:\d+) "
+                   r"errors=(\d+) partial=(\d+) reads=(\d+) bytes=(\d+) "
+                   r"reads_per_round=([0-9.]+) cpu_us_per_round=([0-9.]+)"
                    r"((?: \w+=[0-9.]+)*)$", re.M)
-STATUS = re.compile(r"remora: (\d+) samples, ")
+STATS_COUNTS = re.compile(r"^stats: rounds=(?P<rounds>\d+) rounds_asked=(?P<asked_rounds>\d+) "
+                          r"thread_samples=(?P<written>\d+) idle=(?P<idle>\d+) "
+                          r"errors=(?P<errors>\d+) partial=(?P<partial>\d+) ", re.M)
+STATUS = re.compile(r"remora: (\d+) rounds?, ")
 
 
 class Summary:
+    """The summary line. 'samples' is the rounds taken (the name older tests use)."""
+
     def __init__(self, m):
-        self.samples, self.errors, self.late = int(m.group(1)), int(m.group(5)), int(m.group(9))
-        self.seconds, self.hz, self.asked = float(m.group(2)), int(m.group(3)), int(m.group(4))
-        self.error_pct = float(m.group(6))
-        self.partial, self.partial_pct = int(m.group(7)), float(m.group(8))
-        self.engine = m.group(10)
-        self.exited = m.group(11) is not None
+        g = m.groupdict()
+        self.samples = self.rounds = int(g["rounds"])
+        self.asked_rounds, self.written, self.idle = (int(g["asked_rounds"]), int(g["written"]),
+                                                      int(g["idle"]))
+        self.idle_kept = g["idle_kept"] == "--idle"
+        self.errors, self.late = int(g["errors"]), int(g["late"])
+        self.seconds, self.hz, self.asked = float(g["seconds"]), int(g["hz"]), int(g["asked"])
+        self.error_pct = float(g["error_pct"])
+        self.partial, self.partial_pct = int(g["partial"]), float(g["partial_pct"])
+        self.engine = g["engine"]
+        self.exited = g["exited"] is not None
 
     def __str__(self):
-        return ("%d samples in %.2f s (%d Hz), %d errors (%.2f%%), %d partial (%.2f%%), %d late, "
-                "engine %s" % (self.samples, self.seconds, self.hz, self.errors, self.error_pct,
-                               self.partial, self.partial_pct, self.late, self.engine))
+        return ("%d rounds in %.2f s (%d Hz), %d thread samples written, %d idle, %d errors "
+                "(%.2f%%), %d partial (%.2f%%), %d late, engine %s"
+                % (self.rounds, self.seconds, self.hz, self.written, self.idle, self.errors,
+                   self.error_pct, self.partial, self.partial_pct, self.late, self.engine))
 
 
 def summary(err, asked=None):
     """The summary line of a recording's stderr; Fail if it is missing or malformed."""
     found = SUMMARY.findall(err)
     if len(found) != 1:
-        raise Fail("want one summary line `remora: N samples in D s (...)` on stderr, found %d: %s"
-                   % (len(found), tail(err)))
+        raise Fail("want one summary line `remora: N rounds taken of A asked in D s (...)` on "
+                   "stderr, found %d: %s" % (len(found), tail(err)))
     s = Summary(SUMMARY.search(err))
     if asked is not None and s.asked != asked:
         raise Fail("summary says %d Hz asked, want %d" % (s.asked, asked))

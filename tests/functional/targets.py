@@ -25,6 +25,12 @@ FUTEX_SYSCALL = {"x86_64": "202", "aarch64": "98"}.get(platform.machine())
 
 # --- targets ----------------------------------------------------------------------------
 
+# targets that do not read stdin, so EOF does not end them (they end after their own time,
+# or never), and subinterp.py, whose exit waits 5 s and more on 3.12 with its subinterpreter
+# alive: killed at once when a test is done with them, not waited for
+NO_EOF = ("busy.py", "async_deep.py", "dump_recurse.py", "chaos_exit.py", "grandchild.py",
+          "subinterp.py")
+
 class Target:
     """A target script run by one interpreter, stdin a pipe (EOF ends it). The script is
     copied into a fresh directory (inside the chroot for chroot interpreters); argv[1] is
@@ -153,6 +159,9 @@ class Target:
 
     def __exit__(self, *exc):
         try:
+            if (self.proc and self.proc.poll() is None
+                    and os.path.basename(self.script) in NO_EOF):
+                self.proc.kill()            # it would not hear the EOF: no 5 s wait for it
             if self.proc and self.proc.poll() is None:
                 try:
                     self.proc.stdin.close()

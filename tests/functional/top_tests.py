@@ -331,7 +331,7 @@ def test_keys(remora, interp):
                 note["filter"] = len(rows)
                 keys, step = b"/" + b"\x7f" * 20 + b"\r" + b"t", 2
             elif step == 2 and "[thread " in head and "[filter" not in head:
-                tid = int(re.search(r"\[thread (\d+)\]", head).group(1))
+                tid = int(re.search(r"\[thread .*\((\d+)\)\]", head).group(1))   # NAME (TID)
                 if tid not in threads:
                     return b"t"                         # the main thread, or another: the next
                 fns = {f["function"] for f in threads[tid]["frames"]}

@@ -2332,6 +2332,51 @@ static void test_pthread_tid_offset(void)
 /* ---- input bounds (issue 46): a line over the bound, a total that would wrap, inputs
  * refused by their type ---- */
 
+/* ---- counts: the counts' words (formats/counts.c), plurals and shares ---- */
+
+static void test_counts_words(void)
+{
+    profile_meta_t m;
+    char buf[512];
+
+    memset(&m, 0, sizeof m);
+    m.counted = 1;
+    m.rate_hz = 1000;
+    m.duration_s = 1.5;
+    m.paused_s = 0.5;
+    m.samples = 1;
+    m.written = 1;
+    m.idle = 1;
+    m.errors = 1;
+    m.partial = 1;
+    out_counts_text(buf, sizeof buf, &m, 0);
+    CHECK(strcmp(buf, "1 round taken of 1000 asked in 1.00 s (1 Hz of 1000 Hz asked), 1 thread "
+                 "sample written, 1 left out as idle (--idle keeps them), 1 error (100.00%), "
+                 "1 partial (100.00%)") == 0, "counts: plurals, one of each: %s", buf);
+    m.samples = 2;
+    m.written = 400;
+    m.errors = 2;
+    m.partial = 0;
+    m.idle_kept = 1;
+    m.idle = 0;
+    out_counts_text(buf, sizeof buf, &m, 0);
+    CHECK(strcmp(buf, "2 rounds taken of 1000 asked in 1.00 s (2 Hz of 1000 Hz asked), 400 thread "
+                 "samples written, 0 left out as idle (--idle), 2 errors (0.50%), "
+                 "0 partial (0.00%)") == 0, "counts: shares of written, --idle: %s", buf);
+    m.counted = 0;
+    out_counts_text(buf, sizeof buf, &m, 1);
+    CHECK(strcmp(buf, "1 thread sample written") == 0, "counts: a profile without them: %s", buf);
+    /* a hostile recording's figures: no conversion out of range */
+    m.counted = 1;
+    m.rate_hz = 1e300;
+    m.paused_s = 0;
+    CHECK(out_rounds_asked(&m) == 0, "counts: rounds asked past 2^64 are 0");
+    m.paused_s = 1e9;
+    CHECK(out_time_sampled(&m) == 0.0, "counts: a pause longer than the recording: 0 s sampled");
+    CHECK(strcmp(out_plural(1, "snapshot", "snapshots"), "snapshot") == 0 &&
+          strcmp(out_plural(0, "period", "periods"), "periods") == 0, "counts: out_plural");
+}
+
 static void test_input_bounds(void)
 {
     static const struct {
@@ -2423,6 +2468,7 @@ int main(void)
     test_kern_reads();
     test_pthread_tid_offset();
     test_input_bounds();
+    test_counts_words();
     printf("unit: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
