@@ -50,6 +50,8 @@ struct unw_kern {
     int64_t period_ns;              /* the rounds' period (the ticks') */
     int64_t resumed_ns;             /* the last unw_kern_resume(): no look before it counts */
     int cpu;                        /* ... on this CPU */
+    uint64_t light_idle;            /* periods of idle time light rounds looked at, not yet
+                                     * taken (unw_kern_light_idle) */
     unw_kern_stats_t stats;
 };
 
@@ -683,20 +685,35 @@ int unw_kern_light(unwinder_t *u, int64_t now_ns)
             return 0;
     }
     /* the look at a thread asleep (no GIL) is this round's, as a full round's would be: its
-     * time off a CPU until now is idle, dropped with it, not weighed into its next reading.
-     * Left to that reading, a thread that slept through light rounds and was then found
-     * preempted stood for its sleep too, in the place it was preempted at (a thread
-     * sleeping 6 ms in each 10 ms and spinning the rest had its spin counted 55-65%) */
+     * time off a CPU until now is idle, counted so (unw_kern_light_idle), not weighed into
+     * its next reading. Left to that reading, a thread that slept through light rounds and
+     * was then found preempted stood for its sleep too, in the place it was preempted at
+     * (a thread sleeping 6 ms in each 10 ms and spinning the rest had its spin counted
+     * 55-65%) */
     for (i = 0; i < u->nthreads; i++) {
         rd_thread_t *tc = &u->reader->threads[i];
+        unsigned periods = 0;
         kern_thread_state(ku->k, tc->native_id, &st);
-        if (st.known && !st.on_cpu && !st.runnable && tc->koff_tid == tc->native_id &&
-            tc->koff.ns >= ku->resumed_ns)
-            tc->koff = (kern_offw_t){ now_ns, cpu_time(&st, now_ns), 0 };
+        if (!st.known || st.on_cpu || st.runnable || ku->period_ns <= 0 ||
+            tc->koff_tid != tc->native_id || tc->koff.ns < ku->resumed_ns)
+            continue;
+        if (kern_off_weigh(&tc->koff, now_ns, cpu_time(&st, now_ns), ku->period_ns, 1, &periods))
+            ku->light_idle += periods;
     }
     ku->stats.light++;
     ku->checked_ns = now_ns;
     return 1;
+}
+
+uint64_t unw_kern_light_idle(unwinder_t *u)
+{
+    uint64_t n;
+
+    if (u->kern == NULL)
+        return 0;
+    n = u->kern->light_idle;
+    u->kern->light_idle = 0;
+    return n;
 }
 
 void unw_kern_resume(unwinder_t *u, int64_t now_ns)

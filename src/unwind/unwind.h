@@ -362,6 +362,12 @@ int unw_kern_tick(unwinder_t *u, const struct kern_sample *ks, const unw_thread_
 #define UNW_KERN_FULL_NS 10000000
 int unw_kern_light(unwinder_t *u, int64_t now_ns);
 
+/* The periods of idle time (threads asleep, not the GIL's holder) the light rounds since
+ * the last call looked at: each such thread's time off a CPU since its last look, weighed
+ * as a full round weighs the idle thread sample it leaves out. The caller counts them as
+ * left out as idle; the count starts again at 0. */
+uint64_t unw_kern_light_idle(unwinder_t *u);
+
 /* A round begins, remora having woken for it at woke_ns (CLOCK_MONOTONIC): the ticks
  * failed since the last one are read by the next unw_sample(), and a thread that remora's
  * wake-up preempted is left to its ticks as one on a CPU. */
