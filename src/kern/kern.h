@@ -72,10 +72,11 @@ typedef struct kern_layout {
     uint64_t runtime;               /* before 3.12: the GIL state's base (_PyRuntime) */
     uint32_t ts_gil_requested;      /* 3.15: gil_requested (an int) in the thread state, read
                                      * when it does not hold the GIL (KERN_S_GIL_REQ); 0 = none */
-    /* --mode exception (exc_on): whether the thread is handling an exception at the tick
+    /* the exception state wanted (exc_on: --mode exception, top's header): whether the
+     * thread is handling an exception at the tick
      * (KERN_S_EXC), as sys.exc_info() decides it: from the item at ts_exc_info along
      * ei_previous, the first whose ei_exc is neither NULL nor exc_none */
-    uint32_t exc_on;                /* read at all: 0 in every other mode (no cost) */
+    uint32_t exc_on;                /* read at all: 0 where it is not wanted (no cost) */
     uint32_t ts_exc_info;
     uint32_t ei_exc, ei_previous;
     uint32_t pad3;

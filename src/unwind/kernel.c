@@ -120,7 +120,7 @@ int unw_kern_layout(const py_target_t *t, kern_layout_t *kl, char *why, size_t w
         kl->runtime = L->gil_in_interp ? 0 : t->runtime;
         kl->ts_gil_requested = (uint32_t)L->ts_gil_requested;
     }
-    /* the exception state's place, read only in exception mode (kern_sync_threads) */
+    /* the exception state's place, read only where it is wanted (kern_sync_threads) */
     if (exc_readable(t)) {
         kl->ts_exc_info = (uint32_t)L->ts_exc_info;
         kl->ei_exc = (uint32_t)L->ei_exc;
@@ -236,8 +236,8 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
             ku->lay.gen_hint = 0;
             ku->gen_seen = 0;
         }
-        /* the exception state read at each tick in exception mode only: the walk of every
-         * other mode costs what it did */
+        /* the exception state read at each tick only where it is wanted (exception mode,
+         * top's header): every other walk costs what it did */
         ku->lay.exc_on = exc_on;
         kern_add_process(ku->k, pid, &ku->lay);
     }
