@@ -67,7 +67,7 @@ int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struc
 int cli_engine_enable(const char *what, const cli_sampling_t *c, struct unwinder *u, struct kern **k)
 {
     char why[256] = "";
-    int err = remora_engine_enable(u, k, why, sizeof why);
+    int err = remora_engine_enable(u, k, c->mode, why, sizeof why);
 
     return err == REMORA_OK ? REMORA_EXIT_OK : engine_refused(what, c, err, why);
 }

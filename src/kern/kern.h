@@ -22,6 +22,8 @@
 #define KERN_MAX_FRAMES 512         /* frames walked per sample; deeper: KERN_S_CUT */
 #define KERN_MIN_PERIOD_NS 10000    /* the kernel's shortest cpu-clock period (100 kHz a CPU):
                                      * a faster rate has ticks this far apart */
+#define KERN_EXC_ITEMS 64           /* exception-stack items walked per tick (the user
+                                     * engine's UNW_MAX_EXC_ITEMS) */
 #define KERN_MAX_PROCS 64           /* target processes at once (--subprocesses) */
 #define KERN_FP_WORDS 8             /* u64 words of a code object's fingerprint span, at most */
 #define KERN_FP_STR_DATA 32         /* before 3.12: bytes of each str's characters mixed in */
@@ -68,6 +70,17 @@ typedef struct kern_layout {
     uint32_t is_gil_ptr;
     uint32_t gil_locked, gil_holder;/* locked (an int) and last_holder in the GIL state */
     uint64_t runtime;               /* before 3.12: the GIL state's base (_PyRuntime) */
+    uint32_t ts_gil_requested;      /* 3.15: gil_requested (an int) in the thread state, read
+                                     * when it does not hold the GIL (KERN_S_GIL_REQ); 0 = none */
+    /* the exception state wanted (exc_on: --mode exception, top's header): whether the
+     * thread is handling an exception at the tick
+     * (KERN_S_EXC), as sys.exc_info() decides it: from the item at ts_exc_info along
+     * ei_previous, the first whose ei_exc is neither NULL nor exc_none */
+    uint32_t exc_on;                /* read at all: 0 where it is not wanted (no cost) */
+    uint32_t ts_exc_info;
+    uint32_t ei_exc, ei_previous;
+    uint32_t pad3;
+    uint64_t exc_none;              /* _Py_NoneStruct's address */
     /* 3.12+: a counter bumped whenever a code object is made (3.12, 3.13) or freed
      * (3.14+): read at each tick; while it is gen_hint, user space has proof enough and
      * the frames go without fingerprints (KERN_S_GEN) */
@@ -101,6 +114,10 @@ typedef struct kern_frame {
 #define KERN_S_GIL 16u              /* it held the GIL */
 #define KERN_S_GEN 32u              /* the code-object counter was the layout's gen_hint:
                                      * the frames carry no fingerprint (fp 0) */
+#define KERN_S_GIL_REQ 64u          /* it was waiting for the GIL (3.15's gil_requested) */
+#define KERN_S_EXC 128u             /* exc_on: it was handling an exception */
+#define KERN_S_EXC_UNKNOWN 256u     /* exc_on: its exception state could not be read (a read
+                                     * failed, or a chain longer than KERN_EXC_ITEMS) */
 typedef struct kern_sample {
     pid_t pid, tid;
     uint64_t t_ns;                  /* CLOCK_MONOTONIC */

@@ -373,11 +373,12 @@ static __always_inline int read_u64(__u64 *out, __u64 addr)
 }
 
 /* The interpreter's GC and the GIL's state for the thread at tstate: KERN_S_GC and
- * KERN_S_GIL, nothing when a read fails. */
+ * KERN_S_GIL, and (3.15) KERN_S_GIL_REQ for a thread not holding it that waits for it;
+ * nothing when a read fails. */
 static __always_inline __u32 interp_flags(const kern_layout_t *L, __u64 tstate)
 {
     __u64 interp, base, holder = 0;
-    __u32 collecting = 0, locked = 0, out = 0;
+    __u32 collecting = 0, locked = 0, requested = 0, out = 0;
 
     if (L->ts_interp == 0 || read_u64(&interp, tstate + L->ts_interp) != 0 || interp == 0)
         return 0;
@@ -390,7 +391,59 @@ static __always_inline __u32 interp_flags(const kern_layout_t *L, __u64 tstate)
     if (base != 0 && bpf_probe_read_user(&locked, 4, (const void *)(base + L->gil_locked)) == 0 &&
         read_u64(&holder, base + L->gil_holder) == 0 && locked != 0 && holder == tstate)
         out |= KERN_S_GIL;
+    /* as the user engine reads it: the thread's own flag, only while it does not hold it */
+    if (!(out & KERN_S_GIL) && L->ts_gil_requested != 0 &&
+        bpf_probe_read_user(&requested, 4, (const void *)(tstate + L->ts_gil_requested)) == 0 &&
+        requested != 0)
+        out |= KERN_S_GIL_REQ;
     return out;
+}
+
+/* The exception-stack walk's state (exc_step's context). */
+struct exc_walk {
+    __u64 item;                     /* the next _PyErr_StackItem (0: the chain's end) */
+    __u32 slot;
+    __u32 flags;                    /* KERN_S_EXC or KERN_S_EXC_UNKNOWN once decided */
+};
+
+/* One item of the exception stack: an exception in it (neither NULL nor None) ends the
+ * walk with KERN_S_EXC; a failed read with KERN_S_EXC_UNKNOWN. 1 ends the loop. */
+static long exc_step(__u32 i, void *ctx)
+{
+    struct exc_walk *e = ctx;
+    kern_layout_t *L;
+    __u64 exc, prev;
+    __u32 slot = e->slot;
+
+    if (e->item == 0)
+        return 1;
+    L = bpf_map_lookup_elem(&layouts, &slot);
+    if (L == NULL || e->item % 8 != 0 || read_u64(&exc, e->item + L->ei_exc) != 0 ||
+        read_u64(&prev, e->item + L->ei_previous) != 0) {
+        e->flags = KERN_S_EXC_UNKNOWN;
+        return 1;
+    }
+    if (exc != 0 && exc != L->exc_none) {
+        e->flags = KERN_S_EXC;
+        return 1;
+    }
+    e->item = prev;
+    return 0;
+}
+
+/* Whether the thread at tstate is handling an exception at the tick, as sys.exc_info()
+ * decides it (the user engine's unw_exc_state): KERN_S_EXC, KERN_S_EXC_UNKNOWN (a read
+ * failed, or more than KERN_EXC_ITEMS items), or 0. */
+static __always_inline __u32 exc_flags(const kern_layout_t *L, __u32 slot, __u64 tstate)
+{
+    struct exc_walk e = { .slot = slot };
+
+    if (read_u64(&e.item, tstate + L->ts_exc_info) != 0)
+        return KERN_S_EXC_UNKNOWN;
+    bpf_loop(KERN_EXC_ITEMS, exc_step, &e, 0);
+    if (e.flags == 0 && e.item != 0)
+        return KERN_S_EXC_UNKNOWN;  /* longer than the bound */
+    return e.flags;
 }
 
 SEC("perf_event")
@@ -434,6 +487,8 @@ int kern_tick(void *ctx)
     } else {
         s->rec.tstate = *tsp;
         w.flags |= interp_flags(L, *tsp);
+        if (L->exc_on)
+            w.flags |= exc_flags(L, slot, *tsp);
         /* no code object made (freed) since user space last proved its cache: the frames'
          * code objects are the ones it knows at their addresses, no fingerprint needed */
         s->rec.gen = 0;

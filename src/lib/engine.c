@@ -14,18 +14,15 @@ _Static_assert((int)REMORA_MODE_GIL == (int)SAMPLE_GIL &&
                (int)REMORA_MODE_CPU == (int)SAMPLE_CPU && (int)REMORA_MODE_WALL == (int)SAMPLE_WALL,
                "one list of modes");
 
-/* The kernel engine reads a running thread's frames only, at the tick, without the
- * GIL's or the exception's state. */
+/* The kernel engine reads at the tick a running thread's frames, with its GIL state
+ * and (exception mode) its exception state: whether a target's layout lets it read those
+ * is remora_engine_enable's to say, once the target is known. */
 const char *remora_engine_needs_user(const remora_engine_req_t *q)
 {
     if (q->blocking)
         return "--blocking holds the target still: its reads from user space are exact";
     if (q->native)
         return "--native reads C stacks with the target held still";
-    if (q->mode == SAMPLE_GIL)
-        return "--mode gil needs the GIL's holder at each sample";
-    if (q->mode == SAMPLE_EXCEPTION)
-        return "--mode exception needs each thread's exception state";
     if (q->async)
         return "--async needs each thread's running task";
     if (q->anchor)
@@ -58,11 +55,15 @@ int remora_engine_open(const remora_engine_req_t *q, struct kern **out, int *ref
     return REMORA_OK;
 }
 
-int remora_engine_enable(unwinder_t *u, struct kern **k, char *why, size_t whylen)
+int remora_engine_enable(unwinder_t *u, struct kern **k, int mode, char *why, size_t whylen)
 {
     int err;
 
-    if (*k == NULL || u == NULL || (err = unw_kern_enable(u, *k, why, whylen)) == REMORA_OK)
+    if (*k == NULL || u == NULL)
+        return REMORA_OK;
+    if ((err = unw_kern_reads(u, mode == SAMPLE_GIL, mode == SAMPLE_EXCEPTION, why,
+                              whylen)) == REMORA_OK &&
+        (err = unw_kern_enable(u, *k, why, whylen)) == REMORA_OK)
         return REMORA_OK;
     kern_close(*k);
     *k = NULL;

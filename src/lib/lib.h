@@ -49,7 +49,7 @@ typedef struct remora_engine_req {
 } remora_engine_req_t;
 
 /* The option that keeps the user-space engine alone (one phrase, in the command's
- * option names: "--mode gil needs the GIL's holder at each sample"), or NULL. */
+ * option names: "--async needs each thread's running task"), or NULL. */
 const char *remora_engine_needs_user(const remora_engine_req_t *q);
 
 /* The kernel engine for q, opened before the target is read (a launched command is
@@ -63,10 +63,12 @@ struct kern;
 int remora_engine_open(const remora_engine_req_t *q, struct kern **out, int *refused,
                        char *why, size_t whylen);
 
-/* The unwinder u (NULL: nothing yet) on the engine *k (NULL: nothing to do): when its
- * layout is one the kernel engine cannot walk, *k is closed and set NULL. Returns 0, or
- * the code (*why why) for the caller to refuse (kernel) or note (auto). */
-int remora_engine_enable(unwinder_t *u, struct kern **k, char *why, size_t whylen);
+/* The unwinder u (NULL: nothing yet) on the engine *k (NULL: nothing to do), sampling in
+ * 'mode' (enum remora_mode): when its layout is one the kernel engine cannot walk, or
+ * whose GIL (gil mode) or exception state (exception mode) it cannot read at the tick,
+ * *k is closed and set NULL. Returns 0, or the code (*why why) for the caller to refuse
+ * (kernel) or note (auto). */
+int remora_engine_enable(unwinder_t *u, struct kern **k, int mode, char *why, size_t whylen);
 
 /* The one line saying why the kernel engine is not used, for err/why from the two above
  * (as remora_engine()'s why_not and the command's notice have it). */

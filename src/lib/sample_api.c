@@ -294,7 +294,7 @@ int remora_sample(remora_t *r, const remora_sample_opts_t *o, remora_sample_cb c
     }
     if (o->async && (err = check_async(r, u)) != REMORA_OK)
         goto out;
-    if ((err = remora_engine_enable(u, &k, why, sizeof why)) != REMORA_OK) {
+    if ((err = remora_engine_enable(u, &k, o->mode, why, sizeof why)) != REMORA_OK) {
         remora_engine_refusal(err, why, smp->why_not, sizeof smp->why_not);
         if (o->engine == REMORA_ENGINE_KERNEL) {
             lib_fail(r, err, "%s", smp->why_not);

@@ -171,6 +171,11 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         /* every thread on a CPU (its ticks sample it) or idle, as the table says: no
          * reading this round (but one every few ms, for new threads) */
         if (err == REMORA_OK && frz == NULL && unw_kern_light(u, now_ns)) {
+            /* the asleep threads it looked at: their time is idle, left out here as a
+             * full round would leave out their samples */
+            uint64_t idle = unw_kern_light_idle(u);
+            s->st.idle += idle;
+            s->st.looked += idle;
             s->round_light++;
             return REMORA_OK;
         }

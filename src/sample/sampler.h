@@ -47,8 +47,8 @@ typedef struct sampler_stats {
     /* Every thread sample looked at (written, left out as idle or by the mode, or an
      * error), and of those: the GIL holder's, one waiting for the GIL (3.15's flag: 0
      * before), the GIL holder's while its interpreter collects garbage; 'exc' of the
-     * 'exc_known' whose exception state was read (with 'states' or in exception mode,
-     * not at a kernel tick) those handling one. */
+     * 'exc_known' whose exception state was read (with 'states' or in exception mode;
+     * at a kernel tick too, which reads it with the frames) those handling one. */
     uint64_t looked, on_gil, gil_wait, in_gc, exc, exc_known;
     uint64_t errors;        /* thread stacks that could not be read at all */
     uint64_t partial;       /* ... of samples, those whose innermost frames moved while read:

@@ -75,7 +75,11 @@ void subs_scan(sampler_t *s)
         }
         unw_set_want(c->u, s->want);
         unw_set_reread_ns(c->u, sampler_reread_ns(&s->o));
-        if (s->o.kern != NULL)          /* else its threads are read from user space */
+        /* else (or when the kernel cannot read what the mode asks of its threads) its
+         * threads are read from user space */
+        if (s->o.kern != NULL &&
+            unw_kern_reads(c->u, s->o.mode == SAMPLE_GIL, s->o.mode == SAMPLE_EXCEPTION, why,
+                           sizeof why) == REMORA_OK)
             unw_kern_enable(c->u, s->o.kern, why, sizeof why);
         s->st.subprocesses++;
     }

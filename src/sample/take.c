@@ -273,7 +273,8 @@ int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, 
         s->st.gil_wait += count;
     if (th->holds_gil && th->gc)
         s->st.in_gc += count;
-    if ((s->want & UNW_WANT_EXC) && th->t_ns == 0 && th->handling_exc >= 0) {
+    /* a tick reads the exception state with the frames when it is wanted (kernel.c) */
+    if ((s->want & UNW_WANT_EXC) && th->handling_exc >= 0) {
         s->st.exc_known += count;
         if (th->handling_exc == 1)
             s->st.exc += count;

@@ -50,6 +50,8 @@ struct unw_kern {
     int64_t period_ns;              /* the rounds' period (the ticks') */
     int64_t resumed_ns;             /* the last unw_kern_resume(): no look before it counts */
     int cpu;                        /* ... on this CPU */
+    uint64_t light_idle;            /* periods of idle time light rounds looked at, not yet
+                                     * taken (unw_kern_light_idle) */
     unw_kern_stats_t stats;
 };
 
@@ -59,6 +61,15 @@ void kern_unw_free(struct unw_kern *k, pid_t pid)
         return;
     kern_remove_process(k->k, pid);
     free(k);
+}
+
+/* Can the kernel read the exception state of t's threads as unw_exc_state() does? */
+static int exc_readable(const py_target_t *t)
+{
+    const py_layout_t *L = &t->layout;
+
+    return L->ts_exc_info != 0 && L->ei_size != 0 && L->ei_exc + 8 <= L->ei_size &&
+           L->ei_previous + 8 <= L->ei_size && L->ts_exc_info + 8 <= L->ts_size && t->none != 0;
 }
 
 int unw_kern_layout(const py_target_t *t, kern_layout_t *kl, char *why, size_t whylen)
@@ -107,12 +118,41 @@ int unw_kern_layout(const py_target_t *t, kern_layout_t *kl, char *why, size_t w
         kl->gil_locked = (uint32_t)L->gil_locked;
         kl->gil_holder = (uint32_t)L->gil_holder;
         kl->runtime = L->gil_in_interp ? 0 : t->runtime;
+        kl->ts_gil_requested = (uint32_t)L->ts_gil_requested;
+    }
+    /* the exception state's place, read only where it is wanted (kern_sync_threads) */
+    if (exc_readable(t)) {
+        kl->ts_exc_info = (uint32_t)L->ts_exc_info;
+        kl->ei_exc = (uint32_t)L->ei_exc;
+        kl->ei_previous = (uint32_t)L->ei_previous;
+        kl->exc_none = t->none;
     }
     if (L->fr_size == 0 || L->fr_size > 128 || L->fr_previous + 8 > L->fr_size || L->fr_code + 8 > L->fr_size ||
         L->fr_instr + 8 > L->fr_size || kl->fr_owner + 1 > L->fr_size || L->fr_is_entry + 1 > L->fr_size ||
         kl->fr_funcobj + 8 > L->fr_size || len == 0 || len > 8 * KERN_FP_WORDS || L->ts_frame + 8 > L->ts_size) {
         snprintf(why, whylen, "this interpreter's frame layout is not one the kernel engine walks "
                  "(frame header %zu bytes)", (size_t)L->fr_size);
+        return REMORA_EVERSION;
+    }
+    return REMORA_OK;
+}
+
+int unw_kern_reads(const unwinder_t *u, int gil, int exc, char *why, size_t whylen)
+{
+    const py_target_t *t = u->target;
+    kern_layout_t kl;
+    int err;
+
+    if ((err = unw_kern_layout(t, &kl, why, whylen)) != REMORA_OK)
+        return err;
+    if (gil && kl.ts_interp == 0) {
+        snprintf(why, whylen, "--mode gil: Python %s's GIL state is not one the kernel engine "
+                 "reads", t->version);
+        return REMORA_EVERSION;
+    }
+    if (exc && kl.ts_exc_info == 0) {
+        snprintf(why, whylen, "--mode exception: Python %s's exception state is not one the "
+                 "kernel engine reads", t->version);
         return REMORA_EVERSION;
     }
     return REMORA_OK;
@@ -187,11 +227,18 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
     uint64_t ga = gen_addr_of(u, r, &size);
     size_t i;
 
-    if (ga != ku->lay.gen_addr) {
-        ku->lay.gen_addr = ga;
-        ku->lay.gen_size = size;
-        ku->lay.gen_hint = 0;
-        ku->gen_seen = 0;
+    uint32_t exc_on = (u->want & UNW_WANT_EXC) && ku->lay.ts_exc_info != 0;
+
+    if (ga != ku->lay.gen_addr || exc_on != ku->lay.exc_on) {
+        if (ga != ku->lay.gen_addr) {
+            ku->lay.gen_addr = ga;
+            ku->lay.gen_size = size;
+            ku->lay.gen_hint = 0;
+            ku->gen_seen = 0;
+        }
+        /* the exception state read at each tick only where it is wanted (exception mode,
+         * top's header): every other walk costs what it did */
+        ku->lay.exc_on = exc_on;
         kern_add_process(ku->k, pid, &ku->lay);
     }
 
@@ -581,12 +628,18 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
     th->runnable = 0;
     th->kernel = 1;
     th->failed_ticks = 0;
+    /* the thread's status as the tick read it, never the last round's: the GIL, its
+     * request and the exception state with the frames, in one instant */
     if (ku->lay.ts_interp != 0) {
         th->gc = (ks->flags & KERN_S_GC) != 0;
         th->holds_gil = (ks->flags & KERN_S_GIL) != 0;
+        th->gil_requested = (ks->flags & KERN_S_GIL_REQ) != 0;
     } else {
         th->gc = 0;             /* not read at the tick: no <GC> frame claimed */
     }
+    if (u->want & UNW_WANT_EXC)
+        th->handling_exc = !(ks->flags & KERN_S_EXC_UNKNOWN) && ku->lay.exc_on ?
+                           (ks->flags & KERN_S_EXC) != 0 : -1;
     th->task = 0;
     th->task_frames = 0;
     th->t_ns = (int64_t)ks->t_ns;
@@ -633,9 +686,36 @@ int unw_kern_light(unwinder_t *u, int64_t now_ns)
         if (st.runnable && (st.cpu != (cpu = sched_getcpu()) || (int64_t)st.since_ns + KU_WAKE_NS < now_ns))
             return 0;
     }
+    /* the look at a thread asleep (no GIL) is this round's, as a full round's would be: its
+     * time off a CPU until now is idle, counted so (unw_kern_light_idle), not weighed into
+     * its next reading. Left to that reading, a thread that slept through light rounds and
+     * was then found preempted stood for its sleep too, in the place it was preempted at
+     * (a thread sleeping 6 ms in each 10 ms and spinning the rest had its spin counted
+     * 55-65%) */
+    for (i = 0; i < u->nthreads; i++) {
+        rd_thread_t *tc = &u->reader->threads[i];
+        unsigned periods = 0;
+        kern_thread_state(ku->k, tc->native_id, &st);
+        if (!st.known || st.on_cpu || st.runnable || ku->period_ns <= 0 ||
+            tc->koff_tid != tc->native_id || tc->koff.ns < ku->resumed_ns)
+            continue;
+        if (kern_off_weigh(&tc->koff, now_ns, cpu_time(&st, now_ns), ku->period_ns, 1, &periods))
+            ku->light_idle += periods;
+    }
     ku->stats.light++;
     ku->checked_ns = now_ns;
     return 1;
+}
+
+uint64_t unw_kern_light_idle(unwinder_t *u)
+{
+    uint64_t n;
+
+    if (u->kern == NULL)
+        return 0;
+    n = u->kern->light_idle;
+    u->kern->light_idle = 0;
+    return n;
 }
 
 void unw_kern_resume(unwinder_t *u, int64_t now_ns)

@@ -336,6 +336,11 @@ struct kern_sample;
  * kernel; *why says why), REMORA_ENOMEM. k is borrowed. */
 int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen);
 
+/* Can the kernel engine read, at each tick of u's threads, what --mode gil (gil) and
+ * --mode exception (exc) ask: the GIL's holder, the exception state? Returns 0, or
+ * REMORA_EVERSION with *why saying which cannot be read (one phrase naming the mode). */
+int unw_kern_reads(const unwinder_t *u, int gil, int exc, char *why, size_t whylen);
+
 /* The plain offsets the kernel engine walks this target's frames with. Returns 0, or
  * REMORA_EVERSION (*why says why) when its layout is not one the engine walks. */
 struct kern_layout;
@@ -362,6 +367,12 @@ int unw_kern_tick(unwinder_t *u, const struct kern_sample *ks, const unw_thread_
  * UNW_KERN_FULL_NS old (a new thread waits at most that long to be seen). No system call. */
 #define UNW_KERN_FULL_NS 10000000
 int unw_kern_light(unwinder_t *u, int64_t now_ns);
+
+/* The periods of idle time (threads asleep, not the GIL's holder) the light rounds since
+ * the last call looked at: each such thread's time off a CPU since its last look, weighed
+ * as a full round weighs the idle thread sample it leaves out. The caller counts them as
+ * left out as idle; the count starts again at 0. */
+uint64_t unw_kern_light_idle(unwinder_t *u);
 
 /* A round begins, remora having woken for it at woke_ns (CLOCK_MONOTONIC): the ticks
  * failed since the last one are read by the next unw_sample(), and a thread that remora's

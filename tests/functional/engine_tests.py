@@ -9,9 +9,10 @@
 #                           CAP_SYS_ADMIN (CAP_SYS_PTRACE kept): exactly one notice line,
 #                           the summary says `engine user`, the profile holds the target's
 #                           function; `--engine kernel` the same way: exit 3, one line
-#   engine/conflicts        `--engine kernel` with --blocking, --native, --mode gil,
-#                           --mode exception, --async: exit 1, one line each; `--engine
-#                           bogus`: exit 1; `--engine user` says `engine user`
+#   engine/conflicts        `--engine kernel` with --blocking, --native, --async: exit 1,
+#                           one line each (--mode gil and exception are read at the tick:
+#                           tickmode_tests.py); `--engine bogus`: exit 1; `--engine user`
+#                           says `engine user`
 #   engine/held-up/INTERP   a CPU held up (a virtual CPU its host does not run) leaves the
 #                           thread on it with no ticks: the rounds must read it instead.
 #                           Made here by turning off remora's own task-clock events from
@@ -117,8 +118,7 @@ def test_conflicts(remora):
         with busy(HOST[0]) as t:
             t.wait_ready()
             out = os.path.join(d, "x.collapsed")
-            for flags in (["--blocking"], ["--native"], ["--mode", "gil"], ["--mode", "exception"],
-                          ["--async"], ["--engine", "bogus"]):
+            for flags in (["--blocking"], ["--native"], ["--async"], ["--engine", "bogus"]):
                 args = ["record", "-p", t.pid, "-d", "0.2", "-o", out] + flags
                 if flags[0] != "--engine":
                     args += ["--engine", "kernel"]
@@ -131,7 +131,7 @@ def test_conflicts(remora):
                 problems.append("--engine user: the summary says engine %s" % summary(err).engine)
         if problems:
             raise Fail("; ".join(problems))
-        return "6 refused in one line each; --engine user named"
+        return "4 refused in one line each; --engine user named"
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

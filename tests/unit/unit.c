@@ -14,6 +14,7 @@
 #include "proc/proc.h"
 #include "unwind/unwind.h"
 #include "unwind/internal.h"
+#include "kern/kern.h"
 #include "formats/out.h"
 #include "formats/raw.h"
 #include "util/util.h"
@@ -2178,6 +2179,47 @@ static void ow_run(struct ow_sched *s, int64_t period, int rounds, double *truth
     *old_share = 100.0 * (double)cpu / ((double)cpu + (double)old * (double)period);
 }
 
+/* The kernel engine's reading of what gil and exception modes ask (unw_kern_reads): every
+ * table version's GIL and exception state readable; a layout without them refused in one
+ * phrase naming the mode, the other mode unaffected; the exception walk never on in the
+ * layout itself (the default's tick reads nothing more: kern_sync_threads turns it on). */
+static void test_kern_reads(void)
+{
+    int minor;
+
+    for (minor = 9; minor <= 12; minor++) {
+        const py_layout_t *L = py_layout_for_minor(minor);
+        py_target_t T;
+        unwinder_t u;
+        kern_layout_t kl;
+        char why[256] = "";
+        if (L == NULL)
+            continue;
+        memset(&T, 0, sizeof T);
+        memset(&u, 0, sizeof u);
+        T.layout = *L;
+        py_layout_derive(&T.layout);
+        T.runtime = 0x7f0000001000ull;
+        T.none = 0x7f0000002000ull;
+        snprintf(T.version, sizeof T.version, "3.%d", minor);
+        u.target = &T;
+        CHECK(unw_kern_reads(&u, 1, 0, why, sizeof why) == REMORA_OK, "3.%d gil: %s", minor, why);
+        CHECK(unw_kern_reads(&u, 0, 1, why, sizeof why) == REMORA_OK, "3.%d exception: %s", minor, why);
+        CHECK(unw_kern_layout(&T, &kl, why, sizeof why) == REMORA_OK && kl.exc_on == 0 &&
+              kl.ts_exc_info != 0 && kl.exc_none == T.none && kl.ts_interp != 0,
+              "3.%d: the layout's GIL and exception offsets, the walk off", minor);
+        T.layout.gil_holder = 0;
+        CHECK(unw_kern_reads(&u, 1, 0, why, sizeof why) == REMORA_EVERSION &&
+              strstr(why, "--mode gil") != NULL && strchr(why, '\n') == NULL,
+              "3.%d without the GIL's holder: gil refused in one phrase (%s)", minor, why);
+        CHECK(unw_kern_reads(&u, 0, 1, why, sizeof why) == REMORA_OK, "3.%d: exception still read", minor);
+        T.layout.ts_exc_info = 0;
+        CHECK(unw_kern_reads(&u, 0, 1, why, sizeof why) == REMORA_EVERSION &&
+              strstr(why, "--mode exception") != NULL, "3.%d without exc_info: refused (%s)", minor, why);
+        CHECK(unw_kern_reads(&u, 0, 0, why, sizeof why) == REMORA_OK, "3.%d: wall still runs", minor);
+    }
+}
+
 static void test_off_weigh(void)
 {
     const int64_t P = 1000000;      /* 1 kHz */
@@ -2423,6 +2465,7 @@ int main(void)
     test_tasks();
     test_pyrepr();
     test_off_weigh();
+    test_kern_reads();
     test_pthread_tid_offset();
     test_input_bounds();
     test_counts_words();
