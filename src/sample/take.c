@@ -267,8 +267,8 @@ int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, 
         return REMORA_OK;
     /* idle: asleep in the kernel (not running or runnable) and not holding the GIL
      * (a thread blocked while it holds it stops every other: never idle) */
-    if (!s->o.idle && !th->on_cpu && !th->holds_gil)
-        return REMORA_OK;
+    if (!s->o.idle && !th->on_cpu && !th->holds_gil && s->o.mode != SAMPLE_MEMORY)
+        return REMORA_OK;           /* (memory: a page fault was taken: never idle) */
     /* cpu: on a CPU (a thread waiting for one, as the kernel engine knows, is not) */
     if (s->o.mode == SAMPLE_CPU && (!th->on_cpu || th->runnable))
         return REMORA_OK;
