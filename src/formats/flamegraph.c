@@ -101,8 +101,8 @@ static void write_meta(FILE *f, const profile_meta_t *m)
     fputc(',', f);
     put_double(f, "rate_hz", m->rate_hz);
     fprintf(f, ",\"samples\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"late\":%" PRIu64
-               ",\"start_unix_ns\":%" PRId64 "}",
-            m->samples, m->errors, m->late, m->start_unix_ns);
+               ",\"start_unix_ns\":%" PRId64 ",\"sample_bytes\":%" PRIu64 "}",
+            m->samples, m->errors, m->late, m->start_unix_ns, m->sample_bytes);
 }
 
 /* Distinct strings of the frame table, keyed by their interned address. */

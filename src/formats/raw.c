@@ -420,6 +420,7 @@ static void put_tail(raw_writer_t *w, FILE *f, const profile_meta_t *m)
     put_svarint(f, m->start_unix_ns);
     put_svarint(f, m->start_mono_ns);
     put_str(f, m->engine);
+    put_varint(f, m->sample_bytes);
     fputc('Z', f);
 }
 
@@ -882,6 +883,8 @@ static void rec_meta(raw_in_t *in)
         m->start_mono_ns = get_svarint(r);
     if (in->version >= 3)
         copy_field(m->engine, sizeof m->engine, get_str(r));
+    if (in->version >= 5)
+        m->sample_bytes = get_varint(r);
 }
 
 int raw_read(FILE *f, stk_table_t *t, profile_meta_t *m, prof_event_t **events, size_t *nevents)

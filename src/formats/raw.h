@@ -33,13 +33,16 @@
  *                               file past them: 'problem' says so; a reader refuses
  *                               more). `convert` shows these, opening no file.
  *   'M' pid command python mode duration_ns rate_mhz rounds errors late start_unix_ns
- *       start_mono_ns engine    metadata, written at the end; strings inline (len bytes)
+ *       start_mono_ns engine sample_bytes
+ *                               metadata, written at the end; strings inline (len bytes);
+ *                               sample_bytes (version 5): --mode memory's bytes a sample
+ *                               stands for, 0 for a time profile
  *   'Z'                         end of recording
  * A sample's time is the deadline of its round: its stack was read at or after that time
  * and before the next sample's time (or the end, start + duration). start_mono_ns is
  * CLOCK_MONOTONIC when sampling began, so start_mono_ns + the sum of the dt_ns so far is
  * a sample's time on the target's clock. Version 1 has no start_mono_ns, 2 no engine, 3 no
- * 'L': the reader reads them all (their files' source: "not in the recording").
+ * 'L', 4 no sample_bytes: the reader reads them all (their files' source: "not in the recording").
  */
 #ifndef REMORA_FORMATS_RAW_H
 #define REMORA_FORMATS_RAW_H
@@ -50,7 +53,8 @@
 #include "../sample/sample.h"
 #include "out.h"
 
-#define RAW_VERSION 4          /* written; 1 to 3 are still read (3: the engine; 4: 'L') */
+#define RAW_VERSION 5          /* written; 1 to 4 are still read (3: the engine; 4: 'L';
+                                * 5: sample_bytes) */
 
 /* What a recording keeps of its files' source: the lines a heatmap shows (heatmap.c:
  * HM_CONTEXT lines around each sampled line, HM_LINE_SHOWN bytes of a line, more past

@@ -639,7 +639,8 @@ def gil_markers(doc):
 # --- the raw recording (-o FILE.remora) --------------------------------------------------
 #
 # The .remora format (src/formats/raw.h), as read here: the magic b"REMORA\0" and a version
-# byte (3: the metadata carries start_mono_ns and the engine; 4: and the 'L' records), then
+# byte (3: the metadata carries start_mono_ns and the engine; 4: and the 'L' records; 5: and
+# sample_bytes, --mode memory's bytes a sample stands for, 0 for time), then
 # records, a tag byte each, fields in LEB128 varints (signed ones zigzag-encoded):
 #   'S' len bytes                    a string; ids count up from 0
 #   'F' fn file line(signed)         a frame; ids count up from 0; strings by id
@@ -655,7 +656,8 @@ def gil_markers(doc):
 #                                    heatmap shows), each its number's gap from the last
 #                                    kept's and its text without the line's end
 #   'M' pid command python mode duration_ns rate_mhz rounds errors late
-#       start_unix_ns(signed) start_mono_ns(signed) engine   metadata; strings are len bytes
+#       start_unix_ns(signed) start_mono_ns(signed) engine [sample_bytes, version 5]
+#                                    metadata; strings are len bytes
 #   'Z'                              the end
 # A sample's time is on CLOCK_MONOTONIC from start_mono_ns. A round's sample (flags bit 8
 # clear): when the round's reading began; the stack was read at or after it, and before
@@ -674,13 +676,13 @@ class Raw:
 
 def read_remora(path):
     """Parses a .remora file (format above). Fail if it is not a whole
-    version-3 or version-4 recording."""
+    version-3 to version-5 recording."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:7] != b"REMORA\0" or len(data) < 8:
         raise Fail("%s is not a .remora recording" % os.path.basename(path))
-    if data[7] not in (3, 4):
-        raise Fail("%s is version %d, want 3 or 4 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
+    if data[7] not in (3, 4, 5):
+        raise Fail("%s is version %d, want 3 to 5 (start_mono_ns, engine)" % (os.path.basename(path), data[7]))
     pos = 8
 
     def varint():
@@ -748,6 +750,7 @@ def read_remora(path):
                  "duration_ns": varint(), "rate_mhz": varint(), "rounds": varint(),
                  "errors": varint(), "late": varint(), "start_unix_ns": svarint(),
                  "start_mono_ns": svarint(), "engine": string()}
+            m["sample_bytes"] = varint() if data[7] >= 5 else 0
             r.meta = m
         elif tag == "Z":
             break
