@@ -5,18 +5,20 @@
 # (1 MB), keep_small (256 KB in small objects: 2048 bytes objects of 128 bytes, each
 # written), churn_3mb (3 MB allocated, written and freed). Around each call the target
 # reads its own resident size (/proc/self/statm) and adds the difference to that
-# function's account: its truth of where the process grew. (Which function the growth
+# function's account: its truth of where the process grew. (In a chroot without /proc:
+# its peak resident size, getrusage's ru_maxrss, the same here once warm.) (Which function the growth
 # lands in depends on the allocator's reuse: glibc hands churn_3mb's freed block to the
 # next keep_3mb, so churn_3mb is the one whose calls grow; this account sees the same.)
 #
 # A warm-up round runs first (the allocator's thresholds settle: glibc's mmap threshold
 # rises at the first free of a mapped block), then argv[1] is written (temp + rename):
-# {"pid", "page"}. Each line "go N" on stdin runs N rounds and then appends
+# {"pid", "page", "resident": its resident bytes then}. Each line "go N" on stdin runs N rounds and then appends
 # {"rounds", "growth": {function: bytes}} (the totals since the start) to marks.jsonl
 # beside argv[1]; EOF on stdin ends it.
 
 import json
 import os
+import resource
 import sys
 
 PAGE = os.sysconf("SC_PAGESIZE")
@@ -26,7 +28,15 @@ NAMES = ("keep_3mb", "keep_1mb", "keep_small", "churn_3mb")
 growth = {n: 0 for n in NAMES}
 
 
+STATM = os.path.exists("/proc/self/statm")
+
+
 def resident():
+    if not STATM:
+        # a chroot without /proc: the peak resident size, which is the resident size
+        # here, where it only grows once warm (no call gives memory back to the system:
+        # churn_3mb's block returns to the heap, not to the kernel)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     with open("/proc/self/statm", "rb") as f:
         return int(f.read().split()[1]) * PAGE
 
@@ -68,7 +78,8 @@ def main():
     rounds = 0
     tmp = ready + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"pid": os.getpid(), "page": PAGE}, f)
+        json.dump({"pid": os.getpid(), "page": PAGE, "resident": resident(),
+                   "source": "statm" if STATM else "maxrss"}, f)
     os.rename(tmp, ready)
     for line in sys.stdin:
         words = line.split()
