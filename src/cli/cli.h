@@ -155,7 +155,7 @@ enum cli_sampling_opt {
     { CLI_O_DURATION, "-d", "--duration", NULL, "SECONDS", \
       "stop after it: 30, 0.5, 250ms, 2m (default: never)", 0 }, \
     { CLI_O_MODE, NULL, "--mode", NULL, "MODE", \
-      "wall (default), cpu, gil, exception or memory (below)", 0 }, \
+      "wall (default), cpu, gil, exception, memory (below)", 0 }, \
     { CLI_O_GIL, NULL, "--gil", NULL, NULL, "the same as --mode gil (py-spy's flag)", 0 }, \
     { CLI_O_IDLE, NULL, "--idle", NULL, NULL, \
       "keep idle threads' samples (default: left out)", 0 }, \
