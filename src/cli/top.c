@@ -170,6 +170,7 @@ static int refresh(top_t *tp, int whole)
         view[i].total = rows[i].total - (old ? old->total : 0);
     }
     tp->view_rounds = whole ? st->rounds : st->rounds - tp->last_rounds;
+    tp->view_samples = whole ? st->samples : st->samples - tp->last_samples;
     tp->title = whole ? "whole run" : "last second";
     free(tp->rows);
     free(tp->view);
@@ -178,6 +179,7 @@ static int refresh(top_t *tp, int whole)
     tp->nrows = n;
     tp->last_ns = now;
     tp->last_rounds = st->rounds;
+    tp->last_samples = st->samples;
     sort_view(tp);
     return REMORA_OK;
 }
@@ -424,6 +426,8 @@ int cmd_top(int argc, char **argv)
         goto out;
     if ((rc = cli_sampler_opts("top", &a, &ct, u, &kern, &so)) != REMORA_EXIT_OK)
         goto out;
+    if (a.mode == SAMPLE_MEMORY && kern != NULL)
+        tp.unit = kern_fault_period(kern) * (uint64_t)sysconf(_SC_PAGESIZE);
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, a.pid, cli_holder(&a));
         goto out;

@@ -32,6 +32,9 @@ typedef struct top {
     size_t nrows;
     view_row_t *view;
     uint64_t view_rounds;       /* rounds the view's interval took */
+    uint64_t unit;              /* --mode memory: bytes a sample stands for (0: time) */
+    uint64_t last_samples, view_samples;    /* ... samples at the last refresh, and in
+                                 * the view's interval: memory's shares are of them */
     const char *title;          /* "last second" or "whole run" */
     char *buf;                  /* the frame being drawn */
     size_t buflen;
