@@ -13,6 +13,10 @@
 #   memory/refused          --mode memory with --engine user (and --blocking): exit 1, one
 #                           line; without CAP_BPF/CAP_PERFMON (setpriv): exit 1, one line
 #                           naming the kernel engine, no profile written
+#   memory/top              `top --mode memory -d 3` (not a terminal) while mem_grow.py runs
+#                           ROUNDS rounds: its last frame has byte columns (Own, Total in
+#                           MiB) and each function's %Total within SHARE_POINTS + 1 of the
+#                           target's account
 #   memory/dump-resident    `dump --json` of mem_grow.py: resident_bytes within
 #                           DUMP_SLACK of the target's own statm reading, and the text
 #                           line says `resident N MiB`
@@ -20,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 
 from formats import parse_collapsed, read_remora
 from harness import (INTERPRETERS, TARGETS, Fail, Recording, Skip, Target, interp_missing,
@@ -129,6 +134,45 @@ def test_refused(remora):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_top(remora):
+    """top --mode memory (not a terminal: a frame a second on stdout): its last frame's
+    %Total of each function against the target's account of the growth since top began."""
+    if os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    with grower(HOST[0]) as t:
+        t.wait_ready()
+        top = subprocess.Popen(remora.argv(["top", "--mode", "memory", "-p", str(t.pid), "-d", "3"]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            first = top.stdout.readline()       # the first frame begins: sampling began
+            if not first.startswith(b"remora top"):
+                raise Fail("top --mode memory printed %r: %s" % (first, top.stderr.read()[-300:]))
+            truth = target_says(t, "go %d" % ROUNDS, 1)["growth"]
+            out, err = top.communicate(timeout=60)
+        finally:
+            if top.poll() is None:
+                top.kill()
+                top.wait()
+        if top.returncode != 0:
+            raise Fail("top --mode memory exited %d: %s" % (top.returncode, err[-300:]))
+        last = out.decode("utf-8", "replace").rsplit("remora top", 1)[-1]
+        if not re.search(r"%Own\s+%Total\s+Own\s+Total\s", last):
+            raise Fail("top's last frame has no byte columns: %s" % last[:300])
+        want_sum = sum(max(truth[f], 0) for f in FUNCS)
+        rows, bad = [], []
+        for f in FUNCS:
+            m = re.search(r"^\s*[\d.]+%\s+([\d.]+)%\s+[\d.]+Mi\s+[\d.]+Mi\s+" + f + r" \(", last, re.M)
+            g = float(m.group(1)) if m else 0.0
+            w = 100.0 * max(truth[f], 0) / want_sum
+            rows.append("%s %.1f%%/%.1f%%" % (f, g, w))
+            # the whole run holds the target's idle reads too: a point more
+            if abs(g - w) > SHARE_POINTS + 1:
+                bad.append(f)
+        if bad:
+            raise Fail("top's %%Total (top/target) off for %s: %s" % (", ".join(bad), "; ".join(rows)))
+        return "; ".join(rows)
+
+
 def test_dump_resident(remora):
     with grower(HOST[0]) as t:
         ready = t.wait_ready()
@@ -151,5 +195,6 @@ def tests(remora):
     return [("memory/shares/%s" % i[0], lambda i=i: test_shares(remora, i), interp_missing(i))
             for i in INTERPRETERS] + [
         ("memory/refused", lambda: test_refused(remora), interp_missing(HOST[0])),
+        ("memory/top", lambda: test_top(remora), interp_missing(HOST[0])),
         ("memory/dump-resident", lambda: test_dump_resident(remora), interp_missing(HOST[0])),
     ]
