@@ -1,7 +1,8 @@
 /* kern/kern.c — the in-kernel engine's loader (kern.h): loads the BPF object embedded as a
  * libbpf skeleton, attaches the sched_switch program, opens a task-clock perf event (or,
- * for --mode memory, a page-faults one) per target thread with the frame walker attached to it, fills the maps the programs look up, maps the thread-state table for reads without
- * a system call, and consumes the ring buffer into kern_sample_t.
+ * for --mode memory, a page-faults one) per target thread with the frame walker attached
+ * to it, fills the maps the programs look up, maps the thread-state table for reads
+ * without a system call, and consumes the ring buffer into kern_sample_t.
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* kern/ — the in-kernel engine: BPF programs that read a running thread's Python stack at
- * the timer interrupt, on the interrupted thread's own CPU (the thread is still while they
- * read), and keep every target thread's on/off-CPU state where user space reads it
+ * the timer interrupt (--mode memory: at a page fault it takes), on the interrupted
+ * thread's own CPU (the thread is still while they read), and keep every target thread's on/off-CPU state where user space reads it
  * without a system call.
  *
  * Which file does what: docs/layout.md.
