@@ -29,18 +29,21 @@ int cli_check_mode(int mode, const py_target_t *t)
     return 0;
 }
 
-static const char *const mode_names[] = { "wall", "cpu", "gil", "exception" };   /* enum sample_mode */
+static const char *const mode_names[] = { "wall", "cpu", "gil", "exception", "memory" };  /* enum sample_mode */
+#define NMODES ((int)(sizeof mode_names / sizeof mode_names[0]))
 
 const char *cli_mode_name(int mode)
 {
-    return mode >= 0 && mode < 4 ? mode_names[mode] : "wall";
+    return mode >= 0 && mode < NMODES ? mode_names[mode] : "wall";
 }
 
 void cli_modes_help(void)
 {
     fputs("\nmodes: wall (every thread), cpu (threads on a CPU), gil (the GIL holder),\n"
           "       exception (threads handling an exception); in each, without --idle,\n"
-          "       a thread neither on a CPU nor holding the GIL is left out\n"
+          "       a thread neither on a CPU nor holding the GIL is left out;\n"
+          "       memory: where resident memory grows, in bytes (a sample every 16 page\n"
+          "       faults of a thread, read in the kernel: needs the kernel engine)\n"
           "\nengines: kernel reads a running thread's stack in the kernel at each tick of\n"
           "       its CPU time (BPF: needs CAP_BPF and CAP_PERFMON), threads off a CPU from\n"
           "       user space; user reads every thread from user space; auto (default):\n"
@@ -136,11 +139,11 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
         c->limit = (int)rows;
         return 1;
     case CLI_O_MODE:
-        for (c->mode = 0; v != NULL && c->mode < 4; c->mode++)
+        for (c->mode = 0; v != NULL && c->mode < NMODES; c->mode++)
             if (strcmp(v, mode_names[c->mode]) == 0)
                 break;
-        if (v == NULL || c->mode == 4)
-            return cli_bad_value(what, flag, v, "a mode: wall, cpu, gil or exception");
+        if (v == NULL || c->mode == NMODES)
+            return cli_bad_value(what, flag, v, "a mode: wall, cpu, gil, exception or memory");
         if (c->mode_given == 2 && c->mode != SAMPLE_GIL) {
             cli_error("%s: --gil is --mode gil: not with --mode %s; give one of them", what, v);
             return -1;
@@ -158,6 +161,17 @@ int cli_sampling_check(const char *what, const cli_sampling_t *c)
         cli_error("%s: --mode cpu keeps only threads on a CPU: --idle would keep the others; "
                   "give one of them (--mode wall --idle keeps every thread)", what);
         return -1;
+    }
+    if (c->mode == SAMPLE_MEMORY) {
+        /* every sample is a page fault read in the kernel, at the fault: nothing read
+         * from user space stands for one */
+        const char *no = c->engine == CLI_ENGINE_USER ? "--engine user" : c->blocking ? "--blocking"
+                       : c->native ? "--native" : c->async ? "--async" : NULL;
+        if (no != NULL) {
+            cli_error("%s: --mode memory reads each stack in the kernel at a page fault: not "
+                      "with %s; drop it", what, no);
+            return -1;
+        }
     }
     if (c->blocking && c->nonblocking) {
         cli_error("%s: --blocking and --nonblocking ask for opposites: give one (without "

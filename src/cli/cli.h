@@ -155,7 +155,7 @@ enum cli_sampling_opt {
     { CLI_O_DURATION, "-d", "--duration", NULL, "SECONDS", \
       "stop after it: 30, 0.5, 250ms, 2m (default: never)", 0 }, \
     { CLI_O_MODE, NULL, "--mode", NULL, "MODE", \
-      "wall (default), cpu, gil or exception (below)", 0 }, \
+      "wall (default), cpu, gil, exception, memory (below)", 0 }, \
     { CLI_O_GIL, NULL, "--gil", NULL, NULL, "the same as --mode gil (py-spy's flag)", 0 }, \
     { CLI_O_IDLE, NULL, "--idle", NULL, NULL, \
       "keep idle threads' samples (default: left out)", 0 }, \
@@ -202,6 +202,11 @@ int cli_native_enable(struct unwinder *u, pid_t pid);
  * The caller closes *out (kern_close) after freeing every unwinder. */
 struct kern;
 int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct kern **out);
+
+/* --mode memory: a sample every this many page faults of a thread (4 KiB pages: 64 KiB
+ * of new resident memory a sample); with --mode memory, cli_engine_open opens the
+ * fault-driven engine or exits 1 (REMORA_EXIT_USAGE) after one line saying why not. */
+#define CLI_MEMORY_FAULTS 16
 
 /* The target's unwinder u (may be NULL: a command not Python yet) on the engine *k:
  * when its layout is one the kernel engine cannot walk, *k is closed and set NULL, and

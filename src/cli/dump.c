@@ -411,6 +411,7 @@ int cmd_dump(int argc, char **argv)
     }
     if (check_dump(&d))
         return REMORA_EXIT_USAGE;
+    dump_print_live(d.core == NULL);
     pid = d.pid;
     dump_src_init(&src, NULL);
 

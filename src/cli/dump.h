@@ -22,6 +22,11 @@ typedef struct dump_src {
 void dump_src_init(dump_src_t *c, proc_t *p);
 void dump_src_fini(dump_src_t *c);
 
+/* Whether the processes printed are live (-p), whose resident size (/proc/PID/statm) each
+ * process's text line ends with (", resident N MiB") and its JSON object holds
+ * ("resident_bytes"); not for a core. */
+void dump_print_live(int live);
+
 /* One process's threads (th, n of them), the main thread first, then the others oldest
  * first: text, or the JSON process object (with dump_print_json_open, without its closing
  * brace; 'tasks': each thread's running task too). Text folds a run of identical frames

@@ -181,6 +181,35 @@ static void print_op_text(unwinder_t *ops, const unw_frame_t *f)
         printf(" [%s at %d]", name, offset);
 }
 
+/* A live process's resident size (a core's pid is not its process now: none). */
+static int resident_live;
+
+void dump_print_live(int live)
+{
+    resident_live = live;
+}
+
+static int resident(pid_t pid, uint64_t *bytes)
+{
+    return resident_live && proc_rss(pid, bytes) == REMORA_OK;
+}
+
+static void put_resident_text(pid_t pid)
+{
+    uint64_t b;
+
+    if (resident(pid, &b))
+        printf(", resident %.2f MiB", (double)b / (1024.0 * 1024.0));
+}
+
+static void put_resident_json(pid_t pid)
+{
+    uint64_t b;
+
+    if (resident(pid, &b))
+        printf(",\"resident_bytes\":%llu", (unsigned long long)b);
+}
+
 void dump_print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, size_t n,
                      unw_locals_t *lr, dump_src_t *src, unwinder_t *ops)
 {
@@ -190,7 +219,9 @@ void dump_print_text(pid_t pid, const py_target_t *t, const unw_thread_t *th, si
 
     printf("Process %d: Python %s (", (int)pid, t->version);
     out_text_str(stdout, t->binary, 0);
-    fputs(")\n", stdout);
+    fputc(')', stdout);
+    put_resident_text(pid);
+    fputc('\n', stdout);
     for (j = 0; j < n; j++) {
         size_t i = ord != NULL ? ord[j] : j;
         printf("\nThread %d \"", (int)th[i].native_id);
@@ -274,6 +305,7 @@ void dump_print_json_open(pid_t pid, const py_target_t *t, const unw_thread_t *t
 
     printf("{\"pid\":%d,\"python\":", (int)pid);
     out_json_str(stdout, t->version);
+    put_resident_json(pid);
     fputs(",\"threads\":[", stdout);
     for (j = 0; j < n; j++) {
         size_t i = ord != NULL ? ord[j] : j;
@@ -406,7 +438,9 @@ void dump_print_tasks_text(pid_t pid, const py_target_t *t, const unw_task_t *tk
 
     printf("Process %d: Python %s (", (int)pid, t->version);
     out_text_str(stdout, t->binary, 0);
-    fputs(")\n", stdout);
+    fputc(')', stdout);
+    put_resident_text(pid);
+    fputc('\n', stdout);
     if (n == 0) {
         puts("no asyncio tasks");
         free(done);

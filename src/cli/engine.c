@@ -33,6 +33,12 @@ static char engine_notice[512];
  * (returns its exit code), else a notice, held (returns 0). */
 static int engine_refused(const char *what, const cli_sampling_t *c, int err, const char *why)
 {
+    if (c->mode == SAMPLE_MEMORY) {
+        /* no profile of another kind passed off as this one */
+        cli_error("%s: --mode memory needs the kernel engine, which cannot be used: %s%s", what,
+                  why, err == REMORA_EPERM ? " (it needs CAP_BPF and CAP_PERFMON, or root)" : "");
+        return REMORA_EXIT_USAGE;
+    }
     if (c->engine == CLI_ENGINE_KERNEL) {
         cli_error("%s: the kernel engine cannot be used: %s%s", what, why,
                   err == REMORA_EPERM ? " (it needs CAP_BPF and CAP_PERFMON, or root)" : "");
@@ -51,6 +57,12 @@ int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struc
     char why[256] = "";
     int err, refused;
 
+    if (c->mode == SAMPLE_MEMORY) {
+        /* the frame walker at every CLI_MEMORY_FAULTS'th page fault of a thread */
+        *out = NULL;
+        err = kern_open_faults(CLI_MEMORY_FAULTS, out, why, sizeof why);
+        return err == REMORA_OK ? REMORA_EXIT_OK : engine_refused(what, c, err, why);
+    }
     engine_req(c, anchor, &q);
     err = remora_engine_open(&q, out, &refused, why, sizeof why);
     if (err == REMORA_EUSAGE) {

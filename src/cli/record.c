@@ -521,6 +521,13 @@ static int start_sampler(rec_run_t *r, profile_meta_t *whole)
     so.max_rounds = a->max_samples;
     r->blocking = so.blocking;
     snprintf(r->prof.meta.engine, sizeof r->prof.meta.engine, "%s", cli_engine_name(r->kern));
+    if (a->c.mode == SAMPLE_MEMORY && r->kern != NULL) {
+        long page = sysconf(_SC_PAGESIZE);
+        r->prof.meta.sample_bytes = kern_fault_period(r->kern) * (uint64_t)(page > 0 ? page : 4096);
+        /* the target's resident size as sampling begins: the summary's growth */
+        if (proc_rss(r->ct.pid, &r->rss0) != REMORA_OK)
+            r->rss0 = UINT64_MAX;
+    }
     *whole = r->prof.meta;
     if ((rc = rec_outs_begin(&r->outs, whole, 1, 0)) != REMORA_EXIT_OK)
         return rc;
@@ -548,6 +555,8 @@ static int sample_and_write(rec_run_t *r, profile_meta_t *whole)
     cpu0 = rec_cpu_seconds();
     err = sampler_run(r->s, &stop_flag, isatty(2) ? rec_status_line : NULL, NULL);
     r->cpu_s = rec_cpu_seconds() - cpu0;
+    if (whole->sample_bytes > 0 && proc_rss(r->ct.pid, &r->rss1) != REMORA_OK)
+        r->rss1 = UINT64_MAX;       /* (a target that exited: no end to say) */
     if (isatty(2))
         fputs("\r\033[K", stderr);
     st = sampler_stats(r->s);

@@ -127,6 +127,8 @@ typedef struct rec_run {
     int gone;                       /* the target exited while sampled */
     int blocking;                   /* the sampler held the target (--blocking, --native) */
     double cpu_s;                   /* remora's CPU time while sampling */
+    uint64_t rss0, rss1;            /* --mode memory: the target's resident bytes as
+                                     * sampling began and ended (UINT64_MAX: unread) */
 } rec_run_t;
 
 /* summary.c: the status line while sampling (the sampler's status callback, on a
@@ -136,6 +138,7 @@ typedef struct rec_run {
 void rec_status_line(const struct sampler *s, void *ctx);
 double rec_cpu_seconds(void);
 void rec_print_summary(const rec_run_t *r, const profile_meta_t *whole);
+void rec_print_memory(const rec_run_t *r, const profile_meta_t *whole);
 void rec_print_stats(const rec_run_t *r, const profile_meta_t *whole);
 
 /* outputs.c: what record and convert share. */

@@ -52,6 +52,8 @@ void rec_print_summary(const rec_run_t *r, const profile_meta_t *whole)
     out_counts_text(counts, sizeof counts, whole, 0);
     fprintf(stderr, "remora: %s, %llu late, engine %s%s\n", counts, (unsigned long long)st->late,
             cli_engine_name(r->kern), r->gone ? "; the target exited" : "");
+    if (whole->sample_bytes > 0)
+        rec_print_memory(r, whole);
     if (st->pauses > 0 || a->every > 0)
         fprintf(stderr, "remora: %llu %s, %llu %s, paused %llu %s for %.2f s\n",
                 (unsigned long long)r->n, out_plural(r->n, "period", "periods"),
@@ -59,6 +61,35 @@ void rec_print_summary(const rec_run_t *r, const profile_meta_t *whole)
                 out_plural(r->outs.snapshots, "snapshot", "snapshots"),
                 (unsigned long long)st->pauses, out_plural(st->pauses, "time", "times"),
                 (double)st->paused_ns / 1e9);
+}
+
+/* --mode memory: the bytes attributed (every sample's, a fault whose walk failed among
+ * them once read from user space), the target's resident size at both ends, and the
+ * growth no sample stands for, named: pages made resident by the kernel on the target's
+ * behalf (MAP_POPULATE, read-ahead), huge pages, faults of threads not sampled, and the
+ * period's rounding. A fall in resident size (memory given back) is said as such. */
+void rec_print_memory(const rec_run_t *r, const profile_meta_t *whole)
+{
+    const sampler_stats_t *st = sampler_stats(r->s);
+    double mib = 1024.0 * 1024.0, got = (double)(st->samples * whole->sample_bytes);
+
+    fprintf(stderr, "remora: %.2f MiB of resident growth attributed (%llu samples of %llu KiB)",
+            got / mib, (unsigned long long)st->samples,
+            (unsigned long long)(whole->sample_bytes / 1024));
+    if (r->rss0 == UINT64_MAX || r->rss1 == UINT64_MAX) {
+        fprintf(stderr, "; the target's resident size %s unknown\n",
+                r->rss0 == UINT64_MAX ? "at the start" : "at the end (it exited)");
+        return;
+    }
+    fprintf(stderr, "; the target's resident size %.2f MiB at the start, %.2f MiB at the end",
+            (double)r->rss0 / mib, (double)r->rss1 / mib);
+    if (r->rss1 > r->rss0 && (double)(r->rss1 - r->rss0) > got)
+        fprintf(stderr, ": %.2f MiB of its growth unattributed (not faulted in by a sampled "
+                "thread)\n", ((double)(r->rss1 - r->rss0) - got) / mib);
+    else
+        fprintf(stderr, ": all of its growth attributed (%.2f MiB faulted in beyond it: "
+                "memory given back, or faults on pages already resident)\n",
+                (got - ((double)r->rss1 - (double)r->rss0)) / mib);
 }
 
 /* record --stats: the lines after the summary. */

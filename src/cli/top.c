@@ -182,6 +182,7 @@ static int refresh(top_t *tp, int whole)
         tp->win.samples -= tp->prev.samples;
     }
     tp->prev = *st;
+    tp->view_samples = whole ? st->samples : st->samples - tp->last_samples;
     tp->title = whole ? "whole run" : "last second";
     free(tp->rows);
     free(tp->view);
@@ -190,6 +191,7 @@ static int refresh(top_t *tp, int whole)
     tp->nrows = n;
     tp->last_ns = now;
     tp->last_rounds = st->rounds;
+    tp->last_samples = st->samples;
     sort_view(tp);
     return REMORA_OK;
 }
@@ -443,6 +445,8 @@ int cmd_top(int argc, char **argv)
         tp.gil_wait_known = sscanf(tp.python, "%d.%d", &major, &minor) == 2 &&
                             (major > 3 || (major == 3 && minor >= 15));
     }
+    if (a.mode == SAMPLE_MEMORY && kern != NULL)
+        tp.unit = kern_fault_period(kern) * (uint64_t)sysconf(_SC_PAGESIZE);
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {
         rc = cli_sampler_fail(err, a.pid, cli_holder(&a));
         goto out;

@@ -37,6 +37,9 @@ typedef struct top {
                                  * shares: GIL, GIL wait, exception, GC, idle) */
     const char *engine;         /* "kernel" or "user" */
     int gil_wait_known;         /* the target says when a thread waits for the GIL (3.15+) */
+    uint64_t unit;              /* --mode memory: bytes a sample stands for (0: time) */
+    uint64_t last_samples, view_samples;    /* ... samples at the last refresh, and in
+                                 * the view's interval: memory's shares are of them */
     const char *title;          /* "last second" or "whole run" */
     char *buf;                  /* the frame being drawn */
     size_t buflen;

@@ -126,8 +126,9 @@ static void draw_header(const top_t *tp, FILE *f)
         fputs("  [paused]", f);
     fputs(tp->keys ? "  (keys: 1-4 sort, / filter, p pause, r reset, t thread, j/k select, "
           "q quits)\n" : "\n", f);
-    fprintf(f, "%8s %8s %9s %10s  %s\n", "%Own", "%Total", "OwnTime", "TotalTime",
-            "Function (file:line)");
+    /* --mode memory: shares of the bytes sampled, and the bytes themselves */
+    fprintf(f, "%8s %8s %9s %10s  %s\n", "%Own", "%Total", tp->unit ? "Own" : "OwnTime",
+            tp->unit ? "Total" : "TotalTime", "Function (file:line)");
 }
 
 #define TOP_ROW_PREFIX 40        /* the columns before a row's function: "%7.2f%% %7.2f%% ..." */
@@ -349,7 +350,9 @@ static int draw(top_t *tp, size_t limit, size_t width)
     const sampler_stats_t *st = sampler_stats(tp->s);
     double secs = (double)(sampler_now_ns() - st->start_ns) / 1e9;
     double per_round = st->rounds ? secs / (double)st->rounds : 0.0;   /* seconds a sample stands for */
-    double pct = tp->view_rounds ? 100.0 / (double)tp->view_rounds : 0.0;
+    uint64_t shares_of = tp->unit ? tp->view_samples : tp->view_rounds;
+    double pct = shares_of ? 100.0 / (double)shares_of : 0.0;
+    double mib = (double)tp->unit / (1024.0 * 1024.0);
     const stk_fn_row_t *selected = NULL;
     FILE *f;
     size_t i, k = 0;
@@ -371,8 +374,12 @@ static int draw(top_t *tp, size_t limit, size_t width)
             fputs("\033[7m", f);       /* the selected row, in reverse video */
             selected = r;
         }
-        fprintf(f, "%7.2f%% %7.2f%% %8.2fs %9.2fs  ", pct * (double)v->self, pct * (double)v->total,
-                per_round * (double)top_since(tp, v->row, 0), per_round * (double)top_since(tp, v->row, 1));
+        if (tp->unit)
+            fprintf(f, "%7.2f%% %7.2f%% %7.1fMi %8.1fMi  ", pct * (double)v->self, pct * (double)v->total,
+                    mib * (double)top_since(tp, v->row, 0), mib * (double)top_since(tp, v->row, 1));
+        else
+            fprintf(f, "%7.2f%% %7.2f%% %8.2fs %9.2fs  ", pct * (double)v->self, pct * (double)v->total,
+                    per_round * (double)top_since(tp, v->row, 0), per_round * (double)top_since(tp, v->row, 1));
         if (width == 0)
             out_text_frame(f, r->function, r->file, r->hot_line);
         else if (fit_frame(f, r->function, r->file, r->hot_line,

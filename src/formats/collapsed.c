@@ -1,5 +1,6 @@
 /* formats/collapsed.c — Brendan Gregg's collapsed stacks: one line per distinct stack,
- * outermost frame first, frames joined by ';', then a space and the count. A frame is
+ * outermost frame first, frames joined by ';', then a space and the count (--mode memory:
+ * the bytes, count x the bytes a sample stands for). A frame is
  * "function (file:line)"; the first element is "thread NAME (TID)".
  *
  * Names are escaped by out_text_str() with ';' as the quote, so a line stays one stack
@@ -29,6 +30,7 @@ struct wctx {
     const stk_table_t *t;
     FILE *f;
     const out_options_t *o;
+    uint64_t unit;                  /* what a sample counts for: 1, or --mode memory's bytes */
 };
 
 static void write_stack(void *ctx, const stk_thread_t *th, const uint32_t *frames, size_t n, uint64_t count)
@@ -59,12 +61,12 @@ static void write_stack(void *ctx, const stk_thread_t *th, const uint32_t *frame
     }
     if (first)
         fputs("<no frames>", w->f);
-    fprintf(w->f, " %llu\n", (unsigned long long)count);
+    fprintf(w->f, " %llu\n", (unsigned long long)(count * w->unit));
 }
 
 int out_collapsed_write(const profile_t *p, FILE *f, const out_options_t *o)
 {
-    struct wctx w = { p->stacks, f, o };
+    struct wctx w = { p->stacks, f, o, p->meta.sample_bytes > 0 ? p->meta.sample_bytes : 1 };
     int err = stk_foreach_stack(p->stacks, write_stack, &w);
 
     if (err)

@@ -124,8 +124,8 @@ static void write_meta(FILE *f, const profile_meta_t *m, uint64_t written)
     fputc(',', f);
     put_double(f, "rate_hz", m->rate_hz);
     fprintf(f, ",\"samples\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"late\":%" PRIu64
-               ",\"start_unix_ns\":%" PRId64,
-            m->samples, m->errors, m->late, m->start_unix_ns);
+               ",\"start_unix_ns\":%" PRId64 ",\"sample_bytes\":%" PRIu64,
+            m->samples, m->errors, m->late, m->start_unix_ns, m->sample_bytes);
     write_counts(f, m, written);
     fputc('}', f);
 }

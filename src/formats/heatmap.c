@@ -192,7 +192,8 @@ static void put_row(FILE *f, const hm_t *h, uint32_t fno, int line, const hm_lin
     fprintf(f, "><td class=n>%d</td>", line);
     if (l != NULL)
         fprintf(f, "<td class=c>%" PRIu64 "</td><td class=c>%.1f%%</td><td class=c>%" PRIu64
-                "</td><td class=c>%.1f%%</td>", l->self, pct(l->self, total), l->incl, pct(l->incl, total));
+                "</td><td class=c>%.1f%%</td>", l->self * h->unit, pct(l->self, total), l->incl * h->unit,
+                pct(l->incl, total));
     else
         fputs("<td></td><td></td><td></td><td></td>", f);
     fputs("<td class=s>", f);
@@ -277,7 +278,7 @@ static void write_data(FILE *f, const hm_t *h, const uint32_t *order, uint64_t t
     int first;
 
     fprintf(f, "<script type=\"application/json\" id=\"heatmap-data\">{\"version\":1,\"total\":%" PRIu64
-            ",\"files\":[", total);
+            ",\"sample_bytes\":%" PRIu64 ",\"files\":[", total, h->unit > 1 ? h->unit : 0);
     for (i = 0; i < h->nfiles; i++) {
         const hm_file_t *fl = &h->files[order[i]];
         const char *state = fl->problem ? fl->problem : "read";
@@ -337,7 +338,8 @@ static void write_head(FILE *f, const profile_t *p, uint64_t total)
     fprintf(f, "</title><style>%s</style></head><body>\n"
                "<input type=radio class=sh name=shade id=sh-incl checked>"
                "<input type=radio class=sh name=shade id=sh-self>\n"
-               "<h1>Where the time went, line by line</h1>\n<p class=sum>", hm_style);
+               "<h1>Where the %s, line by line</h1>\n<p class=sum>", hm_style,
+            p->meta.sample_bytes > 0 ? "memory grew" : "time went");
     if (p->meta.pid)
         fprintf(f, "pid %ld, ", (long)p->meta.pid);
     if (p->meta.python[0]) {
@@ -349,7 +351,11 @@ static void write_head(FILE *f, const profile_t *p, uint64_t total)
         put_html(f, p->meta.mode, strnlen(p->meta.mode, sizeof p->meta.mode), 16);
         fputs(" mode, ", f);
     }
-    fprintf(f, "%" PRIu64 " samples", total);
+    if (p->meta.sample_bytes > 0)
+        fprintf(f, "%" PRIu64 " bytes of resident growth (%" PRIu64 " samples of %" PRIu64 " bytes)",
+                total * p->meta.sample_bytes, total, p->meta.sample_bytes);
+    else
+        fprintf(f, "%" PRIu64 " samples", total);
     if (p->meta.duration_s > 0)
         fprintf(f, " in %.2f s", p->meta.duration_s);
     if (p->meta.command[0]) {
@@ -357,8 +363,13 @@ static void write_head(FILE *f, const profile_t *p, uint64_t total)
         put_html(f, p->meta.command, strnlen(p->meta.command, sizeof p->meta.command), 1000);
         fputs("</code>", f);
     }
-    fputs(". Self: samples whose innermost frame is at a line; inclusive: samples with a "
-          "frame at it anywhere in the stack. Shares are of all samples.</p>\n", f);
+    if (p->meta.sample_bytes > 0)
+        fputs(". Self: bytes whose growth had its innermost frame at a line; inclusive: bytes "
+              "with a frame at it anywhere in the stack (the page faults that made memory "
+              "resident, sampled). Shares are of all bytes.</p>\n", f);
+    else
+        fputs(". Self: samples whose innermost frame is at a line; inclusive: samples with a "
+              "frame at it anywhere in the stack. Shares are of all samples.</p>\n", f);
     fputs("<div class=bar><span>Shade lines by <label for=sh-incl title=\"samples with the line anywhere "
           "on the stack\">inclusive (total)</label> <label for=sh-self title=\"samples whose innermost "
           "frame is at the line\">self</label></span><span>Jump to <a href=\"#hot-lines\">hottest "
@@ -480,6 +491,7 @@ int out_heatmap_write(const profile_t *p, FILE *f, const out_options_t *o)
 
     if (hm_count(&h, p->stacks, &order, &top))
         goto oom;
+    h.unit = p->meta.sample_bytes > 0 ? p->meta.sample_bytes : 1;
     ntop = h.nlines < HM_TOP_LINES ? h.nlines : HM_TOP_LINES;
     hot = hottest_file(&h, order, o);
     write_head(f, p, total);

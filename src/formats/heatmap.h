@@ -67,6 +67,8 @@ typedef struct hm {
     uint32_t *row_of_frame;
     uint64_t stamp;                 /* the stack being counted */
     int oom;
+    uint64_t unit;                  /* set by the writer: what a sample counts for in the
+                                     * page (1; --mode memory: its bytes) */
 } hm_t;
 
 /* Counts every stack of table t into h (zeroed first): each line's self and inclusive

@@ -165,6 +165,8 @@ static void jl_meta(FILE *f, const profile_meta_t *m)
     fputs(",\"engine\":", f);
     out_json_str(f, m->engine);
     fprintf(f, ",\"rate_hz\":%.17g", m->rate_hz);
+    if (m->sample_bytes > 0)        /* --mode memory: a count is this many bytes */
+        fprintf(f, ",\"sample_bytes\":%llu", (unsigned long long)m->sample_bytes);
 }
 
 /* The counts' words (docs/cli.md, "Counts") beside rounds, errors and late: the thread

@@ -1,7 +1,8 @@
 /* formats/pprof.c — pprof's profile.proto, gzipped (what `go tool pprof`, Grafana Pyroscope
  * and Parca read). Encoded by hand: a few varints and length-delimited fields.
  *
- *   Profile   sample_type (samples/count, then MODE/nanoseconds when the rate is known),
+ *   Profile   sample_type (samples/count, then MODE/nanoseconds when the rate is known;
+ *             --mode memory: resident/bytes, a sample's sample_bytes each),
  *             one Sample per distinct stack of a thread: location ids innermost first,
  *             values (count, count x period), labels thread (name) and thread_id (tid);
  *             one Location per interned frame (id = frame + 1) with one Line (function,
@@ -87,7 +88,7 @@ static void pb_string(pbuf_t *b, unsigned field, const char *str)
 struct pctx {
     pbuf_t *out, msg, sub;
     out_strs_t *strs;
-    int64_t period;             /* ns a sample stands for; 0: unknown */
+    int64_t period;             /* ns (--mode memory: bytes) a sample stands for; 0: unknown */
     uint32_t k_thread, k_tid;   /* label keys */
 };
 
@@ -139,13 +140,17 @@ static int encode(const profile_t *p, pbuf_t *out)
     uint32_t *row_of_frame = NULL;
     size_t nrows = 0, i;
     const char *mode = p->meta.mode[0] ? p->meta.mode : "wall";
+    /* --mode memory: the second value is resident bytes, a sample's sample_bytes each */
+    const char *vtype = p->meta.sample_bytes > 0 ? "resident" : mode;
+    const char *vunit = p->meta.sample_bytes > 0 ? "bytes" : "nanoseconds";
     char comment[160], words[512];
     int err;
 
     memset(&c, 0, sizeof c);
     c.out = out;
     c.strs = &strs;
-    c.period = p->meta.rate_hz > 0 ? (int64_t)(1e9 / p->meta.rate_hz + 0.5) : 0;
+    c.period = p->meta.sample_bytes > 0 && p->meta.sample_bytes < INT64_MAX ? (int64_t)p->meta.sample_bytes
+             : p->meta.rate_hz > 0 ? (int64_t)(1e9 / p->meta.rate_hz + 0.5) : 0;
     err = stk_fn_rows(t, &rows, &nrows, &row_of_frame);
     if (err)
         goto done;
@@ -153,7 +158,7 @@ static int encode(const profile_t *p, pbuf_t *out)
     /* sample types: samples/count, and the time they stand for when the rate is known */
     value_type(out, &c.msg, 1, out_strs_index(&strs, "samples"), out_strs_index(&strs, "count"));
     if (c.period > 0)
-        value_type(out, &c.msg, 1, out_strs_index(&strs, mode), out_strs_index(&strs, "nanoseconds"));
+        value_type(out, &c.msg, 1, out_strs_index(&strs, vtype), out_strs_index(&strs, vunit));
     c.k_thread = out_strs_index(&strs, "thread");
     c.k_tid = out_strs_index(&strs, "thread_id");
     err = stk_foreach_stack(t, put_sample, &c);
@@ -185,7 +190,7 @@ static int encode(const profile_t *p, pbuf_t *out)
         out_counts_text(words, sizeof words, &p->meta, stk_total_samples(t));
         wi = out_strs_index(&strs, words);
         if (c.period > 0)
-            value_type(out, &c.msg, 11, out_strs_index(&strs, mode), out_strs_index(&strs, "nanoseconds"));
+            value_type(out, &c.msg, 11, out_strs_index(&strs, vtype), out_strs_index(&strs, vunit));
         for (i = 0; i < strs.n; i++)
             pb_string(out, 6, strs.v[i]);
         if (p->meta.start_unix_ns > 0)

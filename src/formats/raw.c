@@ -420,7 +420,7 @@ static void put_tail(raw_writer_t *w, FILE *f, const profile_meta_t *m)
     put_svarint(f, m->start_unix_ns);
     put_svarint(f, m->start_mono_ns);
     put_str(f, m->engine);
-    put_varint(f, 0);               /* version 5's sample_bytes: a time profile */
+    put_varint(f, m->sample_bytes);   /* version 5: --mode memory's bytes a sample stands for */
     put_varint(f, m->written);
     put_varint(f, m->idle);
     put_varint(f, (uint64_t)(m->idle_kept != 0));
@@ -889,7 +889,7 @@ static void rec_meta(raw_in_t *in)
     if (in->version >= 3)
         copy_field(m->engine, sizeof m->engine, get_str(r));
     if (in->version >= 5)
-        (void)get_varint(r);        /* sample_bytes: --mode memory's (raw.h) */
+        m->sample_bytes = get_varint(r);
     if (in->version >= 6) {
         m->counted = 1;
         m->written = get_varint(r);

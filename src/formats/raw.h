@@ -36,14 +36,14 @@
  *       start_mono_ns engine sample_bytes written idle idle_kept partial paused_ns
  *                               metadata, written at the end; strings inline (len bytes);
  *                               sample_bytes (version 5): --mode memory's bytes a sample
- *                               stands for (branch mem49), 0 for a time profile; from
- *                               written on (version 6) the counts' words (cli.md, Counts)
+ *                               stands for, 0 for a time profile; from written on
+ *                               (version 6) the counts' words (cli.md, Counts)
  *   'Z'                         end of recording
  * A sample's time is the deadline of its round: its stack was read at or after that time
  * and before the next sample's time (or the end, start + duration). start_mono_ns is
  * CLOCK_MONOTONIC when sampling began, so start_mono_ns + the sum of the dt_ns so far is
  * a sample's time on the target's clock. Version 1 has no start_mono_ns, 2 no engine, 3 no
- * 'L': the reader reads them all (their files' source: "not in the recording").
+ * 'L', 4 no sample_bytes: the reader reads them all (their files' source: "not in the recording").
  */
 #ifndef REMORA_FORMATS_RAW_H
 #define REMORA_FORMATS_RAW_H

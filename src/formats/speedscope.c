@@ -45,7 +45,7 @@ int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o)
     char name[768], words[512];
 
     (void)o;
-    c.dt = out_sample_seconds(&p->meta);
+    c.dt = p->meta.sample_bytes > 0 ? (double)p->meta.sample_bytes : out_sample_seconds(&p->meta);
     fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"remora "
           REMORA_VERSION "\",\"name\":", f);
     /* the counts' words (docs/cli.md, "Counts") in the name speedscope shows */
@@ -77,7 +77,8 @@ int out_speedscope_write(const profile_t *p, FILE *f, const out_options_t *o)
         fputs(i ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", f);
         out_json_str(f, label);
         free(label);
-        fprintf(f, ",\"unit\":\"seconds\",\"startValue\":0,\"endValue\":%.12g,\"samples\":[",
+        fprintf(f, ",\"unit\":\"%s\",\"startValue\":0,\"endValue\":%.12g,\"samples\":[",
+                p->meta.sample_bytes > 0 ? "bytes" : "seconds",
                 (double)th->samples * c.dt);
         c.f = f;
         c.thread = th;

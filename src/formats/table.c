@@ -73,6 +73,7 @@ int out_table_write(const profile_t *p, FILE *f, const out_options_t *o)
     const stk_table_t *t = p->stacks;
     size_t nrows, i, n, limit;
     uint64_t total = stk_total_samples(t);
+    uint64_t unit = p->meta.sample_bytes > 0 ? p->meta.sample_bytes : 1;
     stk_fn_row_t *rows = NULL;
     int err;
 
@@ -85,11 +86,17 @@ int out_table_write(const profile_t *p, FILE *f, const out_options_t *o)
         qsort(rows, n, sizeof *rows, o && o->sort == OUT_SORT_TOTAL ? by_total :
                                      o && o->sort == OUT_SORT_NAME ? by_function : by_self);
         limit = o && o->limit > 0 ? (size_t)o->limit : 25;
-        fprintf(f, "%10s %7s %10s %7s  %s\n", "self", "self%", "total", "total%", "function (file:line)");
+        /* --mode memory: the columns are bytes of resident growth, not samples */
+        if (unit > 1)
+            fprintf(f, "%14s %7s %14s %7s  %s\n", "self bytes", "self%", "total bytes", "total%",
+                    "function (file:line)");
+        else
+            fprintf(f, "%10s %7s %10s %7s  %s\n", "self", "self%", "total", "total%", "function (file:line)");
         for (i = 0; i < n && i < limit; i++) {
             const stk_fn_row_t *r = &rows[i];
-            fprintf(f, "%10llu %6.2f%% %10llu %6.2f%%  ", (unsigned long long)r->self,
-                    total ? 100.0 * (double)r->self / (double)total : 0.0, (unsigned long long)r->total,
+            fprintf(f, "%*llu %6.2f%% %*llu %6.2f%%  ", unit > 1 ? 14 : 10, (unsigned long long)(r->self * unit),
+                    total ? 100.0 * (double)r->self / (double)total : 0.0, unit > 1 ? 14 : 10,
+                    (unsigned long long)(r->total * unit),
                     total ? 100.0 * (double)r->total / (double)total : 0.0);
             out_text_frame(f, r->function, r->file, r->hot_line);
             fputc('\n', f);

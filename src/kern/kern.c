@@ -1,7 +1,8 @@
 /* kern/kern.c — the in-kernel engine's loader (kern.h): loads the BPF object embedded as a
- * libbpf skeleton, attaches the sched_switch program, opens a task-clock perf event per
- * target thread with the frame walker attached to it, fills the maps the programs look up, maps the thread-state table for reads without
- * a system call, and consumes the ring buffer into kern_sample_t.
+ * libbpf skeleton, attaches the sched_switch program, opens a task-clock perf event (or,
+ * for --mode memory, a page-faults one) per target thread with the frame walker attached
+ * to it, fills the maps the programs look up, maps the thread-state table for reads
+ * without a system call, and consumes the ring buffer into kern_sample_t.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -38,7 +39,10 @@ typedef struct kern_event {
 struct kern {
     struct remora_bpf *skel;
     struct ring_buffer *rb;
-    uint64_t period_ns;             /* of each thread's own CPU time; 0: no frame walker */
+    uint64_t period_ns;             /* of each thread's own CPU time; 0: no frame walker
+                                     * (--mode memory: KERN_FAULT_NOMINAL_NS) */
+    uint64_t faults;                /* --mode memory: page faults between two walks; 0: the
+                                     * events are task-clock ones */
     kern_event_t *events;           /* KERN_MAX_EVENTS */
     size_t nevents;
     const struct kern_ts_ent *table;/* the mmapped thread-state table */
@@ -117,9 +121,15 @@ static int kern_event_open(kern_t *k, pid_t pid, pid_t tid)
     memset(&a, 0, sizeof a);
     a.size = sizeof a;
     a.type = PERF_TYPE_SOFTWARE;
-    a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.sample_period = k->period_ns;
-    a.exclude_idle = 1;
+    if (k->faults > 0) {
+        /* every faults'th page fault the thread takes, in its own context */
+        a.config = PERF_COUNT_SW_PAGE_FAULTS;
+        a.sample_period = k->faults;
+    } else {
+        a.config = PERF_COUNT_SW_TASK_CLOCK;
+        a.sample_period = k->period_ns;
+        a.exclude_idle = 1;
+    }
     fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -179,7 +189,9 @@ static void *map_array(const struct bpf_map *map, size_t len)
     return m == MAP_FAILED ? NULL : m;
 }
 
-int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
+/* kern_open and kern_open_faults: rate_hz > 0 (task-clock ticks) or faults > 0 (page
+ * faults), or neither (no frame walker). */
+static int kern_open_ev(double rate_hz, uint64_t faults, kern_t **out, char *why, size_t whylen)
 {
     kern_t *k;
     int err;
@@ -195,7 +207,8 @@ int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
         err = kern_fail(errno, why, whylen, "bpf object open");
         goto error;
     }
-    if (rate_hz <= 0)
+    k->faults = faults;
+    if (rate_hz <= 0 && faults == 0)
         bpf_program__set_autoload(k->skel->progs.kern_tick, false);
     err = remora_bpf__load(k->skel);
     if (err != 0) {
@@ -227,10 +240,13 @@ int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
         err = kern_fail(errno, why, whylen, "ring buffer mmap");
         goto error;
     }
-    if (rate_hz > 0) {
+    if (rate_hz > 0 || faults > 0) {
         /* one event a thread, made when the thread is added: probe once now that this
          * kernel lets us, on remora's own thread, so that a refusal is said at once */
-        k->period_ns = (uint64_t)(1e9 / rate_hz);
+        if (faults > 0)
+            k->period_ns = KERN_FAULT_NOMINAL_NS;
+        else
+            k->period_ns = (uint64_t)(1e9 / rate_hz);
         if (k->period_ns < KERN_MIN_PERIOD_NS)
             k->period_ns = KERN_MIN_PERIOD_NS;  /* what the kernel would make of it anyway */
         if ((k->events = calloc(KERN_MAX_EVENTS, sizeof *k->events)) == NULL) {
@@ -238,7 +254,9 @@ int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
             goto error;
         }
         if ((err = kern_event_open(k, 0, (pid_t)syscall(SYS_gettid))) != 0) {
-            err = kern_fail(err, why, whylen, "perf_event_open(task-clock) with a BPF program");
+            err = kern_fail(err, why, whylen, faults > 0 ?
+                            "perf_event_open(page-faults) with a BPF program" :
+                            "perf_event_open(task-clock) with a BPF program");
             goto error;
         }
         kern_event_close(k, 0);
@@ -248,6 +266,23 @@ int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
 error:
     kern_close(k);
     return err;
+}
+
+int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
+{
+    return kern_open_ev(rate_hz, 0, out, why, whylen);
+}
+
+int kern_open_faults(uint64_t faults, kern_t **out, char *why, size_t whylen)
+{
+    if (faults == 0)
+        faults = 1;
+    return kern_open_ev(0, faults, out, why, whylen);
+}
+
+uint64_t kern_fault_period(const kern_t *k)
+{
+    return k->faults;
 }
 
 uint64_t kern_period_ns(const kern_t *k)

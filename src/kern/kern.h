@@ -1,6 +1,6 @@
 /* kern/ — the in-kernel engine: BPF programs that read a running thread's Python stack at
- * the timer interrupt, on the interrupted thread's own CPU (the thread is still while they
- * read), and keep every target thread's on/off-CPU state where user space reads it
+ * the timer interrupt (--mode memory: at a page fault it takes), on the interrupted
+ * thread's own CPU (the thread is still while they read), and keep every target thread's on/off-CPU state where user space reads it
  * without a system call.
  *
  * Which file does what: docs/layout.md.
@@ -157,6 +157,17 @@ typedef struct kern kern_t;
  * lacks something needed), REMORA_ENOMEM; 'why' (may be NULL) then holds one line saying
  * what failed (e.g. "bpf(BPF_PROG_LOAD): Operation not permitted"). */
 int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen);
+
+/* --mode memory: the same engine, its frame walker run at every faults'th page fault a
+ * target thread takes (a software page-faults event of the thread: in its own context,
+ * at the instant its memory grows) in place of the task-clock ticks. kern_period_ns()
+ * then says KERN_FAULT_NOMINAL_NS. Returns as kern_open. */
+#define KERN_FAULT_NOMINAL_NS 1000000   /* what a round stands for beside fault ticks:
+                                         * nothing is weighed by it in memory mode */
+int kern_open_faults(uint64_t faults, kern_t **out, char *why, size_t whylen);
+
+/* The page faults between two walks (kern_open_faults), 0 for a time engine. */
+uint64_t kern_fault_period(const kern_t *k);
 void kern_close(kern_t *k);
 
 /* The ticks' period (of a thread's CPU time), in ns; 0 without the frame walker. */

@@ -250,6 +250,11 @@ int proc_task_state(proc_t *p, pid_t tid, char *state);
  * proc_task_state each time), REMORA_ENOPROC. */
 int proc_task_sched(proc_t *p, pid_t tid, uint64_t *run_ns, uint64_t *arrivals);
 
+/* A live process's resident size in bytes (/proc/PID/statm's resident pages times the
+ * page size). Returns 0, REMORA_ENOPROC (gone, or not a live process's), REMORA_EPERM,
+ * REMORA_ECORRUPT (a line that does not parse). */
+int proc_rss(pid_t pid, uint64_t *bytes);
+
 /* 1 when proc_task_state() answers without a system call: a core, a snapshot, or the
  * states held for --blocking (proc_hold_states). */
 int proc_states_held(const proc_t *p);

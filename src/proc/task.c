@@ -326,6 +326,32 @@ int proc_task_comm(proc_t *p, pid_t tid, char *name, size_t len)
     return REMORA_OK;
 }
 
+int proc_rss(pid_t pid, uint64_t *bytes)
+{
+    char path[64], *text, *end;
+    unsigned long long size, resident;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t n;
+    int err;
+
+    *bytes = 0;
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    if ((err = proc_slurp(path, 256, &text, &n)) != REMORA_OK)
+        return err == REMORA_EPERM ? err : REMORA_ENOPROC;
+    /* "size resident shared text lib data dt", in pages: the kernel's numbers, but the
+     * text is still read with bounds (a NUL-terminated copy) */
+    errno = 0;
+    size = strtoull(text, &end, 10);
+    resident = end != text ? strtoull(end, &end, 10) : 0;
+    err = errno != 0 || end == text || page <= 0 || resident > UINT64_MAX / (uint64_t)page ?
+          REMORA_ECORRUPT : REMORA_OK;
+    (void)size;
+    free(text);
+    if (err == REMORA_OK)
+        *bytes = (uint64_t)resident * (uint64_t)page;
+    return err;
+}
+
 /* Every process on the machine with its parent. Returns a malloc'd array (*n entries) or
  * NULL (none readable, or out of memory). */
 static pid_t (*all_parents(size_t *n))[2]

@@ -119,7 +119,7 @@ typedef struct profile_meta {
     pid_t pid;
     char command[1024];     /* the target's command line, spaces between arguments */
     char python[32];        /* "3.12.1" */
-    char mode[16];          /* wall, cpu, gil, exception */
+    char mode[16];          /* wall, cpu, gil, exception, memory */
     double duration_s;
     double rate_hz;         /* the rate asked for */
     uint64_t samples;       /* sampling rounds taken */
@@ -137,6 +137,9 @@ typedef struct profile_meta {
     int idle_kept;          /* --idle: none left out */
     uint64_t partial;       /* thread samples written partial */
     double paused_s;        /* of duration_s, the time paused: not sampled */
+    uint64_t sample_bytes;  /* --mode memory: the bytes of new resident memory a sample
+                             * stands for (its page faults x the page size); 0: a sample
+                             * stands for time */
 } profile_meta_t;
 
 /* The kernel engine's shortest tick period (kern.h's KERN_MIN_PERIOD_NS): what a sample

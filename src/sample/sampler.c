@@ -52,7 +52,8 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
         s->fmap[i].frame = STK_NONE;
     /* cpu mode needs to know which threads are on a CPU; without --idle every other mode
      * which threads are idle (a GIL holder never is) */
-    s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU : !o->idle ? UNW_WANT_ACTIVE : 0) |
+    s->want = (o->mode == SAMPLE_CPU ? UNW_WANT_CPU :
+               !o->idle && o->mode != SAMPLE_MEMORY ? UNW_WANT_ACTIVE : 0) |
               (o->gc ? UNW_WANT_GC : 0) |
               (o->mode == SAMPLE_EXCEPTION || o->states ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
               (o->function ? UNW_WANT_FIRSTLINE : 0) | (o->opcodes ? UNW_WANT_OPCODES : 0) |
@@ -199,7 +200,10 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     /* a thread on a CPU is sampled by its ticks, none of its time by the round */
     for (i = 0; i < n; i++) {
         const unw_thread_t *th = &threads[i];
-        unsigned count = (th->kernel ? 0 : th->periods || th->weighed ? th->periods : 1) + th->failed_ticks;
+        unsigned count = (th->kernel || s->o.mode == SAMPLE_MEMORY ? 0 :
+                          th->periods || th->weighed ? th->periods : 1) + th->failed_ticks;
+        /* memory: a round stands for no growth; a fault whose walk failed in the kernel
+         * is counted here, on the stack read now (failed_ticks) */
         if ((err = take_thread(s, u, p, th, read_ns - s->st.start_ns, count)) != REMORA_OK)
             return err;
     }

@@ -10,7 +10,10 @@
 #include "../unwind/unwind.h"
 
 
-enum sample_mode { SAMPLE_WALL = 0, SAMPLE_CPU, SAMPLE_GIL, SAMPLE_EXCEPTION };
+/* SAMPLE_MEMORY: only the kernel engine's samples, each taken at a page fault of its
+ * thread (kern_open_faults); the rounds keep the thread list and name the frames, and
+ * take no sample of their own. */
+enum sample_mode { SAMPLE_WALL = 0, SAMPLE_CPU, SAMPLE_GIL, SAMPLE_EXCEPTION, SAMPLE_MEMORY };
 
 /* --async-mode: a thread running an asyncio task written as the task's awaiter chain
  * (async.c); ALL also counts every waiting task once a round. */

@@ -281,8 +281,8 @@ int take_thread(sampler_t *s, unwinder_t *u, proc_t *p, const unw_thread_t *th, 
     }
     /* idle: asleep in the kernel (not running or runnable) and not holding the GIL
      * (a thread blocked while it holds it stops every other: never idle) */
-    if (!s->o.idle && !th->on_cpu && !th->holds_gil) {
-        s->st.idle += count;
+    if (!s->o.idle && !th->on_cpu && !th->holds_gil && s->o.mode != SAMPLE_MEMORY) {
+        s->st.idle += count;        /* (memory: a page fault was taken: never idle) */
         return REMORA_OK;
     }
     /* cpu: on a CPU (a thread waiting for one, as the kernel engine knows, is not) */

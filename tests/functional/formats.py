@@ -643,7 +643,8 @@ def gil_markers(doc):
 # --- the raw recording (-o FILE.remora) --------------------------------------------------
 #
 # The .remora format (src/formats/raw.h), as read here: the magic b"REMORA\0" and a version
-# byte (3: the metadata carries start_mono_ns and the engine; 4: and the 'L' records), then
+# byte (3: the metadata carries start_mono_ns and the engine; 4: and the 'L' records; 5: and
+# sample_bytes, --mode memory's bytes a sample stands for, 0 for time), then
 # records, a tag byte each, fields in LEB128 varints (signed ones zigzag-encoded):
 #   'S' len bytes                    a string; ids count up from 0
 #   'F' fn file line(signed)         a frame; ids count up from 0; strings by id

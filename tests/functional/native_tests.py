@@ -145,7 +145,7 @@ def test_dump(remora, interp):
             raise Fail("dump --native exited %d: %s" % (rc, tail(err)))
         doc = json.loads(out)
         rc, text, err = remora.run(["dump", "-p", t.pid, "--native"])
-        m = re.match(r"Process \d+: Python \S+ \((.*)\)\n", text)
+        m = re.match(r"Process \d+: Python \S+ \((.*)\)(?:, resident [^\n]*)?\n", text)
         if rc != 0 or not m:
             raise Fail("text dump --native exited %d: %s" % (rc, tail(text + err)))
         stripped = not has_symtab(m.group(1))
@@ -188,7 +188,7 @@ def wait_parked(t):
 
 def interp_stripped(remora, t):
     rc, text, err = remora.run(["dump", "-p", t.pid])
-    m = re.match(r"Process \d+: Python \S+ \((.*)\)\n", text)
+    m = re.match(r"Process \d+: Python \S+ \((.*)\)(?:, resident [^\n]*)?\n", text)
     if rc != 0 or not m:
         raise Fail("dump exited %d: %s" % (rc, tail(text + err)))
     return not has_symtab(m.group(1))

@@ -1,0 +1,200 @@
+# record --mode memory (issue 49; docs/cli.md "Memory"): where resident memory grows, read
+# in the kernel at the page faults that grow it.
+#   memory/shares/INTERP    mem_grow.py keeps 3 MB, 1 MB and 256 KB (small objects) a call
+#                           in three functions and allocates and frees 3 MB in a fourth,
+#                           measuring its own resident growth around each call
+#                           (/proc/self/statm); a recording over ROUNDS rounds of them
+#                           (-o collapsed and .remora) must give each function a share of
+#                           the four's bytes within SHARE_POINTS points of the target's own
+#                           account; the counts are bytes (multiples of the sample's 64 KiB),
+#                           the summary names the bytes attributed and the resident size at
+#                           both ends, and the .remora recording keeps the unit
+#                           (sample_bytes, mode "memory")
+#   memory/refused          --mode memory with --engine user (and --blocking): exit 1, one
+#                           line; without CAP_BPF/CAP_PERFMON (setpriv): exit 1, one line
+#                           naming the kernel engine, no profile written
+#   memory/top              `top --mode memory -d 3` (not a terminal) while mem_grow.py runs
+#                           ROUNDS rounds: its last frame has byte columns (Own, Total in
+#                           MiB) and each function's %Total within SHARE_POINTS + 1 of the
+#                           target's account
+#   memory/dump-resident    `dump --json` of mem_grow.py: resident_bytes within
+#                           DUMP_SLACK of the target's own statm reading, and the text
+#                           line says `resident N MiB`
+import json
+import os
+import re
+import shutil
+import subprocess
+
+from formats import parse_collapsed, read_remora
+from harness import (INTERPRETERS, TARGETS, Fail, Recording, Skip, Target, interp_missing,
+                     one_line, tail, target_says, workdir)
+
+ORDER = 325           # after engine_tests (the kernel engine's own), before real_tests
+
+ROUNDS = 30           # rounds of the four functions: about 130 MB of growth, 2000 samples
+SHARE_POINTS = 2.0    # the issue's margin: a function's share within 2 points of the truth
+SAMPLE_BYTES = 16 * 4096
+FUNCS = ("keep_3mb", "keep_1mb", "keep_small", "churn_3mb")
+NO_CAPS = ["setpriv", "--inh-caps=-bpf,-perfmon,-sys_admin",
+           "--bounding-set=-bpf,-perfmon,-sys_admin", "--"]
+HOST = [i for i in INTERPRETERS if i[0] == "pyenv-3.12.1"]
+DUMP_SLACK = 0.05     # the target's RSS read by itself and by remora a moment apart
+SUMMARY = re.compile(r"^remora: ([\d.]+) MiB of resident growth attributed \((\d+) samples of "
+                     r"(\d+) KiB\); the target's resident size ([\d.]+) MiB at the start, "
+                     r"([\d.]+) MiB at the end: ", re.M)
+
+
+def grower(interp):
+    return Target(interp, os.path.join(TARGETS, "mem_grow.py"), "ready.json")
+
+
+def test_shares(remora, interp):
+    if os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    d = workdir()
+    rec = None
+    try:
+        with grower(interp) as t:
+            t.wait_ready()
+            out, raw = os.path.join(d, "m.collapsed"), os.path.join(d, "m.remora")
+            rec = Recording(remora, ["-p", t.pid, "--mode", "memory", "-o", out, "-o", raw])
+            rec.wait_sampled()
+            truth = target_says(t, "go %d" % ROUNDS, 1)["growth"]
+            rec.proc.send_signal(2)
+            rc, _, err = rec.finish()
+            if rc != 0:
+                raise Fail("record --mode memory exited %d: %s" % (rc, tail(err)))
+            m = SUMMARY.search(err)
+            if m is None:
+                raise Fail("no memory summary line: %s" % tail(err, 4))
+            got = {f: 0 for f in FUNCS}
+            total = 0
+            for st in parse_collapsed(out):
+                if st.count % SAMPLE_BYTES:
+                    raise Fail("a count of %d bytes, not a multiple of the sample's %d"
+                               % (st.count, SAMPLE_BYTES))
+                total += st.count
+                names = {f[0] for f in st.frames}
+                for f in FUNCS:
+                    if f in names:          # inclusive: keep_small's comprehension under it
+                        got[f] += st.count
+            if abs(total / 1048576.0 - float(m.group(1))) > 0.01 + 1e-6 * total:
+                raise Fail("the profile holds %d bytes, the summary says %s MiB attributed"
+                           % (total, m.group(1)))
+            want_sum = sum(max(truth[f], 0) for f in FUNCS)
+            got_sum = sum(got.values())
+            if want_sum <= 0 or got_sum <= 0:
+                raise Fail("no growth to share: target %r, profile %r" % (truth, got))
+            rows, bad = [], []
+            for f in FUNCS:
+                w = 100.0 * max(truth[f], 0) / want_sum
+                g = 100.0 * got[f] / got_sum
+                rows.append("%s %.1f%%/%.1f%%" % (f, g, w))
+                if abs(g - w) > SHARE_POINTS:
+                    bad.append(f)
+            if bad:
+                raise Fail("shares (remora/target) off by more than %.0f points for %s: %s"
+                           % (SHARE_POINTS, ", ".join(bad), "; ".join(rows)))
+            r = read_remora(raw)
+            if r.meta["mode"] != "memory" or r.meta["sample_bytes"] != SAMPLE_BYTES:
+                raise Fail("the .remora recording says mode %r, sample_bytes %r"
+                           % (r.meta["mode"], r.meta["sample_bytes"]))
+            return "%s; %s of %.1f MiB" % ("; ".join(rows), m.group(1), want_sum / 1048576.0)
+    finally:
+        if rec is not None:
+            rec.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_refused(remora):
+    d = workdir()
+    seen = []
+    try:
+        with grower(HOST[0]) as t:
+            t.wait_ready()
+            out = os.path.join(d, "m.collapsed")
+            cases = [([], ["--engine", "user"], "--engine user"), ([], ["--blocking"], "--blocking")]
+            if shutil.which("setpriv") is not None:
+                cases.append((NO_CAPS, ["--engine", "auto"], "kernel engine"))
+            for prefix, flags, says in cases:
+                rc, _, err = remora.run(["record", "-p", t.pid, "--mode", "memory", "-d", "0.2",
+                                         "-o", out] + flags, prefix=prefix)
+                line = one_line(err)
+                if rc != 1 or line is not None or says not in err or "--mode memory" not in err:
+                    raise Fail("--mode memory %s: exit %d (want 1), %s"
+                               % (" ".join(prefix + flags), rc, line or err.strip()))
+                if os.path.exists(out):
+                    raise Fail("--mode memory %s wrote a profile" % " ".join(flags))
+                seen.append(err.strip())
+            if shutil.which("setpriv") is None:
+                seen.append("(no setpriv(1): the capability case not run)")
+            return " | ".join(seen)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_top(remora):
+    """top --mode memory (not a terminal: a frame a second on stdout): its last frame's
+    %Total of each function against the target's account of the growth since top began."""
+    if os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    with grower(HOST[0]) as t:
+        t.wait_ready()
+        top = subprocess.Popen(remora.argv(["top", "--mode", "memory", "-p", str(t.pid), "-d", "3"]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            first = top.stdout.readline()       # the first frame begins: sampling began
+            if not first.startswith(b"remora top"):
+                raise Fail("top --mode memory printed %r: %s" % (first, top.stderr.read()[-300:]))
+            truth = target_says(t, "go %d" % ROUNDS, 1)["growth"]
+            out, err = top.communicate(timeout=60)
+        finally:
+            if top.poll() is None:
+                top.kill()
+                top.wait()
+        if top.returncode != 0:
+            raise Fail("top --mode memory exited %d: %s" % (top.returncode, err[-300:]))
+        last = out.decode("utf-8", "replace").rsplit("remora top", 1)[-1]
+        if not re.search(r"%Own\s+%Total\s+Own\s+Total\s", last):
+            raise Fail("top's last frame has no byte columns: %s" % last[:300])
+        want_sum = sum(max(truth[f], 0) for f in FUNCS)
+        rows, bad = [], []
+        for f in FUNCS:
+            m = re.search(r"^\s*[\d.]+%\s+([\d.]+)%\s+[\d.]+Mi\s+[\d.]+Mi\s+" + f + r" \(", last, re.M)
+            g = float(m.group(1)) if m else 0.0
+            w = 100.0 * max(truth[f], 0) / want_sum
+            rows.append("%s %.1f%%/%.1f%%" % (f, g, w))
+            # the whole run holds the target's idle reads too: a point more
+            if abs(g - w) > SHARE_POINTS + 1:
+                bad.append(f)
+        if bad:
+            raise Fail("top's %%Total (top/target) off for %s: %s" % (", ".join(bad), "; ".join(rows)))
+        return "; ".join(rows)
+
+
+def test_dump_resident(remora):
+    with grower(HOST[0]) as t:
+        ready = t.wait_ready()
+        rc, out, err = remora.run(["dump", "--json", "-p", t.pid])
+        if rc != 0:
+            raise Fail("dump --json exited %d: %s" % (rc, tail(err)))
+        doc = json.loads(out)
+        have, want = doc.get("resident_bytes"), ready["resident"]
+        if not isinstance(have, int) or abs(have - want) > DUMP_SLACK * want:
+            raise Fail("dump says resident_bytes %r, the target read %d" % (have, want))
+        rc, text, err = remora.run(["dump", "-p", t.pid])
+        first = text.split("\n", 1)[0]
+        if rc != 0 or not re.search(r"\), resident [\d.]+ MiB$", first):
+            raise Fail("dump's process line %r (exit %d)" % (first, rc))
+        return "%d bytes (the target: %d); %s" % (have, want, first)
+
+
+def tests(remora):
+    """[(name, function, skip reason or None)] for run.py."""
+    return [("memory/shares/%s" % i[0], lambda i=i: test_shares(remora, i), interp_missing(i))
+            for i in INTERPRETERS] + [
+        ("memory/refused", lambda: test_refused(remora), interp_missing(HOST[0])),
+        ("memory/top", lambda: test_top(remora), interp_missing(HOST[0])),
+        ("memory/dump-resident", lambda: test_dump_resident(remora), interp_missing(HOST[0])),
+    ]
