@@ -35,7 +35,7 @@ _remora()
 
     local commands="dump record top convert"
     local formats="flamegraph svg firefox speedscope collapsed table pstats pprof heatmap jsonl raw"
-    local modes="wall cpu gil exception"
+    local modes="wall cpu gil exception memory"
     local async_modes="running all"
     local engines="auto kernel user"
     local sorts="self total name own tottime cumulative cumul cumtime"

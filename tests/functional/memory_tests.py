@@ -9,7 +9,7 @@
 #                           account; the counts are bytes (multiples of the sample's 64 KiB),
 #                           the summary names the bytes attributed and the resident size at
 #                           both ends, and the .remora recording keeps the unit
-#                           (sample_bytes, mode "memory")
+#                           (sample_bytes, mode "memory"; convert writes the same bytes)
 #   memory/refused          --mode memory with --engine user (and --blocking): exit 1, one
 #                           line; without CAP_BPF/CAP_PERFMON (setpriv): exit 1, one line
 #                           naming the kernel engine, no profile written
@@ -100,6 +100,13 @@ def test_shares(remora, interp):
             if r.meta["mode"] != "memory" or r.meta["sample_bytes"] != SAMPLE_BYTES:
                 raise Fail("the .remora recording says mode %r, sample_bytes %r"
                            % (r.meta["mode"], r.meta["sample_bytes"]))
+            back = os.path.join(d, "back.collapsed")
+            rc, _, err = remora.run(["convert", raw, "-o", back])
+            if rc != 0:
+                raise Fail("convert of the memory recording exited %d: %s" % (rc, tail(err)))
+            again = sum(st.count for st in parse_collapsed(back))
+            if again != total:
+                raise Fail("convert of the .remora wrote %d bytes, the recording %d" % (again, total))
             return "%s; %s of %.1f MiB" % ("; ".join(rows), m.group(1), want_sum / 1048576.0)
     finally:
         if rec is not None:
