@@ -56,9 +56,10 @@ def test_shares(remora, interp):
     rec = None
     try:
         with grower(interp) as t:
-            t.wait_ready()
+            # in a chroot without /proc the target works in a child it forked (mem_grow.py)
+            pid = t.wait_ready()["pid"]
             out, raw = os.path.join(d, "m.collapsed"), os.path.join(d, "m.remora")
-            rec = Recording(remora, ["-p", t.pid, "--mode", "memory", "-o", out, "-o", raw])
+            rec = Recording(remora, ["-p", pid, "--mode", "memory", "-o", out, "-o", raw])
             rec.wait_sampled()
             truth = target_says(t, "go %d" % ROUNDS, 1)["growth"]
             rec.proc.send_signal(2)

@@ -6,7 +6,8 @@
 # written), churn_3mb (3 MB allocated, written and freed). Around each call the target
 # reads its own resident size (/proc/self/statm) and adds the difference to that
 # function's account: its truth of where the process grew. (In a chroot without /proc:
-# its peak resident size, getrusage's ru_maxrss, the same here once warm.) (Which function the growth
+# its peak resident size, getrusage's ru_maxrss, the same here once warm, in a child
+# forked first: see main.) (Which function the growth
 # lands in depends on the allocator's reuse: glibc hands churn_3mb's freed block to the
 # next keep_3mb, so churn_3mb is the one whose calls grow; this account sees the same.)
 #
@@ -72,6 +73,15 @@ def one_round(account):
 
 def main():
     ready = sys.argv[1]
+    if not STATM:
+        # ru_maxrss keeps the peak of every image this process exec'd over (the test
+        # runner's, forked: hundreds of MB late in a suite), so growth under it is never
+        # seen; a child starts its own account afresh. The child does the work and names
+        # itself in the ready file ("pid"); this one waits for it.
+        child = os.fork()
+        if child:
+            _, status = os.waitpid(child, 0)
+            os._exit(os.waitstatus_to_exitcode(status))
     marks = os.path.join(os.path.dirname(ready), "marks.jsonl")
     for _ in range(2):
         one_round(False)
