@@ -210,7 +210,8 @@ static int keep_raw(unwinder_t *u, reader_t *r, rd_thread_t *tc, size_t from, si
     if (remora_grow((void **)&r->raw, &r->cap_raw, r->nraw + (nw - from), sizeof *r->raw))
         return REMORA_ENOMEM;
     tc->raw_first = r->nraw;
-    raw = r->raw + r->nraw;
+    raw = r->raw != NULL ? r->raw + r->nraw : NULL;    /* NULL: nothing to keep (nw == from),
+                                                     * never grown: no offset on NULL */
     for (k = from, n = 0; k < nw; k++) {
         rd_raw_t *fr;
         if (w[k].shim)
