@@ -47,7 +47,7 @@ import subprocess
 import time
 
 from formats import flamegraph_data, parse_collapsed, read_jsonl, read_pprof, read_remora
-from harness import (FUTEX_SYSCALL, INTERPRETERS, STATS_COUNTS, TARGETS, Fail, Recording, Skip,
+from harness import (INTERPRETERS, STATS_COUNTS, TARGETS, Fail, Recording, Skip,
                      Target, interp_command, interp_missing, record, summary, tail, workdir)
 from long_tests import Control
 
@@ -326,15 +326,8 @@ def test_top_gil(remora, interp):
     minor = int(re.search(r"3\.(\d+)", interp[0]).group(1))
     sock = "remora-counts-%d" % os.getpid()
     with Target(interp, os.path.join(TARGETS, "gil_wait.py"), "truth.json") as t:
-        truth = t.wait_ready()
+        truth = t.gil_wait_ready()
         roles = truth["roles"]
-        t.wait_thread_parked(roles["parked"])
-        t.wait_main_in_read()
-        t.proc.stdin.write(b"g")            # main: take the GIL for good
-        t.proc.stdin.flush()
-        if FUTEX_SYSCALL is not None:       # woken, then asleep waiting for the GIL
-            t._wait_syscall(roles["waiter"], lambda f: f[:1] == [FUTEX_SYSCALL],
-                            "the waiter never waited in futex(2) for the GIL")
         cmd = " ".join(remora.argv(["top", "-p", str(t.pid), "-r", str(RATE)]))
         try:
             r = tmux(sock, "new-session", "-d", "-s", "top", "-x", "200", "-y", "40", cmd)

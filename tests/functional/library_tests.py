@@ -130,7 +130,7 @@ import subprocess
 import tempfile
 import threading
 
-from harness import (FUTEX_SYSCALL, INTERPRETERS, READ_SYSCALL, REPO, SANITIZER_MARKS,
+from harness import (INTERPRETERS, READ_SYSCALL, REPO, SANITIZER_MARKS,
                      TARGETS, Fail, Skip,
                      Target, dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
                      gcore, interp_missing, tail)
@@ -1238,15 +1238,8 @@ def test_gil_requested(remora, target):
     host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
     minor = int(re.search(r"3\.(\d+)", target[0]).group(1))
     with Target(target, os.path.join(TARGETS, "gil_wait.py"), "truth.json") as t:
-        truth = t.wait_ready()
+        truth = t.gil_wait_ready()
         roles = truth["roles"]
-        t.wait_thread_parked(roles["parked"])
-        t.wait_main_in_read()
-        t.proc.stdin.write(b"g")            # main: take the GIL for good
-        t.proc.stdin.flush()
-        if FUTEX_SYSCALL is not None:       # waiter woken, waiting for the GIL main holds
-            t._wait_syscall(roles["waiter"], lambda f: f[:1] == [FUTEX_SYSCALL],
-                            "the waiter never waited in futex(2) for the GIL")
         p = mod.run(host, ["-c", GIL_DRIVER, str(t.pid), str(GIL_READS)])
     if p.returncode != 0:
         raise Fail("exit %d: %s" % (p.returncode, tail(p.stderr, 6)))

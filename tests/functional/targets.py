@@ -157,6 +157,21 @@ class Target:
             self._wait_syscall(tid, lambda f: bool(f) and f[0].isdigit() and f[0] != FUTEX_SYSCALL,
                                "thread %d never parked in a system call" % tid)
 
+    def gil_wait_ready(self):
+        """gil_wait.py, set in its known state: one thread parked in its own C call, the
+        main thread told to take the GIL for good, the waiter asleep in futex(2) waiting
+        for it (where the architecture's syscall number is known). Returns its truth."""
+        truth = self.wait_ready()
+        roles = truth["roles"]
+        self.wait_thread_parked(roles["parked"])
+        self.wait_main_in_read()
+        self.proc.stdin.write(b"g")         # main: take the GIL for good
+        self.proc.stdin.flush()
+        if FUTEX_SYSCALL is not None:       # woken, then asleep waiting for the GIL
+            self._wait_syscall(roles["waiter"], lambda f: f[:1] == [FUTEX_SYSCALL],
+                               "the waiter never waited in futex(2) for the GIL")
+        return truth
+
     def __exit__(self, *exc):
         try:
             if (self.proc and self.proc.poll() is None
