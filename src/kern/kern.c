@@ -39,6 +39,7 @@ typedef struct kern_event {
 struct kern {
     struct remora_bpf *skel;
     struct ring_buffer *rb;
+    struct ring_buffer *swrb;       /* the switch-out walks' ring (kern_poll_switch) */
     uint64_t period_ns;             /* of each thread's own CPU time; 0: no frame walker
                                      * (--mode memory: KERN_FAULT_NOMINAL_NS) */
     uint64_t faults;                /* --mode memory: page faults between two walks; 0: the
@@ -162,6 +163,7 @@ void kern_discard(kern_t *k)
 {
     k->cb = NULL;
     ring_buffer__consume(k->rb);
+    ring_buffer__consume(k->swrb);
 }
 
 static void kern_event_close(kern_t *k, size_t i)
@@ -236,7 +238,8 @@ static int kern_open_ev(double rate_hz, uint64_t faults, kern_t **out, char *why
         goto error;
     }
     k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.ring), kern_rb_sample, k, NULL);
-    if (k->rb == NULL) {
+    k->swrb = ring_buffer__new(bpf_map__fd(k->skel->maps.swring), kern_rb_sample, k, NULL);
+    if (k->rb == NULL || k->swrb == NULL) {
         err = kern_fail(errno, why, whylen, "ring buffer mmap");
         goto error;
     }
@@ -299,6 +302,7 @@ void kern_close(kern_t *k)
         kern_event_close(k, k->nevents - 1);
     free(k->events);
     ring_buffer__free(k->rb);
+    ring_buffer__free(k->swrb);
     if (k->table != NULL)
         munmap((void *)k->table, k->table_len);
     if (k->walking != NULL)
@@ -474,19 +478,30 @@ int kern_settle(const kern_t *k, int64_t (*now)(void), int64_t wait_ns)
     return late;
 }
 
-int kern_poll(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx)
+static int poll_ring(kern_t *k, struct ring_buffer *rb, int (*cb)(void *ctx, const kern_sample_t *s),
+                     void *ctx)
 {
     int err;
 
     k->cb = cb;
     k->cb_ctx = ctx;
     k->cb_err = 0;
-    err = ring_buffer__consume(k->rb);
+    err = ring_buffer__consume(rb);
     k->cb = NULL;
     if (k->cb_err != 0)
         return k->cb_err;
     (void)err;                      /* a negative count without cb_err: nothing to report */
     return 0;
+}
+
+int kern_poll(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx)
+{
+    return poll_ring(k, k->rb, cb, ctx);
+}
+
+int kern_poll_switch(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx)
+{
+    return poll_ring(k, k->swrb, cb, ctx);
 }
 
 void kern_get_stats(const kern_t *k, kern_stats_t *out)
@@ -506,6 +521,7 @@ void kern_get_stats(const kern_t *k, kern_stats_t *out)
                 out->dropped += c[i].dropped;
                 out->faults += c[i].faults;
                 out->nostate += c[i].nostate;
+                out->switch_walks += c[i].switch_walks;
             }
         }
         free(c);

@@ -79,7 +79,10 @@ typedef struct kern_layout {
     uint32_t exc_on;                /* read at all: 0 where it is not wanted (no cost) */
     uint32_t ts_exc_info;
     uint32_t ei_exc, ei_previous;
-    uint32_t pad3;
+    uint32_t switch_gap_ns;         /* a thread's frames walked as it leaves a CPU (KERN_S_SWITCH:
+                                     * its stack off the CPU until its next switch-in): at
+                                     * each preemption, at most once this often as it goes
+                                     * to sleep; 0 = never (no ticks of time) */
     uint64_t exc_none;              /* _Py_NoneStruct's address */
     /* 3.12+: a counter bumped whenever a code object is made (3.12, 3.13) or freed
      * (3.14+): read at each tick; while it is gen_hint, user space has proof enough and
@@ -118,6 +121,9 @@ typedef struct kern_frame {
 #define KERN_S_EXC 128u             /* exc_on: it was handling an exception */
 #define KERN_S_EXC_UNKNOWN 256u     /* exc_on: its exception state could not be read (a read
                                      * failed, or a chain longer than KERN_EXC_ITEMS) */
+#define KERN_S_SWITCH 512u          /* not a tick: the stack the thread left a CPU with, at
+                                     * t_ns, its switch's time (the table's since_ns); the
+                                     * frames carry fingerprints and no status is read */
 typedef struct kern_sample {
     pid_t pid, tid;
     uint64_t t_ns;                  /* CLOCK_MONOTONIC */
@@ -207,6 +213,11 @@ int kern_settle(const kern_t *k, int64_t (*now)(void), int64_t wait_ns);
  * Returns 0 or cb's code. */
 int kern_poll(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx);
 
+/* The same for the stacks walked as target threads left a CPU (KERN_S_SWITCH), which
+ * have a ring of their own: read whenever a round wants them, apart from the ticks (whose
+ * order is the recording's). */
+int kern_poll_switch(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx);
+
 /* What the engine has done: the kernel's own counts. */
 typedef struct kern_stats {
     uint64_t ticks;                 /* timer interrupts that found a target thread on the CPU */
@@ -218,6 +229,7 @@ typedef struct kern_stats {
                                      * 0 when it is off) */
     uint64_t run_cnt;               /* ... and their runs */
     uint64_t tick_ns, tick_cnt;     /* ... of them the frame walker's */
+    uint64_t switch_walks;          /* stacks walked at a switch-out that reached user space */
 } kern_stats_t;
 void kern_get_stats(const kern_t *k, kern_stats_t *out);
 

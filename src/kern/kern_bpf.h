@@ -19,6 +19,8 @@ typedef _Bool bool;
 #define KERN_TS_SLOTS 65536         /* thread-state table entries: slot = tid & (N - 1) */
 #define KERN_THREADS 16384          /* (pid, tid) -> thread state entries, all processes */
 #define KERN_RING_BYTES (4u << 20)  /* the ring buffer: a power of 2 pages */
+#define KERN_SWRING_BYTES (2u << 20)    /* the switch-out walks' own ring (KERN_S_SWITCH), read
+                                         * apart from the ticks' at any time */
 #define KERN_MAX_CPUS 1024          /* CPUs whose walks user space waits out (walking[]) */
 #define KERN_FRAME_BUF 128          /* bytes of a frame header at most (fr_size) */
 #define KERN_WIN 4096               /* bytes of a stack read at once (3.11+: the frames below
@@ -42,6 +44,8 @@ struct kern_ts_ent {
     uint64_t tick_cpu;              /* its CPU time (run_ns and its stint so far) at its last
                                      * tick (outside seq: one aligned store by the thread's
                                      * own CPU) */
+    uint64_t walk_ns;               /* the time of its last walk at a switch-out (outside seq,
+                                     * as tick_cpu; kept for the layout's switch_gap_ns) */
 };
 
 /* walking[cpu], a CPU's walk of a target thread's tick: odd from the tick's start until its
@@ -55,6 +59,7 @@ struct kern_walking {
 /* The per-CPU counters (one entry); kern_get_stats sums them. */
 struct kern_counts {
     uint64_t ticks, samples, dropped, faults, nostate;
+    uint64_t switch_walks;          /* KERN_S_SWITCH records put in the ring */
 };
 
 /* The thread map's key. */

@@ -127,6 +127,10 @@ const unw_thread_t *sampler_current_thread(const sampler_t *s, unsigned *count, 
 }
 
 static int kern_drain(sampler_t *s, int64_t *read_ns);
+static int kern_switch_rec(void *ctx, const kern_sample_t *ks);
+#define SWITCH_WAIT_NS 100000       /* a CPU's switch-out walk waited for after a round's
+                                     * reading, at most: a thread whose walk is later is
+                                     * taken as the round read it */
 #define DRAIN_UNSETTLED (-1)         /* kern_drain(): a walk still under way after the wait */
 
 /* After a round that read nothing, the next look: at most this far ahead (rounds above
@@ -197,10 +201,25 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     }
     if (err)
         return err;
+    /* the stacks of the switches the round's table showed: each switch-out walk is under
+     * way from before the table says the thread left (the walking count), so once the
+     * walks under way now are over, every one of those is in its ring */
+    if (s->o.kern != NULL) {
+        kern_settle(s->o.kern, sampler_now_ns, SWITCH_WAIT_NS);
+        if ((err = kern_poll_switch(s->o.kern, kern_switch_rec, s)) != REMORA_OK)
+            return err;
+    }
     /* a thread on a CPU is sampled by its ticks, none of its time by the round */
     for (i = 0; i < n; i++) {
-        const unw_thread_t *th = &threads[i];
-        unsigned count = (th->kernel || s->o.mode == SAMPLE_MEMORY ? 0 :
+        const unw_thread_t *th = &threads[i], *sw = NULL;
+        unsigned count;
+        /* off its CPU since the switch the kernel walked it at: that stack, not one read
+         * while it may have begun to move again */
+        if (s->o.kern != NULL && (err = unw_kern_switch_stack(u, i, &sw)) != REMORA_OK)
+            return err;
+        if (sw != NULL)
+            th = sw;
+        count = (th->kernel || s->o.mode == SAMPLE_MEMORY ? 0 :
                           th->periods || th->weighed ? th->periods : 1) + th->failed_ticks;
         /* memory: a round stands for no growth; a fault whose walk failed in the kernel
          * is counted here, on the stack read now (failed_ticks) */
@@ -213,6 +232,21 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
 }
 
 #define LATE_SLACK_NS 1000          /* a tick written this much after its time is not late */
+
+/* A stack walked as a thread left its CPU: kept by its process's unwinder for a round
+ * that finds the thread off a CPU since that switch. */
+static int kern_switch_rec(void *ctx, const kern_sample_t *ks)
+{
+    sampler_t *s = ctx;
+    size_t k;
+
+    if (s->u != NULL && proc_pid(s->p) == ks->pid)
+        return unw_kern_switch(s->u, ks);
+    for (k = 0; k < s->nsubs; k++)
+        if (s->subs[k].u != NULL && s->subs[k].pid == ks->pid)
+            return unw_kern_switch(s->subs[k].u, ks);
+    return REMORA_OK;
+}
 
 /* One tick: a sample of a thread on a CPU, named by its process's unwinder at once and
  * written at the tick's time (never before the last round's: a recording's times only go
@@ -273,6 +307,9 @@ static int kern_drain(sampler_t *s, int64_t *read_ns)
 {
     int err, tries;
 
+    /* the switch ring emptied at every round, light ones too (older stacks, superseded) */
+    if ((err = kern_poll_switch(s->o.kern, kern_switch_rec, s)) != REMORA_OK)
+        return err;
     *read_ns = sampler_now_ns();
     for (tries = 0; tries < 8; tries++) {
         uint64_t before = s->st.kernel;

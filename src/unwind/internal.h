@@ -561,6 +561,9 @@ typedef struct rd_thread {
     /* ... and its time off a CPU (kern_cpu_state): the thread the look below is of */
     pid_t koff_tid;
     kern_offw_t koff;
+    /* ... and, found off a CPU by the table at this round, the time of the switch it left
+     * its CPU at (the stack walked then is its stack now: unw_kern_switch_stack); 0: none */
+    uint64_t ksw_since;
     /* the idle test without the kernel engine (idle.c) */
     pid_t idle_tid;                 /* the thread the fields below are of (0: none yet) */
     int idle_state;                 /* IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING */

@@ -33,6 +33,27 @@ typedef struct ku_failed {
     unsigned n;
 } ku_failed_t;
 
+/* The last KU_SWITCH_KEEP stacks the kernel walked as a thread left its CPU
+ * (KERN_S_SWITCH), their frames as the kernel sent them (named only when a round takes
+ * one): the ring is read after the round's table, so switches after the one the round
+ * saw may come with it. */
+#define KU_SWITCH_KEEP 4
+typedef struct ku_switch_rec {
+    uint64_t t_ns;                  /* the switch's time: the table's since_ns then (0: none) */
+    uint64_t tstate;
+    uint32_t flags, nframes;
+    size_t cap;
+    kern_frame_t *frames;
+} ku_switch_rec_t;
+
+typedef struct ku_switch {
+    pid_t tid;                      /* 0: empty */
+    unsigned next;                  /* the slot the next record goes to */
+    uint64_t want_ns;               /* the switch the round found it off its CPU since: its
+                                     * record is kept whatever comes after it */
+    ku_switch_rec_t rec[KU_SWITCH_KEEP];
+} ku_switch_t;
+
 struct unw_kern {
     kern_t *k;
     kern_layout_t lay;
@@ -52,14 +73,20 @@ struct unw_kern {
     int cpu;                        /* ... on this CPU */
     uint64_t light_idle;            /* periods of idle time light rounds looked at, not yet
                                      * taken (unw_kern_light_idle) */
+    ku_switch_t sw[UNW_KERN_SWITCH];    /* by tid % UNW_KERN_SWITCH */
     unw_kern_stats_t stats;
 };
 
 void kern_unw_free(struct unw_kern *k, pid_t pid)
 {
+    size_t i, j;
+
     if (k == NULL)
         return;
     kern_remove_process(k->k, pid);
+    for (i = 0; i < UNW_KERN_SWITCH; i++)
+        for (j = 0; j < KU_SWITCH_KEEP; j++)
+            free(k->sw[i].rec[j].frames);
     free(k);
 }
 
@@ -169,15 +196,23 @@ int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen)
         return REMORA_ENOMEM;
     ku->k = k;
     ku->period_ns = (int64_t)kern_period_ns(k);
-    if ((err = unw_kern_layout(u->target, &ku->lay, why, whylen)) != REMORA_OK ||
-        (err = kern_add_process(k, proc_pid(u->p), &ku->lay)) != REMORA_OK) {
+    if ((err = unw_kern_layout(u->target, &ku->lay, why, whylen)) != REMORA_OK)
+        goto error;
+    /* a thread's stack walked as it leaves a CPU (each preemption; going to sleep, once a
+     * period of wall time at most: the rounds' pace): none with page-fault samples, whose
+     * rounds take no sample */
+    ku->lay.switch_gap_ns = ku->period_ns <= 0 || kern_fault_period(k) > 0 ? 0
+                          : ku->period_ns > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)ku->period_ns;
+    if ((err = kern_add_process(k, proc_pid(u->p), &ku->lay)) != REMORA_OK) {
         if (err == REMORA_ENOMEM)
             snprintf(why, whylen, "the kernel engine takes %d processes at most", KERN_MAX_PROCS);
-        free(ku);
-        return err;
+        goto error;
     }
     u->kern = ku;
     return REMORA_OK;
+error:
+    free(ku);
+    return err;
 }
 
 void unw_kern_get_stats(const unwinder_t *u, unw_kern_stats_t *out)
@@ -318,6 +353,7 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
     int weighed = 0;
     unsigned periods = 0;
 
+    tc->ksw_since = 0;
     for (i = 0; i < ku->nnow; i++)
         if (ku->now[i].tid == tc->native_id)
             th->failed_ticks = ku->now[i].n;
@@ -352,6 +388,17 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
     tc->kst_tid = 0;
     th->on_cpu = st.on_cpu || st.runnable;
     th->runnable = !st.on_cpu && st.runnable;
+    if (!st.on_cpu) {
+        ku_switch_t *e = &ku->sw[(uint32_t)tc->native_id % UNW_KERN_SWITCH];
+        tc->ksw_since = st.since_ns;
+        if (e->tid != tc->native_id) {
+            e->tid = tc->native_id;     /* the slot becomes this thread's */
+            e->next = 0;
+            for (i = 0; i < KU_SWITCH_KEEP; i++)
+                e->rec[i].t_ns = 0;
+        }
+        e->want_ns = st.since_ns;   /* read from the ring after this: kept */
+    }
     /* on a CPU and sampled by its ticks: the round counts none of its time; nor of one
      * preempted on the CPU remora runs on as the round woke: remora's own wake-up
      * preempted it (a round would find it so at every round on that CPU); else a thread
@@ -553,29 +600,18 @@ static void tick_failed(struct unw_kern *ku, pid_t tid)
     ku->pending[i].n++;
 }
 
-int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **out)
+/* The frames of a kernel walk (a tick's or a switch-out's) named into ku->frames: *n of
+ * them, the innermost *cut of which (a frame whose code object could not be proved and
+ * every one inside it) are not known. Returns 0, REMORA_ENOPROC or REMORA_ENOMEM. */
+static int kern_name(unwinder_t *u, const kern_sample_t *ks, size_t *nout, size_t *cutout)
 {
     const py_layout_t *L = &u->target->layout;
     struct unw_kern *ku = u->kern;
-    const unw_thread_t *last = last_thread(u, ks->tid, ks->tstate);
-    unw_thread_t *th = &ku->th;
     size_t k, n = 0, cut = 0;
     uint64_t gen_read = 0;
     int err;
 
-    *out = NULL;
-    if (last == NULL) {
-        ku->stats.gone++;           /* not in the last round's list: gone since */
-        return REMORA_EFAULT;
-    }
-    if (ks->flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT) || !kern_rooted(L, ks)) {
-        /* nothing to root the frames read at (a link not yet written: a call or return
-         * half done), or deeper than the kernel walks: user space reads the thread */
-        if (!(ks->flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT)))
-            ku->stats.unrooted++;
-        tick_failed(ku, ks->tid);
-        return REMORA_EFAULT;
-    }
+    *nout = *cutout = 0;
     for (k = 0; k < ks->nframes && k < KERN_MAX_FRAMES; k++) {
         const kern_frame_t *f = &ks->frames[k];
         unw_frame_t *fr;
@@ -596,7 +632,7 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
         fr->code = f->code;
         fr->offset = frame_addrq(L, f->code, f->instr);
         fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno : code_line(e, L, fr->offset);
-        /* the instruction the tick caught the innermost frame at, named now */
+        /* the instruction the walk caught the innermost frame at, named now */
         if ((u->want & UNW_WANT_OPCODES) && n - 1 == cut)
             fr->op = code_opcode(u, e, fr->offset);
         /* where one C call of the eval loop began, as keep_raw() decides it */
@@ -609,12 +645,41 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
             fr->below = ks->frames[k + 1].addr;
         }
     }
+    if (cut > 0)
+        memmove(ku->frames, ku->frames + cut, (n - cut) * sizeof *ku->frames);
+    *nout = n;
+    *cutout = cut;
+    return REMORA_OK;
+}
+
+int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **out)
+{
+    const py_layout_t *L = &u->target->layout;
+    struct unw_kern *ku = u->kern;
+    const unw_thread_t *last = last_thread(u, ks->tid, ks->tstate);
+    unw_thread_t *th = &ku->th;
+    size_t n, cut;
+    int err;
+
+    *out = NULL;
+    if (last == NULL) {
+        ku->stats.gone++;           /* not in the last round's list: gone since */
+        return REMORA_EFAULT;
+    }
+    if (ks->flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT) || !kern_rooted(L, ks)) {
+        /* nothing to root the frames read at (a link not yet written: a call or return
+         * half done), or deeper than the kernel walks: user space reads the thread */
+        if (!(ks->flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT)))
+            ku->stats.unrooted++;
+        tick_failed(ku, ks->tid);
+        return REMORA_EFAULT;
+    }
+    if ((err = kern_name(u, ks, &n, &cut)) != REMORA_OK)
+        return err;
     if (n == 0) {
         tick_failed(ku, ks->tid);   /* shims only: between two frames, as an empty walk */
         return REMORA_EFAULT;
     }
-    if (cut > 0)
-        memmove(ku->frames, ku->frames + cut, (n - cut) * sizeof *ku->frames);
     /* the thread as the last round knew it, its stack as the tick read it */
     *th = *last;
     th->frames = ku->frames;
@@ -648,6 +713,93 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
         ku->stats.partial++;
     if (ks->gen != 0 && !(ks->flags & KERN_S_GEN))
         ku->gen_seen = ks->gen;     /* proved at: the next round makes it the hint */
+    *out = th;
+    return REMORA_OK;
+}
+
+int unw_kern_switch(unwinder_t *u, const kern_sample_t *ks)
+{
+    struct unw_kern *ku = u->kern;
+    ku_switch_rec_t *r;
+    ku_switch_t *e;
+    size_t k;
+
+    if (ku == NULL || ks->tid <= 0 || ks->nframes == 0 || ks->nframes > KERN_MAX_FRAMES)
+        return REMORA_OK;
+    e = &ku->sw[(uint32_t)ks->tid % UNW_KERN_SWITCH];
+    if (e->tid != ks->tid) {        /* the slot becomes this thread's */
+        e->tid = ks->tid;
+        e->next = 0;
+        e->want_ns = 0;
+        for (k = 0; k < KU_SWITCH_KEEP; k++)
+            e->rec[k].t_ns = 0;
+    }
+    if (e->want_ns != 0 && e->rec[e->next].t_ns == e->want_ns)
+        e->next = (e->next + 1) % KU_SWITCH_KEEP;
+    r = &e->rec[e->next];
+    /* grown to the deepest stack seen, KERN_MAX_FRAMES at most: no allocation per record */
+    if (ks->nframes > r->cap && remora_grow((void **)&r->frames, &r->cap, ks->nframes, sizeof *r->frames))
+        return REMORA_ENOMEM;
+    e->next = (e->next + 1) % KU_SWITCH_KEEP;
+    r->t_ns = ks->t_ns;
+    r->tstate = ks->tstate;
+    r->flags = ks->flags;
+    r->nframes = ks->nframes;
+    memcpy(r->frames, ks->frames, ks->nframes * sizeof *r->frames);
+    return REMORA_OK;
+}
+
+int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out)
+{
+    struct unw_kern *ku = u->kern;
+    const unw_thread_t *round;
+    const rd_thread_t *tc;
+    const ku_switch_rec_t *r;
+    const ku_switch_t *e;
+    kern_sample_t ks;
+    unw_thread_t *th;
+    size_t n, cut, k;
+    int err;
+
+    *out = NULL;
+    if (ku == NULL || u->reader == NULL || i >= u->nthreads || i >= u->reader->nthreads)
+        return REMORA_OK;
+    round = &u->threads[i];
+    tc = &u->reader->threads[i];
+    if (round->kernel || round->native_id <= 0 || tc->ksw_since == 0 || tc->native_id != round->native_id)
+        return REMORA_OK;
+    e = &ku->sw[(uint32_t)round->native_id % UNW_KERN_SWITCH];
+    /* the switch the table says it has been off its CPU since, from this thread state */
+    for (k = 0; k < KU_SWITCH_KEEP && (e->rec[k].t_ns != tc->ksw_since || e->rec[k].tstate != round->tstate);
+         k++)
+        ;
+    if (e->tid != round->native_id || k == KU_SWITCH_KEEP)
+        return REMORA_OK;
+    r = &e->rec[k];
+    memset(&ks, 0, sizeof ks);
+    ks.pid = proc_pid(u->p);
+    ks.tid = e->tid;
+    ks.t_ns = r->t_ns;
+    ks.tstate = r->tstate;
+    ks.flags = r->flags;
+    ks.nframes = r->nframes;
+    ks.frames = r->frames;
+    if (!kern_rooted(&u->target->layout, &ks))
+        return REMORA_OK;
+    if ((err = kern_name(u, &ks, &n, &cut)) != REMORA_OK)
+        return err;
+    if (n == 0 || cut > 0)
+        return REMORA_OK;           /* not all named: the round's reading stands */
+    th = &ku->th;
+    *th = *round;
+    th->frames = ku->frames;
+    th->nframes = n - cut;
+    th->held = 0;
+    th->held_id = 0;
+    th->partial = 0;
+    th->moving_in_frames = 0;
+    th->error = 0;
+    ku->stats.switch_used++;
     *out = th;
     return REMORA_OK;
 }

@@ -360,6 +360,20 @@ int unw_kern_layout(const py_target_t *t, struct kern_layout *kl, char *why, siz
 void unw_kern_resume(unwinder_t *u, int64_t now_ns);
 int unw_kern_tick(unwinder_t *u, const struct kern_sample *ks, const unw_thread_t **out);
 
+/* A stack the kernel walked as one of this target's threads left a CPU (KERN_S_SWITCH):
+ * kept, the last of each thread (UNW_KERN_SWITCH threads at most, by tid), for the rounds
+ * that find the thread off a CPU since that switch. Returns 0 or REMORA_ENOMEM. */
+#define UNW_KERN_SWITCH 64
+int unw_kern_switch(unwinder_t *u, const struct kern_sample *ks);
+
+/* The i-th thread of the last unw_sample() with the stack the kernel walked as it left its
+ * CPU, when the round found it off a CPU since that very switch (it has not run since, so
+ * that is its stack at the round, whatever a read of its memory that it began to move
+ * under saw): *out is u->threads[i] (status, weight) with those frames, named as a tick's,
+ * valid until the next call of this or unw_kern_tick; else *out is NULL and the round's
+ * own reading stands. Returns 0, REMORA_ENOPROC or REMORA_ENOMEM. */
+int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out);
+
 /* Whether this round may read nothing at all (called after the ticks are drained, before
  * unw_kern_round): with idle threads left out (UNW_WANT_ACTIVE), every thread of the last
  * round is, by the kernel engine's table, on a CPU with ticks of its own, or asleep and
@@ -392,6 +406,8 @@ typedef struct unw_kern_stats {
                                  * (their event could not be made): read from user space */
     uint64_t behind;            /* ... on a CPU or waiting for one, 2 periods of CPU time
                                  * with no tick (its ticks held up): read from user space */
+    uint64_t switch_used;       /* threads of a round given the stack walked at their
+                                 * switch-out (unw_kern_switch_stack) */
 } unw_kern_stats_t;
 void unw_kern_get_stats(const unwinder_t *u, unw_kern_stats_t *out);
 
