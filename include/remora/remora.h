@@ -273,7 +273,7 @@ typedef struct remora_sample {
     int64_t interpreter_id;
     unsigned status;            /* REMORA_THREAD_* bits: HAS_GIL, MAIN, ON_CPU (or UNKNOWN
                                  * with idle threads kept in wall mode), HAS_EXCEPTION (in
-                                 * exception mode) */
+                                 * exception mode), GIL_REQUESTED (3.15 targets) */
     const char *thread_name;    /* threading's name, else the kernel's comm ("" unknown) */
     int kernel;                 /* read by the kernel engine at a tick */
     int partial;                /* its innermost frames moved while read: frames[] holds the

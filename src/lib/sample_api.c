@@ -193,7 +193,9 @@ static int lib_sink(void *ctx, const stk_table_t *t, uint32_t thread, uint32_t n
     o.interpreter_id = th != NULL ? th->interp_id : 0;
     o.status = (flags & SAMPLE_F_GIL ? REMORA_THREAD_HAS_GIL : 0) |
                (th != NULL && th->is_main ? REMORA_THREAD_MAIN : 0) |
-               (smp->mode == REMORA_MODE_EXCEPTION ? REMORA_THREAD_HAS_EXCEPTION : 0);
+               (smp->mode == REMORA_MODE_EXCEPTION ? REMORA_THREAD_HAS_EXCEPTION : 0) |
+               /* 3.15's own flag, read with the stack (at the tick, or by the round) */
+               (th != NULL && th->gil_requested && !(flags & SAMPLE_F_GIL) ? REMORA_THREAD_GIL_REQUESTED : 0);
     if (smp->status_known || (flags & SAMPLE_F_TICK))
         o.status |= flags & SAMPLE_F_ON_CPU ? REMORA_THREAD_ON_CPU : 0;
     else

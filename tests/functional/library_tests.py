@@ -46,7 +46,8 @@
 #                              keeps the GIL HAS_GIL, a thread waiting in take_gil()
 #                              THREAD_STATUS_GIL_REQUESTED in every read on 3.15 and in
 #                              none before (3.15 alone records it), one parked in read(2)
-#                              neither
+#                              neither; the same bits in every sample of remora.sample()
+#                              (the sampling API, kernel engine where it loads, idle kept)
 #   library/native-marks/TARGET  native_marks.py (pyenv 3.9-3.13, sid 3.14, 3.15) read
 #                              with native=True from Debian's 3.11: the callback thread's
 #                              frames equal to the target's own, a "<native>" after each
@@ -1233,6 +1234,19 @@ print(json.dumps([{t.thread_id: t.status for i in u.get_stack_trace() for t in i
 """
 
 
+# run by the host: each thread's status in the samples of the sampling API (kernel engine
+# where it loads, idle threads kept), {tid: [status, ...]} and the engine
+GIL_SAMPLE_DRIVER = r"""
+import json, sys
+import remora
+seen = {}
+for t, threads in remora.sample(int(sys.argv[1]), rate=200, duration=0.3, active_only=False):
+    for th in threads:
+        seen.setdefault(th.thread_id, []).append(th.status)
+print(json.dumps({"seen": seen, "engine": remora.sample_engine()}))
+"""
+
+
 def test_gil_requested(remora, target):
     mod = PyModule.get(remora)
     host = next(i for i in INTERPRETERS if i[0] == "debian-3.11-static")
@@ -1262,11 +1276,35 @@ def test_gil_requested(remora, target):
                         % (count["waiter"][1], len(reads)))
     if minor < 15 and count["waiter"][1]:
         problems.append("GIL_REQUESTED on 3.%d, which does not record it" % minor)
+    # the sampling API (remora_sample): the same bits in every sample, the waiter's read by
+    # the round (asleep), the holder's at its ticks or by the round
+    if not problems:
+        with Target(target, os.path.join(TARGETS, "gil_wait.py"), "truth.json") as t:
+            truth = t.gil_wait_ready()
+            roles = truth["roles"]
+            p = mod.run(host, ["-c", GIL_SAMPLE_DRIVER, str(t.pid)])
+        if p.returncode != 0:
+            raise Fail("sample(): exit %d: %s" % (p.returncode, tail(p.stderr, 6)))
+        got = json.loads(p.stdout)
+        seen = {int(k): v for k, v in got["seen"].items()}
+        waiter = seen.get(roles["waiter"], [])
+        if not waiter:
+            problems.append("sample(): no sample of the waiter")
+        req = sum(1 for st in waiter if st & REQUESTED)
+        if minor >= 15 and req != len(waiter):
+            problems.append("sample() (engine %s): the waiter GIL_REQUESTED in %d of %d samples"
+                            % (got["engine"], req, len(waiter)))
+        if minor < 15 and req:
+            problems.append("sample(): GIL_REQUESTED on 3.%d" % minor)
+        for role in ("main", "parked"):
+            n = sum(1 for st in seen.get(roles[role], []) if st & REQUESTED)
+            if n:
+                problems.append("sample(): %s GIL_REQUESTED in %d samples" % (role, n))
     if problems:
         raise Fail("; ".join(problems))
     if minor >= 15:
-        return "the waiting thread GIL_REQUESTED in all %d reads, the holder HAS_GIL, the " \
-               "parked one neither" % len(reads)
+        return "the waiting thread GIL_REQUESTED in all %d reads and all its sampled rounds " \
+               "(engine %s), the holder HAS_GIL, the parked one neither" % (len(reads), got["engine"])
     return "3.%d records no request: GIL_REQUESTED never set (docs/api.md); the holder " \
            "HAS_GIL in all %d reads" % (minor, len(reads))
 
