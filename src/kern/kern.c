@@ -445,6 +445,7 @@ void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out)
         out->run_ns = c.run_ns;
         out->since_ns = c.since_ns;
         out->cpu = (int)c.cpu;
+        out->by_self = c.by_self != 0;
         out->switches = c.switches;
         out->tick_cpu = c.tick_cpu;
         return;

@@ -89,7 +89,9 @@ typedef struct kern_layout {
      * the frames go without fingerprints (KERN_S_GEN) */
     uint64_t gen_addr;              /* its address; 0 = none */
     uint32_t gen_size;              /* 4 or 8 bytes */
-    uint32_t pad2;
+    uint32_t self_tgid;             /* remora's own process: a switch to it (its wake-up for a
+                                     * round, which leaves the thread it preempted to its
+                                     * ticks) walks nothing, marked by_self in the table */
     uint64_t gen_hint;
 } kern_layout_t;
 
@@ -144,6 +146,7 @@ typedef struct kern_tstate {
                                      * only (a thread on a CPU now adds since its switch-in) */
     uint64_t since_ns;              /* CLOCK_MONOTONIC of its last switch in or out */
     int cpu;                        /* ... on this CPU */
+    int by_self;                    /* preempted by remora's own process (self_tgid) */
     uint64_t switches;              /* switches in and out seen */
     uint64_t tick_cpu;              /* its CPU time, as run_ns, at its last tick (0: none) */
     /* The slot as read, whoever's it is: every write to it (a switch or a tick of any

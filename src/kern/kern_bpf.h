@@ -37,7 +37,8 @@ struct kern_ts_ent {
     uint32_t on_cpu;
     uint32_t runnable;
     uint32_t cpu;                   /* the CPU of its last switch in or out */
-    uint32_t pad;
+    uint32_t by_self;               /* off its CPU since remora's own process took that CPU
+                                     * (the layout's self_tgid): no switch-out walk then */
     uint64_t run_ns;                /* on-CPU time of finished stints */
     uint64_t since_ns;              /* bpf_ktime_get_ns() of the last switch in or out */
     uint64_t switches;

@@ -88,7 +88,7 @@ struct {
 
 /* ---- the thread-state table ----------------------------------------------------------- */
 
-static __always_inline void ts_switch(struct task_struct *t, int in, __u64 now, int runnable)
+static __always_inline void ts_switch(struct task_struct *t, int in, __u64 now, int runnable, int by_self)
 {
     __u32 tgid = (__u32)BPF_CORE_READ(t, tgid), tid = (__u32)BPF_CORE_READ(t, pid), idx;
     struct kern_ts_ent *e;
@@ -120,6 +120,7 @@ static __always_inline void ts_switch(struct task_struct *t, int in, __u64 now, 
         e->on_cpu = 0;
         e->runnable = runnable;
     }
+    e->by_self = !in && by_self;
     e->since_ns = now;
     e->cpu = bpf_get_smp_processor_id();
     e->switches++;
@@ -536,20 +537,22 @@ int kern_tick(void *ctx)
 
 /* ---- the switch-out walk -------------------------------------------------------------- */
 
-/* Is the thread prev leaving a CPU due a walk? A target thread, switch walks on;
- * preempted: always (a preempted thread goes on at any moment, and a read of it can
- * begin to move under the read; remora's own wake-ups too: one that was not for a round,
- * or that a slow machine took long to begin it, leaves the thread to the round); going to
- * sleep: once each switch_gap_ns of its own at most (a thread that blocks thousands of
- * times a second would pay a walk each: a round reads it asleep instead). Its process's
- * layout slot in *slot. */
-static __always_inline int switch_due(struct task_struct *prev, int preempted, __u64 now, __u32 *slot)
+/* Is the thread prev leaving a CPU due a walk? A target thread, switch walks on, not
+ * preempted by remora itself (by_self: its wake-up for a round, which leaves that thread to
+ * its ticks); preempted: always (a preempted thread goes on at any moment, and a read of it
+ * can begin to move under the read); going to sleep: once each switch_gap_ns of its own at
+ * most (a thread that blocks thousands of times a second would pay a walk each: a round
+ * reads it asleep instead). Its process's layout slot in *slot. */
+static __always_inline int switch_due(struct task_struct *prev, int preempted, int by_self, __u64 now,
+                                      __u32 *slot)
 {
     __u32 tgid = (__u32)BPF_CORE_READ(prev, tgid), tid = (__u32)BPF_CORE_READ(prev, pid);
     __u32 idx = tid & (KERN_TS_SLOTS - 1), *slotp;
     struct kern_ts_ent *e;
     kern_layout_t *L;
 
+    if (by_self)
+        return 0;
     slotp = bpf_map_lookup_elem(&procs, &tgid);
     if (slotp == NULL)
         return 0;
@@ -559,6 +562,19 @@ static __always_inline int switch_due(struct task_struct *prev, int preempted, _
     if (L == NULL || L->switch_gap_ns == 0 || e == NULL)
         return 0;
     return preempted || e->tid != tid || e->walk_ns == 0 || now - e->walk_ns >= L->switch_gap_ns;
+}
+
+/* Is next remora's own process, as prev's process's layout names it? */
+static __always_inline int switch_to_self(struct task_struct *prev, struct task_struct *next)
+{
+    __u32 tgid = (__u32)BPF_CORE_READ(prev, tgid), *slotp;
+    kern_layout_t *L;
+
+    slotp = bpf_map_lookup_elem(&procs, &tgid);
+    if (slotp == NULL)
+        return 0;
+    L = bpf_map_lookup_elem(&layouts, slotp);
+    return L != NULL && L->self_tgid != 0 && (__u32)BPF_CORE_READ(next, tgid) == L->self_tgid;
 }
 
 /* The stack of a target thread leaving a CPU (t is the current task: its memory is the
@@ -615,20 +631,21 @@ int BPF_PROG(kern_switch, bool preempt, struct task_struct *prev, struct task_st
     __u64 now = bpf_ktime_get_ns();
     struct kern_walking *busy = NULL;
     __u32 slot = 0, cpu;
+    int by_self = switch_to_self(prev, next);
 
     /* odd from before the table says the thread left until its stack is in the ring: a
      * round that settles after reading the table finds the walk of every switch it saw */
-    if (switch_due(prev, prev_state == 0, now, &slot)) {
+    if (switch_due(prev, prev_state == 0, by_self, now, &slot)) {
         cpu = bpf_get_smp_processor_id();
         busy = bpf_map_lookup_elem(&walking, &cpu);
         if (busy != NULL)
             __sync_fetch_and_add(&busy->seq, 1);
     }
-    ts_switch(prev, 0, now, prev_state == 0);
+    ts_switch(prev, 0, now, prev_state == 0, by_self);
     if (busy != NULL) {
         switch_walk(prev, now, slot);
         __sync_fetch_and_add(&busy->seq, 1);
     }
-    ts_switch(next, 1, now, 0);
+    ts_switch(next, 1, now, 0, 0);
     return 0;
 }

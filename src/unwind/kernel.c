@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "remora.h"
 #include "internal.h"
@@ -203,6 +204,7 @@ int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen)
      * rounds take no sample */
     ku->lay.switch_gap_ns = ku->period_ns <= 0 || kern_fault_period(k) > 0 ? 0
                           : ku->period_ns > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)ku->period_ns;
+    ku->lay.self_tgid = (uint32_t)getpid();
     if ((err = kern_add_process(k, proc_pid(u->p), &ku->lay)) != REMORA_OK) {
         if (err == REMORA_ENOMEM)
             snprintf(why, whylen, "the kernel engine takes %d processes at most", KERN_MAX_PROCS);
@@ -401,10 +403,11 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
     }
     /* on a CPU and sampled by its ticks: the round counts none of its time; nor of one
      * preempted on the CPU remora runs on as the round woke: remora's own wake-up
-     * preempted it (a round would find it so at every round on that CPU); else a thread
-     * waiting for a CPU is the round's, read as it stands */
+     * preempted it (a round would find it so at every round on that CPU; the table says
+     * so, by_self, where the layout names remora's process, else a switch just before the
+     * wake-up); else a thread waiting for a CPU is the round's, read as it stands */
     th->kernel = (st.on_cpu || (th->runnable && st.cpu == ku->cpu &&
-                                (int64_t)st.since_ns + KU_WAKE_NS >= ku->woke_ns)) &&
+                                (st.by_self || (int64_t)st.since_ns + KU_WAKE_NS >= ku->woke_ns))) &&
                  tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     if (st.on_cpu && !th->kernel)
         ku->stats.missed++;

@@ -4,7 +4,7 @@ First the floor under all of them: what one process_vm_readv costs here, per cal
 range and per page (tests/bench/vmread.c).
 
     python3 tests/bench/bench.py [--remora ./remora] [--vmread build/vmread] [--quick]
-                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,native,idle,tachyon,memory,fidelity,async,real]
+                                 [--only NAME] [--sections floor,rate,slowdown,short,stitch,blocking,native,idle,modes,tachyon,memory,fidelity,async,real]
                                  [--slowdown-seconds S]
 
 remora records in its default mode, as users run it (idle threads left out, the kernel
@@ -20,7 +20,9 @@ large frame calling two empty functions in turn name the other call's line (stit
 The default mode beside --idle, on each engine, on 3.9.18, 3.12.1 and sid 3.15: one busy
 thread as fast as remora can, and 100 threads parked 20 deep + 1 busy at 1 kHz for 5 s
 (rounds reached, CPU and the BPF programs' time per round, with kernel.bpf_stats_enabled
-set for the run and restored after). Tachyon
+set for the run and restored after). The kernel engine's BPF run time in each mode
+(--sections modes: wall, cpu, gil, exception on busy.py at depth 50 and 1 kHz): the
+walker's per tick, and the switch program's per switch-out walk (issue 48). Tachyon
 (python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target, each
 profiler by default: CPU per sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
 remora's peak resident memory. Fidelity (only when asked: --sections fidelity): each work
@@ -286,7 +288,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer interpreters and shorter runs")
     ap.add_argument("--only", default="", help="interpreters whose name contains this")
     ap.add_argument("--vmread", default="build/vmread", help="tests/bench/vmread.c, built")
-    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,idle,tachyon,memory,async,library,real,long",
+    ap.add_argument("--sections", default="floor,rate,slowdown,short,stitch,blocking,native,idle,modes,tachyon,memory,async,library,real,long",
                     help="which tables, comma-separated (default: all)")
     ap.add_argument("--slowdown-seconds", type=float, default=SLOW_SECONDS,
                     help="length of each column of the slowdown table (default %.0f)" % SLOW_SECONDS)
@@ -315,6 +317,8 @@ def main():
                        native=True)
     if "idle" in sections:
         idle_table(remora, interps, secs)
+    if "modes" in sections:
+        modes_table(remora, interps, secs)
     if "tachyon" in sections:
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
@@ -924,6 +928,56 @@ def idle_table(remora, interps, secs):
                             c["proc_reads"] + c["sched_reads"], "" if idle else "%.2f" % ratio), flush=True)
             finally:
                 t.__exit__()
+
+
+MODES_INTERPS = ("debian-3.11-static", "pyenv-3.12.1", "sid-3.15")
+MODES_RUNS = 3
+SWITCH = re.compile(r"switch_walks=(\d+) switch_used=(\d+)")
+
+
+def modes_table(remora, interps, secs):
+    """The kernel engine's BPF run time in each mode at 1 kHz: the walker's per tick (its
+    own run time over its runs) and the switch program's (every sched_switch of the machine
+    runs it: its time over its runs, and over the switch-out walks it made), median of
+    MODES_RUNS runs, busy.py at depth 50 (its thread holds the GIL: gil mode samples it)."""
+    chosen = [i for i in interps if i[0] in MODES_INTERPS]
+    print("\n## The kernel engine's BPF run time in each mode (issue 48)\n")
+    print("busy.py at depth 50, one thread, 1 kHz, %.0f s, --stats with kernel.bpf_stats_enabled; "
+          "median of %d runs. Walker: us per tick (tick_ns / tick_runs). Switch program: us per "
+          "run (every context switch of the machine runs it), and its whole time per switch-out "
+          "walk (a target thread leaving its CPU: each preemption, at most one a period as it "
+          "sleeps).\n" % (secs, MODES_RUNS))
+    print("| interpreter | mode | engine | ticks/s | walker us/tick | switch us/run | switch walks/s | "
+          "switch us/walk |")
+    print("|---|---|---|---|---|---|---|---|")
+    for it in chosen:
+        t = busy(it, 50, 1, 4 * MODES_RUNS * (secs + 2) + 60)
+        try:
+            for mode in ("wall", "cpu", "gil", "exception"):
+                rows = []
+                with bpf_stats():
+                    for _ in range(MODES_RUNS):
+                        p = subprocess.run([remora, "record", "-p", str(t.pid), "-r", "1000", "-d", str(secs),
+                                            "--stats", "--mode", mode, "-o", scratch_output(), "-f", "collapsed"],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                           timeout=600)
+                        k, tk, sw = KERNEL.search(p.stderr), TICK_NS.search(p.stderr), SWITCH.search(p.stderr)
+                        e = ENGINE.search(p.stderr)
+                        if not (k and tk and sw):
+                            continue
+                        runs, ns, truns, tns = int(k.group(2)), int(k.group(3)), int(tk.group(1)), int(tk.group(2))
+                        walks = int(sw.group(1))
+                        rows.append((e.group(1) if e else "?", truns / secs, tns / 1e3 / max(truns, 1),
+                                     (ns - tns) / 1e3 / max(runs - truns, 1), walks / secs,
+                                     (ns - tns) / 1e3 / max(walks, 1)))
+                if not rows:
+                    print("| %s | %s | not measured ||||||" % (it[0], mode))
+                    continue
+                med = [statistics.median(r[i] for r in rows) for i in range(1, 6)]
+                print("| %s | %s | %s | %.0f | %.2f | %.2f | %.0f | %.1f |" % (
+                    it[0], mode, rows[0][0], *med), flush=True)
+        finally:
+            t.__exit__()
 
 
 def memory_table(remora, interps):
