@@ -21,7 +21,8 @@
 #                           every format at once (and the .remora converted again): each
 #                           carries bytes where it names a unit and its figures add up to the
 #                           collapsed bytes: the table's byte columns, pstats' call counts
-#                           (its times all 0: no seconds claimed), speedscope's unit, pprof's
+#                           (each function's the table's total bytes; its times all 0: no
+#                           seconds claimed), speedscope's unit, pprof's
 #                           resident/bytes, the SVG's titles and header, the Firefox
 #                           Profiler's weightType "bytes" with each sample's weight, the
 #                           flamegraph page's and jsonl's sample_bytes, the heatmap's words
@@ -194,6 +195,7 @@ def test_top(remora):
 # every format a memory recording is written in (record -o each), by its name's ending
 UNIT_OUTPUTS = ("collapsed", "table", "pstats", "json", "pb.gz", "svg", "gecko.json", "html",
                 "heatmap.html", "jsonl", "remora")
+TABLE_ROW = re.compile(r"^\s*\d+\s+[\d.]+%\s+(\d+)\s+[\d.]+%  (\S+) \((.*):\d+\)$")
 SVG_TITLE = re.compile(r"<title>[^<]* \u2014 ([^<]*)</title>")
 
 
@@ -208,13 +210,23 @@ def units_problems(d, stem, total):
     if not re.match(r"^\s*self bytes\s+self%\s+total bytes\s+total%", head):
         bad.append("table header %r" % head.strip())
 
+    # the table's total bytes by (function, file): what pstats' call counts must be
+    totals = {}
+    with open(path("table"), encoding="utf-8") as f:
+        for line in f.read().split("\n")[1:]:
+            m = TABLE_ROW.match(line)
+            if m:
+                totals[(m.group(2), m.group(3))] = int(m.group(1))
+
     stats = read_pstats("pstats", path("pstats"))
     times = [v[2] for v in stats.values()] + [v[3] for v in stats.values()]
-    calls = max((v[1] for v in stats.values()), default=0)
     if any(t != 0.0 for t in times):
         bad.append("pstats claims seconds: times %r" % sorted(set(times))[-3:])
-    if any(v[1] % SAMPLE_BYTES for v in stats.values()) or calls != total:
-        bad.append("pstats call counts (the most: %d) are not bytes of %d" % (calls, total))
+    calls = {(fn, file): v[1] for (file, _, fn), v in stats.items()}
+    off = [k for k in totals if calls.get(k) != totals[k]]
+    if not totals or off:
+        bad.append("pstats call counts are not the table's total bytes: %s" % "; ".join(
+            "%s: %r, table %d" % (k[0], calls.get(k), totals[k]) for k in off[:3]))
 
     doc = load_json(path("json"))
     units = {p.get("unit") for p in doc["profiles"]}
