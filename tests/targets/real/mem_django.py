@@ -111,4 +111,5 @@ def work(n):
 
 if __name__ == "__main__":
     populate()
-    memwindow.run(sys.modules[__name__], lambda: work(2), {"django": django.get_version()})
+    memwindow.run(sys.modules[__name__], lambda: work(2), {"django": django.get_version()},
+                  ballast=True)

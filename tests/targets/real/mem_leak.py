@@ -65,4 +65,4 @@ def work(n):
 
 
 if __name__ == "__main__":
-    memwindow.run(sys.modules[__name__], lambda: work(200), {})
+    memwindow.run(sys.modules[__name__], lambda: work(200), {}, ballast=True)

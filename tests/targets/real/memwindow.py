@@ -7,22 +7,25 @@
 # (NFRAMES frames a traceback: enough to reach the target's own frames from deep in a
 # library: Django's ORM allocates up to 17 frames under them; each frame more slows every
 # allocation), then the warm-up runs under it (tracemalloc's own memory grows the process
-# too, invisible to its account: each traceback it interns, and each live trace; the
-# warm-up interns the tracebacks of the work before the window, leaving in the window
-# its entry for each live block, ~100 bytes, which remora counts with the site that made
-# the block, and its table of live traces doubling: BALLAST live objects made first size
-# that table past what a window adds, or its new 8 MB of buckets would land on whatever
-# site allocated when it filled, Django's template rendering at its peak of temporaries),
-# and READY is written (temp + rename): {"pid", "file":
-# the target's file, "work": "work", plus the target's fields}. Each line "go N" on stdin:
-# a snapshot, work(N), a snapshot, and one JSON line appended to marks.jsonl beside READY:
+# too, invisible to its account: each traceback it interns, and each live trace; the warm-
+# up interns the tracebacks of the work before the window, leaving in the window its entry
+# for each live block, ~100 bytes, which remora counts with the site that made the block,
+# and its table of live traces doubling: for a target whose window adds 70,000-140,000
+# blocks (the leak's, Django's), `ballast` live objects made first size that table past
+# what the window adds, or its new 8 MB of buckets would land on whatever site allocated
+# when it filled (2 MB on the leak's index_key, 0.3% of its bytes: 2 points more); a
+# target of few blocks (numpy's) goes without, as the ballast's freed part leaves memory
+# that the window's allocations reuse, not growth: numpy's arrays 7% short of
+# tracemalloc's), and READY is written (temp + rename): {"pid", "file": the target's file,
+# "work": "work", plus the target's fields}. Each line "go N" on stdin: a snapshot,
+# work(N), a snapshot, and one JSON line appended to marks.jsonl beside READY:
 #   {"sites": {qualname: bytes}, "blocks": {qualname: blocks}, "total": bytes,
 #    "beyond": bytes whose traceback did not reach the target's file}
 # as compare_to(before, "traceback") gives them: each difference's bytes go to the
-# innermost frame of the target's file in its traceback, that frame's line mapped to its function
-# (co_qualname) through the code objects of the target's file (co_lines: the innermost
-# code object holding the line). tracemalloc's and importlib's own frames are filtered
-# out. EOF on stdin ends it.
+# innermost frame of the target's file in its traceback, that frame's line mapped to its
+# function (co_qualname) through the code objects of the target's file (co_lines: the
+# innermost code object holding the line). tracemalloc's and importlib's own frames are
+# filtered out. EOF on stdin ends it.
 
 import gc
 import json
@@ -35,7 +38,7 @@ NFRAMES = 24
 BALLAST = (280_000, 110_000)   # traced objects made, and kept: tracemalloc's table of
                         # traces rehashed past 262,144 entries to 1 Mi buckets, next at
                         # 524,288 entries, shrunk under 104,858 (10%): never in a window
-ballast = []
+kept = []
 
 
 def write(path, text):
@@ -101,11 +104,13 @@ def account(before, after, own, index):
     return {"sites": sites, "blocks": blocks, "total": total, "beyond": beyond}
 
 
-def run(module, warmup, fields):
-    """Runs the target (module: its __main__) as the banner says, until EOF on stdin."""
+def run(module, warmup, fields, ballast=False):
+    """Runs the target (module: its __main__) as the banner says, until EOF on stdin;
+    ballast: BALLAST first."""
     tracemalloc.start(NFRAMES)
-    ballast.extend(object() for _ in range(BALLAST[0]))
-    del ballast[BALLAST[1]:]
+    if ballast:
+        kept.extend(object() for _ in range(BALLAST[0]))
+        del kept[BALLAST[1]:]
     warmup()
     ready = sys.argv[1]
     own = module.__file__
