@@ -26,19 +26,25 @@
 #                           resident/bytes, the SVG's titles and header, the Firefox
 #                           Profiler's weightType "bytes" with each sample's weight, the
 #                           flamegraph page's and jsonl's sample_bytes, the heatmap's words
+#   memory/firefox-profiler a memory recording's .gecko.json loaded by the Firefox
+#                           Profiler's own command-line client (tests/firefox): its call
+#                           trees, by self weight, are the collapsed file's stacks in bytes
+#                           (SKIP when node or the package cannot be had)
 #   memory/dump-resident    `dump --json` of mem_grow.py: resident_bytes within
 #                           DUMP_SLACK of the target's own statm reading, and the text
 #                           line says `resident N MiB`
+import collections
 import json
 import os
 import re
 import shutil
 import subprocess
+import uuid
 
-from formats import (flamegraph_data, load_json, parse_collapsed, read_jsonl, read_pprof,
-                     read_pstats, read_remora)
-from harness import (INTERPRETERS, TARGETS, Fail, Recording, Skip, Target, interp_missing,
-                     one_line, tail, target_says, workdir)
+from formats import (by_thread, first_difference, flamegraph_data, load_json, parse_collapsed,
+                     read_jsonl, read_pprof, read_pstats, read_remora)
+from harness import (INTERPRETERS, REPO, TARGETS, Fail, Recording, Skip, Target, interp_missing,
+                     npm_ci, one_line, tail, target_says, workdir)
 
 ORDER = 325           # after engine_tests (the kernel engine's own), before real_tests
 
@@ -318,6 +324,85 @@ def test_units(remora):
         shutil.rmtree(d, ignore_errors=True)
 
 
+FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
+PROFILER_CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli",
+                            "dist", "profiler-cli.js")
+
+
+def self_weights(node, path, out):
+    """Counter of name paths (root first) of a profiler-cli call tree, by self weight (its
+    selfSamples: the samples' weights summed, bytes in a memory profile)."""
+    here = path + (node["name"],) if path is not None else ()
+    if node.get("selfSamples"):
+        out[here] += node["selfSamples"]
+    for ch in node.get("children", []):
+        self_weights(ch, here, out)
+
+
+def test_firefox_profiler(remora):
+    """The Firefox Profiler reads a memory recording's weights as the collapsed bytes."""
+    if os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    node = shutil.which("node")
+    if node is None:
+        raise Skip("node not installed")
+    if not os.path.exists(PROFILER_CLI):
+        reason = npm_ci(FIREFOX_DIR, PROFILER_CLI)
+        if reason:
+            raise Skip(reason)
+    d = workdir()
+    rec = None
+    session = "remora-mem-" + uuid.uuid4().hex[:8]
+    env = dict(os.environ, HOME=d)
+
+    def cli(args):
+        p = subprocess.run([node, PROFILER_CLI] + args + ["--session", session], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=120)
+        text = p.stdout.decode("utf-8", "replace")
+        if p.returncode != 0:
+            raise Fail("`profiler-cli %s` exited %d: %s" % (" ".join(args[:2]), p.returncode,
+                                                             tail(text, 4)))
+        return text
+
+    try:
+        with grower(HOST[0]) as t:
+            pid = t.wait_ready()["pid"]
+            gecko, coll = os.path.join(d, "m.gecko.json"), os.path.join(d, "m.collapsed")
+            rec = Recording(remora, ["-p", pid, "--mode", "memory", "-o", gecko, "-o", coll])
+            rec.wait_sampled()
+            target_says(t, "go %d" % UNIT_ROUNDS, 1)
+            rec.proc.send_signal(2)
+            rc, _, err = rec.finish()
+            if rc != 0:
+                raise Fail("record --mode memory exited %d: %s" % (rc, tail(err)))
+        want = by_thread(parse_collapsed(coll), lambda f: f[0])
+        cli(["load", gecko])
+        got = {}
+        for th in json.loads(cli(["thread", "list", "--json"]))["threads"]:
+            tree = json.loads(cli(["thread", "samples-top-down", "--thread", th["threadHandle"],
+                                   "--include-idle", "--max-lines", "100000", "--json"]))
+            c = collections.Counter()
+            self_weights(tree["regularCallTree"], None, c)
+            if sum(c.values()):
+                got[th["tid"]] = c
+        if got != want:
+            raise Fail("the Firefox Profiler weighs other stacks than the collapsed bytes: %s"
+                       % first_difference(got, want))
+        return "the profiler weighs %d bytes in %d stacks, as the collapsed file" % (
+            sum(sum(c.values()) for c in got.values()), sum(len(c) for c in got.values()))
+    finally:
+        try:
+            subprocess.run([node, PROFILER_CLI, "stop", "--session", session], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if rec is not None:
+            rec.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_dump_resident(remora):
     with grower(HOST[0]) as t:
         ready = t.wait_ready()
@@ -342,5 +427,6 @@ def tests(remora):
         ("memory/refused", lambda: test_refused(remora), interp_missing(HOST[0])),
         ("memory/top", lambda: test_top(remora), interp_missing(HOST[0])),
         ("memory/units", lambda: test_units(remora), interp_missing(HOST[0])),
+        ("memory/firefox-profiler", lambda: test_firefox_profiler(remora), interp_missing(HOST[0])),
         ("memory/dump-resident", lambda: test_dump_resident(remora), interp_missing(HOST[0])),
     ]
