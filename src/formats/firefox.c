@@ -5,7 +5,9 @@
  * One thread entry per thread of the table, each with its own tables as the format wants
  * them: stackTable (the thread's trie nodes, in creation order so a prefix comes before
  * its stack), frameTable (the frames those nodes use), funcTable (one per (function,
- * file)), samples (the thread's events: stack, time in ms since sampling began). Strings
+ * file)), samples (the thread's events: stack, time in ms since sampling began; in a
+ * memory profile each weighs its bytes, weightType "bytes", which the profiler shows as
+ * sizes). Strings
  * are shared (shared.stringArray). Categories: Other, Python, GC (the <GC> frame), GIL.
  * Markers: per thread, an interval "Holds GIL" for each run of samples that found the
  * thread holding the GIL, and "GC" for each run taken while it collected, from the first
@@ -255,6 +257,17 @@ static void write_samples(ffx_t *x, FILE *f, const stk_thread_t *th, const uint3
     }
     fputc(']', f);
     nulls(f, "eventDelay", ne);
+    if (x->p->meta.sample_bytes > 0) {
+        /* --mode memory: each sample weighs the bytes it stands for, and the profiler's
+         * call tree and flame graph then say bytes ("Total Size (bytes)") */
+        col_begin(f, "weight", 0);
+        for (i = 0; i < ne; i++) {
+            sep(f, i);
+            fprintf(f, "%llu", (unsigned long long)x->p->meta.sample_bytes);
+        }
+        fprintf(f, "],\"weightType\":\"bytes\",\"length\":%zu}", ne);
+        return;
+    }
     fprintf(f, ",\"weight\":null,\"weightType\":\"samples\",\"length\":%zu}", ne);
 }
 
@@ -488,11 +501,14 @@ int out_firefox_write(const profile_t *p, FILE *f, const out_options_t *o)
     {
         /* the counts' words (docs/cli.md, "Counts") after the interpreter and mode: what
          * the profiler shows as the profile's information */
-        char misc[768], words[512];
+        char misc[896], words[512], unit[96] = "";
         out_counts_text(words, sizeof words, &p->meta, stk_total_samples(t));
-        snprintf(misc, sizeof misc, "Python %.32s, %.16s mode%s%.8s; %s",
+        if (p->meta.sample_bytes > 0)
+            snprintf(unit, sizeof unit, "; weights in bytes of resident growth, %llu a sample",
+                     (unsigned long long)p->meta.sample_bytes);
+        snprintf(misc, sizeof misc, "Python %.32s, %.16s mode%s%.8s; %s%s",
                  p->meta.python[0] ? p->meta.python : "?", p->meta.mode[0] ? p->meta.mode : "wall",
-                 p->meta.engine[0] ? ", engine " : "", p->meta.engine, words);
+                 p->meta.engine[0] ? ", engine " : "", p->meta.engine, words, unit);
         out_json_str(f, misc);
     }
     fputs(",\"categories\":[{\"name\":\"Other\",\"color\":\"grey\",\"subcategories\":[\"Other\"]},"

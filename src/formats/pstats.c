@@ -13,6 +13,12 @@
  * samples; a frame with no file (remora's <moving>, <GC>, or names read from collapsed
  * stacks without one) is ('~', 0, name), as cProfile keys built-in functions. Thread roots
  * are not functions: they have no entry. Functions with no sample have none either.
+ *
+ * A memory profile (--mode memory) has no time to give and the format has no unit but
+ * seconds for its times: its call counts carry the bytes (a function's: the bytes of the
+ * samples it is on; an edge's: the bytes of the samples with it) and every time is 0, so
+ * nothing reads bytes as seconds (`sort_stats("calls")` orders by bytes; the bytes a
+ * function grew in itself are in the table and collapsed outputs).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -105,15 +111,20 @@ static void put_key(FILE *f, const stk_fn_row_t *r)
     out_marshal_str(f, r->function);
 }
 
-static int64_t count_of(uint64_t n)
+/* n samples as a call count: n, or in a memory profile n x the bytes a sample stands for
+ * (unit), saturated at INT64_MAX. */
+static int64_t count_of(uint64_t n, uint64_t unit)
 {
+    if (unit > 0)
+        n = n > (uint64_t)INT64_MAX / unit ? (uint64_t)INT64_MAX : n * unit;
     return n > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)n;
 }
 
 int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o)
 {
     const stk_table_t *t = p->stacks;
-    double dt = out_sample_seconds(&p->meta);
+    uint64_t unit = p->meta.sample_bytes;
+    double dt = unit > 0 ? 0.0 : out_sample_seconds(&p->meta);
     stk_fn_row_t *rows = NULL;
     uint32_t *row_of_frame = NULL;
     struct pctx c;
@@ -146,8 +157,8 @@ int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o)
             continue;               /* interned, never sampled (such as <GC>) */
         put_key(f, r);
         out_marshal_tuple(f, 5);
-        out_marshal_int(f, count_of(r->total));
-        out_marshal_int(f, count_of(r->total));
+        out_marshal_int(f, count_of(r->total, unit));
+        out_marshal_int(f, count_of(r->total, unit));
         out_marshal_float(f, (double)r->self * dt);
         out_marshal_float(f, (double)r->total * dt);
         out_marshal_dict(f);
@@ -157,8 +168,8 @@ int out_pstats_write(const profile_t *p, FILE *f, const out_options_t *o)
             const edge_t *x = &c.edges[e];
             put_key(f, &rows[x->caller]);
             out_marshal_tuple(f, 4);
-            out_marshal_int(f, count_of(x->n));
-            out_marshal_int(f, count_of(x->n));
+            out_marshal_int(f, count_of(x->n, unit));
+            out_marshal_int(f, count_of(x->n, unit));
             out_marshal_float(f, (double)x->self * dt);
             out_marshal_float(f, (double)x->n * dt);
         }

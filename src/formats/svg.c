@@ -8,8 +8,9 @@
  * (every sample), level 1 a box per thread ("thread NAME (TID)", as collapsed stacks begin),
  * then the frames outermost first. A box's width is its share of all samples (its
  * inclusive count: its own samples and its callees'), siblings in order of their names,
- * each a <g> holding a <title> ("function (file:line) — N samples, P%"), the <rect> and a
- * label cut to the box's width. Colours hash the frame's file (its function when it has
+ * each a <g> holding a <title> ("function (file:line) — N samples, P%"; a memory profile's
+ * "— N bytes (X MiB), P%", the header naming the bytes of resident growth a sample stands
+ * for), the <rect> and a label cut to the box's width. Colours hash the frame's file (its function when it has
  * none), so one module keeps one colour from run to run; C frames (--native) are blue.
  *
  * Bounds: a frame with less than 0.1% of the samples is not drawn (nor its callees), and
@@ -182,6 +183,7 @@ typedef struct svg {
     size_t nnodes;
     uint64_t total;         /* samples, every thread's */
     uint64_t min;           /* the fewest samples a box is drawn with */
+    uint64_t unit;          /* --mode memory: the bytes a sample stands for; 0: samples */
     uint32_t cut;           /* the first level not drawn (the box cap) */
     double scale;           /* px a sample */
     int height;
@@ -254,6 +256,30 @@ static uint32_t fnv1a(const char *s)
     return h;
 }
 
+/* n samples as the profile counts them: "N sample(s)", or in a memory profile (s->unit
+ * bytes a sample) "N bytes (X MiB)", only "X MiB" when 'brief' (the header's room). */
+static void put_amount(const svg_t *s, uint64_t n, int brief)
+{
+    static const char *const units[] = { "KiB", "MiB", "GiB", "TiB" };
+    uint64_t b;
+    double v;
+    size_t u;
+
+    if (s->unit == 0 || n > UINT64_MAX / s->unit) {
+        fprintf(s->f, "%" PRIu64 " sample%s", n, n == 1 ? "" : "s");
+        return;
+    }
+    b = n * s->unit;
+    if (b < 1024 || !brief)
+        fprintf(s->f, "%" PRIu64 " byte%s", b, b == 1 ? "" : "s");
+    if (b < 1024)
+        return;
+    v = (double)b / 1024.0;
+    for (u = 0; v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]; u++)
+        v /= 1024.0;
+    fprintf(s->f, brief ? "%.1f %s" : " (%.1f %s)", v, units[u]);
+}
+
 /* One box: its <g>, <title>, <rect> and label. 'kind' 0 a frame, 1 a thread, 2 "all". */
 static void put_box(svg_t *s, int kind, const stk_frame_t *fr, const char *name, size_t len,
                     uint64_t samples, uint64_t start, uint32_t level)
@@ -277,8 +303,9 @@ static void put_box(svg_t *s, int kind, const stk_frame_t *fr, const char *name,
     }
     fputs("<g><title>", s->f);
     svg_put_cut(s->f, name, len, SVG_MAX_TITLE);
-    fprintf(s->f, " \xe2\x80\x94 %" PRIu64 " sample%s, %.2f%%</title>", samples,
-            samples == 1 ? "" : "s", share);
+    fputs(" \xe2\x80\x94 ", s->f);
+    put_amount(s, samples, 0);
+    fprintf(s->f, ", %.2f%%</title>", share);
     fprintf(s->f, "<rect x=\"%.3f\" y=\"%d\" width=\"%.3f\" height=\"%d\" fill=\"rgb(%u,%u,%u)\"/>",
             x, y, w, SVG_ROW - 1, r, g, b);
     fit = w > 2 * SVG_CHAR ? (size_t)((w - 6) / SVG_CHAR) : 0;
@@ -427,9 +454,19 @@ static void write_header(svg_t *s, const profile_meta_t *m, uint64_t narrow)
         fputs("no samples</text>\n", s->f);
         return;
     }
-    fprintf(s->f, "root at the bottom, width = share of samples; %" PRIu64
-                  " samples in frames too narrow to draw (under 0.1%%); in a browser, click "
-                  "to zoom", narrow);
+    if (s->unit > 0) {
+        /* --mode memory: a sample is the growth its page faults made resident */
+        put_amount(s, s->total, 1);
+        fputs(" of resident growth (", s->f);
+        put_amount(s, 1, 1);
+        fputs(" a sample), width = share of the bytes; ", s->f);
+        put_amount(s, narrow, 1);
+        fputs(" in frames under 0.1%, not drawn; click to zoom", s->f);
+    } else {
+        fprintf(s->f, "root at the bottom, width = share of samples; %" PRIu64
+                      " samples in frames too narrow to draw (under 0.1%%); in a browser, "
+                      "click to zoom", narrow);
+    }
     fputs("</text>\n", s->f);
     if (s->cut != UINT32_MAX) {
         /* the cap was met: levels from s->cut (frames from depth s->cut - 1) not drawn */
@@ -505,6 +542,7 @@ int out_svg_write(const profile_t *p, FILE *f, const out_options_t *o)
     memset(&s, 0, sizeof s);
     s.t = p->stacks;
     s.f = f;
+    s.unit = p->meta.sample_bytes;
     s.nnodes = stk_nnodes(s.t);
     s.incl = calloc(s.nnodes + 1, sizeof *s.incl);
     s.start = calloc(s.nnodes + 1, sizeof *s.start);

@@ -17,21 +17,38 @@
 #                           ROUNDS rounds: its last frame has byte columns (Own, Total in
 #                           MiB) and each function's %Total within SHARE_POINTS + 1 of the
 #                           target's account
+#   memory/units            one recording of mem_grow.py over UNIT_ROUNDS rounds written in
+#                           every format at once (and the .remora converted again): each
+#                           carries bytes where it names a unit and its figures add up to the
+#                           collapsed bytes: the table's byte columns, pstats' call counts
+#                           (each function's the table's total bytes; its times all 0: no
+#                           seconds claimed), speedscope's unit, pprof's
+#                           resident/bytes, the SVG's titles and header, the Firefox
+#                           Profiler's weightType "bytes" with each sample's weight, the
+#                           flamegraph page's and jsonl's sample_bytes, the heatmap's words
+#   memory/firefox-profiler a memory recording's .gecko.json loaded by the Firefox
+#                           Profiler's own command-line client (tests/firefox): its call
+#                           trees, by self weight, are the collapsed file's stacks in bytes
+#                           (SKIP when node or the package cannot be had)
 #   memory/dump-resident    `dump --json` of mem_grow.py: resident_bytes within
 #                           DUMP_SLACK of the target's own statm reading, and the text
 #                           line says `resident N MiB`
+import collections
 import json
 import os
 import re
 import shutil
 import subprocess
+import uuid
 
-from formats import parse_collapsed, read_remora
-from harness import (INTERPRETERS, TARGETS, Fail, Recording, Skip, Target, interp_missing,
-                     one_line, tail, target_says, workdir)
+from formats import (by_thread, first_difference, flamegraph_data, load_json, parse_collapsed,
+                     read_jsonl, read_pprof, read_pstats, read_remora)
+from harness import (INTERPRETERS, REPO, TARGETS, Fail, Recording, Skip, Target, interp_missing,
+                     npm_ci, one_line, tail, target_says, workdir)
 
 ORDER = 325           # after engine_tests (the kernel engine's own), before real_tests
 
+UNIT_ROUNDS = 8       # memory/units: about 35 MB of growth, some 500 samples
 ROUNDS = 30           # rounds of the four functions: about 130 MB of growth, 2000 samples
 SHARE_POINTS = 2.0    # the issue's margin: a function's share within 2 points of the truth
 SAMPLE_BYTES = 16 * 4096
@@ -181,6 +198,211 @@ def test_top(remora):
         return "; ".join(rows)
 
 
+# every format a memory recording is written in (record -o each), by its name's ending
+UNIT_OUTPUTS = ("collapsed", "table", "pstats", "json", "pb.gz", "svg", "gecko.json", "html",
+                "heatmap.html", "jsonl", "remora")
+TABLE_ROW = re.compile(r"^\s*\d+\s+[\d.]+%\s+(\d+)\s+[\d.]+%  (\S+) \((.*):\d+\)$")
+SVG_TITLE = re.compile(r"<title>[^<]* \u2014 ([^<]*)</title>")
+
+
+def units_problems(d, stem, total):
+    """What in the outputs d/stem.EXT of one memory profile of 'total' bytes (its collapsed
+    counts) does not say bytes, or does not add up to them: a list of sentences."""
+    bad = []
+    path = lambda ext: os.path.join(d, stem + "." + ext)
+
+    with open(path("table"), encoding="utf-8") as f:
+        head = f.readline()
+    if not re.match(r"^\s*self bytes\s+self%\s+total bytes\s+total%", head):
+        bad.append("table header %r" % head.strip())
+
+    # the table's total bytes by (function, file): what pstats' call counts must be
+    totals = {}
+    with open(path("table"), encoding="utf-8") as f:
+        for line in f.read().split("\n")[1:]:
+            m = TABLE_ROW.match(line)
+            if m:
+                totals[(m.group(2), m.group(3))] = int(m.group(1))
+
+    stats = read_pstats("pstats", path("pstats"))
+    times = [v[2] for v in stats.values()] + [v[3] for v in stats.values()]
+    if any(t != 0.0 for t in times):
+        bad.append("pstats claims seconds: times %r" % sorted(set(times))[-3:])
+    calls = {(fn, file): v[1] for (file, _, fn), v in stats.items()}
+    off = [k for k in totals if calls.get(k) != totals[k]]
+    if not totals or off:
+        bad.append("pstats call counts are not the table's total bytes: %s" % "; ".join(
+            "%s: %r, table %d" % (k[0], calls.get(k), totals[k]) for k in off[:3]))
+
+    doc = load_json(path("json"))
+    units = {p.get("unit") for p in doc["profiles"]}
+    if units != {"bytes"}:
+        bad.append("speedscope units %r" % units)
+
+    pp = read_pprof(path("pb.gz"))
+    got = sum(smp["value"][1] for smp in pp["sample"]) if len(pp["types"]) == 2 else -1
+    if pp["types"][1:] != [("resident", "bytes")] or got != total:
+        bad.append("pprof sample types %r, %d bytes" % (pp["types"], got))
+
+    with open(path("svg"), encoding="utf-8") as f:
+        svg = f.read()
+    titles = SVG_TITLE.findall(svg)
+    if not titles or any(not re.match(r"^\d+ bytes( \([\d.]+ [KMGT]iB\))?, [\d.]+%$", t)
+                         for t in titles):
+        bad.append("SVG titles not in bytes: %r" % [t for t in titles if "bytes" not in t][:3])
+    elif titles[0].split(" ", 1)[0] != str(total):
+        bad.append("SVG's all box says %s, the profile %d bytes" % (titles[0], total))
+    if " of resident growth (" not in svg or "share of the bytes" not in svg:
+        bad.append("SVG header does not name the bytes")
+
+    gecko = load_json(path("gecko.json"))
+    weights = 0
+    for th in gecko["threads"]:
+        smp = th["samples"]
+        if smp.get("weightType") != "bytes" or not isinstance(smp.get("weight"), list) or \
+                len(smp["weight"]) != smp["length"]:
+            bad.append("Firefox thread %s: weightType %r, weight %r"
+                       % (th.get("tid"), smp.get("weightType"), str(smp.get("weight"))[:40]))
+            break
+        weights += sum(smp["weight"])
+    else:
+        if weights != total:
+            bad.append("Firefox weights add up to %d, the profile %d bytes" % (weights, total))
+
+    page = flamegraph_data("flamegraph", path("html"))
+    if page["current"]["meta"].get("sample_bytes") != SAMPLE_BYTES:
+        bad.append("flamegraph page's sample_bytes %r" % page["current"]["meta"].get("sample_bytes"))
+
+    with open(path("heatmap.html"), encoding="utf-8") as f:
+        heat = f.read()
+    if "Where the memory grew" not in heat or "%d bytes of resident growth" % total not in heat:
+        bad.append("heatmap does not say the %d bytes of growth" % total)
+
+    start = read_jsonl(path("jsonl"))[0]
+    if start.get("sample_bytes") != SAMPLE_BYTES:
+        bad.append("jsonl start record's sample_bytes %r" % start.get("sample_bytes"))
+    return bad
+
+
+def test_units(remora):
+    """One memory profile in every format: bytes wherever a format names its unit."""
+    if os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    d = workdir()
+    rec = None
+    try:
+        with grower(HOST[0]) as t:
+            pid = t.wait_ready()["pid"]
+            args = ["-p", pid, "--mode", "memory"]
+            for ext in UNIT_OUTPUTS:
+                args += ["-o", os.path.join(d, "m." + ext)]
+            rec = Recording(remora, args)
+            rec.wait_sampled()
+            target_says(t, "go %d" % UNIT_ROUNDS, 1)
+            rec.proc.send_signal(2)
+            rc, _, err = rec.finish()
+            if rc != 0:
+                raise Fail("record --mode memory exited %d: %s" % (rc, tail(err)))
+            total = sum(st.count for st in parse_collapsed(os.path.join(d, "m.collapsed")))
+            if total <= 0:
+                raise Fail("no growth recorded: %s" % tail(err))
+            bad = units_problems(d, "m", total)
+            # the same from the recording, converted: the unit kept
+            for ext in UNIT_OUTPUTS[:-1]:       # convert writes one output a run
+                rc, _, err = remora.run(["convert", os.path.join(d, "m.remora"),
+                                         "-o", os.path.join(d, "c." + ext)])
+                if rc != 0:
+                    raise Fail("convert of the memory recording to .%s exited %d: %s"
+                               % (ext, rc, tail(err)))
+            bad += ["converted: " + b for b in units_problems(d, "c", total)]
+            if bad:
+                raise Fail("; ".join(bad))
+            return "%d bytes in %d formats, recorded and converted" % (total, len(UNIT_OUTPUTS))
+    finally:
+        if rec is not None:
+            rec.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
+PROFILER_CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli",
+                            "dist", "profiler-cli.js")
+
+
+def self_weights(node, path, out):
+    """Counter of name paths (root first) of a profiler-cli call tree, by self weight (its
+    selfSamples: the samples' weights summed, bytes in a memory profile)."""
+    here = path + (node["name"],) if path is not None else ()
+    if node.get("selfSamples"):
+        out[here] += node["selfSamples"]
+    for ch in node.get("children", []):
+        self_weights(ch, here, out)
+
+
+def test_firefox_profiler(remora):
+    """The Firefox Profiler reads a memory recording's weights as the collapsed bytes."""
+    if os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    node = shutil.which("node")
+    if node is None:
+        raise Skip("node not installed")
+    if not os.path.exists(PROFILER_CLI):
+        reason = npm_ci(FIREFOX_DIR, PROFILER_CLI)
+        if reason:
+            raise Skip(reason)
+    d = workdir()
+    rec = None
+    session = "remora-mem-" + uuid.uuid4().hex[:8]
+    env = dict(os.environ, HOME=d)
+
+    def cli(args):
+        p = subprocess.run([node, PROFILER_CLI] + args + ["--session", session], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=120)
+        text = p.stdout.decode("utf-8", "replace")
+        if p.returncode != 0:
+            raise Fail("`profiler-cli %s` exited %d: %s" % (" ".join(args[:2]), p.returncode,
+                                                             tail(text, 4)))
+        return text
+
+    try:
+        with grower(HOST[0]) as t:
+            pid = t.wait_ready()["pid"]
+            gecko, coll = os.path.join(d, "m.gecko.json"), os.path.join(d, "m.collapsed")
+            rec = Recording(remora, ["-p", pid, "--mode", "memory", "-o", gecko, "-o", coll])
+            rec.wait_sampled()
+            target_says(t, "go %d" % UNIT_ROUNDS, 1)
+            rec.proc.send_signal(2)
+            rc, _, err = rec.finish()
+            if rc != 0:
+                raise Fail("record --mode memory exited %d: %s" % (rc, tail(err)))
+        want = by_thread(parse_collapsed(coll), lambda f: f[0])
+        cli(["load", gecko])
+        got = {}
+        for th in json.loads(cli(["thread", "list", "--json"]))["threads"]:
+            tree = json.loads(cli(["thread", "samples-top-down", "--thread", th["threadHandle"],
+                                   "--include-idle", "--max-lines", "100000", "--json"]))
+            c = collections.Counter()
+            self_weights(tree["regularCallTree"], None, c)
+            if sum(c.values()):
+                got[th["tid"]] = c
+        if got != want:
+            raise Fail("the Firefox Profiler weighs other stacks than the collapsed bytes: %s"
+                       % first_difference(got, want))
+        return "the profiler weighs %d bytes in %d stacks, as the collapsed file" % (
+            sum(sum(c.values()) for c in got.values()), sum(len(c) for c in got.values()))
+    finally:
+        try:
+            subprocess.run([node, PROFILER_CLI, "stop", "--session", session], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if rec is not None:
+            rec.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_dump_resident(remora):
     with grower(HOST[0]) as t:
         ready = t.wait_ready()
@@ -204,5 +426,7 @@ def tests(remora):
             for i in INTERPRETERS] + [
         ("memory/refused", lambda: test_refused(remora), interp_missing(HOST[0])),
         ("memory/top", lambda: test_top(remora), interp_missing(HOST[0])),
+        ("memory/units", lambda: test_units(remora), interp_missing(HOST[0])),
+        ("memory/firefox-profiler", lambda: test_firefox_profiler(remora), interp_missing(HOST[0])),
         ("memory/dump-resident", lambda: test_dump_resident(remora), interp_missing(HOST[0])),
     ]
