@@ -152,7 +152,7 @@ void rec_print_stats(const rec_run_t *r, const profile_meta_t *whole)
         fprintf(stderr, "kernel: samples=%llu fallback=%llu unnamed=%llu ticks=%llu dropped=%llu "
                 "faults=%llu nostate=%llu proc_reads=%llu taken=%llu missed=%llu gone=%llu "
                 "light=%llu bpf_runs=%llu bpf_ns=%llu tick_runs=%llu tick_ns=%llu ticks_late=%llu "
-                "unsettled=%llu behind=%llu paused=%llu switch_walks=%llu switch_used=%llu\n",
+                "unsettled=%llu behind=%llu paused=%llu switch_walks=%llu switch_used=%llu named=%llu\n",
                 (unsigned long long)st->kernel, (unsigned long long)st->kernel_fallback,
                 (unsigned long long)uk.partial, (unsigned long long)ks.ticks,
                 (unsigned long long)ks.dropped, (unsigned long long)ks.faults,
@@ -163,7 +163,8 @@ void rec_print_stats(const rec_run_t *r, const profile_meta_t *whole)
                 (unsigned long long)ks.tick_cnt, (unsigned long long)ks.tick_ns,
                 (unsigned long long)st->kernel_late, (unsigned long long)st->kernel_unsettled,
                 (unsigned long long)uk.behind, (unsigned long long)st->kernel_paused,
-                (unsigned long long)ks.switch_walks, (unsigned long long)uk.switch_used);
+                (unsigned long long)ks.switch_walks, (unsigned long long)uk.switch_used,
+                (unsigned long long)uk.named);
     }
     if (a->c.native && u != NULL) {
         unw_native_stats_t ns;

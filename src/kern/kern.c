@@ -88,8 +88,8 @@ static int kern_rb_sample(void *ctx, void *data, size_t size)
     kern_sample_t s;
     int err;
 
-    if (size < sizeof *r || r->nframes > KERN_MAX_FRAMES ||
-        size < sizeof *r + (size_t)r->nframes * sizeof(kern_frame_t))
+    if (size < sizeof *r || r->nframes > KERN_MAX_FRAMES || r->nnamed > KERN_NAMED ||
+        size < sizeof *r + (size_t)r->nframes * sizeof(kern_frame_t) + (size_t)r->nnamed * sizeof(kern_named_t))
         return 0;                   /* not one of ours: skipped */
     s.pid = (pid_t)r->pid;
     s.tid = (pid_t)r->tid;
@@ -99,6 +99,8 @@ static int kern_rb_sample(void *ctx, void *data, size_t size)
     s.flags = r->flags;
     s.nframes = r->nframes;
     s.frames = (const kern_frame_t *)(r + 1);
+    s.nnamed = r->nnamed;
+    s.named = (const kern_named_t *)(s.frames + r->nframes);
     if (k->cb == NULL)
         return 0;                   /* kern_discard(): dropped */
     err = k->cb(k->cb_ctx, &s);
@@ -503,6 +505,13 @@ int kern_poll(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx
 int kern_poll_switch(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx)
 {
     return poll_ring(k, k->swrb, cb, ctx);
+}
+
+int kern_known(kern_t *k, uint64_t code, uint64_t fp)
+{
+    if (bpf_map__update_elem(k->skel->maps.known, &code, sizeof code, &fp, sizeof fp, BPF_ANY) != 0)
+        return REMORA_EFAULT;
+    return REMORA_OK;
 }
 
 void kern_get_stats(const kern_t *k, kern_stats_t *out)

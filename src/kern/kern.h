@@ -93,6 +93,14 @@ typedef struct kern_layout {
                                      * round, which leaves the thread it preempted to its
                                      * ticks) walks nothing, marked by_self in the table */
     uint64_t gen_hint;
+    /* a frame whose code object user space has not proved (not in the known map with the
+     * fingerprint read, KERN_NAMED of them a tick at most) goes with its names as the tick
+     * read them (kern_named_t): a code object freed before user space could read it is
+     * named anyway */
+    uint32_t nm_on;                 /* 0: never */
+    uint32_t nm_name;               /* co_qualname (3.11+) or co_name: a str pointer */
+    uint32_t nm_file;               /* co_filename */
+    uint32_t nm_firstlineno;        /* co_firstlineno, an int */
 } kern_layout_t;
 
 /* One frame as the BPF side saw it. */
@@ -109,6 +117,19 @@ typedef struct kern_frame {
     uint32_t flags;                 /* KERN_F_* */
     uint32_t pad;
 } kern_frame_t;
+
+/* The names of a frame's code object as the walk read them (KERN_S_* records carry
+ * nnamed of them after the frames): each str object's first KERN_NAME_IMG bytes from its
+ * start (fewer near the end of a page), parsed by user space as a str it read itself. */
+#define KERN_NAMED 4                /* frames named a walk, at most */
+#define KERN_NAME_IMG 256
+typedef struct kern_named {
+    uint32_t frame;                 /* its index in frames[] */
+    int32_t firstlineno;
+    uint32_t name_len, file_len;    /* bytes of each image read (0: none) */
+    unsigned char name[KERN_NAME_IMG];
+    unsigned char file[KERN_NAME_IMG];
+} kern_named_t;
 
 /* One sample of a running thread, taken at the timer interrupt. */
 #define KERN_S_CUT 1u               /* deeper than KERN_MAX_FRAMES: the outermost were cut */
@@ -134,6 +155,8 @@ typedef struct kern_sample {
     uint32_t flags;                 /* KERN_S_* */
     uint32_t nframes;
     const kern_frame_t *frames;     /* innermost first; valid during the callback */
+    uint32_t nnamed;
+    const kern_named_t *named;      /* frames the walk named itself; valid during the callback */
 } kern_sample_t;
 
 /* A thread's scheduling state, as the sched_switch program last wrote it. */
@@ -220,6 +243,11 @@ int kern_poll(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx
  * have a ring of their own: read whenever a round wants them, apart from the ticks (whose
  * order is the recording's). */
 int kern_poll_switch(kern_t *k, int (*cb)(void *ctx, const kern_sample_t *s), void *ctx);
+
+/* Tells the walker that the code object at 'code' with fingerprint 'fp' is one user space
+ * has named (its frames then go without their names). Returns 0, or REMORA_EFAULT when
+ * the map refused it (the walker keeps naming that one: no harm). */
+int kern_known(kern_t *k, uint64_t code, uint64_t fp);
 
 /* What the engine has done: the kernel's own counts. */
 typedef struct kern_stats {

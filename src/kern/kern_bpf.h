@@ -8,6 +8,7 @@
 #ifdef __bpf__
 typedef __u8 uint8_t;
 typedef __u32 uint32_t;
+typedef __s32 int32_t;
 typedef __u64 uint64_t;
 typedef __s64 int64_t;
 typedef int pid_t;
@@ -68,7 +69,7 @@ struct kern_thread_key {
     uint32_t pid, tid;
 };
 
-/* A ring-buffer record: this header, then nframes kern_frame_t. */
+/* A ring-buffer record: this header, then nframes kern_frame_t, then nnamed kern_named_t. */
 struct kern_rec {
     uint32_t pid, tid;
     uint64_t t_ns;
@@ -76,6 +77,8 @@ struct kern_rec {
     uint64_t gen;
     uint32_t flags;
     uint32_t nframes;
+    uint32_t nnamed;                /* kern_named_t after the frames */
+    uint32_t pad;
 };
 
 /* The frame walker's per-CPU scratch: the record being built, then the walk's buffers. */
@@ -83,9 +86,12 @@ struct kern_rec {
 #define KERN_STR_BUF 64             /* bytes of a str read at once: length through characters */
 #define KERN_FP_WBUF 32             /* the fingerprint's words' buffer (a power of 2 >= KERN_FP_MAX) */
 
+#define KERN_KNOWN 16384            /* code objects user space has named (the known map) */
+
 struct kern_scratch {
     struct kern_rec rec;
     kern_frame_t frames[KERN_MAX_FRAMES];
+    kern_named_t tail[KERN_NAMED];  /* the named block copied right after frames[n] */
     uint64_t lo;                    /* the window: the address win[0] was read from, */
     uint32_t have, pad;             /* and how many bytes of it (kept in the map, not on the
                                      * walk's stack, where the verifier would track them) */
@@ -94,6 +100,7 @@ struct kern_scratch {
     uint64_t sb[KERN_STR_BUF / 8];
     uint64_t seen_code[KERN_SEEN];  /* this walk's last code objects and their fingerprints: */
     uint64_t seen_fp[KERN_SEEN];    /* a recursion's code read once */
+    kern_named_t named[KERN_NAMED]; /* the walk's named frames, before the copy */
 };
 
 #endif

@@ -84,6 +84,15 @@ struct {
     __uint(max_entries, KERN_SWRING_BYTES);
 } swring SEC(".maps");
 
+/* code object -> the fingerprint user space named it with (user space fills it; an LRU
+ * map: its own inserts push the oldest out) */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, KERN_KNOWN);
+    __type(key, __u64);
+    __type(value, __u64);
+} known SEC(".maps");
+
 #define barrier() asm volatile("" ::: "memory")
 
 /* ---- the thread-state table ----------------------------------------------------------- */
@@ -170,6 +179,8 @@ struct walk {
     __u32 flags;                    /* KERN_S_* */
     __u32 slot;                     /* the process's layouts[] index */
     __u32 nseen;                    /* code objects in the scratch's seen_* */
+    __u32 nnamed;                   /* frames named in the scratch's named[] */
+    __u32 pad;
 };
 
 /* A frame's field at win[off], off the frame's place in the window plus the field's
@@ -284,6 +295,48 @@ static __always_inline __u64 fp_of(struct kern_scratch *s, const kern_layout_t *
     }
 }
 
+static __always_inline int read_u64(__u64 *out, __u64 addr)
+{
+    return bpf_probe_read_user(out, 8, (const void *)addr);
+}
+
+/* A str object's image from its start into dst: KERN_NAME_IMG bytes, or up to the end of
+ * its page when the read would cross into one not mapped. The bytes read, 0 on failure. */
+static __always_inline __u32 name_img(unsigned char *dst, __u64 addr)
+{
+    __u32 len;
+
+    if (addr == 0)
+        return 0;
+    if (bpf_probe_read_user(dst, KERN_NAME_IMG, (const void *)addr) == 0)
+        return KERN_NAME_IMG;
+    len = 4096 - (__u32)(addr & 4095);
+    if (len == 0 || len >= KERN_NAME_IMG)
+        return 0;
+    barrier_var(len);
+    if (bpf_probe_read_user(dst, len & (KERN_NAME_IMG - 1), (const void *)addr) != 0)
+        return 0;
+    return len & (KERN_NAME_IMG - 1);
+}
+
+/* The names of the code object at 'code', the k-th named of this walk, for frame i. */
+static __always_inline void name_frame(struct kern_scratch *s, const kern_layout_t *L, __u64 code,
+                                       __u32 i, __u32 k)
+{
+    kern_named_t *nm = &s->named[k & (KERN_NAMED - 1)];
+    __u64 p;
+
+    nm->frame = i;
+    nm->firstlineno = 0;
+    nm->name_len = 0;
+    nm->file_len = 0;
+    bpf_probe_read_user(&nm->firstlineno, 4, (const void *)(code + L->nm_firstlineno));
+    if (read_u64(&p, code + L->nm_name) == 0)
+        nm->name_len = name_img(nm->name, p);
+    if (read_u64(&p, code + L->nm_file) == 0)
+        nm->file_len = name_img(nm->file, p);
+}
+
 /* One frame: read its header, fill frames[n], move to the previous one. 1 ends the loop. */
 static long walk_step(__u32 i, void *ctx)
 {
@@ -354,6 +407,15 @@ static long walk_step(__u32 i, void *ctx)
             s->seen_code[k & (KERN_SEEN - 1)] = code;
             s->seen_fp[k & (KERN_SEEN - 1)] = f->fp;
             w->nseen++;
+            /* a code object user space has not named with this fingerprint: its names go
+             * with the frame, in case it is freed before user space reads it */
+            if (L->nm_on && w->nnamed < KERN_NAMED) {
+                __u64 *kv = bpf_map_lookup_elem(&known, &code);
+                if (kv == NULL || *kv != f->fp) {
+                    name_frame(s, L, code, n, w->nnamed);
+                    w->nnamed++;
+                }
+            }
         }
     }
     w->n = n + 1;
@@ -364,10 +426,6 @@ fault:
     return 1;
 }
 
-static __always_inline int read_u64(__u64 *out, __u64 addr)
-{
-    return bpf_probe_read_user(out, 8, (const void *)addr);
-}
 
 /* The interpreter's GC and the GIL's state for the thread at tstate: KERN_S_GC and
  * KERN_S_GIL, and (3.15) KERN_S_GIL_REQ for a thread not holding it that waits for it;
@@ -463,7 +521,7 @@ SEC("perf_event")
 int kern_tick(void *ctx)
 {
     __u64 id = bpf_get_current_pid_tgid(), *tsp, size;
-    __u32 tgid = (__u32)(id >> 32), zero = 0, slot, n, cpu;
+    __u32 tgid = (__u32)(id >> 32), zero = 0, slot, n, cpu, nn;
     struct kern_thread_key key = { .pid = (__u32)(id >> 32), .tid = (__u32)id };
     struct walk w = { 0 };
     struct kern_counts *c;
@@ -524,7 +582,15 @@ int kern_tick(void *ctx)
         c->nostate++;
     if (w.flags & KERN_S_FAULT)
         c->faults++;
-    size = sizeof(struct kern_rec) + (__u64)n * sizeof(kern_frame_t);
+    /* the named frames right after the last frame (the scratch's tail holds them all) */
+    nn = w.nnamed;
+    if (nn > KERN_NAMED)
+        nn = KERN_NAMED;
+    if (nn > 0 && bpf_probe_read_kernel((char *)s->frames + (__u64)n * sizeof(kern_frame_t),
+                                        sizeof s->named, s->named) != 0)
+        nn = 0;
+    s->rec.nnamed = nn;
+    size = sizeof(struct kern_rec) + (__u64)n * sizeof(kern_frame_t) + (__u64)nn * sizeof(kern_named_t);
     /* no wake-up: kern_poll consumes without waiting on the ring */
     if (bpf_ringbuf_output(&ring, s, size, BPF_RB_NO_WAKEUP) != 0)
         c->dropped++;
@@ -619,6 +685,7 @@ static __always_inline void switch_walk(struct task_struct *t, __u64 now, __u32 
         return;
     s->rec.flags = w.flags | KERN_S_SWITCH;
     s->rec.nframes = n;
+    s->rec.nnamed = 0;              /* (a switch record is named later: its thread is alive) */
     size = sizeof(struct kern_rec) + (__u64)n * sizeof(kern_frame_t);
     if (bpf_ringbuf_output(&swring, s, size, BPF_RB_NO_WAKEUP) == 0)
         c->switch_walks++;

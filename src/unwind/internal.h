@@ -101,6 +101,8 @@ typedef struct unw_code {
                                  * 0: not computed yet) */
     uint64_t kgen;              /* kernel.c, 3.12+: 1 + the code-object counter's value at
                                  * which it was the object at its address (0: none) */
+    uint64_t kknown;            /* kernel.c: the fingerprint the kernel's known map has for
+                                 * its address (0: not told yet) */
     const char *function;       /* interned: co_qualname (3.11+) or co_name */
     const char *file;           /* interned: co_filename */
     int firstlineno;

@@ -123,6 +123,14 @@ int unw_kern_layout(const py_target_t *t, kern_layout_t *kl, char *why, size_t w
         kl->none_addr = t->none;
     }
     kl->tagged_executable = L->tagged_executable != 0;
+    /* the names a walk reads with a frame whose code object user space has not named */
+    if (L->co_filename != 0 && L->co_firstlineno != 0 && (L->co_qualname != 0 || L->co_name != 0) &&
+        L->u_compact_size != 0 && L->u_compact_size < KERN_NAME_IMG) {
+        kl->nm_on = 1;
+        kl->nm_name = (uint32_t)(L->co_qualname != 0 ? L->co_qualname : L->co_name);
+        kl->nm_file = (uint32_t)L->co_filename;
+        kl->nm_firstlineno = (uint32_t)L->co_firstlineno;
+    }
     code_fp_span(L, &off, &len);
     kl->fp_off = (uint32_t)off;
     kl->fp_len = (uint32_t)len;
@@ -509,6 +517,18 @@ static uint64_t gen_now(unwinder_t *u)
  * counter is still that value (no code object made or freed since the tick, so the one
  * at the address is the frame's, which held it alive). *now caches the counter's value
  * read for the tick (0: not read yet). Returns 0 or a fatal code. */
+/* The kernel's known map told that the entry at 'code' is named (its frames then go
+ * without their names): once per entry and fingerprint, a system call each. */
+static void known(unwinder_t *u, uint64_t code, unw_code_t *e)
+{
+    uint64_t fp = entry_kfp(e, &u->kern->lay);
+
+    if (fp == 0 || e->kknown == fp || !u->kern->lay.nm_on)
+        return;
+    if (kern_known(u->kern->k, code, fp) == REMORA_OK)
+        e->kknown = fp;
+}
+
 static int frame_code(unwinder_t *u, const kern_frame_t *f, uint64_t gen, uint64_t *now,
                       unw_code_t **out)
 {
@@ -529,6 +549,7 @@ static int frame_code(unwinder_t *u, const kern_frame_t *f, uint64_t gen, uint64
             *now = gen_now(u) + 1;
         if (err == REMORA_OK && *now == gen + 1) {
             e->kgen = gen + 1;
+            known(u, f->code, e);
             *out = e;
         }
         return REMORA_OK;
@@ -544,6 +565,7 @@ static int frame_code(unwinder_t *u, const kern_frame_t *f, uint64_t gen, uint64
     }
     if (gen != 0)
         e->kgen = gen + 1;      /* the object at its address while the counter was 'gen' */
+    known(u, f->code, e);
     *out = e;
     return REMORA_OK;
 }
@@ -603,6 +625,32 @@ static void tick_failed(struct unw_kern *ku, pid_t tid)
     ku->pending[i].n++;
 }
 
+/* The k-th frame of a walk named from the names the walk read with it (its code object
+ * freed, or not the one at its address now): its function and file from the str images
+ * parsed as a str read here would be, its line the code object's first line. 1 when
+ * named. */
+static int named_frame(unwinder_t *u, const kern_sample_t *ks, size_t k, unw_frame_t *fr)
+{
+    const py_layout_t *L = &u->target->layout;
+    char name[4 * KERN_NAME_IMG + 1], file[4 * KERN_NAME_IMG + 1];  /* UTF-8 of the images at most */
+    size_t i, nlen, flen;
+
+    for (i = 0; i < ks->nnamed && i < KERN_NAMED; i++) {
+        const kern_named_t *nm = &ks->named[i];
+        if (nm->frame != k)
+            continue;
+        if (nm->name_len > KERN_NAME_IMG || nm->file_len > KERN_NAME_IMG ||
+            pystr_from_head(NULL, L, 0, nm->name, nm->name_len, name, sizeof name, &nlen) != REMORA_OK ||
+            pystr_from_head(NULL, L, 0, nm->file, nm->file_len, file, sizeof file, &flen) != REMORA_OK)
+            return 0;
+        fr->function = strtab_intern(u->strs, name, nlen);
+        fr->file = strtab_intern(u->strs, file, flen);
+        fr->line = nm->firstlineno;
+        return fr->function != NULL && fr->file != NULL;
+    }
+    return 0;
+}
+
 /* The frames of a kernel walk (a tick's or a switch-out's) named into ku->frames: *n of
  * them, the innermost *cut of which (a frame whose code object could not be proved and
  * every one inside it) are not known. Returns 0, REMORA_ENOPROC or REMORA_ENOMEM. */
@@ -626,7 +674,15 @@ static int kern_name(unwinder_t *u, const kern_sample_t *ks, size_t *nout, size_
         fr = &ku->frames[n++];
         memset(fr, 0, sizeof *fr);
         if (e == NULL) {
-            cut = n;            /* this frame and every inner one are not known */
+            /* the names the walk read with it, else this frame and every inner one are
+             * not known */
+            if (!named_frame(u, ks, k, fr))
+                cut = n;
+            else
+                ku->stats.named++;
+            fr->addr = f->addr;
+            fr->code = f->code;
+            fr->offset = frame_addrq(L, f->code, f->instr);
             continue;
         }
         fr->function = e->function;

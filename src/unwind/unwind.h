@@ -408,6 +408,8 @@ typedef struct unw_kern_stats {
                                  * with no tick (its ticks held up): read from user space */
     uint64_t switch_used;       /* threads of a round given the stack walked at their
                                  * switch-out (unw_kern_switch_stack) */
+    uint64_t named;             /* frames named from the names the walk read with them (their
+                                 * code object not one user space could prove) */
 } unw_kern_stats_t;
 void unw_kern_get_stats(const unwinder_t *u, unw_kern_stats_t *out);
 
