@@ -430,6 +430,7 @@ void kern_thread_state(const kern_t *k, pid_t tid, kern_tstate_t *out)
         c.run_ns = __atomic_load_n(&e->run_ns, __ATOMIC_RELAXED);
         c.since_ns = __atomic_load_n(&e->since_ns, __ATOMIC_RELAXED);
         c.cpu = __atomic_load_n(&e->cpu, __ATOMIC_RELAXED);
+        c.by_self = __atomic_load_n(&e->by_self, __ATOMIC_RELAXED);
         c.switches = __atomic_load_n(&e->switches, __ATOMIC_RELAXED);
         c.tick_cpu = __atomic_load_n(&e->tick_cpu, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
