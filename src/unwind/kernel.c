@@ -17,6 +17,8 @@
 #include "internal.h"
 #include "../kern/kern.h"
 
+_Static_assert(KERN_NATIVE_REGS == PROC_NREGS, "the kernel's user registers are proc.h's");
+
 #define KU_FAILED 16                /* threads whose failed ticks are read at the next round */
 #define KU_WAKE_NS 50000            /* a switch this close before a round woke is its doing */
 #define KU_MAX_PERIODS 100000       /* periods one reading stands for, at most */
@@ -203,6 +205,10 @@ int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen)
      * rounds take no sample */
     ku->lay.switch_gap_ns = ku->period_ns <= 0 || kern_fault_period(k) > 0 ? 0
                           : ku->period_ns > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)ku->period_ns;
+    /* --native: each tick copies its thread's user registers and the top of its stack,
+     * unwound here (native_merge_tick): the target is never stopped */
+    if (u->native != NULL)
+        ku->lay.native_stack = KERN_NATIVE_MAX;
     if ((err = kern_add_process(k, proc_pid(u->p), &ku->lay)) != REMORA_OK) {
         if (err == REMORA_ENOMEM)
             snprintf(why, whylen, "the kernel engine takes %d processes at most", KERN_MAX_PROCS);
@@ -708,6 +714,15 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
     th->task = 0;
     th->task_frames = 0;
     th->t_ns = (int64_t)ks->t_ns;
+    /* --native: the C stack the tick copied, merged with its Python frames; a tick whose
+     * copy was lost says so (never a live read: the thread has moved on) */
+    if (u->native != NULL && (u->want & UNW_WANT_NATIVE)) {
+        const kern_native_t *kn = ks->native;
+        err = kn != NULL ? native_merge_buffer(u->native, L, kn->regs, kn->lo, kn->stack, kn->len, th)
+                         : native_merge_none(u->native, L, th);
+        if (err != REMORA_OK)
+            return err;
+    }
     ku->stats.samples++;
     if (cut > 0)
         ku->stats.partial++;

@@ -15,6 +15,7 @@
 #define NAT_STACK_MAX (1u << 20)    /* bytes of a thread's stack copied */
 #define NAT_WORD_READS 64           /* words read outside that copy, per thread */
 #define NAT_SYMS 4096               /* pc -> name cache (a power of two) */
+#define NAT_FUNCS 8192              /* function ranges named (nat_func_t), at most */
 #define NAT_EVAL_RANGES 8
 #define NAT_CFRAMES 1024            /* 3.11: _PyCFrame links followed */
 #define NAT_REMAP_NS 1000000000LL   /* modules reported again at most once a second */
@@ -25,6 +26,14 @@ typedef struct nat_sym {
     const char *function, *file;
     int line;
 } nat_sym_t;
+
+/* A function's address range and name, from the symbol table: a pc not cached (a tick's
+ * innermost pc is a new one each time) named without a scan of the symbol table. */
+typedef struct nat_func {
+    uint64_t lo, hi;                /* [lo, hi) */
+    const char *function;           /* interned */
+    const char *file;               /* interned: the module's file, for a pc with no line */
+} nat_func_t;
 
 typedef struct nat_raw {
     uint64_t pc;                    /* the address looked up (a return address less 1) */
@@ -55,6 +64,8 @@ struct unw_native {
     uint64_t eval_lo[NAT_EVAL_RANGES], eval_hi[NAT_EVAL_RANGES];
     size_t neval;
     nat_sym_t *syms;
+    nat_func_t *funcs;              /* sorted by lo, disjoint */
+    size_t nfuncs, cap_funcs;
     uint64_t marks[UNW_MAX_DEPTH];  /* one per Python group */
     size_t gs[UNW_MAX_DEPTH + 1];   /* where each group's frames begin */
     unw_frame_t *out;               /* every thread's merged frames, back to back */
