@@ -281,7 +281,8 @@ static int kern_open_ev(double rate_hz, uint64_t faults, int native, kern_t **ou
     if (rate_hz <= 0 && faults == 0)
         bpf_program__set_autoload(k->skel->progs.kern_tick, false);
     /* --native: room for the ticks' user stack records */
-    if (native && bpf_map__set_max_entries(k->skel->maps.ring, KERN_RING_NATIVE_BYTES) != 0) {
+    if (native && (bpf_map__set_max_entries(k->skel->maps.ring, KERN_RING_NATIVE_BYTES) != 0 ||
+                   bpf_map__set_max_entries(k->skel->maps.swring, KERN_SWRING_NATIVE_BYTES) != 0)) {
         err = kern_fail(errno, why, whylen, "bpf ring buffer size");
         goto error;
     }

@@ -23,6 +23,8 @@ typedef _Bool bool;
                                              * record is a fixed ~33 KB (a reservation's
                                              * size is a constant): room for ~1000, half a
                                              * second of two CPUs at 1 kHz between drains */
+#define KERN_SWRING_NATIVE_BYTES (16u << 20)    /* ... with --native: a switch-out's user
+                                                 * stack record too (~500 of them) */
 #define KERN_SWRING_BYTES (2u << 20)    /* the switch-out walks' own ring (KERN_S_SWITCH), read
                                          * apart from the ticks' at any time */
 #define KERN_MAX_CPUS 1024          /* CPUs whose walks user space waits out (walking[]) */

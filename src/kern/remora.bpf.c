@@ -474,7 +474,7 @@ static __always_inline void walk_frames(struct kern_scratch *s, const kern_layou
  * system call, as it entered it), never the interrupt's kernel registers. The record is
  * reserved at its full size (a reservation's size is a constant) and read into in place:
  * no copy through the scratch. */
-static __always_inline void native_copy(const kern_layout_t *L, struct kern_counts *c,
+static __always_inline void native_copy(void *rb, const kern_layout_t *L, struct kern_counts *c,
                                         const struct kern_rec *tick)
 {
 #if defined(__TARGET_ARCH_x86)
@@ -483,7 +483,7 @@ static __always_inline void native_copy(const kern_layout_t *L, struct kern_coun
     __u64 base;
     __u32 i, lim = L->native_stack;
 
-    r = bpf_ringbuf_reserve(&ring, sizeof *r, 0);
+    r = bpf_ringbuf_reserve(rb, sizeof *r, 0);
     if (r == NULL) {
         c->native_dropped++;
         return;
@@ -529,7 +529,7 @@ static __always_inline void native_copy(const kern_layout_t *L, struct kern_coun
     }
     bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 #else
-    (void)L, (void)c, (void)tick;
+    (void)rb, (void)L, (void)c, (void)tick;
 #endif
 }
 
@@ -602,7 +602,7 @@ int kern_tick(void *ctx)
     /* a tick named from its frames gets its user context, just before it (one CPU's two
      * records keep their order in the ring) */
     if (L->native_stack != 0 && !(w.flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT)))
-        native_copy(L, c, &s->rec);
+        native_copy(&ring, L, c, &s->rec);
     /* no wake-up: kern_poll consumes without waiting on the ring */
     if (bpf_ringbuf_output(&ring, s, size, BPF_RB_NO_WAKEUP) != 0)
         c->dropped++;
@@ -647,7 +647,7 @@ static __always_inline int switch_due(struct task_struct *prev, int preempted, _
  * unw_kern_switch_stack). The frames always carry fingerprints: the record is named at
  * a later round, when the code-object counter has often moved (aiohttp on 3.15: without
  * them, 1 in 500 of the records a round took could be named); no status is read (the
- * round's own reading has it). A walk that did not reach the root sends nothing. */
+ * round's own reading has it). --native: its user context before it, as a tick's. A walk that did not reach the root sends nothing. */
 static __always_inline void switch_walk(struct task_struct *t, __u64 now, __u32 slot)
 {
     __u32 tgid = (__u32)BPF_CORE_READ(t, tgid), tid = (__u32)BPF_CORE_READ(t, pid);
@@ -683,6 +683,10 @@ static __always_inline void switch_walk(struct task_struct *t, __u64 now, __u32 
     s->rec.flags = w.flags | KERN_S_SWITCH;
     s->rec.nframes = n;
     size = sizeof(struct kern_rec) + (__u64)n * sizeof(kern_frame_t);
+    /* --native: its user context too, the stack it will resume on (the current task is
+     * still the one leaving) */
+    if (L->native_stack != 0)
+        native_copy(&swring, L, c, &s->rec);
     if (bpf_ringbuf_output(&swring, s, size, BPF_RB_NO_WAKEUP) == 0)
         c->switch_walks++;
 }

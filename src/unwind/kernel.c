@@ -46,6 +46,9 @@ typedef struct ku_switch_rec {
     uint32_t flags, nframes;
     size_t cap;
     kern_frame_t *frames;
+    int has_native;                 /* --native: its user context came with it */
+    kern_native_t nat;              /* ... its registers; its stack in natbuf */
+    unsigned char *natbuf;          /* KERN_NATIVE_MAX bytes, allocated at first use */
 } ku_switch_rec_t;
 
 typedef struct ku_switch {
@@ -87,8 +90,10 @@ void kern_unw_free(struct unw_kern *k, pid_t pid)
         return;
     kern_remove_process(k->k, pid);
     for (i = 0; i < UNW_KERN_SWITCH; i++)
-        for (j = 0; j < KU_SWITCH_KEEP; j++)
+        for (j = 0; j < KU_SWITCH_KEEP; j++) {
             free(k->sw[i].rec[j].frames);
+            free(k->sw[i].rec[j].natbuf);
+        }
     free(k);
 }
 
@@ -761,6 +766,14 @@ int unw_kern_switch(unwinder_t *u, const kern_sample_t *ks)
     r->flags = ks->flags;
     r->nframes = ks->nframes;
     memcpy(r->frames, ks->frames, ks->nframes * sizeof *r->frames);
+    r->has_native = 0;
+    if (ks->native != NULL && ks->native->len <= KERN_NATIVE_MAX &&
+        (r->natbuf != NULL || (r->natbuf = malloc(KERN_NATIVE_MAX)) != NULL)) {
+        r->nat = *ks->native;
+        memcpy(r->natbuf, ks->native->stack, ks->native->len);
+        r->nat.stack = r->natbuf;
+        r->has_native = 1;
+    }
     return REMORA_OK;
 }
 
@@ -814,6 +827,15 @@ int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out)
     th->partial = 0;
     th->moving_in_frames = 0;
     th->error = 0;
+    /* --native: the C stack it left its CPU with, as a tick's */
+    if (u->native != NULL && (u->want & UNW_WANT_NATIVE)) {
+        const py_layout_t *L = &u->target->layout;
+        err = r->has_native ? native_merge_buffer(u->native, L, r->nat.regs, r->nat.lo, r->nat.stack,
+                                                  r->nat.len, th)
+                            : native_merge_none(u->native, L, th);
+        if (err != REMORA_OK)
+            return err;
+    }
     ku->stats.switch_used++;
     *out = th;
     return REMORA_OK;
