@@ -540,12 +540,15 @@ int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *r
 
     /* never a word outside the copy: the thread it came from has moved on (a frame whose
      * caller lies outside ends the walk, NAT_END_CUT) */
+    unsigned char *own = n->stack;
+
     n->words_max = 0;
     memcpy(n->regs, regs, sizeof n->regs);
     n->stack_lo = stack_lo;
     n->stack_len = len < NAT_STACK_MAX ? len : NAT_STACK_MAX;
-    if (n->stack_len)
-        memcpy(n->stack, stack, n->stack_len);
+    /* the caller's copy read in place (only read: nat_memory_read and the merge), put
+     * back before returning (a tick's is 32 KB: a copy per tick was a tenth of remora) */
+    n->stack = (unsigned char *)(uintptr_t)stack;
     unwind_regs(n, proc_pid(n->p));
     /* a pc in no module: a library loaded since, reported again (once a second at most;
      * the maps file only, the target never stopped), then unwound again */
@@ -560,7 +563,10 @@ int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *r
     n->st.threads++;
     n->st.frames += n->nraw;
     n->st.cut += n->end == NAT_END_CUT;
-    if ((err = nat_merge(n, L, th, &k)) != REMORA_OK)
+    err = nat_merge(n, L, th, &k);
+    n->stack = own;
+    n->stack_len = 0;
+    if (err != REMORA_OK)
         return err;
     th->frames = n->out;
     th->nframes = k;
