@@ -121,7 +121,8 @@ static void kern_nat_keep(kern_t *k, const struct kern_nat_rec *r)
     memcpy(e->nat.regs, r->regs, sizeof e->nat.regs);
     e->nat.lo = r->lo;
     e->nat.len = r->len;
-    e->nat.pad = 0;
+    e->nat.has_ts_frame = r->has_ts_frame != 0;
+    e->nat.ts_frame = r->ts_frame;
     e->nat.stack = e->buf;
     memcpy(e->buf, r->stack, r->len);
 }

@@ -142,7 +142,10 @@ typedef struct kern_native {
     uint64_t regs[KERN_NATIVE_REGS];
     uint64_t lo;                    /* the address stack[0] was read from */
     uint32_t len;                   /* bytes copied (0: none could be) */
-    uint32_t pad;
+    uint32_t has_ts_frame;          /* ts_frame was read */
+    uint64_t ts_frame;              /* the word at the thread state's ts_frame offset at the
+                                     * tick (3.11: its _PyCFrame, on the C stack: where the
+                                     * merge places each eval loop's frames) */
     const unsigned char *stack;
 } kern_native_t;
 

@@ -91,7 +91,8 @@ struct kern_nat_rec {
     struct kern_rec rec;
     uint64_t regs[KERN_NATIVE_REGS];
     uint64_t lo;
-    uint32_t len, pad;
+    uint32_t len, has_ts_frame;
+    uint64_t ts_frame;
     unsigned char stack[KERN_NATIVE_MAX];
 };
 

@@ -519,7 +519,9 @@ static __always_inline void native_copy(void *rb, const kern_layout_t *L, struct
     base = r->regs[7] & ~4095ull;
     r->lo = base;
     r->len = 0;
-    r->pad = 0;
+    r->ts_frame = 0;
+    r->has_ts_frame = tick->tstate != 0 &&
+        bpf_probe_read_user(&r->ts_frame, 8, (const void *)(tick->tstate + L->ts_frame)) == 0;
     for (i = 0; i < KERN_NATIVE_MAX / 4096; i++) {
         if ((i + 1) * 4096 > lim)
             break;

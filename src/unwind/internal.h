@@ -260,6 +260,10 @@ int native_count_frames(unw_native_t *n, pid_t tid);
  * next call). Returns 0 or REMORA_ENOMEM. */
 int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *regs,
                         uint64_t stack_lo, const void *stack, size_t len, unw_thread_t *th);
+/* The word at the thread state's ts_frame offset, read with the copy the next
+ * native_merge_buffer() unwinds (3.11: the _PyCFrame chain's head), taken in place of a
+ * read of the target by that call alone. */
+void native_set_ts_frame(unw_native_t *n, uint64_t word);
 /* The same for a tick with no C stack to unwind (its copy lost): UNW_NATIVE_NONE, then
  * th's Python frames. Returns 0 or REMORA_ENOMEM. */
 int native_merge_none(unw_native_t *n, const py_layout_t *L, unw_thread_t *th);

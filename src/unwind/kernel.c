@@ -723,6 +723,8 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
      * copy was lost says so (never a live read: the thread has moved on) */
     if (u->native != NULL && (u->want & UNW_WANT_NATIVE)) {
         const kern_native_t *kn = ks->native;
+        if (kn != NULL && kn->has_ts_frame)
+            native_set_ts_frame(u->native, kn->ts_frame);
         err = kn != NULL ? native_merge_buffer(u->native, L, kn->regs, kn->lo, kn->stack, kn->len, th)
                          : native_merge_none(u->native, L, th);
         if (err != REMORA_OK)
@@ -830,6 +832,8 @@ int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out)
     /* --native: the C stack it left its CPU with, as a tick's */
     if (u->native != NULL && (u->want & UNW_WANT_NATIVE)) {
         const py_layout_t *L = &u->target->layout;
+        if (r->has_native && r->nat.has_ts_frame)
+            native_set_ts_frame(u->native, r->nat.ts_frame);
         err = r->has_native ? native_merge_buffer(u->native, L, r->nat.regs, r->nat.lo, r->nat.stack,
                                                   r->nat.len, th)
                             : native_merge_none(u->native, L, th);

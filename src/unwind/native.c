@@ -566,6 +566,7 @@ int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *r
     err = nat_merge(n, L, th, &k);
     n->stack = own;
     n->stack_len = 0;
+    n->has_ts_frame = 0;
     if (err != REMORA_OK)
         return err;
     th->frames = n->out;
@@ -573,6 +574,12 @@ int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *r
     th->held = 0;                   /* other frames than those named below the anchor */
     th->held_id = 0;
     return REMORA_OK;
+}
+
+void native_set_ts_frame(unw_native_t *n, uint64_t word)
+{
+    n->has_ts_frame = 1;
+    n->ts_frame = word;
 }
 
 int native_merge_none(unw_native_t *n, const py_layout_t *L, unw_thread_t *th)
@@ -583,6 +590,7 @@ int native_merge_none(unw_native_t *n, const py_layout_t *L, unw_thread_t *th)
     n->nraw = 0;
     n->end = NAT_END_OK;
     n->stack_len = 0;               /* no other thread's copy for this one's merge */
+    n->has_ts_frame = 0;
     n->st.unreadable++;
     if ((err = nat_put_marker(n, &k, UNW_NATIVE_NONE)) != REMORA_OK ||
         (err = nat_merge(n, L, th, &k)) != REMORA_OK)

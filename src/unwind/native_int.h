@@ -55,6 +55,8 @@ struct unw_native {
     uint64_t stack_lo;
     size_t stack_len;
     unsigned words, words_max;      /* words read outside the copy; at most */
+    int has_ts_frame;               /* native_merge_buffer's caller gave the thread state's */
+    uint64_t ts_frame;              /* ... ts_frame word as read with the copy */
     nat_raw_t raw[NAT_MAX_FRAMES];
     size_t nraw;
     int end;
