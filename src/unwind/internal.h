@@ -260,6 +260,10 @@ int native_count_frames(unw_native_t *n, pid_t tid);
  * next call). Returns 0 or REMORA_ENOMEM. */
 int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *regs,
                         uint64_t stack_lo, const void *stack, size_t len, unw_thread_t *th);
+/* Loads every module's CFI and line tables now: the kernel engine's ticks unwind and name
+ * from the first round on, and libdwfl's lazy loads (tens of ms, decompressing line
+ * tables) made the first half second's rounds late. */
+void native_warm(unw_native_t *n);
 /* The word at the thread state's ts_frame offset, read with the copy the next
  * native_merge_buffer() unwinds (3.11: the _PyCFrame chain's head), taken in place of a
  * read of the target by that call alone. */

@@ -212,8 +212,10 @@ int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen)
                           : ku->period_ns > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)ku->period_ns;
     /* --native: each tick copies its thread's user registers and the top of its stack,
      * unwound here (native_merge_tick): the target is never stopped */
-    if (u->native != NULL)
+    if (u->native != NULL) {
         ku->lay.native_stack = KERN_NATIVE_MAX;
+        native_warm(u->native);
+    }
     if ((err = kern_add_process(k, proc_pid(u->p), &ku->lay)) != REMORA_OK) {
         if (err == REMORA_ENOMEM)
             snprintf(why, whylen, "the kernel engine takes %d processes at most", KERN_MAX_PROCS);

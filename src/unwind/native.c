@@ -76,6 +76,9 @@ static const Dwfl_Thread_Callbacks thread_cb = {
 };
 
 static void keep_ranges(unw_native_t *n, const proc_maps_t *m);
+static int funcs_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                        void *arg);
+static void funcs_sort(unw_native_t *n);
 
 /* ---- modules ------------------------------------------------------------------ */
 
@@ -200,6 +203,10 @@ static int report_modules(unw_native_t *n)
         return REMORA_ENOTPY;
     /* the eval loop's symbols, in the modules that hold the interpreter */
     dwfl_getmodules(n->dwfl, eval_module, n, 0);
+    /* every function's range, read now rather than at a sample (a symbol table's lookup
+     * is a scan: a tick's new pc paid one each) */
+    dwfl_getmodules(n->dwfl, funcs_module, n, 0);
+    funcs_sort(n);
     if (!dwfl_attach_state(n->dwfl, NULL, proc_pid(n->p), &thread_cb, n))
         return REMORA_ENOTPY;
     return REMORA_OK;
@@ -349,8 +356,54 @@ static size_t func_at(const unw_native_t *n, uint64_t pc)
     return lo;
 }
 
+/* Every sized function symbol of a module into n->funcs (unsorted: funcs_sort). */
+static int funcs_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                        void *arg)
+{
+    unw_native_t *n = arg;
+    int k, nsym = dwfl_module_getsymtab(mod);
+
+    (void)userdata, (void)name, (void)start;
+    for (k = 1; k < nsym && n->nfuncs < NAT_FUNCS; k++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        const char *s = dwfl_module_getsym_info(mod, k, &sym, &addr, NULL, NULL, NULL);
+        if (s == NULL || *s == '\0' || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_size == 0 ||
+            addr + sym.st_size < addr)
+            continue;
+        if (remora_grow((void **)&n->funcs, &n->cap_funcs, n->nfuncs + 1, sizeof *n->funcs))
+            return DWARF_CB_ABORT;
+        n->funcs[n->nfuncs++] = (nat_func_t){ addr, addr + sym.st_size, s, NULL, NULL };
+    }
+    return DWARF_CB_OK;
+}
+
+static int func_cmp(const void *a, const void *b)
+{
+    const nat_func_t *x = a, *y = b;
+
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return x->hi > y->hi ? -1 : x->hi < y->hi;      /* the widest first */
+}
+
+/* n->funcs sorted by address, each range cut where the next one begins (an alias or a
+ * nested symbol: the first of a place stays, as libdwfl's lookup would mostly name it). */
+static void funcs_sort(unw_native_t *n)
+{
+    size_t i, k = 0;
+
+    qsort(n->funcs, n->nfuncs, sizeof *n->funcs, func_cmp);
+    for (i = 0; i < n->nfuncs; i++) {
+        if (k > 0 && n->funcs[i].lo < n->funcs[k - 1].hi)
+            continue;               /* inside the one kept before */
+        n->funcs[k++] = n->funcs[i];
+    }
+    n->nfuncs = k;
+}
+
 /* Remembers [lo, hi) as function 'fn' (file the module's), unless it overlaps one known
- * (two symbols for one place: the first stays) or the table is full. */
+ * or the table is full: a symbol the tables read up front did not give. */
 static void func_keep(unw_native_t *n, uint64_t lo, uint64_t hi, const char *fn, const char *file)
 {
     size_t i = func_at(n, lo);
@@ -360,7 +413,7 @@ static void func_keep(unw_native_t *n, uint64_t lo, uint64_t hi, const char *fn,
     if (remora_grow((void **)&n->funcs, &n->cap_funcs, n->nfuncs + 1, sizeof *n->funcs))
         return;
     memmove(n->funcs + i + 1, n->funcs + i, (n->nfuncs - i) * sizeof *n->funcs);
-    n->funcs[i] = (nat_func_t){ lo, hi, fn, file };
+    n->funcs[i] = (nat_func_t){ lo, hi, fn, fn, file };
     n->nfuncs++;
 }
 
@@ -380,12 +433,24 @@ const nat_sym_t *nat_name_pc(unw_native_t *n, uint64_t pc)
     if (mod != NULL && i < n->nfuncs && n->funcs[i].lo <= pc) {
         /* a function named before: its line alone looked up (a binary search; the symbol
          * table's is a scan of every symbol) */
+        nat_func_t *nf = &n->funcs[i];
         Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
         const char *src = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
-        fn = n->funcs[i].function;
+        if (nf->function == NULL) {
+            /* "clock_nanosleep@GLIBC_2.2.5": the name without its symbol version */
+            size_t len = strcspn(nf->raw, "@");
+            nf->function = strtab_intern(n->strs, nf->raw, len < UNW_MAX_NAME ? len : UNW_MAX_NAME);
+        }
+        if (nf->file == NULL) {
+            const char *mainfile = NULL;
+            const char *modname = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
+            const char *modfile = mainfile ? mainfile : modname ? modname : "";
+            nf->file = strtab_intern(n->strs, modfile, strnlen(modfile, UNW_MAX_NAME));
+        }
+        fn = nf->function;
         if (src == NULL || line <= 0) {
             line = 0;
-            file = n->funcs[i].file;
+            file = nf->file;
         } else {
             file = strtab_intern(n->strs, src, strnlen(src, UNW_MAX_NAME));
         }
@@ -580,6 +645,28 @@ void native_set_ts_frame(unw_native_t *n, uint64_t word)
 {
     n->has_ts_frame = 1;
     n->ts_frame = word;
+}
+
+/* One module's CFI and line tables, loaded now (libdwfl loads them at their first use). */
+static int warm_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                       void *arg)
+{
+    Dwarf_Addr bias;
+    Dwarf_Die *cu = NULL;
+    size_t nlines;
+
+    (void)userdata, (void)name, (void)start, (void)arg;
+    dwfl_module_eh_cfi(mod, &bias);
+    dwfl_module_dwarf_cfi(mod, &bias);
+    while ((cu = dwfl_module_nextcu(mod, cu, &bias)) != NULL)
+        dwfl_getsrclines(cu, &nlines);
+    return DWARF_CB_OK;
+}
+
+void native_warm(unw_native_t *n)
+{
+    if (n->dwfl != NULL)
+        dwfl_getmodules(n->dwfl, warm_module, n, 0);
 }
 
 int native_merge_none(unw_native_t *n, const py_layout_t *L, unw_thread_t *th)

@@ -15,7 +15,7 @@
 #define NAT_STACK_MAX (1u << 20)    /* bytes of a thread's stack copied */
 #define NAT_WORD_READS 64           /* words read outside that copy, per thread */
 #define NAT_SYMS 4096               /* pc -> name cache (a power of two) */
-#define NAT_FUNCS 8192              /* function ranges named (nat_func_t), at most */
+#define NAT_FUNCS (1u << 20)        /* function ranges known (nat_func_t), at most */
 #define NAT_EVAL_RANGES 8
 #define NAT_CFRAMES 1024            /* 3.11: _PyCFrame links followed */
 #define NAT_REMAP_NS 1000000000LL   /* modules reported again at most once a second */
@@ -27,12 +27,15 @@ typedef struct nat_sym {
     int line;
 } nat_sym_t;
 
-/* A function's address range and name, from the symbol table: a pc not cached (a tick's
- * innermost pc is a new one each time) named without a scan of the symbol table. */
+/* A function's address range and name, from the symbol tables (every module's, read
+ * once when the modules are reported): a pc not cached (a tick's innermost pc is a new
+ * one each time) named without a scan of a symbol table (libdwfl's lookup is one). */
 typedef struct nat_func {
     uint64_t lo, hi;                /* [lo, hi) */
-    const char *function;           /* interned */
-    const char *file;               /* interned: the module's file, for a pc with no line */
+    const char *raw;                /* the symbol's name (libdwfl's: valid while dwfl is) */
+    const char *function;           /* raw interned, its version cut; NULL until first named */
+    const char *file;               /* interned: the module's file, for a pc with no line;
+                                     * NULL until first named */
 } nat_func_t;
 
 typedef struct nat_raw {
