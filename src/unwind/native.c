@@ -373,7 +373,10 @@ static int funcs_module(Dwfl_Module *mod, void **userdata, const char *name, Dwa
             continue;
         if (remora_grow((void **)&n->funcs, &n->cap_funcs, n->nfuncs + 1, sizeof *n->funcs))
             return DWARF_CB_ABORT;
-        n->funcs[n->nfuncs++] = (nat_func_t){ addr, addr + sym.st_size, s, NULL, NULL };
+        n->funcs[n->nfuncs++] = (nat_func_t){ addr, addr + sym.st_size,
+                                              GELF_ST_BIND(sym.st_info) == STB_GLOBAL ? 0u
+                                              : GELF_ST_BIND(sym.st_info) == STB_WEAK ? 1u : 2u,
+                                              s, NULL, NULL };
     }
     return DWARF_CB_OK;
 }
@@ -384,6 +387,10 @@ static int func_cmp(const void *a, const void *b)
 
     if (x->lo != y->lo)
         return x->lo < y->lo ? -1 : 1;
+    /* at one address: "select" before "__GI___select" and "__select", as libdwfl's lookup
+     * prefers a global symbol to a weak one, a weak one to a local one */
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
     return x->hi > y->hi ? -1 : x->hi < y->hi;      /* the widest first */
 }
 
@@ -413,7 +420,7 @@ static void func_keep(unw_native_t *n, uint64_t lo, uint64_t hi, const char *fn,
     if (remora_grow((void **)&n->funcs, &n->cap_funcs, n->nfuncs + 1, sizeof *n->funcs))
         return;
     memmove(n->funcs + i + 1, n->funcs + i, (n->nfuncs - i) * sizeof *n->funcs);
-    n->funcs[i] = (nat_func_t){ lo, hi, fn, fn, file };
+    n->funcs[i] = (nat_func_t){ lo, hi, 0, fn, fn, file };
     n->nfuncs++;
 }
 

@@ -32,6 +32,8 @@ typedef struct nat_sym {
  * one each time) named without a scan of a symbol table (libdwfl's lookup is one). */
 typedef struct nat_func {
     uint64_t lo, hi;                /* [lo, hi) */
+    unsigned rank;                  /* its binding: 0 global, 1 weak, 2 local (of the symbols
+                                     * at one address, the one libdwfl's lookup names) */
     const char *raw;                /* the symbol's name (libdwfl's: valid while dwfl is) */
     const char *function;           /* raw interned, its version cut; NULL until first named */
     const char *file;               /* interned: the module's file, for a pc with no line;
