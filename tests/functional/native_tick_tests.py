@@ -16,7 +16,9 @@
 #         less, no more than LOADED_SLACK points under that one's (each tick's unwind costs
 #         remora ~45 us of CPU, and a loaded machine preempts it more: 85-92% against the
 #         plain one's 93-97% on this 2-core machine under another helper's tests; the
-#         spinner's own samples, its ticks, are all there either way: the note says both);
+#         spinner's own samples, its ticks, are all there either way: the note says both).
+#         A measurement of timing: judged only with REMORA_FIDELITY=1 (make test, not make
+#         asan: under the sanitizers each unwind takes several times as long, 70-76% kept);
 #       - every spinner stack holding py_cmp has, outermost first, the target's own Python
 #         frames in their order, and between py_qsort and py_cmp a C sort frame (qsort,
 #         qsort_r, msort...): at least 99% of them; at most 1% of the spinner's samples
@@ -130,7 +132,9 @@ def test_tick(remora, interp):
                 raise Fail("%d of %d spinner samples say %s" % (none, total, NO_NATIVE))
             rate = kept(s)
             note = ""
-            if rate < 0.99:
+            if os.environ.get("REMORA_FIDELITY") != "1":
+                note = " (not judged: REMORA_FIDELITY unset)"
+            elif rate < 0.99:
                 # a loaded machine: what a plain kernel recording keeps there now
                 _, err2, _ = record_watched(remora, t, ["-p", t.pid, "-d", 2, "-r", 1000, "-o", col])
                 plain = kept(summary(err2))
