@@ -106,7 +106,6 @@ int cli_sampler_opts(const char *what, const cli_sampling_t *c, const cli_target
     so->gc = c->gc;
     so->child = ct->child;
     so->subprocesses = c->subprocesses;
-    so->blocking = c->blocking || c->native;
     so->function = c->function;
     so->opcodes = c->opcodes;
     so->idle = c->idle;
@@ -116,6 +115,10 @@ int cli_sampler_opts(const char *what, const cli_sampling_t *c, const cli_target
     if ((rc = cli_engine_enable(what, c, u, k)) != REMORA_EXIT_OK)
         return rc;
     so->kern = *k;
+    /* --native on the kernel engine: each tick copies its thread's registers and stack, and
+     * nothing is stopped; on the user engine the target is held still for each round (a
+     * C stack unwound from a running thread's registers would be a guess) */
+    so->blocking = c->blocking || (c->native && *k == NULL);
     /* sampling begins: why the kernel engine is not used, once */
     fputs(engine_notice, stderr);
     engine_notice[0] = '\0';

@@ -28,6 +28,18 @@ _Static_assert(sizeof(struct kern_walking) % 8 == 0, "walking[] values 8-byte al
 _Static_assert(sizeof(struct kern_ts_ent) % 8 == 0, "tstates[] values 8-byte aligned");
 
 #define KERN_MAX_EVENTS 4096        /* threads sampled in the kernel at once, all processes */
+#define KERN_NAT_STASH 16           /* user contexts waiting for their tick (one per CPU whose
+                                     * records interleave, at most: 16 is room to spare) */
+
+/* A tick's user context (KERN_S_NATIVE), copied out of the ring until its tick comes
+ * (the ring's slot is the kernel's again once consumed). */
+typedef struct kern_nat_slot {
+    pid_t pid, tid;                 /* tid 0: free */
+    uint64_t t_ns;
+    uint64_t age;                   /* the oldest is taken when none is free */
+    kern_native_t nat;
+    unsigned char *buf;             /* KERN_NATIVE_MAX bytes, allocated at first use */
+} kern_nat_slot_t;
 
 /* One target thread's task-clock event and its link to the frame walker. */
 typedef struct kern_event {
@@ -53,6 +65,8 @@ struct kern {
     int ncpus;                      /* of them, the CPUs there may be */
     int paused;                     /* kern_pause(): every event off */
     pid_t procs[KERN_MAX_PROCS];    /* slot -> pid (0: free) */
+    kern_nat_slot_t nat[KERN_NAT_STASH];
+    uint64_t nat_age;
     int (*cb)(void *ctx, const kern_sample_t *s); /* kern_poll's, during the call */
     void *cb_ctx;
     int cb_err;
@@ -81,13 +95,63 @@ static int kern_fail(int err, char *why, size_t whylen, const char *step)
     return REMORA_EVERSION;
 }
 
+/* A tick's user context record: kept (copied) for the tick record that follows it. */
+static void kern_nat_keep(kern_t *k, const struct kern_nat_rec *r)
+{
+    kern_nat_slot_t *e = NULL;
+    size_t i;
+
+    if (r->len > KERN_NATIVE_MAX || r->len % 4096 != 0)
+        return;                     /* not one of ours */
+    for (i = 0; i < KERN_NAT_STASH; i++) {
+        kern_nat_slot_t *x = &k->nat[i];
+        if (x->tid == (pid_t)r->rec.tid || x->tid == 0) {
+            e = x;                  /* the thread's older one (its tick lost) goes */
+            break;
+        }
+        if (e == NULL || x->age < e->age)
+            e = x;
+    }
+    if (e->buf == NULL && (e->buf = malloc(KERN_NATIVE_MAX)) == NULL)
+        return;
+    e->pid = (pid_t)r->rec.pid;
+    e->tid = (pid_t)r->rec.tid;
+    e->t_ns = r->rec.t_ns;
+    e->age = ++k->nat_age;
+    memcpy(e->nat.regs, r->regs, sizeof e->nat.regs);
+    e->nat.lo = r->lo;
+    e->nat.len = r->len;
+    e->nat.has_ts_frame = r->has_ts_frame != 0;
+    e->nat.ts_frame = r->ts_frame;
+    e->nat.stack = e->buf;
+    memcpy(e->buf, r->stack, r->len);
+}
+
+/* The user context kept for this tick (same pid, tid and time), or NULL. */
+static kern_nat_slot_t *kern_nat_find(kern_t *k, const struct kern_rec *r)
+{
+    size_t i;
+
+    for (i = 0; i < KERN_NAT_STASH; i++)
+        if (k->nat[i].tid == (pid_t)r->tid && k->nat[i].tid != 0 && k->nat[i].pid == (pid_t)r->pid &&
+            k->nat[i].t_ns == r->t_ns)
+            return &k->nat[i];
+    return NULL;
+}
+
 static int kern_rb_sample(void *ctx, void *data, size_t size)
 {
     kern_t *k = ctx;
     const struct kern_rec *r = data;
+    kern_nat_slot_t *nat;
     kern_sample_t s;
     int err;
 
+    if (size >= sizeof *r && (r->flags & KERN_S_NATIVE)) {
+        if (size >= sizeof(struct kern_nat_rec) && k->cb != NULL)
+            kern_nat_keep(k, data);
+        return 0;
+    }
     if (size < sizeof *r || r->nframes > KERN_MAX_FRAMES || r->nnamed > KERN_NAMED ||
         size < sizeof *r + (size_t)r->nframes * sizeof(kern_frame_t) + (size_t)r->nnamed * sizeof(kern_named_t))
         return 0;                   /* not one of ours: skipped */
@@ -101,6 +165,10 @@ static int kern_rb_sample(void *ctx, void *data, size_t size)
     s.frames = (const kern_frame_t *)(r + 1);
     s.nnamed = r->nnamed;
     s.named = (const kern_named_t *)(s.frames + r->nframes);
+    nat = kern_nat_find(k, r);
+    s.native = nat != NULL ? &nat->nat : NULL;
+    if (nat != NULL)
+        nat->tid = 0;               /* taken: free again once the callback returns */
     if (k->cb == NULL)
         return 0;                   /* kern_discard(): dropped */
     err = k->cb(k->cb_ctx, &s);
@@ -195,7 +263,8 @@ static void *map_array(const struct bpf_map *map, size_t len)
 
 /* kern_open and kern_open_faults: rate_hz > 0 (task-clock ticks) or faults > 0 (page
  * faults), or neither (no frame walker). */
-static int kern_open_ev(double rate_hz, uint64_t faults, kern_t **out, char *why, size_t whylen)
+static int kern_open_ev(double rate_hz, uint64_t faults, int native, kern_t **out, char *why,
+                        size_t whylen)
 {
     kern_t *k;
     int err;
@@ -214,6 +283,12 @@ static int kern_open_ev(double rate_hz, uint64_t faults, kern_t **out, char *why
     k->faults = faults;
     if (rate_hz <= 0 && faults == 0)
         bpf_program__set_autoload(k->skel->progs.kern_tick, false);
+    /* --native: room for the ticks' user stack records */
+    if (native && (bpf_map__set_max_entries(k->skel->maps.ring, KERN_RING_NATIVE_BYTES) != 0 ||
+                   bpf_map__set_max_entries(k->skel->maps.swring, KERN_SWRING_NATIVE_BYTES) != 0)) {
+        err = kern_fail(errno, why, whylen, "bpf ring buffer size");
+        goto error;
+    }
     err = remora_bpf__load(k->skel);
     if (err != 0) {
         err = kern_fail(err, why, whylen, "bpf(BPF_PROG_LOAD)");
@@ -275,14 +350,19 @@ error:
 
 int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen)
 {
-    return kern_open_ev(rate_hz, 0, out, why, whylen);
+    return kern_open_ev(rate_hz, 0, 0, out, why, whylen);
+}
+
+int kern_open_native(double rate_hz, kern_t **out, char *why, size_t whylen)
+{
+    return kern_open_ev(rate_hz, 0, 1, out, why, whylen);
 }
 
 int kern_open_faults(uint64_t faults, kern_t **out, char *why, size_t whylen)
 {
     if (faults == 0)
         faults = 1;
-    return kern_open_ev(0, faults, out, why, whylen);
+    return kern_open_ev(0, faults, 0, out, why, whylen);
 }
 
 uint64_t kern_fault_period(const kern_t *k)
@@ -300,6 +380,8 @@ void kern_close(kern_t *k)
 
     if (k == NULL)
         return;
+    for (size_t i = 0; i < KERN_NAT_STASH; i++)
+        free(k->nat[i].buf);
     while (k->nevents > 0)
         kern_event_close(k, k->nevents - 1);
     free(k->events);
@@ -329,6 +411,8 @@ static int kern_layout_ok(const kern_layout_t *L)
         return 0;
     if (L->fp_len > 8 * KERN_FP_WORDS || (L->str_hash != 0 && L->str_hash < 8) ||
         (L->gen_addr != 0 && L->gen_size != 4 && L->gen_size != 8))
+        return 0;
+    if (L->native_stack % 4096 != 0 || L->native_stack > KERN_NATIVE_MAX)
         return 0;
     /* the str's length through its first characters in one KERN_STR_BUF read */
     if (L->str_hash != 0 && (L->str_data < L->str_hash - 8 || (L->str_data - (L->str_hash - 8)) % 8 != 0 ||

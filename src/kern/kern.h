@@ -92,6 +92,11 @@ typedef struct kern_layout {
     uint32_t self_tgid;             /* remora's own process: a switch to it (its wake-up for a
                                      * round, which leaves the thread it preempted to its
                                      * ticks) walks nothing, marked by_self in the table */
+    uint32_t native_stack;          /* --native: bytes of the thread's user stack copied at
+                                     * each tick with its user registers (a record of its own
+                                     * before the tick's, KERN_S_NATIVE), a multiple of 4096,
+                                     * KERN_NATIVE_MAX at most; 0 = none (no cost) */
+    uint32_t pad2;
     uint64_t gen_hint;
     /* a frame whose code object user space has not proved (not in the known map with the
      * fingerprint read, KERN_NAMED of them a tick at most) goes with its names as the tick
@@ -147,6 +152,28 @@ typedef struct kern_named {
 #define KERN_S_SWITCH 512u          /* not a tick: the stack the thread left a CPU with, at
                                      * t_ns, its switch's time (the table's since_ns); the
                                      * frames carry fingerprints and no status is read */
+#define KERN_S_NATIVE 1024u         /* not a tick: the user registers and stack copy of the
+                                     * tick that follows it in the ring (kern.c pairs them:
+                                     * kern_sample_t.native) */
+#define KERN_NATIVE_MAX (32u << 10) /* bytes of a tick's user stack copy, at most */
+#define KERN_NATIVE_REGS 17         /* x86_64 registers in DWARF's numbering (proc.h's
+                                     * PROC_NREGS): rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */
+
+/* A tick's user context (layout native_stack): the registers the thread was interrupted
+ * with in user mode (its registers at its system call's entry, if it was in one) and the
+ * bytes of its stack from the start of the stack pointer's page upward, up to the first
+ * page that could not be read (a page not present, the mapping's end) or native_stack. */
+typedef struct kern_native {
+    uint64_t regs[KERN_NATIVE_REGS];
+    uint64_t lo;                    /* the address stack[0] was read from */
+    uint32_t len;                   /* bytes copied (0: none could be) */
+    uint32_t has_ts_frame;          /* ts_frame was read */
+    uint64_t ts_frame;              /* the word at the thread state's ts_frame offset at the
+                                     * tick (3.11: its _PyCFrame, on the C stack: where the
+                                     * merge places each eval loop's frames) */
+    const unsigned char *stack;
+} kern_native_t;
+
 typedef struct kern_sample {
     pid_t pid, tid;
     uint64_t t_ns;                  /* CLOCK_MONOTONIC */
@@ -157,6 +184,9 @@ typedef struct kern_sample {
     const kern_frame_t *frames;     /* innermost first; valid during the callback */
     uint32_t nnamed;
     const kern_named_t *named;      /* frames the walk named itself; valid during the callback */
+    const kern_native_t *native;    /* the tick's user context (layout native_stack), or NULL
+                                     * (not asked for, or its record lost); valid during the
+                                     * callback */
 } kern_sample_t;
 
 /* A thread's scheduling state, as the sched_switch program last wrote it. */
@@ -189,6 +219,10 @@ typedef struct kern kern_t;
  * lacks something needed), REMORA_ENOMEM; 'why' (may be NULL) then holds one line saying
  * what failed (e.g. "bpf(BPF_PROG_LOAD): Operation not permitted"). */
 int kern_open(double rate_hz, kern_t **out, char *why, size_t whylen);
+
+/* The same, with room in the ring for ticks that copy their user stack (--native: a
+ * layout's native_stack; KERN_RING_NATIVE_BYTES in place of KERN_RING_BYTES). */
+int kern_open_native(double rate_hz, kern_t **out, char *why, size_t whylen);
 
 /* --mode memory: the same engine, its frame walker run at every faults'th page fault a
  * target thread takes (a software page-faults event of the thread: in its own context,

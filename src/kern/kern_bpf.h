@@ -20,6 +20,12 @@ typedef _Bool bool;
 #define KERN_TS_SLOTS 65536         /* thread-state table entries: slot = tid & (N - 1) */
 #define KERN_THREADS 16384          /* (pid, tid) -> thread state entries, all processes */
 #define KERN_RING_BYTES (4u << 20)  /* the ring buffer: a power of 2 pages */
+#define KERN_RING_NATIVE_BYTES (32u << 20)  /* the ring with --native: each tick's user stack
+                                             * record is a fixed ~33 KB (a reservation's
+                                             * size is a constant): room for ~1000, half a
+                                             * second of two CPUs at 1 kHz between drains */
+#define KERN_SWRING_NATIVE_BYTES (16u << 20)    /* ... with --native: a switch-out's user
+                                                 * stack record too (~500 of them) */
 #define KERN_SWRING_BYTES (2u << 20)    /* the switch-out walks' own ring (KERN_S_SWITCH), read
                                          * apart from the ticks' at any time */
 #define KERN_MAX_CPUS 1024          /* CPUs whose walks user space waits out (walking[]) */
@@ -62,6 +68,7 @@ struct kern_walking {
 struct kern_counts {
     uint64_t ticks, samples, dropped, faults, nostate;
     uint64_t switch_walks;          /* KERN_S_SWITCH records put in the ring */
+    uint64_t native_dropped;        /* KERN_S_NATIVE records the ring had no room for */
 };
 
 /* The thread map's key. */
@@ -79,6 +86,18 @@ struct kern_rec {
     uint32_t nframes;
     uint32_t nnamed;                /* kern_named_t after the frames */
     uint32_t pad;
+};
+
+/* A tick's user context record (kern.h's kern_native_t), reserved in the ring at its full
+ * size and read into in place: rec.flags KERN_S_NATIVE, rec.nframes 0, rec.t_ns the
+ * tick's own time (the tick record that follows has the same pid, tid and t_ns). */
+struct kern_nat_rec {
+    struct kern_rec rec;
+    uint64_t regs[KERN_NATIVE_REGS];
+    uint64_t lo;
+    uint32_t len, has_ts_frame;
+    uint64_t ts_frame;
+    unsigned char stack[KERN_NATIVE_MAX];
 };
 
 /* The frame walker's per-CPU scratch: the record being built, then the walk's buffers. */

@@ -21,6 +21,14 @@ struct task_struct {
     int tgid;
 } __attribute__((preserve_access_index));
 
+#if defined(__TARGET_ARCH_x86)
+/* The registers the kernel keeps of a task's user mode (x86_64), relocated by CO-RE. */
+struct pt_regs {
+    unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax,
+                  ip, cs, flags, sp, ss;
+} __attribute__((preserve_access_index));
+#endif
+
 /* target process (tgid) -> its slot in layouts[] */
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
@@ -517,6 +525,75 @@ static __always_inline void walk_frames(struct kern_scratch *s, const kern_layou
         bpf_loop(KERN_MAX_FRAMES + 1, walk_step, w, 0);
 }
 
+/* --native: the interrupted thread's user registers and its stack from the start of the
+ * stack pointer's page upward, L->native_stack bytes at most, a page at a time (a page
+ * that cannot be read ends the copy: only what was read goes out), into a record of its
+ * own put in the ring before the tick's (tick: the tick's header, its time final). The
+ * user registers whatever mode the tick interrupted: the task's saved user context (in a
+ * system call, as it entered it), never the interrupt's kernel registers. The record is
+ * reserved at its full size (a reservation's size is a constant) and read into in place:
+ * no copy through the scratch. */
+static __always_inline void native_copy(void *rb, const kern_layout_t *L, struct kern_counts *c,
+                                        const struct kern_rec *tick)
+{
+#if defined(__TARGET_ARCH_x86)
+    struct kern_nat_rec *r;
+    struct pt_regs *regs;
+    __u64 base;
+    __u32 i, lim = L->native_stack;
+
+    r = bpf_ringbuf_reserve(rb, sizeof *r, 0);
+    if (r == NULL) {
+        c->native_dropped++;
+        return;
+    }
+    regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    r->rec.pid = tick->pid;
+    r->rec.tid = tick->tid;
+    r->rec.t_ns = tick->t_ns;
+    r->rec.tstate = tick->tstate;
+    r->rec.gen = 0;
+    r->rec.flags = KERN_S_NATIVE;
+    r->rec.nframes = 0;
+    /* DWARF's order (kern.h) */
+    r->regs[0] = BPF_CORE_READ(regs, ax);
+    r->regs[1] = BPF_CORE_READ(regs, dx);
+    r->regs[2] = BPF_CORE_READ(regs, cx);
+    r->regs[3] = BPF_CORE_READ(regs, bx);
+    r->regs[4] = BPF_CORE_READ(regs, si);
+    r->regs[5] = BPF_CORE_READ(regs, di);
+    r->regs[6] = BPF_CORE_READ(regs, bp);
+    r->regs[7] = BPF_CORE_READ(regs, sp);
+    r->regs[8] = BPF_CORE_READ(regs, r8);
+    r->regs[9] = BPF_CORE_READ(regs, r9);
+    r->regs[10] = BPF_CORE_READ(regs, r10);
+    r->regs[11] = BPF_CORE_READ(regs, r11);
+    r->regs[12] = BPF_CORE_READ(regs, r12);
+    r->regs[13] = BPF_CORE_READ(regs, r13);
+    r->regs[14] = BPF_CORE_READ(regs, r14);
+    r->regs[15] = BPF_CORE_READ(regs, r15);
+    r->regs[16] = BPF_CORE_READ(regs, ip);
+    /* whole pages: every read a constant size at a constant offset (the verifier's bound
+     * without masks), the first from below the stack pointer (dead stack, never unwound) */
+    base = r->regs[7] & ~4095ull;
+    r->lo = base;
+    r->len = 0;
+    r->ts_frame = 0;
+    r->has_ts_frame = tick->tstate != 0 &&
+        bpf_probe_read_user(&r->ts_frame, 8, (const void *)(tick->tstate + L->ts_frame)) == 0;
+    for (i = 0; i < KERN_NATIVE_MAX / 4096; i++) {
+        if ((i + 1) * 4096 > lim)
+            break;
+        if (bpf_probe_read_user(r->stack + i * 4096, 4096, (const void *)(base + i * 4096)) != 0)
+            break;
+        r->len = (i + 1) * 4096;
+    }
+    bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+#else
+    (void)rb, (void)L, (void)c, (void)tick;
+#endif
+}
+
 SEC("perf_event")
 int kern_tick(void *ctx)
 {
@@ -591,6 +668,10 @@ int kern_tick(void *ctx)
         nn = 0;
     s->rec.nnamed = nn;
     size = sizeof(struct kern_rec) + (__u64)n * sizeof(kern_frame_t) + (__u64)nn * sizeof(kern_named_t);
+    /* a tick named from its frames gets its user context, just before it (one CPU's two
+     * records keep their order in the ring) */
+    if (L->native_stack != 0 && !(w.flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT)))
+        native_copy(&ring, L, c, &s->rec);
     /* no wake-up: kern_poll consumes without waiting on the ring */
     if (bpf_ringbuf_output(&ring, s, size, BPF_RB_NO_WAKEUP) != 0)
         c->dropped++;
@@ -650,7 +731,7 @@ static __always_inline int switch_to_self(struct task_struct *prev, struct task_
  * unw_kern_switch_stack). The frames always carry fingerprints: the record is named at
  * a later round, when the code-object counter has often moved (aiohttp on 3.15: without
  * them, 1 in 500 of the records a round took could be named); no status is read (the
- * round's own reading has it). A walk that did not reach the root sends nothing. */
+ * round's own reading has it). --native: its user context before it, as a tick's. A walk that did not reach the root sends nothing. */
 static __always_inline void switch_walk(struct task_struct *t, __u64 now, __u32 slot)
 {
     __u32 tgid = (__u32)BPF_CORE_READ(t, tgid), tid = (__u32)BPF_CORE_READ(t, pid);
@@ -687,6 +768,10 @@ static __always_inline void switch_walk(struct task_struct *t, __u64 now, __u32 
     s->rec.nframes = n;
     s->rec.nnamed = 0;              /* (a switch record is named later: its thread is alive) */
     size = sizeof(struct kern_rec) + (__u64)n * sizeof(kern_frame_t);
+    /* --native: its user context too, the stack it will resume on (the current task is
+     * still the one leaving) */
+    if (L->native_stack != 0)
+        native_copy(&swring, L, c, &s->rec);
     if (bpf_ringbuf_output(&swring, s, size, BPF_RB_NO_WAKEUP) == 0)
         c->switch_walks++;
 }

@@ -14,15 +14,14 @@ _Static_assert((int)REMORA_MODE_GIL == (int)SAMPLE_GIL &&
                (int)REMORA_MODE_CPU == (int)SAMPLE_CPU && (int)REMORA_MODE_WALL == (int)SAMPLE_WALL,
                "one list of modes");
 
-/* The kernel engine reads at the tick a running thread's frames, with its GIL state
- * and (exception mode) its exception state: whether a target's layout lets it read those
+/* The kernel engine reads at the tick a running thread's frames, with its GIL state,
+ * (exception mode) its exception state and (--native) its user registers and the top of
+ * its stack, unwound in user space: whether a target's layout lets it read those
  * is remora_engine_enable's to say, once the target is known. */
 const char *remora_engine_needs_user(const remora_engine_req_t *q)
 {
     if (q->blocking)
         return "--blocking holds the target still: its reads from user space are exact";
-    if (q->native)
-        return "--native reads C stacks with the target held still";
     if (q->async)
         return "--async needs each thread's running task";
     if (q->anchor)
@@ -46,7 +45,9 @@ int remora_engine_open(const remora_engine_req_t *q, struct kern **out, int *ref
         snprintf(why, whylen, "%s", user);
         return q->engine == REMORA_ENGINE_KERNEL ? REMORA_EUSAGE : REMORA_OK;
     }
-    if ((err = kern_open(q->rate_hz, out, why, whylen)) != REMORA_OK) {
+    /* --native: the ticks copy each thread's user stack (kern_open_native's larger ring) */
+    err = q->native ? kern_open_native(q->rate_hz, out, why, whylen) : kern_open(q->rate_hz, out, why, whylen);
+    if (err != REMORA_OK) {
         *out = NULL;
         if (q->engine == REMORA_ENGINE_KERNEL)
             return err;

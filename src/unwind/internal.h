@@ -254,12 +254,25 @@ void native_get_stats(const unw_native_t *n, unw_native_stats_t *out);
 /* The benchmark (tests/bench/unwind_ab.c): thread tid's C stack unwound as
  * native_merge_all() does, nothing named; the frames found (0 when none). */
 int native_count_frames(unw_native_t *n, pid_t tid);
-/* Fuzzing: th's C stack unwound from regs (PROC_NREGS) over the bytes of its stack at
- * [stack_lo, stack_lo + len) alone (no other memory is read; at most NAT_STACK_MAX
- * bytes), with n's modules, and merged with th's frames by layout L's rules; th's
- * frames then point into n's buffer. Returns 0 or REMORA_ENOMEM. */
+/* A kernel tick's C stack (kernel.c; fuzzing too): th's C stack unwound from regs
+ * (PROC_NREGS) over the bytes of its stack at [stack_lo, stack_lo + len) alone (no other
+ * memory of the target is read: a frame whose caller lies outside ends the walk,
+ * UNW_NATIVE_CUT; at most NAT_STACK_MAX bytes), with n's modules, and merged with th's
+ * frames by layout L's rules; th's frames then point into n's buffer (valid until the
+ * next call). Returns 0 or REMORA_ENOMEM. */
 int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *regs,
                         uint64_t stack_lo, const void *stack, size_t len, unw_thread_t *th);
+/* Loads every module's CFI and line tables now: the kernel engine's ticks unwind and name
+ * from the first round on, and libdwfl's lazy loads (tens of ms, decompressing line
+ * tables) made the first half second's rounds late. */
+void native_warm(unw_native_t *n);
+/* The word at the thread state's ts_frame offset, read with the copy the next
+ * native_merge_buffer() unwinds (3.11: the _PyCFrame chain's head), taken in place of a
+ * read of the target by that call alone. */
+void native_set_ts_frame(unw_native_t *n, uint64_t word);
+/* The same for a tick with no C stack to unwind (its copy lost): UNW_NATIVE_NONE, then
+ * th's Python frames. Returns 0 or REMORA_ENOMEM. */
+int native_merge_none(unw_native_t *n, const py_layout_t *L, unw_thread_t *th);
 
 /* 3.11: a function object and the code object it ran when last read (walk.c). */
 typedef struct unw_func {

@@ -18,6 +18,8 @@
 #include "internal.h"
 #include "../kern/kern.h"
 
+_Static_assert(KERN_NATIVE_REGS == PROC_NREGS, "the kernel's user registers are proc.h's");
+
 #define KU_FAILED 16                /* threads whose failed ticks are read at the next round */
 #define KU_WAKE_NS 50000            /* a switch this close before a round woke is its doing */
 #define KU_MAX_PERIODS 100000       /* periods one reading stands for, at most */
@@ -45,6 +47,9 @@ typedef struct ku_switch_rec {
     uint32_t flags, nframes;
     size_t cap;
     kern_frame_t *frames;
+    int has_native;                 /* --native: its user context came with it */
+    kern_native_t nat;              /* ... its registers; its stack in natbuf */
+    unsigned char *natbuf;          /* KERN_NATIVE_MAX bytes, allocated at first use */
 } ku_switch_rec_t;
 
 typedef struct ku_switch {
@@ -86,8 +91,10 @@ void kern_unw_free(struct unw_kern *k, pid_t pid)
         return;
     kern_remove_process(k->k, pid);
     for (i = 0; i < UNW_KERN_SWITCH; i++)
-        for (j = 0; j < KU_SWITCH_KEEP; j++)
+        for (j = 0; j < KU_SWITCH_KEEP; j++) {
             free(k->sw[i].rec[j].frames);
+            free(k->sw[i].rec[j].natbuf);
+        }
     free(k);
 }
 
@@ -213,6 +220,12 @@ int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen)
     ku->lay.switch_gap_ns = ku->period_ns <= 0 || kern_fault_period(k) > 0 ? 0
                           : ku->period_ns > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)ku->period_ns;
     ku->lay.self_tgid = (uint32_t)getpid();
+    /* --native: each tick copies its thread's user registers and the top of its stack,
+     * unwound here (native_merge_tick): the target is never stopped */
+    if (u->native != NULL) {
+        ku->lay.native_stack = KERN_NATIVE_MAX;
+        native_warm(u->native);
+    }
     if ((err = kern_add_process(k, proc_pid(u->p), &ku->lay)) != REMORA_OK) {
         if (err == REMORA_ENOMEM)
             snprintf(why, whylen, "the kernel engine takes %d processes at most", KERN_MAX_PROCS);
@@ -767,6 +780,17 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
     th->task = 0;
     th->task_frames = 0;
     th->t_ns = (int64_t)ks->t_ns;
+    /* --native: the C stack the tick copied, merged with its Python frames; a tick whose
+     * copy was lost says so (never a live read: the thread has moved on) */
+    if (u->native != NULL && (u->want & UNW_WANT_NATIVE)) {
+        const kern_native_t *kn = ks->native;
+        if (kn != NULL && kn->has_ts_frame)
+            native_set_ts_frame(u->native, kn->ts_frame);
+        err = kn != NULL ? native_merge_buffer(u->native, L, kn->regs, kn->lo, kn->stack, kn->len, th)
+                         : native_merge_none(u->native, L, th);
+        if (err != REMORA_OK)
+            return err;
+    }
     ku->stats.samples++;
     if (cut > 0)
         ku->stats.partial++;
@@ -805,6 +829,14 @@ int unw_kern_switch(unwinder_t *u, const kern_sample_t *ks)
     r->flags = ks->flags;
     r->nframes = ks->nframes;
     memcpy(r->frames, ks->frames, ks->nframes * sizeof *r->frames);
+    r->has_native = 0;
+    if (ks->native != NULL && ks->native->len <= KERN_NATIVE_MAX &&
+        (r->natbuf != NULL || (r->natbuf = malloc(KERN_NATIVE_MAX)) != NULL)) {
+        r->nat = *ks->native;
+        memcpy(r->natbuf, ks->native->stack, ks->native->len);
+        r->nat.stack = r->natbuf;
+        r->has_native = 1;
+    }
     return REMORA_OK;
 }
 
@@ -858,6 +890,17 @@ int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out)
     th->partial = 0;
     th->moving_in_frames = 0;
     th->error = 0;
+    /* --native: the C stack it left its CPU with, as a tick's */
+    if (u->native != NULL && (u->want & UNW_WANT_NATIVE)) {
+        const py_layout_t *L = &u->target->layout;
+        if (r->has_native && r->nat.has_ts_frame)
+            native_set_ts_frame(u->native, r->nat.ts_frame);
+        err = r->has_native ? native_merge_buffer(u->native, L, r->nat.regs, r->nat.lo, r->nat.stack,
+                                                  r->nat.len, th)
+                            : native_merge_none(u->native, L, th);
+        if (err != REMORA_OK)
+            return err;
+    }
     ku->stats.switch_used++;
     *out = th;
     return REMORA_OK;

@@ -76,6 +76,9 @@ static const Dwfl_Thread_Callbacks thread_cb = {
 };
 
 static void keep_ranges(unw_native_t *n, const proc_maps_t *m);
+static int funcs_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                        void *arg);
+static void funcs_sort(unw_native_t *n);
 
 /* ---- modules ------------------------------------------------------------------ */
 
@@ -162,6 +165,7 @@ static int report_modules(unw_native_t *n)
     n->dwfl = dwfl_begin(&n->cb);
     n->neval = 0;
     memset(n->syms, 0, NAT_SYMS * sizeof *n->syms);
+    n->nfuncs = 0;
     if (n->dwfl == NULL) {
         proc_maps_fini(&m);
         return REMORA_ENOMEM;
@@ -199,6 +203,10 @@ static int report_modules(unw_native_t *n)
         return REMORA_ENOTPY;
     /* the eval loop's symbols, in the modules that hold the interpreter */
     dwfl_getmodules(n->dwfl, eval_module, n, 0);
+    /* every function's range, read now rather than at a sample (a symbol table's lookup
+     * is a scan: a tick's new pc paid one each) */
+    dwfl_getmodules(n->dwfl, funcs_module, n, 0);
+    funcs_sort(n);
     if (!dwfl_attach_state(n->dwfl, NULL, proc_pid(n->p), &thread_cb, n))
         return REMORA_ENOTPY;
     return REMORA_OK;
@@ -333,6 +341,89 @@ static int walk_native(unw_native_t *n, pid_t tid)
 
 /* ---- symbols: a C frame's function and file --------------------------------------- */
 
+/* The index of the first function range whose hi is above pc (nfuncs: none). */
+static size_t func_at(const unw_native_t *n, uint64_t pc)
+{
+    size_t lo = 0, hi = n->nfuncs;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (n->funcs[mid].hi <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Every sized function symbol of a module into n->funcs (unsorted: funcs_sort). */
+static int funcs_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                        void *arg)
+{
+    unw_native_t *n = arg;
+    int k, nsym = dwfl_module_getsymtab(mod);
+
+    (void)userdata, (void)name, (void)start;
+    for (k = 1; k < nsym && n->nfuncs < NAT_FUNCS; k++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        const char *s = dwfl_module_getsym_info(mod, k, &sym, &addr, NULL, NULL, NULL);
+        if (s == NULL || *s == '\0' || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_size == 0 ||
+            addr + sym.st_size < addr)
+            continue;
+        if (remora_grow((void **)&n->funcs, &n->cap_funcs, n->nfuncs + 1, sizeof *n->funcs))
+            return DWARF_CB_ABORT;
+        n->funcs[n->nfuncs++] = (nat_func_t){ addr, addr + sym.st_size,
+                                              GELF_ST_BIND(sym.st_info) == STB_GLOBAL ? 0u
+                                              : GELF_ST_BIND(sym.st_info) == STB_WEAK ? 1u : 2u,
+                                              s, NULL, NULL };
+    }
+    return DWARF_CB_OK;
+}
+
+static int func_cmp(const void *a, const void *b)
+{
+    const nat_func_t *x = a, *y = b;
+
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    /* at one address: "select" before "__GI___select" and "__select", as libdwfl's lookup
+     * prefers a global symbol to a weak one, a weak one to a local one */
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return x->hi > y->hi ? -1 : x->hi < y->hi;      /* the widest first */
+}
+
+/* n->funcs sorted by address, each range cut where the next one begins (an alias or a
+ * nested symbol: the first of a place stays, as libdwfl's lookup would mostly name it). */
+static void funcs_sort(unw_native_t *n)
+{
+    size_t i, k = 0;
+
+    qsort(n->funcs, n->nfuncs, sizeof *n->funcs, func_cmp);
+    for (i = 0; i < n->nfuncs; i++) {
+        if (k > 0 && n->funcs[i].lo < n->funcs[k - 1].hi)
+            continue;               /* inside the one kept before */
+        n->funcs[k++] = n->funcs[i];
+    }
+    n->nfuncs = k;
+}
+
+/* Remembers [lo, hi) as function 'fn' (file the module's), unless it overlaps one known
+ * or the table is full: a symbol the tables read up front did not give. */
+static void func_keep(unw_native_t *n, uint64_t lo, uint64_t hi, const char *fn, const char *file)
+{
+    size_t i = func_at(n, lo);
+
+    if (hi <= lo || n->nfuncs >= NAT_FUNCS || (i < n->nfuncs && n->funcs[i].lo < hi))
+        return;
+    if (remora_grow((void **)&n->funcs, &n->cap_funcs, n->nfuncs + 1, sizeof *n->funcs))
+        return;
+    memmove(n->funcs + i + 1, n->funcs + i, (n->nfuncs - i) * sizeof *n->funcs);
+    n->funcs[i] = (nat_func_t){ lo, hi, 0, fn, fn, file };
+    n->nfuncs++;
+}
+
 const nat_sym_t *nat_name_pc(unw_native_t *n, uint64_t pc)
 {
     nat_sym_t *e = &n->syms[(pc * 0x9E3779B97F4A7C15ull) >> (64 - 12) & (NAT_SYMS - 1)];
@@ -340,11 +431,37 @@ const nat_sym_t *nat_name_pc(unw_native_t *n, uint64_t pc)
     char buf[4200];
     const char *fn = NULL, *file = NULL;
     int line = 0;
+    size_t i;
 
     if (e->pc == pc && e->function != NULL)
         return e;
     mod = n->dwfl ? dwfl_addrmodule(n->dwfl, pc) : NULL;
-    if (mod != NULL) {
+    i = func_at(n, pc);
+    if (mod != NULL && i < n->nfuncs && n->funcs[i].lo <= pc) {
+        /* a function named before: its line alone looked up (a binary search; the symbol
+         * table's is a scan of every symbol) */
+        nat_func_t *nf = &n->funcs[i];
+        Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
+        const char *src = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
+        if (nf->function == NULL) {
+            /* "clock_nanosleep@GLIBC_2.2.5": the name without its symbol version */
+            size_t len = strcspn(nf->raw, "@");
+            nf->function = strtab_intern(n->strs, nf->raw, len < UNW_MAX_NAME ? len : UNW_MAX_NAME);
+        }
+        if (nf->file == NULL) {
+            const char *mainfile = NULL;
+            const char *modname = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
+            const char *modfile = mainfile ? mainfile : modname ? modname : "";
+            nf->file = strtab_intern(n->strs, modfile, strnlen(modfile, UNW_MAX_NAME));
+        }
+        fn = nf->function;
+        if (src == NULL || line <= 0) {
+            line = 0;
+            file = nf->file;
+        } else {
+            file = strtab_intern(n->strs, src, strnlen(src, UNW_MAX_NAME));
+        }
+    } else if (mod != NULL) {
         Dwarf_Addr start = 0;
         const char *mainfile = NULL;
         const char *modname = dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, &mainfile, NULL);
@@ -354,13 +471,17 @@ const nat_sym_t *nat_name_pc(unw_native_t *n, uint64_t pc)
         if (s != NULL && *s) {
             Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
             const char *src = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
+            const char *modfile = mainfile ? mainfile : modname ? modname : "";
             /* "clock_nanosleep@GLIBC_2.2.5": the name without its symbol version */
             fn = strtab_intern(n->strs, s, strcspn(s, "@") < UNW_MAX_NAME ? strcspn(s, "@") : UNW_MAX_NAME);
             if (src == NULL || line <= 0) {
                 line = 0;
-                src = mainfile ? mainfile : modname ? modname : "";
+                src = modfile;
             }
             file = strtab_intern(n->strs, src, strnlen(src, UNW_MAX_NAME));
+            if (fn != NULL && sym.st_size > 0 && off < sym.st_size)
+                func_keep(n, pc - off, pc - off + sym.st_size, fn,
+                          strtab_intern(n->strs, modfile, strnlen(modfile, UNW_MAX_NAME)));
         } else {
             int k = snprintf(buf, sizeof buf, "%s+0x%llx", modname ? modname : "?",
                              (unsigned long long)(pc - start));
@@ -428,6 +549,7 @@ void native_free(unw_native_t *n)
         dwfl_end(n->dwfl);
     free(n->stack);
     free(n->syms);
+    free(n->funcs);
     free(n->out);
     free(n->first);
     free(n->ranges);
@@ -446,7 +568,10 @@ void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, si
         size_t start = k, c;
         int err;
         n->first[i] = k;
-        if (th[i].error || th[i].native_id <= 0 || walk_native(n, th[i].native_id) != REMORA_OK) {
+        /* the kernel engine's rounds: a thread read there is off a CPU, and not stopped
+         * (no registers to be had): its C stack is absent (its ticks carry theirs) */
+        if (th[i].error || th[i].native_id <= 0 || u->kern != NULL ||
+            walk_native(n, th[i].native_id) != REMORA_OK) {
             n->nraw = 0;
             n->stack_len = 0;           /* no other thread's copy for this one's merge */
             n->st.unreadable++;
@@ -482,21 +607,91 @@ void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, si
 int native_merge_buffer(unw_native_t *n, const py_layout_t *L, const uint64_t *regs,
                         uint64_t stack_lo, const void *stack, size_t len, unw_thread_t *th)
 {
-    size_t k = 0;
+    size_t k = 0, c;
     int err;
+
+    /* never a word outside the copy: the thread it came from has moved on (a frame whose
+     * caller lies outside ends the walk, NAT_END_CUT) */
+    unsigned char *own = n->stack;
 
     n->words_max = 0;
     memcpy(n->regs, regs, sizeof n->regs);
     n->stack_lo = stack_lo;
     n->stack_len = len < NAT_STACK_MAX ? len : NAT_STACK_MAX;
-    if (n->stack_len)
-        memcpy(n->stack, stack, n->stack_len);
+    /* the caller's copy read in place (only read: nat_memory_read and the merge), put
+     * back before returning (a tick's is 32 KB: a copy per tick was a tenth of remora) */
+    n->stack = (unsigned char *)(uintptr_t)stack;
     unwind_regs(n, proc_pid(n->p));
-    if ((err = nat_merge(n, L, th, &k)) != REMORA_OK)
+    /* a pc in no module: a library loaded since, reported again (once a second at most;
+     * the maps file only, the target never stopped), then unwound again */
+    for (c = 0; c < n->nraw && n->dwfl && dwfl_addrmodule(n->dwfl, n->raw[c].pc) != NULL; c++)
+        ;
+    if (c < n->nraw && proc_kind(n->p) == PROC_LIVE && remora_now_ns() - n->mapped_ns > NAT_REMAP_NS) {
+        uint64_t before = n->files_hash;
+        if (report_modules(n) == REMORA_OK && n->files_hash != before)
+            unwind_regs(n, proc_pid(n->p));
+    }
+    n->words_max = NAT_WORD_READS;
+    n->st.threads++;
+    n->st.frames += n->nraw;
+    n->st.cut += n->end == NAT_END_CUT;
+    err = nat_merge(n, L, th, &k);
+    n->stack = own;
+    n->stack_len = 0;
+    n->has_ts_frame = 0;
+    if (err != REMORA_OK)
         return err;
     th->frames = n->out;
     th->nframes = k;
     th->held = 0;                   /* other frames than those named below the anchor */
+    th->held_id = 0;
+    return REMORA_OK;
+}
+
+void native_set_ts_frame(unw_native_t *n, uint64_t word)
+{
+    n->has_ts_frame = 1;
+    n->ts_frame = word;
+}
+
+/* One module's CFI and line tables, loaded now (libdwfl loads them at their first use). */
+static int warm_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                       void *arg)
+{
+    Dwarf_Addr bias;
+    Dwarf_Die *cu = NULL;
+    size_t nlines;
+
+    (void)userdata, (void)name, (void)start, (void)arg;
+    dwfl_module_eh_cfi(mod, &bias);
+    dwfl_module_dwarf_cfi(mod, &bias);
+    while ((cu = dwfl_module_nextcu(mod, cu, &bias)) != NULL)
+        dwfl_getsrclines(cu, &nlines);
+    return DWARF_CB_OK;
+}
+
+void native_warm(unw_native_t *n)
+{
+    if (n->dwfl != NULL)
+        dwfl_getmodules(n->dwfl, warm_module, n, 0);
+}
+
+int native_merge_none(unw_native_t *n, const py_layout_t *L, unw_thread_t *th)
+{
+    size_t k = 0;
+    int err;
+
+    n->nraw = 0;
+    n->end = NAT_END_OK;
+    n->stack_len = 0;               /* no other thread's copy for this one's merge */
+    n->has_ts_frame = 0;
+    n->st.unreadable++;
+    if ((err = nat_put_marker(n, &k, UNW_NATIVE_NONE)) != REMORA_OK ||
+        (err = nat_merge(n, L, th, &k)) != REMORA_OK)
+        return err;
+    th->frames = n->out;
+    th->nframes = k;
+    th->held = 0;
     th->held_id = 0;
     return REMORA_OK;
 }

@@ -15,6 +15,7 @@
 #define NAT_STACK_MAX (1u << 20)    /* bytes of a thread's stack copied */
 #define NAT_WORD_READS 64           /* words read outside that copy, per thread */
 #define NAT_SYMS 4096               /* pc -> name cache (a power of two) */
+#define NAT_FUNCS (1u << 20)        /* function ranges known (nat_func_t), at most */
 #define NAT_EVAL_RANGES 8
 #define NAT_CFRAMES 1024            /* 3.11: _PyCFrame links followed */
 #define NAT_REMAP_NS 1000000000LL   /* modules reported again at most once a second */
@@ -25,6 +26,19 @@ typedef struct nat_sym {
     const char *function, *file;
     int line;
 } nat_sym_t;
+
+/* A function's address range and name, from the symbol tables (every module's, read
+ * once when the modules are reported): a pc not cached (a tick's innermost pc is a new
+ * one each time) named without a scan of a symbol table (libdwfl's lookup is one). */
+typedef struct nat_func {
+    uint64_t lo, hi;                /* [lo, hi) */
+    unsigned rank;                  /* its binding: 0 global, 1 weak, 2 local (of the symbols
+                                     * at one address, the one libdwfl's lookup names) */
+    const char *raw;                /* the symbol's name (libdwfl's: valid while dwfl is) */
+    const char *function;           /* raw interned, its version cut; NULL until first named */
+    const char *file;               /* interned: the module's file, for a pc with no line;
+                                     * NULL until first named */
+} nat_func_t;
 
 typedef struct nat_raw {
     uint64_t pc;                    /* the address looked up (a return address less 1) */
@@ -46,6 +60,8 @@ struct unw_native {
     uint64_t stack_lo;
     size_t stack_len;
     unsigned words, words_max;      /* words read outside the copy; at most */
+    int has_ts_frame;               /* native_merge_buffer's caller gave the thread state's */
+    uint64_t ts_frame;              /* ... ts_frame word as read with the copy */
     nat_raw_t raw[NAT_MAX_FRAMES];
     size_t nraw;
     int end;
@@ -55,6 +71,8 @@ struct unw_native {
     uint64_t eval_lo[NAT_EVAL_RANGES], eval_hi[NAT_EVAL_RANGES];
     size_t neval;
     nat_sym_t *syms;
+    nat_func_t *funcs;              /* sorted by lo, disjoint */
+    size_t nfuncs, cap_funcs;
     uint64_t marks[UNW_MAX_DEPTH];  /* one per Python group */
     size_t gs[UNW_MAX_DEPTH + 1];   /* where each group's frames begin */
     unw_frame_t *out;               /* every thread's merged frames, back to back */

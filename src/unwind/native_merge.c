@@ -87,8 +87,9 @@ int nat_merge(unw_native_t *n, const py_layout_t *L, unw_thread_t *th, size_t *k
     }
     /* 3.11: the eval loops' _PyCFrame chain, innermost first, one per group */
     if (L->walk_root == PY_ROOT_ENTRY && L->frames_kind == PY_FRAMES_CFRAME) {
-        uint64_t cf = 0;
-        if (nat_memory_read(NULL, th->tstate + L->ts_frame, &cf, n)) {
+        uint64_t cf = n->ts_frame;
+        /* the word read with a kernel tick's copy (never read again: the thread has moved) */
+        if (n->has_ts_frame || nat_memory_read(NULL, th->tstate + L->ts_frame, &cf, n)) {
             for (g = 0; g < ng && cf != 0 && in_stack(n, cf); g++) {
                 n->marks[g] = cf;
                 if (nat_memory_read(NULL, cf + L->cframe_current_frame + 8, &cf, n) == false)

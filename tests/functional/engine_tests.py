@@ -9,8 +9,9 @@
 #                           CAP_SYS_ADMIN (CAP_SYS_PTRACE kept): exactly one notice line,
 #                           the summary says `engine user`, the profile holds the target's
 #                           function; `--engine kernel` the same way: exit 3, one line
-#   engine/conflicts        `--engine kernel` with --blocking, --native, --async: exit 1,
-#                           one line each (--mode gil and exception are read at the tick:
+#   engine/conflicts        `--engine kernel` with --blocking, --native --blocking, --async:
+#                           exit 1, one line each (--native alone runs on the kernel
+#                           engine: native_tick_tests.py) (--mode gil and exception are read at the tick:
 #                           tickmode_tests.py); `--engine bogus`: exit 1; `--engine user`
 #                           says `engine user`
 #   engine/held-up/INTERP   a CPU held up (a virtual CPU its host does not run) leaves the
@@ -118,7 +119,7 @@ def test_conflicts(remora):
         with busy(HOST[0]) as t:
             t.wait_ready()
             out = os.path.join(d, "x.collapsed")
-            for flags in (["--blocking"], ["--native"], ["--async"], ["--engine", "bogus"]):
+            for flags in (["--blocking"], ["--native", "--blocking"], ["--async"], ["--engine", "bogus"]):
                 args = ["record", "-p", t.pid, "-d", "0.2", "-o", out] + flags
                 if flags[0] != "--engine":
                     args += ["--engine", "kernel"]

@@ -19,7 +19,9 @@
 #       Every frame says "native"; the target is left running, traced by no one, and its
 #       parent (this test) saw no stop (waitpid WUNTRACED). The text dump shows the same
 #       order (pause above py_pause).
-#   native/record/INTERP   `record --native --idle` of the same target, 1 s, to collapsed
+#   native/record/INTERP   `record --native --blocking --idle` of the same target, 1 s (the
+#       stop-the-world read: parked threads are off a CPU, and on the kernel engine a
+#       thread's C stack comes with its ticks and its switch-outs only), to collapsed
 #       stacks and a .remora recording converted to a flamegraph: in the flamegraph each
 #       thread's deepest stack passes the same checks (its "native" list gives which frames
 #       are C frames), and the collapsed stacks hold the C frames as frames (pause after
@@ -32,13 +34,15 @@
 #       RLIMIT_CORE raised; chroot interpreters and pyenv 3.12, with --root): the registers
 #       are the core's NT_PRSTATUS, the memory the core's.
 #   native/dlopen/INTERP   a library built now (cc) and loaded by the target after
-#       `record --native` attached (its TracerPid says when), its block() parked in pause()
+#       `record --native --blocking` attached (its TracerPid says when), its block() parked in pause()
 #       under py_block: the recording has a stack with pause, block (named from the new
 #       file's symbols once its modules are reported again, within a second) and py_block
 #       in that order (skipped without cc).
-#   native/traced   a target strace traces: `dump --native` and `record --native` are
-#       refused, exit 3, one line naming the tracer (skipped without strace).
-#   native/top/INTERP   `top --native --idle -d 1`: the last table has rows for pause,
+#   native/traced   a target strace traces: `dump --native` and `record --native
+#       --blocking` (both stop it) are refused, exit 3, one line naming the tracer (skipped
+#       without strace). `record --native` alone runs on the kernel engine, which needs no
+#       ptrace: native_tick_tests.py.
+#   native/top/INTERP   `top --native --blocking --idle -d 1`: the last table has rows for pause,
 #       py_pause, py_cmp and py_key (C functions are rows as Python ones are).
 import json
 import os
@@ -239,8 +243,8 @@ def test_record(remora, interp):
             ready = wait_parked(t)
             stripped = interp_stripped(remora, t)
             col, raw, html = (os.path.join(d, n) for n in ("n.collapsed", "n.remora", "n.html"))
-            rc, out, err = remora.run(["record", "-p", t.pid, "--native", "--idle", "-d", 1,
-                                       "-r", 50, "-o", col, "-o", raw])
+            rc, out, err = remora.run(["record", "-p", t.pid, "--native", "--blocking", "--idle",
+                                       "-d", 1, "-r", 50, "-o", col, "-o", raw])
             if rc != 0:
                 raise Fail("record --native exited %d: %s" % (rc, tail(err)))
             rc, out, err2 = remora.run(["convert", raw, "-o", html])
@@ -342,7 +346,8 @@ def test_traced(remora, interp):
                     raise Fail("strace never traced the target")
                 time.sleep(0.01)
             for args in (["dump", "-p", t.pid, "--native"],
-                         ["record", "-p", t.pid, "--native", "-d", 0.2, "-o", "-", "-f", "collapsed"]):
+                         ["record", "-p", t.pid, "--native", "--blocking", "-d", 0.2, "-o", "-", "-f",
+                          "collapsed"]):
                 err = expect_failure(remora, args, 3, "%s --native on a traced target" % args[0])
                 if str(tr.pid) not in err or "--native" not in err:
                     raise Fail("the message does not name the tracer %d and --native: %s"
@@ -371,8 +376,8 @@ def test_dlopen(remora, interp):
         if r.returncode != 0:
             raise Fail("cc failed: %s" % r.stdout.decode(errors="replace")[-300:])
         raw = t.host_path(t.visible_dir + "/n.remora")
-        rec = subprocess.Popen(remora.argv(["record", "-p", t.pid, "--native", "--idle", "-d", 3,
-                                            "-r", 50, "-o", raw]),
+        rec = subprocess.Popen(remora.argv(["record", "-p", t.pid, "--native", "--blocking", "--idle",
+                                            "-d", 3, "-r", 50, "-o", raw]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + READY_TIMEOUT
@@ -412,7 +417,8 @@ def test_dlopen(remora, interp):
 def test_top(remora, interp):
     with parked(interp) as t:
         wait_parked(t)
-        rc, out, err = remora.run(["top", "-p", t.pid, "--native", "--idle", "-d", 1, "-l", 500])
+        rc, out, err = remora.run(["top", "-p", t.pid, "--native", "--blocking", "--idle", "-d", 1,
+                                   "-l", 500])
         if rc != 0:
             raise Fail("top --native exited %d: %s" % (rc, tail(err)))
         tables = parse_top_tables(out)
