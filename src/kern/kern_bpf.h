@@ -120,6 +120,10 @@ struct kern_scratch {
     uint64_t seen_code[KERN_SEEN];  /* this walk's last code objects and their fingerprints: */
     uint64_t seen_fp[KERN_SEEN];    /* a recursion's code read once */
     kern_named_t named[KERN_NAMED]; /* the walk's named frames, before the copy */
+    uint64_t named_code[KERN_NAMED];    /* ... and their code objects */
+    uint32_t nnamed;                /* ... how many (the walk's count: kept here, unknown to
+                                     * the verifier, so that it splits no state) */
+    uint32_t naming;                /* this walk names (a tick's: 1; a switch-out's: 0) */
 };
 
 #endif

@@ -187,8 +187,6 @@ struct walk {
     __u32 flags;                    /* KERN_S_* */
     __u32 slot;                     /* the process's layouts[] index */
     __u32 nseen;                    /* code objects in the scratch's seen_* */
-    __u32 nnamed;                   /* frames named in the scratch's named[] */
-    __u32 pad;
 };
 
 /* A frame's field at win[off], off the frame's place in the window plus the field's
@@ -345,6 +343,23 @@ static __always_inline void name_frame(struct kern_scratch *s, const kern_layout
         nm->file_len = name_img(nm->file, p);
 }
 
+/* The i-th named frame of the walk: its code object's names (bpf_loop's callback). */
+static long name_step(__u32 i, void *ctx)
+{
+    __u32 zero = 0, slot = *(__u32 *)ctx;
+    struct kern_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+    kern_layout_t *L = bpf_map_lookup_elem(&layouts, &slot);
+
+    __u32 k = i;
+
+    if (s == NULL || L == NULL || i >= KERN_NAMED)
+        return 1;
+    barrier_var(k);                 /* the mask kept for the verifier */
+    k &= KERN_NAMED - 1;
+    name_frame(s, L, s->named_code[k], s->named[k].frame, k);
+    return 0;
+}
+
 /* One frame: read its header, fill frames[n], move to the previous one. 1 ends the loop. */
 static long walk_step(__u32 i, void *ctx)
 {
@@ -417,11 +432,17 @@ static long walk_step(__u32 i, void *ctx)
             w->nseen++;
             /* a code object user space has not named with this fingerprint: its names go
              * with the frame, in case it is freed before user space reads it */
-            if (L->nm_on && w->nnamed < KERN_NAMED) {
+            /* (the count lives in the scratch, not in the walk's context: a value the
+             * verifier cannot know splits none of its states) */
+            k = s->nnamed;
+            if (L->nm_on && s->naming && k < KERN_NAMED) {
                 __u64 *kv = bpf_map_lookup_elem(&known, &code);
                 if (kv == NULL || *kv != f->fp) {
-                    name_frame(s, L, code, n, w->nnamed);
-                    w->nnamed++;
+                    /* its names read after the walk (name_step): kept out of this
+                     * callback, whose every branch the verifier walks per frame */
+                    s->named[k & (KERN_NAMED - 1)].frame = n;
+                    s->named_code[k & (KERN_NAMED - 1)] = code;
+                    s->nnamed = k + 1;
                 }
             }
         }
@@ -515,6 +536,7 @@ static __always_inline void walk_frames(struct kern_scratch *s, const kern_layou
                                         __u64 tstate, struct walk *w)
 {
     w->slot = slot;
+    s->nnamed = 0;
     if (read_u64(&w->cur, tstate + L->ts_frame) != 0)
         w->flags |= KERN_S_FAULT;
     else if (L->frames_kind == KERN_FRAMES_CFRAME && w->cur != 0 &&
@@ -644,6 +666,7 @@ int kern_tick(void *ctx)
             bpf_probe_read_user(&s->rec.gen, L->gen_size == 4 ? 4 : 8, (const void *)L->gen_addr) == 0 &&
             s->rec.gen == L->gen_hint)
             w.flags |= KERN_S_GEN;
+        s->naming = 1;
         walk_frames(s, L, slot, *tsp, &w);
     }
     n = w.n;
@@ -660,9 +683,11 @@ int kern_tick(void *ctx)
     if (w.flags & KERN_S_FAULT)
         c->faults++;
     /* the named frames right after the last frame (the scratch's tail holds them all) */
-    nn = w.nnamed;
+    nn = s->nnamed;
     if (nn > KERN_NAMED)
         nn = KERN_NAMED;
+    if (nn > 0)
+        bpf_loop(nn, name_step, &slot, 0);
     if (nn > 0 && bpf_probe_read_kernel((char *)s->frames + (__u64)n * sizeof(kern_frame_t),
                                         sizeof s->named, s->named) != 0)
         nn = 0;
@@ -758,6 +783,7 @@ static __always_inline void switch_walk(struct task_struct *t, __u64 now, __u32 
     s->rec.t_ns = now;              /* the table's since_ns for this switch */
     s->rec.tstate = *tsp;
     s->rec.gen = 0;
+    s->naming = 0;                  /* (its thread is alive: named later by user space) */
     walk_frames(s, L, slot, *tsp, &w);
     n = w.n;
     if (n > KERN_MAX_FRAMES)

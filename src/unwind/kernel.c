@@ -424,11 +424,13 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
     }
     /* on a CPU and sampled by its ticks: the round counts none of its time; nor of one
      * preempted on the CPU remora runs on as the round woke: remora's own wake-up
-     * preempted it (a round would find it so at every round on that CPU; the table says
-     * so, by_self, where the layout names remora's process, else a switch just before the
-     * wake-up); else a thread waiting for a CPU is the round's, read as it stands */
+     * preempted it (a round would find it so at every round on that CPU); else a thread
+     * waiting for a CPU is the round's, read as it stands (one that remora preempted and
+     * another task keeps waiting, by_self in the table, too: its ticks stop while it waits,
+     * so the round counts that time: idle/wake's cruncher went uncounted when this took
+     * by_self for the wake-up) */
     th->kernel = (st.on_cpu || (th->runnable && st.cpu == ku->cpu &&
-                                (st.by_self || (int64_t)st.since_ns + KU_WAKE_NS >= ku->woke_ns))) &&
+                                (int64_t)st.since_ns + KU_WAKE_NS >= ku->woke_ns)) &&
                  tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
     if (st.on_cpu && !th->kernel)
         ku->stats.missed++;
