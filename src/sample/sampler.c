@@ -215,7 +215,11 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         unsigned count;
         /* off its CPU since the switch the kernel walked it at: that stack, not one read
          * while it may have begun to move again */
-        if (s->o.kern != NULL && (err = unw_kern_switch_stack(u, i, &sw)) != REMORA_OK)
+        /* (wall and cpu modes only: the round's GIL and exception state were read at
+         * another instant than that switch, and a mode judged by them would mix the two:
+         * fidelity/async saw a thread in select marked as handling an exception) */
+        if (s->o.kern != NULL && (s->o.mode == SAMPLE_WALL || s->o.mode == SAMPLE_CPU) &&
+            !(s->want & UNW_WANT_EXC) && (err = unw_kern_switch_stack(u, i, &sw)) != REMORA_OK)
             return err;
         if (sw != NULL)
             th = sw;
