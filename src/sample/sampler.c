@@ -58,6 +58,12 @@ int sampler_new(unwinder_t *u, proc_t *p, stk_table_t *t, const sample_sink_t *s
               (o->mode == SAMPLE_EXCEPTION || o->states ? UNW_WANT_EXC : 0) | (o->anchor ? UNW_WANT_ANCHOR : 0) |
               (o->function ? UNW_WANT_FIRSTLINE : 0) | (o->opcodes ? UNW_WANT_OPCODES : 0) |
               UNW_WANT_THREAD_NAMES;
+    /* the kernel engine's stack of a thread as it left its CPU: wall and cpu modes only
+     * (the round's GIL and exception state are read at another instant than that switch,
+     * and a mode judged by them would mix the two: fidelity/async saw a thread in select
+     * marked as handling an exception); elsewhere the kernel makes no such walk */
+    if (o->kern != NULL && (o->mode == SAMPLE_WALL || o->mode == SAMPLE_CPU) && !(s->want & UNW_WANT_EXC))
+        s->want |= UNW_WANT_SWITCH;
     if (o->async && u != NULL) {
         int err = async_new(t, &s->async);
         if (err) {
@@ -204,7 +210,7 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
     /* the stacks of the switches the round's table showed: each switch-out walk is under
      * way from before the table says the thread left (the walking count), so once the
      * walks under way now are over, every one of those is in its ring */
-    if (s->o.kern != NULL) {
+    if (s->o.kern != NULL && (s->want & UNW_WANT_SWITCH)) {
         kern_settle(s->o.kern, sampler_now_ns, SWITCH_WAIT_NS);
         if ((err = kern_poll_switch(s->o.kern, kern_switch_rec, s)) != REMORA_OK)
             return err;
@@ -214,12 +220,8 @@ static int sample_process(sampler_t *s, unwinder_t *u, proc_t *p, freezer_t *frz
         const unw_thread_t *th = &threads[i], *sw = NULL;
         unsigned count;
         /* off its CPU since the switch the kernel walked it at: that stack, not one read
-         * while it may have begun to move again */
-        /* (wall and cpu modes only: the round's GIL and exception state were read at
-         * another instant than that switch, and a mode judged by them would mix the two:
-         * fidelity/async saw a thread in select marked as handling an exception) */
-        if (s->o.kern != NULL && (s->o.mode == SAMPLE_WALL || s->o.mode == SAMPLE_CPU) &&
-            !(s->want & UNW_WANT_EXC) && (err = unw_kern_switch_stack(u, i, &sw)) != REMORA_OK)
+         * while it may have begun to move again (UNW_WANT_SWITCH) */
+        if ((s->want & UNW_WANT_SWITCH) && (err = unw_kern_switch_stack(u, i, &sw)) != REMORA_OK)
             return err;
         if (sw != NULL)
             th = sw;
@@ -312,7 +314,7 @@ static int kern_drain(sampler_t *s, int64_t *read_ns)
     int err, tries;
 
     /* the switch ring emptied at every round, light ones too (older stacks, superseded) */
-    if ((err = kern_poll_switch(s->o.kern, kern_switch_rec, s)) != REMORA_OK)
+    if ((s->want & UNW_WANT_SWITCH) && (err = kern_poll_switch(s->o.kern, kern_switch_rec, s)) != REMORA_OK)
         return err;
     *read_ns = sampler_now_ns();
     for (tries = 0; tries < 8; tries++) {

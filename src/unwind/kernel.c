@@ -75,6 +75,8 @@ struct unw_kern {
     int64_t looked_ns;              /* the round before this one (read or not) */
     int64_t checked_ns;             /* ... this one's time, once looked */
     int64_t period_ns;              /* the rounds' period (the ticks') */
+    uint32_t switch_gap_ns;         /* the layout's switch_gap_ns where UNW_WANT_SWITCH is
+                                     * wanted (0 in it otherwise: no walk at a switch-out) */
     int64_t resumed_ns;             /* the last unw_kern_resume(): no look before it counts */
     int cpu;                        /* ... on this CPU */
     uint64_t light_idle;            /* periods of idle time light rounds looked at, not yet
@@ -217,8 +219,11 @@ int unw_kern_enable(unwinder_t *u, struct kern *k, char *why, size_t whylen)
     /* a thread's stack walked as it leaves a CPU (each preemption; going to sleep, once a
      * period of wall time at most: the rounds' pace): none with page-fault samples, whose
      * rounds take no sample */
-    ku->lay.switch_gap_ns = ku->period_ns <= 0 || kern_fault_period(k) > 0 ? 0
-                          : ku->period_ns > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)ku->period_ns;
+    ku->switch_gap_ns = ku->period_ns <= 0 || kern_fault_period(k) > 0 ? 0
+                      : ku->period_ns > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)ku->period_ns;
+    /* ... and only where that stack is used (UNW_WANT_SWITCH: kern_sync_threads follows
+     * a later unw_set_want) */
+    ku->lay.switch_gap_ns = (u->want & UNW_WANT_SWITCH) ? ku->switch_gap_ns : 0;
     ku->lay.self_tgid = (uint32_t)getpid();
     /* --native: each tick copies its thread's user registers and the top of its stack,
      * unwound here (native_merge_tick): the target is never stopped */
@@ -286,8 +291,9 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
     size_t i;
 
     uint32_t exc_on = (u->want & UNW_WANT_EXC) && ku->lay.ts_exc_info != 0;
+    uint32_t gap = (u->want & UNW_WANT_SWITCH) ? ku->switch_gap_ns : 0;
 
-    if (ga != ku->lay.gen_addr || exc_on != ku->lay.exc_on) {
+    if (ga != ku->lay.gen_addr || exc_on != ku->lay.exc_on || gap != ku->lay.switch_gap_ns) {
         if (ga != ku->lay.gen_addr) {
             ku->lay.gen_addr = ga;
             ku->lay.gen_size = size;
@@ -297,6 +303,8 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
         /* the exception state read at each tick only where it is wanted (exception mode,
          * top's header): every other walk costs what it did */
         ku->lay.exc_on = exc_on;
+        /* the walks at a switch-out likewise only where the sampler uses them */
+        ku->lay.switch_gap_ns = gap;
         kern_add_process(ku->k, pid, &ku->lay);
     }
 
@@ -855,7 +863,8 @@ int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out)
     int err;
 
     *out = NULL;
-    if (ku == NULL || u->reader == NULL || i >= u->nthreads || i >= u->reader->nthreads)
+    if (ku == NULL || !(u->want & UNW_WANT_SWITCH) || u->reader == NULL || i >= u->nthreads ||
+        i >= u->reader->nthreads)
         return REMORA_OK;
     round = &u->threads[i];
     tc = &u->reader->threads[i];

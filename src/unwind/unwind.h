@@ -162,13 +162,21 @@ typedef struct unwinder unwinder_t;
                                  * stack not read nor named; not in ALL */
 #define UNW_WANT_OPCODES 1024u /* --opcodes: each thread's innermost Python frame's
                                  * instruction (op, offset): a read a thread; not in ALL */
+#define UNW_WANT_SWITCH 2048u  /* the kernel engine: a thread's frames walked as it leaves a
+                                 * CPU, for a round that finds it off the CPU since
+                                 * (unw_kern_switch_stack); without it no such walk is made
+                                 * (wall and cpu modes: a mode judged by the round's GIL or
+                                 * exception state would mix two instants); not in ALL */
 _Static_assert((UNW_WANT_ACTIVE & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
                                    UNW_WANT_NATIVE | UNW_WANT_TASKS)) == 0 &&
                (UNW_WANT_TASKS & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
                                   UNW_WANT_NATIVE)) == 0 &&
                ((UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE) & UNW_WANT_NATIVE) == 0 &&
                ((UNW_WANT_ALL | UNW_WANT_ANCHOR) & UNW_WANT_FIRSTLINE) == 0 &&
-               (UNW_WANT_ALL & UNW_WANT_ANCHOR) == 0, "UNW_WANT_* flags share a bit");
+               (UNW_WANT_ALL & UNW_WANT_ANCHOR) == 0 &&
+               (UNW_WANT_SWITCH & (UNW_WANT_ALL | UNW_WANT_ANCHOR | UNW_WANT_FIRSTLINE |
+                                   UNW_WANT_NATIVE | UNW_WANT_TASKS | UNW_WANT_ACTIVE |
+                                   UNW_WANT_OPCODES)) == 0, "UNW_WANT_* flags share a bit");
 
 /* Returns 0 or REMORA_ENOMEM. The unwinder borrows p and t; it reads everything
  * (UNW_WANT_ALL) until unw_set_want() says otherwise. */
@@ -366,10 +374,10 @@ int unw_kern_tick(unwinder_t *u, const struct kern_sample *ks, const unw_thread_
 #define UNW_KERN_SWITCH 64
 int unw_kern_switch(unwinder_t *u, const struct kern_sample *ks);
 
-/* The i-th thread of the last unw_sample() with the stack the kernel walked as it left its
- * CPU, when the round found it off a CPU since that very switch (it has not run since, so
- * that is its stack at the round, whatever a read of its memory that it began to move
- * under saw): *out is u->threads[i] (status, weight) with those frames, named as a tick's,
+/* With UNW_WANT_SWITCH, the i-th thread of the last unw_sample() with the stack the kernel
+ * walked as it left its CPU, when the round found it off a CPU since that very switch (it
+ * has not run since, so that is its stack at the round, whatever a read of its memory that
+ * it began to move under saw): *out is u->threads[i] (status, weight) with those frames, named as a tick's,
  * valid until the next call of this or unw_kern_tick; else *out is NULL and the round's
  * own reading stands. Returns 0, REMORA_ENOPROC or REMORA_ENOMEM. */
 int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out);
