@@ -14,12 +14,19 @@
 #                               kernel`, handling()'s share within MARGIN points of its own,
 #                               no sample in plain(), at most 0.1% of samples partial
 # A window the machine disturbed (the share off by more than MARGIN) is tried again, TRIES windows in all.
+#   tick-mode/switch-walks/INTERP  the gil target (its threads go to sleep hundreds of times
+#                               a second) recorded SWITCH_SECONDS with --stats in each of
+#                               wall, gil and exception modes: the kernel engine walks a
+#                               thread's frames as it leaves its CPU only where the rounds use
+#                               that stack (wall and cpu modes), so --stats' switch_walks is
+#                               over 0 in wall mode and 0 in the other two
 import os
+import re
 import shutil
 
 from formats import parse_collapsed
 from harness import INTERPRETERS, TARGETS, Fail, Skip, Target, interp_missing, mark, record, \
-    summary, workdir
+    summary, tail, workdir
 
 ORDER = 330           # after engine_tests.py
 
@@ -89,8 +96,52 @@ def test_mode(remora, interp, mode):
         shutil.rmtree(d, ignore_errors=True)
 
 
+SWITCH_SECONDS = "1"
+SWITCH_WALKS = re.compile(r"switch_walks=(\d+) switch_used=(\d+)")
+
+
+def switch_walks(remora, t, mode, path):
+    """`record --mode MODE --stats` of t: (switch_walks, switch_used) from --stats."""
+    _, err = record(remora, ["-p", t.pid, "-d", SWITCH_SECONDS, "-r", RATE, "--mode", mode, "--stats",
+                             "-o", path])
+    s = summary(err, RATE)
+    if s.engine != "kernel":
+        notice = [l for l in err.splitlines() if NOTICE in l]
+        if notice and "--mode" not in notice[0]:
+            raise Skip("the kernel engine is not used here: %s" % notice[0])
+        raise Fail("--mode %s: the summary says engine %s, want kernel%s"
+                   % (mode, s.engine, ": " + notice[0] if notice else ""))
+    m = SWITCH_WALKS.search(err)
+    if m is None:
+        raise Fail("--mode %s: --stats has no switch_walks/switch_used: %s" % (mode, tail(err, 8)))
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_switch_walks(remora, interp):
+    if os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    d = workdir()
+    try:
+        with Target(interp, os.path.join(TARGETS, "tick_modes.py"), "ready.json", ["gil"]) as t:
+            t.wait_ready()
+            got = {mode: switch_walks(remora, t, mode, os.path.join(d, "%s.collapsed" % mode))
+                   for mode in ("wall", "gil", "exception")}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    note = "; ".join("%s: switch_walks=%d switch_used=%d" % (m, w, u) for m, (w, u) in got.items())
+    if got["wall"][0] == 0:
+        raise Fail("wall mode walked no thread at its switch-out: %s" % note)
+    for mode in ("gil", "exception"):
+        if got[mode] != (0, 0):
+            raise Fail("--mode %s: the kernel walked threads at their switch-out, a stack that mode "
+                       "never uses: %s" % (mode, note))
+    return note
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     return [("tick-mode/%s/%s" % (mode, i[0]), lambda i=i, mode=mode: test_mode(remora, i, mode),
              interp_missing(i))
-            for mode in ("gil", "exception") for i in INTERPRETERS if i[0] in TICK_INTERPS]
+            for mode in ("gil", "exception") for i in INTERPRETERS if i[0] in TICK_INTERPS] + \
+           [("tick-mode/switch-walks/%s" % i[0], lambda i=i: test_switch_walks(remora, i), interp_missing(i))
+            for i in INTERPRETERS if i[0] in TICK_INTERPS]
