@@ -100,37 +100,26 @@ void image_seal(image_t *img)
     img->nfmaps = k;
 }
 
+/* The index of the first segment whose start is above addr (nsegs: none). */
+static size_t seg_after(const image_t *img, uint64_t addr)
+{
+    return REMORA_UPPER_U64(img->segs, img->nsegs, img_seg_t, start, addr);
+}
+
 /* The last segment whose start is <= addr, if addr is inside it. */
 static const img_seg_t *find_seg(const image_t *img, uint64_t addr)
 {
-    size_t lo = 0, hi = img->nsegs;
+    size_t i = seg_after(img, addr);
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (img->segs[mid].start <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0 || addr >= img->segs[lo - 1].end)
-        return NULL;
-    return &img->segs[lo - 1];
+    return i > 0 && addr < img->segs[i - 1].end ? &img->segs[i - 1] : NULL;
 }
 
+/* The last file-backed mapping whose start is <= addr, if addr is inside it. */
 static const img_fmap_t *find_fmap(const image_t *img, uint64_t addr)
 {
-    size_t lo = 0, hi = img->nfmaps;
+    size_t i = REMORA_UPPER_U64(img->fmaps, img->nfmaps, img_fmap_t, start, addr);
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (img->fmaps[mid].start <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0 || addr >= img->fmaps[lo - 1].end)
-        return NULL;
-    return &img->fmaps[lo - 1];
+    return i > 0 && addr < img->fmaps[i - 1].end ? &img->fmaps[i - 1] : NULL;
 }
 
 /* Reads up to 'limit' bytes at addr from the file mapped there; returns the count or 0. */
@@ -183,14 +172,7 @@ int image_read(image_t *img, uint64_t addr, void *buf, size_t len)
             }
         } else if (img->nsegs > 0) {
             /* not in a segment: a mapping the core left out entirely; stop at the next one */
-            size_t lo = 0, hi = img->nsegs;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (img->segs[mid].start <= addr)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
+            size_t lo = seg_after(img, addr);
             if (lo < img->nsegs && img->segs[lo].start - addr < limit)
                 limit = img->segs[lo].start - addr;
         }

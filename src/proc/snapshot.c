@@ -519,14 +519,7 @@ static int merge_reads(const recorder_t *r, span_t **spans, size_t *nspans, unsi
     /* in the order they were read: later reads win */
     for (i = 0; i < r->nreads; i++) {
         const rec_read_t *rd = &r->reads[i];
-        size_t lo = 0, hi = n;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (sp[mid].start <= rd->addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = REMORA_UPPER_U64(sp, n, span_t, start, rd->addr);
         memcpy(all + sp[lo - 1].at + (rd->addr - sp[lo - 1].start), r->data + rd->at, rd->len);
     }
     free(order);

@@ -344,16 +344,7 @@ static int walk_native(unw_native_t *n, pid_t tid)
 /* The index of the first function range whose hi is above pc (nfuncs: none). */
 static size_t func_at(const unw_native_t *n, uint64_t pc)
 {
-    size_t lo = 0, hi = n->nfuncs;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (n->funcs[mid].hi <= pc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return REMORA_UPPER_U64(n->funcs, n->nfuncs, nat_func_t, hi, pc);
 }
 
 /* Every sized function symbol of a module into n->funcs (unsorted: funcs_sort). */

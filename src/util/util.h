@@ -31,6 +31,16 @@ static inline int remora_grow(void **v, size_t *cap, size_t need, size_t elem)
     return need <= *cap ? 0 : remora_grow_to(v, cap, need, elem);
 }
 
+/* ---- search.c ------------------------------------------------------------- */
+
+/* The index of the first of the n elements of 'size' bytes at base whose uint64_t at byte
+ * 'off' is above key (n: none), the elements sorted by that field. Through
+ * REMORA_UPPER_U64, which names the type and field (and refuses one not 8 bytes). */
+size_t remora_upper_u64(const void *base, size_t n, size_t size, size_t off, uint64_t key);
+#define REMORA_UPPER_U64(base, n, type, field, key)                                       \
+    ((void)sizeof(char[sizeof(((type *)0)->field) == sizeof(uint64_t) ? 1 : -1]),         \
+     remora_upper_u64((base), (n), sizeof(type), offsetof(type, field), (key)))
+
 /* ---- lines.c -------------------------------------------------------------- */
 
 /* Where each line of text[0..len) begins, as Python's universal newlines split them (\n,

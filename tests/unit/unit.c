@@ -314,6 +314,25 @@ static void test_strtab(void)
     strtab_free(t);
 }
 
+/* remora_upper_u64 over ranges sorted by start (as segments and mappings are), each case
+ * a key and the index of the first range that begins above it. */
+static void test_upper(void)
+{
+    struct rng { uint32_t pad; uint64_t start, end; };
+    static const struct rng r[] = { { 0, 10, 20 }, { 0, 20, 30 }, { 0, 40, 50 } };
+    static const struct { uint64_t key; size_t want; } cases[] = {
+        { 0, 0 }, { 9, 0 }, { 10, 1 }, { 19, 1 }, { 20, 2 }, { 35, 2 }, { 40, 3 },
+        { UINT64_MAX, 3 },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK(REMORA_UPPER_U64(r, 3, struct rng, start, cases[i].key) == cases[i].want,
+              "upper bound of a start");
+    CHECK(REMORA_UPPER_U64(r, 0, struct rng, start, 5) == 0, "upper bound in no range");
+    CHECK(REMORA_UPPER_U64(r, 3, struct rng, end, 29) == 1, "upper bound of an end");
+}
+
 static void test_json(void)
 {
     char *buf = NULL;
@@ -2446,6 +2465,7 @@ int main(void)
     test_stat();
     test_elf();
     test_strtab();
+    test_upper();
     test_source_cache();
     test_json();
     test_text();
