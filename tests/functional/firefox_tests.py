@@ -18,24 +18,17 @@
 #                          call tree must count the same samples under the same function
 #                          names as the collapsed file; skipped when node/npm are missing.
 
-import collections
-import json
 import os
 import shutil
-import subprocess
-import uuid
 
-from harness import (INTERPRETERS, REPO, SHORT_SECONDS, TARGETS, Fail, Skip, Target,
-                     check_odd_names, expect_failure, interp_missing, interpreter, npm_ci,
-                     odd_recording, record, tail, workdir)
+from harness import (INTERPRETERS, SHORT_SECONDS, TARGETS, Fail, Target, check_odd_names,
+                     expect_failure, interp_missing, interpreter, odd_recording,
+                     profiler_call_trees, profiler_cli, record, tail, workdir)
 from formats import (by_thread, firefox_stacks, first_difference, gil_markers, load_json,
                      parse_collapsed, plain_frame)
 
 ORDER = 110           # where run.py runs these tests among the modules' (ascending)
 
-FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
-CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli", "dist",
-                   "profiler-cli.js")
 PROFILER_INTERP = "pyenv-3.12.1"      # the format does not depend on the version
 GIL_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "sid-3.15")
 
@@ -124,55 +117,13 @@ def test_gil(remora, interp):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def profiler_cli():
-    """[node, profiler-cli.js], installing tests/firefox's package if missing; Skip when
-    that cannot be done."""
-    node = shutil.which("node")
-    if node is None:
-        raise Skip("node not installed")
-    if not os.path.exists(CLI):
-        reason = npm_ci(FIREFOX_DIR, CLI)
-        if reason:
-            raise Skip(reason)
-    return [node, CLI]
-
-
-def leaf_paths(node, path, out):
-    """Counter of name paths (root first) from a profiler-cli call tree, by self samples."""
-    here = path + (node["name"],) if path is not None else ()
-    if node.get("selfSamples"):
-        out[here] += node["selfSamples"]
-    for ch in node.get("children", []):
-        leaf_paths(ch, here, out)
-
-
 def test_profiler(remora, interp):
     cli = profiler_cli()
     d, ready = odd_recording(remora, interp, ["rec.gecko.json", "rec.collapsed"])
-    session = "remora-" + uuid.uuid4().hex[:8]
-    env = dict(os.environ, HOME=d)
-
-    def run(args, timeout=120):
-        p = subprocess.run(cli + args + ["--session", session], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env)
-        text = p.stdout.decode("utf-8", "replace")
-        if p.returncode != 0:
-            raise Fail("`profiler-cli %s` exited %d: %s" % (" ".join(args[:2]), p.returncode, tail(text, 4)))
-        return text
-
     try:
-        run(["load", os.path.join(d, "rec.gecko.json")])
-        listed = json.loads(run(["thread", "list", "--json"]))["threads"]
+        got = profiler_call_trees(cli, os.path.join(d, "rec.gecko.json"), d)
         stacks = parse_collapsed(os.path.join(d, "rec.collapsed"))
         want = by_thread(stacks, lambda f: f[0])
-        got = {}
-        for th in listed:
-            tree = json.loads(run(["thread", "samples-top-down", "--thread", th["threadHandle"],
-                                   "--include-idle", "--max-lines", "100000", "--json"]))
-            c = collections.Counter()
-            leaf_paths(tree["regularCallTree"], None, c)
-            if sum(c.values()):
-                got[th["tid"]] = c
         if got != want:
             tids = sorted(set(got) | set(want))
             diffs = ["thread %d: %d samples in the profiler, %d in collapsed"
@@ -183,11 +134,6 @@ def test_profiler(remora, interp):
         return "the profiler reads %d threads, %d samples, the same call trees" % (
             len(got), sum(sum(c.values()) for c in got.values()))
     finally:
-        try:
-            subprocess.run(cli + ["stop", "--session", session], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, env=env)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
         shutil.rmtree(d, ignore_errors=True)
 
 

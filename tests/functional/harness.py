@@ -9,7 +9,7 @@ from common import (Fail, HERE, REPO, Skip, TARGETS, one_line, script, tail)
 
 # interpreters.py: every interpreter path, which this run uses, how one runs
 from interpreters import (CHROOT, HOST_PYTHON, INTERPRETERS, OLD_PYTHONS, ONLY_INTERPRETERS,
-                          PYENV, interp_command, interp_missing, interpreter)
+                          PYENV, interp_command, interp_missing, interpreter, program_tests)
 
 # targets.py: a target, its readiness, /proc, its marks, its cores
 from targets import (CRASH_TIMEOUT, CrashTarget, FUTEX_SYSCALL, GCORE_TIMEOUT, LOST,
@@ -30,5 +30,6 @@ from judges import (BASE, CHAINS, MOVING, Role, Source, TORN_TOLERATED, bare, ch
                     judge_profile, judge_stack, recurse_roles, simple_frames, thread_diff,
                     torn_kind, torn_verdict, version_matches)
 
-# nodetools.py: speedscope's schema, npm ci
-from nodetools import (SPEEDSCOPE_DIR, browser_check, npm_ci, speedscope_validator)
+# nodetools.py: speedscope's schema, the Firefox Profiler's client, npm ci
+from nodetools import (SPEEDSCOPE_DIR, browser_check, npm_ci, profiler_call_trees, profiler_cli,
+                       speedscope_validator)

@@ -33,18 +33,16 @@
 #   memory/dump-resident    `dump --json` of mem_grow.py: resident_bytes within
 #                           DUMP_SLACK of the target's own statm reading, and the text
 #                           line says `resident N MiB`
-import collections
 import json
 import os
 import re
 import shutil
 import subprocess
-import uuid
 
 from formats import (by_thread, first_difference, flamegraph_data, load_json, parse_collapsed,
                      read_jsonl, read_pprof, read_pstats, read_remora)
-from harness import (INTERPRETERS, REPO, TARGETS, Fail, Recording, Skip, Target, interp_missing,
-                     npm_ci, one_line, tail, target_says, workdir)
+from harness import (INTERPRETERS, TARGETS, Fail, Recording, Skip, Target, interp_missing,
+                     one_line, profiler_call_trees, profiler_cli, tail, target_says, workdir)
 
 ORDER = 325           # after engine_tests (the kernel engine's own), before real_tests
 
@@ -284,18 +282,16 @@ def units_problems(d, stem, total):
     return bad
 
 
-def test_units(remora):
-    """One memory profile in every format: bytes wherever a format names its unit."""
-    if os.environ.get("REMORA_TEST_ENGINE") == "user":
-        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
-    d = workdir()
+def record_growth(remora, outputs):
+    """`record --mode memory -o OUTPUT...` of the grower through UNIT_ROUNDS rounds of
+    growth, ended by SIGINT: its stderr; Fail if it did not exit 0."""
     rec = None
     try:
         with grower(HOST[0]) as t:
             pid = t.wait_ready()["pid"]
             args = ["-p", pid, "--mode", "memory"]
-            for ext in UNIT_OUTPUTS:
-                args += ["-o", os.path.join(d, "m." + ext)]
+            for path in outputs:
+                args += ["-o", path]
             rec = Recording(remora, args)
             rec.wait_sampled()
             target_says(t, "go %d" % UNIT_ROUNDS, 1)
@@ -303,103 +299,55 @@ def test_units(remora):
             rc, _, err = rec.finish()
             if rc != 0:
                 raise Fail("record --mode memory exited %d: %s" % (rc, tail(err)))
-            total = sum(st.count for st in parse_collapsed(os.path.join(d, "m.collapsed")))
-            if total <= 0:
-                raise Fail("no growth recorded: %s" % tail(err))
-            bad = units_problems(d, "m", total)
-            # the same from the recording, converted: the unit kept
-            for ext in UNIT_OUTPUTS[:-1]:       # convert writes one output a run
-                rc, _, err = remora.run(["convert", os.path.join(d, "m.remora"),
-                                         "-o", os.path.join(d, "c." + ext)])
-                if rc != 0:
-                    raise Fail("convert of the memory recording to .%s exited %d: %s"
-                               % (ext, rc, tail(err)))
-            bad += ["converted: " + b for b in units_problems(d, "c", total)]
-            if bad:
-                raise Fail("; ".join(bad))
-            return "%d bytes in %d formats, recorded and converted" % (total, len(UNIT_OUTPUTS))
+            return err
     finally:
         if rec is not None:
             rec.close()
+
+
+def test_units(remora):
+    """One memory profile in every format: bytes wherever a format names its unit."""
+    if os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    d = workdir()
+    try:
+        err = record_growth(remora, [os.path.join(d, "m." + ext) for ext in UNIT_OUTPUTS])
+        total = sum(st.count for st in parse_collapsed(os.path.join(d, "m.collapsed")))
+        if total <= 0:
+            raise Fail("no growth recorded: %s" % tail(err))
+        bad = units_problems(d, "m", total)
+        # the same from the recording, converted: the unit kept
+        for ext in UNIT_OUTPUTS[:-1]:       # convert writes one output a run
+            rc, _, err = remora.run(["convert", os.path.join(d, "m.remora"),
+                                     "-o", os.path.join(d, "c." + ext)])
+            if rc != 0:
+                raise Fail("convert of the memory recording to .%s exited %d: %s"
+                           % (ext, rc, tail(err)))
+        bad += ["converted: " + b for b in units_problems(d, "c", total)]
+        if bad:
+            raise Fail("; ".join(bad))
+        return "%d bytes in %d formats, recorded and converted" % (total, len(UNIT_OUTPUTS))
+    finally:
         shutil.rmtree(d, ignore_errors=True)
-
-
-FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
-PROFILER_CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli",
-                            "dist", "profiler-cli.js")
-
-
-def self_weights(node, path, out):
-    """Counter of name paths (root first) of a profiler-cli call tree, by self weight (its
-    selfSamples: the samples' weights summed, bytes in a memory profile)."""
-    here = path + (node["name"],) if path is not None else ()
-    if node.get("selfSamples"):
-        out[here] += node["selfSamples"]
-    for ch in node.get("children", []):
-        self_weights(ch, here, out)
 
 
 def test_firefox_profiler(remora):
     """The Firefox Profiler reads a memory recording's weights as the collapsed bytes."""
     if os.environ.get("REMORA_TEST_ENGINE") == "user":
         raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
-    node = shutil.which("node")
-    if node is None:
-        raise Skip("node not installed")
-    if not os.path.exists(PROFILER_CLI):
-        reason = npm_ci(FIREFOX_DIR, PROFILER_CLI)
-        if reason:
-            raise Skip(reason)
+    cli = profiler_cli()
     d = workdir()
-    rec = None
-    session = "remora-mem-" + uuid.uuid4().hex[:8]
-    env = dict(os.environ, HOME=d)
-
-    def cli(args):
-        p = subprocess.run([node, PROFILER_CLI] + args + ["--session", session], env=env,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=120)
-        text = p.stdout.decode("utf-8", "replace")
-        if p.returncode != 0:
-            raise Fail("`profiler-cli %s` exited %d: %s" % (" ".join(args[:2]), p.returncode,
-                                                             tail(text, 4)))
-        return text
-
     try:
-        with grower(HOST[0]) as t:
-            pid = t.wait_ready()["pid"]
-            gecko, coll = os.path.join(d, "m.gecko.json"), os.path.join(d, "m.collapsed")
-            rec = Recording(remora, ["-p", pid, "--mode", "memory", "-o", gecko, "-o", coll])
-            rec.wait_sampled()
-            target_says(t, "go %d" % UNIT_ROUNDS, 1)
-            rec.proc.send_signal(2)
-            rc, _, err = rec.finish()
-            if rc != 0:
-                raise Fail("record --mode memory exited %d: %s" % (rc, tail(err)))
+        gecko, coll = os.path.join(d, "m.gecko.json"), os.path.join(d, "m.collapsed")
+        record_growth(remora, [gecko, coll])
         want = by_thread(parse_collapsed(coll), lambda f: f[0])
-        cli(["load", gecko])
-        got = {}
-        for th in json.loads(cli(["thread", "list", "--json"]))["threads"]:
-            tree = json.loads(cli(["thread", "samples-top-down", "--thread", th["threadHandle"],
-                                   "--include-idle", "--max-lines", "100000", "--json"]))
-            c = collections.Counter()
-            self_weights(tree["regularCallTree"], None, c)
-            if sum(c.values()):
-                got[th["tid"]] = c
+        got = profiler_call_trees(cli, gecko, d)
         if got != want:
             raise Fail("the Firefox Profiler weighs other stacks than the collapsed bytes: %s"
                        % first_difference(got, want))
         return "the profiler weighs %d bytes in %d stacks, as the collapsed file" % (
             sum(sum(c.values()) for c in got.values()), sum(len(c) for c in got.values()))
     finally:
-        try:
-            subprocess.run([node, PROFILER_CLI, "stop", "--session", session], env=env,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        if rec is not None:
-            rec.close()
         shutil.rmtree(d, ignore_errors=True)
 
 

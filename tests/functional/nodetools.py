@@ -1,11 +1,15 @@
 # The node tools of the functional tests: speedscope's schema (tests/speedscope) and the
-# Firefox Profiler (tests/firefox), their npm packages installed when missing (`npm ci`);
-# one check of tests/browser/run.mjs in headless Chromium. Standard library only.
+# Firefox Profiler (tests/firefox: its command-line client reads a profile's call trees),
+# their npm packages installed when missing (`npm ci`); one check of tests/browser/run.mjs
+# in headless Chromium. Standard library only.
 
+import collections
+import json
 import os
 import re
 import shutil
 import subprocess
+import uuid
 
 from common import REPO, Fail, Skip, tail
 
@@ -67,3 +71,65 @@ def speedscope_validator():
         raise Skip(reason)
     _validator["cmd"] = [node, validate]
     return _validator["cmd"]
+
+
+FIREFOX_DIR = os.path.join(REPO, "tests", "firefox")
+PROFILER_CLI = os.path.join(FIREFOX_DIR, "node_modules", "@firefox-devtools", "profiler-cli", "dist",
+                            "profiler-cli.js")
+
+
+def profiler_cli():
+    """[node, profiler-cli.js], installing tests/firefox's package if missing; Skip when
+    that cannot be done."""
+    node = shutil.which("node")
+    if node is None:
+        raise Skip("node not installed")
+    if not os.path.exists(PROFILER_CLI):
+        reason = npm_ci(FIREFOX_DIR, PROFILER_CLI)
+        if reason:
+            raise Skip(reason)
+    return [node, PROFILER_CLI]
+
+
+def self_paths(node, path, out):
+    """Counter of name paths (root first) of a profiler-cli call tree, by self samples (its
+    selfSamples: the samples' weights summed, bytes in a memory profile)."""
+    here = path + (node["name"],) if path is not None else ()
+    if node.get("selfSamples"):
+        out[here] += node["selfSamples"]
+    for ch in node.get("children", []):
+        self_paths(ch, here, out)
+
+
+def profiler_call_trees(cli, gecko, home):
+    """The profile gecko as the Firefox Profiler's own code reads it, through its client
+    cli (profiler_cli()) in a session of its own, HOME=home: {tid: Counter of name paths by
+    self samples (self_paths)}, a thread with none left out. Fail if the client fails."""
+    session = "remora-" + uuid.uuid4().hex[:8]
+    env = dict(os.environ, HOME=home)
+
+    def run(args, timeout=120):
+        p = subprocess.run(cli + args + ["--session", session], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env)
+        text = p.stdout.decode("utf-8", "replace")
+        if p.returncode != 0:
+            raise Fail("`profiler-cli %s` exited %d: %s" % (" ".join(args[:2]), p.returncode, tail(text, 4)))
+        return text
+
+    try:
+        run(["load", gecko])
+        got = {}
+        for th in json.loads(run(["thread", "list", "--json"]))["threads"]:
+            tree = json.loads(run(["thread", "samples-top-down", "--thread", th["threadHandle"],
+                                   "--include-idle", "--max-lines", "100000", "--json"]))
+            c = collections.Counter()
+            self_paths(tree["regularCallTree"], None, c)
+            if sum(c.values()):
+                got[th["tid"]] = c
+        return got
+    finally:
+        try:
+            subprocess.run(cli + ["stop", "--session", session], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, env=env)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
