@@ -60,3 +60,11 @@ def interp_missing(interp):
         return "interpreter %s not found%s" % (python, " in chroot " + root if root else "")
     return None
 
+
+def program_tests(prefix, programs, names, fn):
+    """[(PREFIX/PROGRAM/INTERP, test, skip reason or None)] for run.py: each program (a
+    tuple, its name first) on each interpreter of INTERPRETERS named in names, in that
+    order; the test calls fn(interp, *the program's other items)."""
+    return [("%s/%s/%s" % (prefix, p[0], i[0]), lambda i=i, p=p: fn(i, *p[1:]), interp_missing(i))
+            for p in programs for i in INTERPRETERS if i[0] in names]
+

@@ -23,13 +23,14 @@
 #       site of many small blocks (the leak's remember_user, 18 a call) has a few points
 #       more of remora's bytes than of tracemalloc's; the order test allows for it where
 #       sites differ by more than that. Each test runs in 5-10 s.
+import functools
 import os
 import shutil
 import subprocess
 
 from formats import parse_collapsed
-from harness import (INTERPRETERS, TARGETS, Fail, Recording, Skip, Target, interp_command,
-                     interp_missing, tail, target_says, workdir)
+from harness import (TARGETS, Fail, Recording, Skip, Target, interp_command, program_tests, tail,
+                     target_says, workdir)
 
 ORDER = 326           # after memory_tests
 
@@ -139,11 +140,4 @@ def test_real(remora, interp, script, module, n):
 
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
-    out = []
-    for program, script, module, n in PROGRAMS:
-        for i in INTERPRETERS:
-            if i[0] in INTERPS:
-                out.append(("memory/real/%s/%s" % (program, i[0]),
-                            lambda i=i, s=script, m=module, n=n: test_real(remora, i, s, m, n),
-                            interp_missing(i)))
-    return out
+    return program_tests("memory/real", PROGRAMS, INTERPS, functools.partial(test_real, remora))

@@ -71,6 +71,7 @@
 # (reported), and its clock is per thread.
 
 import collections
+import functools
 import math
 import os
 import random
@@ -81,7 +82,7 @@ import subprocess
 
 from formats import read_remora
 from harness import (INTERPRETERS, TARGETS, Fail, Skip, Target, interp_command, interp_missing,
-                     mark, record, summary, tail, workdir)
+                     mark, program_tests, record, summary, tail, workdir)
 
 ORDER = 330           # where run.py runs these tests among the modules' (ascending)
 # shares, measurements of timing as fidelity/mix is, run as it is: REMORA_FIDELITY=1
@@ -604,10 +605,4 @@ def tests(remora):
         if i[0] in SLOW_INTERPS:
             out.append(("switch-slow/aiohttp/%s" % i[0], lambda i=i: test_switch_slow(remora, i),
                         interp_missing(i)))
-    for program, script, module, reference in PROGRAMS:
-        for i in INTERPRETERS:
-            if i[0] in REAL_INTERPS:
-                out.append(("real/%s/%s" % (program, i[0]),
-                            lambda i=i, s=script, m=module, r=reference: test_real(remora, i, s, m, r),
-                            interp_missing(i)))
-    return out
+    return out + program_tests("real", PROGRAMS, REAL_INTERPS, functools.partial(test_real, remora))
