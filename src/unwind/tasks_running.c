@@ -289,3 +289,63 @@ py:
             return registry_sample(u, tk, th, n, 1);
     return REMORA_OK;
 }
+
+int tk_frame_keys(struct unw_tasks_state *tk, size_t n)
+{
+    size_t i, k = 0;
+
+    tk->nfkeys = 0;
+    if (n > 0 && remora_grow((void **)&tk->fkeys, &tk->cap_fkeys, n, sizeof *tk->fkeys))
+        return REMORA_ENOMEM;
+    for (i = 0; i < n; i++)
+        if (tk->raw[i].frame != 0 && tk->raw[i].frame % 8 == 0)
+            tk->fkeys[k++] = (tk_key_t){ tk->raw[i].frame, i };
+    if (k > 1)
+        qsort(tk->fkeys, k, sizeof *tk->fkeys, cmp_key);
+    tk->nfkeys = k;
+    return REMORA_OK;
+}
+
+/* The kernel engine: the running task is the one whose coroutine's frame the frames read
+ * at one instant hold (a coroutine's frame is in it, or its frame object, for as long as
+ * it lives: no second read of a stack that moves). The innermost such frame: a task steps
+ * no other task's coroutine. The tasks are the last reading's (unw_tasks()): a task made
+ * since is in no key, and the thread's frames are written without a task; when the
+ * round's reading said the thread ran a task (round_task) the reading does not hold,
+ * unw_tasks_stale() says so. No system call. */
+void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
+{
+    struct unw_tasks_state *tk = u->tasks;
+    size_t j;
+
+    th->task = 0;
+    th->task_frames = 0;
+    if (tk == NULL || tk->nfkeys == 0 || tk->nfkeys > tk->ntasks) {
+        if (tk != NULL && round_task != 0)
+            tk->stale = 1;
+        return;
+    }
+    for (j = 0; j < th->nframes; j++) {
+        tk_key_t key, *k;
+        if (th->frames[j].native || th->frames[j].addr == 0)
+            continue;
+        key.id = th->frames[j].addr;
+        k = bsearch(&key, tk->fkeys, tk->nfkeys, sizeof *tk->fkeys, cmp_key);
+        if (k == NULL || k->idx >= tk->ntasks)
+            continue;
+        th->task = tk->tasks[k->idx].id;
+        th->task_frames = j + 1;
+        return;
+    }
+    if (round_task != 0 && find_task(tk, tk->ntasks, round_task) < 0)
+        tk->stale = 1;
+}
+
+int unw_tasks_stale(unwinder_t *u)
+{
+    int stale = u->tasks != NULL && u->tasks->stale;
+
+    if (u->tasks != NULL)
+        u->tasks->stale = 0;
+    return stale;
+}

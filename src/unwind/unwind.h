@@ -318,6 +318,13 @@ int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n);
 #define UNW_MAX_CHAIN 256
 int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, size_t *n);
 
+/* The kernel engine: a stack read at one instant (a tick's, a switch-out's) names its
+ * running task by the frames it holds (the task whose coroutine's frame is among them, in
+ * the last unw_tasks() result), and sets th->task and task_frames so. Whether such a
+ * stack, since the last call, belonged to a thread whose running task that result does
+ * not hold (a task made since: call unw_tasks() again). No system call; clears the flag. */
+int unw_tasks_stale(unwinder_t *u);
+
 /* Why unw_tasks() returned REMORA_EVERSION, or REMORA_ECORRUPT (what moved at the last
  * try) (one line), or "". */
 const char *unw_tasks_problem(const unwinder_t *u);
