@@ -698,12 +698,14 @@ static int kern_name(unwinder_t *u, const kern_sample_t *ks, size_t *nout, size_
             fr->addr = f->addr;
             fr->code = f->code;
             fr->offset = frame_addrq(L, f->code, f->instr);
+            fr->gen = (f->flags & KERN_F_GEN) != 0;
             continue;
         }
         fr->function = e->function;
         fr->file = e->file;
         fr->addr = f->addr;
         fr->code = f->code;
+        fr->gen = (f->flags & KERN_F_GEN) != 0;
         fr->offset = frame_addrq(L, f->code, f->instr);
         fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno : code_line(e, L, fr->offset);
         /* the instruction the walk caught the innermost frame at, named now */

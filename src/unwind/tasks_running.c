@@ -306,13 +306,33 @@ int tk_frame_keys(struct unw_tasks_state *tk, size_t n)
     return REMORA_OK;
 }
 
+/* A stack read at one instant whose frames hold no listed task's coroutine frame: the
+ * outermost coroutine or generator frame that C stepped (an entry frame: a task's step
+ * calls its coroutine from C, while Python code awaits or iterates a coroutine or
+ * generator in the same eval loop on 3.11+) is taken as an unlisted task's (its frames
+ * and the ones inside it are the task's own, under a <task> marker): the thread's
+ * frames otherwise. 1 when one is taken. */
+static int unlisted_task(struct unw_tasks_state *tk, unw_thread_t *th)
+{
+    size_t j = th->nframes;
+
+    while (j-- > 0)
+        if (!th->frames[j].native && th->frames[j].gen && th->frames[j].entry) {
+            th->task = UNW_TASK_UNLISTED;
+            th->task_frames = j + 1;
+            tk->stale = 1;
+            return 1;
+        }
+    return 0;
+}
+
 /* The kernel engine: the running task is the one whose coroutine's frame the frames read
  * at one instant hold (a coroutine's frame is in it, or its frame object, for as long as
  * it lives: no second read of a stack that moves). The innermost such frame: a task steps
  * no other task's coroutine. The tasks are the last reading's (unw_tasks()): a task made
- * since is in no key, and the thread's frames are written without a task; when the
- * round's reading said the thread ran a task (round_task) the reading does not hold,
- * unw_tasks_stale() says so. No system call. */
+ * since is in no key: unlisted_task() (the reading is stale: unw_tasks_stale() says so);
+ * so too when the round's reading said the thread ran a task (round_task) the reading
+ * does not hold. No system call. */
 void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
 {
     struct unw_tasks_state *tk = u->tasks;
@@ -320,8 +340,10 @@ void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
 
     th->task = 0;
     th->task_frames = 0;
-    if (tk == NULL || tk->nfkeys == 0 || tk->nfkeys > tk->ntasks) {
-        if (tk != NULL && round_task != 0)
+    if (tk == NULL)
+        return;
+    if (tk->nfkeys == 0 || tk->nfkeys > tk->ntasks) {
+        if (!unlisted_task(tk, th) && round_task != 0)
             tk->stale = 1;
         return;
     }
@@ -337,7 +359,7 @@ void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
         th->task_frames = j + 1;
         return;
     }
-    if (round_task != 0 && find_task(tk, tk->ntasks, round_task) < 0)
+    if (!unlisted_task(tk, th) && round_task != 0 && find_task(tk, tk->ntasks, round_task) < 0)
         tk->stale = 1;
 }
 
