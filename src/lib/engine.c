@@ -22,8 +22,6 @@ const char *remora_engine_needs_user(const remora_engine_req_t *q)
 {
     if (q->blocking)
         return "--blocking holds the target still: its reads from user space are exact";
-    if (q->async)
-        return "--async needs each thread's running task";
     if (q->anchor)
         return "--frame-anchor is a user-space reading";
     return NULL;

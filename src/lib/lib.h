@@ -49,7 +49,7 @@ typedef struct remora_engine_req {
 } remora_engine_req_t;
 
 /* The option that keeps the user-space engine alone (one phrase, in the command's
- * option names: "--async needs each thread's running task"), or NULL. */
+ * option names: "--frame-anchor is a user-space reading"), or NULL. */
 const char *remora_engine_needs_user(const remora_engine_req_t *q);
 
 /* The kernel engine for q, opened before the target is read (a launched command is

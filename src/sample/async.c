@@ -201,7 +201,13 @@ int async_before(async_t *a, unwinder_t *u, int all, int64_t now, sampler_stats_
     /* all: every round while a reading costs under 1/ASYNC_COST_FACTOR of the time
      * between rounds, else as often as that allows (the waiting tasks of the last list
      * counted meanwhile) */
-    int due_now = !a->read || (all && due(a, now, 0)) ||
+    int due_now;
+
+    /* the kernel engine's ticks name a thread's task from its frames: one the list does
+     * not hold is read again as a missed one */
+    if (unw_tasks_stale(u))
+        a->missed = 1;
+    due_now = !a->read || (all && due(a, now, 0)) ||
                   (a->missed && due(a, now, ASYNC_MIN_GAP_NS)) ||
                   (a->ran && due(a, now, ASYNC_PERIOD_NS));
 

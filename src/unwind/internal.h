@@ -393,6 +393,11 @@ void tasks_free(struct unw_tasks_state *tk);
 /* UNW_WANT_TASKS: each thread's running task and how many of its frames are the task's
  * (unw_thread_t.task, task_frames), after a sample's frames are named. 0 or an error. */
 int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n);
+/* The kernel engine, a stack read at one instant (a tick's, a switch-out's): th's running
+ * task and task_frames from its frames' addresses and the last unw_tasks() reading
+ * (round_task: the task the round's reading named for the thread, a hint that the
+ * reading is stale). No system call. */
+void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task);
 /* Unit tests: walks the 3.14+ task lists lists[0..2*nlists) (each a head's address and
  * its first node) with layout a, as unw_tasks() does: 0 with *n pending tasks (*moved: a
  * back link did not hold), REMORA_ENOMEM past UNW_MAX_TASKS, or a read error. */

@@ -706,12 +706,14 @@ static int kern_name(unwinder_t *u, const kern_sample_t *ks, size_t *nout, size_
             fr->addr = f->addr;
             fr->code = f->code;
             fr->offset = frame_addrq(L, f->code, f->instr);
+            fr->gen = (f->flags & KERN_F_GEN) != 0;
             continue;
         }
         fr->function = e->function;
         fr->file = e->file;
         fr->addr = f->addr;
         fr->code = f->code;
+        fr->gen = (f->flags & KERN_F_GEN) != 0;
         fr->offset = frame_addrq(L, f->code, f->instr);
         fr->line = (u->want & UNW_WANT_FIRSTLINE) ? e->firstlineno : code_line(e, L, fr->offset);
         /* the instruction the walk caught the innermost frame at, named now */
@@ -789,6 +791,9 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
                            (ks->flags & KERN_S_EXC) != 0 : -1;
     th->task = 0;
     th->task_frames = 0;
+    /* --async: its running task from these frames, never from a read made after them */
+    if (u->want & UNW_WANT_TASKS)
+        tasks_from_frames(u, th, last->task);
     th->t_ns = (int64_t)ks->t_ns;
     /* --native: the C stack the tick copied, merged with its Python frames; a tick whose
      * copy was lost says so (never a live read: the thread has moved on) */
@@ -901,6 +906,8 @@ int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out)
     th->partial = 0;
     th->moving_in_frames = 0;
     th->error = 0;
+    if (u->want & UNW_WANT_TASKS)
+        tasks_from_frames(u, th, round->task);
     /* --native: the C stack it left its CPU with, as a tick's */
     if (u->native != NULL && (u->want & UNW_WANT_NATIVE)) {
         const py_layout_t *L = &u->target->layout;

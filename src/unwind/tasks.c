@@ -32,6 +32,7 @@ void tasks_free(struct unw_tasks_state *tk)
     free(tk->tasks);
     free(tk->raw);
     free(tk->keys);
+    free(tk->fkeys);
     free(tk->frames);
     free(tk->aw);
     free(tk->buf);
@@ -177,6 +178,8 @@ static int tasks_read(unwinder_t *u, unw_task_t **tasks, size_t *n)
     if ((err = tk_layout(u, &tk)) != REMORA_OK)
         return err;
     tk->ntasks = 0;
+    tk->nfkeys = 0;
+    tk->stale = 0;
     if (!tk->a.found)
         return REMORA_OK;
     tk->moved = NULL;
@@ -247,6 +250,8 @@ static int tasks_read(unwinder_t *u, unw_task_t **tasks, size_t *n)
             }
         }
     }
+    if ((err = tk_frame_keys(tk, cnt)) != REMORA_OK)
+        return err;
     tk->ntasks = cnt;
     *tasks = tk->tasks;
     *n = cnt;

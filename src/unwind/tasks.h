@@ -32,6 +32,9 @@ typedef struct tk_raw {
     size_t first_frame, nframes;    /* in tk->frames */
     size_t first_aw, naw;           /* in tk->aw */
     uint64_t at;                    /* the chain's walk: the object to read next (0: done) */
+    uint64_t frame;                 /* its coroutine's frame (3.11+: the one embedded in it;
+                                     * 3.9/3.10: its frame object), where a thread's stack
+                                     * has it while the task runs; 0: not known */
     int wrapper;                    /* this level's 'at' is an async generator's awaitable:
                                      * no frame of its own, its generator next */
 } tk_raw_t;
@@ -104,6 +107,12 @@ struct unw_tasks_state {
     uint64_t *run, *coro, *code, *had;  /* coro, code and had point into run */
     int py_seen;                    /* 3.14+: the last reading found pure-Python tasks */
     const char *unnamed;            /* "?": a name that could not be read */
+    /* the kernel engine's ticks (tasks_from_frames): the last reading's tasks by their
+     * coroutine's frame address (keys' id: that address), and whether a tick found a
+     * thread whose running task the reading did not hold (unw_tasks_stale) */
+    tk_key_t *fkeys;
+    size_t nfkeys, cap_fkeys;
+    int stale;
     size_t cap_run;
 };
 
@@ -183,5 +192,8 @@ int tk_links_fill(struct unw_tasks_state *tk, size_t n);
 /* How many of th's frames, from the innermost, are the running task's whose outermost
  * coroutine runs outer's code (0: none, or outer NULL). */
 size_t tk_running_frames(const unw_thread_t *th, const unw_frame_t *outer);
+
+/* After a reading: tk->fkeys from the raw tasks' frames (0 or REMORA_ENOMEM). */
+int tk_frame_keys(struct unw_tasks_state *tk, size_t n);
 
 #endif

@@ -220,6 +220,9 @@ static int chain_level(unwinder_t *u, struct unw_tasks_state *tk, size_t n, int 
                                          g + TK_GEN_READ + TK_FRAME_READ, 8 };
             continue;
         }
+        /* the task's own coroutine (the first level): where its frame is while it runs */
+        if (tk->raw[i].at == tk->raw[i].coro)
+            tk->raw[i].frame = objects ? get_u64(g, a->gen_frame_ptr) : tk->raw[i].at + a->gen_iframe;
         code = get_u64(fr, L->fr_code) & ~(uint64_t)7;
         instr = get_instr(L, fr);
         if (code != 0) {
@@ -319,6 +322,7 @@ int tk_read_chains(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
     for (i = 0; i < n; i++) {
         tk->raw[i].at = tk->raw[i].coro;
         tk->raw[i].group = 0;
+        tk->raw[i].frame = 0;
         active += tk->raw[i].at != 0;
     }
     for (level = 0; level < UNW_MAX_TASK_DEPTH && active > 0; level++)

@@ -289,3 +289,85 @@ py:
             return registry_sample(u, tk, th, n, 1);
     return REMORA_OK;
 }
+
+int tk_frame_keys(struct unw_tasks_state *tk, size_t n)
+{
+    size_t i, k = 0;
+
+    tk->nfkeys = 0;
+    if (n > 0 && remora_grow((void **)&tk->fkeys, &tk->cap_fkeys, n, sizeof *tk->fkeys))
+        return REMORA_ENOMEM;
+    for (i = 0; i < n; i++)
+        if (tk->raw[i].frame != 0 && tk->raw[i].frame % 8 == 0)
+            tk->fkeys[k++] = (tk_key_t){ tk->raw[i].frame, i };
+    if (k > 1)
+        qsort(tk->fkeys, k, sizeof *tk->fkeys, cmp_key);
+    tk->nfkeys = k;
+    return REMORA_OK;
+}
+
+/* A stack read at one instant whose frames hold no listed task's coroutine frame: the
+ * outermost coroutine or generator frame that C stepped (an entry frame: a task's step
+ * calls its coroutine from C, while Python code awaits or iterates a coroutine or
+ * generator in the same eval loop on 3.11+) is taken as an unlisted task's (its frames
+ * and the ones inside it are the task's own, under a <task> marker): the thread's
+ * frames otherwise. 1 when one is taken. */
+static int unlisted_task(struct unw_tasks_state *tk, unw_thread_t *th)
+{
+    size_t j = th->nframes;
+
+    while (j-- > 0)
+        if (!th->frames[j].native && th->frames[j].gen && th->frames[j].entry) {
+            th->task = UNW_TASK_UNLISTED;
+            th->task_frames = j + 1;
+            tk->stale = 1;
+            return 1;
+        }
+    return 0;
+}
+
+/* The kernel engine: the running task is the one whose coroutine's frame the frames read
+ * at one instant hold (a coroutine's frame is in it, or its frame object, for as long as
+ * it lives: no second read of a stack that moves). The innermost such frame: a task steps
+ * no other task's coroutine. The tasks are the last reading's (unw_tasks()): a task made
+ * since is in no key: unlisted_task() (the reading is stale: unw_tasks_stale() says so);
+ * so too when the round's reading said the thread ran a task (round_task) the reading
+ * does not hold. No system call. */
+void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
+{
+    struct unw_tasks_state *tk = u->tasks;
+    size_t j;
+
+    th->task = 0;
+    th->task_frames = 0;
+    if (tk == NULL)
+        return;
+    if (tk->nfkeys == 0 || tk->nfkeys > tk->ntasks) {
+        if (!unlisted_task(tk, th) && round_task != 0)
+            tk->stale = 1;
+        return;
+    }
+    for (j = 0; j < th->nframes; j++) {
+        tk_key_t key, *k;
+        if (th->frames[j].native || th->frames[j].addr == 0)
+            continue;
+        key.id = th->frames[j].addr;
+        k = bsearch(&key, tk->fkeys, tk->nfkeys, sizeof *tk->fkeys, cmp_key);
+        if (k == NULL || k->idx >= tk->ntasks)
+            continue;
+        th->task = tk->tasks[k->idx].id;
+        th->task_frames = j + 1;
+        return;
+    }
+    if (!unlisted_task(tk, th) && round_task != 0 && find_task(tk, tk->ntasks, round_task) < 0)
+        tk->stale = 1;
+}
+
+int unw_tasks_stale(unwinder_t *u)
+{
+    int stale = u->tasks != NULL && u->tasks->stale;
+
+    if (u->tasks != NULL)
+        u->tasks->stale = 0;
+    return stale;
+}

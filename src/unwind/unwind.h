@@ -54,6 +54,8 @@ typedef struct unw_frame {
     unsigned char entry;        /* a Python frame that one C call of the eval loop began
                                  * with (its outermost): 3.9/3.10 every frame; 3.11 a frame
                                  * marked is_entry; 3.12+ one whose previous is C-owned */
+    unsigned char gen;          /* a kernel walk's frame (a tick's, a switch-out's) of a
+                                 * generator or coroutine (KERN_F_GEN); else 0 */
     uint64_t below;             /* 3.12+, an entry frame: the address of that C-owned frame
                                  * (a local of the eval loop, on the C stack), else 0 */
     uint64_t addr;              /* a Python frame: the frame's address (a PyFrameObject on
@@ -325,6 +327,17 @@ int unw_tasks(unwinder_t *u, unw_task_t **tasks, size_t *n);
  * sample, the thread's own running task's frames are th->frames[0 .. th->task_frames). */
 #define UNW_MAX_CHAIN 256
 int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, size_t *n);
+
+/* The kernel engine: a stack read at one instant (a tick's, a switch-out's) names its
+ * running task by the frames it holds (the task whose coroutine's frame is among them, in
+ * the last unw_tasks() result), and sets th->task and task_frames so. Whether such a
+ * stack, since the last call, belonged to a thread whose running task that result does
+ * not hold (a task made since: call unw_tasks() again). No system call; clears the flag. */
+int unw_tasks_stale(unwinder_t *u);
+/* th->task of such a stack whose running task the last result does not hold (a task made
+ * since: the outermost coroutine frame C stepped, and every frame inside it, are the
+ * task's own): no task object's address (an odd one), so in no chain. */
+#define UNW_TASK_UNLISTED 1u
 
 /* Why unw_tasks() returned REMORA_EVERSION, or REMORA_ECORRUPT (what moved at the last
  * try) (one line), or "". */

@@ -8,6 +8,7 @@
 
 import json
 import os
+import shutil
 
 from harness import (INTERPRETERS, Fail, Skip, Target, interp_missing, mark, summary, tail,
                      tracer_of)
@@ -42,6 +43,13 @@ BLOCKING_INTERPRETERS = ("pyenv-3.12.1", "sid-3.15")   # --async with --blocking
 SUBCLASS_INTERPRETERS = ("pyenv-3.9.18", "pyenv-3.12.1", "pyenv-3.13.0", "sid-3.15")  # tasks of a
                                                    # subclass of asyncio.Task
 REFUSED = "cannot read the asyncio tasks"
+# --async on the kernel engine (issue 48): the running task named from the tick's frames
+KERNEL_INTERPRETERS = ("pyenv-3.9.18", "debian-3.11-static", "pyenv-3.12.1", "sid-3.13", "sid-3.15")
+NOTICE = "the kernel engine cannot be used"
+PARTIAL_MAX = 0.1              # % of samples partial, at most (the issue's bound)
+UNTASKED_MAX = 0.1             # % of a worker's spinning samples written without its task
+NO_CAPS = ["setpriv", "--inh-caps=-bpf,-perfmon,-sys_admin",
+           "--bounding-set=-bpf,-perfmon,-sys_admin", "--"]
 
 
 def run_record(remora, args):
@@ -139,15 +147,49 @@ def window(before, after):
     return [100.0 * x / n if n else 0.0 for x in wall], 100.0 * stalled / span if span else 0.0
 
 
-def test_shares(remora, interp, args=()):
+def kernel_problems(err, stacks):
+    """--async on the kernel engine: the summary's engine kernel and no notice line (a
+    machine that cannot load it: SKIP, naming the line), at most PARTIAL_MAX% of samples
+    partial, and every sample in a worker's spin under a task frame (the tick's own frames
+    name the task running). ([problems], note)."""
+    summ = summary(err, 1000)
+    notice = [l for l in err.splitlines() if NOTICE in l]
+    if summ.engine != "kernel":
+        if notice and "--async" not in notice[0]:
+            raise Skip("the kernel engine is not used here: %s" % notice[0])
+        return (["the summary says engine %s, want kernel%s"
+                 % (summ.engine, ": " + notice[0] if notice else "")], "")
+    problems = ["a notice line: %s" % notice[0]] if notice else []
+    if summ.partial_pct > PARTIAL_MAX:
+        problems.append("%d samples partial (%.2f%%, max %.1f%%)"
+                        % (summ.partial, summ.partial_pct, PARTIAL_MAX))
+    spinning = untasked = 0
+    for st in stacks:
+        fns = st.functions()
+        if "spin_until" in fns:
+            spinning += st.count
+            if not split_tasks(fns)[0]:
+                untasked += st.count
+    if spinning and 100.0 * untasked / spinning > UNTASKED_MAX:
+        problems.append("%d of %d samples in a worker's spin without its task (max %.1f%%)"
+                        % (untasked, spinning, UNTASKED_MAX))
+    return problems, "engine kernel, %d partial (%.2f%%), %d of %d spinning samples untasked" % (
+        summ.partial, summ.partial_pct, untasked, spinning)
+
+
+def test_shares(remora, interp, args=(), kernel=False):
     """record --async: each worker's share of the samples under its task frame within
     SHARE_MARGIN points of the target's own; every stack the chain the target made; the
     speedscope file the same stacks; the .remora converted back the same collapsed file.
     A window where the target stalled over STALL_LIMIT% is recorded once more. args: the
-    target's (--subclass: every task of a subclass of asyncio.Task)."""
+    target's (--subclass: every task of a subclass of asyncio.Task). kernel: the engine
+    auto, --stats, and kernel_problems() judged too."""
     # shares are a measurement of timing: judged by shares/ always (TIMED), by subclass/
-    # only where timing is (make test), never under the sanitizers' slower rounds
-    judge_shares = not args or os.environ.get("REMORA_FIDELITY") == "1"
+    # and kernel/ only where timing is (make test), never under the sanitizers' slower rounds
+    judge_shares = (not args and not kernel) or os.environ.get("REMORA_FIDELITY") == "1"
+    if kernel and os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    extra = ["--engine", "auto", "--stats"] if kernel else []
     with Target(interp, SCRIPT, "ready.json", list(args)) as t:
         truth = t.wait_ready()
         n, notes = 1, []
@@ -156,7 +198,7 @@ def test_shares(remora, interp, args=()):
             base = os.path.join(t.dir, "rec%d" % attempt)
             err = run_record(remora, ["-p", t.pid, "-d", SHARE_SECONDS, "--async",
                                       "-o", base + ".collapsed", "-o", base + ".json",
-                                      "-o", base + ".remora"])
+                                      "-o", base + ".remora"] + extra)
             n += 1
             after = mark(t, n)
             summ = summary(err, 1000)
@@ -178,6 +220,12 @@ def test_shares(remora, interp, args=()):
             if tasks and 100.0 * unknown / tasks > UNKNOWN_MAX:
                 problems.append("%d of %d task samples are <task> (max %.0f%%)"
                                 % (unknown, tasks, UNKNOWN_MAX))
+            if kernel:
+                # the engine and the reading: no stall of the target explains these
+                more, knote = kernel_problems(err, stacks)
+                if more:
+                    raise Fail("; ".join(more) + " [" + note + "]")
+                note += "; " + knote
             if not problems or stalled <= STALL_LIMIT or attempt == 2:
                 break
             notes.append("try 1 stalled: %s [%s]" % ("; ".join(problems), note))
@@ -232,6 +280,36 @@ def test_all(remora, interp, extra=()):
     return "%d rounds; %s" % (summ.samples, ", ".join("%s %.1f%%" % kv for kv in sorted(seen.items())))
 
 
+def test_fallback(remora, interp):
+    """--async without CAP_BPF and CAP_PERFMON: the user engine, with exactly one notice
+    line, and the workers' task frames; with --engine user: the user engine, no notice."""
+    if shutil.which("setpriv") is None:
+        raise Skip("setpriv(1) not installed (util-linux)")
+    notes = []
+    with Target(interp, SCRIPT, "ready.json") as t:
+        t.wait_ready()
+        for prefix, engine, want in ((NO_CAPS, "auto", 1), ((), "user", 0)):
+            path = os.path.join(t.dir, "fb-%s.collapsed" % engine)
+            rc, _, err = remora.run(["record", "-p", t.pid, "-d", "0.5", "--async", "--engine",
+                                     engine, "-o", path], prefix=prefix)
+            if rc == 4 and REFUSED in err:
+                raise Skip("the task reader does not support this interpreter yet: %s" % tail(err, 1))
+            what = "without CAP_BPF" if prefix else "--engine user"
+            if rc != 0:
+                raise Fail("%s: exit %d, want 0: %s" % (what, rc, tail(err)))
+            notices = [l for l in err.splitlines() if NOTICE in l]
+            if len(notices) != want:
+                raise Fail("%s: %d notice lines, want %d: %s" % (what, len(notices), want, tail(err, 5)))
+            if summary(err).engine != "user":
+                raise Fail("%s: the summary says engine %s, want user" % (what, summary(err).engine))
+            text = open(path, encoding="utf-8").read()
+            missing = [w for w in WORKERS if (TASK + w) not in text]
+            if missing:
+                raise Fail("%s: no sample under %s" % (what, ", ".join(TASK + w for w in missing)))
+            notes.append("%s: engine user%s" % (what, ", " + notices[0].strip() if notices else ""))
+    return "; ".join(notes)
+
+
 def test_top(remora, interp):
     """top --async: the whole run's table has a row for each worker's task frame."""
     with Target(interp, SCRIPT, "ready.json") as t:
@@ -256,6 +334,12 @@ def tests(remora):
         for kind, fn in (("shares", test_shares), ("all", test_all), ("top", test_top)):
             out.append(("async-record/%s/%s" % (kind, interp[0]),
                         lambda i=interp, f=fn: f(remora, i), missing))
+        if interp[0] in KERNEL_INTERPRETERS:
+            out.append(("async-record/kernel/" + interp[0],
+                        lambda i=interp: test_shares(remora, i, kernel=True), missing))
+        if interp[0] == "pyenv-3.12.1":
+            out.append(("async-record/fallback/" + interp[0],
+                        lambda i=interp: test_fallback(remora, i), missing))
         if interp[0] in SUBCLASS_INTERPRETERS:
             out.append(("async-record/subclass/" + interp[0],
                         lambda i=interp: test_shares(remora, i, ["--subclass"]), missing))

@@ -9,10 +9,11 @@
 #                           CAP_SYS_ADMIN (CAP_SYS_PTRACE kept): exactly one notice line,
 #                           the summary says `engine user`, the profile holds the target's
 #                           function; `--engine kernel` the same way: exit 3, one line
-#   engine/conflicts        `--engine kernel` with --blocking, --native --blocking, --async:
+#   engine/conflicts        `--engine kernel` with --blocking, --native --blocking:
 #                           exit 1, one line each (--native alone runs on the kernel
 #                           engine: native_tick_tests.py) (--mode gil and exception are read at the tick:
-#                           tickmode_tests.py); `--engine bogus`: exit 1; `--engine user`
+#                           tickmode_tests.py; --async too: async_record_tests.py's
+#                           async-record/kernel); `--engine bogus`: exit 1; `--engine user`
 #                           says `engine user`
 #   engine/held-up/INTERP   a CPU held up (a virtual CPU its host does not run) leaves the
 #                           thread on it with no ticks: the rounds must read it instead.
@@ -119,7 +120,7 @@ def test_conflicts(remora):
         with busy(HOST[0]) as t:
             t.wait_ready()
             out = os.path.join(d, "x.collapsed")
-            for flags in (["--blocking"], ["--native", "--blocking"], ["--async"], ["--engine", "bogus"]):
+            for flags in (["--blocking"], ["--native", "--blocking"], ["--engine", "bogus"]):
                 args = ["record", "-p", t.pid, "-d", "0.2", "-o", out] + flags
                 if flags[0] != "--engine":
                     args += ["--engine", "kernel"]
@@ -132,7 +133,7 @@ def test_conflicts(remora):
                 problems.append("--engine user: the summary says engine %s" % summary(err).engine)
         if problems:
             raise Fail("; ".join(problems))
-        return "4 refused in one line each; --engine user named"
+        return "3 refused in one line each; --engine user named"
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

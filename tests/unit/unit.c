@@ -14,6 +14,7 @@
 #include "proc/proc.h"
 #include "unwind/unwind.h"
 #include "unwind/internal.h"
+#include "unwind/tasks.h"
 #include "kern/kern.h"
 #include "formats/out.h"
 #include "formats/raw.h"
@@ -1975,6 +1976,75 @@ static void tk_link(uint64_t head, const uint64_t *tasks, size_t n)
     pn_put(head + 8, prev);
 }
 
+/* --async on the kernel engine (tasks_running.c, tasks_from_frames): a stack read at one
+ * instant names its running task by the coroutine frame it holds (the innermost listed
+ * one), a task made since the list (in no key) by the outermost coroutine frame stepped
+ * from C, under UNW_TASK_UNLISTED, the list then stale; a stack in no task: none. */
+static void test_tasks_from_frames(void)
+{
+    struct unw_tasks_state *tk = calloc(1, sizeof *tk);
+    unw_task_t tasks[3];
+    tk_key_t keys[3];
+    tk_raw_t raw[3];
+    unw_frame_t fr[6];
+    unw_thread_t th;
+    unwinder_t u;
+    size_t i;
+
+    if (tk == NULL)
+        return;
+    memset(&u, 0, sizeof u);
+    memset(tasks, 0, sizeof tasks);
+    memset(raw, 0, sizeof raw);
+    memset(fr, 0, sizeof fr);
+    /* three tasks: their ids and coroutine frames (one frame unknown: 0) */
+    for (i = 0; i < 3; i++) {
+        tasks[i].id = 0x10000 + 0x100 * i;
+        raw[i].frame = i == 2 ? 0 : 0x20000 + 0x100 * (2 - i);
+        keys[i] = (tk_key_t){ tasks[i].id, i };
+    }
+    tk->tasks = tasks;
+    tk->keys = keys;
+    tk->ntasks = 3;
+    tk->raw = raw;
+    CHECK(tk_frame_keys(tk, 3) == REMORA_OK && tk->nfkeys == 2, "two tasks with a frame keyed");
+    tk->raw = NULL;
+    u.tasks = tk;
+    /* innermost first: two plain frames, task 1's coroutine frame, a frame, task 0's
+     * coroutine frame (its awaiter's, were it one), the loop */
+    for (i = 0; i < 6; i++)
+        fr[i].addr = 0x30000 + 0x100 * i;
+    fr[2].addr = 0x20100;
+    fr[2].gen = fr[2].entry = 1;
+    fr[4].addr = 0x20200;
+    fr[4].gen = fr[4].entry = 1;
+    memset(&th, 0, sizeof th);
+    th.frames = fr;
+    th.nframes = 6;
+    tasks_from_frames(&u, &th, 0);
+    CHECK(th.task == 0x10100 && th.task_frames == 3, "the innermost listed coroutine frame's task: "
+          "%#llx, %zu own frames", (unsigned long long)th.task, th.task_frames);
+    CHECK(!unw_tasks_stale(&u), "a listed task: the list is not stale");
+    /* no listed frame: the outermost coroutine frame stepped from C is an unlisted task's */
+    fr[2].addr = 0x40000;
+    fr[4].addr = 0x40100;
+    fr[1].gen = 1;              /* a generator iterated by Python code: not an entry */
+    tasks_from_frames(&u, &th, 0);
+    CHECK(th.task == UNW_TASK_UNLISTED && th.task_frames == 5, "an unlisted task: %#llx, %zu",
+          (unsigned long long)th.task, th.task_frames);
+    CHECK(unw_tasks_stale(&u) && !unw_tasks_stale(&u), "an unlisted task: stale once");
+    /* no coroutine frame stepped from C: no task, the list stale only if the round said so */
+    fr[2].gen = fr[4].gen = 0;
+    tasks_from_frames(&u, &th, 0);
+    CHECK(th.task == 0 && th.task_frames == 0 && !unw_tasks_stale(&u), "no task");
+    tasks_from_frames(&u, &th, 0x99900);
+    CHECK(th.task == 0 && unw_tasks_stale(&u), "the round's task not listed: stale");
+    tasks_from_frames(&u, &th, 0x10000);
+    CHECK(th.task == 0 && !unw_tasks_stale(&u), "the round's task listed: not stale");
+    free(tk->fkeys);
+    free(tk);
+}
+
 static void test_tasks(void)
 {
     py_asyncio_t a;
@@ -2483,6 +2553,7 @@ int main(void)
     test_cframe_window();
     test_thread_names();
     test_tasks();
+    test_tasks_from_frames();
     test_pyrepr();
     test_off_weigh();
     test_kern_reads();
