@@ -1,5 +1,4 @@
 /* cli/main.c — entry point: dispatches to the subcommands. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,48 +20,6 @@ static const char usage[] =
     "\n"
     "exit codes: 0 ok, 1 usage, 2 no such process (or it exited), 3 permission denied,\n"
     "            4 not a Python process or unsupported version, 5 other failure\n";
-
-void cli_error(const char *fmt, ...)
-{
-    va_list ap;
-
-    fputs("remora: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-int cli_fail(int err, pid_t pid, const char *why)
-{
-    switch (err) {
-    case REMORA_ENOPROC:
-        cli_error("no process with pid %d (it does not exist or has exited)", (int)pid);
-        break;
-    case REMORA_EPERM:
-        cli_error("permission denied reading pid %d: run remora as root or as the target's user "
-                  "with CAP_SYS_PTRACE, or allow ptrace (sysctl kernel.yama.ptrace_scope=0)", (int)pid);
-        break;
-    case REMORA_ENOTPY:
-    case REMORA_EVERSION:
-        if (why && *why)
-            cli_error("%s", why);
-        else if (err == REMORA_ENOTPY && proc_is_kernel_thread(pid))
-            cli_error("pid %d is a kernel thread, not a Python process", (int)pid);
-        else if (err == REMORA_ENOTPY)
-            cli_error("pid %d is not a Python process", (int)pid);
-        else
-            cli_error("%s", remora_strerror(err));
-        break;
-    default:
-        if (why && *why)
-            cli_error("pid %d: %s (%s)", (int)pid, why, remora_strerror(err));
-        else
-            cli_error("pid %d: %s", (int)pid, remora_strerror(err));
-        break;
-    }
-    return remora_exit_code(err);
-}
 
 int main(int argc, char **argv)
 {

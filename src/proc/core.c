@@ -47,20 +47,6 @@ static int in_buf(size_t len, uint64_t off, uint64_t n)
     return off <= len && n <= len - off;
 }
 
-static uint64_t rd64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static uint32_t rd32(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 typedef struct core_notes {
     const unsigned char *nt_file;   /* NT_FILE descriptor */
     uint64_t nt_file_len;

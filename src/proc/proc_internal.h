@@ -13,9 +13,28 @@
 #ifndef REMORA_PROC_INTERNAL_H
 #define REMORA_PROC_INTERNAL_H
 
+#include <string.h>
+
 #include "proc.h"
 
 typedef struct image image_t;
+
+/* Little-endian words from a file's bytes (a core's notes, a recording): no alignment
+ * asked of p. */
+static inline uint64_t rd64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint32_t rd32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 typedef struct recorder recorder_t;
 
 /* Tasks whose /proc/PID/task/TID/stat stays open (proc_task_state, every sample of

@@ -45,20 +45,6 @@
 
 enum { R_META = 1, R_MAPS = 2, R_TASK = 3, R_FILE = 4, R_MEM = 5 };
 
-static uint64_t rd64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static uint32_t rd32(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 static uint64_t pad8(uint64_t n)
 {
     return (n + 7) & ~(uint64_t)7;

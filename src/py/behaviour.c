@@ -13,6 +13,33 @@ static const uint64_t cached_keys[] = { 864, 872, 872, 880, 880, 880, 888 };
 _Static_assert(sizeof cached_keys / sizeof cached_keys[0] == PY_MINOR_LAST - PY_MINOR_FIRST + 1,
                "ht_cached_keys: one entry for each release read");
 
+/* cur, or the end of the field [off, off + len) where that is further (off 0: none). */
+static uint64_t end_of(uint64_t cur, uint64_t off, uint64_t len)
+{
+    return off != 0 && off + len > cur ? off + len : cur;
+}
+
+/* The part of a thread state the readings use: the fields below, ending where the last
+ * one does. 3.15's PyThreadState is 888 bytes, of which a reading needs the first 304;
+ * the kernel's cost of a read is per byte as well as per range (tests/bench/vmread.c). */
+static uint64_t ts_read_len(const py_layout_t *L)
+{
+    uint64_t n = 8;
+
+    n = end_of(n, L->ts_next, 8);
+    n = end_of(n, L->ts_interp, 8);
+    n = end_of(n, L->ts_frame, 8);
+    n = end_of(n, L->ts_thread_id, 8);
+    n = end_of(n, L->ts_native_thread_id, 8);
+    n = end_of(n, L->ts_datastack_chunk, PY_TS_DATASTACK_SPAN);
+    n = end_of(n, L->ts_last_profiled, 8);
+    n = end_of(n, L->ts_last_profiled_seq, 8);
+    n = end_of(n, L->ts_gil_requested, 4);
+    n = end_of(n, L->ts_exc_info, 8);
+    n = end_of(n, L->ts_exc_state, L->ei_size);
+    return n < L->ts_size ? n : L->ts_size;
+}
+
 void py_layout_derive(py_layout_t *L)
 {
     int m = L->minor;
@@ -113,4 +140,5 @@ void py_layout_derive(py_layout_t *L)
     L->md_dict = 16;
     if (L->ht_cached_keys == 0 || L->is_modules == 0)
         L->dk_layout = 0;       /* a release whose facts are not known: no names */
+    L->ts_read = ts_read_len(L);
 }

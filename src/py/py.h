@@ -59,6 +59,8 @@ typedef struct py_layout {
 
     /* PyThreadState */
     uint64_t ts_size;
+    uint64_t ts_read;               /* bytes of a thread state each reading copies: to the
+                                     * end of the last field the reading uses (derived) */
     uint64_t ts_next;
     uint64_t ts_interp;
     uint64_t ts_frame;              /* frame (3.9/10), cframe (3.11/12), current_frame (3.13+) */

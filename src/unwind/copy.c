@@ -204,7 +204,7 @@ static int req_state(unwinder_t *u, reader_t *r)
         rd_thread_t *tc = &r->threads[i];
         uint64_t cp = copy_cur_ptr(L, tc);
         tc->cur_spec = 0;
-        if (batch_req(r, tc->tstate, tc->ts, L->ts_size) ||
+        if (batch_req(r, tc->tstate, tc->ts, L->ts_read) ||
             (L->frames_kind == PY_FRAMES_CFRAME && cp && batch_req(r, cp, &tc->cur_spec, 8)))
             return -1;
         /* 3.9/3.10 keep no native id: the tid in the thread's struct pthread, read each

@@ -311,7 +311,7 @@ static int exc_frame_walked(const py_layout_t *L, const reader_t *r, const rd_th
     uint64_t item = tc->exc_item;
     size_t k;
 
-    if (item >= tc->tstate && item - tc->tstate < L->ts_size)
+    if (item >= tc->tstate && item - tc->tstate < L->ts_read)
         return 1;
     for (k = from; k < nw; k++) {
         const walked_t *w = &r->walk[k];
@@ -332,7 +332,7 @@ static int thread_reread(unwinder_t *u, reader_t *r, rd_thread_t *tc, int *other
     const py_layout_t *L = &u->target->layout;
     uint64_t pthread = get_u64(tc->ts, L->ts_thread_id);
     uint64_t nid = L->ts_native_thread_id ? get_u64(tc->ts, L->ts_native_thread_id) : 0;
-    int err = proc_read(u->p, tc->tstate, tc->ts, L->ts_size);
+    int err = proc_read(u->p, tc->tstate, tc->ts, L->ts_read);
 
     if (err)
         return err;
@@ -576,7 +576,7 @@ static int read_keep(unwinder_t *u, reader_t *r, size_t i, const reading_t *g)
          * its frame, in the generator object) only while that frame is in the stack
          * read: a task suspended and resumed in between was not running when read */
         uint64_t at = 0;
-        if (proc_read(u->p, tc->tstate, u->tsbuf, L->ts_size) == REMORA_OK)
+        if (proc_read(u->p, tc->tstate, u->tsbuf, L->ts_read) == REMORA_OK)
             th->handling_exc = unw_exc_state(u, tc->tstate, u->tsbuf, &at) == 1 && at == tc->exc_item &&
                                exc_frame_walked(L, r, tc, keep, nw);
         else

@@ -141,7 +141,7 @@ int unw_exc_state(unwinder_t *u, uint64_t tstate, const unsigned char *ts, uint6
         const unsigned char *b = buf;
         if (item % 8 != 0)
             return -1;
-        if (item >= tstate && item - tstate <= L->ts_size - L->ei_size)
+        if (item >= tstate && L->ts_read >= L->ei_size && item - tstate <= L->ts_read - L->ei_size)
             b = ts + (item - tstate);       /* the thread's own exc_state: already here */
         else if (proc_read(u->p, item, buf, L->ei_size) != REMORA_OK)
             return -1;
