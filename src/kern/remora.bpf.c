@@ -711,7 +711,7 @@ int kern_tick(void *ctx)
 
 /* Is the thread prev leaving a CPU due a walk? A target thread, switch walks on, not
  * preempted by remora itself (by_self: its wake-up for a round, which leaves that thread to
- * its ticks); preempted: always (a preempted thread goes on at any moment, and a read of it
+ * its ticks; with --native walked too); preempted: always (a preempted thread goes on at any moment, and a read of it
  * can begin to move under the read); going to sleep: once each switch_gap_ns of its own at
  * most (a thread that blocks thousands of times a second would pay a walk each: a round
  * reads it asleep instead). Its process's layout slot in *slot. */
@@ -723,8 +723,6 @@ static __always_inline int switch_due(struct task_struct *prev, int preempted, i
     struct kern_ts_ent *e;
     kern_layout_t *L;
 
-    if (by_self)
-        return 0;
     slotp = bpf_map_lookup_elem(&procs, &tgid);
     if (slotp == NULL)
         return 0;
@@ -732,6 +730,11 @@ static __always_inline int switch_due(struct task_struct *prev, int preempted, i
     L = bpf_map_lookup_elem(&layouts, slotp);
     e = bpf_map_lookup_elem(&tstates, &idx);
     if (L == NULL || L->switch_gap_ns == 0 || e == NULL)
+        return 0;
+    /* --native: walked all the same, its C stack copied (a round that reads it while
+     * another task keeps it waiting has no copy of its own to unwind: "<no native stack>",
+     * a twentieth of a numpy loop's samples on a loaded machine) */
+    if (by_self && L->native_stack == 0)
         return 0;
     return preempted || e->tid != tid || e->walk_ns == 0 || now - e->walk_ns >= L->switch_gap_ns;
 }

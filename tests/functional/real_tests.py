@@ -132,7 +132,11 @@ CLOCK_MARGIN = 1.0           # points from the target's clock: issue 29's bound 
 # --- figures -----------------------------------------------------------------------------
 
 def keyed(frame):
-    """A frame as function + file (`<moving>` and `<GC>` have no file)."""
+    """A frame as function + file (`<moving>` and `<GC>` have no file); a C frame without a
+    symbol (--native's "??", file MODULE+0xOFFSET) as its module: each of its instructions
+    would be a function of its own, a leaf no two recordings share."""
+    if frame[0] == "??" and frame[1] and "+0x" in frame[1]:
+        return (frame[0], frame[1].split("+0x")[0])
     return (frame[0], frame[1] or None)
 
 
@@ -380,10 +384,11 @@ def import_problem(interp, module):
     return tail(p.stdout.decode("utf-8", "replace"), 1)
 
 
-def measure(remora, interp, script, d):
-    """The three (four) recordings of one program, one after another, CYCLES times:
-    ({label: [Summary]}, {label: [Recording]}, {label: [(mark before, mark after)]}, the
-    target's ready file). Skip when the default engine is not the kernel's."""
+def measure(remora, interp, script, d, flags=()):
+    """The three (four) recordings of one program, one after another, CYCLES times, each
+    with flags too (a mode: real_modes_tests.py): ({label: [Summary]}, {label:
+    [Recording]}, {label: [(mark before, mark after)]}, the target's ready file). Skip
+    when the default engine is not the kernel's."""
     summ, recs, marks = (collections.defaultdict(list) for _ in range(3))
     kernel = []
     n = 0
@@ -393,7 +398,7 @@ def measure(remora, interp, script, d):
             for label, extra in (("default", ["--stats"]), ("A", ["--blocking"]), ("B", ["--blocking"]),
                                  ("user", ["--engine", "user"]))[:4 if WITH_USER else 3]:
                 before = mark(t, 2 * n + 1)
-                sm, rec, err = recording(remora, t, d, "%s%d" % (label, cycle), extra,
+                sm, rec, err = recording(remora, t, d, "%s%d" % (label, cycle), extra + list(flags),
                                          idle=not (DEFAULT_MODE and label == "default"))
                 marks[label].append((before, mark(t, 2 * n + 2)))
                 summ[label].append(sm)
@@ -478,7 +483,10 @@ class Clock:
                 for err, sd, th, step, got, truth in self.rows if err > CLOCK_MARGIN + SIGMAS * sd]
 
 
-def test_real(remora, interp, script, module, reference):
+def test_real(remora, interp, script, module, reference, flags=(), clock=True, partial_max=PARTIAL_MAX):
+    """One program's recordings judged (the header above); flags, clock and partial_max:
+    real_modes_tests.py's mode, whether its samples are a share of the wall time the
+    target's clock measures, and its bound on the partial share."""
     if os.environ.get("REMORA_TEST_ENGINE") == "user":
         raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
     why = import_problem(interp, module)
@@ -488,7 +496,7 @@ def test_real(remora, interp, script, module, reference):
         raise Skip("REMORA_REAL_DEFAULT_MODE=1: for the one-thread programs only")
     d = workdir()
     try:
-        summ, recs, marks, ready = measure(remora, interp, script, d)
+        summ, recs, marks, ready = measure(remora, interp, script, d, flags)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     # the largest partial share of a kind's recordings
@@ -499,41 +507,45 @@ def test_real(remora, interp, script, module, reference):
     dflt = Figures(recs, "default", steps=steps)
     user = Figures(recs, "user", steps=steps) if "user" in recs else None
     problems = []
-    if sd.partial_pct > PARTIAL_MAX:
-        problems.append("partial %.2f%% > %.1f%%" % (sd.partial_pct, PARTIAL_MAX))
+    if sd.partial_pct > partial_max:
+        problems.append("partial %.2f%% > %.1f%%" % (sd.partial_pct, partial_max))
     # every target keeps a clock of its steps, the truth for each window: each thread's
     # inclusive share of each step within CLOCK_MARGIN; where A is a reference (one thread
     # that computes), leaf TV and incl against it too, A and B weighted to the default's
     # mix of steps (each window's own: the clock), else reported
-    clocks = {k: Clock(recs[k], marks[k], ready) for k in marks}
+    # (a mode whose samples are no share of the wall time, clock False: no clock read; a
+    # thread may have no sample of a step there at all)
+    clocks = {k: Clock(recs[k], marks[k], ready) for k in marks} if clock else {}
     pooled = (" (%d windows of each kind pooled)" % CYCLES if CYCLES > 1 else "") + \
         (", default mode (no --idle)" if DEFAULT_MODE else "")
-    problems += ["against its clock: " + p for p in clocks["default"].problems()]
+    if clock:
+        problems += ["against its clock: " + p for p in clocks["default"].problems()]
     judged = dflt.problems("")
     shown = []
     if reference:
         problems += judged
     else:
         shown += judged
-    nominal = [clocks["default"].nominal()] + ([dflt.nominal()] if reference else [])
+    nominal = ([clocks["default"].nominal()] if clock else []) + ([dflt.nominal()] if reference else [])
     per_thread = []
     for wname, tid in sorted(ready.get("workers", {}).items()):
         f = Figures(recs, "default", {tid})
         shown += f.problems(wname + ": ")
         per_thread.append("%s %s" % (wname, f.text()))
-    note = ("kernel%s: partial %.2f%% (%s), %s (A %d, B %d); issue 29's bounds (against its clock%s) %s | %s"
-            % (pooled, sd.partial_pct, summ["kernel"], dflt.text(), dflt.na, dflt.nb,
-               " and --blocking" if reference else "",
-               "met" if all(nominal) and sd.partial_pct <= PARTIAL_MAX else "NOT met as measured",
+    against = " and ".join(["its clock"] * clock + ["--blocking"] * reference) or "partial only"
+    note = ("kernel%s: partial %.2f%% (%s), %s (A %d, B %d); the bounds (against %s) %s | %s"
+            % (pooled, sd.partial_pct, summ["kernel"], dflt.text(), dflt.na, dflt.nb, against,
+               "met" if all(nominal) and sd.partial_pct <= partial_max else "NOT met as measured",
                "user: partial %.2f%%, %s" % (su.partial_pct, user.text()) if su is not None else
                "user engine not recorded (REMORA_REAL_USER=1 adds it)"))
     if per_thread:
         note += " | per thread: " + "; ".join(per_thread)
-    note += " | against the target's clock (largest error): " + "; ".join(
-        "%s %s" % (k, clocks[k].text()) for k in ("default", "A", "B", "user") if k in clocks)
-    note += " | its own mix moved %s" % ", ".join(
-        "%.1f points %s" % (clocks[x].moved(clocks[y]), w) for x, y, w in
-        (("default", "A", "from the default's window to A's"), ("A", "B", "from A's to B's")))
+    if clocks:
+        note += " | against the target's clock (largest error): " + "; ".join(
+            "%s %s" % (k, clocks[k].text()) for k in ("default", "A", "B", "user") if k in clocks)
+        note += " | its own mix moved %s" % ", ".join(
+            "%.1f points %s" % (clocks[x].moved(clocks[y]), w) for x, y, w in
+            (("default", "A", "from the default's window to A's"), ("A", "B", "from A's to B's")))
     if shown:
         note += " | not asserted, --blocking changes this program: " + "; ".join(shown)
     if problems:
