@@ -10,14 +10,14 @@ allocates, run SECONDS alone, then SECONDS under `REMORA record --mode memory --
 each binary (their order turned each pair), then alone again, PAIRS times in turn:
 
   alloc   50,000 small dicts a round, freed: pymalloc's emptied arenas go back to the
-          system and are faulted in again (~120,000 faults a second)
+          system and are faulted in again (~250,000-360,000 faults a second on 3.11)
   leak    tests/targets/real/mem_leak.py's work(): a service whose response cache never
           evicts, and four other sites that keep what they make; its stores emptied every
           4,000 requests (~140 MB) so that a run stays bounded
   numpy   tests/targets/real/mem_numpy.py's work(): numpy arrays kept at five sites; its
           lists emptied every 100 steps (~150 MB)
   fault   the worst case: each round 5,000 small dicts, then a 4 MB anonymous mapping
-          written a byte a page and unmapped (1,024 faults a round, ~450,000 a second)
+          written a byte a page and unmapped (1,024 faults a round, ~510,000 a second)
 
 The work rate is the loop's units per CPU second of the target, by its own clock (this
 machine's wall rates move with the load of others; the BPF program runs in the target's
