@@ -96,7 +96,8 @@ typedef struct kern_layout {
                                      * each tick with its user registers (a record of its own
                                      * before the tick's, KERN_S_NATIVE), a multiple of 4096,
                                      * KERN_NATIVE_MAX at most; 0 = none (no cost) */
-    uint32_t pad2;
+    uint32_t gil_pair;              /* 1: last_holder and locked lie in one aligned 16 bytes
+                                     * from min(gil_holder, gil_locked), read at once */
     uint64_t gen_hint;
     /* a frame whose code object user space has not proved (not in the known map with the
      * fingerprint read, KERN_NAMED of them a tick at most) goes with its names as the tick
@@ -106,6 +107,9 @@ typedef struct kern_layout {
     uint32_t nm_name;               /* co_qualname (3.11+) or co_name: a str pointer */
     uint32_t nm_file;               /* co_filename */
     uint32_t nm_firstlineno;        /* co_firstlineno, an int */
+    uint32_t pad3;
+    uint64_t interp;                /* the process's one interpreter state, every thread's
+                                     * interp (read at each tick otherwise); 0 = read it */
 } kern_layout_t;
 
 /* One frame as the BPF side saw it. */

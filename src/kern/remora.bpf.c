@@ -461,10 +461,14 @@ fault:
  * nothing when a read fails. */
 static __always_inline __u32 interp_flags(const kern_layout_t *L, __u64 tstate)
 {
-    __u64 interp, base, holder = 0;
-    __u32 collecting = 0, locked = 0, requested = 0, out = 0;
+    __u64 interp = L->interp, base, holder = 0, pair[2];
+    __u32 collecting = 0, locked = 0, requested = 0, out = 0, lo, dl;
+    int got = 0;
 
-    if (L->ts_interp == 0 || read_u64(&interp, tstate + L->ts_interp) != 0 || interp == 0)
+    /* (every probe read costs ~0.1 us a tick: the interpreter's address from user space
+     * where the process has one, the GIL's two fields in one read) */
+    if (L->ts_interp == 0 || (interp == 0 && read_u64(&interp, tstate + L->ts_interp) != 0) ||
+        interp == 0)
         return 0;
     if (bpf_probe_read_user(&collecting, 4, (const void *)(interp + L->is_gc_collecting)) == 0 &&
         collecting != 0)
@@ -472,8 +476,19 @@ static __always_inline __u32 interp_flags(const kern_layout_t *L, __u64 tstate)
     base = L->runtime;
     if (L->gil_in_interp && read_u64(&base, interp + L->is_gil_ptr) != 0)
         return out;
-    if (base != 0 && bpf_probe_read_user(&locked, 4, (const void *)(base + L->gil_locked)) == 0 &&
-        read_u64(&holder, base + L->gil_holder) == 0 && locked != 0 && holder == tstate)
+    if (base != 0 && L->gil_pair) {
+        lo = L->gil_holder < L->gil_locked ? L->gil_holder : L->gil_locked;
+        dl = L->gil_locked - lo;    /* 0, 4, 8 or 12 (kernel.c: unw_kern_layout) */
+        if (bpf_probe_read_user(pair, sizeof pair, (const void *)(base + lo)) == 0) {
+            holder = L->gil_holder == lo ? pair[0] : pair[1];
+            locked = (__u32)((dl >= 8 ? pair[1] : pair[0]) >> (dl % 8 == 4 ? 32 : 0));
+            got = 1;
+        }
+    } else if (base != 0 && bpf_probe_read_user(&locked, 4, (const void *)(base + L->gil_locked)) == 0 &&
+               read_u64(&holder, base + L->gil_holder) == 0) {
+        got = 1;
+    }
+    if (got && locked != 0 && holder == tstate)
         out |= KERN_S_GIL;
     /* as the user engine reads it: the thread's own flag, only while it does not hold it */
     if (!(out & KERN_S_GIL) && L->ts_gil_requested != 0 &&

@@ -164,6 +164,12 @@ int unw_kern_layout(const py_target_t *t, kern_layout_t *kl, char *why, size_t w
         kl->gil_holder = (uint32_t)L->gil_holder;
         kl->runtime = L->gil_in_interp ? 0 : t->runtime;
         kl->ts_gil_requested = (uint32_t)L->ts_gil_requested;
+        /* last_holder (8 bytes) and locked (4) in the 16 bytes from the lower, aligned:
+         * one read at each tick (remora.bpf.c's interp_flags) */
+        kl->gil_pair = L->gil_locked > L->gil_holder ?
+            L->gil_locked - L->gil_holder >= 8 && L->gil_locked - L->gil_holder <= 12 &&
+            (L->gil_locked - L->gil_holder) % 4 == 0 :
+            L->gil_holder - L->gil_locked == 8;
     }
     /* the exception state's place, read only where it is wanted (kern_sync_threads) */
     if (exc_readable(t)) {
@@ -293,7 +299,13 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
     uint32_t exc_on = (u->want & UNW_WANT_EXC) && ku->lay.ts_exc_info != 0;
     uint32_t gap = (u->want & UNW_WANT_SWITCH) ? ku->switch_gap_ns : 0;
 
-    if (ga != ku->lay.gen_addr || exc_on != ku->lay.exc_on || gap != ku->lay.switch_gap_ns) {
+    /* one interpreter: every thread's (a thread state's interp is then not read at each
+     * tick); with more, each tick reads its thread's */
+    uint64_t interp = r->ninterps == 1 ? r->interps[0].addr : 0;
+
+    if (ga != ku->lay.gen_addr || exc_on != ku->lay.exc_on || gap != ku->lay.switch_gap_ns ||
+        interp != ku->lay.interp) {
+        ku->lay.interp = interp;
         if (ga != ku->lay.gen_addr) {
             ku->lay.gen_addr = ga;
             ku->lay.gen_size = size;

@@ -25,7 +25,9 @@ set for the run and restored after). The kernel engine's BPF run time in each mo
 walker's per tick, and the switch program's per switch-out walk (issue 48). Tachyon
 (python3.15 -m profiling.sampling, in the chroot) against the same 3.15 target, each
 profiler by default: CPU per sample, remora / Tachyon. A 10-million-sample recording of a deep-stack target:
-remora's peak resident memory. Fidelity (only when asked: --sections fidelity): each work
+remora's peak resident memory; memory mode's cost (issue 49, mem_cost.py): the target's
+own rate under `record --mode memory` at the default fault period, on allocating programs
+and a loop that only faults, with the BPF walker's run time per sample. Fidelity (only when asked: --sections fidelity): each work
 function's share of tests/targets/work_mix.py on 3.15 by remora, remora --blocking and
 Tachyon, against the target's own clock over the same window. --async (--sections async):
 tests/targets/async_deep.py (4 worker tasks awaiting coroutines 50 deep, 10 waiting tasks)
@@ -323,6 +325,8 @@ def main():
         tachyon_table(remora, interps, secs)
     if "memory" in sections and not args.quick and interps:
         memory_table(remora, interps)
+    if "memory" in sections:
+        memory_mode_table(remora, args.quick)
     if "fidelity" in sections:
         fidelity_table(remora, interps)
     if "async" in sections:
@@ -990,6 +994,32 @@ def memory_table(remora, interps):
     finally:
         t.__exit__()
     print("rounds=%d thread samples=%d peak RSS=%.1f MB" % (s["samples"], s["samples"] * 8, s["maxrss_kb"] / 1024))
+
+
+MEMCOST_PYTHON = "/usr/bin/python3.11"    # Debian's: numpy imports there
+
+
+def memory_mode_table(remora, quick):
+    """Issue 49's cost: the target's own work rate under `record --mode memory` at the
+    default fault period, against its runs alone (mem_cost.py: the allocating programs of
+    tests/targets/real/ and an allocation-heavy loop, then the worst case, a loop that
+    only faults), and the BPF walker's run time per sample."""
+    import mem_cost
+    if not os.path.exists(MEMCOST_PYTHON):
+        print("\n## Memory mode: skipped (no %s)" % MEMCOST_PYTHON)
+        return
+    loads = ["alloc", "leak", "fault"]
+    if subprocess.run([MEMCOST_PYTHON, "-c", "import numpy"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode == 0:
+        loads.insert(2, "numpy")
+    pairs, seconds = (4, 1.0) if quick else (16, 2.0)
+    print("\n## Memory mode: the target's own rate alone and under `record --mode memory` "
+          "(%s, %d pairs of %.0f s, load average %.1f)\n" % (MEMCOST_PYTHON, pairs, seconds, os.getloadavg()[0]))
+    res = mem_cost.run([remora], loads, MEMCOST_PYTHON, pairs, seconds, log=lambda *a: None)
+    mem_cost.table(res, [remora], {remora: "remora"})
+    print("\n(load average %.1f after; the slowdown of each pair against the mean of the runs "
+          "alone before and after it; the walker's share: its BPF run time over the loop's CPU time)"
+          % os.getloadavg()[0])
 
 
 FIDELITY_SAMPLES = 20000     # main-thread samples each profiler must reach

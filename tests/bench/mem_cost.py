@@ -1,46 +1,104 @@
 """The cost of `record --mode memory` to its target (issue 49; docs/measured.md, "Memory
 mode"): measures, never asserts.
 
-    python3 tests/bench/mem_cost.py [--python /usr/bin/python3.11] [--pairs 8] [--seconds 3]
-                                    REMORA [REMORA ...]
+    python3 tests/bench/mem_cost.py [--python /usr/bin/python3.11] [--pairs 12] [--seconds 3]
+                                    [--loads alloc,leak,numpy,fault] REMORA [REMORA ...]
 
 Each REMORA is a remora binary (one built with another CLI_MEMORY_FAULTS, the fault period,
-measures that period). A target loop that grows and shrinks by page faults (each round:
-5,000 small dicts, then a 4 MB anonymous mapping written a byte a page and unmapped: 1,024
-faults a round) runs SECONDS alone, then SECONDS under `REMORA record --mode memory
---stats` for each binary, PAIRS times in turn; its work rate is rounds per CPU second of
-its loop, by its own clock (this machine's wall rates move with the load of others), each
-recorded run also read against the mean of the runs alone just before and after it. The
-BPF run time per sample is --stats' tick_ns / tick_runs, with bpf(BPF_ENABLE_STATS) held
-open for the run (the kernel counts run time only while one is). Prints, per binary, the
-median rate alone and recorded, the slowdown, the median ns a sample and samples a second.
-Needs root."""
+measures that period; an older build, the change between them). Each load is a loop that
+allocates, run SECONDS alone, then SECONDS under `REMORA record --mode memory --stats` for
+each binary (their order turned each pair), then alone again, PAIRS times in turn:
+
+  alloc   50,000 small dicts a round, freed: pymalloc's emptied arenas go back to the
+          system and are faulted in again (~250,000-360,000 faults a second on 3.11)
+  leak    tests/targets/real/mem_leak.py's work(): a service whose response cache never
+          evicts, and four other sites that keep what they make; its stores emptied every
+          4,000 requests (~140 MB) so that a run stays bounded
+  numpy   tests/targets/real/mem_numpy.py's work(): numpy arrays kept at five sites; its
+          lists emptied every 100 steps (~150 MB)
+  fault   the worst case: each round 5,000 small dicts, then a 4 MB anonymous mapping
+          written a byte a page and unmapped (1,024 faults a round, ~510,000 a second)
+
+The work rate is the loop's units per CPU second of the target, by its own clock (this
+machine's wall rates move with the load of others; the BPF program runs in the target's
+context and is counted in it). Each recorded run is read against the mean of the runs
+alone just before and after it (load that changes slowly cancels): its slowdown is
+1 - recorded / that mean; printed: the median slowdown of the pairs with a 95% bootstrap
+interval, and the mean with its own. The BPF run time per sample is --stats' tick_ns /
+tick_runs, with bpf(BPF_ENABLE_STATS) held open for the run (the kernel counts run time
+only while one is). bench.py's memory section calls run() and table(). Needs root."""
 
 import argparse
 import ctypes
 import os
+import random
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
 
-LOOP = r"""
-import mmap, sys, time
+HERE = os.path.dirname(os.path.abspath(__file__))
+REAL = os.path.normpath(os.path.join(HERE, "..", "targets", "real"))
+
+# Each load: argv[1] the seconds, argv[2] tests/targets/real; prints units per CPU second
+# and the page faults per CPU second.
+HEAD = r"""
+import resource, sys, time
 seconds = float(sys.argv[1])
-MB4 = 4 << 20
-rounds, t0, c0 = 0, time.monotonic(), time.process_time()
+sys.path.insert(0, sys.argv[2])
+"""
+TAIL = r"""
+n, t0, c0 = 0, time.monotonic(), time.process_time()
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 while time.monotonic() - t0 < seconds:
+    n += step()
+c = time.process_time() - c0
+print(n / c, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / c, c)
+"""
+LOADS = {
+    "alloc": r"""
+def step():
+    keep = [{"i": i} for i in range(50000)]
+    del keep
+    return 1
+""",
+    "leak": r"""
+import mem_leak as m
+def step():
+    m.work(200)
+    if m.served % 4000 == 0:
+        m.CACHE.clear()
+        del m.SESSIONS[:], m.USERS[:], m.ACCESS_LOG[:], m.INDEX[:]
+    return 200
+""",
+    "numpy": r"""
+import mem_numpy as m
+done = 0
+def step():
+    global done
+    m.work(5)
+    done += 5
+    if done % 100 == 0:
+        del m.FRAMES[:], m.SCALED[:], m.RAMPS[:], m.MASKS[:], m.IDS[:]
+    return 5
+""",
+    "fault": r"""
+import mmap
+MB4 = 4 << 20
+def step():
     keep = [{"i": i} for i in range(5000)]
     m = mmap.mmap(-1, MB4)
     for off in range(0, MB4, 4096):
         m[off] = 1
     m.close()
     del keep
-    rounds += 1
-print(rounds / (time.process_time() - c0))
-"""
+    return 1
+""",
+}
+UNITS = {"alloc": "rounds", "leak": "requests", "numpy": "steps", "fault": "rounds"}
 TICK = re.compile(r"tick_runs=(\d+) tick_ns=(\d+)")
+SAMPLE = re.compile(r"samples of (\d+) KiB")
 SYS_BPF = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
 BPF_ENABLE_STATS = 32
 
@@ -55,58 +113,143 @@ def enable_bpf_stats():
     return fd if fd >= 0 else None
 
 
-def one(python, loop, seconds, remora=None, out=None):
-    """(rounds per CPU second, tick_runs, tick_ns) of one run of the loop."""
-    cmd = [python, loop, str(seconds)]
-    if remora is None:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
-        return float(p.stdout.strip()), 0, 0
-    p = subprocess.run([remora, "record", "--mode", "memory", "--stats", "-o", out, "--"] + cmd,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start(python, loop, seconds, remora=None, out=None):
+    """One run of the loop begun, alone or under REMORA record --mode memory."""
+    cmd = [python, loop, str(seconds), REAL]
+    if remora is not None:
+        cmd = [remora, "record", "--mode", "memory", "--stats", "-o", out, "--"] + cmd
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(p, what):
+    """(units per CPU second, faults per CPU second, tick_runs, tick_ns, CPU seconds of the
+    loop) of a run begun."""
+    out, err = p.communicate()
     if p.returncode != 0:
-        sys.exit("%s exited %d: %s" % (remora, p.returncode, p.stderr.strip()[-300:]))
-    m = TICK.search(p.stderr)
-    return float(p.stdout.strip()), int(m.group(1)) if m else 0, int(m.group(2)) if m else 0
+        sys.exit("%s exited %d: %s" % (what, p.returncode, err.strip()[-300:]))
+    m = TICK.search(err)
+    rate, faults, cpu = (float(x) for x in out.split())
+    kib = SAMPLE.search(err)
+    return (rate, faults) + ((int(m.group(1)), int(m.group(2))) if m else (0, 0)) + (
+        cpu, int(kib.group(1)) if kib else 0)
+
+
+def one(python, loop, seconds, remora=None, out=None):
+    return finish(start(python, loop, seconds, remora, out), remora or python)
+
+
+def boot(xs, stat, rounds=4000):
+    """stat(xs) and a 95% bootstrap interval for it (seeded: the same data, the same one)."""
+    rng = random.Random(49)
+    v = sorted(stat(rng.choices(xs, k=len(xs))) for _ in range(rounds))
+    return stat(xs), v[int(rounds * 0.025)], v[int(rounds * 0.975) - 1]
+
+
+def run_together(remoras, loads, python, pairs, seconds, log=print):
+    """As run(), but each pair's two runs at once, side by side (the machine's load, which
+    moves from second to second, weighs on both alike): one alone, one recorded by the
+    pair's REMORA (the binaries in turn)."""
+    stats_fd = enable_bpf_stats()
+    if stats_fd is None:
+        log("(no BPF run-time stats: bpf(BPF_ENABLE_STATS) refused)")
+    d = tempfile.mkdtemp(prefix="remora-memcost-")
+    res = {}
+    try:
+        for load in loads:
+            loop = os.path.join(d, "memcost_%s.py" % load)    # (numpy.py would shadow numpy)
+            with open(loop, "w") as f:
+                f.write(HEAD + LOADS[load] + TAIL)
+            r = res[load] = {"alone": [], "faults": [], **{x: [] for x in remoras}}
+            fl = []
+            for k in range(pairs * len(remoras)):
+                x = remoras[k % len(remoras)]
+                pa = start(python, loop, seconds)
+                pr = start(python, loop, seconds, x, os.path.join(d, "x.collapsed"))
+                a, g = finish(pa, python), finish(pr, x)
+                r["alone"].append(a[0])
+                fl.append(a[1])
+                r[x].append((g[0], 100.0 * (1 - g[0] / a[0]), g[2], g[3], g[4], g[5]))
+                log("%s pair %d: alone %.1f, recorded %.1f (%s)" % (load, k + 1, a[0], g[0], x))
+            r["faults"] = statistics.median(fl)
+    finally:
+        if stats_fd is not None:
+            os.close(stats_fd)
+    return res
+
+
+def run(remoras, loads, python, pairs, seconds, log=print):
+    """{load: {"alone": [rates], "faults": faults/s alone, remora: [(rate, paired slowdown %,
+    tick_runs, tick_ns, the loop's CPU seconds, KiB a sample)]}}: each load's PAIRS pairs, alone and
+    recorded in turn."""
+    stats_fd = enable_bpf_stats()
+    if stats_fd is None:
+        log("(no BPF run-time stats: bpf(BPF_ENABLE_STATS) refused)")
+    d = tempfile.mkdtemp(prefix="remora-memcost-")
+    res = {}
+    try:
+        for load in loads:
+            loop = os.path.join(d, "memcost_%s.py" % load)    # (numpy.py would shadow numpy)
+            with open(loop, "w") as f:
+                f.write(HEAD + LOADS[load] + TAIL)
+            alone = [one(python, loop, seconds)]
+            r = res[load] = {"alone": [], "faults": [], **{x: [] for x in remoras}}
+            for k in range(pairs):
+                order = list(remoras) if k % 2 == 0 else list(reversed(remoras))
+                got = {x: one(python, loop, seconds, x, os.path.join(d, "x.collapsed")) for x in order}
+                alone.append(one(python, loop, seconds))
+                base = (alone[-2][0] + alone[-1][0]) / 2
+                for x in remoras:
+                    g = got[x]
+                    r[x].append((g[0], 100.0 * (1 - g[0] / base), g[2], g[3], g[4], g[5]))
+                log("%s pair %d: alone %.1f/%.1f, recorded %s" % (load, k + 1, alone[-2][0], alone[-1][0],
+                    ", ".join("%.1f" % got[x][0] for x in remoras)))
+            r["alone"] = [a[0] for a in alone]
+            r["faults"] = statistics.median(a[1] for a in alone)
+    finally:
+        if stats_fd is not None:
+            os.close(stats_fd)
+    return res
+
+
+def table(res, remoras, names=None):
+    """The markdown table of run()'s results: a row per load and binary. The walker's share:
+    its run time over the loop's CPU time (an upper bound: the run time counts the ticks
+    before the loop began too), the part of the slowdown measured exactly."""
+    names = names or {x: x for x in remoras}
+    print("| load | faults/s alone | remora (period) | rate alone (per CPU s) | recorded | slowdown, median "
+          "of pairs [95% CI] | mean [95% CI] | BPF ns a sample | samples/s | walker, of the "
+          "target's CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for load, r in res.items():
+        for x in remoras:
+            sl = [p[1] for p in r[x]]
+            med = boot(sl, statistics.median)
+            mean = boot(sl, statistics.mean)
+            per = [p[3] / p[2] for p in r[x] if p[2] > 0]
+            share = statistics.median(100.0 * p[3] / (p[4] * 1e9) for p in r[x])
+            sps = statistics.median(p[2] / p[4] for p in r[x])
+            period = "%s (%d)" % (names[x], max(p[5] for p in r[x]) * 1024 // os.sysconf("SC_PAGE_SIZE"))
+            print("| %s | %.0f | %s | %.1f %s | %.1f | %.1f%% [%.1f, %.1f] | %.1f%% [%.1f, %.1f] | "
+                  "%s | %.0f | %.2f%% |"
+                  % (load, r["faults"], period, statistics.median(r["alone"]), UNITS[load],
+                     statistics.median(p[0] for p in r[x]), *med, *mean,
+                     "%.0f" % statistics.median(per) if per else "?", sps, share))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("remoras", nargs="+")
     ap.add_argument("--python", default="/usr/bin/python3.11")
-    ap.add_argument("--pairs", type=int, default=8)
+    ap.add_argument("--pairs", type=int, default=12)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--loads", default="alloc,leak,numpy,fault")
+    ap.add_argument("--together", action="store_true",
+                    help="each pair's runs at once, side by side (run_together)")
     a = ap.parse_args()
-    stats_fd = enable_bpf_stats()
-    d = tempfile.mkdtemp(prefix="remora-memcost-")
-    loop = os.path.join(d, "fault_loop.py")
-    with open(loop, "w") as f:
-        f.write(LOOP)
-    alone, rec = [], {r: [] for r in a.remoras}
-    for k in range(a.pairs):
-        # a run alone on each side of the recorded ones: each recorded rate is read against
-        # the mean of the two around it, which the others' load on this machine moved
-        # least (its rates move by 1.5x from minute to minute)
-        if not alone:
-            alone.append(one(a.python, loop, a.seconds)[0])
-        order = list(a.remoras) if k % 2 == 0 else list(reversed(a.remoras))
-        got = {r: one(a.python, loop, a.seconds, r, os.path.join(d, "x.collapsed")) for r in order}
-        alone.append(one(a.python, loop, a.seconds)[0])
-        for r in a.remoras:
-            rec[r].append(got[r] + ((alone[-2] + alone[-1]) / 2,))
-        print("pair %d: alone %.1f/%.1f, %s" % (k + 1, alone[-2], alone[-1], ", ".join(
-            "%.1f" % rec[r][-1][0] for r in a.remoras)), flush=True)
-    base = statistics.median(alone)
-    print("alone: median %.1f rounds per CPU second (%d runs)%s"
-          % (base, len(alone), "" if stats_fd is not None else "; no BPF run-time stats"))
-    for r in a.remoras:
-        rates = [x[0] for x in rec[r]]
-        per = [x[2] / x[1] for x in rec[r] if x[1] > 0]
-        runs = sum(x[1] for x in rec[r]) / len(rec[r])
-        paired = statistics.median(100.0 * (1 - x[0] / x[3]) for x in rec[r])
-        print("%s: median %.1f (%.1f%% slower; paired with the runs alone around it: median "
-              "%.1f%%), BPF %s ns a sample (median), %.0f samples a run"
-              % (r, statistics.median(rates), 100.0 * (1 - statistics.median(rates) / base), paired,
-                 "%.0f" % statistics.median(per) if per else "?", runs))
+    print("load average: %.2f %.2f %.2f" % os.getloadavg())
+    res = (run_together if a.together else run)(a.remoras, a.loads.split(","), a.python, a.pairs, a.seconds)
+    print("load average: %.2f %.2f %.2f" % os.getloadavg())
+    table(res, a.remoras)
 
 
 if __name__ == "__main__":
