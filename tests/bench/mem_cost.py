@@ -145,6 +145,14 @@ def boot(xs, stat, rounds=4000):
     return stat(xs), v[int(rounds * 0.025)], v[int(rounds * 0.975) - 1]
 
 
+def write_loop(d, load):
+    """LOAD's loop as a script in d: its path (memcost_LOAD.py: numpy.py would shadow numpy)."""
+    loop = os.path.join(d, "memcost_%s.py" % load)
+    with open(loop, "w") as f:
+        f.write(HEAD + LOADS[load] + TAIL)
+    return loop
+
+
 def run_together(remoras, loads, python, pairs, seconds, log=print):
     """As run(), but each pair's two runs at once, side by side (the machine's load, which
     moves from second to second, weighs on both alike): one alone, one recorded by the
@@ -156,9 +164,7 @@ def run_together(remoras, loads, python, pairs, seconds, log=print):
     res = {}
     try:
         for load in loads:
-            loop = os.path.join(d, "memcost_%s.py" % load)    # (numpy.py would shadow numpy)
-            with open(loop, "w") as f:
-                f.write(HEAD + LOADS[load] + TAIL)
+            loop = write_loop(d, load)
             r = res[load] = {"alone": [], "faults": [], **{x: [] for x in remoras}}
             fl = []
             for k in range(pairs * len(remoras)):
@@ -188,9 +194,7 @@ def run(remoras, loads, python, pairs, seconds, log=print):
     res = {}
     try:
         for load in loads:
-            loop = os.path.join(d, "memcost_%s.py" % load)    # (numpy.py would shadow numpy)
-            with open(loop, "w") as f:
-                f.write(HEAD + LOADS[load] + TAIL)
+            loop = write_loop(d, load)
             alone = [one(python, loop, seconds)]
             r = res[load] = {"alone": [], "faults": [], **{x: [] for x in remoras}}
             for k in range(pairs):

@@ -44,11 +44,9 @@ MODES = {
 }
 
 
-def window(remora, t, n, mode, path):
-    """One recording between marks n and n + 1: (summary, stacks, the target's share %)."""
-    before = mark(t, n)
-    _, err = record(remora, ["-p", t.pid, "-d", SECONDS, "-r", RATE, "--mode", mode, "-o", path])
-    after = mark(t, n + 1)
+def kernel_summary(err, mode):
+    """The summary of a recording in MODE, which must have run on the kernel engine: Skip
+    when that engine cannot be used here at all, Fail when the mode fell back to user space."""
     s = summary(err, RATE)
     if s.engine != "kernel":
         notice = [l for l in err.splitlines() if NOTICE in l]
@@ -56,6 +54,15 @@ def window(remora, t, n, mode, path):
             raise Skip("the kernel engine is not used here: %s" % notice[0])
         raise Fail("--mode %s: the summary says engine %s, want kernel%s"
                    % (mode, s.engine, ": " + notice[0] if notice else ""))
+    return s
+
+
+def window(remora, t, n, mode, path):
+    """One recording between marks n and n + 1: (summary, stacks, the target's share %)."""
+    before = mark(t, n)
+    _, err = record(remora, ["-p", t.pid, "-d", SECONDS, "-r", RATE, "--mode", mode, "-o", path])
+    after = mark(t, n + 1)
+    s = kernel_summary(err, mode)
     spent = after["all"] - before["all"]
     if spent <= 0:
         raise Fail("the target's clock did not move between marks %d and %d" % (n, n + 1))
@@ -104,13 +111,7 @@ def switch_walks(remora, t, mode, path):
     """`record --mode MODE --stats` of t: (switch_walks, switch_used) from --stats."""
     _, err = record(remora, ["-p", t.pid, "-d", SWITCH_SECONDS, "-r", RATE, "--mode", mode, "--stats",
                              "-o", path])
-    s = summary(err, RATE)
-    if s.engine != "kernel":
-        notice = [l for l in err.splitlines() if NOTICE in l]
-        if notice and "--mode" not in notice[0]:
-            raise Skip("the kernel engine is not used here: %s" % notice[0])
-        raise Fail("--mode %s: the summary says engine %s, want kernel%s"
-                   % (mode, s.engine, ": " + notice[0] if notice else ""))
+    s = kernel_summary(err, mode)
     m = SWITCH_WALKS.search(err)
     if m is None:
         raise Fail("--mode %s: --stats has no switch_walks/switch_used: %s" % (mode, tail(err, 8)))
