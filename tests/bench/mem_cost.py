@@ -29,10 +29,12 @@ tick_runs, with bpf(BPF_ENABLE_STATS) held open for the run (the kernel counts r
 only while one is). bench.py's memory section calls run() and table(). Needs root."""
 
 import argparse
+import contextlib
 import ctypes
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -153,16 +155,28 @@ def write_loop(d, load):
     return loop
 
 
-def run_together(remoras, loads, python, pairs, seconds, log=print):
-    """As run(), but each pair's two runs at once, side by side (the machine's load, which
-    moves from second to second, weighs on both alike): one alone, one recorded by the
-    pair's REMORA (the binaries in turn)."""
+@contextlib.contextmanager
+def measuring(log):
+    """A run's set-up: the kernel counting BPF run time while it lasts (said when refused) and
+    a scratch directory for the loops and recordings, yielded, removed afterwards."""
     stats_fd = enable_bpf_stats()
     if stats_fd is None:
         log("(no BPF run-time stats: bpf(BPF_ENABLE_STATS) refused)")
     d = tempfile.mkdtemp(prefix="remora-memcost-")
-    res = {}
     try:
+        yield d
+    finally:
+        if stats_fd is not None:
+            os.close(stats_fd)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_together(remoras, loads, python, pairs, seconds, log=print):
+    """As run(), but each pair's two runs at once, side by side (the machine's load, which
+    moves from second to second, weighs on both alike): one alone, one recorded by the
+    pair's REMORA (the binaries in turn)."""
+    res = {}
+    with measuring(log) as d:
         for load in loads:
             loop = write_loop(d, load)
             r = res[load] = {"alone": [], "faults": [], **{x: [] for x in remoras}}
@@ -177,9 +191,6 @@ def run_together(remoras, loads, python, pairs, seconds, log=print):
                 r[x].append((g[0], 100.0 * (1 - g[0] / a[0]), g[2], g[3], g[4], g[5]))
                 log("%s pair %d: alone %.1f, recorded %.1f (%s)" % (load, k + 1, a[0], g[0], x))
             r["faults"] = statistics.median(fl)
-    finally:
-        if stats_fd is not None:
-            os.close(stats_fd)
     return res
 
 
@@ -187,12 +198,8 @@ def run(remoras, loads, python, pairs, seconds, log=print):
     """{load: {"alone": [rates], "faults": faults/s alone, remora: [(rate, paired slowdown %,
     tick_runs, tick_ns, the loop's CPU seconds, KiB a sample)]}}: each load's PAIRS pairs, alone and
     recorded in turn."""
-    stats_fd = enable_bpf_stats()
-    if stats_fd is None:
-        log("(no BPF run-time stats: bpf(BPF_ENABLE_STATS) refused)")
-    d = tempfile.mkdtemp(prefix="remora-memcost-")
     res = {}
-    try:
+    with measuring(log) as d:
         for load in loads:
             loop = write_loop(d, load)
             alone = [one(python, loop, seconds)]
@@ -209,9 +216,6 @@ def run(remoras, loads, python, pairs, seconds, log=print):
                     ", ".join("%.1f" % got[x][0] for x in remoras)))
             r["alone"] = [a[0] for a in alone]
             r["faults"] = statistics.median(a[1] for a in alone)
-    finally:
-        if stats_fd is not None:
-            os.close(stats_fd)
     return res
 
 
