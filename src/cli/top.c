@@ -425,7 +425,7 @@ int cmd_top(int argc, char **argv)
     }
     tp.python = ct.t.version;
     tp.p = ct.p;
-    cli_read_cmdline(ct.pid, tp.command, sizeof tp.command);
+    proc_cmdline(ct.pid, tp.command, sizeof tp.command);
     tp.table = stk_new();
     /* a command that is not Python, whose descendants are (--subprocesses): no unwinder */
     if (tp.table == NULL) {
@@ -440,11 +440,7 @@ int cmd_top(int argc, char **argv)
         goto out;
     so.states = 1;                  /* the header's exception share */
     tp.engine = cli_engine_name(kern);
-    {
-        int major = 0, minor = 0;
-        tp.gil_wait_known = sscanf(tp.python, "%d.%d", &major, &minor) == 2 &&
-                            (major > 3 || (major == 3 && minor >= 15));
-    }
+    tp.gil_wait_known = ct.t.layout.ts_gil_requested != 0;   /* the thread says it waits */
     if (a.mode == SAMPLE_MEMORY && kern != NULL)
         tp.unit = kern_fault_period(kern) * (uint64_t)sysconf(_SC_PAGESIZE);
     if ((err = sampler_new(u, ct.p, tp.table, NULL, &so, &tp.s)) != REMORA_OK) {

@@ -371,7 +371,7 @@ static int lib_entry_after(const remora_t *r, const unw_thread_t *t, size_t k)
 
     if (!(r->flags & REMORA_ENTRY_MARKS) || f->native)
         return 0;
-    if (r->t.layout.minor >= 11)
+    if (r->t.layout.walk_root != PY_ROOT_ANY)     /* the frames mark where each loop begins */
         return f->entry;
     for (j = k + 1; j < t->nframes; j++)
         if (!t->frames[j].native)

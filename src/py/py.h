@@ -239,6 +239,10 @@ void py_layout_derive(py_layout_t *L);
 /* Built-in layouts for 3.9–3.12 (generated). Returns NULL for other minors. */
 const py_layout_t *py_layout_for_minor(int minor);
 
+/* --opcodes: the target's opcode names by number (py/opnames.c), or NULL for a version
+ * without a table. */
+const char *const *py_opnames(const py_layout_t *L);
+
 /* Fill *out from the _Py_DebugOffsets at 'runtime' in the target (3.13+).
  * 'hexversion' is the version found there. Returns 0, or a REMORA_E* code
  * (REMORA_EVERSION for a layout remora does not know or offsets that fail checks). */

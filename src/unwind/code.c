@@ -13,7 +13,6 @@
 #include "remora.h"
 #include "internal.h"
 #include "../py/opcodes311.h"
-#include "../py/opnames_generated.h"
 
 #define CODE_MAX_READ 1024
 #define CODE_MAX_UNITS 32768            /* 3.11 bytecode decoded for call points, at most */
@@ -232,20 +231,6 @@ static int read_calls(proc_t *p, uint64_t code, int64_t units, unw_code_t *e)
     e->calls_units = n;
     free(bc);
     return REMORA_OK;
-}
-
-const char *const *code_opnames(int minor)
-{
-    switch (minor) {
-    case 9: return opnames_39;
-    case 10: return opnames_310;
-    case 11: return opnames_311;
-    case 12: return opnames_312;
-    case 13: return opnames_313;
-    case 14: return opnames_314;
-    case 15: return opnames_315;
-    default: return NULL;
-    }
 }
 
 const char *code_opcode(unwinder_t *u, unw_code_t *e, int offset)

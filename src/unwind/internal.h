@@ -145,8 +145,6 @@ int code_calls_at(const unw_code_t *code, int64_t idx);
  * read now (the specialised form it has now, 3.11+), or NULL (no such instruction, a
  * failed read, a version without opcode names). */
 const char *code_opcode(unwinder_t *u, unw_code_t *e, int offset);
-/* The opcode names of a minor version 3.9-3.15 (py/opnames_generated.h), or NULL. */
-const char *const *code_opnames(int minor);
 
 typedef struct code_cache code_cache_t;
 

@@ -24,7 +24,7 @@ int unw_new(proc_t *p, const py_target_t *t, unwinder_t **out)
         return REMORA_ENOMEM;
     u->p = p;
     u->target = t;
-    u->opnames = t->layout.major == 3 ? code_opnames(t->layout.minor) : NULL;
+    u->opnames = py_opnames(&t->layout);
     u->pthread_tid_off = -1;
     u->want = UNW_WANT_ALL;
     u->strs = strtab_new();
