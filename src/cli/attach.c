@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -237,16 +236,7 @@ int cli_async_check(struct unwinder *u, const py_target_t *t)
 int cli_sampler_fail(int err, pid_t pid, const char *holder)
 {
     if (holder != NULL && err == REMORA_EPERM) {
-        char path[64], line[256];
-        long tracer = 0;
-        FILE *f;
-        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-        f = fopen(path, "r");
-        while (f != NULL && fgets(line, sizeof line, f) != NULL)
-            if (sscanf(line, "TracerPid: %ld", &tracer) == 1)
-                break;
-        if (f != NULL)
-            fclose(f);
+        long tracer = proc_tracer(pid);
         if (tracer > 0)
             cli_error("%s: pid %d is already traced by pid %ld (a debugger or strace?): "
                       "detach it, or go without %s", holder, (int)pid, tracer, holder);
@@ -260,29 +250,6 @@ int cli_sampler_fail(int err, pid_t pid, const char *holder)
         return cli_fail(err, pid, NULL);
     cli_error("%s", err == REMORA_ENOMEM ? "out of memory" : remora_strerror(err));
     return REMORA_EXIT_FAIL;
-}
-
-void cli_read_cmdline(pid_t pid, char *out, size_t cap)
-{
-    char path[64];
-    ssize_t n, i;
-    int fd;
-
-    out[0] = '\0';
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    n = read(fd, out, cap - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    for (i = 0; i < n; i++)
-        if (out[i] == '\0')
-            out[i] = ' ';
-    while (n > 0 && out[n - 1] == ' ')
-        n--;
-    out[n] = '\0';
 }
 
 /* Launch: fork and exec; returns the child's pid or -1 with errno set. */
@@ -470,9 +437,7 @@ static int wait_for_python(char **cmd, int subprocesses, volatile sig_atomic_t *
     size_t nsubs = 0;
     pid_t in = 0;
 
-#ifdef SYS_pidfd_open
-    pidfd = (int)syscall(SYS_pidfd_open, ct->child, 0);    /* always close-on-exec */
-#endif
+    pidfd = proc_pidfd(ct->child);
     if (subprocesses && (subs = malloc(WAIT_SUB_MAX * sizeof *subs)) == NULL) {
         cli_error("out of memory");
         rc = REMORA_EXIT_FAIL;

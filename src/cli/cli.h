@@ -222,9 +222,6 @@ int cli_async_check(struct unwinder *u, const py_target_t *t);
 /* 0 if exactly one of -p and -- CMD was given, else one line and -1. */
 int cli_sampling_check(const char *what, const cli_sampling_t *c);
 
-/* The target's command line, arguments joined by spaces ("" if unreadable). */
-void cli_read_cmdline(pid_t pid, char *out, size_t cap);
-
 typedef struct cli_target {
     pid_t pid;
     pid_t child;            /* the launched command while it runs, else 0 */

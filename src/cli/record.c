@@ -503,7 +503,7 @@ static void setup_run(rec_run_t *r, profile_t *base, const struct timespec *wall
     r->prof.meta.rate_hz = a->c.rate;
     snprintf(r->prof.meta.python, sizeof r->prof.meta.python, "%s", r->ct.t.version);
     snprintf(r->prof.meta.mode, sizeof r->prof.meta.mode, "%s", cli_mode_name(a->c.mode));
-    cli_read_cmdline(r->ct.pid, r->prof.meta.command, sizeof r->prof.meta.command);
+    proc_cmdline(r->ct.pid, r->prof.meta.command, sizeof r->prof.meta.command);
 }
 
 /* The sampler made on the target, its recording begun (whole: the run's metadata).

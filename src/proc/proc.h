@@ -270,6 +270,17 @@ void proc_release_states(proc_t *p);
  * thread name), NUL-terminated, at most 'len' - 1 bytes. Returns 0 or REMORA_ENOPROC. */
 int proc_task_comm(proc_t *p, pid_t tid, char *name, size_t len);
 
+/* The pid tracing a live process (/proc/PID/status's TracerPid): 0 for none, -1 when it
+ * cannot be read. */
+long proc_tracer(pid_t pid);
+
+/* A live process's command line (/proc/PID/cmdline), its arguments joined by spaces,
+ * NUL-terminated in out[0..cap); "" when it cannot be read. */
+void proc_cmdline(pid_t pid, char *out, size_t cap);
+
+/* A pidfd for pid (readable once it exits), or -1 (a kernel without pidfd_open). */
+int proc_pidfd(pid_t pid);
+
 /* ---- --blocking: the target held still while a sample is read (freeze.c) ---- */
 
 typedef struct freezer freezer_t;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "remora.h"
@@ -492,4 +493,55 @@ int proc_descendants(pid_t root, pid_t *out, size_t cap, size_t *n)
     free(pairs);
     *n = found;
     return REMORA_OK;
+}
+
+long proc_tracer(pid_t pid)
+{
+    char path[64], *text, *line;
+    long tracer = -1;
+    size_t n;
+
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (proc_slurp(path, 1 << 16, &text, &n) != REMORA_OK)
+        return -1;
+    for (line = text; line != NULL && *line != '\0'; line = strchr(line, '\n'), line += line != NULL)
+        if (sscanf(line, "TracerPid: %ld", &tracer) == 1)
+            break;
+    free(text);
+    return tracer;
+}
+
+void proc_cmdline(pid_t pid, char *out, size_t cap)
+{
+    char path[64];
+    ssize_t n, i;
+    int fd;
+
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    n = read(fd, out, cap - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    for (i = 0; i < n; i++)
+        if (out[i] == '\0')
+            out[i] = ' ';
+    while (n > 0 && out[n - 1] == ' ')
+        n--;
+    out[n] = '\0';
+}
+
+int proc_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);        /* always close-on-exec */
+#else
+    (void)pid;
+    return -1;
+#endif
 }
