@@ -41,7 +41,7 @@ _remora()
     local sorts="self total name own tottime cumulative cumul cumtime"
     local sampling="-h --help -p --pid -r --rate -d --duration --mode --gil --idle --no-gc
         --subprocesses --blocking --nonblocking --native --function --nolineno -l --limit
-        --async --async-mode --engine --opcodes --"
+        --async --async-mode --engine --opcodes --fault-period --"
 
     # the command: the first word after remora that is not an option
     cmd=

@@ -41,8 +41,9 @@ void cli_modes_help(void)
     fputs("\nmodes: wall (every thread), cpu (threads on a CPU), gil (the GIL holder),\n"
           "       exception (threads handling an exception); in each, without --idle,\n"
           "       a thread neither on a CPU nor holding the GIL is left out;\n"
-          "       memory (where resident memory grows, in bytes: a sample every 16\n"
-          "       page faults of a thread, read in the kernel; needs the kernel engine)\n"
+          "       memory (where resident memory grows, in bytes: a sample every 64\n"
+          "       page faults of a thread (--fault-period), read in the kernel; needs\n"
+          "       the kernel engine)\n"
           "\nengines: kernel reads a running thread's stack in the kernel at each tick of\n"
           "       its CPU time (BPF: needs CAP_BPF and CAP_PERFMON), threads off a CPU from\n"
           "       user space; user reads every thread from user space; auto (default):\n"
@@ -137,6 +138,11 @@ int cli_sampling_take(const char *what, int id, const char *flag, const char *v,
             return cli_bad_value(what, flag, v, cli_rows_accepts);
         c->limit = (int)rows;
         return 1;
+    case CLI_O_FAULT_PERIOD:
+        if (cli_parse_uint(v, 1, CLI_MEMORY_FAULTS_MAX, &rows))
+            return cli_bad_value(what, flag, v, "page faults a sample, 1 to 65536");
+        c->fault_period = (unsigned)rows;
+        return 1;
     case CLI_O_MODE:
         for (c->mode = 0; v != NULL && c->mode < NMODES; c->mode++)
             if (strcmp(v, mode_names[c->mode]) == 0)
@@ -171,6 +177,11 @@ int cli_sampling_check(const char *what, const cli_sampling_t *c)
                       "with %s; drop it", what, no);
             return -1;
         }
+    }
+    if (c->fault_period != 0 && c->mode != SAMPLE_MEMORY) {
+        cli_error("%s: --fault-period sets --mode memory's samples: give --mode memory, or "
+                  "drop it", what);
+        return -1;
     }
     if (c->blocking && c->nonblocking) {
         cli_error("%s: --blocking and --nonblocking ask for opposites: give one (without "

@@ -122,6 +122,8 @@ typedef struct cli_sampling {
     int async;              /* --async, --async-mode: 0, SAMPLE_ASYNC_RUNNING or SAMPLE_ASYNC_ALL
                              * (--async-mode alone implies --async) */
     int engine;             /* --engine: CLI_ENGINE_AUTO (default), _KERNEL or _USER */
+    unsigned fault_period;  /* --fault-period: page faults a memory sample (0: not given,
+                             * CLI_MEMORY_FAULTS) */
 } cli_sampling_t;
 
 /* the library's values (lib/engine.c decides) */
@@ -142,7 +144,7 @@ enum cli_sampling_opt {
     CLI_O_HELP = 1, CLI_O_PID, CLI_O_CMD, CLI_O_RATE, CLI_O_DURATION, CLI_O_MODE, CLI_O_IDLE,
     CLI_O_NO_GC, CLI_O_SUBPROCESSES, CLI_O_BLOCKING, CLI_O_NONBLOCKING, CLI_O_GIL,
     CLI_O_FUNCTION, CLI_O_LIMIT, CLI_O_NATIVE, CLI_O_ASYNC, CLI_O_ASYNC_MODE, CLI_O_ENGINE, CLI_O_OPCODES,
-    CLI_O_OWN
+    CLI_O_FAULT_PERIOD, CLI_O_OWN
 };
 #define CLI_OPT_HELP { CLI_O_HELP, "-h", "--help", NULL, NULL, "print this help and exit", 0 }
 #define CLI_SAMPLING_OPTS \
@@ -156,6 +158,8 @@ enum cli_sampling_opt {
       "stop after it: 30, 0.5, 250ms, 2m (default: never)", 0 }, \
     { CLI_O_MODE, NULL, "--mode", NULL, "MODE", \
       "wall (default), cpu, gil, exception, memory (below)", 0 }, \
+    { CLI_O_FAULT_PERIOD, NULL, "--fault-period", NULL, "N", \
+      "--mode memory: a sample every N page faults (64)", 0 }, \
     { CLI_O_GIL, NULL, "--gil", NULL, NULL, "the same as --mode gil (py-spy's flag)", 0 }, \
     { CLI_O_IDLE, NULL, "--idle", NULL, NULL, \
       "keep idle threads' samples (default: left out)", 0 }, \
@@ -203,10 +207,13 @@ int cli_native_enable(struct unwinder *u, pid_t pid);
 struct kern;
 int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struct kern **out);
 
-/* --mode memory: a sample every this many page faults of a thread (4 KiB pages: 64 KiB
- * of new resident memory a sample); with --mode memory, cli_engine_open opens the
- * fault-driven engine or exits 1 (REMORA_EXIT_USAGE) after one line saying why not. */
-#define CLI_MEMORY_FAULTS 16
+/* --mode memory: by default a sample every this many page faults of a thread (4 KiB
+ * pages: 256 KiB of new resident memory a sample; the walk a sample costs an allocating
+ * target about 1-2.5% of its time at 16, docs/measured.md), --fault-period's bound; with
+ * --mode memory, cli_engine_open opens the fault-driven engine or exits 1
+ * (REMORA_EXIT_USAGE) after one line saying why not. */
+#define CLI_MEMORY_FAULTS 64
+#define CLI_MEMORY_FAULTS_MAX 65536
 
 /* The target's unwinder u (may be NULL: a command not Python yet) on the engine *k:
  * when its layout is one the kernel engine cannot walk, *k is closed and set NULL, and

@@ -58,9 +58,10 @@ int cli_engine_open(const char *what, const cli_sampling_t *c, int anchor, struc
     int err, refused;
 
     if (c->mode == SAMPLE_MEMORY) {
-        /* the frame walker at every CLI_MEMORY_FAULTS'th page fault of a thread */
+        /* the frame walker at every Nth page fault of a thread (--fault-period) */
         *out = NULL;
-        err = kern_open_faults(CLI_MEMORY_FAULTS, out, why, sizeof why);
+        err = kern_open_faults(c->fault_period ? c->fault_period : CLI_MEMORY_FAULTS, out, why,
+                               sizeof why);
         return err == REMORA_OK ? REMORA_EXIT_OK : engine_refused(what, c, err, why);
     }
     engine_req(c, anchor, &q);

@@ -4,8 +4,8 @@ mode"): measures, never asserts.
     python3 tests/bench/mem_cost.py [--python /usr/bin/python3.11] [--pairs 12] [--seconds 3]
                                     [--loads alloc,leak,numpy,fault] REMORA [REMORA ...]
 
-Each REMORA is a remora binary (one built with another CLI_MEMORY_FAULTS, the fault period,
-measures that period; an older build, the change between them). Each load is a loop that
+Each REMORA is a remora binary, at its default fault period, or BINARY@N: the same at
+--fault-period N (an older build: the change between them). Each load is a loop that
 allocates, run SECONDS alone, then SECONDS under `REMORA record --mode memory --stats` for
 each binary (their order turned each pair), then alone again, PAIRS times in turn:
 
@@ -119,7 +119,9 @@ def start(python, loop, seconds, remora=None, out=None):
     """One run of the loop begun, alone or under REMORA record --mode memory."""
     cmd = [python, loop, str(seconds), REAL]
     if remora is not None:
-        cmd = [remora, "record", "--mode", "memory", "--stats", "-o", out, "--"] + cmd
+        binary, _, period = remora.partition("@")
+        cmd = [binary, "record", "--mode", "memory", "--stats", "-o", out] + (
+            ["--fault-period", period] if period else []) + ["--"] + cmd
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -8,7 +8,8 @@
 #       window (a "go N" line: work(N)) and writes compare_to(..., "traceback") by site: each
 #       difference's bytes to the innermost frame of the target's own file, its line mapped
 #       to its function through the target's code objects (memwindow.py). remora records
-#       --mode memory over the whole window; its samples under the target's work() are
+#       --mode memory over the whole window, at the default fault period (Django's small
+#       window at --fault-period 16); its samples under the target's work() are
 #       given, by the innermost frame of the target's file, to the same sites. Truth: the
 #       top sites agree: for each of tracemalloc's TOP largest sites and every other site,
 #       when tracemalloc's bytes of the two differ by more than SIGMAS binomial standard
@@ -37,13 +38,16 @@ ORDER = 326           # after memory_tests
 REAL = os.path.join(TARGETS, "real")
 MEMWINDOW = os.path.join(REAL, "memwindow.py")
 INTERPS = ("debian-3.11-static", "sid-3.13", "sid-3.15")
-# (test name, script, module whose import says whether the package runs, window's work(N))
-PROGRAMS = (("numpy", "mem_numpy.py", "numpy", 100),
-            ("leak", "mem_leak.py", "os", 3000),
-            ("django", "mem_django.py", "django", 15))
+# (test name, script, module whose import says whether the package runs, window's work(N),
+# --fault-period: None for the default, 64 faults of 4 KiB; Django's window grows ~8 MiB,
+# some 30 samples at the default, too few to order five sites: every 16th fault there)
+PROGRAMS = (("numpy", "mem_numpy.py", "numpy", 100, None),
+            ("leak", "mem_leak.py", "os", 3000, None),
+            ("django", "mem_django.py", "django", 15, 16))
 TOP = 5
 SIGMAS = 3.0
-SAMPLE_BYTES = 16 * 4096
+PAGE = 4096
+DEFAULT_PERIOD = 64
 
 
 def import_problem(interp, module):
@@ -56,15 +60,15 @@ def import_problem(interp, module):
     return tail(p.stdout.decode("utf-8", "replace"), 1)
 
 
-def remora_sites(path, own, work):
+def remora_sites(path, own, work, sample_bytes):
     """({site: samples}, samples outside work()) of a collapsed memory profile: each stack
     under the target's work() to the innermost frame of the target's file (own)."""
     sites, outside = {}, 0
     for st in parse_collapsed(path):
-        if st.count % SAMPLE_BYTES:
+        if st.count % sample_bytes:
             raise Fail("a count of %d bytes, not a multiple of the sample's %d"
-                       % (st.count, SAMPLE_BYTES))
-        n = st.count // SAMPLE_BYTES
+                       % (st.count, sample_bytes))
+        n = st.count // sample_bytes
         if not any(f[0] == work and f[1] == own for f in st.frames):
             outside += n
             continue
@@ -94,7 +98,7 @@ def order_problems(truth, got, n):
     return bad
 
 
-def test_real(remora, interp, script, module, n):
+def test_real(remora, interp, script, module, n, period):
     if os.environ.get("REMORA_TEST_ENGINE") == "user":
         raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
     why = import_problem(interp, module)
@@ -106,14 +110,16 @@ def test_real(remora, interp, script, module, n):
         with Target(interp, os.path.join(REAL, script), "ready.json", support=[MEMWINDOW]) as t:
             ready = t.wait_ready()
             out = os.path.join(d, "m.collapsed")
-            rec = Recording(remora, ["-p", ready["pid"], "--mode", "memory", "-o", out])
+            sample_bytes = (period or DEFAULT_PERIOD) * PAGE
+            rec = Recording(remora, ["-p", ready["pid"], "--mode", "memory", "-o", out] + (
+                ["--fault-period", period] if period else []))
             rec.wait_sampled()
             truth = target_says(t, "go %d" % n, 1)
             rec.proc.send_signal(2)
             rc, _, err = rec.finish()
             if rc != 0:
                 raise Fail("record --mode memory exited %d: %s" % (rc, tail(err)))
-            got, outside = remora_sites(out, ready["file"], ready["work"])
+            got, outside = remora_sites(out, ready["file"], ready["work"], sample_bytes)
             samples = sum(got.values())
             if samples == 0:
                 raise Fail("no sample under work(): %d outside; %s" % (outside, tail(err)))
@@ -126,7 +132,7 @@ def test_real(remora, interp, script, module, n):
             rows += ["%s %.1f%%/-" % (s, 100.0 * got[s] / samples) for s in others[:2]]
             bad = order_problems(sites, got, samples)
             note = ("%s (remora/tracemalloc); %.1f MiB sampled under work(), tracemalloc %.1f MiB "
-                    "(%.1f MiB beyond its frames)" % ("; ".join(rows), samples * SAMPLE_BYTES / 1048576.0,
+                    "(%.1f MiB beyond its frames)" % ("; ".join(rows), samples * sample_bytes / 1048576.0,
                                                      truth["total"] / 1048576.0,
                                                      truth["beyond"] / 1048576.0))
             if bad:

@@ -6,13 +6,16 @@
 #                           (/proc/self/statm); a recording over ROUNDS rounds of them
 #                           (-o collapsed and .remora) must give each function a share of
 #                           the four's bytes within SHARE_POINTS points of the target's own
-#                           account; the counts are bytes (multiples of the sample's 64 KiB),
+#                           account, at --fault-period 16 (the default 64 gives a quarter
+#                           of the samples); the counts are bytes (multiples of the sample's
+#                           64 KiB),
 #                           the summary names the bytes attributed and the resident size at
 #                           both ends, and the .remora recording keeps the unit
 #                           (sample_bytes, mode "memory"; convert writes the same bytes)
 #   memory/refused          --mode memory with --engine user (and --blocking): exit 1, one
 #                           line; without CAP_BPF/CAP_PERFMON (setpriv): exit 1, one line
-#                           naming the kernel engine, no profile written
+#                           naming the kernel engine, no profile written; --fault-period
+#                           without --mode memory, or out of 1-65536: exit 1, one line
 #   memory/top              `top --mode memory -d 3` (not a terminal) while mem_grow.py runs
 #                           ROUNDS rounds: its last frame has byte columns (Own, Total in
 #                           MiB) and each function's %Total within SHARE_POINTS + 1 of the
@@ -49,7 +52,9 @@ ORDER = 325           # after engine_tests (the kernel engine's own), before rea
 UNIT_ROUNDS = 8       # memory/units: about 35 MB of growth, some 500 samples
 ROUNDS = 30           # rounds of the four functions: about 130 MB of growth, 2000 samples
 SHARE_POINTS = 2.0    # the margin: a function's share within 2 points of the truth
-SAMPLE_BYTES = 16 * 4096
+SAMPLE_BYTES = 64 * 4096     # the default: a sample every 64 page faults (4 KiB pages)
+TRUTH_PERIOD = 16             # shares and top: --fault-period 16, four times the samples
+TRUTH_BYTES = TRUTH_PERIOD * 4096
 FUNCS = ("keep_3mb", "keep_1mb", "keep_small", "churn_3mb")
 NO_CAPS = ["setpriv", "--inh-caps=-bpf,-perfmon,-sys_admin",
            "--bounding-set=-bpf,-perfmon,-sys_admin", "--"]
@@ -74,7 +79,8 @@ def test_shares(remora, interp):
             # in a chroot without /proc the target works in a child it forked (mem_grow.py)
             pid = t.wait_ready()["pid"]
             out, raw = os.path.join(d, "m.collapsed"), os.path.join(d, "m.remora")
-            rec = Recording(remora, ["-p", pid, "--mode", "memory", "-o", out, "-o", raw])
+            rec = Recording(remora, ["-p", pid, "--mode", "memory", "--fault-period",
+                                     TRUTH_PERIOD, "-o", out, "-o", raw])
             rec.wait_sampled()
             truth = target_says(t, "go %d" % ROUNDS, 1)["growth"]
             rec.proc.send_signal(2)
@@ -87,9 +93,9 @@ def test_shares(remora, interp):
             got = {f: 0 for f in FUNCS}
             total = 0
             for st in parse_collapsed(out):
-                if st.count % SAMPLE_BYTES:
+                if st.count % TRUTH_BYTES:
                     raise Fail("a count of %d bytes, not a multiple of the sample's %d"
-                               % (st.count, SAMPLE_BYTES))
+                               % (st.count, TRUTH_BYTES))
                 total += st.count
                 names = {f[0] for f in st.frames}
                 for f in FUNCS:
@@ -113,7 +119,7 @@ def test_shares(remora, interp):
                 raise Fail("shares (remora/target) off by more than %.0f points for %s: %s"
                            % (SHARE_POINTS, ", ".join(bad), "; ".join(rows)))
             r = read_remora(raw)
-            if r.meta["mode"] != "memory" or r.meta["sample_bytes"] != SAMPLE_BYTES:
+            if r.meta["mode"] != "memory" or r.meta["sample_bytes"] != TRUTH_BYTES:
                 raise Fail("the .remora recording says mode %r, sample_bytes %r"
                            % (r.meta["mode"], r.meta["sample_bytes"]))
             back = os.path.join(d, "back.collapsed")
@@ -150,6 +156,16 @@ def test_refused(remora):
                 if os.path.exists(out):
                     raise Fail("--mode memory %s wrote a profile" % " ".join(flags))
                 seen.append(err.strip())
+            # --fault-period: memory mode's alone, a count of faults
+            for flags in (["--fault-period", "16"], ["--mode", "memory", "--fault-period", "0"],
+                          ["--mode", "memory", "--fault-period", "65537"]):
+                rc, _, err = remora.run(["record", "-p", t.pid, "-d", "0.2", "-o", out] + flags)
+                line = one_line(err)
+                if rc != 1 or line is not None or "--fault-period" not in err:
+                    raise Fail("%s: exit %d (want 1), %s" % (" ".join(flags), rc, line or err.strip()))
+                if os.path.exists(out):
+                    raise Fail("%s wrote a profile" % " ".join(flags))
+                seen.append(err.strip())
             if shutil.which("setpriv") is None:
                 seen.append("(no setpriv(1): the capability case not run)")
             return " | ".join(seen)
@@ -164,7 +180,8 @@ def test_top(remora):
         raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
     with grower(HOST[0]) as t:
         t.wait_ready()
-        top = subprocess.Popen(remora.argv(["top", "--mode", "memory", "-p", str(t.pid), "-d", "3"]),
+        top = subprocess.Popen(remora.argv(["top", "--mode", "memory", "--fault-period",
+                                            str(TRUTH_PERIOD), "-p", str(t.pid), "-d", "3"]),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             first = top.stdout.readline()       # the first frame begins: sampling began
