@@ -28,25 +28,25 @@ static int idle_look(unwinder_t *u, rd_thread_t *tc, uint64_t now)
 
     if (sched) {
         u->stats.idle_sched++;
-        if (tc->idle_sched && tc->idle_state != IDLE_UNKNOWN) {
-            if (run == tc->idle_run && arrivals == tc->idle_arrivals)
-                return tc->idle_state == IDLE_RUNNING;  /* not switched since: as it was */
-            tc->idle_warm = now + IDLE_WARM;            /* switched since */
+        if (tc->idle.sched && tc->idle.state != IDLE_UNKNOWN) {
+            if (run == tc->idle.run && arrivals == tc->idle.arrivals)
+                return tc->idle.state == IDLE_RUNNING;  /* not switched since: as it was */
+            tc->idle.warm = now + IDLE_WARM;            /* switched since */
         }
     }
     /* read before the state: a thread asleep now is asleep while these stay the same */
-    tc->idle_sched = sched;
-    tc->idle_run = run;
-    tc->idle_arrivals = arrivals;
+    tc->idle.sched = sched;
+    tc->idle.run = run;
+    tc->idle.arrivals = arrivals;
     u->stats.idle_states++;
     if (proc_task_state(u->p, tc->native_id, &state) != REMORA_OK) {
-        tc->idle_state = IDLE_UNKNOWN;      /* gone, or unreadable: not on a CPU */
+        tc->idle.state = IDLE_UNKNOWN;      /* gone, or unreadable: not on a CPU */
         return 0;
     }
-    tc->idle_state = state == 'R' ? IDLE_RUNNING : IDLE_ASLEEP;
-    if (tc->idle_state == IDLE_RUNNING)
-        tc->idle_warm = now + IDLE_WARM;
-    return tc->idle_state == IDLE_RUNNING;
+    tc->idle.state = state == 'R' ? IDLE_RUNNING : IDLE_ASLEEP;
+    if (tc->idle.state == IDLE_RUNNING)
+        tc->idle.warm = now + IDLE_WARM;
+    return tc->idle.state == IDLE_RUNNING;
 }
 
 /* Thread i's on_cpu this round, after its walk (or, reused, a parked thread's saved walk
@@ -70,19 +70,19 @@ int idle_decide(unwinder_t *u, reader_t *r, size_t i, int reused)
     th->on_cpu = 0;
     if (th->native_id <= 0)
         return idle_skips(u, th);   /* no task to ask about */
-    fresh = tc->idle_tid != th->native_id;
+    fresh = tc->idle.tid != th->native_id;
     if (fresh) {                    /* a thread not seen yet, or another in this state */
-        tc->idle_tid = th->native_id;
-        tc->idle_state = IDLE_UNKNOWN;
-        tc->idle_sched = 0;
-        tc->idle_warm = tc->idle_due = 0;
-        tc->idle_top = tc->idle_instr = 0;
-    } else if (tc->idle_round == now) {
-        th->on_cpu = tc->idle_on;   /* decided already this round (before its walk, or in
+        tc->idle.tid = th->native_id;
+        tc->idle.state = IDLE_UNKNOWN;
+        tc->idle.sched = 0;
+        tc->idle.warm = tc->idle.due = 0;
+        tc->idle.top = tc->idle.instr = 0;
+    } else if (tc->idle.round == now) {
+        th->on_cpu = tc->idle.on;   /* decided already this round (before its walk, or in
                                      * a reading of the round before this one) */
         return idle_skips(u, th);
     }
-    tc->idle_round = now;
+    tc->idle.round = now;
     /* its stack moved (it ran Python, so it held the GIL since the last round); a parked
      * thread's saved walk has not */
     if (reused) {
@@ -96,28 +96,28 @@ int idle_decide(unwinder_t *u, reader_t *r, size_t i, int reused)
         top = r->raw[tc->raw_first].addr;
         instr = r->raw[tc->raw_first].instr;
     }
-    moved = !fresh && (th->error || tc->partial || top != tc->idle_top || instr != tc->idle_instr);
-    tc->idle_top = top;
-    tc->idle_instr = instr;
+    moved = !fresh && (th->error || tc->partial || top != tc->idle.top || instr != tc->idle.instr);
+    tc->idle.top = top;
+    tc->idle.instr = instr;
     if (th->holds_gil || moved)
-        tc->idle_warm = now + IDLE_WARM;
+        tc->idle.warm = now + IDLE_WARM;
     if (th->holds_gil && !(u->want & UNW_WANT_CPU)) {
         /* never idle (UNW_WANT_ACTIVE): taken as on a CPU, as it runs Python; looked at
          * again the first round it does not hold the GIL */
-        tc->idle_state = IDLE_UNKNOWN;
-        th->on_cpu = tc->idle_on = 1;
+        tc->idle.state = IDLE_UNKNOWN;
+        th->on_cpu = tc->idle.on = 1;
         return 0;
     }
     /* Looked at: every thread where a look costs no system call (a core, a snapshot,
      * --blocking's held states); one not known asleep; one that ran lately (warm), or
      * whose stack moved; else every IDLE_COLD rounds, spread over the rounds. */
-    if (!proc_states_held(u->p) && tc->idle_state == IDLE_ASLEEP && !moved && now >= tc->idle_warm &&
-        now < tc->idle_due) {
+    if (!proc_states_held(u->p) && tc->idle.state == IDLE_ASLEEP && !moved && now >= tc->idle.warm &&
+        now < tc->idle.due) {
         u->stats.idle_kept++;
-        th->on_cpu = tc->idle_on = 0;
+        th->on_cpu = tc->idle.on = 0;
         return idle_skips(u, th);
     }
-    th->on_cpu = tc->idle_on = idle_look(u, tc, now);
-    tc->idle_due = now + (fresh ? 1 + i % IDLE_COLD : IDLE_COLD);
+    th->on_cpu = tc->idle.on = idle_look(u, tc, now);
+    tc->idle.due = now + (fresh ? 1 + i % IDLE_COLD : IDLE_COLD);
     return idle_skips(u, th);
 }

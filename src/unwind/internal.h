@@ -562,37 +562,41 @@ typedef struct rd_thread {
                                      * and chunk) was first seen: before that, a partial one
                                      * may be a freed thread's frames (C stacks and chunks
                                      * are reused at the same addresses by the next thread) */
-    /* the kernel engine (kernel.c): the tid and state it was told this thread runs on */
-    pid_t kern_tid;
-    uint64_t kern_ts;
-    /* ... and its idle test for a thread the table does not know (kern_cpu_state): the
-     * state /proc gave, and the thread's slot as it read just before that (any switch of
-     * the thread since would have written the slot) */
-    pid_t kst_tid;                  /* 0: nothing kept */
-    int kst_on;                     /* /proc said 'R' */
-    uint32_t kst_seq, kst_owner;
-    uint64_t kst_ns;
-    /* ... and its ticks held up (kern_cpu_state): its CPU time when a round last read it
-     * so, and the thread that was */
-    pid_t kbehind_tid;
-    uint64_t kbehind_cpu;
-    /* ... and its time off a CPU (kern_cpu_state): the thread the look below is of */
-    pid_t koff_tid;
-    kern_offw_t koff;
-    /* ... and, found off a CPU by the table at this round, the time of the switch it left
-     * its CPU at (the stack walked then is its stack now: unw_kern_switch_stack); 0: none */
-    uint64_t ksw_since;
+    /* the kernel engine (kernel.c) */
+    struct rd_kern {
+        pid_t tid;                  /* the tid and state it was told this thread runs on */
+        uint64_t ts;
+        /* its idle test for a thread the table does not know (kern_cpu_state): the state
+         * /proc gave, and the thread's slot as it read just before that (any switch of the
+         * thread since would have written the slot) */
+        pid_t st_tid;               /* 0: nothing kept */
+        int st_on;                  /* /proc said 'R' */
+        uint32_t st_seq, st_owner;
+        uint64_t st_ns;
+        /* its ticks held up (kern_cpu_state): its CPU time when a round last read it so,
+         * and the thread that was */
+        pid_t behind_tid;
+        uint64_t behind_cpu;
+        /* its time off a CPU (kern_cpu_state): the thread the look below is of */
+        pid_t off_tid;
+        kern_offw_t off;
+        /* found off a CPU by the table at this round, the time of the switch it left its
+         * CPU at (the stack walked then is its stack now: unw_kern_switch_stack); 0: none */
+        uint64_t sw_since;
+    } kern;
     /* the idle test without the kernel engine (idle.c) */
-    pid_t idle_tid;                 /* the thread the fields below are of (0: none yet) */
-    int idle_state;                 /* IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING */
-    int idle_sched;                 /* run_ns and arrivals below were read before the state */
-    uint64_t idle_run, idle_arrivals;   /* /proc/.../schedstat at the last look */
-    uint64_t idle_round;            /* the round of the last decision */
-    uint64_t idle_due;              /* an asleep thread with no sign of running is looked
+    struct rd_idle {
+        pid_t tid;                  /* the thread the fields below are of (0: none yet) */
+        int state;                  /* IDLE_UNKNOWN, IDLE_ASLEEP, IDLE_RUNNING */
+        int sched;                  /* run and arrivals below were read before the state */
+        uint64_t run, arrivals;     /* /proc/.../schedstat at the last look */
+        uint64_t round;             /* the round of the last decision */
+        uint64_t due;               /* an asleep thread with no sign of running is looked
                                      * at again from this round on */
-    uint64_t idle_warm;             /* looked at every round until this round */
-    uint64_t idle_top, idle_instr;  /* its innermost frame at the last decision */
-    int idle_on;                    /* the last decision: on a CPU (or runnable) */
+        uint64_t warm;              /* looked at every round until this round */
+        uint64_t top, instr;        /* its innermost frame at the last decision */
+        int on;                     /* the last decision: on a CPU (or runnable) */
+    } idle;
 } rd_thread_t;
 
 /* A frame walked this sample, to be named once the code objects are validated. */

@@ -324,14 +324,14 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
         rd_thread_t *tc = &r->threads[i];
         pid_t tid = tc->native_id > 0 && !tid_shared(r, i) ? tc->native_id : 0;
         uint64_t ts = tid ? tc->tstate : 0;
-        if (tc->kern_tid == tid && tc->kern_ts == ts)
+        if (tc->kern.tid == tid && tc->kern.ts == ts)
             continue;
-        if (tc->kern_tid > 0 && tc->kern_tid != tid)
-            kern_set_thread(ku->k, pid, tc->kern_tid, 0);
+        if (tc->kern.tid > 0 && tc->kern.tid != tid)
+            kern_set_thread(ku->k, pid, tc->kern.tid, 0);
         if (tid > 0 && kern_set_thread(ku->k, pid, tid, ts) != REMORA_OK)
             tid = 0, ts = 0;
-        tc->kern_tid = tid;
-        tc->kern_ts = ts;
+        tc->kern.tid = tid;
+        tc->kern.ts = ts;
     }
 }
 
@@ -396,7 +396,7 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
     int weighed = 0;
     unsigned periods = 0;
 
-    tc->ksw_since = 0;
+    tc->kern.sw_since = 0;
     for (i = 0; i < ku->nnow; i++)
         if (ku->now[i].tid == tc->native_id)
             th->failed_ticks = ku->now[i].n;
@@ -409,31 +409,31 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
          * thread is as /proc said (never stale). A slot that moved (this thread's switch,
          * or a colliding thread's) is read again: /proc once more. Either way the round
          * reads its stack (not th->kernel). */
-        if (tc->kst_tid == tc->native_id && st.slot_read && st.slot_seq == tc->kst_seq &&
-            st.slot_tid == tc->kst_owner && st.slot_ns == tc->kst_ns) {
-            th->on_cpu = tc->kst_on;
+        if (tc->kern.st_tid == tc->native_id && st.slot_read && st.slot_seq == tc->kern.st_seq &&
+            st.slot_tid == tc->kern.st_owner && st.slot_ns == tc->kern.st_ns) {
+            th->on_cpu = tc->kern.st_on;
             return;
         }
         ku->stats.proc_reads++;
-        tc->kst_tid = 0;
+        tc->kern.st_tid = 0;
         if (proc_task_state(u->p, tc->native_id, &state) != REMORA_OK)
             return;                 /* gone, or unreadable: not on a CPU */
         th->on_cpu = state == 'R';
         if (st.slot_read) {
-            tc->kst_tid = tc->native_id;
-            tc->kst_on = th->on_cpu;
-            tc->kst_seq = st.slot_seq;
-            tc->kst_owner = st.slot_tid;
-            tc->kst_ns = st.slot_ns;
+            tc->kern.st_tid = tc->native_id;
+            tc->kern.st_on = th->on_cpu;
+            tc->kern.st_seq = st.slot_seq;
+            tc->kern.st_owner = st.slot_tid;
+            tc->kern.st_ns = st.slot_ns;
         }
         return;
     }
-    tc->kst_tid = 0;
+    tc->kern.st_tid = 0;
     th->on_cpu = st.on_cpu || st.runnable;
     th->runnable = !st.on_cpu && st.runnable;
     if (!st.on_cpu) {
         ku_switch_t *e = &ku->sw[(uint32_t)tc->native_id % UNW_KERN_SWITCH];
-        tc->ksw_since = st.since_ns;
+        tc->kern.sw_since = st.since_ns;
         if (e->tid != tc->native_id) {
             e->tid = tc->native_id;     /* the slot becomes this thread's */
             e->next = 0;
@@ -451,7 +451,7 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
      * by_self for the wake-up) */
     th->kernel = (st.on_cpu || (th->runnable && st.cpu == ku->cpu &&
                                 (int64_t)st.since_ns + KU_WAKE_NS >= ku->woke_ns)) &&
-                 tc->kern_tid == tc->native_id && tc->kern_ts == tc->tstate;
+                 tc->kern.tid == tc->native_id && tc->kern.ts == tc->tstate;
     if (st.on_cpu && !th->kernel)
         ku->stats.missed++;
     /* its time off a CPU since a round last looked at it (off a CPU and the round's: what
@@ -460,10 +460,10 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
      * it off (the rule before), a thread that runs in short bursts between waits had its
      * waits counted as more or less than they lasted, as the rounds fell on its bursts */
     if (ku->period_ns > 0) {
-        if (tc->koff_tid != tc->native_id || tc->koff.ns < ku->resumed_ns)
-            tc->koff = (kern_offw_t){0, 0, 0};
-        tc->koff_tid = tc->native_id;
-        weighed = kern_off_weigh(&tc->koff, ku->woke_ns, cpu_time(&st, ku->woke_ns), (int64_t)ku->period_ns,
+        if (tc->kern.off_tid != tc->native_id || tc->kern.off.ns < ku->resumed_ns)
+            tc->kern.off = (kern_offw_t){0, 0, 0};
+        tc->kern.off_tid = tc->native_id;
+        weighed = kern_off_weigh(&tc->kern.off, ku->woke_ns, cpu_time(&st, ku->woke_ns), (int64_t)ku->period_ns,
                                 !st.on_cpu && !th->kernel, &periods);
     }
     /* With KU_BEHIND periods of CPU time and no tick (a tick comes every period of it):
@@ -473,8 +473,8 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
      * Its tick, when the CPU goes on, stands for one period. */
     if (th->kernel && behind(ku, &st, ku->woke_ns)) {
         uint64_t cpu = cpu_time(&st, ku->woke_ns), from = st.tick_cpu, n;
-        if (tc->kbehind_tid == tc->native_id && tc->kbehind_cpu > from && tc->kbehind_cpu <= cpu)
-            from = tc->kbehind_cpu;
+        if (tc->kern.behind_tid == tc->native_id && tc->kern.behind_cpu > from && tc->kern.behind_cpu <= cpu)
+            from = tc->kern.behind_cpu;
         n = (cpu - from) / (uint64_t)ku->period_ns;
         if (n == 0)
             return;                 /* no period of CPU time since the last such reading */
@@ -482,8 +482,8 @@ void kern_cpu_state(unwinder_t *u, rd_thread_t *tc, unw_thread_t *th)
             n = KU_MAX_PERIODS;
         th->kernel = 0;
         th->periods = (unsigned)n;
-        tc->kbehind_tid = tc->native_id;
-        tc->kbehind_cpu = from + n * (uint64_t)ku->period_ns;   /* the rest is the next's */
+        tc->kern.behind_tid = tc->native_id;
+        tc->kern.behind_cpu = from + n * (uint64_t)ku->period_ns;   /* the rest is the next's */
         ku->stats.behind++;
         return;
     }
@@ -885,11 +885,11 @@ int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out)
         return REMORA_OK;
     round = &u->threads[i];
     tc = &u->reader->threads[i];
-    if (round->kernel || round->native_id <= 0 || tc->ksw_since == 0 || tc->native_id != round->native_id)
+    if (round->kernel || round->native_id <= 0 || tc->kern.sw_since == 0 || tc->native_id != round->native_id)
         return REMORA_OK;
     e = &ku->sw[(uint32_t)round->native_id % UNW_KERN_SWITCH];
     /* the switch the table says it has been off its CPU since, from this thread state */
-    for (k = 0; k < KU_SWITCH_KEEP && (e->rec[k].t_ns != tc->ksw_since || e->rec[k].tstate != round->tstate);
+    for (k = 0; k < KU_SWITCH_KEEP && (e->rec[k].t_ns != tc->kern.sw_since || e->rec[k].tstate != round->tstate);
          k++)
         ;
     if (e->tid != round->native_id || k == KU_SWITCH_KEEP)
@@ -950,14 +950,14 @@ int unw_kern_light(unwinder_t *u, int64_t now_ns)
     for (i = 0; i < u->nthreads; i++) {
         const unw_thread_t *th = &u->threads[i];
         const rd_thread_t *tc = &r->threads[i];
-        if (th->native_id <= 0 || tc->kern_tid != th->native_id)
+        if (th->native_id <= 0 || tc->kern.tid != th->native_id)
             return 0;
         kern_thread_state(ku->k, th->native_id, &st);
         /* not in the table: asleep as /proc said, while its slot reads as it did then
          * (kern_cpu_state) */
         if (!st.known) {
-            if (tc->kst_tid != th->native_id || !st.slot_read || st.slot_seq != tc->kst_seq ||
-                st.slot_tid != tc->kst_owner || st.slot_ns != tc->kst_ns || tc->kst_on || th->holds_gil)
+            if (tc->kern.st_tid != th->native_id || !st.slot_read || st.slot_seq != tc->kern.st_seq ||
+                st.slot_tid != tc->kern.st_owner || st.slot_ns != tc->kern.st_ns || tc->kern.st_on || th->holds_gil)
                 return 0;
             continue;
         }
@@ -993,9 +993,9 @@ int unw_kern_light(unwinder_t *u, int64_t now_ns)
             continue;
         }
         if (st.on_cpu || st.runnable || ku->period_ns <= 0 ||
-            tc->koff_tid != tc->native_id || tc->koff.ns < ku->resumed_ns)
+            tc->kern.off_tid != tc->native_id || tc->kern.off.ns < ku->resumed_ns)
             continue;
-        if (kern_off_weigh(&tc->koff, now_ns, cpu_time(&st, now_ns), ku->period_ns, 1, &periods))
+        if (kern_off_weigh(&tc->kern.off, now_ns, cpu_time(&st, now_ns), ku->period_ns, 1, &periods))
             ku->light_idle += periods;
     }
     ku->stats.light++;
@@ -1037,8 +1037,8 @@ void unw_kern_resume(unwinder_t *u, int64_t now_ns)
             if (tc->native_id <= 0)
                 continue;
             kern_thread_state(ku->k, tc->native_id, &st);
-            tc->kbehind_tid = tc->native_id;
-            tc->kbehind_cpu = st.known ? cpu_time(&st, now_ns) : 0;
+            tc->kern.behind_tid = tc->native_id;
+            tc->kern.behind_cpu = st.known ? cpu_time(&st, now_ns) : 0;
         }
 }
 
