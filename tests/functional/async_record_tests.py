@@ -48,6 +48,14 @@ KERNEL_INTERPRETERS = ("pyenv-3.9.18", "debian-3.11-static", "pyenv-3.12.1", "si
 NOTICE = "the kernel engine cannot be used"
 PARTIAL_MAX = 0.1              # % of samples partial, at most (the issue's bound)
 UNTASKED_MAX = 0.1             # % of a worker's spinning samples written without its task
+# --async on the kernel engine with tasks that live well under the time between two readings
+# of the task list (tests/targets/async_short.py): each named when its tick is drained
+SHORT_SCRIPT = os.path.join(TARGETS, "async_short.py")
+SHORT_INTERPRETERS = ("debian-3.11-static", "pyenv-3.12.1", "sid-3.13", "sid-3.15")
+SHORT_LIFE_MS = 20             # each task's life (its spin): 10-100 times one round at 1 kHz
+SHORT_SECONDS = 3
+SHORT_UNKNOWN_MAX = 2.0        # % of the spinning samples written <task>, at most (a tick
+                               # drained after its task ended, up to a round later)
 NO_CAPS = ["setpriv", "--inh-caps=-bpf,-perfmon,-sys_admin",
            "--bounding-set=-bpf,-perfmon,-sys_admin", "--"]
 
@@ -280,6 +288,65 @@ def test_all(remora, interp, extra=()):
     return "%d rounds; %s" % (summ.samples, ", ".join("%s %.1f%%" % kv for kv in sorted(seen.items())))
 
 
+def test_short(remora, interp):
+    """--async on the kernel engine, tasks made one after the other that each spin
+    SHORT_LIFE_MS and end: at most SHORT_UNKNOWN_MAX% of the samples in a spin written
+    <task>; every other one under root > the task, whose kind (a-N, b-N) is the spin's
+    (job_a;spin_a or job_b;spin_b: never a task of the other kind); both kinds seen in the
+    proportion of their spins' wall time as the target measured it (within 5 points);
+    engine kernel, at most PARTIAL_MAX% partial."""
+    if os.environ.get("REMORA_TEST_ENGINE") == "user":
+        raise Skip("REMORA_TEST_ENGINE=user: this run has no kernel engine to judge")
+    with Target(interp, SHORT_SCRIPT, "ready.json", [str(SHORT_LIFE_MS)]) as t:
+        truth = t.wait_ready()
+        before = mark(t, 1)
+        path = os.path.join(t.dir, "short.collapsed")
+        err = run_record(remora, ["-p", t.pid, "-d", SHORT_SECONDS, "--async", "--engine", "auto",
+                                  "--stats", "-o", path])
+        after = mark(t, 2)
+        stacks = parse_collapsed(path)
+    problems, note = kernel_problems(err, stacks)
+    spinning, unknown, wrong, kinds = 0, 0, [], {"a": 0, "b": 0}
+    for st in stacks:
+        fns = st.functions()
+        if st.tid != truth["main"] or "spin_until" not in fns:
+            continue
+        spinning += st.count
+        tasks, head = split_tasks(fns)
+        names = [n for n, _ in tasks]
+        if names == [None]:
+            unknown += st.count
+            continue
+        kind = names[-1].split("-")[0] if names and names[-1] else None
+        own = tasks[-1][1] if tasks else []
+        if head or names[:-1] != ["root"] or kind not in kinds or own != truth["own"][kind]:
+            if len(wrong) < 3:
+                wrong.append("x%d: %s" % (st.count, ";".join(fns)[-200:]))
+            continue
+        kinds[kind] += st.count
+    made = {k: after["made"][k] - before["made"][k] for k in "ab"}
+    spun = {k: after["wall"][k] - before["wall"][k] for k in "ab"}
+    pct = 100.0 * unknown / spinning if spinning else 0.0
+    named = kinds["a"] + kinds["b"]
+    got_a = 100.0 * kinds["a"] / named if named else 0.0
+    truth_a = 100.0 * spun["a"] / (spun["a"] + spun["b"]) if spun["a"] + spun["b"] else 0.0
+    note = ("%d of %d spinning samples <task> (%.2f%%), a/b %.1f%% (truth %.1f%%) of %d named, "
+            "%d+%d tasks of %d ms made; %s" % (unknown, spinning, pct, got_a, truth_a, named,
+                                              made["a"], made["b"], SHORT_LIFE_MS, note))
+    if spinning < 100 * SHORT_SECONDS:
+        problems.append("only %d samples in a task's spin" % spinning)
+    if pct > SHORT_UNKNOWN_MAX:
+        problems.append("%.2f%% of the spinning samples are <task> (max %.1f%%)" % (pct, SHORT_UNKNOWN_MAX))
+    if wrong:
+        problems.append("samples not under root > their own task's kind: %s" % "; ".join(wrong))
+    if named and abs(got_a - truth_a) > 5.0:
+        problems.append("kind a has %.1f%% of the named samples, the target spun %.1f%% in it"
+                        % (got_a, truth_a))
+    if problems:
+        raise Fail("; ".join(problems) + " [" + note + "]")
+    return note
+
+
 def test_fallback(remora, interp):
     """--async without CAP_BPF and CAP_PERFMON: the user engine, with exactly one notice
     line, and the workers' task frames; with --engine user: the user engine, no notice."""
@@ -337,6 +404,9 @@ def tests(remora):
         if interp[0] in KERNEL_INTERPRETERS:
             out.append(("async-record/kernel/" + interp[0],
                         lambda i=interp: test_shares(remora, i, kernel=True), missing))
+        if interp[0] in SHORT_INTERPRETERS:
+            out.append(("async-record/kernel/short-tasks/" + interp[0],
+                        lambda i=interp: test_short(remora, i), missing))
         if interp[0] == "pyenv-3.12.1":
             out.append(("async-record/fallback/" + interp[0],
                         lambda i=interp: test_fallback(remora, i), missing))
