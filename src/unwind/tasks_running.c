@@ -489,7 +489,7 @@ void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
         t = &tk->tasks[k->idx];
         code = t->nframes > 0 ? t->frames[t->nframes - 1].code & ~(uint64_t)7 : 0;
         if (code != 0 && th->frames[j].code != 0 && (th->frames[j].code & ~(uint64_t)7) != code)
-            break;              /* a task ended, another made at its coroutine's address */
+            continue;           /* a task ended, its coroutine's address reused since */
         th->task = t->id;
         th->task_frames = j + 1;
         return;
