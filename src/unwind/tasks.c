@@ -285,11 +285,12 @@ int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, 
         ssize_t at = find_task(tk, tk->ntasks, id);
         const unw_task_t *t;
         int cycle = 0;
-        /* the task a tick's drain found running, made since the reading (tasks_running.c) */
-        if (at >= 0)
-            t = &tk->tasks[at];
-        else if (id != 0 && id == tk->late.id)
+        /* the task a tick's drain found running, made since the reading (tasks_running.c):
+         * first, as a listed task that ended may have had its address */
+        if (k == 0 && id != 0 && id == tk->late.id)
             t = &tk->late;
+        else if (at >= 0)
+            t = &tk->tasks[at];
         else
             break;
         for (i = 0; i < k; i++)

@@ -488,8 +488,9 @@ void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
             continue;
         t = &tk->tasks[k->idx];
         code = t->nframes > 0 ? t->frames[t->nframes - 1].code & ~(uint64_t)7 : 0;
-        if (code != 0 && th->frames[j].code != 0 && (th->frames[j].code & ~(uint64_t)7) != code)
-            continue;           /* a task ended, its coroutine's address reused since */
+        if (code == 0 || (th->frames[j].code & ~(uint64_t)7) != code)
+            continue;           /* a task ended, its coroutine's address reused since (or
+                                 * the reading did not see its code: not provably it) */
         th->task = t->id;
         th->task_frames = j + 1;
         return;
