@@ -184,6 +184,7 @@ static int tasks_read(unwinder_t *u, unw_task_t **tasks, size_t *n)
     tk->nfkeys = 0;
     tk->stale = 0;
     tk->late.id = 0;
+    tk->nkept = tk->next_kept = 0;
     if (!tk->a.found)
         return REMORA_OK;
     tk->moved = NULL;

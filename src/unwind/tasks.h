@@ -24,6 +24,7 @@
 #define TK_NAME_HEAD 96             /* bytes first read of a name object */
 #define TK_LATE_READ 512            /* bytes of a task object read at a tick's drain, at most */
 #define TK_LATE_WAITERS 1024        /* listed tasks whose fut_waiter a drain reads, at most */
+#define TK_LATE_KEEP 64             /* tasks found running at drains, kept until the next reading */
 #define TK_C 1                      /* the C task class, or a subclass of it */
 #define TK_PY 2                     /* the pure-Python one, or a subclass of it */
 
@@ -46,6 +47,13 @@ typedef struct tk_raw {
 typedef struct tk_link {
     uint64_t child, parent;
 } tk_link_t;
+
+/* A task the reading did not hold, found running at a tick's drain (tasks_running.c): its
+ * coroutine's frame and that frame's code, its name and the listed task awaiting it. */
+typedef struct tk_late {
+    uint64_t frame, code, task, aw;
+    const char *name;
+} tk_late_t;
 
 typedef struct tk_key {
     uint64_t id;
@@ -116,8 +124,11 @@ struct unw_tasks_state {
     tk_key_t *fkeys;
     size_t nfkeys, cap_fkeys;
     int stale;
-    /* ... and the one task a tick's drain found running that the reading did not hold
-     * (late_task(): id 0 when none), valid until the next tick (unw_task_chain() finds it) */
+    /* ... the tasks the reading did not hold that drains found running (a ring), and the
+     * one a tick is named by (late: id 0 when none), valid until the next tick
+     * (unw_task_chain() finds it) */
+    tk_late_t kept[TK_LATE_KEEP];
+    size_t nkept, next_kept;
     unw_task_t late;
     uint64_t late_aw;
     size_t cap_run;

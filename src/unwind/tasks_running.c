@@ -395,60 +395,109 @@ static uint64_t late_awaiter(unwinder_t *u, struct unw_tasks_state *tk, uint64_t
     return 0;
 }
 
+/* The task of kept entry e names th's tick, whose j-th frame is e's coroutine frame. */
+static void name_late(struct unw_tasks_state *tk, unw_thread_t *th, const tk_late_t *e, size_t j)
+{
+    memset(&tk->late, 0, sizeof tk->late);
+    tk->late.id = e->task;
+    tk->late.name = e->name;
+    tk->late.thread = th->native_id;
+    tk->late.running = 1;
+    tk->late_aw = e->aw;
+    tk->late.awaited_by = &tk->late_aw;
+    tk->late.nawaited_by = e->aw != 0;
+    th->task = e->task;
+    th->task_frames = j + 1;
+}
+
+/* The innermost of th's frames that is a kept task's coroutine frame running the code
+ * it ran then, named by that task: 1, else 0. No read. */
+static int kept_task(struct unw_tasks_state *tk, unw_thread_t *th)
+{
+    size_t j, k;
+
+    for (j = 0; j < th->nframes; j++) {
+        if (th->frames[j].native || th->frames[j].addr == 0)
+            continue;
+        for (k = 0; k < tk->nkept; k++)
+            if (tk->kept[k].frame == th->frames[j].addr &&
+                tk->kept[k].code == (th->frames[j].code & ~(uint64_t)7)) {
+                name_late(tk, th, &tk->kept[k], j);
+                return 1;
+            }
+    }
+    return 0;
+}
+
 /* A tick whose frames hold no listed task's coroutine frame, at its drain: the thread's
  * running task read now is the tick's when its coroutine's frame is one the tick read,
  * with the same code object (so it is that task, unless the tick's task ended since and a
  * task of the same coroutine function was made at its addresses: the cost of any naming
- * by address, the list's too). Its name, and the listed task awaiting it (late_awaiter()),
- * read now: tk->late until the next tick. No allocation once tk->iov and tk->buf have
- * grown (once); 3-6 reads. 1 when the task is named, else 0. */
+ * by address, the list's too). Its name and the listed task awaiting it (late_awaiter())
+ * are read now and kept (tk->kept, a ring, until the next reading) whether it is the
+ * tick's or not: a later tick of it is named from there when the thread runs another
+ * task at that tick's drain (kept_task()). 3-6 reads, none for a task kept; no allocation
+ * once tk->iov and tk->buf have grown (once). 1 when the tick's task is named, else 0. */
 static int late_task(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th)
 {
     const py_layout_t *L = &u->target->layout;
     const py_asyncio_t *a = &tk->a;
     unsigned char h[TK_LATE_READ], nh[TK_NAME_HEAD];
     uint64_t task, coro, frame, code = 0, at;
+    tk_late_t *e = NULL;
     const char *name;
-    size_t j;
+    size_t j, k;
 
     if (!a->found || a->task_size == 0 || a->task_size > sizeof h || th->error ||
         (a->kind != PY_ASYNC_LISTS && (need_iov(tk, 2 * TK_LATE_WAITERS) || need_buf(tk, 16 * TK_LATE_WAITERS))))
         return 0;
     task = running_now(u, tk, th);
     if (task == 0 || task % 8 != 0 || proc_read(u->p, task, h, a->task_size) != REMORA_OK)
-        return 0;
+        return kept_task(tk, th);
     if (a->kind == PY_ASYNC_LISTS ? h[a->task_is_task] != 1 : task_kind(tk, get_u64(h, L->ob_type)) != TK_C)
-        return 0;               /* a pure-Python task: named by the next reading */
+        return kept_task(tk, th);   /* a pure-Python task: named by the next reading */
     coro = get_u64(h, a->task_coro);
     if (coro == 0 || coro % 8 != 0)
-        return 0;
+        return kept_task(tk, th);
     if (a->gen_frame_ptr != 0) {    /* 3.9/3.10: its frame object */
         if (proc_read_u64(u->p, coro + a->gen_frame_ptr, &frame) != REMORA_OK || frame == 0 || frame % 8 != 0)
-            return 0;
+            return kept_task(tk, th);
     } else {
         frame = coro + a->gen_iframe;
     }
-    if (proc_read_u64(u->p, frame + L->fr_code, &code) != REMORA_OK || (code & ~(uint64_t)7) == 0)
-        return 0;
+    if (proc_read_u64(u->p, frame + L->fr_code, &code) != REMORA_OK || (code &= ~(uint64_t)7) == 0)
+        return kept_task(tk, th);
+    /* kept already (the same task, coroutine and code): its name and awaiter as read then */
+    for (k = 0; k < tk->nkept && e == NULL; k++)
+        if (tk->kept[k].frame == frame && tk->kept[k].task == task && tk->kept[k].code == code)
+            e = &tk->kept[k];
+    if (e == NULL) {
+        at = get_u64(h, a->task_name);
+        if (at == 0 || at % 8 != 0 || proc_read(u->p, at, nh, sizeof nh) != REMORA_OK ||
+            (name = tk_name_of(u, at, nh)) == NULL)
+            return kept_task(tk, th);
+        /* a task another now has its coroutine's frame: the newest reading wins */
+        for (k = 0; k < tk->nkept && e == NULL; k++)
+            if (tk->kept[k].frame == frame)
+                e = &tk->kept[k];
+        if (e == NULL) {
+            e = &tk->kept[tk->next_kept];
+            tk->next_kept = (tk->next_kept + 1) % TK_LATE_KEEP;
+            if (tk->nkept < TK_LATE_KEEP)
+                tk->nkept++;
+        }
+        e->frame = frame;
+        e->code = code;
+        e->task = task;
+        e->name = name;
+        e->aw = late_awaiter(u, tk, task, h);
+    }
     for (j = 0; j < th->nframes; j++)
         if (!th->frames[j].native && th->frames[j].addr == frame)
             break;
-    if (j == th->nframes || (th->frames[j].code & ~(uint64_t)7) != (code & ~(uint64_t)7))
-        return 0;
-    at = get_u64(h, a->task_name);
-    if (at == 0 || at % 8 != 0 || proc_read(u->p, at, nh, sizeof nh) != REMORA_OK ||
-        (name = tk_name_of(u, at, nh)) == NULL)
-        return 0;
-    memset(&tk->late, 0, sizeof tk->late);
-    tk->late.id = task;
-    tk->late.name = name;
-    tk->late.thread = th->native_id;
-    tk->late.running = 1;
-    tk->late_aw = late_awaiter(u, tk, task, h);
-    tk->late.awaited_by = &tk->late_aw;
-    tk->late.nawaited_by = tk->late_aw != 0;
-    th->task = task;
-    th->task_frames = j + 1;
+    if (j == th->nframes || (th->frames[j].code & ~(uint64_t)7) != code)
+        return kept_task(tk, th);
+    name_late(tk, th, e, j);
     return 1;
 }
 
