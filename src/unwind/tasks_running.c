@@ -9,8 +9,13 @@
  * A task's frames are its thread's from the innermost to the outermost one running its
  * outermost coroutine's code. Nothing allocated once the arrays have grown to the thread
  * count, but where a loop or a pure-Python task is new.
+ * The kernel engine (tasks_from_frames): a tick's running task from the frames it read,
+ * looked up among the last reading's tasks; one made since, from the thread's running
+ * task read at the tick's drain when its coroutine's frame is the tick's (late_task(),
+ * kept in a ring until the next reading).
  * Memory read: thread states, the _current_tasks dict, task and coroutine objects, frame
- * objects (3.9/3.10), code objects (through the code cache).
+ * objects (3.9/3.10), code objects (through the code cache), a late task's name object
+ * and the fut_waiter of the listed tasks of its loop.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -410,22 +415,17 @@ static void name_late(struct unw_tasks_state *tk, unw_thread_t *th, const tk_lat
     th->task_frames = j + 1;
 }
 
-/* The innermost of th's frames that is a kept task's coroutine frame running the code
- * it ran then, named by that task: 1, else 0. No read. */
-static int kept_task(struct unw_tasks_state *tk, unw_thread_t *th)
+/* The kept task whose coroutine frame th's j-th frame is, running the code it ran then:
+ * th named by it, 1; else 0. No read. */
+static int kept_task(struct unw_tasks_state *tk, unw_thread_t *th, size_t j)
 {
-    size_t j, k;
+    size_t k;
 
-    for (j = 0; j < th->nframes; j++) {
-        if (th->frames[j].native || th->frames[j].addr == 0)
-            continue;
-        for (k = 0; k < tk->nkept; k++)
-            if (tk->kept[k].frame == th->frames[j].addr &&
-                tk->kept[k].code == (th->frames[j].code & ~(uint64_t)7)) {
-                name_late(tk, th, &tk->kept[k], j);
-                return 1;
-            }
-    }
+    for (k = 0; k < tk->nkept; k++)
+        if (tk->kept[k].frame == th->frames[j].addr && tk->kept[k].code == (th->frames[j].code & ~(uint64_t)7)) {
+            name_late(tk, th, &tk->kept[k], j);
+            return 1;
+        }
     return 0;
 }
 
@@ -435,12 +435,12 @@ static int kept_task(struct unw_tasks_state *tk, unw_thread_t *th)
  * task of the same coroutine function was made at its addresses: the cost of any naming
  * by address, the list's too). Its name and the listed task awaiting it (late_awaiter())
  * are read now and kept (tk->kept, a ring, until the next reading) whether it is the
- * tick's or not: a later tick of it is named from there when the thread runs another
- * task at that tick's drain (kept_task()). 3-6 reads, none for a task kept; no allocation
+ * tick's or not: a later tick of it is named from there (kept_task()), as from the list,
+ * when the thread runs another task at that tick's drain. 3-6 reads; no allocation
  * once tk->iov and tk->buf have grown (once). 1 when the tick's task is named, else 0. */
 static int late_task(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th)
 {
-    const py_layout_t *L = &u->target->layout;
+    const py_layout_t *L;
     const py_asyncio_t *a = &tk->a;
     unsigned char h[TK_LATE_READ], nh[TK_NAME_HEAD];
     uint64_t task, coro, frame, code = 0, at;
@@ -451,22 +451,23 @@ static int late_task(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th
     if (!a->found || a->task_size == 0 || a->task_size > sizeof h || th->error ||
         (a->kind != PY_ASYNC_LISTS && (need_iov(tk, 2 * TK_LATE_WAITERS) || need_buf(tk, 16 * TK_LATE_WAITERS))))
         return 0;
+    L = &u->target->layout;
     task = running_now(u, tk, th);
     if (task == 0 || task % 8 != 0 || proc_read(u->p, task, h, a->task_size) != REMORA_OK)
-        return kept_task(tk, th);
+        return 0;
     if (a->kind == PY_ASYNC_LISTS ? h[a->task_is_task] != 1 : task_kind(tk, get_u64(h, L->ob_type)) != TK_C)
-        return kept_task(tk, th);   /* a pure-Python task: named by the next reading */
+        return 0;               /* a pure-Python task: named by the next reading */
     coro = get_u64(h, a->task_coro);
     if (coro == 0 || coro % 8 != 0)
-        return kept_task(tk, th);
+        return 0;
     if (a->gen_frame_ptr != 0) {    /* 3.9/3.10: its frame object */
         if (proc_read_u64(u->p, coro + a->gen_frame_ptr, &frame) != REMORA_OK || frame == 0 || frame % 8 != 0)
-            return kept_task(tk, th);
+            return 0;
     } else {
         frame = coro + a->gen_iframe;
     }
     if (proc_read_u64(u->p, frame + L->fr_code, &code) != REMORA_OK || (code &= ~(uint64_t)7) == 0)
-        return kept_task(tk, th);
+        return 0;
     /* kept already (the same task, coroutine and code): its name and awaiter as read then */
     for (k = 0; k < tk->nkept && e == NULL; k++)
         if (tk->kept[k].frame == frame && tk->kept[k].task == task && tk->kept[k].code == code)
@@ -475,7 +476,7 @@ static int late_task(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th
         at = get_u64(h, a->task_name);
         if (at == 0 || at % 8 != 0 || proc_read(u->p, at, nh, sizeof nh) != REMORA_OK ||
             (name = tk_name_of(u, at, nh)) == NULL)
-            return kept_task(tk, th);
+            return 0;
         /* a task another now has its coroutine's frame: the newest reading wins */
         for (k = 0; k < tk->nkept && e == NULL; k++)
             if (tk->kept[k].frame == frame)
@@ -496,7 +497,7 @@ static int late_task(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th
         if (!th->frames[j].native && th->frames[j].addr == frame)
             break;
     if (j == th->nframes || (th->frames[j].code & ~(uint64_t)7) != code)
-        return kept_task(tk, th);
+        return 0;
     name_late(tk, th, e, j);
     return 1;
 }
@@ -523,26 +524,30 @@ void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
         return;
     tk->late.id = 0;
     keyed = tk->nfkeys != 0 && tk->nfkeys <= tk->ntasks;
-    if (!keyed)
+    if (!keyed && tk->nkept == 0)
         goto unlisted;
     for (j = 0; j < th->nframes; j++) {
-        const unw_task_t *t;
-        tk_key_t key, *k;
-        uint64_t code;
+        tk_key_t key, *k = NULL;
         if (th->frames[j].native || th->frames[j].addr == 0)
             continue;
         key.id = th->frames[j].addr;
-        k = bsearch(&key, tk->fkeys, tk->nfkeys, sizeof *tk->fkeys, cmp_key);
-        if (k == NULL || k->idx >= tk->ntasks)
-            continue;
-        t = &tk->tasks[k->idx];
-        code = t->nframes > 0 ? t->frames[t->nframes - 1].code & ~(uint64_t)7 : 0;
-        if (code == 0 || (th->frames[j].code & ~(uint64_t)7) != code)
-            continue;           /* a task ended, its coroutine's address reused since (or
-                                 * the reading did not see its code: not provably it) */
-        th->task = t->id;
-        th->task_frames = j + 1;
-        return;
+        if (keyed)
+            k = bsearch(&key, tk->fkeys, tk->nfkeys, sizeof *tk->fkeys, cmp_key);
+        if (k != NULL && k->idx < tk->ntasks) {
+            const unw_task_t *t = &tk->tasks[k->idx];
+            uint64_t code = t->nframes > 0 ? t->frames[t->nframes - 1].code & ~(uint64_t)7 : 0;
+            /* else a task ended and its coroutine's address is another's since (or the
+             * reading did not see its code: not provably it) */
+            if (code != 0 && (th->frames[j].code & ~(uint64_t)7) == code) {
+                th->task = t->id;
+                th->task_frames = j + 1;
+                return;
+            }
+        }
+        if (kept_task(tk, th, j)) {
+            tk->stale = 1;
+            return;
+        }
     }
 unlisted:
     if (late_task(u, tk, th) || unlisted_task(tk, th)) {
