@@ -4,6 +4,9 @@
 # only wait; it reports its own truth: each task's awaiter chain (the links it made), each
 # waiting task's coroutine chain (walked through cr_await on its own objects), and on
 # "mark" the wall, CPU and stalled time each worker measured on its own clock.
+# async-record/kernel/short-tasks (issue 48): tests/targets/async_short.py, a task of 20 ms
+# at a time, each named by the tick's drain on the kernel engine; the target counts its own
+# tasks and spin time per kind.
 # See tests/functional/README.md for what each test checks.
 
 import json
