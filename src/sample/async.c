@@ -224,12 +224,28 @@ static int chain_of(unwinder_t *u, uint64_t id, const unw_task_t *const **chain,
            (*chain)[*n - 1]->id == id;
 }
 
+/* Is the listed task t the one th runs? Its outermost coroutine frame as the list read it
+ * runs the code of th's outermost frame of the task (a task freed since the reading and
+ * another made at its address, named by its own, run another coroutine); 1 where either
+ * code is not known. */
+static int same_code(const unw_task_t *t, const unw_thread_t *th, size_t own)
+{
+    uint64_t listed, ran;
+
+    if (t->nframes == 0 || t->frames == NULL || own == 0)
+        return 1;
+    listed = t->frames[t->nframes - 1].code & ~(uint64_t)7;
+    ran = th->frames[own - 1].code & ~(uint64_t)7;
+    return listed == 0 || ran == 0 || listed == ran;
+}
+
 int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, sampler_stats_t *st,
                        const unw_frame_t **frames, size_t *n)
 {
     const unw_task_t *const *chain = NULL;
     size_t nchain = 0, own = th->task_frames < th->nframes ? th->task_frames : th->nframes;
-    int err, oom = 0, found = a->read && chain_of(u, th->task, &chain, &nchain);
+    int err, oom = 0, found = a->read && chain_of(u, th->task, &chain, &nchain) &&
+                              same_code(chain[nchain - 1], th, own);
 
     *frames = NULL;
     *n = 0;

@@ -40,8 +40,9 @@ int async_before(async_t *a, unwinder_t *u, int all, int64_t now, sampler_stats_
 /* The stack to write for a thread running a task (th->task != 0), innermost first: its
  * own frames (th->frames[0 .. th->task_frames)), "task NAME", then each awaiter's
  * suspended coroutine frames and "task NAME", up to the root task (ASYNC_UNKNOWN in
- * place of the chain when the last list read does not hold the task: the list is read
- * again before the next round). No system call. *frames is scratch, valid until the next
+ * place of the chain when the last list read does not hold the task, or holds another at
+ * its address whose coroutine ran other code: the list is read again before the next
+ * round). No system call. *frames is scratch, valid until the next
  * call. Returns 0 or REMORA_ENOMEM. */
 int async_thread_stack(async_t *a, unwinder_t *u, const unw_thread_t *th, sampler_stats_t *st,
                        const unw_frame_t **frames, size_t *n);

@@ -23,7 +23,6 @@
 #include "tasks.h"
 
 #define UNW_TASK_TRIES 4            /* walks of task lists that moved under the reading */
-#define TK_NAME_HEAD 96             /* bytes first read of a name object */
 
 void tasks_free(struct unw_tasks_state *tk)
 {
@@ -88,11 +87,30 @@ const char *unw_tasks_problem(const unwinder_t *u)
     return tk->last_err == REMORA_ECORRUPT && tk->moved != NULL ? tk->moved : tk->why;
 }
 
-/* Each task's name: a str, or an int N ("Task-N", named lazily). */
-static int read_names(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
+const char *tk_name_of(unwinder_t *u, uint64_t at, const unsigned char *h)
 {
     const py_layout_t *L = &u->target->layout;
     char name[UNW_MAX_NAME * 4 + 1];
+    uint64_t type = get_u64(h, L->ob_type);
+    size_t len = 0;
+
+    if (type != 0 && type == u->target->str_type &&
+        pystr_from_head(u->p, L, at, h, TK_NAME_HEAD, name, sizeof name, &len) == REMORA_OK)
+        return strtab_intern(u->strs, name, len);
+    if (type != 0 && type == u->target->long_type) {
+        /* a small non-negative int: one 30-bit digit (or two) */
+        uint64_t v = 0;
+        if (pyo_long(u, h, TK_NAME_HEAD, &v) == REMORA_OK && v < (UINT64_C(1) << 60)) {
+            len = (size_t)snprintf(name, sizeof name, "Task-%llu", (unsigned long long)v);
+            return strtab_intern(u->strs, name, len);
+        }
+    }
+    return NULL;
+}
+
+/* Each task's name: a str, or an int N ("Task-N", named lazily). */
+static int read_names(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
+{
     size_t i, k = 0;
     int err;
 
@@ -111,22 +129,7 @@ static int read_names(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
     if ((err = pyo_readv_zero(u->p, tk->iov, k)) != REMORA_OK)
         return err;
     for (i = 0; i < n; i++) {
-        const unsigned char *h = tk->buf + i * TK_NAME_HEAD;
-        uint64_t type = get_u64(h, L->ob_type);
-        size_t len = 0;
-
-        tk->tasks[i].name = NULL;
-        if (type != 0 && type == u->target->str_type &&
-            pystr_from_head(u->p, L, tk->raw[i].name, h, TK_NAME_HEAD, name, sizeof name, &len) == REMORA_OK) {
-            tk->tasks[i].name = strtab_intern(u->strs, name, len);
-        } else if (type != 0 && type == u->target->long_type) {
-            /* a small non-negative int: one 30-bit digit (or two) */
-            uint64_t v = 0;
-            if (pyo_long(u, h, TK_NAME_HEAD, &v) == REMORA_OK && v < (UINT64_C(1) << 60)) {
-                len = (size_t)snprintf(name, sizeof name, "Task-%llu", (unsigned long long)v);
-                tk->tasks[i].name = strtab_intern(u->strs, name, len);
-            }
-        }
+        tk->tasks[i].name = tk_name_of(u, tk->raw[i].name, tk->buf + i * TK_NAME_HEAD);
         if (tk->tasks[i].name == NULL) {
             if (tk->unnamed == NULL && (tk->unnamed = strtab_intern(u->strs, "?", 1)) == NULL)
                 return REMORA_ENOMEM;
@@ -180,6 +183,8 @@ static int tasks_read(unwinder_t *u, unw_task_t **tasks, size_t *n)
     tk->ntasks = 0;
     tk->nfkeys = 0;
     tk->stale = 0;
+    tk->late.id = 0;
+    tk->nkept = tk->next_kept = 0;
     if (!tk->a.found)
         return REMORA_OK;
     tk->moved = NULL;
@@ -275,21 +280,28 @@ int unw_task_chain(unwinder_t *u, uint64_t id, const unw_task_t *const **chain, 
 
     *chain = NULL;
     *n = 0;
-    if (tk == NULL || tk->ntasks == 0)
+    if (tk == NULL || (tk->ntasks == 0 && tk->late.id == 0))
         return REMORA_EFAULT;
     while (k < UNW_MAX_CHAIN) {
         ssize_t at = find_task(tk, tk->ntasks, id);
+        const unw_task_t *t;
         int cycle = 0;
-        if (at < 0)
+        /* the task a tick's drain found running, made since the reading (tasks_running.c):
+         * first, as a listed task that ended may have had its address */
+        if (k == 0 && id != 0 && id == tk->late.id)
+            t = &tk->late;
+        else if (at >= 0)
+            t = &tk->tasks[at];
+        else
             break;
         for (i = 0; i < k; i++)
-            cycle |= rev[i] == &tk->tasks[at];
+            cycle |= rev[i] == t;
         if (cycle)
             break;
-        rev[k++] = &tk->tasks[at];
-        if (tk->tasks[at].nawaited_by == 0)
+        rev[k++] = t;
+        if (t->nawaited_by == 0)
             break;
-        id = tk->tasks[at].awaited_by[0];
+        id = t->awaited_by[0];
     }
     if (k == 0)
         return REMORA_EFAULT;

@@ -21,6 +21,10 @@
 #define TK_CUR_READ 1024            /* bytes of _current_tasks' keys read per sample */
 #define TK_PY_CODES 16              /* pure-Python running tasks whose code is cached */
 #define TK_TYPES 32                 /* task subclasses remembered (before 3.14) */
+#define TK_NAME_HEAD 96             /* bytes first read of a name object */
+#define TK_LATE_READ 512            /* bytes of a task object read at a tick's drain, at most */
+#define TK_LATE_WAITERS 1024        /* listed tasks whose fut_waiter a drain reads, at most */
+#define TK_LATE_KEEP 64             /* tasks found running at drains, kept until the next reading */
 #define TK_C 1                      /* the C task class, or a subclass of it */
 #define TK_PY 2                     /* the pure-Python one, or a subclass of it */
 
@@ -43,6 +47,13 @@ typedef struct tk_raw {
 typedef struct tk_link {
     uint64_t child, parent;
 } tk_link_t;
+
+/* A task the reading did not hold, found running at a tick's drain (tasks_running.c): its
+ * coroutine's frame and that frame's code, its name and the listed task awaiting it. */
+typedef struct tk_late {
+    uint64_t frame, code, task, aw;
+    const char *name;
+} tk_late_t;
 
 typedef struct tk_key {
     uint64_t id;
@@ -113,6 +124,13 @@ struct unw_tasks_state {
     tk_key_t *fkeys;
     size_t nfkeys, cap_fkeys;
     int stale;
+    /* ... the tasks the reading did not hold that drains found running (a ring), and the
+     * one a tick is named by (late: id 0 when none), valid until the next tick
+     * (unw_task_chain() finds it) */
+    tk_late_t kept[TK_LATE_KEEP];
+    size_t nkept, next_kept;
+    unw_task_t late;
+    uint64_t late_aw;
     size_t cap_run;
 };
 
@@ -157,6 +175,11 @@ static inline ssize_t find_task(const struct unw_tasks_state *tk, size_t n, uint
 /* The reader's state (made on first use: u->tasks) and the asyncio layout, looked up once
  * (again every TK_RELOOK_NS while _asyncio is not loaded). 0 with *out, or an error. */
 int tk_layout(unwinder_t *u, struct unw_tasks_state **out);
+
+/* A task's name from its name object's head h (TK_NAME_HEAD bytes read at 'at'): a str,
+ * or (3.13+) an int N named "Task-N"; interned. NULL when it is neither (or out of
+ * memory). */
+const char *tk_name_of(unwinder_t *u, uint64_t at, const unsigned char *h);
 
 /* ---- tasks_lists.c: 3.14+ ---- */
 

@@ -9,8 +9,13 @@
  * A task's frames are its thread's from the innermost to the outermost one running its
  * outermost coroutine's code. Nothing allocated once the arrays have grown to the thread
  * count, but where a loop or a pure-Python task is new.
+ * The kernel engine (tasks_from_frames): a tick's running task from the frames it read,
+ * looked up among the last reading's tasks; one made since, from the thread's running
+ * task read at the tick's drain when its coroutine's frame is the tick's (late_task(),
+ * kept in a ring until the next reading).
  * Memory read: thread states, the _current_tasks dict, task and coroutine objects, frame
- * objects (3.9/3.10), code objects (through the code cache).
+ * objects (3.9/3.10), code objects (through the code cache), a late task's name object
+ * and the fut_waiter of the listed tasks of its loop.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -161,21 +166,49 @@ static int registry_code(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t
     return REMORA_OK;
 }
 
-/* Before 3.14, per sample: the _current_tasks dict {loop: task} (its header, then its keys
- * object, TK_CUR_READ bytes: two reads), each loop's thread (cached), and for each running
- * C task its coroutine's code (a vectored read of the tasks' coroutines, one of their
- * frames' code; 3.9/3.10 one more for the frame objects). A pure-Python task's code is
- * looked up the slow way once per task (TK_PY_CODES cached). */
+/* Before 3.14: the _current_tasks dict's entries {loop: task} into tk->curbuf (its header,
+ * then its keys object's entries, TK_CUR_READ bytes at most: two reads). 0 with *dk and
+ * *nent (0: none read: more loops than that, or a dict that is not one), or an error; a
+ * dict gone or replaced is forgotten (tk->cur_dict 0: found again by the next reading). */
+static int cur_entries(unwinder_t *u, struct unw_tasks_state *tk, pyo_keys_t *dk, size_t *nent)
+{
+    const py_layout_t *L = &u->target->layout;
+    unsigned char h[48];
+    uint64_t keys, esz = 24;
+    int err;
+
+    *nent = 0;
+    if ((err = proc_read(u->p, tk->cur_dict, h, sizeof h)) != REMORA_OK)
+        goto gone;
+    if (get_u64(h, L->ob_type) != u->target->dict_type || get_u64(h, L->dict_values) != 0)
+        goto gone;
+    keys = get_u64(h, L->dict_keys);
+    if (keys == 0 || keys % 8 != 0 || (err = proc_read(u->p, keys, tk->curbuf, 64)) != REMORA_OK)
+        goto gone;
+    if (pyo_keys(L, tk->curbuf, 64, dk) != REMORA_OK || dk->size > 64 || dk->esz != esz)
+        return REMORA_OK;
+    if (dk->nent < 0 || dk->entries + (uint64_t)dk->nent * esz > TK_CUR_READ)
+        return REMORA_OK;               /* more loops than a sample reads: none named */
+    if ((err = proc_read(u->p, keys + dk->entries, tk->curbuf, (size_t)dk->nent * esz)) != REMORA_OK)
+        goto gone;
+    *nent = (size_t)dk->nent;
+    return REMORA_OK;
+gone:
+    tk->cur_dict = 0;
+    return err == REMORA_ENOPROC ? err : REMORA_OK;
+}
+
+/* Before 3.14, per sample: the _current_tasks dict {loop: task} (cur_entries(): two
+ * reads), each loop's thread (cached), and for each running C task its coroutine's code
+ * (a vectored read of the tasks' coroutines, one of their frames' code; 3.9/3.10 one more
+ * for the frame objects). A pure-Python task's code is looked up the slow way once per
+ * task (TK_PY_CODES cached). */
 static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th, size_t n,
                            int py_only)
 {
-    const py_layout_t *L = &u->target->layout;
     int64_t now = remora_now_ns();
-    unsigned char h[48];
-    uint64_t keys, entries, esz = 24;
     pyo_keys_t dk;
-    int64_t nent;
-    size_t i, j;
+    size_t i, j, nent;
     int err;
 
     if (tk->cur_dict == 0) {
@@ -193,23 +226,10 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
     /* py_only (3.14+): threads whose running task the lists named keep it */
     for (i = 0; i < n; i++)
         tk->had[i] = th[i].task != 0;
-    if ((err = proc_read(u->p, tk->cur_dict, h, sizeof h)) != REMORA_OK)
-        goto gone;
-    if (get_u64(h, L->ob_type) != u->target->dict_type || get_u64(h, L->dict_values) != 0)
-        goto gone;
-    keys = get_u64(h, L->dict_keys);
-    if (keys == 0 || keys % 8 != 0 || (err = proc_read(u->p, keys, tk->curbuf, 64)) != REMORA_OK)
-        goto gone;
-    if (pyo_keys(L, tk->curbuf, 64, &dk) != REMORA_OK || dk.size > 64 || dk.esz != esz)
-        return REMORA_OK;
-    nent = dk.nent;
-    entries = dk.entries;
-    if (nent < 0 || entries + (uint64_t)nent * esz > TK_CUR_READ)
-        return REMORA_OK;               /* more loops than a sample reads: none named */
-    if ((err = proc_read(u->p, keys + entries, tk->curbuf, (size_t)nent * esz)) != REMORA_OK)
-        goto gone;
-    for (j = 0; j < (size_t)nent; j++) {
-        uint64_t loop = get_u64(tk->curbuf, j * esz + dk.koff), task = get_u64(tk->curbuf, j * esz + dk.voff);
+    if ((err = cur_entries(u, tk, &dk, &nent)) != REMORA_OK || nent == 0)
+        return err;
+    for (j = 0; j < nent; j++) {
+        uint64_t loop = get_u64(tk->curbuf, j * dk.esz + dk.koff), task = get_u64(tk->curbuf, j * dk.esz + dk.voff);
         uint64_t ident;
         if (loop == 0 || task == 0 || task % 8 != 0)
             continue;
@@ -219,10 +239,6 @@ static int registry_sample(unwinder_t *u, struct unw_tasks_state *tk, unw_thread
                 th[i].task = task;
     }
     return registry_code(u, tk, th, n);
-gone:
-    /* the dict is gone or replaced: found again by the next reading */
-    tk->cur_dict = 0;
-    return err == REMORA_ENOPROC ? err : REMORA_OK;
 }
 
 /* Per sample (UNW_WANT_TASKS), 3.14+: every thread's asyncio_running_task in one vectored
@@ -326,40 +342,219 @@ static int unlisted_task(struct unw_tasks_state *tk, unw_thread_t *th)
     return 0;
 }
 
+/* The thread's running task now (at a tick's drain), as the per-sample reading finds it:
+ * 3.14+ its thread state's asyncio_running_task (one read); before, the _current_tasks
+ * entry of the loop the thread runs (cur_entries(): two reads; the loops' threads cached).
+ * 0 when none, or when it cannot be read. */
+static uint64_t running_now(unwinder_t *u, struct unw_tasks_state *tk, const unw_thread_t *th)
+{
+    uint64_t task = 0;
+    pyo_keys_t dk;
+    size_t j, nent = 0;
+
+    if (tk->a.kind == PY_ASYNC_LISTS)
+        return th->tstate != 0 && proc_read_u64(u->p, th->tstate + tk->a.ts_running_task, &task) == REMORA_OK ?
+               task : 0;
+    if (tk->cur_dict == 0 || th->ident == 0 || cur_entries(u, tk, &dk, &nent) != REMORA_OK)
+        return 0;
+    for (j = 0; j < nent; j++) {
+        uint64_t loop = get_u64(tk->curbuf, j * dk.esz + dk.koff);
+        task = get_u64(tk->curbuf, j * dk.esz + dk.voff);
+        if (loop != 0 && task != 0 && loop_ident(u, tk, loop, remora_now_ns()) == th->ident)
+            return task;
+    }
+    return 0;
+}
+
+/* The listed task that awaits task 'id' directly (3.14+: its awaited_by, when one task;
+ * before, the listed C task of its loop whose fut_waiter is it now: one vectored read of
+ * TK_LATE_WAITERS at most), or 0: none found (awaited through gather() or a TaskGroup,
+ * or a root). */
+static uint64_t late_awaiter(unwinder_t *u, struct unw_tasks_state *tk, uint64_t id, const unsigned char *h)
+{
+    const py_asyncio_t *a = &tk->a;
+    uint64_t loop = get_u64(h, a->task_loop), *w;
+    size_t i, k = 0;
+
+    if (a->kind == PY_ASYNC_LISTS) {
+        uint64_t aw = get_u64(h, a->task_awaited_by);
+        return h[a->task_awaited_by_is_set] == 0 && aw != 0 && aw != id && find_task(tk, tk->ntasks, aw) >= 0 ?
+               aw : 0;
+    }
+    if (a->task_fut_waiter == 0 || tk->ntasks == 0 || tk->cap_iov < 2 * TK_LATE_WAITERS ||
+        tk->cap_buf < 16 * TK_LATE_WAITERS)
+        return 0;               /* (grown once, by late_task()) */
+    w = (uint64_t *)(void *)tk->buf;
+    for (i = 0; i < tk->ntasks && k < 2 * TK_LATE_WAITERS; i++) {
+        if (tk->raw[i].loop != loop || tk->raw[i].id == id)
+            continue;
+        tk->iov[k] = (proc_iov_t){ tk->raw[i].id + u->target->layout.ob_type, &w[k], 8 };
+        tk->iov[k + 1] = (proc_iov_t){ tk->raw[i].id + a->task_fut_waiter, &w[k + 1], 8 };
+        k += 2;
+    }
+    if (k == 0 || pyo_readv_zero(u->p, tk->iov, k) != REMORA_OK)
+        return 0;
+    for (i = 0; i < k; i += 2)
+        if (w[i + 1] == id && task_kind(tk, w[i]) == TK_C)
+            return (uint64_t)tk->iov[i].addr - u->target->layout.ob_type;
+    return 0;
+}
+
+/* The task of kept entry e names th's tick, whose j-th frame is e's coroutine frame. */
+static void name_late(struct unw_tasks_state *tk, unw_thread_t *th, const tk_late_t *e, size_t j)
+{
+    memset(&tk->late, 0, sizeof tk->late);
+    tk->late.id = e->task;
+    tk->late.name = e->name;
+    tk->late.thread = th->native_id;
+    tk->late.running = 1;
+    tk->late_aw = e->aw;
+    tk->late.awaited_by = &tk->late_aw;
+    tk->late.nawaited_by = e->aw != 0;
+    th->task = e->task;
+    th->task_frames = j + 1;
+}
+
+/* The kept task whose coroutine frame th's j-th frame is, running the code it ran then:
+ * th named by it, 1; else 0. No read. */
+static int kept_task(struct unw_tasks_state *tk, unw_thread_t *th, size_t j)
+{
+    size_t k;
+
+    for (k = 0; k < tk->nkept; k++)
+        if (tk->kept[k].frame == th->frames[j].addr && tk->kept[k].code == (th->frames[j].code & ~(uint64_t)7)) {
+            name_late(tk, th, &tk->kept[k], j);
+            return 1;
+        }
+    return 0;
+}
+
+/* A tick whose frames hold no listed task's coroutine frame, at its drain: the thread's
+ * running task read now is the tick's when its coroutine's frame is one the tick read,
+ * with the same code object (so it is that task, unless the tick's task ended since and a
+ * task of the same coroutine function was made at its addresses: the cost of any naming
+ * by address, the list's too). Its name and the listed task awaiting it (late_awaiter())
+ * are read now and kept (tk->kept, a ring, until the next reading) whether it is the
+ * tick's or not: a later tick of it is named from there (kept_task()), as from the list,
+ * when the thread runs another task at that tick's drain. 3-6 reads; no allocation
+ * once tk->iov and tk->buf have grown (once). 1 when the tick's task is named, else 0. */
+static int late_task(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th)
+{
+    const py_layout_t *L;
+    const py_asyncio_t *a = &tk->a;
+    unsigned char h[TK_LATE_READ], nh[TK_NAME_HEAD];
+    uint64_t task, coro, frame, code = 0, at;
+    tk_late_t *e = NULL;
+    const char *name;
+    size_t j, k;
+
+    if (!a->found || a->task_size == 0 || a->task_size > sizeof h || th->error ||
+        (a->kind != PY_ASYNC_LISTS && (need_iov(tk, 2 * TK_LATE_WAITERS) || need_buf(tk, 16 * TK_LATE_WAITERS))))
+        return 0;
+    L = &u->target->layout;
+    task = running_now(u, tk, th);
+    if (task == 0 || task % 8 != 0 || proc_read(u->p, task, h, a->task_size) != REMORA_OK)
+        return 0;
+    if (a->kind == PY_ASYNC_LISTS ? h[a->task_is_task] != 1 : task_kind(tk, get_u64(h, L->ob_type)) != TK_C)
+        return 0;               /* a pure-Python task: named by the next reading */
+    coro = get_u64(h, a->task_coro);
+    if (coro == 0 || coro % 8 != 0)
+        return 0;
+    if (a->gen_frame_ptr != 0) {    /* 3.9/3.10: its frame object */
+        if (proc_read_u64(u->p, coro + a->gen_frame_ptr, &frame) != REMORA_OK || frame == 0 || frame % 8 != 0)
+            return 0;
+    } else {
+        frame = coro + a->gen_iframe;
+    }
+    if (proc_read_u64(u->p, frame + L->fr_code, &code) != REMORA_OK || (code &= ~(uint64_t)7) == 0)
+        return 0;
+    /* kept already (the same task, coroutine and code): its name and awaiter as read then */
+    for (k = 0; k < tk->nkept && e == NULL; k++)
+        if (tk->kept[k].frame == frame && tk->kept[k].task == task && tk->kept[k].code == code)
+            e = &tk->kept[k];
+    if (e == NULL) {
+        at = get_u64(h, a->task_name);
+        if (at == 0 || at % 8 != 0 || proc_read(u->p, at, nh, sizeof nh) != REMORA_OK ||
+            (name = tk_name_of(u, at, nh)) == NULL)
+            return 0;
+        /* a task another now has its coroutine's frame: the newest reading wins */
+        for (k = 0; k < tk->nkept && e == NULL; k++)
+            if (tk->kept[k].frame == frame)
+                e = &tk->kept[k];
+        if (e == NULL) {
+            e = &tk->kept[tk->next_kept];
+            tk->next_kept = (tk->next_kept + 1) % TK_LATE_KEEP;
+            if (tk->nkept < TK_LATE_KEEP)
+                tk->nkept++;
+        }
+        e->frame = frame;
+        e->code = code;
+        e->task = task;
+        e->name = name;
+        e->aw = late_awaiter(u, tk, task, h);
+    }
+    for (j = 0; j < th->nframes; j++)
+        if (!th->frames[j].native && th->frames[j].addr == frame)
+            break;
+    if (j == th->nframes || (th->frames[j].code & ~(uint64_t)7) != code)
+        return 0;
+    name_late(tk, th, e, j);
+    return 1;
+}
+
 /* The kernel engine: the running task is the one whose coroutine's frame the frames read
  * at one instant hold (a coroutine's frame is in it, or its frame object, for as long as
- * it lives: no second read of a stack that moves). The innermost such frame: a task steps
- * no other task's coroutine. The tasks are the last reading's (unw_tasks()): a task made
- * since is in no key: unlisted_task() (the reading is stale: unw_tasks_stale() says so);
- * so too when the round's reading said the thread ran a task (round_task) the reading
- * does not hold. No system call. */
+ * it lives: no second read of a stack that moves), running the code the reading saw it
+ * run (else its address is another's since). The innermost such frame: a task steps no
+ * other task's coroutine. The tasks are the last reading's (unw_tasks()): a task made
+ * since is in no key: the thread's running task read at the tick's drain is taken when its
+ * coroutine's frame is the tick's (late_task()), else unlisted_task() writes <task>;
+ * either way the reading is stale (unw_tasks_stale() says so); so too when the round's
+ * reading said the thread ran a task (round_task) the reading does not hold. No system
+ * call while the reading holds the task. */
 void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
 {
     struct unw_tasks_state *tk = u->tasks;
     size_t j;
+    int keyed;
 
     th->task = 0;
     th->task_frames = 0;
     if (tk == NULL)
         return;
-    if (tk->nfkeys == 0 || tk->nfkeys > tk->ntasks) {
-        if (!unlisted_task(tk, th) && round_task != 0)
-            tk->stale = 1;
-        return;
-    }
+    tk->late.id = 0;
+    keyed = tk->nfkeys != 0 && tk->nfkeys <= tk->ntasks;
+    if (!keyed && tk->nkept == 0)
+        goto unlisted;
     for (j = 0; j < th->nframes; j++) {
-        tk_key_t key, *k;
+        tk_key_t key, *k = NULL;
         if (th->frames[j].native || th->frames[j].addr == 0)
             continue;
         key.id = th->frames[j].addr;
-        k = bsearch(&key, tk->fkeys, tk->nfkeys, sizeof *tk->fkeys, cmp_key);
-        if (k == NULL || k->idx >= tk->ntasks)
-            continue;
-        th->task = tk->tasks[k->idx].id;
-        th->task_frames = j + 1;
+        if (keyed)
+            k = bsearch(&key, tk->fkeys, tk->nfkeys, sizeof *tk->fkeys, cmp_key);
+        if (k != NULL && k->idx < tk->ntasks) {
+            const unw_task_t *t = &tk->tasks[k->idx];
+            uint64_t code = t->nframes > 0 ? t->frames[t->nframes - 1].code & ~(uint64_t)7 : 0;
+            /* else a task ended and its coroutine's address is another's since (or the
+             * reading did not see its code: not provably it) */
+            if (code != 0 && (th->frames[j].code & ~(uint64_t)7) == code) {
+                th->task = t->id;
+                th->task_frames = j + 1;
+                return;
+            }
+        }
+        if (kept_task(tk, th, j)) {
+            tk->stale = 1;
+            return;
+        }
+    }
+unlisted:
+    if (late_task(u, tk, th) || unlisted_task(tk, th)) {
+        tk->stale = 1;
         return;
     }
-    if (!unlisted_task(tk, th) && round_task != 0 && find_task(tk, tk->ntasks, round_task) < 0)
+    if (round_task != 0 && (!keyed || find_task(tk, tk->ntasks, round_task) < 0))
         tk->stale = 1;
 }
 

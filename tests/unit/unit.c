@@ -1978,18 +1978,22 @@ static void tk_link(uint64_t head, const uint64_t *tasks, size_t n)
 
 /* --async on the kernel engine (tasks_running.c, tasks_from_frames): a stack read at one
  * instant names its running task by the coroutine frame it holds (the innermost listed
- * one), a task made since the list (in no key) by the outermost coroutine frame stepped
- * from C, under UNW_TASK_UNLISTED, the list then stale; a stack in no task: none. */
+ * one, running the code the list saw there), a task made since the list (in no key) by
+ * the outermost coroutine frame stepped from C, under UNW_TASK_UNLISTED, the list then
+ * stale; a listed frame whose code is another's since: not that task; a task a drain
+ * found running and kept: named from there, its awaiter chain through the list; a stack
+ * in no task: none. */
 static void test_tasks_from_frames(void)
 {
     struct unw_tasks_state *tk = calloc(1, sizeof *tk);
+    const unw_task_t *const *chain = NULL;
     unw_task_t tasks[3];
     tk_key_t keys[3];
     tk_raw_t raw[3];
-    unw_frame_t fr[6];
+    unw_frame_t fr[6], outer[3];
     unw_thread_t th;
     unwinder_t u;
-    size_t i;
+    size_t i, nchain = 0;
 
     if (tk == NULL)
         return;
@@ -1997,16 +2001,25 @@ static void test_tasks_from_frames(void)
     memset(tasks, 0, sizeof tasks);
     memset(raw, 0, sizeof raw);
     memset(fr, 0, sizeof fr);
-    /* three tasks: their ids and coroutine frames (one frame unknown: 0) */
+    memset(outer, 0, sizeof outer);
+    /* three tasks: their ids, coroutine frames (one frame unknown: 0) and that frame's
+     * code as the reading saw it (their one coroutine frame, outermost) */
     for (i = 0; i < 3; i++) {
         tasks[i].id = 0x10000 + 0x100 * i;
         raw[i].frame = i == 2 ? 0 : 0x20000 + 0x100 * (2 - i);
         keys[i] = (tk_key_t){ tasks[i].id, i };
+        outer[i].code = 0x50000 + 0x100 * i;
+        tasks[i].frames = &outer[i];
+        tasks[i].nframes = 1;
     }
     tk->tasks = tasks;
     tk->keys = keys;
     tk->ntasks = 3;
     tk->raw = raw;
+    if ((tk->chain = malloc(UNW_MAX_CHAIN * sizeof *tk->chain)) == NULL) {
+        free(tk);
+        return;
+    }
     CHECK(tk_frame_keys(tk, 3) == REMORA_OK && tk->nfkeys == 2, "two tasks with a frame keyed");
     tk->raw = NULL;
     u.tasks = tk;
@@ -2015,8 +2028,10 @@ static void test_tasks_from_frames(void)
     for (i = 0; i < 6; i++)
         fr[i].addr = 0x30000 + 0x100 * i;
     fr[2].addr = 0x20100;
+    fr[2].code = 0x50100;
     fr[2].gen = fr[2].entry = 1;
     fr[4].addr = 0x20200;
+    fr[4].code = 0x50000;
     fr[4].gen = fr[4].entry = 1;
     memset(&th, 0, sizeof th);
     th.frames = fr;
@@ -2025,6 +2040,24 @@ static void test_tasks_from_frames(void)
     CHECK(th.task == 0x10100 && th.task_frames == 3, "the innermost listed coroutine frame's task: "
           "%#llx, %zu own frames", (unsigned long long)th.task, th.task_frames);
     CHECK(!unw_tasks_stale(&u), "a listed task: the list is not stale");
+    /* task 1 ended, another coroutine made at its frame's address: task 0's frame, outer */
+    fr[2].code = 0x59900;
+    tasks_from_frames(&u, &th, 0);
+    CHECK(th.task == 0x10000 && th.task_frames == 5, "a listed frame running other code is not "
+          "that task's: %#llx, %zu", (unsigned long long)th.task, th.task_frames);
+    /* the new task kept by a drain that found it running: named so, its awaiter task 0 */
+    tk->kept[0] = (tk_late_t){ 0x20100, 0x59900, 0x10000, 0x10200, "kept" };
+    tk->nkept = 1;
+    tasks_from_frames(&u, &th, 0);
+    CHECK(th.task == 0x10000 && th.task_frames == 3, "a kept task named by its frame and code: "
+          "%#llx, %zu", (unsigned long long)th.task, th.task_frames);
+    CHECK(unw_task_chain(&u, th.task, &chain, &nchain) == REMORA_OK && nchain == 2 &&
+          chain[1]->name != NULL && strcmp(chain[1]->name, "kept") == 0 && chain[0] == &tasks[2],
+          "a kept task's chain: itself (not the listed task at its address), then its awaiter "
+          "(%zu tasks)", nchain);
+    CHECK(unw_tasks_stale(&u), "a kept task: the list is stale");
+    tk->nkept = 0;
+    fr[2].code = 0x50100;
     /* no listed frame: the outermost coroutine frame stepped from C is an unlisted task's */
     fr[2].addr = 0x40000;
     fr[4].addr = 0x40100;
@@ -2042,6 +2075,7 @@ static void test_tasks_from_frames(void)
     tasks_from_frames(&u, &th, 0x10000);
     CHECK(th.task == 0 && !unw_tasks_stale(&u), "the round's task listed: not stale");
     free(tk->fkeys);
+    free(tk->chain);
     free(tk);
 }
 
