@@ -61,11 +61,16 @@ $(BUILD)/unit_tests: tests/unit/unit.c $(TEST_OBJ) $(HDR)
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
+# what `make test` builds after its set-up (a recipe of its own: an up-to-date build says
+# nothing)
+test-build: remora $(BUILD)/unit_tests $(BUILD)/fuzz_tool $(BUILD)/mkprofile
+	@:
+
 # every test; the last line counts them all (fidelity/mix too: REMORA_FIDELITY=1). The
 # set-up first, then the build in a make of its own: nothing is compiled before the
 # packages it needs are there, also under -j.
 test: test-setup
-	@$(MAKE) --no-print-directory remora $(BUILD)/unit_tests $(BUILD)/fuzz_tool $(BUILD)/mkprofile
+	@$(MAKE) --no-print-directory test-build
 	@REMORA_FIDELITY=1 python3 tests/run_all.py --remora ./remora --unit $(BUILD)/unit_tests --fuzz-tool $(BUILD)/fuzz_tool \
 	    --mkprofile $(BUILD)/mkprofile
 
@@ -91,7 +96,7 @@ offsets:
 clean:
 	rm -rf build build-asan build-lib remora
 
-.PHONY: all unit test asan offsets clean
+.PHONY: all unit test test-build asan offsets clean
 
 # ---- the in-kernel engine (src/kern/kern.h) ---------------------------------------------
 # The BPF object is compiled by clang for the BPF target with flags of its own (never the
@@ -246,10 +251,13 @@ endif
 # build (in a make of its own, after the set-up, also under -j), then dump the bundled
 # demo program's threads
 demo: demo-setup
-	@$(MAKE) --no-print-directory remora
+	@$(MAKE) --no-print-directory demo-build
 	tools/demo.sh
 
-.PHONY: demo demo-setup test-setup
+demo-build: remora
+	@:
+
+.PHONY: demo demo-build demo-setup test-setup
 
 # ---- flamegraph template and browser tests -------------------------------------------
 # src/formats/flamegraph.html is embedded into the binary as a C array: tools/embed.c writes
