@@ -16,12 +16,12 @@ VERSION := $(strip $(file <VERSION))
 CPPFLAGS += -Iinclude -D_GNU_SOURCE -DREMORA_VERSION='"$(VERSION)"'
 LDLIBS  += -lz -lm -ldw -lelf -lbpf
 
-# (src/kern/*.bpf.c is BPF code, built by its own rule below; src/proc/snapshot.c is
-# test code, in TESTING_SRC below)
-SRC := $(filter-out %.bpf.c src/proc/snapshot.c,$(wildcard src/util/*.c src/proc/*.c src/py/*.c \
+# (src/kern/*.bpf.c is BPF code, built by its own rule below; TEST_ONLY, the test builds'
+# alone: TESTING_SRC below)
+TEST_ONLY := src/proc/snapshot.c
+SRC := $(filter-out %.bpf.c $(TEST_ONLY),$(wildcard src/util/*.c src/proc/*.c src/py/*.c \
          src/unwind/*.c src/lib/*.c src/sample/*.c src/formats/*.c src/kern/*.c))
 CLI := $(wildcard src/cli/*.c)
-HDR := $(wildcard include/*.h src/*/*.h)
 
 BUILD ?= build
 # the flamegraph page, embedded as a C array (its rules: below)
@@ -30,18 +30,27 @@ OBJ     := $(SRC:%.c=$(BUILD)/%.o) $(FG_HTML_O)
 CLI_OBJ := $(CLI:%.c=$(BUILD)/%.o)
 
 # Test-only code (snapshots: their recorder and reader; the entry points only tests and
-# fuzzers call) sits under #ifdef REMORA_TESTING and in snapshot.c: these files are
+# fuzzers call) sits under #ifdef REMORA_TESTING and in TEST_ONLY: these files are
 # compiled again with it into $(BUILD)/test/ for the test and fuzz binaries (TEST_OBJ), so
 # that remora and libremora hold none of it and their reads pay nothing for it. proc/ is
-# there whole: its handle's struct differs between the two builds.
-TESTING_SRC := $(filter-out %.bpf.c,$(wildcard src/proc/*.c)) src/unwind/native.c src/unwind/tasks_lists.c
+# there whole: its handle's struct differs between the two builds. The test programs'
+# own sources are compiled there too (TEST_MAIN_OBJ).
+TESTING_SRC := $(wildcard src/proc/*.c) src/unwind/native.c src/unwind/tasks_lists.c
 TEST_OBJ    := $(filter-out $(TESTING_SRC:%.c=$(BUILD)/%.o),$(OBJ)) $(TESTING_SRC:%.c=$(BUILD)/test/%.o)
+TEST_MAIN_OBJ := $(addprefix $(BUILD)/test/tests/,unit/unit.o fuzz/tool.o fuzz/targets.o kern/kern_tool.o \
+                   browser/mkprofile.o bench/unwind_ab.o)
 
 all: remora
 
+# every program but the libFuzzer ones (their rule: below); each one's objects are its
+# prerequisites, listed where it is described
+PROGRAMS := remora $(BUILD)/remora $(BUILD)/unit_tests $(BUILD)/fuzz_tool $(BUILD)/kern_tool \
+            $(BUILD)/mkprofile $(BUILD)/unwind_ab
+$(PROGRAMS):
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # remora, or any build directory's own (make BUILD=build-x build-x/remora)
 remora $(BUILD)/remora: $(OBJ) $(CLI_OBJ)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # each object depends on the headers it includes (-MMD writes them into a .d beside it)
 $(BUILD)/%.o: %.c VERSION
@@ -50,13 +59,12 @@ $(BUILD)/%.o: %.c VERSION
 
 $(BUILD)/test/%.o: %.c VERSION
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -DREMORA_TESTING $(WARN) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) -DREMORA_TESTING -Isrc $(WARN) $(CFLAGS) -MMD -MP -c -o $@ $<
 
--include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTING_SRC:%.c=$(BUILD)/test/%.d)
+-include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTING_SRC:%.c=$(BUILD)/test/%.d) $(TEST_MAIN_OBJ:.o=.d)
 
 # unit tests: pure parts, no process needed
-$(BUILD)/unit_tests: tests/unit/unit.c $(TEST_OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) -DREMORA_TESTING $(WARN) $(CFLAGS) -Isrc -o $@ tests/unit/unit.c $(TEST_OBJ) $(LDLIBS)
+$(BUILD)/unit_tests: $(BUILD)/test/tests/unit/unit.o $(TEST_OBJ)
 
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
@@ -125,8 +133,7 @@ $(BUILD)/src/kern/kern.o: $(BUILD)/gen/remora_bpf.skel.h
 $(BUILD)/src/kern/kern.o: CPPFLAGS += -I$(BUILD)/gen
 
 # the engine's test tool: tests/kern/kern_tool.c (needs root, or CAP_BPF + CAP_PERFMON)
-$(BUILD)/kern_tool: tests/kern/kern_tool.c $(TEST_OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) -DREMORA_TESTING $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/kern/kern_tool.c $(TEST_OBJ) $(LDLIBS)
+$(BUILD)/kern_tool: $(BUILD)/test/tests/kern/kern_tool.o $(TEST_OBJ)
 
 # ---- libremora: include/remora/remora.h, docs/api.md --------------------------------------
 # The library is the reading half of the tree (util, proc, py, unwind, the kernel engine's
@@ -139,7 +146,7 @@ LIB_CFLAGS ?= -O2 -g
 LIB_MINOR  := 1
 LIB_SONAME := libremora.so.0
 LIB_SO     := $(LIB_SONAME).$(LIB_MINOR)
-LIB_SRC    := $(filter-out %.bpf.c src/proc/snapshot.c,$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c \
+LIB_SRC    := $(filter-out %.bpf.c $(TEST_ONLY),$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c \
                 src/kern/*.c src/lib/*.c src/sample/sampler.c src/sample/take.c src/sample/subs.c \
                 src/sample/async.c src/sample/stacks.c))
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -277,8 +284,7 @@ $(FG_HTML_O): $(BUILD)/gen/flamegraph_html.c
 # the browser tests' profile writer: links only the stack table and the writers (the page, the
 # table, the heatmap)
 MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o sample/functions.o util/strtab.o util/grow.o formats/json.o formats/flamegraph.o formats/table.o formats/text.o formats/heatmap.o formats/heatmap_count.o formats/counts.o util/lines.o) $(FG_HTML_O)
-$(BUILD)/mkprofile: tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(LDLIBS)
+$(BUILD)/mkprofile: $(BUILD)/test/tests/browser/mkprofile.o $(MKPROFILE_OBJ)
 
 # headless Chromium (Debian's chromium) driven by playwright-core (tests/browser/);
 # prints SKIP lines when either is missing. browser-deps installs both.
@@ -300,14 +306,18 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
-FUZZ_SRC     := tests/fuzz/targets.c tests/fuzz/fuzz.h
 
-$(BUILD)/fuzz_tool: tests/fuzz/tool.c $(FUZZ_SRC) $(TEST_OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) -DREMORA_TESTING $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/fuzz/tool.c tests/fuzz/targets.c $(TEST_OBJ) $(LDLIBS)
+$(BUILD)/fuzz_tool: $(BUILD)/test/tests/fuzz/tool.o $(BUILD)/test/tests/fuzz/targets.o $(TEST_OBJ)
 
-$(BUILD)/fuzz-%: tests/fuzz/entry.c $(FUZZ_SRC) $(TEST_OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) -DREMORA_TESTING $(WARN) $(CFLAGS) -Isrc -fsanitize=fuzzer -DFUZZ_TARGET=fuzz_$* -o $@ \
-	    tests/fuzz/entry.c tests/fuzz/targets.c $(TEST_OBJ) $(LDLIBS)
+# a target's entry point: tests/fuzz/entry.c for fuzz_$*
+$(BUILD)/test/tests/fuzz/entry-%.o: tests/fuzz/entry.c VERSION
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -DREMORA_TESTING -Isrc -DFUZZ_TARGET=fuzz_$* $(WARN) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(wildcard $(BUILD)/test/tests/fuzz/entry-*.d)
+
+$(BUILD)/fuzz-%: $(BUILD)/test/tests/fuzz/entry-%.o $(BUILD)/test/tests/fuzz/targets.o $(TEST_OBJ)
+	$(CC) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 fuzz-build:
 	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_TARGETS:%=build-fuzz/fuzz-%)
@@ -328,9 +338,9 @@ $(BUILD)/vmread: tests/bench/vmread.c
 
 # --native's unwinder against libunwind-ptrace and libdw's own ptrace attach (docs/native.md;
 # needs libunwind-dev, for this measurement only): $(BUILD)/unwind_ab PID [ROUNDS]
-$(BUILD)/unwind_ab: tests/bench/unwind_ab.c $(TEST_OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) -DREMORA_TESTING $(WARN) $(CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu $(LDFLAGS) -o $@ \
-	    tests/bench/unwind_ab.c $(TEST_OBJ) -lunwind-ptrace -lunwind-generic -lunwind $(LDLIBS)
+$(BUILD)/unwind_ab: $(BUILD)/test/tests/bench/unwind_ab.o $(TEST_OBJ)
+$(BUILD)/unwind_ab: LDLIBS := -lunwind-ptrace -lunwind-generic -lunwind $(LDLIBS)
+$(BUILD)/test/tests/bench/unwind_ab.o: CPPFLAGS += -I/usr/include/x86_64-linux-gnu
 
 bench: remora $(BUILD)/vmread
 	python3 tests/bench/bench.py --remora ./remora --vmread $(BUILD)/vmread
