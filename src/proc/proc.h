@@ -8,6 +8,7 @@
  *   ELF core file  PT_LOAD segments (bytes the core lacks come from the mapped file),
  *                  maps from NT_FILE + PT_LOAD, tasks from NT_PRSTATUS
  *   snapshot       what remora read from a source, saved by proc_snapshot_save()
+ *                  (test and fuzz builds only: REMORA_TESTING, below)
  * Core and snapshot files are untrusted input: every length, offset and count in them
  * is checked before use.
  */

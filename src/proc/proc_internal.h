@@ -11,8 +11,8 @@
  *   image.c, elf.c, file.c, asuser.c call nothing else in proc/.
  *
  * Snapshots (snapshot.c, elf.c's traces) are compiled only into the test and fuzz
- * binaries, with REMORA_TESTING (Makefile: TESTING_SRC): the product's handle records
- * nothing, so its reads pass no recorder's test. A handle's struct differs between the
+ * binaries, with REMORA_TESTING (Makefile: TESTING_SRC): the product's handle has no
+ * recorder, and its reads do not look for one. A handle's struct differs between the
  * two builds: every file of proc/ is built again for the tests.
  */
 #ifndef REMORA_PROC_INTERNAL_H
