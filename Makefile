@@ -1,68 +1,84 @@
 # remora — build, test, sanitizer build. Plain GNU make; see README.md.
 
-# ---- set-up: `make demo` and `make test` install what they lack first (issue 31) --------
-# tools/setup.sh --demo or --test (the packages: tools/packages.txt) runs as this file is
-# read, before anything here asks for a compiler, when one of those goals is asked for (not
-# with -n, nor SETUP=no): as root with apt-get it installs what is missing (nothing when
-# all is there); otherwise make stops with its one line giving the command to run. A
-# plain `make` installs nothing. `make demo-setup` / `make test-setup`: the set-up alone.
-SETUP_FOR := $(if $(filter test test-setup,$(MAKECMDGOALS)),--test,$(if $(filter demo demo-setup,$(MAKECMDGOALS)),--demo))
-ifneq ($(SETUP_FOR),)
-ifneq ($(SETUP),no)
-ifeq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
-SETUP_STOP := $(shell REMORA_SETUP_FD=3 tools/setup.sh $(SETUP_FOR) 3>&1 1>&2)
-$(if $(SETUP_STOP),$(error $(SETUP_STOP)))
-endif
-endif
-endif
-
 CC      ?= cc
 # link-time optimisation where the compiler has it: the unwinder is split by concern into
-# files whose small functions are called per frame (measured: 5-9% more instructions per
-# sample without it, 1-2% with it, against the one-file unwinder)
-# (the probe's object goes to a temporary file: a compiler's output is never /dev/null,
-# which a tool run as root could replace)
-LTO     := $(shell t=$$(mktemp) && $(CC) -flto=auto -x c -c /dev/null -o "$$t" 2>/dev/null && echo -flto=auto; rm -f "$$t")
+# files whose small functions are called per frame, and LTO inlines them across files.
+# The compiler is asked once, when a recipe first needs CFLAGS (a make with nothing to
+# build asks nothing); the probe's object goes to a temporary file, never /dev/null,
+# which a tool run as root could replace.
+LTO      = $(eval LTO := $(shell t=$$(mktemp) && $(CC) -flto=auto -x c -c /dev/null -o "$$t" 2>/dev/null && echo -flto=auto; rm -f "$$t"))$(LTO)
 CFLAGS  ?= -O2 -g $(LTO)
 # -Werror only where asked (CI: make WERROR=1): a user's newer compiler may warn anew
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-missing-field-initializers $(if $(WERROR),-Werror)
 # the version: one source, the VERSION file (debian/changelog names the same)
-VERSION := $(shell cat VERSION)
+VERSION := $(strip $(file <VERSION))
 CPPFLAGS += -Iinclude -D_GNU_SOURCE -DREMORA_VERSION='"$(VERSION)"'
 LDLIBS  += -lz -lm -ldw -lelf -lbpf
 
-# (src/kern/*.bpf.c is BPF code, built by its own rule below)
-SRC := $(filter-out %.bpf.c,$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c src/lib/*.c \
-         src/sample/*.c src/formats/*.c src/kern/*.c))
+# (src/kern/*.bpf.c is BPF code, built by its own rule below; TEST_ONLY, the test builds'
+# alone: TESTING_SRC below)
+TEST_ONLY := src/proc/snapshot.c
+SRC := $(filter-out %.bpf.c $(TEST_ONLY),$(wildcard src/util/*.c src/proc/*.c src/py/*.c \
+         src/unwind/*.c src/lib/*.c src/sample/*.c src/formats/*.c src/kern/*.c))
 CLI := $(wildcard src/cli/*.c)
-HDR := $(wildcard include/*.h src/*/*.h)
 
 BUILD ?= build
-OBJ     := $(SRC:%.c=$(BUILD)/%.o)
+# the flamegraph page, embedded as a C array (its rules: below)
+FG_HTML_O := $(BUILD)/gen/flamegraph_html.o
+OBJ     := $(SRC:%.c=$(BUILD)/%.o) $(FG_HTML_O)
 CLI_OBJ := $(CLI:%.c=$(BUILD)/%.o)
+
+# Test-only code (snapshots: their recorder and reader; the entry points only tests and
+# fuzzers call) sits under #ifdef REMORA_TESTING and in TEST_ONLY: these files are
+# compiled again with it into $(BUILD)/test/ for the test and fuzz binaries (TEST_OBJ), so
+# that remora and libremora hold none of it and their reads pay nothing for it. proc/ is
+# there whole: its handle's struct differs between the two builds. The test programs'
+# own sources are compiled there too (TEST_MAIN_OBJ).
+TESTING_SRC := $(wildcard src/proc/*.c) src/unwind/native.c src/unwind/tasks_lists.c
+TEST_OBJ    := $(filter-out $(TESTING_SRC:%.c=$(BUILD)/%.o),$(OBJ)) $(TESTING_SRC:%.c=$(BUILD)/test/%.o)
+TEST_MAIN_OBJ := $(addprefix $(BUILD)/test/tests/,unit/unit.o fuzz/tool.o fuzz/targets.o kern/kern_tool.o \
+                   browser/mkprofile.o bench/unwind_ab.o)
 
 all: remora
 
-remora: $(OBJ) $(CLI_OBJ)
+# every program but the libFuzzer ones (their rule: below); each one's objects are its
+# prerequisites, listed where it is described
+PROGRAMS := remora $(BUILD)/remora $(BUILD)/unit_tests $(BUILD)/fuzz_tool $(BUILD)/kern_tool \
+            $(BUILD)/mkprofile $(BUILD)/unwind_ab
+$(PROGRAMS):
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# remora, or any build directory's own (make BUILD=build-x build-x/remora)
+remora $(BUILD)/remora: $(OBJ) $(CLI_OBJ)
 
 # each object depends on the headers it includes (-MMD writes them into a .d beside it)
 $(BUILD)/%.o: %.c VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -MMD -MP -c -o $@ $<
 
--include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+$(BUILD)/test/%.o: %.c VERSION
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -DREMORA_TESTING -Isrc $(WARN) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTING_SRC:%.c=$(BUILD)/test/%.d) $(TEST_MAIN_OBJ:.o=.d)
 
 # unit tests: pure parts, no process needed
-$(BUILD)/unit_tests: tests/unit/unit.c $(OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc -o $@ tests/unit/unit.c $(OBJ) $(LDLIBS)
+$(BUILD)/unit_tests: $(BUILD)/test/tests/unit/unit.o $(TEST_OBJ)
 
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
-# every test; the last line counts them all (fidelity/mix too: REMORA_FIDELITY=1)
-test: remora $(BUILD)/unit_tests $(BUILD)/fuzz_tool $(BUILD)/mkprofile
+# what `make test` builds after its set-up (a recipe of its own: an up-to-date build says
+# nothing)
+test-build: remora $(BUILD)/unit_tests $(BUILD)/fuzz_tool $(BUILD)/mkprofile
+	@:
+
+# every test; the last line counts them all (fidelity/mix too: REMORA_FIDELITY=1). The
+# set-up first, then the build in a make of its own: nothing is compiled before the
+# packages it needs are there, also under -j.
+test: test-setup
+	@$(MAKE) --no-print-directory test-build
 	@REMORA_FIDELITY=1 python3 tests/run_all.py --remora ./remora --unit $(BUILD)/unit_tests --fuzz-tool $(BUILD)/fuzz_tool \
 	    --mkprofile $(BUILD)/mkprofile
 
@@ -70,7 +86,7 @@ test: remora $(BUILD)/unit_tests $(BUILD)/fuzz_tool $(BUILD)/mkprofile
 # interpreters: each kind of frame (3.9's objects, 3.11's cframe, 3.15's shims and entry
 # frames read through _Py_DebugOffsets) and of binary (shared libpython, static, PIE); make
 # test runs all twelve. ASAN_INTERPRETERS= (empty) runs all twelve here too. The measurements
-# of timing (fidelity/mix, real/*, idle/*, server/*) run in make test only. Issue 31:
+# of timing (fidelity/mix, real/*, idle/*, server/*) run in make test only, which keeps
 # .ci/run within the hour.
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 ASAN_INTERPRETERS ?= pyenv-3.9.18,debian-3.11-static,sid-3.15-pie
@@ -81,10 +97,6 @@ asan:
 	    python3 tests/run_all.py --remora build-asan/remora --unit build-asan/unit_tests \
 	    --fuzz-tool build-asan/fuzz_tool --mkprofile build-asan/mkprofile
 
-# any build directory's own binary (make BUILD=build-x build-x/remora)
-$(BUILD)/remora: $(OBJ) $(CLI_OBJ)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
 # regenerate the 3.9–3.12 layouts from installed headers
 offsets:
 	tools/gen_offsets.sh
@@ -92,23 +104,26 @@ offsets:
 clean:
 	rm -rf build build-asan build-lib remora
 
-.PHONY: all unit test asan offsets clean
+.PHONY: all unit test test-build asan offsets clean
 
 # ---- the in-kernel engine (src/kern/kern.h) ---------------------------------------------
 # The BPF object is compiled by clang for the BPF target with flags of its own (never the
 # sanitizers'), turned by bpftool into a skeleton header that embeds it, which kern.c
 # includes: the skeleton is made before kern.o compiles.
 BPF_CLANG  ?= clang
-BPF_ARCH   := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
-BPF_MULTI  := $(shell $(BPF_CLANG) -print-multiarch 2>/dev/null)
-BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(BPF_MULTI) \
+# (asked of the machine when the BPF object is built, not each time make reads this file)
+BPF_ARCH    = $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
+BPF_MULTI   = $(shell $(BPF_CLANG) -print-multiarch 2>/dev/null)
+BPF_CFLAGS  = -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(BPF_MULTI) \
               -Iinclude -Isrc/kern -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration \
               $(if $(WERROR),-Werror)
 BPFTOOL    ?= bpftool
 
-$(BUILD)/kern/remora.bpf.o: src/kern/remora.bpf.c src/kern/kern_bpf.h src/kern/kern.h
+$(BUILD)/kern/remora.bpf.o: src/kern/remora.bpf.c
 	@mkdir -p $(dir $@)
-	$(BPF_CLANG) $(BPF_CFLAGS) -c -o $@ $<
+	$(BPF_CLANG) $(BPF_CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(BUILD)/kern/remora.bpf.d
 
 $(BUILD)/gen/remora_bpf.skel.h: $(BUILD)/kern/remora.bpf.o
 	@mkdir -p $(dir $@)
@@ -118,10 +133,9 @@ $(BUILD)/src/kern/kern.o: $(BUILD)/gen/remora_bpf.skel.h
 $(BUILD)/src/kern/kern.o: CPPFLAGS += -I$(BUILD)/gen
 
 # the engine's test tool: tests/kern/kern_tool.c (needs root, or CAP_BPF + CAP_PERFMON)
-$(BUILD)/kern_tool: tests/kern/kern_tool.c $(OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/kern/kern_tool.c $(OBJ) $(LDLIBS)
+$(BUILD)/kern_tool: $(BUILD)/test/tests/kern/kern_tool.o $(TEST_OBJ)
 
-# ---- libremora (issue 47): include/remora/remora.h, docs/api.md ------------------------
+# ---- libremora: include/remora/remora.h, docs/api.md --------------------------------------
 # The library is the reading half of the tree (util, proc, py, unwind, the kernel engine's
 # loader, lib/api.c), compiled again -fPIC without LTO in a build directory of its own
 # (LIB_BUILD; the command's objects are untouched): libremora.a (one relocatable object
@@ -132,7 +146,7 @@ LIB_CFLAGS ?= -O2 -g
 LIB_MINOR  := 1
 LIB_SONAME := libremora.so.0
 LIB_SO     := $(LIB_SONAME).$(LIB_MINOR)
-LIB_SRC    := $(filter-out %.bpf.c,$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c \
+LIB_SRC    := $(filter-out %.bpf.c $(TEST_ONLY),$(wildcard src/util/*.c src/proc/*.c src/py/*.c src/unwind/*.c \
                 src/kern/*.c src/lib/*.c src/sample/sampler.c src/sample/take.c src/sample/subs.c \
                 src/sample/async.c src/sample/stacks.c))
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -156,7 +170,7 @@ $(BUILD)/$(LIB_SO): $(LIB_OBJ) src/lib/libremora.sym
 
 .PHONY: lib
 
-# ---- the Python module remora (issue 47; docs/api.md) -----------------------------------
+# ---- the Python module remora (docs/api.md) -----------------------------------------------
 # remora._remora over libremora.a (linked in: the module needs only libdw, libelf, libbpf
 # and zlib), compiled against PYTHON's headers with Py_LIMITED_API 3.9: one
 # _remora.abi3.so for every CPython 3.9+. $(LIB_BUILD)/python is then a directory to put
@@ -174,9 +188,9 @@ python: lib
 
 .PHONY: python
 
-# ---- install (issue 21): docs/install.md ----------------------------------------------
+# ---- install: docs/install.md -------------------------------------------------------------
 # make install [PREFIX=/usr/local] [DESTDIR=/staging]: the binary, remora(1), the bash and
-# zsh completions, and libremora (issue 47: its header, the static and shared library,
+# zsh completions, and libremora (its header, the static and shared library,
 # the soname's and the linker's links, the pkg-config file; INSTALL_LIB=no leaves it out,
 # as the Debian package does for now); make uninstall removes exactly those files
 # (directories are left: they may hold others' files, as GNU's uninstall does; but
@@ -228,23 +242,33 @@ uninstall:
 
 .PHONY: install uninstall
 
-# build, then dump the bundled demo program's threads (its set-up: at the top of this file)
-demo: remora
-	tools/demo.sh
-.PHONY: demo
-
-# the set-up of `make demo` / `make test` alone (it runs as this file is read)
+# ---- set-up, demo ------------------------------------------------------------------------
+# `make demo` and `make test` install what they lack first, before anything is compiled:
+# tools/setup.sh --demo or --test (the packages: tools/packages.txt). As root with apt-get
+# it installs what is missing (nothing when all is there); otherwise it says in one line
+# the command to run, and make stops. A plain `make` installs nothing; SETUP=no skips the
+# set-up; `make demo-setup` / `make test-setup` run it alone.
 demo-setup test-setup:
+ifneq ($(SETUP),no)
+	@tools/setup.sh --$(@:%-setup=%)
+else
 	@:
-.PHONY: demo-setup test-setup
+endif
 
-# ---- flamegraph template and browser tests (issue #6) --------------------------------
+# build (in a make of its own, after the set-up, also under -j), then dump the bundled
+# demo program's threads
+demo: demo-setup
+	@$(MAKE) --no-print-directory demo-build
+	tools/demo.sh
+
+demo-build: remora
+	@:
+
+.PHONY: demo demo-build demo-setup test-setup
+
+# ---- flamegraph template and browser tests -------------------------------------------
 # src/formats/flamegraph.html is embedded into the binary as a C array: tools/embed.c writes
-# $(BUILD)/gen/flamegraph_html.c, whose object joins $(OBJ) (the link recipes above read
-# $(OBJ) or $^ when they run, so they pick it up).
-FG_HTML_O := $(BUILD)/gen/flamegraph_html.o
-OBJ += $(FG_HTML_O)
-remora $(BUILD)/remora $(BUILD)/unit_tests: $(FG_HTML_O)
+# $(BUILD)/gen/flamegraph_html.c, whose object, FG_HTML_O, is one of $(OBJ).
 
 $(BUILD)/tools/embed: tools/embed.c
 	@mkdir -p $(dir $@)
@@ -260,8 +284,7 @@ $(FG_HTML_O): $(BUILD)/gen/flamegraph_html.c
 # the browser tests' profile writer: links only the stack table and the writers (the page, the
 # table, the heatmap)
 MKPROFILE_OBJ := $(addprefix $(BUILD)/src/,sample/stacks.o sample/functions.o util/strtab.o util/grow.o formats/json.o formats/flamegraph.o formats/table.o formats/text.o formats/heatmap.o formats/heatmap_count.o formats/counts.o util/lines.o) $(FG_HTML_O)
-$(BUILD)/mkprofile: tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/browser/mkprofile.c $(MKPROFILE_OBJ) $(LDLIBS)
+$(BUILD)/mkprofile: $(BUILD)/test/tests/browser/mkprofile.o $(MKPROFILE_OBJ)
 
 # headless Chromium (Debian's chromium) driven by playwright-core (tests/browser/);
 # prints SKIP lines when either is missing. browser-deps installs both.
@@ -274,7 +297,7 @@ browser-deps:
 
 .PHONY: browser-test browser-deps
 
-# ---- fuzzing (issue #7): tests/fuzz/README.md ------------------------------------------
+# ---- fuzzing: tests/fuzz/README.md --------------------------------------------------------
 # fuzz_tool replays the committed corpora and crash inputs (make test, make asan) and
 # records snapshots; `make fuzz` builds one libFuzzer binary per target with clang
 # (ASan + UBSan) and runs each for FUZZ_SECONDS.
@@ -283,14 +306,18 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
-FUZZ_SRC     := tests/fuzz/targets.c tests/fuzz/fuzz.h
 
-$(BUILD)/fuzz_tool: tests/fuzz/tool.c $(FUZZ_SRC) $(OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ tests/fuzz/tool.c tests/fuzz/targets.c $(OBJ) $(LDLIBS)
+$(BUILD)/fuzz_tool: $(BUILD)/test/tests/fuzz/tool.o $(BUILD)/test/tests/fuzz/targets.o $(TEST_OBJ)
 
-$(BUILD)/fuzz-%: tests/fuzz/entry.c $(FUZZ_SRC) $(OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc -fsanitize=fuzzer -DFUZZ_TARGET=fuzz_$* -o $@ \
-	    tests/fuzz/entry.c tests/fuzz/targets.c $(OBJ) $(LDLIBS)
+# a target's entry point: tests/fuzz/entry.c for fuzz_$*
+$(BUILD)/test/tests/fuzz/entry-%.o: tests/fuzz/entry.c VERSION
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -DREMORA_TESTING -Isrc -DFUZZ_TARGET=fuzz_$* $(WARN) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(wildcard $(BUILD)/test/tests/fuzz/entry-*.d)
+
+$(BUILD)/fuzz-%: $(BUILD)/test/tests/fuzz/entry-%.o $(BUILD)/test/tests/fuzz/targets.o $(TEST_OBJ)
+	$(CC) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 fuzz-build:
 	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_TARGETS:%=build-fuzz/fuzz-%)
@@ -311,14 +338,14 @@ $(BUILD)/vmread: tests/bench/vmread.c
 
 # --native's unwinder against libunwind-ptrace and libdw's own ptrace attach (docs/native.md;
 # needs libunwind-dev, for this measurement only): $(BUILD)/unwind_ab PID [ROUNDS]
-$(BUILD)/unwind_ab: tests/bench/unwind_ab.c $(OBJ) $(HDR)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu $(LDFLAGS) -o $@ \
-	    tests/bench/unwind_ab.c $(OBJ) -lunwind-ptrace -lunwind-generic -lunwind $(LDLIBS)
+$(BUILD)/unwind_ab: $(BUILD)/test/tests/bench/unwind_ab.o $(TEST_OBJ)
+$(BUILD)/unwind_ab: LDLIBS := -lunwind-ptrace -lunwind-generic -lunwind $(LDLIBS)
+$(BUILD)/test/tests/bench/unwind_ab.o: CPPFLAGS += -I/usr/include/x86_64-linux-gnu
 
 bench: remora $(BUILD)/vmread
 	python3 tests/bench/bench.py --remora ./remora --vmread $(BUILD)/vmread
 
-# issue 29's bounds on the real programs without most of one window's sampling error: each
+# the real programs' bounds (real/*) without most of one window's sampling error: each
 # real/* test's recordings made REAL_CYCLES times in turn, REAL_SECONDS s each, pooled
 # (about 20 min on two cores; docs/measured.md)
 REAL_CYCLES ?= 4

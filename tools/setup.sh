@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The set-up of `make demo` and `make test`, from the one list of Debian packages,
-# tools/packages.txt (the Makefile runs this first, as it is read; so does .ci/run):
+# tools/packages.txt (the Makefile's demo-setup and test-setup run it before anything is
+# compiled; so does .ci/run):
 #   tools/setup.sh --demo        the packages the build and the demo need
 #   tools/setup.sh --test        all of them, then the chroot of CPython 3.13-3.15
 #                                (tests/provision-chroot.sh, cached) and the tests' npm
@@ -9,8 +10,7 @@
 # As root where apt-get is, it installs the packages dpkg-query does not find installed
 # (apt-get update first, only then; noninteractive); with nothing missing it installs
 # nothing and prints nothing. Otherwise (not root, or no apt-get) it installs nothing and
-# stops with one line giving the command to run, exit 1. That line goes to stderr, or to
-# the file descriptor REMORA_SETUP_FD names (the Makefile stops with it: one line).
+# stops with one line on stderr giving the command to run, exit 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,15 +22,11 @@ section() {
     awk -v s="[$1]" '/^[[:space:]]*(#|$)/ { next } /^\[/ { on = ($1 == s); next } on { print $1 }' "$list"
 }
 
-# Says $* on one line where the caller reads it, and exits 1.
+# Says $* on one line on stderr, and exits 1.
 said=
 stop() {
     said=1
-    if [ -n "${REMORA_SETUP_FD:-}" ]; then
-        echo "$*" >&"$REMORA_SETUP_FD"
-    else
-        echo "$*" >&2
-    fi
+    echo "$*" >&2
     exit 1
 }
 

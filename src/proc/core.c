@@ -453,6 +453,7 @@ int core_open(const char *core, const char *exe, const char *root, image_t **out
     return err;
 }
 
+#ifdef REMORA_TESTING
 int core_open_mem(const void *buf, size_t len, const char *exe, const char *root,
                   image_t **out, pid_t *pid)
 {
@@ -474,3 +475,4 @@ int core_open_mem(const void *buf, size_t len, const char *exe, const char *root
         *out = img;
     return err;
 }
+#endif

@@ -2,8 +2,9 @@
  *
  * The file is mapped read-only and treated as untrusted: every header, table and
  * string is bounds-checked against the file size before it is used.
- * A trace (elf_trace_t) remembers what was looked up in a file and what it answered,
- * to write a small stub ELF file into a snapshot that answers the same.
+ * Test builds (REMORA_TESTING) only: a trace (elf_trace_t) remembers what was looked up
+ * in a file and what it answered, to write a small stub ELF file into a snapshot that
+ * answers the same.
  */
 
 #include <elf.h>
@@ -17,7 +18,9 @@
 #include "proc.h"
 #include "proc_internal.h"
 
+#ifdef REMORA_TESTING
 static void trace_lookup(elf_trace_t *t, const char *name, int section, uint64_t value, uint64_t size);
+#endif
 
 struct elf {
     const unsigned char *buf;
@@ -29,7 +32,9 @@ struct elf {
     size_t shstr_len;
     const Elf64_Phdr *ph;
     size_t phnum;
+#ifdef REMORA_TESTING
     elf_trace_t *trace;         /* lookups are written here, if not NULL */
+#endif
 };
 
 static int in_file(const elf_t *e, uint64_t off, uint64_t len)
@@ -146,8 +151,10 @@ int elf_section(const elf_t *e, const char *name, uint64_t *addr, uint64_t *size
         return REMORA_ENOTPY;
     *addr = s->sh_addr;
     *size = s->sh_size;
+#ifdef REMORA_TESTING
     if (e->trace != NULL)
         trace_lookup(e->trace, name, 1, s->sh_addr, s->sh_size);
+#endif
     return REMORA_OK;
 }
 
@@ -197,11 +204,14 @@ int elf_symbol(const elf_t *e, const char *name, uint64_t *value, uint64_t *size
     *value = v;
     if (size)
         *size = sz;
+#ifdef REMORA_TESTING
     if (e->trace != NULL)
         trace_lookup(e->trace, name, 0, v, sz);
+#endif
     return REMORA_OK;
 }
 
+#ifdef REMORA_TESTING
 const void *elf_at(const elf_t *e, uint64_t addr, size_t len)
 {
     uint64_t off;
@@ -220,6 +230,7 @@ const void *elf_at(const elf_t *e, uint64_t addr, size_t len)
     }
     return NULL;
 }
+#endif
 
 int elf_base_vaddr(const elf_t *e, uint64_t *vaddr)
 {
@@ -243,6 +254,8 @@ const unsigned char *elf_bytes(const elf_t *e, size_t *len)
 }
 
 /* ---- traces and stubs ------------------------------------------------------------- */
+
+#ifdef REMORA_TESTING
 
 #define TRACE_MAX_ITEMS 256
 #define TRACE_MAX_PH 64
@@ -469,3 +482,4 @@ int elf_trace_stub(const elf_trace_t *t, unsigned char **out, size_t *len)
     *len = total;
     return REMORA_OK;
 }
+#endif

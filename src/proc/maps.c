@@ -174,8 +174,8 @@ int proc_maps_read(proc_t *p, proc_maps_t *out)
             return err;
         proc_source_refresh(p);     /* the root its Python now runs in */
     }
-    if (p->rec != NULL && len > 0)
-        rec_maps(p->rec, text, len);    /* before parsing writes NULs into it */
+    if (len > 0)
+        PROC_RECORD(p, rec_maps(p->rec, text, len));    /* before parsing writes NULs into it */
     if (len == 0) {
         /* a zombie or exiting process has no maps */
         free(text);
@@ -322,7 +322,6 @@ int proc_elf_open(proc_t *p, const char *path, uint64_t inode, elf_t **out)
     }
     if (err)
         return err == REMORA_ENOMEM ? err : REMORA_ENOTPY;
-    if (p->rec != NULL)
-        rec_elf(p->rec, path, inode, *out);
+    PROC_RECORD(p, rec_elf(p->rec, path, inode, *out));
     return REMORA_OK;
 }

@@ -3,8 +3,9 @@
  * Reads the target's memory with process_vm_readv (single and vectored), and /proc/PID
  * (stat only) to tell a process that is gone from an unmapped address; errno becomes a
  * REMORA_E* code through file.c. A core or snapshot handle holds the image core.c or
- * snapshot.c built, and its reads go there (image.c); a recording handle hands what it
- * read to its recorder (snapshot.c). Those files never call back into this one.
+ * snapshot.c built, and its reads go there (image.c); in test builds, a recording handle
+ * hands what it read to its recorder (snapshot.c). Those files never call back into this
+ * one.
  */
 
 #include <errno.h>
@@ -95,6 +96,9 @@ int proc_open_core(const char *core, const char *exe, const char *root, proc_t *
     return err ? err : proc_from_image(PROC_CORE, pid, img, out);
 }
 
+#ifdef REMORA_TESTING
+/* ---- test builds: cores from memory, snapshots (recorded and replayed) ---- */
+
 int proc_open_core_mem(const void *buf, size_t len, const char *exe, const char *root,
                        proc_t **out)
 {
@@ -129,28 +133,6 @@ int proc_open_snapshot_mem(const void *buf, size_t len, proc_t **out)
     return err ? err : proc_from_image(PROC_SNAPSHOT, pid, img, out);
 }
 
-void proc_free(proc_t *p)
-{
-    if (p == NULL)
-        return;
-    image_free(p->img);
-    rec_free(p->rec);
-    proc_close_stats(p);
-    proc_source_detach(p);
-    free(p->held);
-    free(p);
-}
-
-int proc_kind(const proc_t *p)
-{
-    return p->kind;
-}
-
-const char *proc_problem(const proc_t *p)
-{
-    return p->img ? p->img->problem : "";
-}
-
 int proc_record_start(proc_t *p)
 {
     if (p->rec != NULL)
@@ -169,6 +151,29 @@ int proc_snapshot_save_mem(proc_t *p, unsigned char **out, size_t *len)
     *out = NULL;
     *len = 0;
     return p->rec ? rec_save_mem(p->rec, p->pid, p->kind, out, len) : REMORA_EUSAGE;
+}
+#endif
+
+void proc_free(proc_t *p)
+{
+    if (p == NULL)
+        return;
+    image_free(p->img);
+    PROC_RECORD(p, rec_free(p->rec));
+    proc_close_stats(p);
+    proc_source_detach(p);
+    free(p->held);
+    free(p);
+}
+
+int proc_kind(const proc_t *p)
+{
+    return p->kind;
+}
+
+const char *proc_problem(const proc_t *p)
+{
+    return p->img ? p->img->problem : "";
 }
 
 pid_t proc_pid(const proc_t *p)
@@ -205,8 +210,8 @@ int proc_read(proc_t *p, uint64_t addr, void *buf, size_t len)
     } else {
         err = proc_live_read(p, addr, buf, len);
     }
-    if (err == REMORA_OK && p->rec != NULL && len > 0)
-        rec_mem(p->rec, addr, buf, len);
+    if (err == REMORA_OK && len > 0)
+        PROC_RECORD(p, rec_mem(p->rec, addr, buf, len));
     return err;
 }
 
@@ -229,10 +234,8 @@ int proc_readv(proc_t *p, const proc_iov_t *iov, size_t n)
     } else {
         err = proc_live_readv(p, iov, n);
     }
-    if (err == REMORA_OK && p->rec != NULL)
-        for (i = 0; i < n; i++)
-            if (iov[i].len > 0)
-                rec_mem(p->rec, iov[i].addr, iov[i].buf, iov[i].len);
+    if (err == REMORA_OK)
+        PROC_RECORD(p, rec_memv(p->rec, iov, n));
     return err;
 }
 

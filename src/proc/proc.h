@@ -8,6 +8,7 @@
  *   ELF core file  PT_LOAD segments (bytes the core lacks come from the mapped file),
  *                  maps from NT_FILE + PT_LOAD, tasks from NT_PRSTATUS
  *   snapshot       what remora read from a source, saved by proc_snapshot_save()
+ *                  (test and fuzz builds only: REMORA_TESTING, below)
  * Core and snapshot files are untrusted input: every length, offset and count in them
  * is checked before use.
  */
@@ -74,6 +75,9 @@ int proc_kind(const proc_t *p);
  * REMORA_EUSAGE (not a regular file), REMORA_ENOTPY (not a 64-bit little-endian ELF
  * core), REMORA_ECORRUPT, REMORA_ENOMEM. Caller frees with proc_free(). */
 int proc_open_core(const char *core, const char *exe, const char *root, proc_t **out);
+#ifdef REMORA_TESTING
+/* ---- test builds only (the Makefile's TESTING_SRC) ---- */
+
 /* Same over a buffer (copied; tests and fuzzing). */
 int proc_open_core_mem(const void *buf, size_t len, const char *exe, const char *root,
                        proc_t **out);
@@ -98,6 +102,7 @@ int proc_record_start(proc_t *p);
 int proc_snapshot_save(proc_t *p, const char *path);
 /* Same into a malloc'd buffer the caller frees. */
 int proc_snapshot_save_mem(proc_t *p, unsigned char **out, size_t *len);
+#endif
 
 /* A one-line note on the last file the source could not use (a core's mapped file
  * missing, or not the one the core was made with), or "" if none. */
@@ -190,12 +195,14 @@ typedef struct proc_src_stats {
     char first_unread[320];         /* "FILE: why" of the first that could not, or "" */
 } proc_src_stats_t;
 
+#ifdef REMORA_TESTING
 /* Reads the source file a code object of the target names, as the target would (see
  * source.c): inside its root, with its credentials (a live target's, as last seen when
  * it is gone; a core's ids, inside --root). With p NULL nothing is opened (state
  * PROC_SRC_NO_PROCESS). Returns 0 with out->state saying what was found, or
  * REMORA_ENOMEM. Caller frees with proc_src_free(). */
 int proc_source_read(proc_t *p, const char *path, proc_src_t *out);
+#endif
 /* Line 'line' (1-based) without its leading and trailing white space (not
  * NUL-terminated: *len bytes), or NULL when the file has no such line. */
 const char *proc_src_line(const proc_src_t *s, int line, size_t *len);
@@ -338,9 +345,11 @@ int elf_symbol(const elf_t *e, const char *name, uint64_t *value, uint64_t *size
 /* A section's link-time address and size. Returns 0 or REMORA_ENOTPY. */
 int elf_section(const elf_t *e, const char *name, uint64_t *addr, uint64_t *size);
 
+#ifdef REMORA_TESTING
 /* The file's bytes at link-time address [addr, addr+len), if they are in the file
  * (not .bss). Returns a pointer into the mapped file or NULL. */
 const void *elf_at(const elf_t *e, uint64_t addr, size_t len);
+#endif
 
 /* Link-time vaddr of the PT_LOAD segment that starts at file offset 0 (page-aligned),
  * used with the mapping of offset 0 to compute the load bias. Returns 0 or REMORA_ENOTPY. */

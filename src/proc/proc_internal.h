@@ -9,6 +9,11 @@
  *   snapshot.c        → image.c, elf.c (traces), file.c
  *   source.c          → asuser.c, file.c
  *   image.c, elf.c, file.c, asuser.c call nothing else in proc/.
+ *
+ * Snapshots (snapshot.c, elf.c's traces) are compiled only into the test and fuzz
+ * binaries, with REMORA_TESTING (Makefile: TESTING_SRC): the product's handle has no
+ * recorder, and its reads do not look for one. A handle's struct differs between the
+ * two builds: every file of proc/ is built again for the tests.
  */
 #ifndef REMORA_PROC_INTERNAL_H
 #define REMORA_PROC_INTERNAL_H
@@ -36,6 +41,14 @@ static inline uint32_t rd32(const unsigned char *p)
 }
 
 typedef struct recorder recorder_t;
+
+/* Hands the handle's recorder what it just read (call: a rec_* call on p->rec), when p
+ * records: in test builds only; the product's build leaves nothing of it. */
+#ifdef REMORA_TESTING
+#define PROC_RECORD(p, call) do { if ((p)->rec != NULL) call; } while (0)
+#else
+#define PROC_RECORD(p, call) do { } while (0)
+#endif
 
 /* Tasks whose /proc/PID/task/TID/stat stays open (proc_task_state, every sample of
  * record's and top's default): one pread a task then, not an open, a read and a close. */
@@ -89,7 +102,9 @@ struct proc {
     pid_t pid;
     proc_stats_t stats;
     image_t *img;           /* PROC_CORE, PROC_SNAPSHOT: the source's memory, maps, tasks */
+#ifdef REMORA_TESTING
     recorder_t *rec;        /* NULL unless proc_record_start() was called */
+#endif
     struct {
         pid_t tid;          /* 0: the slot is free */
         int fd;
@@ -242,6 +257,7 @@ const img_task_t *image_task(const image_t *img, pid_t tid);
  * 'root' as for proc_open_core(). Returns 0 with *out (the caller frees it with
  * image_free()), or what proc_open_core() returns. (core.c) */
 int core_open(const char *core, const char *exe, const char *root, image_t **out, pid_t *pid);
+#ifdef REMORA_TESTING
 int core_open_mem(const void *buf, size_t len, const char *exe, const char *root,
                   image_t **out, pid_t *pid);
 
@@ -257,6 +273,7 @@ int snapshot_open_mem(const void *buf, size_t len, image_t **out, pid_t *pid);
 recorder_t *rec_new(void);
 void rec_free(recorder_t *r);
 void rec_mem(recorder_t *r, uint64_t addr, const void *buf, size_t len);
+void rec_memv(recorder_t *r, const proc_iov_t *iov, size_t n);
 void rec_maps(recorder_t *r, const char *text, size_t len);
 void rec_task(recorder_t *r, pid_t tid);
 void rec_task_state(recorder_t *r, pid_t tid, char state);
@@ -283,5 +300,6 @@ void elf_trace_free(elf_trace_t *t);
 void elf_trace_attach(elf_t *e, elf_trace_t *t);
 /* Builds the stub ELF file. Returns 0 with a malloc'd buffer, or REMORA_ENOMEM. */
 int elf_trace_stub(const elf_trace_t *t, unsigned char **out, size_t *len);
+#endif /* REMORA_TESTING */
 
 #endif

@@ -1,5 +1,6 @@
 /* proc/snapshot.c — snapshots: what remora read from a source, saved to a file and
- * replayed as a source of its own (tests, fuzzing, bug reports).
+ * replayed as a source of its own, for the tests and fuzzers: compiled only into their
+ * binaries (REMORA_TESTING; the Makefile's TESTING_SRC), never into remora or libremora.
  *
  * The recorder keeps every byte range read whole, the maps text, the tasks (with their
  * states and names) and, for each ELF file opened with proc_elf_open(), a trace of the
@@ -313,6 +314,15 @@ void rec_mem(recorder_t *r, uint64_t addr, const void *buf, size_t len)
     r->reads[r->nreads].at = r->data_len;
     r->nreads++;
     r->data_len += len;
+}
+
+void rec_memv(recorder_t *r, const proc_iov_t *iov, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (iov[i].len > 0)
+            rec_mem(r, iov[i].addr, iov[i].buf, iov[i].len);
 }
 
 void rec_maps(recorder_t *r, const char *text, size_t len)

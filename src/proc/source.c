@@ -287,6 +287,7 @@ static int open_named(proc_t *p, const char *path, proc_src_t *out, struct stat 
     return fd;
 }
 
+#ifdef REMORA_TESTING
 int proc_source_read(proc_t *p, const char *path, proc_src_t *out)
 {
     struct stat st;
@@ -298,6 +299,7 @@ int proc_source_read(proc_t *p, const char *path, proc_src_t *out)
         count(p, path, out->state);
     return err;
 }
+#endif
 
 const char *proc_src_line(const proc_src_t *s, int line, size_t *len)
 {

@@ -27,8 +27,7 @@ int proc_tasks(proc_t *p, pid_t *tids, size_t cap, size_t *n)
         for (k = 0; k < p->img->ntasks; k++) {
             if (k < cap)
                 tids[k] = p->img->tasks[k].tid;
-            if (p->rec != NULL)
-                rec_task(p->rec, p->img->tasks[k].tid);
+            PROC_RECORD(p, rec_task(p->rec, p->img->tasks[k].tid));
         }
         *n = k;
         return REMORA_OK;
@@ -47,8 +46,7 @@ int proc_tasks(proc_t *p, pid_t *tids, size_t cap, size_t *n)
             continue;
         if (k < cap)
             tids[k] = (pid_t)v;
-        if (p->rec != NULL)
-            rec_task(p->rec, (pid_t)v);
+        PROC_RECORD(p, rec_task(p->rec, (pid_t)v));
         k++;
     }
     closedir(d);
@@ -254,8 +252,8 @@ int proc_task_state(proc_t *p, pid_t tid, char *state)
             return errno == EACCES || errno == EPERM ? REMORA_EPERM : REMORA_ENOPROC;
         err = proc_stat_parse_state(text, (size_t)len, state);
     }
-    if (err == REMORA_OK && p->rec != NULL)
-        rec_task_state(p->rec, tid, *state);
+    if (err == REMORA_OK)
+        PROC_RECORD(p, rec_task_state(p->rec, tid, *state));
     return err;
 }
 
@@ -305,8 +303,7 @@ int proc_task_comm(proc_t *p, pid_t tid, char *name, size_t len)
             return REMORA_ENOPROC;
         }
         snprintf(name, len, "%s", t->name);
-        if (p->rec != NULL)
-            rec_task_comm(p->rec, tid, t->name);
+        PROC_RECORD(p, rec_task_comm(p->rec, tid, t->name));
         return REMORA_OK;
     }
     snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)p->pid, (int)tid);
@@ -322,8 +319,7 @@ int proc_task_comm(proc_t *p, pid_t tid, char *name, size_t len)
     memcpy(name, text, n);
     name[n] = '\0';
     free(text);
-    if (p->rec != NULL)
-        rec_task_comm(p->rec, tid, name);
+    PROC_RECORD(p, rec_task_comm(p->rec, tid, name));
     return REMORA_OK;
 }
 

@@ -249,9 +249,11 @@ void native_free(unw_native_t *n);
  * into n's buffer (valid until the next call). Out of memory: left as they were. */
 void native_merge_all(unw_native_t *n, const unwinder_t *u, unw_thread_t *th, size_t nth);
 void native_get_stats(const unw_native_t *n, unw_native_stats_t *out);
+#ifdef REMORA_TESTING
 /* The benchmark (tests/bench/unwind_ab.c): thread tid's C stack unwound as
  * native_merge_all() does, nothing named; the frames found (0 when none). */
 int native_count_frames(unw_native_t *n, pid_t tid);
+#endif
 /* A kernel tick's C stack (kernel.c; fuzzing too): th's C stack unwound from regs
  * (PROC_NREGS) over the bytes of its stack at [stack_lo, stack_lo + len) alone (no other
  * memory of the target is read: a frame whose caller lies outside ends the walk,
@@ -396,11 +398,13 @@ int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n);
  * (round_task: the task the round's reading named for the thread, a hint that the
  * reading is stale). No system call. */
 void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task);
+#ifdef REMORA_TESTING
 /* Unit tests: walks the 3.14+ task lists lists[0..2*nlists) (each a head's address and
  * its first node) with layout a, as unw_tasks() does: 0 with *n pending tasks (*moved: a
  * back link did not hold), REMORA_ENOMEM past UNW_MAX_TASKS, or a read error. */
 int tasks_walk_test(unwinder_t *u, const py_asyncio_t *a, const uint64_t *lists, size_t nlists,
                     size_t *n, int *moved);
+#endif
 
 /* ---- naming.c: frame naming ---- */
 

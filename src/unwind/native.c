@@ -687,11 +687,13 @@ int native_merge_none(unw_native_t *n, const py_layout_t *L, unw_thread_t *th)
     return REMORA_OK;
 }
 
+#ifdef REMORA_TESTING
 int native_count_frames(unw_native_t *n, pid_t tid)
 {
     n->maps_again = 0;
     return walk_native(n, tid) == REMORA_OK ? (int)n->nraw : 0;
 }
+#endif
 
 void native_get_stats(const unw_native_t *n, unw_native_stats_t *out)
 {

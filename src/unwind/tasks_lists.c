@@ -75,6 +75,7 @@ static int walk_lists(unwinder_t *u, struct unw_tasks_state *tk, size_t nlists, 
     return REMORA_OK;
 }
 
+#ifdef REMORA_TESTING
 int tasks_walk_test(unwinder_t *u, const py_asyncio_t *a, const uint64_t *lists, size_t nlists,
                     size_t *n, int *moved)
 {
@@ -93,6 +94,7 @@ int tasks_walk_test(unwinder_t *u, const py_asyncio_t *a, const uint64_t *lists,
     tasks_free(tk);
     return err;
 }
+#endif
 
 /* One reading of every list; 0, REMORA_ECORRUPT (it moved), or an error. */
 int tk_lists_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th, size_t nth,

@@ -28,6 +28,12 @@
 #                            its --help, the formats and the modes; an interactive zsh on a
 #                            pty (zsh/zpty), TAB after `remora CMD -`, `-f `, `--mode `,
 #                            `dump -p ` offers the same as for bash (SKIP without zsh)
+#   install/no-test-code     the test-only functions (snapshots' recorder and reader, the
+#                            entry points only tests and fuzzers call: REMORA_TESTING, the
+#                            Makefile's TESTING_SRC) are in none of remora under test,
+#                            libremora.a, libremora.so and the Python module (nm, clones such
+#                            as NAME.part.0 too); each name is still defined in src/, so a
+#                            rename cannot make the check pass by itself
 #   install/deb              dpkg-buildpackage -us -uc -b in a copy of the tree (outside it),
 #                            lintian clean (or each tag explained in docs/install.md), the
 #                            package's version and Depends; dpkg -i in an overlay of the test
@@ -630,6 +636,48 @@ def test_deb(remora):
         shutil.rmtree(work, ignore_errors=True)
 
 
+# what only the test and fuzz binaries may hold (src/proc/snapshot.c, and what sits under
+# #ifdef REMORA_TESTING)
+TEST_ONLY = ("rec_new", "rec_free", "rec_mem", "rec_memv", "rec_maps", "rec_task", "rec_task_get",
+             "rec_task_state", "rec_task_comm", "rec_elf", "rec_save", "rec_save_mem",
+             "snapshot_open", "snapshot_open_mem", "snapshot_parse", "elf_trace_new",
+             "elf_trace_free", "elf_trace_attach", "elf_trace_stub", "trace_lookup",
+             "proc_open_snapshot", "proc_open_snapshot_mem", "proc_record_start",
+             "proc_snapshot_save", "proc_snapshot_save_mem", "proc_open_core_mem", "core_open_mem",
+             "proc_source_read", "elf_at", "tasks_walk_test", "native_count_frames")
+# the library as `make lib` / `make python` build it
+PRODUCT_LIBS = ("build-lib/libremora.a", "build-lib/libremora.so.0.1",
+                "build-lib/python/remora/_remora.abi3.so")
+
+
+def test_no_test_code(remora):
+    defined = set()
+    for path in glob.glob(os.path.join(REPO, "src", "*", "*.c")):
+        with open(path, errors="replace") as f:
+            defined.update(re.findall(r"^[A-Za-z_][\w \t*]*?\b(\w+)\(", f.read(), re.M))
+    gone = [n for n in TEST_ONLY if n not in defined]
+    if gone:
+        raise Fail("no longer defined in src/ (renamed? update TEST_ONLY): %s" % ", ".join(gone))
+    rc, out, err = run(["make", "-s", "-C", REPO, "lib"], timeout=900)
+    if rc != 0:
+        raise Fail("make lib: exit %d: %s" % (rc, tail(err)))
+    files = [os.path.abspath(remora.path)] + [os.path.join(REPO, f) for f in PRODUCT_LIBS
+                                               if os.path.exists(os.path.join(REPO, f))]
+    problems, looked = [], []
+    for f in files:
+        rc, out, err = run(["nm", f])
+        if rc != 0 or not out.strip():
+            raise Fail("nm %s: exit %d, %d symbols: %s (stripped?)" % (f, rc, len(out.split()), tail(err)))
+        names = {line.split()[-1] for line in out.splitlines() if line.strip() and ":" not in line}
+        found = sorted(n for n in names if n.split(".")[0] in TEST_ONLY)
+        if found:
+            problems.append("%s holds %s" % (os.path.relpath(f, REPO), ", ".join(found)))
+        looked.append("%s (%d symbols)" % (os.path.relpath(f, REPO), len(names)))
+    if problems:
+        raise Fail("test-only code in the product: " + "; ".join(problems))
+    return "none of %d test-only names in %s" % (len(TEST_ONLY), ", ".join(looked))
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     return [
@@ -638,5 +686,6 @@ def tests(remora):
         ("install/manpage", lambda: test_manpage(remora), None),
         ("install/bash-completion", lambda: test_bash_completion(remora), None),
         ("install/zsh-completion", lambda: test_zsh_completion(remora), None),
+        ("install/no-test-code", lambda: test_no_test_code(remora), None),
         ("install/deb", lambda: test_deb(remora), None),
     ]

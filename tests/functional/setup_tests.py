@@ -6,7 +6,9 @@
 # setup/packages: tools/setup.sh (what `make demo` and `make test` run first) with
 # stand-ins for id, dpkg-query and apt-get on a PATH of its own: nothing installed when
 # all is there, only what is missing otherwise (apt-get update first), and one line with
-# the command to run when not root or without apt-get, from the script and through make.
+# the command to run when not root or without apt-get, from the script and through make
+# (the set-up target's line, then make's own that it stopped there: nothing compiled).
+# setup/make-reads: reading the Makefile runs no program (no compiler probed, no set-up).
 
 import os
 import re
@@ -194,7 +196,8 @@ def can_unshare():
 
 
 SETUP = os.path.join(REPO, "tools", "setup.sh")
-# what tools/setup.sh and the Makefile's reading run, from the machine
+# what tools/setup.sh and make (reading the Makefile, the set-up target) run, from the
+# machine: no compiler, so a make that compiled anything before the set-up would say so
 SETUP_TOOLS = ("bash", "sh", "awk", "sed", "tr", "sort", "comm", "dirname", "cat", "make", "grep")
 
 # id -u: STUB_UID; dpkg-query -W -f=...: "PKG ii " for each asked for that STUB_HAVE lists;
@@ -215,6 +218,14 @@ exit 0
 def section(name):
     p = subprocess.run([SETUP, "--list", name], stdout=subprocess.PIPE, text=True, check=True)
     return p.stdout.split()
+
+
+def make_stopped(err, target):
+    """err is two lines: the set-up's one line, then make's own saying the set-up target
+    failed (so no other recipe ran, nor printed anything)."""
+    lines = err.splitlines()
+    return (len(lines) == 2 and lines[0].startswith("remora: ")
+            and re.fullmatch(r"make: \*\*\* \[Makefile:\d+: %s\] Error 1" % re.escape(target), lines[1]) is not None)
 
 
 def test_packages():
@@ -267,18 +278,19 @@ def test_packages():
         if rc != 1 or calls or out or err.splitlines() != [line]:
             raise Fail("libdw-dev missing, not root: exit %d, apt-get %r, said %r, want %r"
                        % (rc, calls, out + err, line))
-        # the same through make: it stops as it reads the Makefile, before any compiler
+        # the same through make: its set-up target, first, stops it before any compiler;
+        # the script's line, then make's saying where it stopped, and nothing else
         rc, out, err, calls = run([], uid=1000, installed=[p for p in demo if p != "libdw-dev"],
                                   cmd=["make", "-s", "demo"])
-        if rc == 0 or calls or out or len(err.splitlines()) != 1 or line not in err:
+        if rc == 0 or calls or out or not make_stopped(err, "demo-setup") or err.splitlines()[0] != line:
             raise Fail("make demo, libdw-dev missing, not root: exit %d, apt-get %r, said %r"
                        % (rc, calls, out + err))
-        notes.append(err.strip())
+        notes.append(err.splitlines()[0])
         # make test, not root, npm not on PATH: the test's packages and Debian's Node too
         rc, out, err, calls = run([], uid=1000, installed=demo, cmd=["make", "-s", "test"])
         missing = sorted(test + ["nodejs", "npm"])
-        if rc == 0 or calls or len(err.splitlines()) != 1 or \
-                "install -y --no-install-recommends %s)" % " ".join(missing) not in err:
+        if rc == 0 or calls or out or not make_stopped(err, "test-setup") or \
+                "install -y --no-install-recommends %s)" % " ".join(missing) not in err.splitlines()[0]:
             raise Fail("make test, not root, no npm: exit %d, said %r, want the packages %r"
                        % (rc, out + err, missing))
         # apt-get failing: its failure said in one last line
@@ -296,8 +308,31 @@ def test_packages():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_make_reads():
+    """Reading the Makefile runs nothing: with only make and sh on PATH (no compiler, no
+    cat, uname, mktemp), `make -n uninstall` says its rm lines and not a word on stderr:
+    no compiler probed (LTO), no set-up run, no machine asked, until a recipe needs it."""
+    d = tempfile.mkdtemp(prefix="remora-setup-")
+    try:
+        for tool in ("make", "sh"):
+            path = shutil.which(tool)
+            if path is None:
+                raise Skip("%s not found" % tool)
+            os.symlink(path, os.path.join(d, tool))
+        env = {"PATH": d, "HOME": d}
+        p = subprocess.run(["make", "-n", "uninstall"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        if p.returncode != 0 or p.stderr or "rm -f" not in p.stdout:
+            raise Fail("make -n uninstall with only make and sh: exit %d, said %r on stderr, %r"
+                       % (p.returncode, tail(p.stderr), tail(p.stdout)))
+        return "make -n uninstall: %d lines, nothing run" % len(p.stdout.splitlines())
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def tests(remora):
     """[(name, function, skip reason or None)] for run.py."""
     del remora                          # the set-up needs no remora
     return [("setup/provision-chroot", lambda: test_provision(can_unshare()), None),
-            ("setup/packages", test_packages, None)]
+            ("setup/packages", test_packages, None),
+            ("setup/make-reads", test_make_reads, None)]
