@@ -827,6 +827,13 @@ static inline int8_t get_i8(const unsigned char *b, uint64_t off)
     return (int8_t)b[off];
 }
 
+/* Code point i of a str's data, 'kind' bytes a code point (1, 2 or 4: pyo_str_t.kind);
+ * the one decoder of a str's text (pystr.c's names, locals' reprs). */
+static inline uint32_t pyo_str_cp(const unsigned char *data, unsigned kind, uint64_t i)
+{
+    return kind == 1 ? data[i] : kind == 2 ? get_u16(data, 2 * i) : get_u32(data, 4 * i);
+}
+
 /* A frame's instruction: f_lasti (an int) on 3.9/3.10, a pointer on 3.11+. */
 static inline uint64_t get_instr(const py_layout_t *L, const unsigned char *fb)
 {

@@ -62,15 +62,8 @@ static void show_str(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, const unsigne
         pyr_puts(b, "<unreadable>");
         return;
     }
-    for (i = 0; i < keep; i++) {
-        if (kind == 1) {
-            lr->cps[i] = lr->raw[i];
-        } else if (kind == 2) {
-            lr->cps[i] = get_u16(lr->raw, 2 * i);
-        } else {
-            lr->cps[i] = get_u32(lr->raw, 4 * i);
-        }
-    }
+    for (i = 0; i < keep; i++)
+        lr->cps[i] = pyo_str_cp(lr->raw, kind, i);
     pyr_str(b, lr->cps, keep, (uint64_t)length > keep);
 }
 

@@ -1,10 +1,18 @@
 /* unwind/pyobj.c — Python objects read from outside: one reader per object kind.
  *
  * The decoders (pyo_keys, pyo_long_digits, pyo_long, pyo_str, pyo_str_is_head,
- * pyo_type, pyo_inst) read bytes already copied from the target and nothing else: every
- * reader of objects (locals.c, thread_names.c, tasks.c and the slow readers below) decodes a
- * dict's keys, an int, a str's header and where an instance keeps its attributes
- * through them, with the layout's facts (py_layout_t) and one set of bounds.
+ * pyo_type, pyo_inst, pyo_seq; pyo_str_cp in internal.h) read bytes already copied from
+ * the target and nothing else: every reader of objects (locals, thread names, tasks and
+ * the slow readers below) decodes a dict's keys, an int, a str's header and text, a
+ * tuple's or list's size and where an instance keeps its attributes through them, with
+ * the layout's facts (py_layout_t) and one set of bounds.
+ *
+ * The readers, one per container (a dict's items, a set's table, a tuple's or list's
+ * items): open (the header decoded and every length checked, the entries capped), load
+ * (one or two reads into the caller's buffer, through a pyo_rd_t: proc_read, or locals'
+ * counted reads), next (entry by entry, empty ones left out). Thread names, locals,
+ * tasks and the slow readers below walk dicts and sets through them (but thread_names.c's
+ * scan of _active's whole room and tasks_running.c's per-sample look-up, over pyo_keys).
  *
  * The slow readers, for readers that run now and then (unw_tasks(), never per sample):
  * a module's dict through sys.modules, a dict's items and a str key's value, an
