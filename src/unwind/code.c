@@ -52,13 +52,6 @@ void code_cache_free(code_cache_t *c)
     free(c);
 }
 
-static int32_t get_i32(const unsigned char *b, uint64_t off)
-{
-    int32_t v;
-    memcpy(&v, b + off, 4);
-    return v;
-}
-
 /* Without co_version (before 3.12) the code object holds nothing unique: its str objects
  * are compared too. */
 static int fp_strings(const py_layout_t *L)

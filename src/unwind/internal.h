@@ -387,6 +387,84 @@ int pyo_type(const py_layout_t *L, const unsigned char *th, size_t got, pyo_type
 int pyo_inst(const py_layout_t *L, const pyo_type_t *ty, uint64_t obj, const unsigned char *pre,
              uint64_t *dict, uint64_t *vals, uint64_t *dict_at);
 
+/* The readers: one per container kind, over the target's memory through a pyo_rd_t, each
+ * in three steps: open (the header decoded, every length checked, the entries to read
+ * capped at 'max'), load (the entries read, in one or two reads, into the caller's
+ * buffer of 'need' bytes), next (entry by entry, empty ones left out). Used by every
+ * reader of objects: the slow readers below, thread names, locals and tasks. */
+
+/* How a reader reads the target: proc_read, or a caller's own (locals count each read). */
+typedef struct pyo_rd {
+    int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+    void *ctx;
+} pyo_rd_t;
+
+/* A pyo_rd_t that reads p with proc_read. */
+pyo_rd_t pyo_rd_proc(proc_t *p);
+
+/* A dict's entries, being read (PyDictKeysObject: 3.9/3.10 sized and 3.11+ log2
+ * headers, general and unicode-only entries; combined or split tables). */
+typedef struct pyo_dict {
+    pyo_keys_t k;
+    uint64_t keys;                  /* the keys object */
+    uint64_t values;                /* a split table's values[] (past its header), or 0 */
+    size_t n;                       /* entries to read: dk_nentries, at most max */
+    size_t need;                    /* bytes pyo_dict_load reads: n entries, n values */
+    const unsigned char *buf;       /* what it read (the caller's) */
+    size_t i;                       /* the next entry */
+} pyo_dict_t;
+
+/* One entry of a dict. */
+typedef struct pyo_item {
+    uint64_t key, value;            /* key nonzero; value 0 in a split table's shared
+                                     * keys, or a deleted split entry */
+    uint64_t slot;                  /* where the value was read in the target */
+    size_t index;                   /* the entry's index in the table */
+} pyo_item_t;
+
+/* Opens the keys object at 'keys' (its header read through rd); 'values' is the dict's
+ * ma_values (0: a combined table, or only the keys wanted). 0, REMORA_ECORRUPT (a check
+ * failed: unaligned, a header no keys object has, a table that wraps the address space)
+ * or rd's error. */
+int pyo_keys_open(const pyo_rd_t *rd, const py_layout_t *L, uint64_t keys, uint64_t values,
+                  size_t max, pyo_dict_t *d);
+/* Opens the dict object at 'dict' (its type checked against the target's dict type), as
+ * pyo_keys_open. */
+int pyo_dict_open(const pyo_rd_t *rd, const py_target_t *T, uint64_t dict, size_t max,
+                  pyo_dict_t *d);
+/* Reads d's entries (and values) into buf[0..d->need). 0 or rd's error. */
+int pyo_dict_load(const pyo_rd_t *rd, pyo_dict_t *d, unsigned char *buf);
+/* The next entry with a key (in table order) into *it: 1, or 0 at the end. */
+int pyo_dict_next(pyo_dict_t *d, pyo_item_t *it);
+
+#define PYO_SET_LOG2_MAX 30         /* a set's table: 2^30 slots at most */
+
+/* A set's table, being read (PySetObject: entries {key, hash}). */
+typedef struct pyo_set {
+    uint64_t table;                 /* setentry[slots] */
+    uint64_t slots;                 /* mask + 1: a power of 2, 8 to 2^PYO_SET_LOG2_MAX */
+    int64_t used;                   /* keys it holds, 0 to slots */
+    size_t n;                       /* slots to read: at most max */
+    size_t need;                    /* bytes pyo_set_load reads */
+    const unsigned char *buf;
+    size_t i;
+} pyo_set_t;
+
+/* Opens the set whose header is h[0..got) (its type not checked). 0 or REMORA_ECORRUPT. */
+int pyo_set_open(const py_layout_t *L, const unsigned char *h, size_t got, size_t max,
+                 pyo_set_t *s);
+/* Reads s's slots into buf[0..s->need). 0 or rd's error. */
+int pyo_set_load(const pyo_rd_t *rd, pyo_set_t *s, unsigned char *buf);
+/* The next key (empty slots and the dummy of a removal left out) into *key: 1, or 0 at
+ * the end. */
+int pyo_set_next(pyo_set_t *s, uint64_t *key);
+
+/* A tuple's or a list's items, from its header h[0..got) at obj: *n (ob_size) and *items,
+ * where its item pointers are. 0 or REMORA_ECORRUPT (a negative size, a list's items
+ * unaligned). */
+int pyo_seq(const py_layout_t *L, uint64_t obj, const unsigned char *h, size_t got, int is_list,
+            uint64_t *items, int64_t *n);
+
 /* ---- tasks.c, tasks_running.c (tasks_sample), tasks_lists.c (tasks_walk_test) ---- */
 
 void tasks_free(struct unw_tasks_state *tk);
@@ -707,6 +785,9 @@ typedef struct reader {
     size_t nraw, cap_raw;
 } reader_t;
 
+/* The member at byte 'off' of a local copy of the target's memory, one accessor per
+ * width (CPython's GET_MEMBER): unaligned, native byte order. The caller has checked
+ * that off + the width lies inside the copy. */
 static inline uint64_t get_u64(const unsigned char *b, uint64_t off)
 {
     uint64_t v;
@@ -714,15 +795,57 @@ static inline uint64_t get_u64(const unsigned char *b, uint64_t off)
     return v;
 }
 
+static inline int64_t get_i64(const unsigned char *b, uint64_t off)
+{
+    int64_t v;
+    memcpy(&v, b + off, 8);
+    return v;
+}
+
+static inline uint32_t get_u32(const unsigned char *b, uint64_t off)
+{
+    uint32_t v;
+    memcpy(&v, b + off, 4);
+    return v;
+}
+
+static inline int32_t get_i32(const unsigned char *b, uint64_t off)
+{
+    int32_t v;
+    memcpy(&v, b + off, 4);
+    return v;
+}
+
+static inline uint16_t get_u16(const unsigned char *b, uint64_t off)
+{
+    uint16_t v;
+    memcpy(&v, b + off, 2);
+    return v;
+}
+
+static inline uint8_t get_u8(const unsigned char *b, uint64_t off)
+{
+    return b[off];
+}
+
+static inline int8_t get_i8(const unsigned char *b, uint64_t off)
+{
+    return (int8_t)b[off];
+}
+
+/* Code point i of a str's data, 'kind' bytes a code point (1, 2 or 4: pyo_str_t.kind);
+ * the one decoder of a str's text (pystr.c's names, locals' reprs). */
+static inline uint32_t pyo_str_cp(const unsigned char *data, unsigned kind, uint64_t i)
+{
+    return kind == 1 ? data[i] : kind == 2 ? get_u16(data, 2 * i) : get_u32(data, 4 * i);
+}
+
 /* A frame's instruction: f_lasti (an int) on 3.9/3.10, a pointer on 3.11+. */
 static inline uint64_t get_instr(const py_layout_t *L, const unsigned char *fb)
 {
-    uint32_t v;
-
     if (L->frames_kind != PY_FRAMES_OBJECTS)
         return get_u64(fb, L->fr_instr);
-    memcpy(&v, fb + L->fr_instr, 4);
-    return v;
+    return get_u32(fb, L->fr_instr);
 }
 
 static inline int cmp_u64(const void *a, const void *b)

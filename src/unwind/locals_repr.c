@@ -30,6 +30,18 @@ int loc_rd_u64(unw_locals_t *lr, uint64_t addr, uint64_t *v)
     return loc_rd(lr, addr, v, 8);
 }
 
+static int rd_counted(void *lr, uint64_t addr, void *buf, size_t len)
+{
+    return loc_rd(lr, addr, buf, len);
+}
+
+/* The readers of pyobj.c, reading through loc_rd (each read counted). */
+static pyo_rd_t rd_of(unw_locals_t *lr)
+{
+    pyo_rd_t rd = { rd_counted, lr };
+    return rd;
+}
+
 /* A str object's repr. */
 static void show_str(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, const unsigned char *h)
 {
@@ -50,26 +62,16 @@ static void show_str(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, const unsigne
         pyr_puts(b, "<unreadable>");
         return;
     }
-    for (i = 0; i < keep; i++) {
-        if (kind == 1) {
-            lr->cps[i] = lr->raw[i];
-        } else if (kind == 2) {
-            uint16_t v;
-            memcpy(&v, lr->raw + 2 * i, 2);
-            lr->cps[i] = v;
-        } else {
-            memcpy(&lr->cps[i], lr->raw + 4 * i, 4);
-        }
-    }
+    for (i = 0; i < keep; i++)
+        lr->cps[i] = pyo_str_cp(lr->raw, kind, i);
     pyr_str(b, lr->cps, keep, (uint64_t)length > keep);
 }
 
 static void show_bytes(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, const unsigned char *h)
 {
-    int64_t size;
+    int64_t size = get_i64(h, lr->L->bytes_size);
     uint64_t keep;
 
-    memcpy(&size, h + lr->L->bytes_size, 8);
     if (size < 0) {
         pyr_puts(b, "<unreadable>");
         return;
@@ -183,94 +185,73 @@ static void show_items(unw_locals_t *lr, pyr_buf_t *b, uint64_t items, int64_t n
 
 /* A dict's first items: combined tables (entries hold the values) and split ones
  * (values in ma_values, in entry order). */
-static void show_dict(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, const unsigned char *h,
-                      int depth)
+static void show_dict(unw_locals_t *lr, pyr_buf_t *b, const unsigned char *h, int depth)
 {
     const py_layout_t *L = lr->L;
     uint64_t keys = get_u64(h, L->dict_keys), values = get_u64(h, L->dict_values);
-    uint64_t ent[UNW_LOCAL_ITEMS * LOC_SCAN * 3];
-    uint64_t vals[UNW_LOCAL_ITEMS * LOC_SCAN];
-    unsigned char kh[48];
-    pyo_keys_t dk;
-    size_t scan, i, shown = 0;
+    uint64_t buf[UNW_LOCAL_ITEMS * LOC_SCAN * 4];   /* entries of 24 bytes, values of 8 */
+    int64_t used = get_i64(h, L->ob_head);          /* ma_used, after the object header */
+    pyo_rd_t rd = rd_of(lr);
+    pyo_dict_t d;
+    pyo_item_t it;
+    size_t shown = 0;
 
-    int64_t used;
-
-    memcpy(&used, h + L->ob_head, 8);   /* ma_used, after the object header, in all */
     if (used == 0) {
         pyr_puts(b, "{}");              /* (3.11+: the shared empty keys, not a table) */
         return;
     }
-    if (used < 0 || L->dk_layout == 0 || keys == 0 || keys % 8 || loc_rd(lr, keys, kh, sizeof kh) != REMORA_OK) {
+    if (used < 0 || keys == 0 || keys % 8 ||
+        pyo_keys_open(&rd, L, keys, values, UNW_LOCAL_ITEMS * LOC_SCAN, &d) != REMORA_OK ||
+        d.need > sizeof buf || pyo_dict_load(&rd, &d, (unsigned char *)buf) != REMORA_OK) {
         pyr_puts(b, "<unreadable>");
         return;
     }
-    if (pyo_keys(L, kh, sizeof kh, &dk) != REMORA_OK)
-        goto bad;
-    scan = (size_t)dk.nent < UNW_LOCAL_ITEMS * LOC_SCAN ? (size_t)dk.nent : UNW_LOCAL_ITEMS * LOC_SCAN;
-    if (scan > 0 && loc_rd(lr, keys + dk.entries, ent, scan * dk.esz) != REMORA_OK)
-        goto bad;
-    if (values != 0 && scan > 0 && loc_rd(lr, values + L->dv_values, vals, scan * 8) != REMORA_OK)
-        goto bad;
     pyr_puts(b, "{");
-    for (i = 0; i < scan && !b->full; i++) {
-        const unsigned char *e = (const unsigned char *)ent + i * dk.esz;
-        uint64_t k = get_u64(e, dk.koff), v = values ? vals[i] : get_u64(e, dk.voff);
-        if (k == 0 || v == 0)
+    while (!b->full && pyo_dict_next(&d, &it)) {
+        if (it.value == 0)
             continue;               /* a deleted entry */
         if (shown == UNW_LOCAL_ITEMS)
             break;
         if (shown++)
             pyr_puts(b, ", ");
-        loc_value(lr, b, k, depth + 1);
+        loc_value(lr, b, it.key, depth + 1);
         pyr_puts(b, ": ");
-        loc_value(lr, b, v, depth + 1);
+        loc_value(lr, b, it.value, depth + 1);
     }
     if ((int64_t)shown < used)
         pyr_puts(b, shown ? ", ..." : "...");
     pyr_puts(b, "}");
-    return;
-bad:
-    pyr_puts(b, "<unreadable>");
-    (void)obj;
 }
 
 /* A set's or frozenset's first items, in table order (as repr() shows them). */
 static void show_set(unw_locals_t *lr, pyr_buf_t *b, const unsigned char *h, int frozen, int depth)
 {
-    const py_layout_t *L = lr->L;
-    int64_t used, mask;
-    uint64_t table = get_u64(h, L->set_table), ent[UNW_LOCAL_ITEMS * LOC_SCAN * 2];
-    size_t scan, i, shown = 0;
+    uint64_t buf[UNW_LOCAL_ITEMS * LOC_SCAN * 2], key;
+    pyo_rd_t rd = rd_of(lr);
+    pyo_set_t s;
+    size_t shown = 0;
 
-    memcpy(&used, h + L->set_used, 8);
-    memcpy(&mask, h + L->set_mask, 8);
-    if (used < 0 || mask < 0 || used > mask + 1 || table == 0 || table % 8) {
+    if (pyo_set_open(lr->L, h, LOC_HEAD, UNW_LOCAL_ITEMS * LOC_SCAN, &s) != REMORA_OK) {
         pyr_puts(b, "<unreadable>");
         return;
     }
-    if (used == 0) {
+    if (s.used == 0) {
         pyr_puts(b, frozen ? "frozenset()" : "set()");
         return;
     }
-    scan = (uint64_t)mask + 1 < UNW_LOCAL_ITEMS * LOC_SCAN ? (size_t)mask + 1 : UNW_LOCAL_ITEMS * LOC_SCAN;
-    if (loc_rd(lr, table, ent, scan * 16) != REMORA_OK) {
+    if (s.need > sizeof buf || pyo_set_load(&rd, &s, (unsigned char *)buf) != REMORA_OK) {
         pyr_puts(b, "<unreadable>");
         return;
     }
     pyr_puts(b, frozen ? "frozenset({" : "{");
-    for (i = 0; i < scan && !b->full; i++) {
-        uint64_t key = ent[2 * i];
-        int64_t hash = (int64_t)ent[2 * i + 1];
-        if (key == 0 || hash == -1)
-            continue;               /* empty, or a dummy left by a removal */
-        if (shown == UNW_LOCAL_ITEMS || (int64_t)shown == used)
+    while (!b->full && pyo_set_next(&s, &key)) {
+        if (shown == UNW_LOCAL_ITEMS || (int64_t)shown == s.used)
             break;
         if (shown++)
             pyr_puts(b, ", ");
         loc_value(lr, b, key, depth + 1);
     }
-    if ((int64_t)shown < used)
+    if ((int64_t)shown < s.used)
         pyr_puts(b, shown ? ", ..." : "...");
     pyr_puts(b, frozen ? "})" : "}");
 }
@@ -340,7 +321,7 @@ void loc_value(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, int depth)
         show_long(lr, b, obj, h, type == t->bool_type);
     } else if (type == t->float_type) {
         double d;
-        memcpy(&d, h + L->float_fval, 8);
+        memcpy(&d, h + L->float_fval, 8);   /* a double: no integer accessor */
         pyr_float(b, d);
     } else if (type == t->str_type) {
         show_str(lr, b, obj, h);
@@ -356,10 +337,9 @@ void loc_value(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, int depth)
             pyr_puts(b, closed);    /* too deep, or itself inside itself */
             return;
         }
-        memcpy(&n, h + L->ob_size, 8);
         if (is_list || is_tuple) {
-            uint64_t items = is_list ? get_u64(h, L->list_items) : obj + L->tuple_items;
-            if (n < 0 || (is_list && n > 0 && (items == 0 || items % 8))) {
+            uint64_t items;
+            if (pyo_seq(L, obj, h, sizeof h, is_list, &items, &n) != REMORA_OK) {
                 pyr_puts(b, "<unreadable>");
             } else {
                 unsigned char again[32];
@@ -372,7 +352,7 @@ void loc_value(unw_locals_t *lr, pyr_buf_t *b, uint64_t obj, int depth)
                     lr->torn = 1;
             }
         } else if (is_dict) {
-            show_dict(lr, b, obj, h, depth);
+            show_dict(lr, b, h, depth);
         } else {
             show_set(lr, b, h, type == t->frozenset_type, depth);
         }

@@ -1,10 +1,18 @@
 /* unwind/pyobj.c — Python objects read from outside: one reader per object kind.
  *
  * The decoders (pyo_keys, pyo_long_digits, pyo_long, pyo_str, pyo_str_is_head,
- * pyo_type, pyo_inst) read bytes already copied from the target and nothing else: every
- * reader of objects (locals.c, thread_names.c, tasks.c and the slow readers below) decodes a
- * dict's keys, an int, a str's header and where an instance keeps its attributes
- * through them, with the layout's facts (py_layout_t) and one set of bounds.
+ * pyo_type, pyo_inst, pyo_seq; pyo_str_cp in internal.h) read bytes already copied from
+ * the target and nothing else: every reader of objects (locals, thread names, tasks and
+ * the slow readers below) decodes a dict's keys, an int, a str's header and text, a
+ * tuple's or list's size and where an instance keeps its attributes through them, with
+ * the layout's facts (py_layout_t) and one set of bounds.
+ *
+ * The readers, one per container (a dict's items, a set's table, a tuple's or list's
+ * items): open (the header decoded and every length checked, the entries capped), load
+ * (one or two reads into the caller's buffer, through a pyo_rd_t: proc_read, or locals'
+ * counted reads), next (entry by entry, empty ones left out). Thread names, locals,
+ * tasks and the slow readers below walk dicts and sets through them (but thread_names.c's
+ * scan of _active's whole room and tasks_running.c's per-sample look-up, over pyo_keys).
  *
  * The slow readers, for readers that run now and then (unw_tasks(), never per sample):
  * a module's dict through sys.modules, a dict's items and a str key's value, an
@@ -39,7 +47,7 @@ int pyo_keys(const py_layout_t *L, const unsigned char *kh, size_t got, pyo_keys
     memset(k, 0, sizeof *k);
     if (L->dk_layout == 0 || L->dk_nentries + 8 > got || got < 16)
         return REMORA_ECORRUPT;
-    memcpy(&nent, kh + L->dk_nentries, 8);
+    nent = get_i64(kh, L->dk_nentries);
     if (L->dk_layout == PY_DK_SIZED) {
         uint64_t size = get_u64(kh, 8);
         if (size < 8 || size > ((uint64_t)1 << PYO_KEYS_LOG2_MAX) || (size & (size - 1)) != 0)
@@ -48,7 +56,7 @@ int pyo_keys(const py_layout_t *L, const unsigned char *kh, size_t got, pyo_keys
         k->entries = L->dk_indices + size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : 4);
         k->esz = 24;
     } else {
-        unsigned log2_size = kh[8], log2_ib = kh[9], kind = kh[10];
+        unsigned log2_size = get_u8(kh, 8), log2_ib = get_u8(kh, 9), kind = get_u8(kh, 10);
         if (log2_size < 3 || log2_size > PYO_KEYS_LOG2_MAX || log2_ib < log2_size ||
             log2_ib > log2_size + 3 || kind > 2)
             return REMORA_ECORRUPT;
@@ -96,8 +104,7 @@ int pyo_long(const unwinder_t *u, const unsigned char *h, size_t got, uint64_t *
         L->long_digits + 4 * nd > got)
         return REMORA_ECORRUPT;
     for (i = (int)nd - 1; i >= 0; i--) {
-        uint32_t d;
-        memcpy(&d, h + L->long_digits + 4 * i, 4);
+        uint32_t d = get_u32(h, L->long_digits + 4 * (uint64_t)i);
         if (d >= (1u << 30) || (i == 2 && d >= 16))
             return REMORA_ECORRUPT;
         x = x << 30 | d;
@@ -112,8 +119,8 @@ int pyo_str(const py_layout_t *L, const unsigned char *h, size_t got, pyo_str_t 
 
     if (L->u_state + 4 > got || L->u_length + 8 > got)
         return REMORA_ECORRUPT;
-    memcpy(&state, h + L->u_state, 4);
-    memcpy(&s->length, h + L->u_length, 8);
+    state = get_u32(h, L->u_state);
+    s->length = get_i64(h, L->u_length);
     /* GIL builds: interned:2, kind:3, compact:1, ascii:1 */
     s->kind = (state >> 2) & 7;
     s->ascii = (state >> 6) & 1;
@@ -144,7 +151,7 @@ int pyo_type(const py_layout_t *L, const unsigned char *th, size_t got, pyo_type
         return REMORA_ECORRUPT;
     ty->flags = get_u64(th, L->tp_flags);
     ty->basicsize = get_u64(th, L->tp_basicsize);
-    memcpy(&ty->dictoffset, th + L->tp_dictoffset, 8);
+    ty->dictoffset = get_i64(th, L->tp_dictoffset);
     ty->keys = get_u64(th, L->ht_cached_keys);
     ty->managed = L->inst_dict != PY_INST_DICTOFFSET && (ty->flags & TPF_MANAGED_DICT);
     if (!(ty->flags & TPF_HEAPTYPE) || ty->basicsize < L->ob_size || ty->basicsize > PYO_MAX_BASICSIZE)
@@ -182,6 +189,171 @@ int pyo_inst(const py_layout_t *L, const pyo_type_t *ty, uint64_t obj, const uns
         return REMORA_OK;
     }
     return REMORA_ECORRUPT;
+}
+
+/* ---- the readers: dicts, sets, tuples and lists ---------------------------------- */
+
+static int rd_proc(void *p, uint64_t addr, void *buf, size_t len)
+{
+    return proc_read(p, addr, buf, len);
+}
+
+pyo_rd_t pyo_rd_proc(proc_t *p)
+{
+    pyo_rd_t rd = { rd_proc, p };
+    return rd;
+}
+
+/* Does [at, at + len) wrap the address space? */
+static int wraps(uint64_t at, uint64_t len)
+{
+    return at + len < at;
+}
+
+int pyo_keys_open(const pyo_rd_t *rd, const py_layout_t *L, uint64_t keys, uint64_t values,
+                  size_t max, pyo_dict_t *d)
+{
+    unsigned char kh[48];
+    int err;
+
+    memset(d, 0, sizeof *d);
+    if (!aligned(keys) || values % 8 != 0 || L->dk_layout == 0)
+        return REMORA_ECORRUPT;
+    if ((err = rd->read(rd->ctx, keys, kh, sizeof kh)) != REMORA_OK)
+        return err;
+    if (pyo_keys(L, kh, sizeof kh, &d->k) != REMORA_OK)
+        return REMORA_ECORRUPT;
+    d->keys = keys;
+    d->values = values != 0 ? values + L->dv_values : 0;
+    d->n = (uint64_t)d->k.nent < max ? (size_t)d->k.nent : max;
+    if (wraps(keys, d->k.entries + d->n * d->k.esz) ||
+        (values != 0 && wraps(values, L->dv_values + d->n * 8)))
+        return REMORA_ECORRUPT;
+    d->need = d->n * (d->k.esz + (d->values != 0 ? 8 : 0));
+    return REMORA_OK;
+}
+
+int pyo_dict_open(const pyo_rd_t *rd, const py_target_t *T, uint64_t dict, size_t max,
+                  pyo_dict_t *d)
+{
+    const py_layout_t *L = &T->layout;
+    unsigned char h[48];
+    int err;
+
+    memset(d, 0, sizeof *d);
+    if (!aligned(dict) || L->dk_layout == 0 || L->dict_keys + 8 > sizeof h ||
+        L->dict_values + 8 > sizeof h)
+        return REMORA_ECORRUPT;
+    if ((err = rd->read(rd->ctx, dict, h, sizeof h)) != REMORA_OK)
+        return err;
+    if (T->dict_type == 0 || get_u64(h, L->ob_type) != T->dict_type)
+        return REMORA_ECORRUPT;
+    return pyo_keys_open(rd, L, get_u64(h, L->dict_keys), get_u64(h, L->dict_values), max, d);
+}
+
+int pyo_dict_load(const pyo_rd_t *rd, pyo_dict_t *d, unsigned char *buf)
+{
+    int err = REMORA_OK;
+
+    d->buf = NULL;                  /* nothing to walk unless all was read */
+    d->i = 0;
+    if (d->n == 0)
+        return REMORA_OK;
+    err = rd->read(rd->ctx, d->keys + d->k.entries, buf, d->n * d->k.esz);
+    if (err == REMORA_OK && d->values != 0)
+        err = rd->read(rd->ctx, d->values, buf + d->n * d->k.esz, d->n * 8);
+    if (err == REMORA_OK)
+        d->buf = buf;
+    return err;
+}
+
+int pyo_dict_next(pyo_dict_t *d, pyo_item_t *it)
+{
+    while (d->buf != NULL && d->i < d->n) {
+        size_t i = d->i++;
+        const unsigned char *e = d->buf + i * d->k.esz;
+        uint64_t key = get_u64(e, d->k.koff);
+        if (key == 0)
+            continue;               /* never used, or deleted (3.11+) */
+        it->key = key;
+        if (d->values != 0) {
+            it->value = get_u64(d->buf, d->n * d->k.esz + i * 8);
+            it->slot = d->values + i * 8;
+        } else {
+            it->value = get_u64(e, d->k.voff);
+            it->slot = d->keys + d->k.entries + i * d->k.esz + d->k.voff;
+        }
+        it->index = i;
+        return 1;
+    }
+    return 0;
+}
+
+int pyo_set_open(const py_layout_t *L, const unsigned char *h, size_t got, size_t max,
+                 pyo_set_t *s)
+{
+    uint64_t mask;
+
+    memset(s, 0, sizeof *s);
+    if (L->set_table == 0 || L->set_mask + 8 > got || L->set_table + 8 > got ||
+        L->set_used + 8 > got)
+        return REMORA_ECORRUPT;
+    mask = get_u64(h, L->set_mask);
+    s->table = get_u64(h, L->set_table);
+    s->used = get_i64(h, L->set_used);
+    /* PySet_MINSIZE is 8: a mask of 7 at least, 2^k - 1 */
+    if (mask < 7 || mask >= ((uint64_t)1 << PYO_SET_LOG2_MAX) || ((mask + 1) & mask) != 0 ||
+        s->used < 0 || (uint64_t)s->used > mask + 1 || !aligned(s->table))
+        return REMORA_ECORRUPT;
+    s->slots = mask + 1;
+    s->n = s->slots < max ? (size_t)s->slots : max;
+    s->need = s->n * 16;
+    if (wraps(s->table, s->need))
+        return REMORA_ECORRUPT;
+    return REMORA_OK;
+}
+
+int pyo_set_load(const pyo_rd_t *rd, pyo_set_t *s, unsigned char *buf)
+{
+    int err;
+
+    s->buf = NULL;                  /* nothing to walk unless all was read */
+    s->i = 0;
+    if (s->n == 0)
+        return REMORA_OK;
+    if ((err = rd->read(rd->ctx, s->table, buf, s->need)) == REMORA_OK)
+        s->buf = buf;
+    return err;
+}
+
+int pyo_set_next(pyo_set_t *s, uint64_t *key)
+{
+    while (s->buf != NULL && s->i < s->n) {
+        size_t i = s->i++;
+        uint64_t k = get_u64(s->buf, i * 16);
+        if (k == 0 || get_i64(s->buf, i * 16 + 8) == -1)
+            continue;               /* empty, or the dummy a removal leaves */
+        *key = k;
+        return 1;
+    }
+    return 0;
+}
+
+int pyo_seq(const py_layout_t *L, uint64_t obj, const unsigned char *h, size_t got, int is_list,
+            uint64_t *items, int64_t *n)
+{
+    *items = 0;
+    *n = 0;
+    if (L->ob_size + 8 > got || (is_list ? L->list_items == 0 || L->list_items + 8 > got :
+                                           L->tuple_items == 0))
+        return REMORA_ECORRUPT;
+    *n = get_i64(h, L->ob_size);
+    *items = is_list ? get_u64(h, L->list_items) : obj + L->tuple_items;
+    if (*n < 0 || (is_list && *n > 0 && !aligned(*items))) {
+        *n = 0;
+        return REMORA_ECORRUPT;
+    }
+    return REMORA_OK;
 }
 
 /* ---- the slow readers ----------------------------------------------------------- */
@@ -222,50 +394,31 @@ int pyo_readv_zero(proc_t *p, const proc_iov_t *iov, size_t n)
 int pyo_dict_items(unwinder_t *u, uint64_t dict, uint64_t *keys, uint64_t *vals, size_t max,
                    size_t *n)
 {
-    const py_layout_t *L = &u->target->layout;
-    unsigned char h[48], kh[48];
-    uint64_t kobj, values;
-    pyo_keys_t k;
+    pyo_rd_t rd = pyo_rd_proc(u->p);
+    pyo_dict_t d;
+    pyo_item_t it;
     unsigned char *buf;
-    size_t i, got = 0;
+    size_t got = 0;
     int err;
 
     *n = 0;
-    if (!aligned(dict) || L->dk_layout == 0)
-        return REMORA_ECORRUPT;
-    if ((err = proc_read(u->p, dict, h, sizeof h)) != REMORA_OK)
+    if ((err = pyo_dict_open(&rd, u->target, dict, PYO_MAX_ITEMS, &d)) != REMORA_OK)
         return err;
-    if (u->target->dict_type == 0 || get_u64(h, L->ob_type) != u->target->dict_type)
-        return REMORA_ECORRUPT;
-    kobj = get_u64(h, L->dict_keys);
-    values = get_u64(h, L->dict_values);
-    if (!aligned(kobj))
-        return REMORA_ECORRUPT;
-    if ((err = proc_read(u->p, kobj, kh, sizeof kh)) != REMORA_OK)
-        return err;
-    if (pyo_keys(L, kh, sizeof kh, &k) != REMORA_OK)
-        return REMORA_ECORRUPT;
-    if ((size_t)k.nent > PYO_MAX_ITEMS)
+    if ((uint64_t)d.k.nent > PYO_MAX_ITEMS)
         return REMORA_ENOMEM;
-    if (k.nent == 0)
+    if (d.n == 0)
         return REMORA_OK;
-    if ((buf = malloc((size_t)k.nent * (k.esz + 8))) == NULL)
+    if ((buf = malloc(d.need)) == NULL)
         return REMORA_ENOMEM;
-    err = proc_read(u->p, kobj + k.entries, buf, (size_t)k.nent * k.esz);
-    if (err == REMORA_OK && values != 0)
-        err = proc_read(u->p, values + L->dv_values, buf + (size_t)k.nent * k.esz, (size_t)k.nent * 8);
-    if (err != REMORA_OK) {
+    if ((err = pyo_dict_load(&rd, &d, buf)) != REMORA_OK) {
         free(buf);
         return err;
     }
-    for (i = 0; i < (size_t)k.nent && got < max; i++) {
-        uint64_t key = get_u64(buf, i * k.esz + k.koff);
-        uint64_t val = values != 0 ? get_u64(buf, (size_t)k.nent * k.esz + i * 8) :
-                       get_u64(buf, i * k.esz + k.voff);
-        if (!aligned(key) || val == 0)
+    while (got < max && pyo_dict_next(&d, &it)) {
+        if (!aligned(it.key) || it.value == 0)
             continue;
-        keys[got] = key;
-        vals[got] = val;
+        keys[got] = it.key;
+        vals[got] = it.value;
         got++;
     }
     free(buf);
@@ -388,32 +541,31 @@ int pyo_attr(unwinder_t *u, uint64_t obj, const char *name, uint64_t *val)
         return REMORA_EFAULT;
     {
         /* the values of the type's shared keys: the key's index, then values[index] */
-        unsigned char kh[48];
-        uint64_t *keys = malloc(PYO_MAX_ATTRS * sizeof *keys);
-        pyo_keys_t k;
-        size_t n = 0, i;
+        pyo_rd_t rd = pyo_rd_proc(u->p);
+        uint64_t *keys;
+        pyo_dict_t d;
+        pyo_item_t it;
+        size_t n;
         ssize_t at;
         unsigned char *ent;
 
-        if (keys == NULL)
-            return REMORA_ENOMEM;
-        if ((err = proc_read(u->p, ty.keys, kh, sizeof kh)) != REMORA_OK) {
+        if (L->dk_layout != PY_DK_LOG2)
+            return REMORA_ECORRUPT;
+        if ((err = pyo_keys_open(&rd, L, ty.keys, 0, PYO_MAX_ATTRS, &d)) != REMORA_OK)
+            return err;
+        if (d.k.nent > PYO_MAX_ATTRS)
+            return REMORA_ECORRUPT;
+        n = d.n;
+        keys = calloc(n + 1, sizeof *keys);     /* an unused entry's key stays 0 */
+        ent = malloc(d.need + 1);
+        err = keys == NULL || ent == NULL ? REMORA_ENOMEM : pyo_dict_load(&rd, &d, ent);
+        if (err != REMORA_OK) {
+            free(ent);
             free(keys);
             return err;
         }
-        if (L->dk_layout != PY_DK_LOG2 || pyo_keys(L, kh, sizeof kh, &k) != REMORA_OK ||
-            k.nent > PYO_MAX_ATTRS) {
-            free(keys);
-            return REMORA_ECORRUPT;
-        }
-        ent = malloc((size_t)k.nent * k.esz + 1);
-        if (ent == NULL || (err = proc_read(u->p, ty.keys + k.entries, ent, (size_t)k.nent * k.esz)) != REMORA_OK) {
-            free(ent);
-            free(keys);
-            return ent == NULL ? REMORA_ENOMEM : err;
-        }
-        for (i = 0; i < (size_t)k.nent; i++)
-            keys[n++] = get_u64(ent, i * k.esz + k.koff);
+        while (pyo_dict_next(&d, &it))
+            keys[it.index] = it.key;
         free(ent);
         at = key_index(u, keys, n, name);
         free(keys);
@@ -446,33 +598,31 @@ int pyo_str_is(unwinder_t *u, uint64_t addr, const char *want)
 
 int pyo_set_keys(unwinder_t *u, uint64_t set, uint64_t *keys, size_t max, size_t *n)
 {
-    const py_layout_t *L = &u->target->layout;
+    pyo_rd_t rd = pyo_rd_proc(u->p);
     unsigned char h[48];
-    uint64_t mask, table, j;
+    pyo_set_t st;
+    uint64_t key;
     unsigned char *buf;
     size_t k = 0;
     int err;
 
     *n = 0;
-    if (!aligned(set) || L->set_mask + 8 > sizeof h || L->set_table + 8 > sizeof h)
+    if (!aligned(set))
         return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, set, h, sizeof h)) != REMORA_OK)
         return err;
-    mask = get_u64(h, L->set_mask);
-    table = get_u64(h, L->set_table);
-    if (mask + 1 > PYO_MAX_SET || ((mask + 1) & mask) != 0 || !aligned(table))
+    if (pyo_set_open(&u->target->layout, h, sizeof h, PYO_MAX_SET, &st) != REMORA_OK ||
+        st.slots > PYO_MAX_SET)
         return REMORA_ECORRUPT;
-    if ((buf = malloc((mask + 1) * 16)) == NULL)
+    if ((buf = malloc(st.need)) == NULL)
         return REMORA_ENOMEM;
-    if ((err = proc_read(u->p, table, buf, (mask + 1) * 16)) != REMORA_OK) {
+    if ((err = pyo_set_load(&rd, &st, buf)) != REMORA_OK) {
         free(buf);
         return err;
     }
-    for (j = 0; j <= mask && k < max; j++) {
-        uint64_t key = get_u64(buf, j * 16);
+    while (k < max && pyo_set_next(&st, &key))
         if (aligned(key))
-            keys[k++] = key;            /* the dummy key too: callers type-check each */
-    }
+            keys[k++] = key;
     free(buf);
     *n = k;
     return REMORA_OK;
@@ -487,15 +637,11 @@ int pyo_list_items(unwinder_t *u, uint64_t list, uint64_t *items, size_t max, si
     int err;
 
     *n = 0;
-    if (!aligned(list))
-        return REMORA_ECORRUPT;
-    if (L->ob_size + 8 > sizeof h || L->list_items == 0 || L->list_items + 8 > sizeof h)
+    if (!aligned(list) || L->ob_size + 8 > sizeof h || L->list_items == 0 || L->list_items + 8 > sizeof h)
         return REMORA_ECORRUPT;
     if ((err = proc_read(u->p, list, h, sizeof h)) != REMORA_OK)
         return err;
-    memcpy(&size, h + L->ob_size, 8);
-    at = get_u64(h, L->list_items);
-    if (size < 0 || (size > 0 && !aligned(at)))
+    if (pyo_seq(L, list, h, sizeof h, 1, &at, &size) != REMORA_OK)
         return REMORA_ECORRUPT;
     if ((uint64_t)size > max)
         size = (int64_t)max;

@@ -71,18 +71,8 @@ static size_t str_utf8(const unsigned char *data, unsigned kind, uint64_t keep, 
     size_t o = 0, i;
 
     for (i = 0; i < keep; i++) {
-        uint32_t c;
         char enc[4];
-        size_t k;
-        if (kind == 1)
-            c = data[i];
-        else if (kind == 2) {
-            uint16_t v;
-            memcpy(&v, data + 2 * i, 2);
-            c = v;
-        } else
-            memcpy(&c, data + 4 * i, 4);
-        k = put_utf8(c, enc);
+        size_t k = put_utf8(pyo_str_cp(data, kind, i), enc);
         if (o + k + 1 > cap)
             break;
         memcpy(out + o, enc, k);

@@ -69,15 +69,14 @@ static uint64_t chain_awaited(const py_asyncio_t *a, uint64_t at, const unsigned
     switch (a->coro_frame) {
     case PY_CORO_EMBEDDED_SP: {
         uint64_t sp = get_u64(fr, a->fr_stackpointer);
-        memcpy(&state, g + a->gen_frame_state, 1);
+        state = get_i8(g, a->gen_frame_state);
         if (state == a->gen_yield_from && sp >= a->fr_yf_back && sp % 8 == 0)
             next = sp - a->fr_yf_back;
         break;
     }
     case PY_CORO_EMBEDDED_TOP: {
-        int32_t top;
-        memcpy(&state, g + a->gen_frame_state, 1);
-        memcpy(&top, fr + a->fr_stacktop_at, 4);
+        int32_t top = get_i32(fr, a->fr_stacktop_at);
+        state = get_i8(g, a->gen_frame_state);
         if (state == a->gen_yield_from && top >= 1 && top < (1 << 20))
             next = at + a->gen_iframe + a->fr_localsplus + 8 * (uint64_t)(top - 1);
         break;
@@ -90,9 +89,8 @@ static uint64_t chain_awaited(const py_asyncio_t *a, uint64_t at, const unsigned
     }
     case PY_CORO_OBJECT_DEPTH: {
         uint64_t vs = get_u64(fr, a->fr_localsplus);
-        int32_t depth;
-        memcpy(&state, fr + a->fr_state_at, 1);
-        memcpy(&depth, fr + a->fr_stacktop_at, 4);
+        int32_t depth = get_i32(fr, a->fr_stacktop_at);
+        state = get_i8(fr, a->fr_state_at);
         if (state == a->gen_yield_from && depth >= 1 && depth < (1 << 20) && vs % 8 == 0 && vs != 0)
             next = vs + 8 * (uint64_t)(depth - 1);
         break;
@@ -347,7 +345,6 @@ static int add_link(struct unw_tasks_state *tk, uint64_t child, uint64_t parent)
  * keys), as links. */
 int tk_read_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
 {
-    const py_asyncio_t *a = &tk->a;
     size_t i;
     int err;
 
@@ -361,28 +358,28 @@ int tk_read_awaiters(unwinder_t *u, struct unw_tasks_state *tk, size_t n)
             continue;
         }
         {
+            pyo_rd_t rd = pyo_rd_proc(u->p);
             unsigned char h[64];
-            uint64_t mask, table, j;
+            pyo_set_t s;
+            uint64_t key;
             size_t added = 0;
             if ((err = proc_read(u->p, r->awaited_by, h, sizeof h)) != REMORA_OK) {
                 if (err == REMORA_EFAULT)
                     continue;
                 return err;
             }
-            mask = get_u64(h, a->set_mask);
-            table = get_u64(h, a->set_table);
-            if (mask + 1 > TK_SET_MAX || ((mask + 1) & mask) != 0 || table == 0 || table % 8 != 0)
+            if (pyo_set_open(&u->target->layout, h, sizeof h, TK_SET_MAX, &s) != REMORA_OK ||
+                s.slots > TK_SET_MAX)
                 continue;
-            if (need_buf(tk, (mask + 1) * 16))
+            if (need_buf(tk, s.need))
                 return REMORA_ENOMEM;
-            if ((err = proc_read(u->p, table, tk->buf, (mask + 1) * 16)) != REMORA_OK) {
+            if ((err = pyo_set_load(&rd, &s, tk->buf)) != REMORA_OK) {
                 if (err == REMORA_EFAULT)
                     continue;
                 return err;
             }
-            for (j = 0; j <= mask && added < UNW_MAX_AWAITERS; j++) {
-                uint64_t key = get_u64(tk->buf, j * 16);
-                if (key == 0 || find_task(tk, n, key) < 0)
+            while (added < UNW_MAX_AWAITERS && pyo_set_next(&s, &key)) {
+                if (find_task(tk, n, key) < 0)
                     continue;
                 if ((err = add_link(tk, r->id, key)) != REMORA_OK)
                     return err;
@@ -453,7 +450,7 @@ static size_t shield_inner(unwinder_t *u, struct unw_tasks_state *tk, uint64_t f
     if (proc_read_u64(u->p, cb + a->func_closure, &closure) != REMORA_OK || closure == 0 ||
         closure % 8 != 0 || proc_read(u->p, closure, th, sizeof th) != REMORA_OK)
         return 0;
-    memcpy(&size, th + u->target->layout.ob_size, 8);
+    size = get_i64(th, u->target->layout.ob_size);
     if (size < 1 || size > 8)
         return 0;
     for (i = 0; i < (size_t)size; i++) {

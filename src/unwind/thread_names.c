@@ -102,69 +102,63 @@ int tn_read_heads(proc_t *p, thread_names_t *pn, const uint64_t *addrs, size_t s
     return pyo_readv_zero(p, pn->iov, k);
 }
 
-/* The entries of the keys object at 'keys' (values from 'values', a values[] array, when
- * not 0): pn->kv[0..*n) = (key, value, slot, index), empty ones left out, at most 'max'
- * entries scanned. 0, REMORA_ECORRUPT, a read error or REMORA_ENOMEM. */
-int tn_keys_items(unwinder_t *u, thread_names_t *pn, uint64_t keys, uint64_t values, size_t max,
-                      size_t *n)
+/* The entries of the opened dict d: pn->kv[0..*n) = (key, value, slot, index), empty
+ * ones left out. 0, a read error or REMORA_ENOMEM. */
+static int kv_fill(unwinder_t *u, thread_names_t *pn, pyo_dict_t *d, size_t *n)
 {
-    const py_layout_t *L = &u->target->layout;
-    unsigned char h[48];
-    pyo_keys_t k;
-    size_t i, nent, got = 0;
+    pyo_rd_t rd = pyo_rd_proc(u->p);
+    pyo_item_t it;
+    size_t got = 0;
     int err;
 
     *n = 0;
-    if (keys == 0 || keys % 8 != 0)
-        return REMORA_ECORRUPT;
-    if ((err = proc_read(u->p, keys, h, sizeof h)) != REMORA_OK)
-        return err;
-    if (pyo_keys(L, h, sizeof h, &k) != REMORA_OK)
-        return REMORA_ECORRUPT;
-    nent = (size_t)k.nent > max ? max : (size_t)k.nent;
-    if (nent == 0)
+    if (d->n == 0)
         return REMORA_OK;
-    if (tn_buf_need(pn, nent * (k.esz + 8)) ||
-        remora_grow((void **)&pn->kv, &pn->cap_kv, nent, sizeof *pn->kv))
+    if (tn_buf_need(pn, d->need) ||
+        remora_grow((void **)&pn->kv, &pn->cap_kv, d->n, sizeof *pn->kv))
         return REMORA_ENOMEM;
-    if ((err = proc_read(u->p, keys + k.entries, pn->buf, nent * k.esz)) != REMORA_OK)
+    if ((err = pyo_dict_load(&rd, d, pn->buf)) != REMORA_OK)
         return err;
-    if (values != 0 &&
-        (err = proc_read(u->p, values, pn->buf + nent * k.esz, nent * 8)) != REMORA_OK)
-        return err;
-    for (i = 0; i < nent; i++) {
-        uint64_t key = get_u64(pn->buf, i * k.esz + k.koff);
-        uint64_t val = values != 0 ? get_u64(pn->buf, nent * k.esz + i * 8) :
-                       get_u64(pn->buf, i * k.esz + k.voff);
-        if (key == 0 || key % 8 != 0)
+    while (pyo_dict_next(d, &it)) {
+        if (it.key % 8 != 0)
             continue;
-        pn->kv[got].key = key;
-        pn->kv[got].value = val;
-        pn->kv[got].slot = values != 0 ? values + i * 8 : keys + k.entries + i * k.esz + k.voff;
-        pn->kv[got].index = i;
+        pn->kv[got].key = it.key;
+        pn->kv[got].value = it.value;
+        pn->kv[got].slot = it.slot;
+        pn->kv[got].index = it.index;
         got++;
     }
     *n = got;
     return REMORA_OK;
 }
 
-/* The items of the dict object at 'dict' (pn->kv, as keys_items). */
-int tn_dict_items(unwinder_t *u, thread_names_t *pn, uint64_t dict, size_t max, size_t *n)
+/* The entries of the keys object at 'keys' (values from the split table 'values', a
+ * dict's ma_values, when not 0): pn->kv[0..*n), as kv_fill, at most 'max' entries
+ * scanned. 0, REMORA_ECORRUPT, a read error or REMORA_ENOMEM. */
+int tn_keys_items(unwinder_t *u, thread_names_t *pn, uint64_t keys, uint64_t values, size_t max,
+                      size_t *n)
 {
-    const py_layout_t *L = &u->target->layout;
-    unsigned char h[48];
-    uint64_t values;
+    pyo_rd_t rd = pyo_rd_proc(u->p);
+    pyo_dict_t d;
     int err;
 
     *n = 0;
-    if (dict == 0 || dict % 8 != 0)
-        return REMORA_ECORRUPT;
-    if ((err = proc_read(u->p, dict, h, sizeof h)) != REMORA_OK)
+    if ((err = pyo_keys_open(&rd, &u->target->layout, keys, values, max, &d)) != REMORA_OK)
         return err;
-    if (get_u64(h, L->ob_type) != u->target->dict_type)
-        return REMORA_ECORRUPT;
-    values = get_u64(h, L->dict_values);
-    return tn_keys_items(u, pn, get_u64(h, L->dict_keys), values ? values + L->dv_values : 0, max, n);
+    return kv_fill(u, pn, &d, n);
+}
+
+/* The items of the dict object at 'dict' (pn->kv, as tn_keys_items). */
+int tn_dict_items(unwinder_t *u, thread_names_t *pn, uint64_t dict, size_t max, size_t *n)
+{
+    pyo_rd_t rd = pyo_rd_proc(u->p);
+    pyo_dict_t d;
+    int err;
+
+    *n = 0;
+    if ((err = pyo_dict_open(&rd, u->target, dict, max, &d)) != REMORA_OK)
+        return err;
+    return kv_fill(u, pn, &d, n);
 }
 
 /* The value under the str key 'want' in pn->kv[0..n) (cache: the key object matched

@@ -106,9 +106,9 @@ int tn_buf_need(thread_names_t *pn, size_t len);
  * REMORA_ENOPROC, REMORA_ENOMEM or REMORA_EPERM. */
 int tn_read_heads(proc_t *p, thread_names_t *pn, const uint64_t *addrs, size_t stride, size_t n,
                    size_t len);
-/* The entries of the keys object at 'keys' (values from 'values', a values[] array, when
- * not 0): pn->kv[0..*n), at most 'max' scanned. 0, REMORA_ECORRUPT, a read error or
- * REMORA_ENOMEM. */
+/* The entries of the keys object at 'keys' (values from the split table 'values', a
+ * dict's ma_values, when not 0; pyobj.c's dict reader): pn->kv[0..*n), at most 'max'
+ * scanned. 0, REMORA_ECORRUPT, a read error or REMORA_ENOMEM. */
 int tn_keys_items(unwinder_t *u, thread_names_t *pn, uint64_t keys, uint64_t values, size_t max,
                    size_t *n);
 /* The items of the dict object at 'dict' (pn->kv, as tn_keys_items). */
