@@ -17,9 +17,10 @@
 #               to and including the event loop's run_forever frame: every stack the main
 #               thread has while the loop runs starts with these (run_forever's own line
 #               moves; the others sit in their calls),
-#    "except": [{"function": qualname, "first": N, "last": N}, ...]
+#    "except": [{"function": qualname, "first": N, "last": N, "try_first": N,
+#                "try_last": N}, ...]
 #            -- every except block of this file (the handler's lines, from `ast` on this
-#               file's own source) and the function holding it,
+#               file's own source), the function holding it and its try body's lines,
 #    "funcs": [qualnames of this file's functions]}
 
 import ast
@@ -101,7 +102,8 @@ async def flaky():
 # --- the truth -----------------------------------------------------------------------------
 
 def except_blocks():
-    """Every except handler of this file, with the function that holds it."""
+    """Every except handler of this file, with the function that holds it and the lines of
+    the try body it handles."""
     with open(__file__) as f:
         tree = ast.parse(f.read())
     out = []
@@ -111,9 +113,11 @@ def except_blocks():
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 visit(child, child.name)
             else:
-                if isinstance(child, ast.ExceptHandler):
-                    out.append({"function": func, "first": child.lineno,
-                                "last": child.end_lineno})
+                if isinstance(child, ast.Try):
+                    for h in child.handlers:
+                        out.append({"function": func, "first": h.lineno, "last": h.end_lineno,
+                                    "try_first": child.body[0].lineno,
+                                    "try_last": child.body[-1].end_lineno})
                 visit(child, func)
 
     visit(tree, "<module>")
