@@ -1020,6 +1020,13 @@ def memory_mode_table(remora, quick):
     print("\n(load average %.1f after; the slowdown of each pair against the mean of the runs "
           "alone before and after it; the walker's share: its BPF run time over the loop's CPU time)"
           % os.getloadavg()[0])
+    # the same in one run a load, remora paused and resumed every half second: the machine's
+    # speed, which moves by tens of percent between runs here, cancels between neighbours
+    window, run_s = 0.5, 10.0 if quick else 40.0
+    print("\n## Memory mode, toggled: one %.0f s run a load under `record --mode memory --control`, "
+          "paused and resumed every %.1f s, the loop on CPU 1 and remora on CPU 0\n" % (run_s, window))
+    res = mem_cost.run_toggled(remora, loads, MEMCOST_PYTHON, run_s, window, log=lambda *a: None)
+    mem_cost.toggled_table(res, "remora", window)
 
 
 FIDELITY_SAMPLES = 20000     # main-thread samples each profiler must reach

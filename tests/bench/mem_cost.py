@@ -2,7 +2,7 @@
 mode"): measures, never asserts.
 
     python3 tests/bench/mem_cost.py [--python /usr/bin/python3.11] [--pairs 12] [--seconds 3]
-                                    [--loads alloc,leak,numpy,fault] REMORA [REMORA ...]
+                                    [--loads alloc,leak,numpy,fault] [--toggle SECONDS] REMORA [REMORA ...]
 
 Each REMORA is a remora binary, at its default fault period, or BINARY@N: the same at
 --fault-period N (an older build: the change between them). Each load is a loop that
@@ -39,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REAL = os.path.normpath(os.path.join(HERE, "..", "targets", "real"))
@@ -221,6 +222,99 @@ def run(remoras, loads, python, pairs, seconds, log=print):
     return res
 
 
+# --toggle: the loop notes each step (its start and end by the monotonic clock, its CPU
+# time, its units) and writes them at the end to argv[3], one "t0 t1 cpu units" line a
+# step (a pipe would fill and stop it).
+STEPS_TAIL = r"""
+out, t0 = [], time.monotonic()
+while time.monotonic() - t0 < seconds:
+    a, c = time.monotonic(), time.process_time()
+    n = step()
+    out.append("%.6f %.6f %.6f %d" % (a, time.monotonic(), time.process_time() - c, n))
+with open(sys.argv[3], "w") as f:
+    f.write("\n".join(out))
+"""
+
+
+def run_toggled(remora, loads, python, seconds, window, log=print):
+    """The loop of each load run once for SECONDS under one `REMORA record --mode memory
+    --control`, paused and resumed every WINDOW seconds (pause disables the fault events:
+    nothing of remora is left in the target), the loop pinned to one CPU and remora to the
+    other. Each recorded window is read against the paused one after it, by the steps the
+    loop took wholly inside each (the machine's speed, which moves from second to second
+    here, is much the same within a second): {load: [(recorded rate, paused rate, slowdown
+    %)]}, rates in units per CPU second of the loop."""
+    res = {}
+    binary, _, period = remora.partition("@")
+    with measuring(log) as d:
+        for load in loads:
+            loop = os.path.join(d, "memtoggle_%s.py" % load)
+            with open(loop, "w") as f:
+                f.write(HEAD + LOADS[load] + STEPS_TAIL)
+            ctl, ack = os.path.join(d, "ctl"), os.path.join(d, "ack")
+            for fifo in (ctl, ack):
+                if os.path.exists(fifo):
+                    os.unlink(fifo)
+                os.mkfifo(fifo, 0o600)
+            pin = (lambda cpu: ["taskset", "-c", cpu]) if (os.cpu_count() or 1) >= 2 else (lambda cpu: [])
+            cmd = pin("0") + [binary, "record", "--mode", "memory", "-o",
+                              os.path.join(d, "t.collapsed"), "--control", "fifo:%s,%s" % (ctl, ack)] + (
+                ["--fault-period", period] if period else []) + [
+                "--"] + pin("1") + [python, loop, str(seconds), REAL, os.path.join(d, "steps")]
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cw = os.open(ctl, os.O_WRONLY)
+            ar = os.open(ack, os.O_RDONLY)
+            marks, on = [(time.monotonic(), True)], True
+            try:
+                while p.poll() is None:
+                    time.sleep(window)
+                    try:
+                        os.write(cw, b"resume\n" if not on else b"pause\n")
+                    except BrokenPipeError:
+                        break       # remora ended with the loop
+                    if not os.read(ar, 256):
+                        break
+                    on = not on
+                    marks.append((time.monotonic(), on))
+            finally:
+                os.close(cw)
+                os.close(ar)
+            _, err = p.communicate()
+            with open(os.path.join(d, "steps")) as f:
+                steps = [tuple(float(x) for x in line.split()) for line in f if line.strip()]
+            margin = 0.02
+            rates = []
+            for (a, state), (b, _) in zip(marks, marks[1:]):
+                if a < marks[0][0] + 1.0:
+                    continue        # the first second: the loop and its imports warm up
+                inside = [st for st in steps if st[0] >= a + margin and st[1] <= b - margin]
+                cpu = sum(st[2] for st in inside)
+                if cpu > 0:
+                    rates.append((state, sum(st[3] for st in inside) / cpu))
+            pairs = [(x[1], y[1], 100.0 * (1 - x[1] / y[1])) for x, y in zip(rates, rates[1:])
+                     if x[0] and not y[0]]
+            res[load] = pairs
+            log("%s: %d windows, %d pairs (recorded then paused), %s" % (
+                load, len(rates), len(pairs), err.strip().splitlines()[-1] if err.strip() else ""))
+    return res
+
+
+def toggled_table(res, remora, window):
+    """The markdown table of run_toggled()'s results."""
+    print("| load | remora (period) | pairs of %.1f s windows | rate paused (per CPU s) | recorded | "
+          "slowdown, median of pairs [95%% CI] | mean [95%% CI] |" % window)
+    print("|---|---|---|---|---|---|---|")
+    for load, pairs in res.items():
+        if not pairs:
+            print("| %s | %s | 0 | | | | |" % (load, remora))
+            continue
+        sl = [p[2] for p in pairs]
+        print("| %s | %s | %d | %.1f %s | %.1f | %.1f%% [%.1f, %.1f] | %.1f%% [%.1f, %.1f] |"
+              % (load, remora, len(pairs), statistics.median(p[1] for p in pairs), UNITS[load],
+                 statistics.median(p[0] for p in pairs), *boot(sl, statistics.median),
+                 *boot(sl, statistics.mean)))
+
+
 def table(res, remoras, names=None):
     """The markdown table of run()'s results: a row per load and binary. The walker's share:
     its run time over the loop's CPU time (an upper bound: the run time counts the ticks
@@ -255,8 +349,17 @@ def main():
     ap.add_argument("--loads", default="alloc,leak,numpy,fault")
     ap.add_argument("--together", action="store_true",
                     help="each pair's runs at once, side by side (run_together)")
+    ap.add_argument("--toggle", type=float, default=0,
+                    help="one run a load, remora paused and resumed every TOGGLE seconds "
+                         "(run_toggled; --seconds is the run's length)")
     a = ap.parse_args()
     print("load average: %.2f %.2f %.2f" % os.getloadavg())
+    if a.toggle > 0:
+        for x in a.remoras:
+            res = run_toggled(x, a.loads.split(","), a.python, a.seconds, a.toggle)
+            print("load average: %.2f %.2f %.2f" % os.getloadavg())
+            toggled_table(res, x, a.toggle)
+        return
     res = (run_together if a.together else run)(a.remoras, a.loads.split(","), a.python, a.pairs, a.seconds)
     print("load average: %.2f %.2f %.2f" % os.getloadavg())
     table(res, a.remoras)
