@@ -788,40 +788,19 @@ typedef struct reader {
 /* The member at byte 'off' of a local copy of the target's memory, one accessor per
  * width (CPython's GET_MEMBER): unaligned, native byte order. The caller has checked
  * that off + the width lies inside the copy. */
-static inline uint64_t get_u64(const unsigned char *b, uint64_t off)
-{
-    uint64_t v;
-    memcpy(&v, b + off, 8);
-    return v;
-}
-
-static inline int64_t get_i64(const unsigned char *b, uint64_t off)
-{
-    int64_t v;
-    memcpy(&v, b + off, 8);
-    return v;
-}
-
-static inline uint32_t get_u32(const unsigned char *b, uint64_t off)
-{
-    uint32_t v;
-    memcpy(&v, b + off, 4);
-    return v;
-}
-
-static inline int32_t get_i32(const unsigned char *b, uint64_t off)
-{
-    int32_t v;
-    memcpy(&v, b + off, 4);
-    return v;
-}
-
-static inline uint16_t get_u16(const unsigned char *b, uint64_t off)
-{
-    uint16_t v;
-    memcpy(&v, b + off, 2);
-    return v;
-}
+#define GET_MEMBER(name, type)                                              \
+    static inline type name(const unsigned char *b, uint64_t off)           \
+    {                                                                       \
+        type v;                                                             \
+        memcpy(&v, b + off, sizeof v);                                      \
+        return v;                                                           \
+    }
+GET_MEMBER(get_u64, uint64_t)
+GET_MEMBER(get_i64, int64_t)
+GET_MEMBER(get_u32, uint32_t)
+GET_MEMBER(get_i32, int32_t)
+GET_MEMBER(get_u16, uint16_t)
+#undef GET_MEMBER
 
 static inline uint8_t get_u8(const unsigned char *b, uint64_t off)
 {
