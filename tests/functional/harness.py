@@ -15,7 +15,7 @@ from interpreters import (CHROOT, HOST_PYTHON, INTERPRETERS, OLD_PYTHONS, ONLY_I
 from targets import (CRASH_TIMEOUT, CrashTarget, FUTEX_SYSCALL, GCORE_TIMEOUT, LOST,
                      READY_TIMEOUT, READ_SYSCALL, STATE_TIMEOUT, Target, VSYSCALL, free_pid,
                      gcore, kernel_cores_usable, mark, proc_state, target_says, tracer_of,
-                     wait_state)
+                     wait_asleep, wait_state)
 
 # recording.py: running remora, recordings, summary and --stats, a terminal session
 from recording import (Recording, Remora, SAMPLED_BEFORE_SIGNAL, SANITIZER_MARKS,

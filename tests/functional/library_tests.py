@@ -134,7 +134,7 @@ import threading
 from harness import (INTERPRETERS, READ_SYSCALL, REPO, SANITIZER_MARKS,
                      TARGETS, Fail, Skip,
                      Target, dump_frames_problems, dump_threads_problems, expect_failure, free_pid,
-                     gcore, interp_missing, tail)
+                     gcore, interp_missing, tail, wait_asleep)
 
 ORDER = 320           # after install_tests (both run make install)
 
@@ -892,6 +892,7 @@ def test_c_sample(remora, interp, engine):
     truth = busy_truth()
     with Target(interp, os.path.join(TARGETS, "busy.py"), "ready", [SAMPLE_DEPTH, 1, 60]) as t:
         t.wait_ready()
+        wait_asleep(t.pid)          # the main thread past its ready file, in its sleep
         rc, out, err = built.run(remora, built.sample, [t.pid, 200, 0.5, engine])
     if engine == "kernel" and rc == 3:
         raise Skip("the kernel engine cannot be loaded here: %s" % tail(err))
@@ -931,6 +932,7 @@ def test_c_sample_gil(remora):
     interp = next(i for i in INTERPRETERS if i[0] == "pyenv-3.12.1")
     with Target(interp, os.path.join(TARGETS, "busy.py"), "ready", [SAMPLE_DEPTH, 1, 60]) as t:
         t.wait_ready()
+        wait_asleep(t.pid)          # the main thread past its ready file, in its sleep
         rc, out, err = built.run(remora, built.sample, [t.pid, 100, 0.3, "kernel", "gil"])
     if rc == 3:
         raise Skip("the kernel engine cannot be loaded here: %s" % tail(err))
@@ -970,6 +972,7 @@ def test_python_sample_engine(remora, engine):
     truth = busy_truth()
     with Target(target, os.path.join(TARGETS, "busy.py"), "ready", [SAMPLE_DEPTH, 1, 60]) as t:
         t.wait_ready()
+        wait_asleep(t.pid)          # the main thread past its ready file, in its sleep
         p = mod.run(host, ["-c", PY_SAMPLE_KERNEL, str(t.pid), engine])
     if engine == "kernel" and p.returncode != 0 and "PermissionError" in p.stderr:
         raise Skip("the kernel engine cannot be loaded here: %s" % tail(p.stderr))

@@ -230,6 +230,23 @@ def wait_state(pid, stopped):
         time.sleep(0.001)
 
 
+def wait_asleep(pid):
+    """Until pid's main thread sleeps in time.sleep() (its wait channel a nanosleep): a
+    target that says it is ready goes on a few instructions to its sleep, and a thread
+    waiting for the GIL on the way is asleep too ('S'), so the state letter is no proof."""
+    deadline = time.monotonic() + STATE_TIMEOUT
+    while True:
+        try:
+            with open("/proc/%d/wchan" % pid) as f:
+                if "nanosleep" in f.read():
+                    return
+        except OSError:
+            raise Fail("target %d is gone" % pid)
+        if time.monotonic() > deadline:
+            raise Fail("target %d's main thread never went to sleep" % pid)
+        time.sleep(0.001)
+
+
 def tracer_of(pid):
     """The TracerPid of pid (0: none), or None once it is gone."""
     try:
