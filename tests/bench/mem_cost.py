@@ -98,8 +98,17 @@ def step():
     del keep
     return 1
 """,
+    # for --toggle with other flags (--native): Python calls 30 deep, no allocation to speak of
+    "calls": r"""
+def down(d, x):
+    return x * 3 % 1000003 if d == 0 else down(d - 1, x + d)
+def step():
+    for i in range(200):
+        down(30, i)
+    return 200
+""",
 }
-UNITS = {"alloc": "rounds", "leak": "requests", "numpy": "steps", "fault": "rounds"}
+UNITS = {"alloc": "rounds", "leak": "requests", "numpy": "steps", "fault": "rounds", "calls": "calls"}
 TICK = re.compile(r"tick_runs=(\d+) tick_ns=(\d+)")
 SAMPLE = re.compile(r"samples of (\d+) KiB")
 SYS_BPF = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
@@ -236,7 +245,7 @@ with open(sys.argv[3], "w") as f:
 """
 
 
-def run_toggled(remora, loads, python, seconds, window, log=print):
+def run_toggled(remora, loads, python, seconds, window, log=print, flags=("--mode", "memory")):
     """The loop of each load run once for SECONDS under one `REMORA record --mode memory
     --control`, paused and resumed every WINDOW seconds (pause disables the fault events:
     nothing of remora is left in the target), the loop pinned to one CPU and remora to the
@@ -257,7 +266,7 @@ def run_toggled(remora, loads, python, seconds, window, log=print):
                     os.unlink(fifo)
                 os.mkfifo(fifo, 0o600)
             pin = (lambda cpu: ["taskset", "-c", cpu]) if (os.cpu_count() or 1) >= 2 else (lambda cpu: [])
-            cmd = pin("0") + [binary, "record", "--mode", "memory", "-o",
+            cmd = pin("0") + [binary, "record"] + list(flags) + ["-o",
                               os.path.join(d, "t.collapsed"), "--control", "fifo:%s,%s" % (ctl, ack)] + (
                 ["--fault-period", period] if period else []) + [
                 "--"] + pin("1") + [python, loop, str(seconds), REAL, os.path.join(d, "steps")]
@@ -294,8 +303,9 @@ def run_toggled(remora, loads, python, seconds, window, log=print):
             pairs = [(x[1], y[1], 100.0 * (1 - x[1] / y[1])) for x, y in zip(rates, rates[1:])
                      if x[0] and not y[0]]
             res[load] = pairs
-            log("%s: %d windows, %d pairs (recorded then paused), %s" % (
-                load, len(rates), len(pairs), err.strip().splitlines()[-1] if err.strip() else ""))
+            said = [ln for ln in err.splitlines() if "rounds taken" in ln or "times for" in ln]
+            log("%s: %d windows, %d pairs (recorded then paused); %s" % (
+                load, len(rates), len(pairs), " | ".join(said)))
     return res
 
 
@@ -352,11 +362,15 @@ def main():
     ap.add_argument("--toggle", type=float, default=0,
                     help="one run a load, remora paused and resumed every TOGGLE seconds "
                          "(run_toggled; --seconds is the run's length)")
+    ap.add_argument("--flags", default="--mode memory",
+                    help="with --toggle: record's flags in place of --mode memory (e.g. "
+                         "'--native', with --loads calls)")
     a = ap.parse_args()
     print("load average: %.2f %.2f %.2f" % os.getloadavg())
     if a.toggle > 0:
         for x in a.remoras:
-            res = run_toggled(x, a.loads.split(","), a.python, a.seconds, a.toggle)
+            res = run_toggled(x, a.loads.split(","), a.python, a.seconds, a.toggle,
+                              flags=a.flags.split())
             print("load average: %.2f %.2f %.2f" % os.getloadavg())
             toggled_table(res, x, a.toggle)
         return
