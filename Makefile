@@ -37,7 +37,9 @@ CLI_OBJ := $(CLI:%.c=$(BUILD)/%.o)
 # own sources are compiled there too (TEST_MAIN_OBJ).
 TESTING_SRC := $(wildcard src/proc/*.c) src/unwind/native.c src/unwind/tasks_lists.c
 TEST_OBJ    := $(filter-out $(TESTING_SRC:%.c=$(BUILD)/%.o),$(OBJ)) $(TESTING_SRC:%.c=$(BUILD)/test/%.o)
-TEST_MAIN_OBJ := $(addprefix $(BUILD)/test/tests/,unit/unit.o fuzz/tool.o fuzz/targets.o kern/kern_tool.o \
+# the unit tests: every tests/unit/*.c (main.c runs each part's file; unit.h)
+UNIT_OBJ    := $(patsubst %.c,$(BUILD)/test/%.o,$(wildcard tests/unit/*.c))
+TEST_MAIN_OBJ := $(UNIT_OBJ) $(addprefix $(BUILD)/test/tests/,fuzz/tool.o fuzz/targets.o kern/kern_tool.o \
                    browser/mkprofile.o bench/unwind_ab.o)
 
 all: remora
@@ -64,7 +66,7 @@ $(BUILD)/test/%.o: %.c VERSION
 -include $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTING_SRC:%.c=$(BUILD)/test/%.d) $(TEST_MAIN_OBJ:.o=.d)
 
 # unit tests: pure parts, no process needed
-$(BUILD)/unit_tests: $(BUILD)/test/tests/unit/unit.o $(TEST_OBJ)
+$(BUILD)/unit_tests: $(UNIT_OBJ) $(TEST_OBJ)
 
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
