@@ -36,7 +36,7 @@
 #   top-header/wait-command/INTERP  `top -d 1 -- CMD`, the command spinning 2.5 s then
 #       exiting 7: the whole run's table, one line `remora: waiting for the command (pid N)
 #       to exit; Ctrl-C interrupts it` (as record's), exit 7.
-#   counts/plural           (unit test, tests/unit/unit.c "counts: plurals") and the
+#   counts/plural           (unit test, tests/unit/unit_formats.c "counts: plurals") and the
 #       singulars above.
 
 import json
