@@ -165,6 +165,11 @@ static int kern_rb_sample(void *ctx, void *data, size_t size)
     s.frames = (const kern_frame_t *)(r + 1);
     s.nnamed = r->nnamed;
     s.named = (const kern_named_t *)(s.frames + r->nframes);
+    s.task = NULL;
+    if ((r->flags & KERN_S_TASK) &&
+        size >= sizeof *r + (size_t)r->nframes * sizeof(kern_frame_t) + (size_t)r->nnamed * sizeof(kern_named_t) +
+                sizeof(kern_task_t))
+        s.task = (const kern_task_t *)(const void *)(s.named + r->nnamed);
     nat = kern_nat_find(k, r);
     s.native = nat != NULL ? &nat->nat : NULL;
     if (nat != NULL)
@@ -413,6 +418,9 @@ static int kern_layout_ok(const kern_layout_t *L)
         (L->gen_addr != 0 && L->gen_size != 4 && L->gen_size != 8))
         return 0;
     if (L->native_stack % 4096 != 0 || L->native_stack > KERN_NATIVE_MAX)
+        return 0;
+    if (L->rt_kind > KERN_RT_DICT ||
+        (L->rt_kind == KERN_RT_DICT && ((L->rt_dk_nentries != 24 && L->rt_dk_nentries != 32) || L->rt_dk_hdr > 40)))
         return 0;
     /* the str's length through its first characters in one KERN_STR_BUF read */
     if (L->str_hash != 0 && (L->str_data < L->str_hash - 8 || (L->str_data - (L->str_hash - 8)) % 8 != 0 ||

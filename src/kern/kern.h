@@ -28,6 +28,8 @@
 #define KERN_FP_WORDS 8             /* u64 words of a code object's fingerprint span, at most */
 #define KERN_FP_STR_DATA 32         /* before 3.12: bytes of each str's characters mixed in */
 #define KERN_FP_STR_WORDS (2 + KERN_FP_STR_DATA / 8)   /* a str's words: length, hash, data */
+#define KERN_NAME_IMG 256           /* bytes of a str object's image a walk ships (kern_named_t,
+                                     * kern_task_t) */
 
 /* How to walk one interpreter's frames: plain byte offsets, every one checked by the BPF
  * side against the size of what it read. */
@@ -110,7 +112,43 @@ typedef struct kern_layout {
     uint32_t pad3;
     uint64_t interp;                /* the process's one interpreter state, every thread's
                                      * interp (read at each tick otherwise); 0 = read it */
+    /* --async: the thread's running task as the tick finds it (KERN_S_TASK, kern_task_t),
+     * so that a task that runs and ends between two drains is named all the same */
+    uint32_t rt_kind;               /* enum kern_rt_kind; 0 = not read (no cost) */
+    uint32_t rt_ts;                 /* KERN_RT_TSTATE: asyncio_running_task in the thread state */
+    uint64_t rt_dict;               /* KERN_RT_DICT: asyncio's _current_tasks {loop: task} */
+    uint32_t rt_ma_keys;            /* ... PyDictObject.ma_keys */
+    uint32_t rt_dk_sized;           /* ... 1: dk_size (ssize) at 8 (3.9/3.10); 0: the u8
+                                     * dk_log2_index_bytes at 9 (3.11+) */
+    uint32_t rt_dk_nentries;        /* ... dk_nentries (24, or 32 on 3.9/3.10) */
+    uint32_t rt_dk_hdr;             /* ... where dk_indices begin (<= 40); the 24-byte
+                                     * entries (hash, key, value) follow them */
+    uint32_t rt_task_coro, rt_task_name;    /* the C task's coroutine and name */
+    uint32_t rt_gen_frame;          /* 3.9/3.10: the coroutine's gi_frame (a pointer) */
+    uint32_t rt_gen_iframe;         /* 3.11+: its embedded frame's offset */
+    uint32_t rt_task_aw;            /* 3.14+: the task's awaited_by (0 = not read), */
+    uint32_t rt_task_aw_is_set;     /* ... and awaited_by_is_set (a byte) */
 } kern_layout_t;
+
+enum kern_rt_kind {
+    KERN_RT_NONE = 0,
+    KERN_RT_TSTATE = 1,             /* 3.14+: one pointer in the thread state */
+    KERN_RT_DICT = 2,               /* 3.9-3.13: the newest entry of _current_tasks (its
+                                     * running loop's: entries are appended, a task
+                                     * leaving deletes its own) */
+};
+
+/* The running task a tick read (KERN_S_TASK records carry one after their named frames):
+ * the task object, its coroutine, the coroutine's frame and its name object's first bytes
+ * (a str, or 3.13+'s int N of "Task-N"), read at the tick: the task may be gone by the
+ * drain. */
+typedef struct kern_task {
+    uint64_t task, coro, frame;
+    uint64_t aw;                    /* layout rt_task_aw (3.14+): its awaited_by word */
+    uint32_t aw_is_set;             /* ... and awaited_by_is_set (1: a set of them) */
+    uint32_t name_len;              /* bytes of name read (0: none) */
+    unsigned char name[KERN_NAME_IMG];
+} kern_task_t;
 
 /* One frame as the BPF side saw it. */
 #define KERN_F_SHIM 1u              /* a C-owned shim or trampoline (not a Python frame) */
@@ -131,7 +169,6 @@ typedef struct kern_frame {
  * nnamed of them after the frames): each str object's first KERN_NAME_IMG bytes from its
  * start (fewer near the end of a page), parsed by user space as a str it read itself. */
 #define KERN_NAMED 4                /* frames named a walk, at most */
-#define KERN_NAME_IMG 256
 typedef struct kern_named {
     uint32_t frame;                 /* its index in frames[] */
     int32_t firstlineno;
@@ -159,6 +196,8 @@ typedef struct kern_named {
 #define KERN_S_NATIVE 1024u         /* not a tick: the user registers and stack copy of the
                                      * tick that follows it in the ring (kern.c pairs them:
                                      * kern_sample_t.native) */
+#define KERN_S_TASK 2048u           /* --async (layout rt_kind): a kern_task_t follows the
+                                     * named frames */
 #define KERN_NATIVE_MAX (32u << 10) /* bytes of a tick's user stack copy, at most */
 #define KERN_NATIVE_REGS 17         /* x86_64 registers in DWARF's numbering (proc.h's
                                      * PROC_NREGS): rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */
@@ -188,6 +227,8 @@ typedef struct kern_sample {
     const kern_frame_t *frames;     /* innermost first; valid during the callback */
     uint32_t nnamed;
     const kern_named_t *named;      /* frames the walk named itself; valid during the callback */
+    const kern_task_t *task;        /* KERN_S_TASK: its running task as the tick read it, else
+                                     * NULL; valid during the callback */
     const kern_native_t *native;    /* the tick's user context (layout native_stack), or NULL
                                      * (not asked for, or its record lost); valid during the
                                      * callback */

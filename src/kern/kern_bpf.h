@@ -76,7 +76,8 @@ struct kern_thread_key {
     uint32_t pid, tid;
 };
 
-/* A ring-buffer record: this header, then nframes kern_frame_t, then nnamed kern_named_t. */
+/* A ring-buffer record: this header, then nframes kern_frame_t, then nnamed kern_named_t,
+ * then with KERN_S_TASK one kern_task_t. */
 struct kern_rec {
     uint32_t pid, tid;
     uint64_t t_ns;
@@ -110,7 +111,8 @@ struct kern_nat_rec {
 struct kern_scratch {
     struct kern_rec rec;
     kern_frame_t frames[KERN_MAX_FRAMES];
-    kern_named_t tail[KERN_NAMED];  /* the named block copied right after frames[n] */
+    kern_named_t tail[KERN_NAMED];  /* the named block copied right after frames[n], */
+    kern_task_t tail_task;          /* and the running task after it */
     uint64_t lo;                    /* the window: the address win[0] was read from, */
     uint32_t have, pad;             /* and how many bytes of it (kept in the map, not on the
                                      * walk's stack, where the verifier would track them) */
@@ -124,6 +126,8 @@ struct kern_scratch {
     uint32_t nnamed;                /* ... how many (the walk's count: kept here, unknown to
                                      * the verifier, so that it splits no state) */
     uint32_t naming;                /* this walk names (a tick's: 1; a switch-out's: 0) */
+    uint32_t has_task, pad2;        /* task_step read task (KERN_S_TASK) */
+    kern_task_t task;
 };
 
 #endif

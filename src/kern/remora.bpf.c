@@ -360,6 +360,70 @@ static long name_step(__u32 i, void *ctx)
     return 0;
 }
 
+/* --async: the thread's running task at the tick into s->task (s->has_task 1), read in a
+ * loop callback of its own (its branches verified once, apart from the tick's). 3.14+: the
+ * thread state's asyncio_running_task; 3.9-3.13: the newest entry of _current_tasks (the
+ * dict's keys header, then one entry: a task entering appends its loop's entry, one
+ * leaving deletes it, so the newest holds the running task of the last loop entered; user
+ * space takes it only when its coroutine's frame is one the tick read). Then its coroutine,
+ * that coroutine's frame and its name's image. */
+static long task_step(__u32 i, void *ctx)
+{
+    __u32 zero = 0, slot = *(__u32 *)ctx;
+    struct kern_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+    kern_layout_t *L = bpf_map_lookup_elem(&layouts, &slot);
+    __u64 task = 0, keys, hdr[5], ent[3], n, ib, name;
+    kern_task_t *t;
+
+    if (s == NULL || L == NULL)
+        return 1;
+    t = &s->task;
+    if (L->rt_kind == KERN_RT_TSTATE) {
+        if (s->rec.tstate == 0 || read_u64(&task, s->rec.tstate + L->rt_ts) != 0)
+            return 1;
+    } else if (L->rt_kind == KERN_RT_DICT) {
+        if (L->rt_dict == 0 || read_u64(&keys, L->rt_dict + L->rt_ma_keys) != 0 || keys == 0 ||
+            bpf_probe_read_user(hdr, sizeof hdr, (const void *)keys) != 0)
+            return 1;
+        n = L->rt_dk_nentries == 32 ? hdr[4] : hdr[3];   /* (kern_layout_ok: 24 or 32) */
+        if (L->rt_dk_sized) {
+            __u64 size = hdr[1];
+            ib = size <= 0xff ? size : size <= 0xffff ? 2 * size : size <= 0xffffffffull ? 4 * size : 8 * size;
+        } else {
+            ib = 1ull << ((hdr[1] >> 8) & 63);
+        }
+        if (n == 0 || n > (1u << 24) || ib > (1ull << 32) ||
+            bpf_probe_read_user(ent, sizeof ent, (const void *)(keys + L->rt_dk_hdr + ib + (n - 1) * 24)) != 0)
+            return 1;
+        task = ent[2];
+    } else {
+        return 1;
+    }
+    if (task == 0 || task % 8 != 0)
+        return 1;
+    t->task = task;
+    t->coro = t->frame = 0;
+    t->name_len = 0;
+    if (read_u64(&t->coro, task + L->rt_task_coro) != 0 || t->coro == 0 || t->coro % 8 != 0 ||
+        read_u64(&name, task + L->rt_task_name) != 0)
+        return 1;
+    if (L->rt_gen_frame != 0) {
+        if (read_u64(&t->frame, t->coro + L->rt_gen_frame) != 0)
+            return 1;
+    } else {
+        t->frame = t->coro + L->rt_gen_iframe;
+    }
+    t->aw = 0;
+    t->aw_is_set = 0;
+    if (L->rt_task_aw != 0 &&
+        (read_u64(&t->aw, task + L->rt_task_aw) != 0 ||
+         bpf_probe_read_user(&t->aw_is_set, 1, (const void *)(task + L->rt_task_aw_is_set)) != 0))
+        t->aw = 0;
+    t->name_len = name_img(t->name, name);
+    s->has_task = 1;
+    return 1;
+}
+
 /* One frame: read its header, fill frames[n], move to the previous one. 1 ends the loop. */
 static long walk_step(__u32 i, void *ctx)
 {
@@ -683,6 +747,12 @@ int kern_tick(void *ctx)
             w.flags |= KERN_S_GEN;
         s->naming = 1;
         walk_frames(s, L, slot, *tsp, &w);
+        s->has_task = 0;
+        if (L->rt_kind != KERN_RT_NONE && !(w.flags & KERN_S_FAULT)) {
+            bpf_loop(1, task_step, &slot, 0);
+            if (s->has_task)
+                w.flags |= KERN_S_TASK;
+        }
     }
     n = w.n;
     if (n > KERN_MAX_FRAMES)
@@ -708,6 +778,13 @@ int kern_tick(void *ctx)
         nn = 0;
     s->rec.nnamed = nn;
     size = sizeof(struct kern_rec) + (__u64)n * sizeof(kern_frame_t) + (__u64)nn * sizeof(kern_named_t);
+    if ((w.flags & KERN_S_TASK) &&
+        bpf_probe_read_kernel((char *)s->frames + (__u64)n * sizeof(kern_frame_t) + (__u64)nn * sizeof(kern_named_t),
+                              sizeof s->task, &s->task) == 0)
+        size += sizeof(kern_task_t);
+    else
+        w.flags &= ~KERN_S_TASK;
+    s->rec.flags = w.flags;
     /* a tick named from its frames gets its user context, just before it (one CPU's two
      * records keep their order in the ring) */
     if (L->native_stack != 0 && !(w.flags & (KERN_S_FAULT | KERN_S_NOSTATE | KERN_S_CUT)))
@@ -808,10 +885,21 @@ static __always_inline void switch_walk(struct task_struct *t, __u64 now, __u32 
         n = KERN_MAX_FRAMES;
     if ((w.flags & (KERN_S_FAULT | KERN_S_CUT)) || n == 0)
         return;
-    s->rec.flags = w.flags | KERN_S_SWITCH;
     s->rec.nframes = n;
     s->rec.nnamed = 0;              /* (a switch record is named later: its thread is alive) */
     size = sizeof(struct kern_rec) + (__u64)n * sizeof(kern_frame_t);
+    /* --async: its running task as it leaves, as a tick's (a preempted task may have
+     * ended by the time a round takes this stack) */
+    s->has_task = 0;
+    if (L->rt_kind != KERN_RT_NONE) {
+        bpf_loop(1, task_step, &slot, 0);
+        if (s->has_task &&
+            bpf_probe_read_kernel((char *)s->frames + (__u64)n * sizeof(kern_frame_t), sizeof s->task, &s->task) == 0) {
+            w.flags |= KERN_S_TASK;
+            size += sizeof(kern_task_t);
+        }
+    }
+    s->rec.flags = w.flags | KERN_S_SWITCH;
     /* --native: its user context too, the stack it will resume on (the current task is
      * still the one leaving) */
     if (L->native_stack != 0)

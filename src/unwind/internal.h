@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "unwind.h"
+#include "../kern/kern.h"
 
 /* ---- pystr.c ---------------------------------------------------------------- */
 
@@ -475,7 +476,11 @@ int tasks_sample(unwinder_t *u, unw_thread_t *th, size_t n);
  * task and task_frames from its frames' addresses and the last unw_tasks() reading
  * (round_task: the task the round's reading named for the thread, a hint that the
  * reading is stale). No system call. */
-void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task);
+void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task, const kern_task_t *tick);
+/* The layout's rt_* fields (the running task read at each tick, --async) for this target,
+ * as far as the last task-list reading found them (before 3.14: _current_tasks); rt_kind
+ * 0 when they are not known. */
+void tk_kern_layout(const unwinder_t *u, kern_layout_t *kl);
 #ifdef REMORA_TESTING
 /* Unit tests: walks the 3.14+ task lists lists[0..2*nlists) (each a head's address and
  * its first node) with layout a, as unw_tasks() does: 0 with *n pending tasks (*moved: a

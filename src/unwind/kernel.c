@@ -47,6 +47,8 @@ typedef struct ku_switch_rec {
     uint32_t flags, nframes;
     size_t cap;
     kern_frame_t *frames;
+    int has_task;                   /* --async: its running task came with it, */
+    kern_task_t task;               /* ... as the walk read it */
     int has_native;                 /* --native: its user context came with it */
     kern_native_t nat;              /* ... its registers; its stack in natbuf */
     unsigned char *natbuf;          /* KERN_NATIVE_MAX bytes, allocated at first use */
@@ -303,8 +305,15 @@ void kern_sync_threads(unwinder_t *u, reader_t *r)
      * tick); with more, each tick reads its thread's */
     uint64_t interp = r->ninterps == 1 ? r->interps[0].addr : 0;
 
+    /* --async: the running task read at each tick, where the last reading found it */
+    kern_layout_t rt = ku->lay;
+    const size_t rt_at = offsetof(kern_layout_t, rt_kind);
+
+    if (u->want & UNW_WANT_TASKS)
+        tk_kern_layout(u, &rt);
     if (ga != ku->lay.gen_addr || exc_on != ku->lay.exc_on || gap != ku->lay.switch_gap_ns ||
-        interp != ku->lay.interp) {
+        interp != ku->lay.interp || memcmp((char *)&rt + rt_at, (char *)&ku->lay + rt_at, sizeof rt - rt_at) != 0) {
+        memcpy((char *)&ku->lay + rt_at, (char *)&rt + rt_at, sizeof rt - rt_at);
         ku->lay.interp = interp;
         if (ga != ku->lay.gen_addr) {
             ku->lay.gen_addr = ga;
@@ -805,7 +814,7 @@ int unw_kern_tick(unwinder_t *u, const kern_sample_t *ks, const unw_thread_t **o
     th->task_frames = 0;
     /* --async: its running task from these frames, never from a read made after them */
     if (u->want & UNW_WANT_TASKS)
-        tasks_from_frames(u, th, last->task);
+        tasks_from_frames(u, th, last->task, ks->task);
     th->t_ns = (int64_t)ks->t_ns;
     /* --native: the C stack the tick copied, merged with its Python frames; a tick whose
      * copy was lost says so (never a live read: the thread has moved on) */
@@ -856,6 +865,9 @@ int unw_kern_switch(unwinder_t *u, const kern_sample_t *ks)
     r->flags = ks->flags;
     r->nframes = ks->nframes;
     memcpy(r->frames, ks->frames, ks->nframes * sizeof *r->frames);
+    r->has_task = ks->task != NULL;
+    if (r->has_task)
+        r->task = *ks->task;
     r->has_native = 0;
     if (ks->native != NULL && ks->native->len <= KERN_NATIVE_MAX &&
         (r->natbuf != NULL || (r->natbuf = malloc(KERN_NATIVE_MAX)) != NULL)) {
@@ -919,7 +931,7 @@ int unw_kern_switch_stack(unwinder_t *u, size_t i, const unw_thread_t **out)
     th->moving_in_frames = 0;
     th->error = 0;
     if (u->want & UNW_WANT_TASKS)
-        tasks_from_frames(u, th, round->task);
+        tasks_from_frames(u, th, round->task, r->has_task ? &r->task : NULL);
     /* --native: the C stack it left its CPU with, as a tick's */
     if (u->native != NULL && (u->want & UNW_WANT_NATIVE)) {
         const py_layout_t *L = &u->target->layout;

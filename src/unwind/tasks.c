@@ -87,25 +87,36 @@ const char *unw_tasks_problem(const unwinder_t *u)
     return tk->last_err == REMORA_ECORRUPT && tk->moved != NULL ? tk->moved : tk->why;
 }
 
-const char *tk_name_of(unwinder_t *u, uint64_t at, const unsigned char *h)
+/* tk_name_of() and tk_name_image(): p NULL, hlen bytes at h the whole of what is known */
+static const char *name_from(unwinder_t *u, proc_t *p, uint64_t at, const unsigned char *h, size_t hlen)
 {
     const py_layout_t *L = &u->target->layout;
     char name[UNW_MAX_NAME * 4 + 1];
-    uint64_t type = get_u64(h, L->ob_type);
+    uint64_t type = hlen >= L->ob_type + 8 ? get_u64(h, L->ob_type) : 0;
     size_t len = 0;
 
     if (type != 0 && type == u->target->str_type &&
-        pystr_from_head(u->p, L, at, h, TK_NAME_HEAD, name, sizeof name, &len) == REMORA_OK)
+        pystr_from_head(p, L, at, h, hlen, name, sizeof name, &len) == REMORA_OK)
         return strtab_intern(u->strs, name, len);
     if (type != 0 && type == u->target->long_type) {
         /* a small non-negative int: one 30-bit digit (or two) */
         uint64_t v = 0;
-        if (pyo_long(u, h, TK_NAME_HEAD, &v) == REMORA_OK && v < (UINT64_C(1) << 60)) {
+        if (pyo_long(u, h, hlen, &v) == REMORA_OK && v < (UINT64_C(1) << 60)) {
             len = (size_t)snprintf(name, sizeof name, "Task-%llu", (unsigned long long)v);
             return strtab_intern(u->strs, name, len);
         }
     }
     return NULL;
+}
+
+const char *tk_name_of(unwinder_t *u, uint64_t at, const unsigned char *h)
+{
+    return name_from(u, u->p, at, h, TK_NAME_HEAD);
+}
+
+const char *tk_name_image(unwinder_t *u, const unsigned char *h, size_t len)
+{
+    return name_from(u, NULL, 0, h, len);
 }
 
 /* Each task's name: a str, or an int N ("Task-N", named lazily). */

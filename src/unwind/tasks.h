@@ -25,6 +25,7 @@
 #define TK_LATE_READ 512            /* bytes of a task object read at a tick's drain, at most */
 #define TK_LATE_WAITERS 1024        /* listed tasks whose fut_waiter a drain reads, at most */
 #define TK_LATE_KEEP 64             /* tasks found running at drains, kept until the next reading */
+#define TK_AW_TRIES 8               /* drains that look for a kept task's awaiter, at most */
 #define TK_C 1                      /* the C task class, or a subclass of it */
 #define TK_PY 2                     /* the pure-Python one, or a subclass of it */
 
@@ -53,6 +54,7 @@ typedef struct tk_link {
 typedef struct tk_late {
     uint64_t frame, code, task, aw;
     const char *name;
+    unsigned aw_tries;              /* tick_task(): drains that looked for its awaiter */
 } tk_late_t;
 
 typedef struct tk_key {
@@ -103,6 +105,9 @@ struct unw_tasks_state {
     /* per sample before 3.14 (UNW_WANT_TASKS): the _current_tasks dict, the loops' threads,
      * pure-Python tasks' outermost code */
     uint64_t cur_dict, cur_ctype, cur_pytype;
+    uint64_t rt_dict;               /* _current_tasks as the last reading found it, for the
+                                     * kernel engine's ticks (tk_kern_layout): not forgotten
+                                     * on a failed per-sample read, as cur_dict is */
     /* registry: types learnt by their tp_base chains (kind TK_C, TK_PY or 0), for the
      * task classes types_c and types_py */
     struct { uint64_t type; int kind; } types[TK_TYPES];
@@ -180,6 +185,9 @@ int tk_layout(unwinder_t *u, struct unw_tasks_state **out);
  * or (3.13+) an int N named "Task-N"; interned. NULL when it is neither (or out of
  * memory). */
 const char *tk_name_of(unwinder_t *u, uint64_t at, const unsigned char *h);
+/* The same from an image of a name object's first len bytes (a kernel tick's): nothing
+ * read, NULL when the image does not hold the whole name. */
+const char *tk_name_image(unwinder_t *u, const unsigned char *h, size_t len);
 
 /* ---- tasks_lists.c: 3.14+ ---- */
 

@@ -349,6 +349,14 @@ int tk_registry_once(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th
         pyo_dict_get(u, md, "_CTask", &ctype);
     pyo_dict_get(u, md, "_PyTask", &pytype);
     pyo_dict_get(u, md, "_GatheringFuture", &tk->gfut_type);
+    /* where the kernel engine's ticks read the running task, even when the registries
+     * move while they are read (tasks made and ended faster than a reading: most readings
+     * are then made again) */
+    if (!py_only) {
+        uint64_t cur = 0;
+        if (pyo_dict_get(u, md, "_current_tasks", &cur) == REMORA_OK && cur != 0)
+            tk->rt_dict = cur;
+    }
     if (ctype == 0 && pytype == 0)
         return py_only ? REMORA_OK : tk_moved(tk, "asyncio.tasks names neither _CTask nor _PyTask");
     if ((err = registry_addrs(u, tk, md, &n)) != REMORA_OK ||

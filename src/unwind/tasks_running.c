@@ -415,6 +415,24 @@ static void name_late(struct unw_tasks_state *tk, unw_thread_t *th, const tk_lat
     th->task_frames = j + 1;
 }
 
+/* The ring's entry for a task whose coroutine's frame is at 'frame': the one kept with that
+ * frame (a task another now has its coroutine's frame: the newest reading wins), else the
+ * next one. */
+static tk_late_t *kept_slot(struct unw_tasks_state *tk, uint64_t frame)
+{
+    tk_late_t *e;
+    size_t k;
+
+    for (k = 0; k < tk->nkept; k++)
+        if (tk->kept[k].frame == frame)
+            return &tk->kept[k];
+    e = &tk->kept[tk->next_kept];
+    tk->next_kept = (tk->next_kept + 1) % TK_LATE_KEEP;
+    if (tk->nkept < TK_LATE_KEEP)
+        tk->nkept++;
+    return e;
+}
+
 /* The kept task whose coroutine frame th's j-th frame is, running the code it ran then:
  * th named by it, 1; else 0. No read. */
 static int kept_task(struct unw_tasks_state *tk, unw_thread_t *th, size_t j)
@@ -427,6 +445,25 @@ static int kept_task(struct unw_tasks_state *tk, unw_thread_t *th, size_t j)
             return 1;
         }
     return 0;
+}
+
+/* late_task()'s reads were made while the target ran: a task that ended among them and a
+ * new one made at the same addresses (its coroutine, its name's str) would pair one
+ * task's name with another's code, and the pair would name later ticks from the ring. So
+ * all is read again after the name, and must be the same: the task's coroutine and name,
+ * the frame's code, the name's bytes past its reference count. 1 when it is. */
+static int late_same(unwinder_t *u, const struct unw_tasks_state *tk, uint64_t task, const unsigned char *h,
+                     uint64_t frame, uint64_t code, const unsigned char *nh)
+{
+    const py_asyncio_t *a = &tk->a;
+    unsigned char h2[TK_LATE_READ], nh2[TK_NAME_HEAD];
+    uint64_t code2 = 0, at = get_u64(h, a->task_name);
+
+    return proc_read(u->p, task, h2, a->task_size) == REMORA_OK &&
+           get_u64(h2, a->task_coro) == get_u64(h, a->task_coro) && get_u64(h2, a->task_name) == at &&
+           proc_read_u64(u->p, frame + u->target->layout.fr_code, &code2) == REMORA_OK &&
+           (code2 & ~(uint64_t)7) == code && proc_read(u->p, at, nh2, sizeof nh2) == REMORA_OK &&
+           memcmp(nh + 8, nh2 + 8, sizeof nh2 - 8) == 0;
 }
 
 /* A tick whose frames hold no listed task's coroutine frame, at its drain: the thread's
@@ -475,23 +512,15 @@ static int late_task(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th
     if (e == NULL) {
         at = get_u64(h, a->task_name);
         if (at == 0 || at % 8 != 0 || proc_read(u->p, at, nh, sizeof nh) != REMORA_OK ||
-            (name = tk_name_of(u, at, nh)) == NULL)
+            (name = tk_name_of(u, at, nh)) == NULL || !late_same(u, tk, task, h, frame, code, nh))
             return 0;
-        /* a task another now has its coroutine's frame: the newest reading wins */
-        for (k = 0; k < tk->nkept && e == NULL; k++)
-            if (tk->kept[k].frame == frame)
-                e = &tk->kept[k];
-        if (e == NULL) {
-            e = &tk->kept[tk->next_kept];
-            tk->next_kept = (tk->next_kept + 1) % TK_LATE_KEEP;
-            if (tk->nkept < TK_LATE_KEEP)
-                tk->nkept++;
-        }
+        e = kept_slot(tk, frame);
         e->frame = frame;
         e->code = code;
         e->task = task;
         e->name = name;
         e->aw = late_awaiter(u, tk, task, h);
+        e->aw_tries = 0;
     }
     for (j = 0; j < th->nframes; j++)
         if (!th->frames[j].native && th->frames[j].addr == frame)
@@ -502,20 +531,139 @@ static int late_task(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th
     return 1;
 }
 
+/* A tick whose frames hold no listed task's coroutine frame, named by the running task the
+ * tick itself read (kern_task_t: the task, its coroutine's frame and its name's image,
+ * all read at the tick, so a task that ran and ended before the drain is named too):
+ * taken when that frame is one of the tick's (a task of another loop, newer in
+ * _current_tasks, is not): th's j-th frame (tick_frame()). The listed task awaiting it: 3.14+ its awaited_by as the tick
+ * read it; before, found now (late_awaiter()) while the task still has its coroutine,
+ * else none (a root: no awaiter is written that was not seen). Kept as late_task() keeps
+ * its tasks. 1 when named. */
+static size_t tick_frame(const unw_thread_t *th, const kern_task_t *t)
+{
+    size_t j;
+
+    for (j = 0; t != NULL && t->frame != 0 && j < th->nframes; j++)
+        if (!th->frames[j].native && th->frames[j].addr == t->frame)
+            return j;
+    return SIZE_MAX;
+}
+
+static int tick_task(unwinder_t *u, struct unw_tasks_state *tk, unw_thread_t *th, const kern_task_t *t,
+                     size_t j)
+{
+    const py_asyncio_t *a = &tk->a;
+    unsigned char h[TK_LATE_READ];
+    uint64_t code;
+    tk_late_t *e = NULL;
+    const char *name;
+    size_t k;
+
+    if (t == NULL || j >= th->nframes || t->name_len > KERN_NAME_IMG ||
+        (code = th->frames[j].code & ~(uint64_t)7) == 0)
+        return 0;
+    for (k = 0; k < tk->nkept && e == NULL; k++)
+        if (tk->kept[k].frame == t->frame && tk->kept[k].task == t->task && tk->kept[k].code == code)
+            e = &tk->kept[k];
+    if (e == NULL) {
+        if ((name = tk_name_image(u, t->name, t->name_len)) == NULL)
+            return 0;
+        e = kept_slot(tk, t->frame);
+        e->frame = t->frame;
+        e->code = code;
+        e->task = t->task;
+        e->name = name;
+        e->aw = 0;
+        e->aw_tries = 0;
+        /* 3.14+: its awaiter as the tick read it (one task, a listed one) */
+        if (a->kind == PY_ASYNC_LISTS && t->aw_is_set == 0 && t->aw != 0 && t->aw != t->task &&
+            find_task(tk, tk->ntasks, t->aw) >= 0)
+            e->aw = t->aw;
+    }
+    /* before: looked for at the drains of its first TK_AW_TRIES ticks (a task that has
+     * ended by then has no awaiter waiting on it any more: a root) */
+    if (e->aw == 0 && a->kind != PY_ASYNC_LISTS && e->aw_tries < TK_AW_TRIES) {
+        e->aw_tries++;
+        if (a->task_size != 0 && a->task_size <= sizeof h &&
+            !need_iov(tk, 2 * TK_LATE_WAITERS) && !need_buf(tk, 16 * TK_LATE_WAITERS) &&
+            proc_read(u->p, t->task, h, a->task_size) == REMORA_OK && get_u64(h, a->task_coro) == t->coro)
+            e->aw = late_awaiter(u, tk, t->task, h);
+    }
+    name_late(tk, th, e, j);
+    return 1;
+}
+
+void tk_kern_layout(const unwinder_t *u, kern_layout_t *kl)
+{
+    const struct unw_tasks_state *tk = u->tasks;
+    const py_layout_t *L = &u->target->layout;
+    const py_asyncio_t *a;
+
+    kl->rt_kind = KERN_RT_NONE;
+    kl->rt_ts = 0;
+    kl->rt_dict = 0;
+    kl->rt_ma_keys = kl->rt_dk_sized = kl->rt_dk_nentries = kl->rt_dk_hdr = 0;
+    kl->rt_task_coro = kl->rt_task_name = kl->rt_gen_frame = kl->rt_gen_iframe = 0;
+    kl->rt_task_aw = kl->rt_task_aw_is_set = 0;
+    if (tk == NULL || !(a = &tk->a)->found || a->task_coro == 0 || a->task_name == 0 ||
+        (a->gen_frame_ptr == 0 && a->gen_iframe == 0))
+        return;
+    kl->rt_task_coro = (uint32_t)a->task_coro;
+    kl->rt_task_name = (uint32_t)a->task_name;
+    kl->rt_gen_frame = (uint32_t)a->gen_frame_ptr;
+    kl->rt_gen_iframe = a->gen_frame_ptr == 0 ? (uint32_t)a->gen_iframe : 0;
+    if (a->kind == PY_ASYNC_LISTS) {
+        if (a->ts_running_task != 0) {
+            kl->rt_kind = KERN_RT_TSTATE;
+            kl->rt_ts = (uint32_t)a->ts_running_task;
+            kl->rt_task_aw = (uint32_t)a->task_awaited_by;
+            kl->rt_task_aw_is_set = (uint32_t)a->task_awaited_by_is_set;
+        }
+    } else if (tk->rt_dict != 0 && (L->dk_layout == PY_DK_SIZED || L->dk_layout == PY_DK_LOG2) &&
+               (L->dk_nentries == 24 || L->dk_nentries == 32) && L->dk_indices <= 40) {
+        kl->rt_kind = KERN_RT_DICT;
+        kl->rt_dict = tk->rt_dict;
+        kl->rt_ma_keys = (uint32_t)L->dict_keys;
+        kl->rt_dk_sized = L->dk_layout == PY_DK_SIZED;
+        kl->rt_dk_nentries = (uint32_t)L->dk_nentries;
+        kl->rt_dk_hdr = (uint32_t)L->dk_indices;
+    }
+}
+
 /* The kernel engine: the running task is the one whose coroutine's frame the frames read
  * at one instant hold (a coroutine's frame is in it, or its frame object, for as long as
  * it lives: no second read of a stack that moves), running the code the reading saw it
  * run (else its address is another's since). The innermost such frame: a task steps no
  * other task's coroutine. The tasks are the last reading's (unw_tasks()): a task made
  * since is in no key: the thread's running task read at the tick's drain is taken when its
- * coroutine's frame is the tick's (late_task()), else unlisted_task() writes <task>;
+ * coroutine's frame is the tick's (tick_task(): the task the tick read; else late_task():
+ * the one running at the drain), else unlisted_task() writes <task>;
  * either way the reading is stale (unw_tasks_stale() says so); so too when the round's
  * reading said the thread ran a task (round_task) the reading does not hold. No system
  * call while the reading holds the task. */
-void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
+/* The listed task whose coroutine's frame is th's j-th frame, running the code the reading
+ * saw it run (else a task ended and its coroutine's address is another's since, or the
+ * reading did not see its code: not provably it), or NULL. */
+static const unw_task_t *listed_at(const struct unw_tasks_state *tk, const unw_thread_t *th, size_t j)
+{
+    tk_key_t key, *k;
+    const unw_task_t *t;
+    uint64_t code;
+
+    key.id = th->frames[j].addr;
+    k = bsearch(&key, tk->fkeys, tk->nfkeys, sizeof *tk->fkeys, cmp_key);
+    if (k == NULL || k->idx >= tk->ntasks)
+        return NULL;
+    t = &tk->tasks[k->idx];
+    code = t->nframes > 0 ? t->frames[t->nframes - 1].code & ~(uint64_t)7 : 0;
+    return code != 0 && (th->frames[j].code & ~(uint64_t)7) == code ? t : NULL;
+}
+
+void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task, const kern_task_t *tick)
 {
     struct unw_tasks_state *tk = u->tasks;
-    size_t j;
+    const unw_task_t *t;
+    size_t j, jt;
     int keyed;
 
     th->task = 0;
@@ -524,25 +672,30 @@ void tasks_from_frames(unwinder_t *u, unw_thread_t *th, uint64_t round_task)
         return;
     tk->late.id = 0;
     keyed = tk->nfkeys != 0 && tk->nfkeys <= tk->ntasks;
+    /* the task the tick itself read, when its coroutine's frame is the tick's: the listed
+     * one if the reading holds that very task there, else from what the tick read (not
+     * a reading torn by tasks ending and made at the same addresses as it was read, nor
+     * a task kept from a drain's reads) */
+    if ((jt = tick_frame(th, tick)) != SIZE_MAX) {
+        if (keyed && (t = listed_at(tk, th, jt)) != NULL && t->id == tick->task) {
+            th->task = t->id;
+            th->task_frames = jt + 1;
+            return;
+        }
+        if (tick_task(u, tk, th, tick, jt)) {
+            tk->stale = 1;
+            return;
+        }
+    }
     if (!keyed && tk->nkept == 0)
         goto unlisted;
     for (j = 0; j < th->nframes; j++) {
-        tk_key_t key, *k = NULL;
         if (th->frames[j].native || th->frames[j].addr == 0)
             continue;
-        key.id = th->frames[j].addr;
-        if (keyed)
-            k = bsearch(&key, tk->fkeys, tk->nfkeys, sizeof *tk->fkeys, cmp_key);
-        if (k != NULL && k->idx < tk->ntasks) {
-            const unw_task_t *t = &tk->tasks[k->idx];
-            uint64_t code = t->nframes > 0 ? t->frames[t->nframes - 1].code & ~(uint64_t)7 : 0;
-            /* else a task ended and its coroutine's address is another's since (or the
-             * reading did not see its code: not provably it) */
-            if (code != 0 && (th->frames[j].code & ~(uint64_t)7) == code) {
-                th->task = t->id;
-                th->task_frames = j + 1;
-                return;
-            }
+        if (keyed && (t = listed_at(tk, th, j)) != NULL) {
+            th->task = t->id;
+            th->task_frames = j + 1;
+            return;
         }
         if (kept_task(tk, th, j)) {
             tk->stale = 1;

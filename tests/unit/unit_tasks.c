@@ -100,19 +100,19 @@ void test_tasks_from_frames(void)
     memset(&th, 0, sizeof th);
     th.frames = fr;
     th.nframes = 6;
-    tasks_from_frames(&u, &th, 0);
+    tasks_from_frames(&u, &th, 0, NULL);
     CHECK(th.task == 0x10100 && th.task_frames == 3, "the innermost listed coroutine frame's task: "
           "%#llx, %zu own frames", (unsigned long long)th.task, th.task_frames);
     CHECK(!unw_tasks_stale(&u), "a listed task: the list is not stale");
     /* task 1 ended, another coroutine made at its frame's address: task 0's frame, outer */
     fr[2].code = 0x59900;
-    tasks_from_frames(&u, &th, 0);
+    tasks_from_frames(&u, &th, 0, NULL);
     CHECK(th.task == 0x10000 && th.task_frames == 5, "a listed frame running other code is not "
           "that task's: %#llx, %zu", (unsigned long long)th.task, th.task_frames);
     /* the new task kept by a drain that found it running: named so, its awaiter task 0 */
     tk->kept[0] = (tk_late_t){ 0x20100, 0x59900, 0x10000, 0x10200, "kept" };
     tk->nkept = 1;
-    tasks_from_frames(&u, &th, 0);
+    tasks_from_frames(&u, &th, 0, NULL);
     CHECK(th.task == 0x10000 && th.task_frames == 3, "a kept task named by its frame and code: "
           "%#llx, %zu", (unsigned long long)th.task, th.task_frames);
     CHECK(unw_task_chain(&u, th.task, &chain, &nchain) == REMORA_OK && nchain == 2 &&
@@ -126,17 +126,72 @@ void test_tasks_from_frames(void)
     fr[2].addr = 0x40000;
     fr[4].addr = 0x40100;
     fr[1].gen = 1;              /* a generator iterated by Python code: not an entry */
-    tasks_from_frames(&u, &th, 0);
+    tasks_from_frames(&u, &th, 0, NULL);
     CHECK(th.task == UNW_TASK_UNLISTED && th.task_frames == 5, "an unlisted task: %#llx, %zu",
           (unsigned long long)th.task, th.task_frames);
     CHECK(unw_tasks_stale(&u) && !unw_tasks_stale(&u), "an unlisted task: stale once");
+    /* the running task the tick read (kern_task_t): its coroutine's frame the tick's, its
+     * name from the tick's image; 3.14+ with the awaiter the tick read, when listed */
+    {
+        static kern_task_t kt;
+        py_target_t T;
+        const char *text = "tick-1";
+
+        memset(&T, 0, sizeof T);
+        T.str_type = 0x1010;
+        T.layout.ob_type = 8;
+        T.layout.u_length = 16, T.layout.u_state = 32, T.layout.u_ascii_size = 48;
+        T.layout.u_compact_size = 72;
+        u.target = &T;
+        u.strs = strtab_new();
+        memset(&kt, 0, sizeof kt);
+        kt.task = 0x70000, kt.coro = 0x40000, kt.frame = 0x40100;
+        memcpy(kt.name + 8, &(uint64_t){ 0x1010 }, 8);
+        memcpy(kt.name + 16, &(uint64_t){ strlen(text) }, 8);
+        memcpy(kt.name + 32, &(uint32_t){ (1u << 2) | (1u << 5) | (1u << 6) }, 4);
+        memcpy(kt.name + 48, text, strlen(text));
+        kt.name_len = 64;
+        tk->a.kind = PY_ASYNC_LISTS;
+        kt.aw = 0x10200;
+        tasks_from_frames(&u, &th, 0, &kt);
+        CHECK(th.task == 0x70000 && th.task_frames == 5, "the tick's running task: %#llx, %zu",
+              (unsigned long long)th.task, th.task_frames);
+        CHECK(unw_task_chain(&u, th.task, &chain, &nchain) == REMORA_OK && nchain == 2 &&
+              chain[1]->name != NULL && strcmp(chain[1]->name, text) == 0 && chain[0] == &tasks[2],
+              "the tick's task named from its image, under the awaiter it read (%zu tasks)", nchain);
+        CHECK(unw_tasks_stale(&u), "the tick's task: the list is stale");
+        tk->nkept = 0;
+        kt.aw = 0x12345;            /* not listed: a root */
+        tasks_from_frames(&u, &th, 0, &kt);
+        CHECK(th.task == 0x70000 && unw_task_chain(&u, th.task, &chain, &nchain) == REMORA_OK && nchain == 1,
+              "an awaiter not listed is not written (%zu tasks)", nchain);
+        tk->nkept = 0;
+        kt.frame = 0x40800;         /* another loop's task: its frame not the tick's */
+        tasks_from_frames(&u, &th, 0, &kt);
+        CHECK(th.task == UNW_TASK_UNLISTED, "a tick task whose frame the tick did not read: %#llx",
+              (unsigned long long)th.task);
+        kt.frame = 0x40100;
+        kt.name_len = 40;           /* an image that stops inside the name's header */
+        tasks_from_frames(&u, &th, 0, &kt);
+        CHECK(th.task == UNW_TASK_UNLISTED, "a tick task whose name image is cut: %#llx",
+              (unsigned long long)th.task);
+        kt.name_len = KERN_NAME_IMG + 1;
+        tasks_from_frames(&u, &th, 0, &kt);
+        CHECK(th.task == UNW_TASK_UNLISTED, "a name length past the image: refused");
+        unw_tasks_stale(&u);
+        tk->a.kind = 0;
+        tk->nkept = 0;
+        u.target = NULL;
+        strtab_free(u.strs);
+        u.strs = NULL;
+    }
     /* no coroutine frame stepped from C: no task, the list stale only if the round said so */
     fr[2].gen = fr[4].gen = 0;
-    tasks_from_frames(&u, &th, 0);
+    tasks_from_frames(&u, &th, 0, NULL);
     CHECK(th.task == 0 && th.task_frames == 0 && !unw_tasks_stale(&u), "no task");
-    tasks_from_frames(&u, &th, 0x99900);
+    tasks_from_frames(&u, &th, 0x99900, NULL);
     CHECK(th.task == 0 && unw_tasks_stale(&u), "the round's task not listed: stale");
-    tasks_from_frames(&u, &th, 0x10000);
+    tasks_from_frames(&u, &th, 0x10000, NULL);
     CHECK(th.task == 0 && !unw_tasks_stale(&u), "the round's task listed: not stale");
     free(tk->fkeys);
     free(tk->chain);
