@@ -7,7 +7,9 @@
 #       hashlib digests without it), exception on Django (its templates' variable
 #       lookups handle exceptions: ~50 samples a second; the pool's workers handle none
 #       that a --blocking recording of 3.11 finds), native on numpy (its C loops under
-#       Python frames). The default engine's
+#       Python frames), async on aiohttp (--async: a task per connection, and on Debian's
+#       3.11, aiohttp 3.8, one per request that runs and ends between two drains; at most
+#       real_tests.UNKNOWN_MAX % of the task samples <task>). The default engine's
 #       recording (the kernel's: SKIP naming the notice line when it is not used here) and
 #       two `--blocking` ones in the same mode (the reference A and the floor's B: the
 #       target held still, its threads read from user space; for --native the
@@ -39,10 +41,14 @@ TIMED = ("real-mode/",)
 PARTIAL_MAX = 0.1
 INTERPS = R.REAL_INTERPS if os.environ.get("REMORA_REAL_MODES_ALL") == "1" else \
     ("debian-3.11-static", "sid-3.15")
+# --async in make test on Debian's 3.11 alone (aiohttp 3.8's task per request; sid's aiohttp
+# names its tasks through 3.15's lists, and async-record/kernel/* cover 3.13-3.15): time
+ASYNC_INTERPS = INTERPS if os.environ.get("REMORA_REAL_MODES_ALL") == "1" else ("debian-3.11-static",)
 # (mode, the flags of every recording, whether the target's clock is its truth, programs)
 MODES = (("gil", ("--mode", "gil"), False, ("django", "threadpool")),
          ("exception", ("--mode", "exception"), False, ("django",)),
-         ("native", ("--native",), True, ("numpy",)))
+         ("native", ("--native",), True, ("numpy",)),
+         ("async", ("--async",), True, ("aiohttp",)))
 
 
 def tests(remora):
@@ -53,4 +59,4 @@ def tests(remora):
              interp_missing(i))
             for mode, flags, clock, programs in MODES
             for p in R.PROGRAMS if p[0] in programs
-            for i in INTERPRETERS if i[0] in INTERPS]
+            for i in INTERPRETERS if i[0] in INTERPS and (mode != "async" or i[0] in ASYNC_INTERPS)]

@@ -375,6 +375,10 @@ def recording(remora, t, d, label, extra, idle=True):
     return summary(err, RATE), Recording(path), err
 
 
+ASYNC_STATS = re.compile(r"async: task_samples=(\d+) waiting=\d+ unknown=(\d+)")
+UNKNOWN_MAX = 1.0                  # --async: % of the task samples written <task>, at most
+
+
 def import_problem(interp, module):
     """None if interp imports module, else the import error's last line."""
     p = subprocess.run(interp_command(interp, ["-I", "-c", "import " + module]), stdin=subprocess.DEVNULL,
@@ -409,6 +413,9 @@ def measure(remora, interp, script, d, flags=()):
                     raise Skip("the kernel engine is not used here: %s" % (notice[0] if notice else tail(err)))
                 if label == "default":
                     kernel.append(KERNEL.search(err))
+                    m = ASYNC_STATS.search(err)
+                    if m:
+                        summ["async"].append((int(m.group(1)), int(m.group(2))))
     totals = [sum(int(k.group(i)) for k in kernel if k) for i in range(1, 5)]
     summ["kernel"] = " ".join("%s=%s" % kv for kv in zip(("fallback", "unnamed", "taken", "missed"), totals)) \
         if all(kernel) else "no kernel: line"
@@ -509,6 +516,16 @@ def test_real(remora, interp, script, module, reference, flags=(), clock=True, p
     problems = []
     if sd.partial_pct > partial_max:
         problems.append("partial %.2f%% > %.1f%%" % (sd.partial_pct, partial_max))
+    # --async: each running task named (<task>: one the tick could not name)
+    unknown_note = ""
+    if "--async" in flags:
+        ntask = sum(a for a, _ in summ["async"])
+        nunk = sum(u for _, u in summ["async"])
+        pct = 100.0 * nunk / ntask if ntask else 100.0
+        unknown_note = "; <task> %d of %d task samples (%.2f%%)" % (nunk, ntask, pct)
+        if not summ["async"] or pct > UNKNOWN_MAX:
+            problems.append("<task> in %.2f%% of the task samples (%d of %d), max %.1f%%"
+                            % (pct, nunk, ntask, UNKNOWN_MAX))
     # every target keeps a clock of its steps, the truth for each window: each thread's
     # inclusive share of each step within CLOCK_MARGIN; where A is a reference (one thread
     # that computes), leaf TV and incl against it too, A and B weighted to the default's
@@ -533,8 +550,8 @@ def test_real(remora, interp, script, module, reference, flags=(), clock=True, p
         shown += f.problems(wname + ": ")
         per_thread.append("%s %s" % (wname, f.text()))
     against = " and ".join(["its clock"] * clock + ["--blocking"] * reference) or "partial only"
-    note = ("kernel%s: partial %.2f%% (%s), %s (A %d, B %d); the bounds (against %s) %s | %s"
-            % (pooled, sd.partial_pct, summ["kernel"], dflt.text(), dflt.na, dflt.nb, against,
+    note = ("kernel%s: partial %.2f%%%s (%s), %s (A %d, B %d); the bounds (against %s) %s | %s"
+            % (pooled, sd.partial_pct, unknown_note, summ["kernel"], dflt.text(), dflt.na, dflt.nb, against,
                "met" if all(nominal) and sd.partial_pct <= partial_max else "NOT met as measured",
                "user: partial %.2f%%, %s" % (su.partial_pct, user.text()) if su is not None else
                "user engine not recorded (REMORA_REAL_USER=1 adds it)"))
