@@ -946,6 +946,9 @@ def modes_table(remora, interps, secs):
     MODES_RUNS runs, busy.py at depth 50 (its thread holds the GIL: gil mode samples it)."""
     chosen = [i for i in interps if i[0] in MODES_INTERPS]
     print("\n## The kernel engine's BPF run time in each mode (issue 48)\n")
+    print("The --async rows: tests/targets/async_short.py (tasks of 0.5 ms, one at a time) recorded "
+          "without and with --async: the walker's time per tick with and without reading the "
+          "running task at the tick.\n")
     print("busy.py at depth 50, one thread, 1 kHz, %.0f s, --stats with kernel.bpf_stats_enabled; "
           "median of %d runs. Walker: us per tick (tick_ns / tick_runs). Switch program: us per "
           "run (every context switch of the machine runs it), and its whole time per switch-out "
@@ -955,33 +958,46 @@ def modes_table(remora, interps, secs):
           "switch us/walk |")
     print("|---|---|---|---|---|---|---|---|")
     for it in chosen:
-        t = busy(it, 50, 1, 4 * MODES_RUNS * (secs + 2) + 60)
+        modes_rows(remora, it, secs, busy(it, 50, 1, 4 * MODES_RUNS * (secs + 2) + 60),
+                   [(m, ("--mode", m)) for m in ("wall", "cpu", "gil", "exception")])
+        t = Target(it, os.path.join(TARGETS, "async_short.py"), "ready.json", ("0.5",))
+        t.__enter__()
         try:
-            for mode in ("wall", "cpu", "gil", "exception"):
-                rows = []
-                with bpf_stats():
-                    for _ in range(MODES_RUNS):
-                        p = subprocess.run([remora, "record", "-p", str(t.pid), "-r", "1000", "-d", str(secs),
-                                            "--stats", "--mode", mode, "-o", scratch_output(), "-f", "collapsed"],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                           timeout=600)
-                        k, tk, sw = KERNEL.search(p.stderr), TICK_NS.search(p.stderr), SWITCH.search(p.stderr)
-                        e = ENGINE.search(p.stderr)
-                        if not (k and tk and sw):
-                            continue
-                        runs, ns, truns, tns = int(k.group(2)), int(k.group(3)), int(tk.group(1)), int(tk.group(2))
-                        walks = int(sw.group(1))
-                        rows.append((e.group(1) if e else "?", truns / secs, tns / 1e3 / max(truns, 1),
-                                     (ns - tns) / 1e3 / max(runs - truns, 1), walks / secs,
-                                     (ns - tns) / 1e3 / max(walks, 1)))
-                if not rows:
-                    print("| %s | %s | not measured ||||||" % (it[0], mode))
-                    continue
-                med = [statistics.median(r[i] for r in rows) for i in range(1, 6)]
-                print("| %s | %s | %s | %.0f | %.2f | %.2f | %.0f | %.1f |" % (
-                    it[0], mode, rows[0][0], *med), flush=True)
-        finally:
+            t.wait_ready()
+        except BaseException:
             t.__exit__()
+            raise
+        modes_rows(remora, it, secs, t, [("wall (async_short)", ()), ("wall --async", ("--async",))])
+
+
+def modes_rows(remora, it, secs, t, modes):
+    """modes_table's rows for target t (ended after): each (label, flags) MODES_RUNS times."""
+    try:
+        for mode, flags in modes:
+            rows = []
+            with bpf_stats():
+                for _ in range(MODES_RUNS):
+                    p = subprocess.run([remora, "record", "-p", str(t.pid), "-r", "1000", "-d", str(secs),
+                                        "--stats", *flags, "-o", scratch_output(), "-f", "collapsed"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                       timeout=600)
+                    k, tk, sw = KERNEL.search(p.stderr), TICK_NS.search(p.stderr), SWITCH.search(p.stderr)
+                    e = ENGINE.search(p.stderr)
+                    if not (k and tk and sw):
+                        continue
+                    runs, ns, truns, tns = int(k.group(2)), int(k.group(3)), int(tk.group(1)), int(tk.group(2))
+                    walks = int(sw.group(1))
+                    rows.append((e.group(1) if e else "?", truns / secs, tns / 1e3 / max(truns, 1),
+                                 (ns - tns) / 1e3 / max(runs - truns, 1), walks / secs,
+                                 (ns - tns) / 1e3 / max(walks, 1)))
+            if not rows:
+                print("| %s | %s | not measured ||||||" % (it[0], mode))
+                continue
+            med = [statistics.median(r[i] for r in rows) for i in range(1, 6)]
+            print("| %s | %s | %s | %.0f | %.2f | %.2f | %.0f | %.1f |" % (
+                it[0], mode, rows[0][0], *med), flush=True)
+    finally:
+        t.__exit__()
 
 
 def memory_table(remora, interps):
