@@ -14,10 +14,10 @@ set -euo pipefail
 
 root=${REMORA_CHROOT:-/var/cache/remora/sid}
 pkgs="python3.13 python3.13-nopie python3.14 python3.14-nopie python3.15 python3.15-nopie"
-# Django (ORM + templates), docutils, aiohttp and numpy: the real programs' libraries;
+# Django (ORM + templates), docutils, aiohttp, numpy, Jinja2 and PyYAML: the real programs' libraries;
 # CPython 3.15's own tests (test_external_inspection: run against remora's module by
 # tests/functional/library_tests.py), and the shared libraries that module links to
-extra="python3-django python3-docutils python3-aiohttp python3-numpy libpython3.15-testsuite libdw1t64 libelf1t64 libbpf1"
+extra="python3-django python3-docutils python3-aiohttp python3-numpy python3-jinja2 python3-yaml libpython3.15-testsuite libdw1t64 libelf1t64 libbpf1"
 stamp=.remora-ready                 # the interpreters installed: the chroot is whole
 extra_stamp=.remora-extra           # the extra packages installed
 marker=.remora-provision-chroot     # this script made the directory

@@ -184,6 +184,7 @@ typedef struct kern_named {
 #define KERN_S_NOSTATE 4u           /* the thread's tid has no thread state in the map */
 #define KERN_S_GC 8u                /* its interpreter was collecting garbage */
 #define KERN_S_GIL 16u              /* it held the GIL */
+#define KERN_GEN_NONE UINT64_MAX    /* a gen_hint no counter reads: every tick fingerprinted */
 #define KERN_S_GEN 32u              /* the code-object counter was the layout's gen_hint:
                                      * the frames carry no fingerprint (fp 0) */
 #define KERN_S_GIL_REQ 64u          /* it was waiting for the GIL (3.15's gil_requested) */

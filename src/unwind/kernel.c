@@ -41,6 +41,8 @@ typedef struct ku_failed {
  * one): the ring is read after the round's table, so switches after the one the round
  * saw may come with it. */
 #define KU_SWITCH_KEEP 4
+#define KU_GEN_BACKOFF_NS 1000000000        /* no hint after a failed proof: 1 s, */
+#define KU_GEN_BACKOFF_MAX_NS 16000000000   /* ... doubled to 16 s at most */
 typedef struct ku_switch_rec {
     uint64_t t_ns;                  /* the switch's time: the table's since_ns then (0: none) */
     uint64_t tstate;
@@ -72,6 +74,9 @@ struct unw_kern {
     size_t npending, nnow;
     uint64_t gen_seen;              /* the code-object counter of the last tick named with
                                      * fingerprints (its entries proved at it) */
+    int gen_failed;                 /* a tick without fingerprints had a frame not proved */
+    int64_t gen_off_until;          /* ... so no hint until then (every tick fingerprinted) */
+    int64_t gen_backoff;            /* ... for this long, doubled at each failure */
     int64_t woke_ns;                /* when this round's remora woke */
     int64_t full_ns;                /* ... the last round that read (unw_kern_light) */
     int64_t looked_ns;              /* the round before this one (read or not) */
@@ -573,6 +578,26 @@ static void known(unwinder_t *u, uint64_t code, unw_code_t *e)
         e->kknown = fp;
 }
 
+/* 3.12/3.13, where the counter is the version the next code object made gets (its
+ * co_version, then the counter moves on): was the object e read now made before the
+ * counter read 'gen' at the tick? Then it was alive at the tick, and alive now, so at
+ * its address all along: the tick's. (3.14+ count the objects freed instead.) */
+static int made_before(const unwinder_t *u, const unw_code_t *e, uint64_t gen)
+{
+    const py_layout_t *L = &u->target->layout;
+    uint64_t off;
+    size_t len;
+    uint32_t v;
+
+    if (L->co_version == 0 || L->is_code_generation != 0 || u->kern->lay.gen_size != 4)
+        return 0;
+    code_fp_span(L, &off, &len);
+    if (L->co_version < off || L->co_version + 4 > off + len)
+        return 0;
+    memcpy(&v, e->fp + (L->co_version - off), 4);
+    return v != 0 && (uint64_t)v < gen;
+}
+
 static int frame_code(unwinder_t *u, const kern_frame_t *f, uint64_t gen, uint64_t *now,
                       unw_code_t **out)
 {
@@ -591,7 +616,12 @@ static int frame_code(unwinder_t *u, const kern_frame_t *f, uint64_t gen, uint64
             return err;
         if (*now == 0)
             *now = gen_now(u) + 1;
-        if (err == REMORA_OK && *now == gen + 1) {
+        /* no code object made since the tick; or (3.12/3.13) the object there now was
+         * made before it (under code made all the time, a program compiling templates
+         * per request, the count moves between nearly every tick and its drain) */
+        if (err != REMORA_OK || !(*now == gen + 1 || made_before(u, e, gen)))
+            u->kern->gen_failed = 1;
+        if (err == REMORA_OK && (*now == gen + 1 || made_before(u, e, gen))) {
             e->kgen = gen + 1;
             known(u, f->code, e);
             *out = e;
@@ -1064,8 +1094,22 @@ void unw_kern_round(unwinder_t *u, int64_t woke_ns)
     ku->full_ns = woke_ns;
     ku->looked_ns = ku->checked_ns;
     ku->checked_ns = woke_ns;
-    /* the counter of the last tick proved with fingerprints: ticks at it go without */
-    if (ku->lay.gen_addr != 0 && ku->gen_seen != 0 && ku->gen_seen != ku->lay.gen_hint) {
+    /* the counter of the last tick proved with fingerprints: ticks at it go without;
+     * unless a tick without them had a frame that could not be proved at its drain (a
+     * program making or freeing code objects all the time: the count moves between a
+     * tick and its drain), then none for a while, every tick fingerprinted (no cost to
+     * a program whose code stays) */
+    if (ku->gen_failed) {
+        ku->gen_failed = 0;
+        ku->gen_backoff = ku->gen_backoff == 0 ? KU_GEN_BACKOFF_NS :
+                          ku->gen_backoff < KU_GEN_BACKOFF_MAX_NS ? 2 * ku->gen_backoff : ku->gen_backoff;
+        ku->gen_off_until = woke_ns + ku->gen_backoff;
+        if (ku->lay.gen_hint != KERN_GEN_NONE) {
+            ku->lay.gen_hint = KERN_GEN_NONE;
+            kern_add_process(ku->k, proc_pid(u->p), &ku->lay);
+        }
+    } else if (ku->lay.gen_addr != 0 && ku->gen_seen != 0 && ku->gen_seen != ku->lay.gen_hint &&
+               woke_ns >= ku->gen_off_until) {
         ku->lay.gen_hint = ku->gen_seen;
         kern_add_process(ku->k, proc_pid(u->p), &ku->lay);
     }
