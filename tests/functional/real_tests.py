@@ -388,7 +388,12 @@ def recording(remora, t, d, label, extra, idle=True):
 
 
 ASYNC_STATS = re.compile(r"async: task_samples=(\d+) waiting=\d+ unknown=(\d+)")
-UNKNOWN_MAX = 1.0                  # --async: % of the task samples written <task>, at most
+UNKNOWN_MAX = 3.0                  # --async: % of the task samples written <task>, at most
+                                   # (0.00-0.06 on a quiet machine; 1.9 seen under make
+                                   # test's load: a thread preempted inside a task made
+                                   # since the list, read by a round from user space, whose
+                                   # reading names no task it does not list; the tree
+                                   # before: 96)
 
 
 def import_problem(interp, module):
